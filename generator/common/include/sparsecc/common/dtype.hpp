@@ -1,0 +1,30 @@
+// Element types the readers understand, and exact conversions between them and double.
+// Every float16/bfloat16/float32 value is exactly representable as a double, so the project's
+// containers store double and remember the source type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sparsecc {
+
+enum class DType { f16, bf16, f32, f64 };
+
+std::string_view dtype_name(DType t);                   // "f16", "bf16", "f32", "f64"
+std::optional<DType> parse_dtype(std::string_view name);  // inverse of dtype_name
+std::size_t dtype_size(DType t);                        // bytes per element
+
+double half_bits_to_double(std::uint16_t bits);
+double bf16_bits_to_double(std::uint16_t bits);
+// Round to nearest even; overflow gives +-inf, NaN stays NaN.
+std::uint16_t double_to_half_bits(double v);
+std::uint16_t double_to_bf16_bits(double v);
+
+// Decode one little-endian element of type t at p.
+double load_le(DType t, const unsigned char* p);
+// Encode v as one little-endian element of type t at p (rounding to t).
+void store_le(DType t, double v, unsigned char* p);
+
+}  // namespace sparsecc

@@ -1,0 +1,1 @@
+int sparsecc_runtime_placeholder() { return 0; }

@@ -1,0 +1,82 @@
+#include "test_support.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace sparsecc::test {
+
+std::optional<std::filesystem::path> data_dir() {
+  if (const char* env = std::getenv("SPARSECC_DATA_DIR"); env && *env) {
+    std::filesystem::path p(env);
+    if (std::filesystem::is_directory(p)) return p;
+    return std::nullopt;
+  }
+  std::filesystem::path p(SPARSECC_TEST_DATA_DIR);
+  if (std::filesystem::is_directory(p)) return p;
+  return std::nullopt;
+}
+
+std::filesystem::path source_dir() { return std::filesystem::path(SPARSECC_SOURCE_DIR); }
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto p = std::filesystem::temp_directory_path() /
+             ("sparsecc-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+              std::to_string(rd() % 1000000));
+    if (std::filesystem::create_directory(p)) {
+      path_ = p;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary directory");
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  if (den == 0) return num == 0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(a[i] - b[i]);
+    if (std::isnan(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace sparsecc::test

@@ -1,0 +1,48 @@
+// Helpers shared by the test suites: locating the optional real-data folder, temporary folders,
+// and fp64 comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sparsecc::test {
+
+// The shared data folder (../shared/data, or $SPARSECC_DATA_DIR), if present.
+std::optional<std::filesystem::path> data_dir();
+
+// The folder of the project's own sources (for fixtures checked into tests/).
+std::filesystem::path source_dir();
+
+// A fresh empty folder under the system temp dir, removed when the object goes out of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_text(const std::string& path, const std::string& text);
+void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes);
+
+// ||a - b||_2 / ||b||_2 (0 when both are zero; +inf on size mismatch or NaN).
+double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b);
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace sparsecc::test
+
+// Skips the current test when the shared data folder (or the given sub-path of it) is absent.
+#define SPARSECC_DATA_OR_SKIP(var, sub)                                                   \
+  auto var##_root = ::sparsecc::test::data_dir();                                         \
+  if (!var##_root || !std::filesystem::exists(*var##_root / (sub)))                       \
+    GTEST_SKIP() << "real data not present (" << (sub) << "); set SPARSECC_DATA_DIR";     \
+  const std::filesystem::path var = *var##_root / (sub)
