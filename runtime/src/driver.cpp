@@ -1,1 +1,104 @@
-int sparsecc_runtime_placeholder() { return 0; }
+#include "sparsecc/runtime/driver.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace sparsecc::rt {
+
+namespace {
+
+std::string describe(const DriverApi* api, CUresult code) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api && api->cuGetErrorName) api->cuGetErrorName(code, &name);
+  if (api && api->cuGetErrorString) api->cuGetErrorString(code, &text);
+  std::string s = name ? name : ("CUresult " + std::to_string(static_cast<int>(code)));
+  if (text) s += std::string(" (") + text + ")";
+  return s;
+}
+
+struct Loaded {
+  DriverApi api;
+  std::string error;  // empty when loaded
+};
+
+const DriverApi* g_api = nullptr;  // set once loading finished, for error descriptions
+
+Loaded load() {
+  Loaded out;
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = ::dlerror();
+    out.error = std::string("the CUDA driver (libcuda.so.1) could not be opened: ") + (e ? e : "unknown");
+    return out;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProc>(::dlsym(lib, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    out.error = "the CUDA driver is too old: cuGetProcAddress_v2 is missing (need a CUDA 12 or newer driver)";
+    return out;
+  }
+  DriverApi& api = out.api;
+  std::string missing;
+#define SPARSECC_DRIVER_FN(name)                                                                 \
+  {                                                                                              \
+    void* fn = nullptr;                                                                          \
+    CUdriverProcAddressQueryResult status{};                                                     \
+    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS \
+        || !fn)                                                                                  \
+      missing += std::string(missing.empty() ? "" : ", ") + #name;                               \
+    api.name = reinterpret_cast<decltype(api.name)>(fn);                                         \
+  }
+#include "sparsecc/runtime/driver_functions.inc"
+#undef SPARSECC_DRIVER_FN
+  if (!missing.empty()) {
+    out.error = "the CUDA driver lacks entry points needed by sparsecc: " + missing;
+    return out;
+  }
+  if (CUresult rc = api.cuInit(0); rc != CUDA_SUCCESS) {
+    out.error = "cuInit failed: " + describe(&api, rc);
+    return out;
+  }
+  api.cuDriverGetVersion(&api.version);
+  int count = 0;
+  if (CUresult rc = api.cuDeviceGetCount(&count); rc != CUDA_SUCCESS) {
+    out.error = "cuDeviceGetCount failed: " + describe(&api, rc);
+    return out;
+  }
+  if (count == 0) out.error = "the CUDA driver reports no device";
+  return out;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = [] {
+    Loaded x = load();
+    return x;
+  }();
+  static std::once_flag once;
+  std::call_once(once, [] { g_api = &l.api; });
+  return l;
+}
+
+}  // namespace
+
+DriverError::DriverError(const std::string& call, CUresult code)
+    : std::runtime_error(call + " failed: " + describe(g_api, code)), code_(code) {}
+
+const DriverApi& driver() {
+  const Loaded& l = loaded();
+  if (!l.error.empty()) throw DriverUnavailable(l.error);
+  return l.api;
+}
+
+bool driver_available(std::string* why) {
+  const Loaded& l = loaded();
+  if (why) *why = l.error;
+  return l.error.empty();
+}
+
+void check(CUresult code, const char* call) {
+  if (code != CUDA_SUCCESS) throw DriverError(call, code);
+}
+
+}  // namespace sparsecc::rt

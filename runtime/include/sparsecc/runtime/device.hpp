@@ -1,0 +1,91 @@
+// Devices, contexts, modules and device memory over the driver API, with RAII ownership.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sparsecc/runtime/driver.hpp"
+
+namespace sparsecc::rt {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int multiprocessors = 0;
+  std::size_t total_memory = 0;
+  std::size_t l2_bytes = 0;
+  int max_shared_per_block_optin = 0;
+  int driver_version = 0;
+
+  std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+std::vector<DeviceInfo> list_devices();  // throws DriverUnavailable
+DeviceInfo device_info(int ordinal);
+
+// The device's primary context, retained for the object's lifetime and made current on creation.
+class Context {
+ public:
+  explicit Context(int ordinal = 0);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  void make_current() const;
+  void synchronize() const;
+  const DeviceInfo& device() const { return info_; }
+
+ private:
+  CUdevice dev_{};
+  CUcontext ctx_{};
+  DeviceInfo info_;
+};
+
+// A module loaded from a cubin or PTX image held in memory. PTX is compiled by the driver for the
+// current device; the JIT log is kept in the error message on failure.
+class Module {
+ public:
+  Module(std::span<const unsigned char> image, const std::string& what);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUfunction function(const std::string& name) const;
+
+ private:
+  CUmodule mod_{};
+  std::string what_;
+};
+
+// Untyped device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr get() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+  void upload(const void* src, std::size_t bytes);
+  void download(void* dst, std::size_t bytes) const;
+  // Fills with a 32-bit pattern (e.g. a NaN bit pattern to poison outputs before a run).
+  void fill32(std::uint32_t pattern);
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+// Launches `fn` on `stream` (0 = the context's default stream) with a kernel argument array.
+void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstream stream = nullptr,
+            unsigned shared_bytes = 0, unsigned grid_y = 1, unsigned grid_z = 1, unsigned block_y = 1,
+            unsigned block_z = 1);
+
+}  // namespace sparsecc::rt
