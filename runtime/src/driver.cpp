@@ -33,25 +33,24 @@ Loaded load() {
     out.error = std::string("the CUDA driver (libcuda.so.1) could not be opened: ") + (e ? e : "unknown");
     return out;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto get_proc = reinterpret_cast<GetProc>(::dlsym(lib, "cuGetProcAddress_v2"));
-  if (!get_proc) {
-    out.error = "the CUDA driver is too old: cuGetProcAddress_v2 is missing (need a CUDA 12 or newer driver)";
-    return out;
-  }
+  // Each entry point is looked up under the exact symbol cuda.h maps its name to (cuMemAlloc ->
+  // cuMemAlloc_v2, ...), which is the symbol a program linked against libcuda would bind, so the
+  // pointer's prototype is the one the header declares. (cuGetProcAddress would hand out the
+  // newest variant for the toolkit version, whose signature may differ, e.g. cuCtxSynchronize_v2.)
   DriverApi& api = out.api;
   std::string missing;
-#define SPARSECC_DRIVER_FN(name)                                                                 \
-  {                                                                                              \
-    void* fn = nullptr;                                                                          \
-    CUdriverProcAddressQueryResult status{};                                                     \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS \
-        || !fn)                                                                                  \
-      missing += std::string(missing.empty() ? "" : ", ") + #name;                               \
-    api.name = reinterpret_cast<decltype(api.name)>(fn);                                         \
+#define SPARSECC_SYMBOL_NAME(name) #name
+#define SPARSECC_EXPANDED_NAME(name) SPARSECC_SYMBOL_NAME(name)
+#define SPARSECC_DRIVER_FN(name)                                                \
+  {                                                                             \
+    void* fn = ::dlsym(lib, SPARSECC_EXPANDED_NAME(name));                      \
+    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + SPARSECC_EXPANDED_NAME(name); \
+    api.name = reinterpret_cast<decltype(api.name)>(fn);                        \
   }
 #include "sparsecc/runtime/driver_functions.inc"
 #undef SPARSECC_DRIVER_FN
+#undef SPARSECC_EXPANDED_NAME
+#undef SPARSECC_SYMBOL_NAME
   if (!missing.empty()) {
     out.error = "the CUDA driver lacks entry points needed by sparsecc: " + missing;
     return out;

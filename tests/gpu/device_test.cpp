@@ -38,7 +38,9 @@ void run_check(bool use_ptx) {
   const std::string arch = ctx.device().arch();
   const KernelTemplate t = KernelTemplate::load("toolchain_check.cu");
   const std::string src = t.render({{"KERNEL_NAME", "smoke"}, {"BODY", "v * v - 3.0f * v + 0.5f"}});
-  const CudaCompileResult r = compile_cuda(src, "smoke.cu", {.arch = arch});
+  CudaCompileOptions options;
+  options.arch = arch;
+  const CudaCompileResult r = compile_cuda(src, "smoke.cu", options);
   std::vector<unsigned char> image = use_ptx ? std::vector<unsigned char>(r.ptx.begin(), r.ptx.end()) : r.cubin;
   rt::Module mod(image, use_ptx ? "smoke.ptx" : "smoke.cubin");
   CUfunction fn = mod.function("smoke");

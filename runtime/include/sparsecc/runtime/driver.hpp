@@ -1,5 +1,5 @@
 // The CUDA driver API, opened at run time. The runtime links no CUDA library: it opens
-// libcuda.so.1 on first use and resolves every entry point through cuGetProcAddress, so a binary
+// libcuda.so.1 on first use and resolves each entry point by the symbol cuda.h binds it to, so a binary
 // starts on a machine without a GPU and can say why it cannot run instead of failing to load.
 #pragma once
 
