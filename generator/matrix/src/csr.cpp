@@ -1,0 +1,124 @@
+#include "sparsecc/matrix/csr.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc {
+
+void validate(const CsrMatrix& a) {
+  if (a.rows < 0 || a.cols < 0) throw UsageError(fmt::format("CSR: negative shape {}x{}", a.rows, a.cols));
+  if (a.cols > std::numeric_limits<std::int32_t>::max())
+    throw UsageError(fmt::format("CSR: {} columns do not fit 32-bit column indices", a.cols));
+  if (static_cast<std::int64_t>(a.row_ptr.size()) != a.rows + 1)
+    throw UsageError(fmt::format("CSR: row_ptr has {} entries, expected rows + 1 = {}", a.row_ptr.size(),
+                                 a.rows + 1));
+  if (a.values.size() != a.col_idx.size())
+    throw UsageError(fmt::format("CSR: {} values for {} column indices", a.values.size(), a.col_idx.size()));
+  if (a.row_ptr[0] != 0) throw UsageError(fmt::format("CSR: row_ptr[0] is {}, expected 0", a.row_ptr[0]));
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    if (a.row_ptr[r + 1] < a.row_ptr[r])
+      throw UsageError(fmt::format("CSR: row_ptr decreases at row {} ({} -> {})", r, a.row_ptr[r],
+                                   a.row_ptr[r + 1]));
+  if (a.row_ptr[a.rows] != a.nnz())
+    throw UsageError(fmt::format("CSR: row_ptr ends at {} but there are {} nonzeros", a.row_ptr[a.rows], a.nnz()));
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    for (std::int64_t k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) {
+      const std::int32_t c = a.col_idx[k];
+      if (c < 0 || c >= a.cols)
+        throw UsageError(fmt::format("CSR: row {} has column index {} outside 0..{}", r, c, a.cols - 1));
+      if (k > a.row_ptr[r] && a.col_idx[k - 1] >= c)
+        throw UsageError(fmt::format("CSR: row {} column indices not strictly increasing ({} then {})", r,
+                                     a.col_idx[k - 1], c));
+    }
+  }
+}
+
+CsrMatrix csr_from_dense(const DenseMatrix& d, DType source_dtype) {
+  if (d.rows < 0 || d.cols < 0 || d.cols > std::numeric_limits<std::int32_t>::max() ||
+      (d.cols > 0 && d.rows > std::numeric_limits<std::int64_t>::max() / d.cols) ||
+      static_cast<std::int64_t>(d.data.size()) != d.rows * d.cols)
+    throw UsageError(fmt::format("csr_from_dense: {}x{} matrix with {} elements", d.rows, d.cols, d.data.size()));
+  CsrMatrix a;
+  a.rows = d.rows;
+  a.cols = d.cols;
+  a.source_dtype = source_dtype;
+  a.row_ptr.assign(static_cast<std::size_t>(d.rows + 1), 0);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    for (std::int64_t c = 0; c < d.cols; ++c) {
+      const double v = d(r, c);
+      if (v == 0.0) continue;
+      a.col_idx.push_back(static_cast<std::int32_t>(c));
+      a.values.push_back(v);
+    }
+    a.row_ptr[r + 1] = a.nnz();
+  }
+  return a;
+}
+
+DenseMatrix dense_from_csr(const CsrMatrix& a) {
+  validate(a);
+  if (a.cols > 0 && a.rows > std::numeric_limits<std::int64_t>::max() / a.cols)
+    throw UsageError(fmt::format("dense_from_csr: {}x{} is too large", a.rows, a.cols));
+  DenseMatrix d(a.rows, a.cols);
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (std::int64_t k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) d(r, a.col_idx[k]) = a.values[k];
+  return d;
+}
+
+CsrMatrix transpose(const CsrMatrix& a) {
+  validate(a);
+  if (a.rows > std::numeric_limits<std::int32_t>::max())
+    throw UsageError(fmt::format("transpose: {} rows do not fit 32-bit column indices", a.rows));
+  CsrMatrix t;
+  t.rows = a.cols;
+  t.cols = a.rows;
+  t.source_dtype = a.source_dtype;
+  t.row_ptr.assign(static_cast<std::size_t>(a.cols + 1), 0);
+  for (const std::int32_t c : a.col_idx) ++t.row_ptr[c + 1];
+  for (std::int64_t c = 0; c < a.cols; ++c) t.row_ptr[c + 1] += t.row_ptr[c];
+  t.col_idx.resize(a.col_idx.size());
+  t.values.resize(a.values.size());
+  std::vector<std::int64_t> next(t.row_ptr.begin(), t.row_ptr.end() - 1);
+  // Rows are visited in increasing order, so every row of the transpose comes out sorted.
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    for (std::int64_t k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) {
+      const std::int64_t dst = next[a.col_idx[k]]++;
+      t.col_idx[dst] = static_cast<std::int32_t>(r);
+      t.values[dst] = a.values[k];
+    }
+  }
+  return t;
+}
+
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a fixed, fully specified generator, so the values are the
+// same on every platform and compiler.
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// Each value takes the top 24 bits u of the next splitmix64 output (state starts at `seed`) and is
+// (u - 2^23) / 2^23: a multiple of 2^-23 in [-1, 1), hence exact in float32. u == 2^23 (zero) is
+// redrawn.
+void fill_values_uniform(CsrMatrix& a, std::uint64_t seed) {
+  constexpr std::int64_t kHalf = std::int64_t{1} << 23;
+  std::uint64_t state = seed;
+  a.values.resize(a.col_idx.size());
+  for (double& v : a.values) {
+    std::int64_t u = kHalf;
+    while (u == kHalf) u = static_cast<std::int64_t>(splitmix64(state) >> 40);
+    v = static_cast<double>(u - kHalf) / static_cast<double>(kHalf);
+  }
+}
+
+}  // namespace sparsecc
