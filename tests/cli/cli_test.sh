@@ -1,2 +1,98 @@
 #!/usr/bin/env bash
-exit 0
+# End-to-end checks of the sparsecc CLI: exit statuses (0 ok, 1 failed check, 2 bad usage or input),
+# error messages naming the file and the place, and the JSON keys of `inspect`.
+#   cli_test.sh PATH/TO/sparsecc FIXTURE_DIR
+set -uo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+# expect STATUS PATTERN -- ARGS...: runs sparsecc ARGS, checks the exit status and that the combined
+# output matches the extended regex PATTERN.
+expect() {
+  local want=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: sparsecc $* -> exit $rc (want $want), output must match /$pattern/:"
+    sed 's/^/    /' <<<"$out" | head -n 20
+    failures=$((failures + 1))
+  else
+    echo "ok:   sparsecc $* -> $rc"
+  fi
+}
+
+cat >"$tmp/small.mtx" <<'M'
+%%MatrixMarket matrix coordinate real general
+% a 3x4 matrix
+3 4 4
+1 1 1.5
+2 3 -2
+3 1 4
+3 4 0.25
+M
+cat >"$tmp/bad.mtx" <<'M'
+%%MatrixMarket matrix coordinate real general
+3 4 2
+1 1 1.5
+2 9 -2
+M
+cat >"$tmp/cell.swc" <<'S'
+# soma, a dendrite that branches once
+1 1 0 0 0 5 -1
+2 3 10 0 0 1 1
+3 3 20 0 0 1 2
+4 3 30 5 0 0.8 3
+5 3 30 -5 0 0.8 3
+S
+cat >"$tmp/loop.swc" <<'S'
+1 1 0 0 0 5 -1
+2 3 10 0 0 1 3
+3 3 20 0 0 1 2
+S
+
+expect 0 "inspect"                 -- --help
+expect 0 "^sparsecc [0-9]+\.[0-9]+" -- --version
+expect 2 "subcommand"              -- 
+expect 2 "subcommand"              -- nosuch
+expect 2 "--bogus"                 -- inspect --bogus "$tmp/small.mtx"
+expect 2 "missing.mtx: cannot open" -- inspect "$tmp/missing.mtx"
+expect 2 "bad.mtx:4: .*column"     -- inspect "$tmp/bad.mtx"
+expect 2 "unknown format"          -- inspect "$tmp/cell.txt"
+expect 2 "loop.swc:[0-9]+: "       -- inspect "$tmp/loop.swc"
+expect 0 "3 x 4"                   -- inspect "$tmp/small.mtx"
+expect 0 '"rows": 3'               -- inspect --json "$tmp/small.mtx"
+expect 0 '"nnz": 4'                -- inspect --json "$tmp/small.mtx"
+expect 0 '"cols": 4'               -- inspect --json "$tmp/small.mtx"
+expect 0 '"branch_points": 1'      -- inspect --json "$tmp/cell.swc"
+expect 0 '"compartments": 5'       -- inspect --json "$tmp/cell.swc"
+expect 0 '"cells": 1'              -- inspect --json "$tmp/cell.swc"
+expect 0 '"compartments": 21'      -- inspect --json --resolution 5 "$tmp/cell.swc"
+expect 2 "resolution"              -- inspect --resolution 0 "$tmp/cell.swc"
+gzip -c "$tmp/small.mtx" >"$tmp/small.mtx.gz"
+expect 0 '"nnz": 4'                -- inspect --json "$tmp/small.mtx.gz"
+head -c 20 "$tmp/small.mtx.gz" >"$tmp/trunc.mtx.gz"
+expect 2 "trunc.mtx.gz.*(truncated|gzip)" -- inspect "$tmp/trunc.mtx.gz"
+expect 0 "all checks passed"       -- demo
+expect 0 '"ok": true'              -- demo --json
+
+data=${SPARSECC_DATA_DIR:-}
+if [[ -n "$data" && -d "$data" ]]; then
+  expect 0 '"cols": 256'  -- inspect --json "$data/dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1.smtx.gz"
+  expect 0 '"rows": 64'   -- inspect --json "$data/sparsert/mobilenet_v1_sparse90.npz:contraction_1x1_0"
+  expect 2 "contraction_1x1_0" -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz"
+  expect 2 "nosuch"       -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz:nosuch"
+  expect 0 '"cells": 1'   -- inspect --json "$data/swc/jaxley/morph_ca1_n120.swc"
+  expect 2 "repeated_id.swc:[0-9]+: " -- inspect "$data/swc/neurom/repeated_id.swc"
+else
+  echo "skip: real data checks (SPARSECC_DATA_DIR not set or absent)"
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures CLI check(s) failed"
+  exit 1
+fi
+echo "all CLI checks passed"

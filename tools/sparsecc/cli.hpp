@@ -1,0 +1,18 @@
+// The sparsecc command line: one function a sub-command. Exit statuses: 0 success, 1 a failed
+// check, 2 bad usage or bad input (errors go to stderr).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sparsecc::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Each registers its sub-command on `app`; the callback stored in `run` executes it and returns the
+// exit status.
+void add_inspect(CLI::App& app, std::function<int()>& run);
+void add_demo(CLI::App& app, std::function<int()>& run);
+
+}  // namespace sparsecc::cli
