@@ -116,7 +116,8 @@ TEST(Csr, FromDenseDropsZerosKeepsPositions) {
 
 TEST(Csr, TransposeMatchesDenseTranspose) {
   std::uint32_t seed = 100;
-  for (const auto& [r, c] : std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {9, 5}, {13, 31}}) {
+  for (const auto& [r, c] :
+       std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {9, 5}, {13, 31}}) {
     const DenseMatrix d = random_dense(r, c, 0.3, seed++);
     const CsrMatrix t = transpose(csr_from_dense(d, DType::bf16));
     EXPECT_NO_THROW(validate(t));

@@ -49,7 +49,8 @@ TEST(MatrixSummary, BlockDensityCountsEveryNonzeroOnce) {
         const std::int64_t w = (j + 1) * 23 / gc - j * 23 / gc;
         double count = 0;
         for (std::int64_t r = i * 37 / gr; r < static_cast<std::int64_t>((i + 1) * 37 / gr); ++r)
-          for (std::int64_t c = j * 23 / gc; c < static_cast<std::int64_t>((j + 1) * 23 / gc); ++c) count += d(r, c);
+          for (std::int64_t c = j * 23 / gc; c < static_cast<std::int64_t>((j + 1) * 23 / gc); ++c)
+            count += d(r, c);
         EXPECT_DOUBLE_EQ(s.block_density[i][j], count / static_cast<double>(h * w));
         EXPECT_GE(s.block_density[i][j], 0.0);
         EXPECT_LE(s.block_density[i][j], 1.0);

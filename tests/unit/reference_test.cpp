@@ -20,7 +20,8 @@ std::vector<double> random_values(std::size_t n, std::mt19937& rng) {
 }
 
 // A random sparse matrix; every third row is forced empty when empty_rows is set.
-DenseMatrix random_sparse(std::int64_t rows, std::int64_t cols, double density, bool empty_rows, std::mt19937& rng) {
+DenseMatrix random_sparse(std::int64_t rows, std::int64_t cols, double density, bool empty_rows,
+                          std::mt19937& rng) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   DenseMatrix d(rows, cols);
   for (std::int64_t r = 0; r < rows; ++r)
@@ -30,7 +31,8 @@ DenseMatrix random_sparse(std::int64_t rows, std::int64_t cols, double density, 
 }
 
 // C = A B + bias, relu: the naive dense triple loop.
-DenseMatrix dense_gemm(const DenseMatrix& a, const DenseMatrix& b, const std::vector<double>* bias, bool relu) {
+DenseMatrix dense_gemm(const DenseMatrix& a, const DenseMatrix& b, const std::vector<double>* bias,
+                       bool relu) {
   DenseMatrix c(a.rows, b.cols);
   for (std::int64_t i = 0; i < a.rows; ++i)
     for (std::int64_t j = 0; j < b.cols; ++j) {
@@ -48,12 +50,14 @@ struct Case {
 
 TEST(Reference, SpmmMatchesDenseGemm) {
   std::mt19937 rng(11);
-  const Case cases[] = {{0, 0, 0}, {0, 5, 3}, {4, 0, 3}, {3, 4, 0}, {1, 1, 1}, {7, 5, 1}, {13, 17, 9}, {32, 48, 20}};
+  const Case cases[] = {{0, 0, 0}, {0, 5, 3}, {4, 0, 3},   {3, 4, 0},
+                        {1, 1, 1}, {7, 5, 1}, {13, 17, 9}, {32, 48, 20}};
   for (const auto& [m, k, n] : cases) {
     for (const bool empty_rows : {false, true}) {
       for (const bool use_bias : {false, true}) {
         for (const bool relu : {false, true}) {
-          SCOPED_TRACE(testing::Message() << m << "x" << k << "x" << n << " bias " << use_bias << " relu " << relu);
+          SCOPED_TRACE(testing::Message()
+                       << m << "x" << k << "x" << n << " bias " << use_bias << " relu " << relu);
           const DenseMatrix ad = random_sparse(m, k, 0.3, empty_rows, rng);
           DenseMatrix b(k, n);
           b.data = random_values(b.data.size(), rng);
@@ -98,7 +102,8 @@ TEST(Reference, SpmmShapeErrors) {
 
 TEST(Reference, SpmvMatchesDense) {
   std::mt19937 rng(12);
-  for (const auto& [m, k] : std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {9, 14}, {40, 3}}) {
+  for (const auto& [m, k] :
+       std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {9, 14}, {40, 3}}) {
     const DenseMatrix ad = random_sparse(m, k, 0.4, true, rng);
     const std::vector<double> x = random_values(k, rng);
     std::vector<double> want(m, 0.0);
@@ -113,7 +118,8 @@ TEST(Reference, SpmvMatchesDense) {
 // the output pixels of one image) followed by a dense GEMM with the dense filter.
 std::vector<double> im2col_conv(const DenseMatrix& w, const std::vector<double>& in, const Conv3x3Shape& s,
                                 const std::vector<double>* bias, bool relu) {
-  const std::int64_t oh = (s.height + 2 * s.pad - 3) / s.stride + 1, ow = (s.width + 2 * s.pad - 3) / s.stride + 1;
+  const std::int64_t oh = (s.height + 2 * s.pad - 3) / s.stride + 1,
+                     ow = (s.width + 2 * s.pad - 3) / s.stride + 1;
   std::vector<double> out;
   for (std::int64_t n = 0; n < s.batch; ++n) {
     DenseMatrix cols(s.in_channels * 9, oh * ow);
@@ -135,10 +141,10 @@ std::vector<double> im2col_conv(const DenseMatrix& w, const std::vector<double>&
 
 TEST(Reference, Conv3x3MatchesIm2colGemm) {
   std::mt19937 rng(13);
-  const Conv3x3Shape shapes[] = {
-      {1, 1, 3, 3, 1, 0, 1}, {1, 1, 1, 1, 1, 1, 1},  {2, 3, 7, 6, 4, 0, 1}, {2, 3, 7, 6, 4, 1, 1},
-      {2, 3, 7, 6, 4, 0, 2}, {3, 2, 8, 9, 5, 1, 2},  {1, 4, 5, 5, 6, 1, 3}, {0, 2, 4, 4, 3, 1, 1},
-      {1, 0, 4, 4, 3, 1, 1}, {1, 2, 4, 4, 0, 1, 1}};
+  const Conv3x3Shape shapes[] = {{1, 1, 3, 3, 1, 0, 1}, {1, 1, 1, 1, 1, 1, 1}, {2, 3, 7, 6, 4, 0, 1},
+                                 {2, 3, 7, 6, 4, 1, 1}, {2, 3, 7, 6, 4, 0, 2}, {3, 2, 8, 9, 5, 1, 2},
+                                 {1, 4, 5, 5, 6, 1, 3}, {0, 2, 4, 4, 3, 1, 1}, {1, 0, 4, 4, 3, 1, 1},
+                                 {1, 2, 4, 4, 0, 1, 1}};
   for (const Conv3x3Shape& s : shapes) {
     for (const bool use_bias : {false, true}) {
       for (const bool relu : {false, true}) {
@@ -150,7 +156,8 @@ TEST(Reference, Conv3x3MatchesIm2colGemm) {
         const std::vector<double> bias = random_values(s.out_channels, rng);
         const auto* b = use_bias ? &bias : nullptr;
         const std::vector<double> got = conv3x3(csr_from_dense(w), in, s, b, relu);
-        ASSERT_EQ(got.size(), static_cast<std::size_t>(s.batch * s.out_channels * s.out_height() * s.out_width()));
+        ASSERT_EQ(got.size(),
+                  static_cast<std::size_t>(s.batch * s.out_channels * s.out_height() * s.out_width()));
         EXPECT_LE(test::max_abs_diff(got, im2col_conv(w, in, s, b, relu)), 1e-12);
       }
     }

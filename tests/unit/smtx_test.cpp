@@ -22,7 +22,9 @@ std::span<const unsigned char> bytes(const std::string& s) {
   return {reinterpret_cast<const unsigned char*>(s.data()), s.size()};
 }
 
-CsrMatrix parse(const std::string& text, std::uint64_t seed = 1) { return parse_smtx(bytes(text), "w.smtx", seed); }
+CsrMatrix parse(const std::string& text, std::uint64_t seed = 1) {
+  return parse_smtx(bytes(text), "w.smtx", seed);
+}
 
 void expect_error(const std::string& text, const std::string& where, const std::string& what) {
   try {
@@ -86,7 +88,8 @@ TEST(Smtx, Errors) {
   expect_error("2, 2147483648, 0\n", "w.smtx:1:", "dimension 2147483648 exceeds the supported maximum");
   expect_error("2, 2, 5\n0 1 5\n", "w.smtx:1:", "5 nonzeros do not fit a 2x2 matrix");
   expect_error("10, 10, 1000000000000\n0\n", "w.smtx:1:", "do not fit");
-  expect_error("10000, 10000, 100000000\n0 1\n1\n", "w.smtx:2:", "expected 10001 row offsets (nrows + 1), found 2");
+  expect_error("10000, 10000, 100000000\n0 1\n1\n",
+               "w.smtx:2:", "expected 10001 row offsets (nrows + 1), found 2");
   expect_error("2, 2, 2\n", "w.smtx:1:", "missing line 2");
   expect_error("2, 2, 2\n0 1\n0 1\n", "w.smtx:2:", "expected 3 row offsets (nrows + 1), found 2");
   expect_error("2, 2, 2\n1 1 2\n0 1\n", "w.smtx:2:", "the first row offset must be 0, found 1");
@@ -108,7 +111,8 @@ TEST(Smtx, Errors) {
 TEST(Smtx, RoundTripThroughFiles) {
   test::TempDir dir;
   std::mt19937 rng(3);
-  for (const auto& [r, c] : std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {30, 20}, {5, 90}}) {
+  for (const auto& [r, c] :
+       std::vector<std::pair<int, int>>{{0, 0}, {0, 4}, {4, 0}, {1, 1}, {30, 20}, {5, 90}}) {
     DenseMatrix d(r, c);
     for (auto& v : d.data) v = rng() % 3 == 0 ? 1.0 : 0.0;
     CsrMatrix a = csr_from_dense(d, DType::f32);

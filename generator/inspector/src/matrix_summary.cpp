@@ -32,7 +32,8 @@ MatrixSummary summarize_matrix(const CsrMatrix& a, int block_grid) {
   s.row_nnz = st.row;
   s.col_nnz = st.col;
   if (a.rows == 0 || a.cols == 0) return s;
-  const std::int64_t gr = std::min<std::int64_t>(block_grid, a.rows), gc = std::min<std::int64_t>(block_grid, a.cols);
+  const std::int64_t gr = std::min<std::int64_t>(block_grid, a.rows),
+                     gc = std::min<std::int64_t>(block_grid, a.cols);
   std::vector<std::vector<std::int64_t>> count(gr, std::vector<std::int64_t>(gc, 0));
   for (std::int64_t i = 0; i < gr; ++i) {
     for (std::int64_t r = region_start(i, gr, a.rows); r < region_start(i + 1, gr, a.rows); ++r) {
@@ -48,7 +49,8 @@ MatrixSummary summarize_matrix(const CsrMatrix& a, int block_grid) {
     const std::int64_t h = region_start(i + 1, gr, a.rows) - region_start(i, gr, a.rows);
     for (std::int64_t j = 0; j < gc; ++j) {
       const std::int64_t w = region_start(j + 1, gc, a.cols) - region_start(j, gc, a.cols);
-      s.block_density[i][j] = static_cast<double>(count[i][j]) / (static_cast<double>(h) * static_cast<double>(w));
+      s.block_density[i][j] =
+          static_cast<double>(count[i][j]) / (static_cast<double>(h) * static_cast<double>(w));
     }
   }
   return s;
@@ -71,8 +73,8 @@ std::string to_text(const MatrixSummary& s) {
   static constexpr std::string_view kRamp = " .:-=+*#%@";
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "matrix {} x {}, {} nonzeros, sparsity {:.2f}% (values from {})\n", s.rows, s.cols, s.nnz,
-                 100.0 * s.sparsity, dtype_name(s.source_dtype));
+  fmt::format_to(it, "matrix {} x {}, {} nonzeros, sparsity {:.2f}% (values from {})\n", s.rows, s.cols,
+                 s.nnz, 100.0 * s.sparsity, dtype_name(s.source_dtype));
   const auto line = [&](const char* what, const NnzStats& st, const char* lines) {
     fmt::format_to(it, "nnz per {}: min {}  mean {:.2f}  max {}  stddev {:.2f}  empty {}s {}\n", what, st.min,
                    st.mean, st.max, st.stddev, lines, st.empty);
@@ -91,7 +93,8 @@ std::string to_text(const MatrixSummary& s) {
     std::string cells;
     for (const double d : row) {
       std::size_t level = 0;
-      if (d > 0.0) level = 1 + std::min<std::size_t>(kRamp.size() - 2, static_cast<std::size_t>(d / densest * 9.0));
+      if (d > 0.0)
+        level = 1 + std::min<std::size_t>(kRamp.size() - 2, static_cast<std::size_t>(d / densest * 9.0));
       cells += kRamp[level];
     }
     fmt::format_to(it, "  |{}|\n", cells);

@@ -19,8 +19,8 @@ enum class Field { real, integer, pattern };
 enum class Symmetry { general, symmetric, skew };
 
 struct Entry {
-  std::int64_t row;   // 0-based
-  std::int64_t col;   // 0-based
+  std::int64_t row;  // 0-based
+  std::int64_t col;  // 0-based
   double value;
   std::int64_t line;  // where it came from, for messages about sums of duplicates
 };
@@ -64,9 +64,9 @@ class Parser {
       ++count_;
     }
     if (count_ < expected_)
-      throw_at_line(name_, std::max<std::int64_t>(1, cur_.line_number()),
-                    fmt::format("file ends after {} of the {} entries declared in the size line", count_,
-                                expected_));
+      throw_at_line(
+          name_, std::max<std::int64_t>(1, cur_.line_number()),
+          fmt::format("file ends after {} of the {} entries declared in the size line", count_, expected_));
     return build();
   }
 
@@ -81,20 +81,34 @@ class Parser {
     if (f.size() != 5) fail("header must read '%%MatrixMarket matrix <format> <field> <symmetry>'");
     if (lower(f[1]) != "matrix") fail(fmt::format("unsupported object {} (only 'matrix')", quote(f[1])));
     const std::string format = lower(f[2]), field = lower(f[3]), symmetry = lower(f[4]);
-    if (format == "coordinate") format_ = Format::coordinate;
-    else if (format == "array") format_ = Format::array;
-    else fail(fmt::format("unknown format {} (expected coordinate or array)", quote(f[2])));
-    if (field == "real") field_ = Field::real;
-    else if (field == "integer") field_ = Field::integer;
-    else if (field == "pattern") field_ = Field::pattern;
-    else if (field == "complex") fail("unsupported field 'complex' (real, integer or pattern only)");
-    else fail(fmt::format("unknown field {} (expected real, integer or pattern)", quote(f[3])));
-    if (symmetry == "general") symmetry_ = Symmetry::general;
-    else if (symmetry == "symmetric") symmetry_ = Symmetry::symmetric;
-    else if (symmetry == "skew-symmetric") symmetry_ = Symmetry::skew;
-    else if (symmetry == "hermitian") fail("unsupported symmetry 'hermitian' (complex matrices are not supported)");
-    else fail(fmt::format("unknown symmetry {} (expected general, symmetric or skew-symmetric)", quote(f[4])));
-    if (field_ == Field::pattern && format_ == Format::array) fail("'pattern' is not valid with 'array' format");
+    if (format == "coordinate")
+      format_ = Format::coordinate;
+    else if (format == "array")
+      format_ = Format::array;
+    else
+      fail(fmt::format("unknown format {} (expected coordinate or array)", quote(f[2])));
+    if (field == "real")
+      field_ = Field::real;
+    else if (field == "integer")
+      field_ = Field::integer;
+    else if (field == "pattern")
+      field_ = Field::pattern;
+    else if (field == "complex")
+      fail("unsupported field 'complex' (real, integer or pattern only)");
+    else
+      fail(fmt::format("unknown field {} (expected real, integer or pattern)", quote(f[3])));
+    if (symmetry == "general")
+      symmetry_ = Symmetry::general;
+    else if (symmetry == "symmetric")
+      symmetry_ = Symmetry::symmetric;
+    else if (symmetry == "skew-symmetric")
+      symmetry_ = Symmetry::skew;
+    else if (symmetry == "hermitian")
+      fail("unsupported symmetry 'hermitian' (complex matrices are not supported)");
+    else
+      fail(fmt::format("unknown symmetry {} (expected general, symmetric or skew-symmetric)", quote(f[4])));
+    if (field_ == Field::pattern && format_ == Format::array)
+      fail("'pattern' is not valid with 'array' format");
     if (field_ == Field::pattern && symmetry_ == Symmetry::skew)
       fail("'pattern' is not valid with 'skew-symmetric' symmetry");
   }
@@ -110,7 +124,8 @@ class Parser {
     std::string_view line;
     do {
       if (!cur_.next(line))
-        throw_at_line(name_, std::max<std::int64_t>(1, cur_.line_number()), "missing size line after the header");
+        throw_at_line(name_, std::max<std::int64_t>(1, cur_.line_number()),
+                      "missing size line after the header");
     } while (skippable(line));
     const auto f = split_fields(line);
     const bool coo = format_ == Format::coordinate;
@@ -173,13 +188,14 @@ class Parser {
     const auto f = split_fields(line);
     const bool pattern = field_ == Field::pattern;
     if (f.size() != (pattern ? 2u : 3u))
-      fail(fmt::format("expected {} fields, found {}", pattern ? "2 (row col)" : "3 (row col value)", f.size()));
+      fail(fmt::format("expected {} fields, found {}", pattern ? "2 (row col)" : "3 (row col value)",
+                       f.size()));
     const std::int64_t r = index_field(f[0], "row", rows_);
     const std::int64_t c = index_field(f[1], "column", cols_);
     const double v = pattern ? 1.0 : value_field(f[2]);
     if (symmetry_ != Symmetry::general && r < c)
-      fail(fmt::format("entry ({}, {}) is above the diagonal; a {} file stores only the lower triangle", r + 1,
-                       c + 1, symmetry_ == Symmetry::skew ? "skew-symmetric" : "symmetric"));
+      fail(fmt::format("entry ({}, {}) is above the diagonal; a {} file stores only the lower triangle",
+                       r + 1, c + 1, symmetry_ == Symmetry::skew ? "skew-symmetric" : "symmetric"));
     if (symmetry_ == Symmetry::skew && r == c && v != 0.0)
       fail(fmt::format("nonzero diagonal entry ({}, {}) in a skew-symmetric matrix", r + 1, c + 1));
     add(r, c, v);
@@ -211,8 +227,9 @@ class Parser {
   }
 
   CsrMatrix build() {
-    std::stable_sort(entries_.begin(), entries_.end(),
-                     [](const Entry& a, const Entry& b) { return a.row != b.row ? a.row < b.row : a.col < b.col; });
+    std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+      return a.row != b.row ? a.row < b.row : a.col < b.col;
+    });
     CsrMatrix a;
     a.rows = rows_;
     a.cols = cols_;

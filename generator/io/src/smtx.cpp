@@ -28,7 +28,9 @@ bool blank(std::string_view line) { return line.find_first_not_of(" \t\r") == st
 CsrMatrix parse_smtx(std::span<const unsigned char> data, const std::string& name, std::uint64_t seed) {
   LineCursor cur(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
   std::string_view line;
-  auto fail = [&](const std::string& msg) { throw_at_line(name, std::max<std::int64_t>(1, cur.line_number()), msg); };
+  auto fail = [&](const std::string& msg) {
+    throw_at_line(name, std::max<std::int64_t>(1, cur.line_number()), msg);
+  };
   auto integer = [&](std::string_view s, const char* what) {
     std::int64_t v = 0;
     if (!parse_int(s, v)) fail(fmt::format("{} {} is not an integer", what, quote(s)));
@@ -37,7 +39,8 @@ CsrMatrix parse_smtx(std::span<const unsigned char> data, const std::string& nam
 
   if (!cur.next(line)) fail("empty file: expected 'nrows, ncols, nnz' on line 1");
   const auto head = split_fields(line, true);
-  if (head.size() != 3) fail(fmt::format("line 1 must read 'nrows, ncols, nnz', found {} fields", head.size()));
+  if (head.size() != 3)
+    fail(fmt::format("line 1 must read 'nrows, ncols, nnz', found {} fields", head.size()));
   const std::int64_t rows = integer(head[0], "row count");
   const std::int64_t cols = integer(head[1], "column count");
   const std::int64_t nnz = integer(head[2], "nonzero count");
@@ -66,7 +69,8 @@ CsrMatrix parse_smtx(std::span<const unsigned char> data, const std::string& nam
     if (v > nnz) fail(fmt::format("row offset {} ({}) exceeds nnz {}", i, v, nnz));
     a.row_ptr[i] = v;
   }
-  if (a.row_ptr.back() != nnz) fail(fmt::format("the last row offset is {}, expected nnz {}", a.row_ptr.back(), nnz));
+  if (a.row_ptr.back() != nnz)
+    fail(fmt::format("the last row offset is {}, expected nnz {}", a.row_ptr.back(), nnz));
 
   std::vector<std::string_view> idx;
   if (cur.next(line)) {

@@ -14,17 +14,18 @@ void validate(const CsrMatrix& a) {
   if (a.cols > std::numeric_limits<std::int32_t>::max())
     throw UsageError(fmt::format("CSR: {} columns do not fit 32-bit column indices", a.cols));
   if (static_cast<std::int64_t>(a.row_ptr.size()) != a.rows + 1)
-    throw UsageError(fmt::format("CSR: row_ptr has {} entries, expected rows + 1 = {}", a.row_ptr.size(),
-                                 a.rows + 1));
+    throw UsageError(
+        fmt::format("CSR: row_ptr has {} entries, expected rows + 1 = {}", a.row_ptr.size(), a.rows + 1));
   if (a.values.size() != a.col_idx.size())
     throw UsageError(fmt::format("CSR: {} values for {} column indices", a.values.size(), a.col_idx.size()));
   if (a.row_ptr[0] != 0) throw UsageError(fmt::format("CSR: row_ptr[0] is {}, expected 0", a.row_ptr[0]));
   for (std::int64_t r = 0; r < a.rows; ++r)
     if (a.row_ptr[r + 1] < a.row_ptr[r])
-      throw UsageError(fmt::format("CSR: row_ptr decreases at row {} ({} -> {})", r, a.row_ptr[r],
-                                   a.row_ptr[r + 1]));
+      throw UsageError(
+          fmt::format("CSR: row_ptr decreases at row {} ({} -> {})", r, a.row_ptr[r], a.row_ptr[r + 1]));
   if (a.row_ptr[a.rows] != a.nnz())
-    throw UsageError(fmt::format("CSR: row_ptr ends at {} but there are {} nonzeros", a.row_ptr[a.rows], a.nnz()));
+    throw UsageError(
+        fmt::format("CSR: row_ptr ends at {} but there are {} nonzeros", a.row_ptr[a.rows], a.nnz()));
   for (std::int64_t r = 0; r < a.rows; ++r) {
     for (std::int64_t k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) {
       const std::int32_t c = a.col_idx[k];
@@ -41,7 +42,8 @@ CsrMatrix csr_from_dense(const DenseMatrix& d, DType source_dtype) {
   if (d.rows < 0 || d.cols < 0 || d.cols > std::numeric_limits<std::int32_t>::max() ||
       (d.cols > 0 && d.rows > std::numeric_limits<std::int64_t>::max() / d.cols) ||
       static_cast<std::int64_t>(d.data.size()) != d.rows * d.cols)
-    throw UsageError(fmt::format("csr_from_dense: {}x{} matrix with {} elements", d.rows, d.cols, d.data.size()));
+    throw UsageError(
+        fmt::format("csr_from_dense: {}x{} matrix with {} elements", d.rows, d.cols, d.data.size()));
   CsrMatrix a;
   a.rows = d.rows;
   a.cols = d.cols;

@@ -22,11 +22,11 @@ std::vector<double> conv3x3(const CsrMatrix& W, const std::vector<double>& input
                                  W.cols, s.out_channels, s.in_channels * 9));
   const std::int64_t plane = s.height * s.width;
   if (static_cast<std::int64_t>(input_nchw.size()) != s.batch * s.in_channels * plane)
-    throw UsageError(fmt::format("conv3x3: input has {} values, expected {}x{}x{}x{}", input_nchw.size(), s.batch,
-                                 s.in_channels, s.height, s.width));
+    throw UsageError(fmt::format("conv3x3: input has {} values, expected {}x{}x{}x{}", input_nchw.size(),
+                                 s.batch, s.in_channels, s.height, s.width));
   if (bias && static_cast<std::int64_t>(bias->size()) != s.out_channels)
-    throw UsageError(fmt::format("conv3x3: bias has {} entries for {} output channels", bias->size(),
-                                 s.out_channels));
+    throw UsageError(
+        fmt::format("conv3x3: bias has {} entries for {} output channels", bias->size(), s.out_channels));
   const std::int64_t oh = s.out_height(), ow = s.out_width();
   std::vector<double> out(static_cast<std::size_t>(s.batch * s.out_channels * oh * ow));
   std::size_t o = 0;

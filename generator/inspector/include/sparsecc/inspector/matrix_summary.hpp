@@ -19,8 +19,8 @@ struct MatrixSummary {
   std::int64_t nnz = 0;
   double sparsity = 0.0;  // fraction of zero entries
   DType source_dtype = DType::f64;
-  NnzStats row_nnz;       // row_nnz.empty: rows without a nonzero
-  NnzStats col_nnz;       // col_nnz.empty: columns without a nonzero
+  NnzStats row_nnz;  // row_nnz.empty: rows without a nonzero
+  NnzStats col_nnz;  // col_nnz.empty: columns without a nonzero
   // The matrix cut into min(block_grid, rows) x min(block_grid, cols) near-equal regions; each cell is
   // the density of its region (nonzeros / elements, in [0, 1]). Region i of n over a length L spans
   // [floor(i * L / n), floor((i + 1) * L / n)). Empty when the matrix has no rows or no columns.

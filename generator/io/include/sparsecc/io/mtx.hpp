@@ -23,9 +23,9 @@
 
 namespace sparsecc {
 
-// Largest row or column count the text matrix readers (mtx, smtx) accept: 2^26. Bounds the memory a
-// header alone can make a reader (or a later stage that allocates per row or column) use.
-inline constexpr std::int64_t kMaxMatrixDimension = std::int64_t{1} << 26;
+// Largest row or column count the text matrix readers (mtx, smtx) accept: 2^24 (16,777,216). Bounds the
+// memory a header alone can make a reader (or a later stage that allocates per row or column) use.
+inline constexpr std::int64_t kMaxMatrixDimension = std::int64_t{1} << 24;
 
 CsrMatrix parse_mtx(std::span<const unsigned char> data, const std::string& name);
 CsrMatrix read_mtx(const std::string& path);  // gzip-compressed files are read transparently

@@ -15,8 +15,8 @@ struct NnzStats {
   std::int64_t min = 0;
   double mean = 0.0;
   std::int64_t max = 0;
-  double stddev = 0.0;      // population standard deviation (divides by the count)
-  std::int64_t empty = 0;   // lines with no nonzero
+  double stddev = 0.0;     // population standard deviation (divides by the count)
+  std::int64_t empty = 0;  // lines with no nonzero
 };
 
 struct MatrixStats {
