@@ -1,0 +1,44 @@
+// Loading inputs by name: the one place the CLI and later stages turn `file` or `file.npz:tensor`
+// into a matrix or a tensor, whatever the format (chosen by extension, ignoring a trailing .gz).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/matrix/dense.hpp"
+
+namespace sparsecc {
+
+struct InputSpec {
+  std::string path;
+  std::string tensor;  // empty when the spec names no tensor
+};
+
+// `file.npz:name`. A spec that names an existing file is the path whole (paths may contain ':');
+// otherwise it is split at the last ':'.
+InputSpec parse_input_spec(std::string_view spec);
+
+enum class InputFormat { mtx, smtx, npy, npz, safetensors, swc };
+
+// By extension, ignoring a trailing ".gz"; an unknown extension is an InputError.
+InputFormat detect_format(const std::string& path);
+
+struct LoadOptions {
+  std::uint64_t seed = 1;  // values for pattern-only .smtx files
+};
+
+// A matrix from .mtx, .smtx, or a 2-D tensor of .npy/.npz/.safetensors (zeros dropped, the tensor's
+// dtype kept as source_dtype). A container holding exactly one 2-D tensor may omit `:name`.
+CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options = {});
+
+// A tensor of any rank from .npy, .npz or .safetensors. A container holding exactly one tensor may
+// omit `:name`.
+Tensor load_tensor(const std::string& spec);
+
+// The tensor names of a .npy (its stem), .npz or .safetensors file.
+std::vector<std::string> list_tensors(const std::string& path);
+
+}  // namespace sparsecc

@@ -1,0 +1,149 @@
+#include "sparsecc/io/load.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/io/mtx.hpp"
+#include "sparsecc/io/npy.hpp"
+#include "sparsecc/io/npz.hpp"
+#include "sparsecc/io/safetensors.hpp"
+#include "sparsecc/io/smtx.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+std::optional<InputFormat> format_of(const std::string& path) {
+  std::string base = std::filesystem::path(path).filename().string();
+  std::transform(base.begin(), base.end(), base.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (base.ends_with(".gz")) base.resize(base.size() - 3);
+  const std::pair<const char*, InputFormat> known[] = {{".mtx", InputFormat::mtx},
+                                                       {".smtx", InputFormat::smtx},
+                                                       {".npy", InputFormat::npy},
+                                                       {".npz", InputFormat::npz},
+                                                       {".safetensors", InputFormat::safetensors},
+                                                       {".swc", InputFormat::swc}};
+  for (const auto& [ext, f] : known)
+    if (base.size() > std::string_view(ext).size() && base.ends_with(ext)) return f;
+  return std::nullopt;
+}
+
+// The spec split into path and tensor. When the part before the last ':' has no known extension but
+// the whole spec has one, the whole spec is the path (a missing file then reads as "cannot open").
+InputSpec resolve(const std::string& spec) {
+  InputSpec s = parse_input_spec(spec);
+  if (!s.tensor.empty() && !format_of(s.path) && format_of(spec)) return {spec, {}};
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::vector<Tensor> read_all(const std::string& path, InputFormat f) {
+  if (f == InputFormat::npz) return read_npz(path);
+  return read_safetensors(path);
+}
+
+Tensor read_one(const std::string& path, InputFormat f, const std::string& name) {
+  if (f == InputFormat::npz) return read_npz_tensor(path, name);
+  return read_safetensors_tensor(path, name);
+}
+
+// The tensor a spec names; `matrix` restricts the implicit choice to 2-D tensors.
+Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
+  if (f == InputFormat::npy) {
+    Tensor t = read_npy(s.path);
+    if (!s.tensor.empty() && s.tensor != t.name)
+      throw_in_file(s.path,
+                    fmt::format("a .npy file holds one tensor ('{}'); ':{}' names none", t.name, s.tensor));
+    return t;
+  }
+  if (!s.tensor.empty()) return read_one(s.path, f, s.tensor);
+  std::vector<Tensor> all = read_all(s.path, f);
+  std::vector<std::string> candidates;
+  Tensor* pick = nullptr;
+  for (auto& t : all) {
+    if (matrix && t.shape.size() != 2) continue;
+    candidates.push_back(t.name);
+    pick = &t;
+  }
+  if (candidates.size() != 1)
+    throw_in_file(s.path,
+                  fmt::format("holds {} {}; name one as '{}:NAME' (candidates: {})", candidates.size(),
+                              matrix ? "2-D tensors" : "tensors", s.path, joined(candidates)));
+  return std::move(*pick);
+}
+
+[[noreturn]] void not_a_container(const std::string& path, InputFormat f) {
+  if (f == InputFormat::swc) throw_in_file(path, "is a morphology, not a tensor container");
+  throw_in_file(path, "is a matrix file, not a tensor container (expected .npy, .npz or .safetensors)");
+}
+
+}  // namespace
+
+InputSpec parse_input_spec(std::string_view spec) {
+  std::string whole(spec);
+  std::error_code ec;
+  if (std::filesystem::exists(whole, ec)) return {whole, {}};
+  const auto colon = whole.rfind(':');
+  if (colon == std::string::npos) return {whole, {}};
+  return {whole.substr(0, colon), whole.substr(colon + 1)};
+}
+
+InputFormat detect_format(const std::string& path) {
+  if (auto f = format_of(path)) return *f;
+  throw_in_file(path,
+                "unknown format (expected .mtx, .smtx, .npy, .npz, .safetensors or .swc, optionally .gz)");
+}
+
+CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options) {
+  const InputSpec s = resolve(spec);
+  const InputFormat f = detect_format(s.path);
+  if (f == InputFormat::swc) throw_in_file(s.path, "is a morphology, not a matrix");
+  std::error_code ec;
+  if ((f == InputFormat::mtx || f == InputFormat::smtx) && !s.tensor.empty() &&
+      std::filesystem::exists(s.path, ec))
+    throw_in_file(s.path, fmt::format("holds a single matrix; ':{}' names none", s.tensor));
+  if (f == InputFormat::mtx) return read_mtx(s.path);
+  if (f == InputFormat::smtx) return read_smtx(s.path, options.seed);
+  Tensor t = select_tensor(s, f, true);
+  if (t.shape.size() != 2)
+    throw_at_byte(s.path, -1,
+                  fmt::format("shape {} is not a matrix (2 dimensions needed)", shape_string(t.shape)),
+                  t.name);
+  DenseMatrix d;
+  d.rows = t.shape[0];
+  d.cols = t.shape[1];
+  d.data = std::move(t.data);
+  return csr_from_dense(d, t.dtype);
+}
+
+Tensor load_tensor(const std::string& spec) {
+  const InputSpec s = resolve(spec);
+  const InputFormat f = detect_format(s.path);
+  if (f != InputFormat::npy && f != InputFormat::npz && f != InputFormat::safetensors)
+    not_a_container(s.path, f);
+  return select_tensor(s, f, false);
+}
+
+std::vector<std::string> list_tensors(const std::string& path) {
+  const InputFormat f = detect_format(path);
+  switch (f) {
+    case InputFormat::npy:
+      return {tensor_name_from_path(path)};
+    case InputFormat::npz:
+      return list_npz(path);
+    case InputFormat::safetensors:
+      return list_safetensors(path);
+    default:
+      not_a_container(path, f);
+  }
+}
+
+}  // namespace sparsecc

@@ -1,0 +1,221 @@
+// .npz reader and writer: stored and deflated archives, hand-built zip fixtures for each error path,
+// gzip transparency, and every tensor of the real SparseRT archives.
+#include "sparsecc/io/npz.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/io/npy.hpp"
+#include "test_support.hpp"
+
+namespace sparsecc {
+namespace {
+
+std::uint32_t crc32(const Bytes& d) {
+  std::uint32_t c = 0xffffffffu;
+  for (unsigned char b : d) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+struct ZipEntry {
+  std::string name;
+  Bytes data;               // stored as is
+  std::uint16_t flags = 0;  // bit 0: encrypted
+  std::uint16_t method = 0;
+  bool bad_crc = false;
+};
+
+// A minimal zip archive (local headers, central directory, end record) around `entries`.
+Bytes make_zip(const std::vector<ZipEntry>& entries) {
+  Bytes out, cd;
+  auto put = [](Bytes& b, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) b.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  };
+  for (const auto& e : entries) {
+    const std::uint32_t crc = crc32(e.data) ^ (e.bad_crc ? 1u : 0u);
+    const std::size_t offset = out.size();
+    for (Bytes* b : {&out, &cd}) {
+      put(*b, b == &out ? 0x04034b50 : 0x02014b50, 4);
+      if (b == &cd) put(*b, 20, 2);
+      put(*b, 20, 2);
+      put(*b, e.flags, 2);
+      put(*b, e.method, 2);
+      put(*b, 0x00210000, 4);  // time 00:00, date 1980-01-01
+      put(*b, crc, 4);
+      put(*b, e.data.size(), 4);
+      put(*b, e.data.size(), 4);
+      put(*b, e.name.size(), 2);
+      put(*b, 0, 2);
+      if (b == &cd) {
+        put(*b, 0, 6);  // comment length, disk, internal attributes
+        put(*b, 0, 4);  // external attributes
+        put(*b, offset, 4);
+      }
+      b->insert(b->end(), e.name.begin(), e.name.end());
+    }
+    out.insert(out.end(), e.data.begin(), e.data.end());
+  }
+  const std::size_t cd_offset = out.size();
+  out.insert(out.end(), cd.begin(), cd.end());
+  put(out, 0x06054b50, 4);
+  put(out, 0, 4);
+  put(out, entries.size(), 2);
+  put(out, entries.size(), 2);
+  put(out, cd.size(), 4);
+  put(out, cd_offset, 4);
+  put(out, 0, 2);
+  return out;
+}
+
+Tensor tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
+              DType t = DType::f32) {
+  Tensor x;
+  x.name = name;
+  x.dtype = t;
+  x.shape = std::move(shape);
+  x.data = std::move(data);
+  return x;
+}
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no InputError; expected one mentioning " << parts.front();
+  } catch (const InputError& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+  }
+}
+
+TEST(Npz, StoredAndDeflatedRoundTrip) {
+  const std::vector<Tensor> in = {
+      tensor("fc1", {2, 3}, {1, 0, 0, 0, -2, 0.5}), tensor("fc1_bias", {2}, {0.25, -0.125}, DType::f64),
+      tensor("half", {2, 2}, {1, 2, 65504, -0.0009765625}, DType::f16), tensor("sub/scalar", {}, {3})};
+  for (bool compress : {false, true}) {
+    const Bytes z = format_npz(in, compress);
+    EXPECT_EQ(list_npz(z, "m.npz"), (std::vector<std::string>{"fc1", "fc1_bias", "half", "sub/scalar"}));
+    const auto out = parse_npz(z, "m.npz");
+    ASSERT_EQ(out.size(), in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(out[i].name, in[i].name);
+      EXPECT_EQ(out[i].dtype, in[i].dtype);
+      EXPECT_EQ(out[i].shape, in[i].shape);
+      EXPECT_EQ(out[i].data, in[i].data);
+    }
+    EXPECT_EQ(parse_npz_tensor(z, "m.npz", "half").data, in[2].data);
+  }
+  // Deterministic output, and deflate actually compresses.
+  std::vector<Tensor> zeros = {tensor("z", {64, 64}, std::vector<double>(4096, 0.0))};
+  EXPECT_EQ(format_npz(zeros, true), format_npz(zeros, true));
+  EXPECT_LT(format_npz(zeros, true).size(), format_npz(zeros, false).size() / 10);
+  EXPECT_TRUE(parse_npz(format_npz({}, false), "e.npz").empty());
+}
+
+TEST(Npz, FilesAndGzip) {
+  test::TempDir dir;
+  const std::vector<Tensor> in = {tensor("a", {1, 2}, {1, 2}), tensor("b", {3}, {4, 5, 6})};
+  for (const std::string name : {"w.npz", "w.npz.gz"}) {
+    write_npz(dir.file(name), in, true);
+    EXPECT_EQ(list_npz(dir.file(name)), (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(read_npz_tensor(dir.file(name), "b").data, in[1].data);
+    EXPECT_EQ(read_npz(dir.file(name)).size(), 2u);
+  }
+  EXPECT_TRUE(is_gzip(read_file(dir.file("w.npz.gz"))));
+  EXPECT_THROW(format_npz({in[0], in[0]}, false), UsageError);
+  EXPECT_THROW(format_npz({tensor("", {1}, {1})}, false), UsageError);
+}
+
+TEST(Npz, MissingTensorListsTheAvailableOnes) {
+  const Bytes z = format_npz({tensor("a", {1}, {1}), tensor("b", {1}, {2})}, false);
+  expect_error([&] { parse_npz_tensor(z, "m.npz", "c"); },
+               {"m.npz: tensor 'c': not in the archive (available: a, b)"});
+}
+
+TEST(Npz, ZipErrors) {
+  const Bytes good = format_npy(tensor("x", {2}, {1, 2}));
+  const auto list = [](Bytes b) { return [b] { parse_npz(b, "m.npz"); }; };
+  EXPECT_EQ(parse_npz(make_zip({{"x.npy", good}}), "m.npz")[0].data, (std::vector<double>{1, 2}));
+  expect_error(list({}), {"m.npz", "empty file"});
+  expect_error(list({'h', 'e', 'l', 'l', 'o'}), {"m.npz: not a valid zip archive: Not a zip archive"});
+  Bytes cut = make_zip({{"x.npy", good}});
+  cut.resize(cut.size() - 30);
+  expect_error(list(cut), {"m.npz: not a valid zip archive"});
+  expect_error(list(make_zip({{"readme.txt", good}})), {"entry 'readme.txt' is not a .npy file"});
+  expect_error(list(make_zip({{".npy", good}})), {"entry '.npy' is not a .npy file"});
+  expect_error(list(make_zip({{"x.npy", good}, {"x.npy", good}})),
+               {"m.npz: not a valid zip archive: duplicate entry names (File already exists)"});
+  expect_error(list(make_zip({{"x.npy", good, 1}})), {"m.npz: tensor 'x'", "encrypted"});
+  expect_error(list(make_zip({{"x.npy", good, 0, 12}})), {"tensor 'x'", "unsupported compression method 12"});
+  expect_error(list(make_zip({{"x.npy", good, 0, 0, true}})),
+               {"m.npz: tensor 'x': corrupt entry: CRC error"});
+  Bytes short_data = good;
+  short_data.resize(good.size() - 4);
+  expect_error(list(make_zip({{"x.npy", short_data}})),
+               {"m.npz: tensor 'x': byte 128: shape (2,) needs 8 bytes of data, 4 present"});
+}
+
+TEST(Npz, RealSparseRtArchivesLoad) {
+  SPARSECC_DATA_OR_SKIP(dir, "sparsert/mobilenet_v1_sparse90.npz");
+  const std::map<std::string, std::vector<std::int64_t>> mobilenet = {
+      {"contraction_1x1_0", {64, 32}},    {"contraction_1x1_1", {128, 64}},
+      {"contraction_1x1_2", {128, 128}},  {"contraction_1x1_3", {256, 128}},
+      {"contraction_1x1_4", {256, 256}},  {"contraction_1x1_5", {512, 256}},
+      {"contraction_1x1_6", {512, 512}},  {"contraction_1x1_7", {512, 512}},
+      {"contraction_1x1_8", {512, 512}},  {"contraction_1x1_9", {512, 512}},
+      {"contraction_1x1_10", {512, 512}}, {"contraction_1x1_11", {1024, 512}},
+      {"contraction_1x1_0_bias", {64}},   {"contraction_1x1_12_bias", {1024}},
+      {"input_image", {32, 112, 112}},    {"result", {64, 12544}}};
+  const auto tensors = read_npz(dir.string());
+  EXPECT_EQ(tensors.size(), 27u);
+  for (const auto& t : tensors) {
+    EXPECT_EQ(t.dtype, DType::f32);
+    EXPECT_EQ(static_cast<std::int64_t>(t.data.size()), t.numel());
+    if (auto it = mobilenet.find(t.name); it != mobilenet.end()) {
+      EXPECT_EQ(t.shape, it->second) << t.name;
+    }
+  }
+}
+
+double nonzero_fraction(const Tensor& t) {
+  std::size_t nz = 0;
+  for (double v : t.data) nz += v != 0.0;
+  return static_cast<double>(nz) / static_cast<double>(t.data.size());
+}
+
+TEST(Npz, RealResNetFiltersAndFortranTranspose) {
+  SPARSECC_DATA_OR_SKIP(dir, "sparsert");
+  for (const auto& [file, density] :
+       {std::pair{"resnet50_3x3_sparse90.npz", 0.09}, {"resnet50_3x3_sparse95.npz", 0.04}}) {
+    const std::string path = (dir / file).string();
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent";
+    std::map<std::string, Tensor> by_name;
+    for (auto& t : read_npz(path)) by_name[t.name] = std::move(t);
+    ASSERT_EQ(by_name.size(), 7u);
+    const std::int64_t channels[] = {64, 128, 256}, hw[] = {56, 28, 14};
+    for (int g = 0; g < 3; ++g) {
+      const Tensor& f = by_name.at("filter_bg" + std::to_string(g + 1));
+      EXPECT_EQ(f.shape, (std::vector<std::int64_t>{channels[g], channels[g] * 9}));
+      EXPECT_NEAR(nonzero_fraction(f), density, 0.01) << file << " " << f.name;
+      EXPECT_EQ(by_name.at("input_bg" + std::to_string(g + 1)).shape,
+                (std::vector<std::int64_t>{channels[g], hw[g], hw[g]}));
+    }
+    const Tensor& a = by_name.at("filter_bg1");
+    const Tensor& at = by_name.at("transposed_filter_bg1");
+    ASSERT_EQ(at.shape, (std::vector<std::int64_t>{576, 64}));
+    for (std::int64_t r = 0; r < 64; ++r)
+      for (std::int64_t c = 0; c < 576; ++c)
+        ASSERT_EQ(a.data[static_cast<std::size_t>(r * 576 + c)],
+                  at.data[static_cast<std::size_t>(c * 64 + r)])
+            << file << " (" << r << ", " << c << ")";
+  }
+}
+
+}  // namespace
+}  // namespace sparsecc
