@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
 
 namespace sparsecc {
 
@@ -96,30 +97,15 @@ CsrMatrix transpose(const CsrMatrix& a) {
   return t;
 }
 
-namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): a fixed, fully specified generator, so the values are the
-// same on every platform and compiler.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
-// Each value takes the top 24 bits u of the next splitmix64 output (state starts at `seed`) and is
-// (u - 2^23) / 2^23: a multiple of 2^-23 in [-1, 1), hence exact in float32. u == 2^23 (zero) is
-// redrawn.
+// Values are SplitMix64::uniform_pm1 draws (state starts at `seed`): multiples of 2^-23 in [-1, 1),
+// hence exact in float32; an exact zero is redrawn so the pattern keeps every entry.
 void fill_values_uniform(CsrMatrix& a, std::uint64_t seed) {
-  constexpr std::int64_t kHalf = std::int64_t{1} << 23;
-  std::uint64_t state = seed;
+  SplitMix64 rng(seed);
   a.values.resize(a.col_idx.size());
   for (double& v : a.values) {
-    std::int64_t u = kHalf;
-    while (u == kHalf) u = static_cast<std::int64_t>(splitmix64(state) >> 40);
-    v = static_cast<double>(u - kHalf) / static_cast<double>(kHalf);
+    do {
+      v = rng.uniform_pm1();
+    } while (v == 0.0);
   }
 }
 
