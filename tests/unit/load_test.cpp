@@ -94,6 +94,9 @@ TEST(Load, MatricesFromEveryFormat) {
   expect_error([&] { load_matrix(dir.file("a.mtx:x")); }, {"a.mtx: holds a single matrix"});
   expect_error([&] { load_matrix(dir.file("a.npy:x")); }, {"a.npy: a .npy file holds one tensor ('a')"});
   expect_error([&] { load_matrix(dir.file("cell.swc")); }, {"cell.swc: is a morphology, not a matrix"});
+  write_npy(dir.file("wide.npy"), tensor("wide", {0, std::int64_t{1} << 30}, {}));
+  expect_error([&] { load_matrix(dir.file("wide.npy")); },
+               {"wide.npy: tensor 'wide': shape (0, 1073741824) exceeds the matrix dimension limit"});
   expect_error([&] { load_matrix(dir.file("missing.npz")); }, {"missing.npz", "cannot open"});
   expect_error([&] { load_matrix(dir.file("missing.mtx:x")); }, {"missing.mtx: cannot open"});
 }

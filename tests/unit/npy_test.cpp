@@ -121,6 +121,10 @@ TEST(Npy, HeaderSpellings) {
   EXPECT_TRUE(parse_npy(npy(dict("<f4", false, "()"), encode(DType::f32, {3})), "w.npy").shape.empty());
   const Tensor empty = parse_npy(npy(dict("<f4", true, "(0, 5)"), {}), "w.npy");
   EXPECT_EQ(empty.numel(), 0);
+  const Tensor huge_empty =
+      parse_npy(npy(dict("<f8", true, "(2147483647, 2147483647, 2147483647, 0)"), {}), "w.npy");
+  EXPECT_TRUE(huge_empty.data.empty());
+  EXPECT_EQ(parse_npy(format_npy(huge_empty, true), "w.npy").shape, huge_empty.shape);
   const Tensor four =
       parse_npy(npy(dict("<f2", false, "(1, 2, 1, 2)"), encode(DType::f16, {1, 2, 3, 4})), "w.npy");
   EXPECT_EQ(four.shape.size(), 4u);

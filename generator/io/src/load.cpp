@@ -117,6 +117,11 @@ CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options) {
     throw_at_byte(s.path, -1,
                   fmt::format("shape {} is not a matrix (2 dimensions needed)", shape_string(t.shape)),
                   t.name);
+  if (t.shape[0] > kMaxMatrixDimension || t.shape[1] > kMaxMatrixDimension)
+    throw_at_byte(s.path, -1,
+                  fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(t.shape),
+                              kMaxMatrixDimension),
+                  t.name);
   DenseMatrix d;
   d.rows = t.shape[0];
   d.cols = t.shape[1];

@@ -18,6 +18,7 @@ constexpr unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 // Calls fn(c_index, fortran_index) for every element of a tensor of `shape`, in C order.
 template <typename Fn>
 void for_each_fortran_offset(const std::vector<std::int64_t>& shape, std::int64_t numel, Fn fn) {
+  if (numel == 0) return;  // strides of an empty tensor may overflow
   const std::size_t r = shape.size();
   std::vector<std::int64_t> stride(r, 1), idx(r, 0);
   for (std::size_t k = 1; k < r; ++k) stride[k] = stride[k - 1] * shape[k - 1];
@@ -217,10 +218,12 @@ std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::st
     throw_at_byte(file, byte,
                   fmt::format("{} dimensions; at most {} are supported", shape.size(), kMaxTensorRank),
                   tensor);
-  std::int64_t n = 1;
-  for (auto d : shape) {
+  for (auto d : shape)
     if (d < 0 || d > kMaxTensorDim)
       throw_at_byte(file, byte, fmt::format("dimension {} out of range [0, {}]", d, kMaxTensorDim), tensor);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;  // empty, however large the rest
+  std::int64_t n = 1;
+  for (auto d : shape) {
     if (__builtin_mul_overflow(n, d, &n))
       throw_at_byte(file, byte, fmt::format("shape {} has too many elements", shape_string(shape)), tensor);
   }
@@ -261,9 +264,10 @@ void check_writable(const Tensor& t) {
   if (t.shape.size() > kMaxTensorRank)
     throw UsageError(fmt::format("tensor '{}': {} dimensions; at most {} are supported", t.name,
                                  t.shape.size(), kMaxTensorRank));
-  std::int64_t n = 1;
+  const bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
+  std::int64_t n = empty ? 0 : 1;
   for (auto d : t.shape) {
-    if (d < 0 || d > kMaxTensorDim || __builtin_mul_overflow(n, d, &n))
+    if (d < 0 || d > kMaxTensorDim || (!empty && __builtin_mul_overflow(n, d, &n)))
       throw UsageError(fmt::format("tensor '{}': invalid shape {}", t.name, shape_string(t.shape)));
   }
   if (static_cast<std::uint64_t>(n) != t.data.size())
@@ -352,10 +356,11 @@ Bytes format_npy(const Tensor& t, bool fortran_order, int major_version) {
     store_le(stored, t.data[static_cast<std::size_t>(c_index)],
              data + static_cast<std::size_t>(file_index) * size);
   };
+  const auto numel = static_cast<std::int64_t>(t.data.size());  // == the shape's, checked above
   if (fortran_order && t.shape.size() > 1) {
-    for_each_fortran_offset(t.shape, t.numel(), put);
+    for_each_fortran_offset(t.shape, numel, put);
   } else {
-    for (std::int64_t i = 0; i < t.numel(); ++i) put(i, i);
+    for (std::int64_t i = 0; i < numel; ++i) put(i, i);
   }
   return out;
 }

@@ -31,7 +31,8 @@ struct LoadOptions {
 };
 
 // A matrix from .mtx, .smtx, or a 2-D tensor of .npy/.npz/.safetensors (zeros dropped, the tensor's
-// dtype kept as source_dtype). A container holding exactly one 2-D tensor may omit `:name`.
+// dtype kept as source_dtype; rows and columns at most kMaxMatrixDimension). A container holding
+// exactly one 2-D tensor may omit `:name`.
 CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options = {});
 
 // A tensor of any rank from .npy, .npz or .safetensors. A container holding exactly one tensor may
