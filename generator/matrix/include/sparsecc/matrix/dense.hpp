@@ -30,9 +30,11 @@ struct Tensor {
   std::vector<std::int64_t> shape;
   std::vector<double> data;
 
+  // Number of elements; -1 when a dimension is negative or the product overflows int64.
   std::int64_t numel() const {
     std::int64_t n = 1;
-    for (auto s : shape) n *= s;
+    for (auto s : shape)
+      if (s < 0 || __builtin_mul_overflow(n, s, &n)) return -1;
     return n;
   }
 };
