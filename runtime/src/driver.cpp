@@ -41,11 +41,11 @@ Loaded load() {
   std::string missing;
 #define SPARSECC_SYMBOL_NAME(name) #name
 #define SPARSECC_EXPANDED_NAME(name) SPARSECC_SYMBOL_NAME(name)
-#define SPARSECC_DRIVER_FN(name)                                                \
-  {                                                                             \
-    void* fn = ::dlsym(lib, SPARSECC_EXPANDED_NAME(name));                      \
+#define SPARSECC_DRIVER_FN(name)                                                                 \
+  {                                                                                              \
+    void* fn = ::dlsym(lib, SPARSECC_EXPANDED_NAME(name));                                       \
     if (!fn) missing += std::string(missing.empty() ? "" : ", ") + SPARSECC_EXPANDED_NAME(name); \
-    api.name = reinterpret_cast<decltype(api.name)>(fn);                        \
+    api.name = reinterpret_cast<decltype(api.name)>(fn);                                         \
   }
 #include "sparsecc/runtime/driver_functions.inc"
 #undef SPARSECC_DRIVER_FN

@@ -1,6 +1,8 @@
 // GPU smoke tests: the runtime finds the driver and a device, and a kernel rendered from
 // templates/, compiled by NVRTC, loads (as cubin and as PTX) and computes the right values.
 // Every test skips with the reason when no driver or device is present.
+#include "sparsecc/runtime/device.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/emit/template.hpp"
-#include "sparsecc/runtime/device.hpp"
 
 using namespace sparsecc;
 
@@ -41,7 +42,8 @@ void run_check(bool use_ptx) {
   CudaCompileOptions options;
   options.arch = arch;
   const CudaCompileResult r = compile_cuda(src, "smoke.cu", options);
-  std::vector<unsigned char> image = use_ptx ? std::vector<unsigned char>(r.ptx.begin(), r.ptx.end()) : r.cubin;
+  std::vector<unsigned char> image =
+      use_ptx ? std::vector<unsigned char>(r.ptx.begin(), r.ptx.end()) : r.cubin;
   rt::Module mod(image, use_ptx ? "smoke.ptx" : "smoke.cubin");
   CUfunction fn = mod.function("smoke");
 

@@ -9,6 +9,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "sparsecc/common/error.hpp"
+
 namespace sparsecc::test {
 
 std::optional<std::filesystem::path> data_dir() {
@@ -77,6 +79,26 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
     m = std::max(m, d);
   }
   return m;
+}
+
+void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no InputError; expected one mentioning " << (parts.empty() ? "" : parts.front());
+  } catch (const InputError& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+  }
+}
+
+Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
+                   DType dtype) {
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = std::move(data);
+  return t;
 }
 
 }  // namespace sparsecc::test

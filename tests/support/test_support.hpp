@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "sparsecc/matrix/dense.hpp"
 
 namespace sparsecc::test {
 
@@ -38,11 +41,17 @@ void write_bytes(const std::string& path, const std::vector<unsigned char>& byte
 double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
+// Runs `fn` and expects an InputError whose message contains every string of `parts`.
+void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts);
+
+Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
+                   DType dtype = DType::f32);
+
 }  // namespace sparsecc::test
 
 // Skips the current test when the shared data folder (or the given sub-path of it) is absent.
-#define SPARSECC_DATA_OR_SKIP(var, sub)                                                   \
-  auto var##_root = ::sparsecc::test::data_dir();                                         \
-  if (!var##_root || !std::filesystem::exists(*var##_root / (sub)))                       \
-    GTEST_SKIP() << "real data not present (" << (sub) << "); set SPARSECC_DATA_DIR";     \
+#define SPARSECC_DATA_OR_SKIP(var, sub)                                               \
+  auto var##_root = ::sparsecc::test::data_dir();                                     \
+  if (!var##_root || !std::filesystem::exists(*var##_root / (sub)))                   \
+    GTEST_SKIP() << "real data not present (" << (sub) << "); set SPARSECC_DATA_DIR"; \
   const std::filesystem::path var = *var##_root / (sub)

@@ -38,13 +38,13 @@ TEST(CommonError, LocationsAreDescribed) {
 TEST(CommonDtype, HalfConversionsAreExactAndRoundToNearestEven) {
   EXPECT_EQ(double_to_half_bits(1.0), 0x3c00);
   EXPECT_EQ(double_to_half_bits(-2.0), 0xc000);
-  EXPECT_EQ(double_to_half_bits(65504.0), 0x7bff);              // largest finite
-  EXPECT_EQ(double_to_half_bits(65520.0), 0x7c00);              // rounds up to infinity
+  EXPECT_EQ(double_to_half_bits(65504.0), 0x7bff);               // largest finite
+  EXPECT_EQ(double_to_half_bits(65520.0), 0x7c00);               // rounds up to infinity
   EXPECT_EQ(double_to_half_bits(std::ldexp(1.0, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(double_to_half_bits(std::ldexp(1.0, -25)), 0x0000);  // tie -> even (zero)
   EXPECT_EQ(double_to_half_bits(3 * std::ldexp(1.0, -25)), 0x0002);
-  EXPECT_EQ(double_to_half_bits(1.0 + std::ldexp(1.0, -11)), 0x3c00);      // tie -> even
-  EXPECT_EQ(double_to_half_bits(1.0 + 3 * std::ldexp(1.0, -11)), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(double_to_half_bits(1.0 + std::ldexp(1.0, -11)), 0x3c00);                      // tie -> even
+  EXPECT_EQ(double_to_half_bits(1.0 + 3 * std::ldexp(1.0, -11)), 0x3c02);                  // tie -> even (up)
   EXPECT_EQ(double_to_half_bits(std::ldexp(1023.0, -24) + std::ldexp(1.0, -25)), 0x0400);  // into normals
   EXPECT_TRUE(std::isnan(half_bits_to_double(double_to_half_bits(std::nan("")))));
   // Every finite half survives a round trip exactly.

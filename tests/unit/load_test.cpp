@@ -15,26 +15,6 @@
 namespace sparsecc {
 namespace {
 
-Tensor tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
-              DType t = DType::f32) {
-  Tensor x;
-  x.name = name;
-  x.dtype = t;
-  x.shape = std::move(shape);
-  x.data = std::move(data);
-  return x;
-}
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no InputError; expected one mentioning " << parts.front();
-  } catch (const InputError& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
-  }
-}
-
 TEST(Load, ParsesInputSpecs) {
   test::TempDir dir;
   const std::string odd = dir.file("a:b.npz");
@@ -58,9 +38,10 @@ TEST(Load, DetectsFormatsByExtension) {
   EXPECT_EQ(detect_format("a.npz.gz"), InputFormat::npz);
   EXPECT_EQ(detect_format("m.safetensors"), InputFormat::safetensors);
   EXPECT_EQ(detect_format("n.swc"), InputFormat::swc);
-  expect_error([] { detect_format("a.csv"); }, {"a.csv: unknown format (expected .mtx, .smtx, .npy"});
-  expect_error([] { detect_format("a.gz"); }, {"unknown format"});
-  expect_error([] { detect_format(".npy"); }, {"unknown format"});
+  test::expect_input_error([] { detect_format("a.csv"); },
+                           {"a.csv: unknown format (expected .mtx, .smtx, .npy"});
+  test::expect_input_error([] { detect_format("a.gz"); }, {"unknown format"});
+  test::expect_input_error([] { detect_format(".npy"); }, {"unknown format"});
 }
 
 TEST(Load, MatricesFromEveryFormat) {
@@ -68,11 +49,13 @@ TEST(Load, MatricesFromEveryFormat) {
   test::write_text(dir.file("a.mtx"),
                    "%%MatrixMarket matrix coordinate real general\n2 3 2\n1 1 1.5\n2 3 -2\n");
   test::write_text(dir.file("a.smtx"), "2, 3, 2\n0 1 2\n0 2\n");
-  write_npy(dir.file("a.npy"), tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}, DType::f16));
-  write_npz(dir.file("a.npz.gz"), {tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}), tensor("bias", {2}, {1, 2})},
+  write_npy(dir.file("a.npy"), test::make_tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}, DType::f16));
+  write_npz(dir.file("a.npz.gz"),
+            {test::make_tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}), test::make_tensor("bias", {2}, {1, 2})},
             true);
-  write_safetensors(dir.file("a.safetensors"), {tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}, DType::bf16),
-                                                tensor("b", {3, 1}, {1, 2, 3})});
+  write_safetensors(dir.file("a.safetensors"),
+                    {test::make_tensor("a", {2, 3}, {1.5, 0, 0, 0, 0, -2}, DType::bf16),
+                     test::make_tensor("b", {3, 1}, {1, 2, 3})});
   for (const std::string spec : {"a.mtx", "a.npy", "a.npz.gz", "a.npz.gz:a", "a.safetensors:a"}) {
     const CsrMatrix m = load_matrix(dir.file(spec));
     EXPECT_EQ(m.rows, 2) << spec;
@@ -86,33 +69,39 @@ TEST(Load, MatricesFromEveryFormat) {
   EXPECT_EQ(s.col_idx, (std::vector<std::int32_t>{0, 2}));
   EXPECT_EQ(s.values, load_matrix(dir.file("a.smtx"), {.seed = 5}).values);
 
-  expect_error([&] { load_matrix(dir.file("a.safetensors")); },
-               {"a.safetensors: holds 2 2-D tensors; name one as", "(candidates: a, b)"});
-  expect_error([&] { load_matrix(dir.file("a.npz.gz:bias")); },
-               {"a.npz.gz: tensor 'bias': shape (2,) is not a matrix"});
-  expect_error([&] { load_matrix(dir.file("a.npz.gz:nope")); }, {"tensor 'nope'", "available: a, bias"});
-  expect_error([&] { load_matrix(dir.file("a.mtx:x")); }, {"a.mtx: holds a single matrix"});
-  expect_error([&] { load_matrix(dir.file("a.npy:x")); }, {"a.npy: a .npy file holds one tensor ('a')"});
-  expect_error([&] { load_matrix(dir.file("cell.swc")); }, {"cell.swc: is a morphology, not a matrix"});
-  write_npy(dir.file("wide.npy"), tensor("wide", {0, std::int64_t{1} << 30}, {}));
-  expect_error([&] { load_matrix(dir.file("wide.npy")); },
-               {"wide.npy: tensor 'wide': shape (0, 1073741824) exceeds the matrix dimension limit"});
-  expect_error([&] { load_matrix(dir.file("missing.npz")); }, {"missing.npz", "cannot open"});
-  expect_error([&] { load_matrix(dir.file("missing.mtx:x")); }, {"missing.mtx: cannot open"});
+  test::expect_input_error([&] { load_matrix(dir.file("a.safetensors")); },
+                           {"a.safetensors: holds 2 2-D tensors; name one as", "(candidates: a, b)"});
+  test::expect_input_error([&] { load_matrix(dir.file("a.npz.gz:bias")); },
+                           {"a.npz.gz: tensor 'bias': shape (2,) is not a matrix"});
+  test::expect_input_error([&] { load_matrix(dir.file("a.npz.gz:nope")); },
+                           {"tensor 'nope'", "available: a, bias"});
+  test::expect_input_error([&] { load_matrix(dir.file("a.mtx:x")); }, {"a.mtx: holds a single matrix"});
+  test::expect_input_error([&] { load_matrix(dir.file("a.npy:x")); },
+                           {"a.npy: a .npy file holds one tensor ('a')"});
+  test::expect_input_error([&] { load_matrix(dir.file("cell.swc")); },
+                           {"cell.swc: is a morphology, not a matrix"});
+  write_npy(dir.file("wide.npy"), test::make_tensor("wide", {0, std::int64_t{1} << 30}, {}));
+  test::expect_input_error(
+      [&] { load_matrix(dir.file("wide.npy")); },
+      {"wide.npy: tensor 'wide': shape (0, 1073741824) exceeds the matrix dimension limit"});
+  test::expect_input_error([&] { load_matrix(dir.file("missing.npz")); }, {"missing.npz", "cannot open"});
+  test::expect_input_error([&] { load_matrix(dir.file("missing.mtx:x")); }, {"missing.mtx: cannot open"});
 }
 
 TEST(Load, TensorsAndListing) {
   test::TempDir dir;
-  write_npz(dir.file("b.npz"), {tensor("bias", {3}, {1, 2, 3})}, false);
-  write_npz(dir.file("two.npz"), {tensor("x", {1}, {1}), tensor("y", {1}, {2})}, false);
+  write_npz(dir.file("b.npz"), {test::make_tensor("bias", {3}, {1, 2, 3})}, false);
+  write_npz(dir.file("two.npz"), {test::make_tensor("x", {1}, {1}), test::make_tensor("y", {1}, {2})}, false);
   EXPECT_EQ(load_tensor(dir.file("b.npz")).data, (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(load_tensor(dir.file("two.npz:y")).data, (std::vector<double>{2}));
-  expect_error([&] { load_tensor(dir.file("two.npz")); }, {"holds 2 tensors", "(candidates: x, y)"});
-  expect_error([&] { load_tensor(dir.file("a.mtx")); }, {"a.mtx: is a matrix file, not a tensor container"});
-  expect_error([&] { load_tensor(dir.file("a.swc")); }, {"is a morphology"});
+  test::expect_input_error([&] { load_tensor(dir.file("two.npz")); },
+                           {"holds 2 tensors", "(candidates: x, y)"});
+  test::expect_input_error([&] { load_tensor(dir.file("a.mtx")); },
+                           {"a.mtx: is a matrix file, not a tensor container"});
+  test::expect_input_error([&] { load_tensor(dir.file("a.swc")); }, {"is a morphology"});
   EXPECT_EQ(list_tensors(dir.file("two.npz")), (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(list_tensors(dir.file("w.npy.gz")), (std::vector<std::string>{"w"}));
-  write_safetensors(dir.file("s.safetensors"), {tensor("q", {2}, {1, 2})});
+  write_safetensors(dir.file("s.safetensors"), {test::make_tensor("q", {2}, {1, 2})});
   EXPECT_EQ(list_tensors(dir.file("s.safetensors")), (std::vector<std::string>{"q"}));
   EXPECT_EQ(load_tensor(dir.file("s.safetensors")).name, "q");
 }
@@ -125,7 +114,8 @@ TEST(Load, RealMobileNetLayer) {
   EXPECT_EQ(m.source_dtype, DType::f32);
   EXPECT_NEAR(static_cast<double>(m.nnz()) / (64.0 * 32.0), 0.1, 0.02);
   EXPECT_EQ(load_tensor(file.string() + ":contraction_1x1_0_bias").shape, (std::vector<std::int64_t>{64}));
-  expect_error([&] { load_matrix(file.string()); }, {"holds 13 2-D tensors", "contraction_1x1_11"});
+  test::expect_input_error([&] { load_matrix(file.string()); },
+                           {"holds 13 2-D tensors", "contraction_1x1_11"});
 }
 
 }  // namespace

@@ -48,16 +48,6 @@ std::string dict(const std::string& descr, bool fortran, const std::string& shap
          ", 'shape': " + shape + ", }";
 }
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no InputError; expected one mentioning " << parts.front();
-  } catch (const InputError& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
-  }
-}
-
 TEST(Npy, ReadsFloat32COrder) {
   const Tensor t =
       parse_npy(npy(dict("<f4", false, "(2, 3)"), encode(DType::f32, {1, 2, 3, 4, 5, 6})), "d/w.npy");
@@ -133,54 +123,61 @@ TEST(Npy, HeaderSpellings) {
 TEST(Npy, ErrorsNameFileByteAndTensor) {
   const Bytes d8 = encode(DType::f32, {1, 2});
   const auto parse = [](Bytes b) { return [b] { parse_npy(b, "w.npy"); }; };
-  expect_error(parse({'N', 'U', 'M'}), {"w.npy", "tensor 'w'", "byte 0", "not a .npy file"});
+  test::expect_input_error(parse({'N', 'U', 'M'}), {"w.npy", "tensor 'w'", "byte 0", "not a .npy file"});
   Bytes v4 = npy(dict("<f4", false, "(2,)"), d8);
   v4[6] = 4;
-  expect_error(parse(v4), {"byte 6", "unsupported .npy version 4.0"});
+  test::expect_input_error(parse(v4), {"byte 6", "unsupported .npy version 4.0"});
   Bytes cut = npy(dict("<f4", false, "(2,)"), {});
   cut.resize(40);
-  expect_error(parse(cut), {"byte 8", "header length 118 exceeds the 30 bytes present"});
+  test::expect_input_error(parse(cut), {"byte 8", "header length 118 exceeds the 30 bytes present"});
   // {'descr': at 10, the dtype string starts at byte 10 + 10.
-  expect_error(parse(npy(dict("<i8", false, "(2,)"), d8)),
-               {"w.npy: tensor 'w': byte 20: npy header: unsupported dtype '<i8' (expected float16, float32 "
-                "or float64)"});
-  expect_error(parse(npy(dict("<c8", false, "(1,)"), d8)), {"unsupported dtype '<c8'"});
-  expect_error(parse(npy(dict("|O", false, "(1,)"), d8)), {"unsupported dtype '|O'"});
-  expect_error(parse(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", d8)),
-               {"structured arrays"});
-  expect_error(parse(npy(dict("<f4", false, "(1, 1, 1, 1, 2)"), d8)), {"more than 4 dimensions"});
-  expect_error(parse(npy(dict("<f4", false, "(2)"), d8)), {"trailing comma"});
-  expect_error(parse(npy(dict("<f4", false, "(-2,)"), d8)), {"non-negative integer"});
-  expect_error(parse(npy(dict("<f4", false, "(99999999999,)"), d8)), {"exceeds the limit"});
-  expect_error(parse(npy(dict("<f4", false, "(2147483647, 2147483647, 2147483647, 4)"), d8)),
-               {"too many elements"});
-  expect_error(parse(npy("{'descr': '<f4', 'shape': (2,), }", d8)), {"lacks 'fortran_order'"});
-  expect_error(parse(npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", d8)),
-               {"duplicate header key 'descr'"});
-  expect_error(parse(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", d8)),
-               {"unexpected header key 'x'"});
-  expect_error(parse(npy("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", d8)), {"True or False"});
-  expect_error(parse(npy(dict("<f4", false, "(2,)") + " x", d8)), {"unexpected text after the header"});
-  expect_error(parse(npy("{'descr: '<f4'}", d8)), {"expected ':'"});
-  expect_error(parse(npy(dict("<f4", false, "(64, 32)"), Bytes(100))),
-               {"w.npy: tensor 'w': byte 128: shape (64, 32) needs 8192 bytes of data, 100 present"});
-  expect_error(parse(npy(dict("<f4", false, "(1,)"), d8)), {"byte 132", "4 unexpected bytes after the data"});
+  test::expect_input_error(
+      parse(npy(dict("<i8", false, "(2,)"), d8)),
+      {"w.npy: tensor 'w': byte 20: npy header: unsupported dtype '<i8' (expected float16, float32 "
+       "or float64)"});
+  test::expect_input_error(parse(npy(dict("<c8", false, "(1,)"), d8)), {"unsupported dtype '<c8'"});
+  test::expect_input_error(parse(npy(dict("|O", false, "(1,)"), d8)), {"unsupported dtype '|O'"});
+  test::expect_input_error(
+      parse(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", d8)),
+      {"structured arrays"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(1, 1, 1, 1, 2)"), d8)), {"more than 4 dimensions"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(2)"), d8)), {"trailing comma"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(-2,)"), d8)), {"non-negative integer"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(99999999999,)"), d8)), {"exceeds the limit"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(2147483647, 2147483647, 2147483647, 4)"), d8)),
+                           {"too many elements"});
+  test::expect_input_error(parse(npy("{'descr': '<f4', 'shape': (2,), }", d8)), {"lacks 'fortran_order'"});
+  test::expect_input_error(
+      parse(npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", d8)),
+      {"duplicate header key 'descr'"});
+  test::expect_input_error(parse(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", d8)),
+                           {"unexpected header key 'x'"});
+  test::expect_input_error(parse(npy("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", d8)),
+                           {"True or False"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(2,)") + " x", d8)),
+                           {"unexpected text after the header"});
+  test::expect_input_error(parse(npy("{'descr: '<f4'}", d8)), {"expected ':'"});
+  test::expect_input_error(
+      parse(npy(dict("<f4", false, "(64, 32)"), Bytes(100))),
+      {"w.npy: tensor 'w': byte 128: shape (64, 32) needs 8192 bytes of data, 100 present"});
+  test::expect_input_error(parse(npy(dict("<f4", false, "(1,)"), d8)),
+                           {"byte 132", "4 unexpected bytes after the data"});
 }
 
 TEST(Npy, NonFiniteValuesNameTheFlatIndex) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  expect_error(
+  test::expect_input_error(
       [&] {
         parse_npy(npy(dict("<f4", false, "(2, 2)"), encode(DType::f32, {1, 2, 3, nan})), "w.npy");
       },
       {"w.npy: tensor 'w': byte 140: value at flat index 3 is NaN"});
   // Fortran order: C index 1 (row 0, column 1) is the file's element 2.
-  expect_error(
+  test::expect_input_error(
       [&] {
         parse_npy(npy(dict("<f8", true, "(2, 2)"), encode(DType::f64, {1, 2, -inf, 4})), "w.npy");
       },
       {"byte 144", "value at flat index 1 is -Inf"});
-  expect_error(
+  test::expect_input_error(
       [&] {
         parse_npy(npy(dict("<f2", false, "(2,)"), encode(DType::f16, {1, inf})), "w.npy");
       },
@@ -228,7 +225,7 @@ TEST(Npy, FilesAndGzip) {
     EXPECT_EQ(r.data, w.data);
   }
   EXPECT_TRUE(is_gzip(read_file(dir.file("w.npy.gz"))));
-  expect_error([&] { read_npy(dir.file("missing.npy")); }, {"missing.npy", "cannot open"});
+  test::expect_input_error([&] { read_npy(dir.file("missing.npy")); }, {"missing.npy", "cannot open"});
 }
 
 TEST(Npy, WriterRejectsWhatItCannotStore) {

@@ -74,30 +74,11 @@ Bytes make_zip(const std::vector<ZipEntry>& entries) {
   return out;
 }
 
-Tensor tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
-              DType t = DType::f32) {
-  Tensor x;
-  x.name = name;
-  x.dtype = t;
-  x.shape = std::move(shape);
-  x.data = std::move(data);
-  return x;
-}
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no InputError; expected one mentioning " << parts.front();
-  } catch (const InputError& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
-  }
-}
-
 TEST(Npz, StoredAndDeflatedRoundTrip) {
-  const std::vector<Tensor> in = {
-      tensor("fc1", {2, 3}, {1, 0, 0, 0, -2, 0.5}), tensor("fc1_bias", {2}, {0.25, -0.125}, DType::f64),
-      tensor("half", {2, 2}, {1, 2, 65504, -0.0009765625}, DType::f16), tensor("sub/scalar", {}, {3})};
+  const std::vector<Tensor> in = {test::make_tensor("fc1", {2, 3}, {1, 0, 0, 0, -2, 0.5}),
+                                  test::make_tensor("fc1_bias", {2}, {0.25, -0.125}, DType::f64),
+                                  test::make_tensor("half", {2, 2}, {1, 2, 65504, -0.0009765625}, DType::f16),
+                                  test::make_tensor("sub/scalar", {}, {3})};
   for (bool compress : {false, true}) {
     const Bytes z = format_npz(in, compress);
     EXPECT_EQ(list_npz(z, "m.npz"), (std::vector<std::string>{"fc1", "fc1_bias", "half", "sub/scalar"}));
@@ -112,7 +93,7 @@ TEST(Npz, StoredAndDeflatedRoundTrip) {
     EXPECT_EQ(parse_npz_tensor(z, "m.npz", "half").data, in[2].data);
   }
   // Deterministic output, and deflate actually compresses.
-  std::vector<Tensor> zeros = {tensor("z", {64, 64}, std::vector<double>(4096, 0.0))};
+  std::vector<Tensor> zeros = {test::make_tensor("z", {64, 64}, std::vector<double>(4096, 0.0))};
   EXPECT_EQ(format_npz(zeros, true), format_npz(zeros, true));
   EXPECT_LT(format_npz(zeros, true).size(), format_npz(zeros, false).size() / 10);
   EXPECT_TRUE(parse_npz(format_npz({}, false), "e.npz").empty());
@@ -120,7 +101,8 @@ TEST(Npz, StoredAndDeflatedRoundTrip) {
 
 TEST(Npz, FilesAndGzip) {
   test::TempDir dir;
-  const std::vector<Tensor> in = {tensor("a", {1, 2}, {1, 2}), tensor("b", {3}, {4, 5, 6})};
+  const std::vector<Tensor> in = {test::make_tensor("a", {1, 2}, {1, 2}),
+                                  test::make_tensor("b", {3}, {4, 5, 6})};
   for (const std::string name : {"w.npz", "w.npz.gz"}) {
     write_npz(dir.file(name), in, true);
     EXPECT_EQ(list_npz(dir.file(name)), (std::vector<std::string>{"a", "b"}));
@@ -129,36 +111,38 @@ TEST(Npz, FilesAndGzip) {
   }
   EXPECT_TRUE(is_gzip(read_file(dir.file("w.npz.gz"))));
   EXPECT_THROW(format_npz({in[0], in[0]}, false), UsageError);
-  EXPECT_THROW(format_npz({tensor("", {1}, {1})}, false), UsageError);
+  EXPECT_THROW(format_npz({test::make_tensor("", {1}, {1})}, false), UsageError);
 }
 
 TEST(Npz, MissingTensorListsTheAvailableOnes) {
-  const Bytes z = format_npz({tensor("a", {1}, {1}), tensor("b", {1}, {2})}, false);
-  expect_error([&] { parse_npz_tensor(z, "m.npz", "c"); },
-               {"m.npz: tensor 'c': not in the archive (available: a, b)"});
+  const Bytes z = format_npz({test::make_tensor("a", {1}, {1}), test::make_tensor("b", {1}, {2})}, false);
+  test::expect_input_error([&] { parse_npz_tensor(z, "m.npz", "c"); },
+                           {"m.npz: tensor 'c': not in the archive (available: a, b)"});
 }
 
 TEST(Npz, ZipErrors) {
-  const Bytes good = format_npy(tensor("x", {2}, {1, 2}));
+  const Bytes good = format_npy(test::make_tensor("x", {2}, {1, 2}));
   const auto list = [](Bytes b) { return [b] { parse_npz(b, "m.npz"); }; };
   EXPECT_EQ(parse_npz(make_zip({{"x.npy", good}}), "m.npz")[0].data, (std::vector<double>{1, 2}));
-  expect_error(list({}), {"m.npz", "empty file"});
-  expect_error(list({'h', 'e', 'l', 'l', 'o'}), {"m.npz: not a valid zip archive: Not a zip archive"});
+  test::expect_input_error(list({}), {"m.npz", "empty file"});
+  test::expect_input_error(list({'h', 'e', 'l', 'l', 'o'}),
+                           {"m.npz: not a valid zip archive: Not a zip archive"});
   Bytes cut = make_zip({{"x.npy", good}});
   cut.resize(cut.size() - 30);
-  expect_error(list(cut), {"m.npz: not a valid zip archive"});
-  expect_error(list(make_zip({{"readme.txt", good}})), {"entry 'readme.txt' is not a .npy file"});
-  expect_error(list(make_zip({{".npy", good}})), {"entry '.npy' is not a .npy file"});
-  expect_error(list(make_zip({{"x.npy", good}, {"x.npy", good}})),
-               {"m.npz: not a valid zip archive: duplicate entry names (File already exists)"});
-  expect_error(list(make_zip({{"x.npy", good, 1}})), {"m.npz: tensor 'x'", "encrypted"});
-  expect_error(list(make_zip({{"x.npy", good, 0, 12}})), {"tensor 'x'", "unsupported compression method 12"});
-  expect_error(list(make_zip({{"x.npy", good, 0, 0, true}})),
-               {"m.npz: tensor 'x': corrupt entry: CRC error"});
+  test::expect_input_error(list(cut), {"m.npz: not a valid zip archive"});
+  test::expect_input_error(list(make_zip({{"readme.txt", good}})), {"entry 'readme.txt' is not a .npy file"});
+  test::expect_input_error(list(make_zip({{".npy", good}})), {"entry '.npy' is not a .npy file"});
+  test::expect_input_error(list(make_zip({{"x.npy", good}, {"x.npy", good}})),
+                           {"m.npz: not a valid zip archive: duplicate entry names (File already exists)"});
+  test::expect_input_error(list(make_zip({{"x.npy", good, 1}})), {"m.npz: tensor 'x'", "encrypted"});
+  test::expect_input_error(list(make_zip({{"x.npy", good, 0, 12}})),
+                           {"tensor 'x'", "unsupported compression method 12"});
+  test::expect_input_error(list(make_zip({{"x.npy", good, 0, 0, true}})),
+                           {"m.npz: tensor 'x': corrupt entry: CRC error"});
   Bytes short_data = good;
   short_data.resize(good.size() - 4);
-  expect_error(list(make_zip({{"x.npy", short_data}})),
-               {"m.npz: tensor 'x': byte 128: shape (2,) needs 8 bytes of data, 4 present"});
+  test::expect_input_error(list(make_zip({{"x.npy", short_data}})),
+                           {"m.npz: tensor 'x': byte 128: shape (2,) needs 8 bytes of data, 4 present"});
 }
 
 TEST(Npz, RealSparseRtArchivesLoad) {

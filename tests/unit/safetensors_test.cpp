@@ -34,16 +34,6 @@ Bytes cat(Bytes a, const Bytes& b) {
   return a;
 }
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no InputError; expected one mentioning " << parts.front();
-  } catch (const InputError& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
-  }
-}
-
 TEST(Safetensors, ReadsEveryDtypeInHeaderOrder) {
   const std::vector<double> v = {1.0, -2.5, 0.0078125, 3.0};
   const std::string h = R"({"w32": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},)"
@@ -69,7 +59,7 @@ TEST(Safetensors, ReadsEveryDtypeInHeaderOrder) {
   EXPECT_EQ(all[2].shape, (std::vector<std::int64_t>{1, 4, 1}));
   EXPECT_EQ(all[4].numel(), 0);
   EXPECT_EQ(parse_safetensors_tensor(f, "m.safetensors", "scalar").data, (std::vector<double>{42}));
-  expect_error(
+  test::expect_input_error(
       [&] { parse_safetensors_tensor(f, "m.safetensors", "nope"); },
       {"m.safetensors: tensor 'nope': not in the file (available: w32, b16, h16, d64, empty, scalar)"});
 }
@@ -124,50 +114,58 @@ TEST(Safetensors, HeaderErrors) {
   const auto parse = [](Bytes b) { return [b] { parse_safetensors(b, "m.safetensors"); }; };
   const Bytes d8 = encode(DType::f32, {1, 2});
   const auto one = [](const std::string& entry) { return std::string(R"({"w": )") + entry + "}"; };
-  expect_error(parse({1, 2, 3}), {"m.safetensors: byte 0: 3 bytes is too short"});
-  expect_error(parse(st("{}", {}, 200'000'000)), {"byte 0", "exceeds the 100000000 byte limit"});
-  expect_error(parse(st("{}", {}, 50)), {"byte 0", "header length 50 exceeds the 2 bytes after it"});
-  expect_error(parse(st(R"({"w": })", {})),
-               {"m.safetensors: byte 14: header JSON: parse error at line 1, column 7: syntax error"});
-  expect_error(parse(st("[1, 2]", {})), {"byte 8", "must be an object"});
-  expect_error(parse(st(R"({"w": 1e999})", {})), {"byte 8: header JSON: number overflow"});
-  expect_error(parse(st(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": 1})", d8)),
-               {"tensor 'w'", "duplicate header key"});
-  expect_error(
+  test::expect_input_error(parse({1, 2, 3}), {"m.safetensors: byte 0: 3 bytes is too short"});
+  test::expect_input_error(parse(st("{}", {}, 200'000'000)), {"byte 0", "exceeds the 100000000 byte limit"});
+  test::expect_input_error(parse(st("{}", {}, 50)),
+                           {"byte 0", "header length 50 exceeds the 2 bytes after it"});
+  test::expect_input_error(
+      parse(st(R"({"w": })", {})),
+      {"m.safetensors: byte 14: header JSON: parse error at line 1, column 7: syntax error"});
+  test::expect_input_error(parse(st("[1, 2]", {})), {"byte 8", "must be an object"});
+  test::expect_input_error(parse(st(R"({"w": 1e999})", {})), {"byte 8: header JSON: number overflow"});
+  test::expect_input_error(
+      parse(st(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": 1})", d8)),
+      {"tensor 'w'", "duplicate header key"});
+  test::expect_input_error(
       parse(st(one(R"({"dtype": "I64", "shape": [1], "data_offsets": [0, 8]})"), d8)),
       {"m.safetensors: tensor 'w': byte 8: unsupported dtype 'I64' (expected F16, BF16, F32 or F64)"});
-  expect_error(parse(st(one(R"({"shape": [1], "data_offsets": [0, 8]})"), d8)), {"'dtype' missing"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]})"), d8)),
-               {"tensor 'w'", "shape entry -1 is not an integer"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [1.5], "data_offsets": [0, 8]})"), d8)),
-               {"shape entry 1.5"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [1, 1, 1, 1, 2], "data_offsets": [0, 8]})"), d8)),
-               {"5 dimensions"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 16]})"), d8)),
-               {"tensor 'w'", "data_offsets [0,16] outside the 8 byte data buffer"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]})"), d8)), {"outside"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [0]})"), d8)),
-               {"[begin, end]"});
-  expect_error(parse(st(one(R"({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]})"), d8)),
-               {"shape (3,) of F32 needs 12 bytes, data_offsets [0,8] span 8"});
-  expect_error(
+  test::expect_input_error(parse(st(one(R"({"shape": [1], "data_offsets": [0, 8]})"), d8)),
+                           {"'dtype' missing"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]})"), d8)),
+                           {"tensor 'w'", "shape entry -1 is not an integer"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [1.5], "data_offsets": [0, 8]})"), d8)),
+                           {"shape entry 1.5"});
+  test::expect_input_error(
+      parse(st(one(R"({"dtype": "F32", "shape": [1, 1, 1, 1, 2], "data_offsets": [0, 8]})"), d8)),
+      {"5 dimensions"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 16]})"), d8)),
+                           {"tensor 'w'", "data_offsets [0,16] outside the 8 byte data buffer"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]})"), d8)),
+                           {"outside"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [0]})"), d8)),
+                           {"[begin, end]"});
+  test::expect_input_error(parse(st(one(R"({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]})"), d8)),
+                           {"shape (3,) of F32 needs 12 bytes, data_offsets [0,8] span 8"});
+  test::expect_input_error(
       parse(st(
           one(R"({"dtype": "F32", "shape": [2147483647, 2147483647, 2147483647], "data_offsets": [0, 8]})"),
           d8)),
       {"too many elements"});
-  expect_error(parse(st(R"({"__metadata__": {"a": 1}})", {})), {"__metadata__ value of 'a' is not a string"});
+  test::expect_input_error(parse(st(R"({"__metadata__": {"a": 1}})", {})),
+                           {"__metadata__ value of 'a' is not a string"});
   const std::string overlap = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
                               R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})";
-  expect_error(parse(st(overlap, d8)),
-               {"tensor 'b'", "byte " + std::to_string(8 + overlap.size() + 4), "data overlaps tensor 'a'"});
+  test::expect_input_error(
+      parse(st(overlap, d8)),
+      {"tensor 'b'", "byte " + std::to_string(8 + overlap.size() + 4), "data overlaps tensor 'a'"});
 }
 
 TEST(Safetensors, NonFiniteValuesNameTheFlatIndex) {
   const std::string h = R"({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}})";
   const Bytes data = encode(DType::bf16, {1, 2, std::numeric_limits<double>::quiet_NaN(), 4});
-  expect_error([&] { parse_safetensors(st(h, data), "m.safetensors"); },
-               {"m.safetensors: tensor 'w': byte " + std::to_string(8 + h.size() + 4) +
-                ": value at flat index 2 is NaN"});
+  test::expect_input_error([&] { parse_safetensors(st(h, data), "m.safetensors"); },
+                           {"m.safetensors: tensor 'w': byte " + std::to_string(8 + h.size() + 4) +
+                            ": value at flat index 2 is NaN"});
 }
 
 }  // namespace

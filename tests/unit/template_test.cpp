@@ -1,5 +1,7 @@
 // Kernel templates: insertion-point parsing and rendering, and every skeleton in templates/
 // compiling on its own through NVRTC for sm_90 (no GPU needed).
+#include "sparsecc/emit/template.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
-#include "sparsecc/emit/template.hpp"
 
 using namespace sparsecc;
 

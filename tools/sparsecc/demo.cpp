@@ -1,11 +1,11 @@
 // sparsecc demo: needs no input. Builds the embedded defaults — a deterministic magnitude-pruned
 // 1024x1024 layer at 90 % sparsity and a deterministic branching neuron — inspects both and runs the
 // fp64 references, checking each against an independent computation. Exit 1 if a check fails.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -24,11 +24,11 @@ namespace {
 constexpr std::uint64_t kLayerSeed = 20261122;
 constexpr std::int64_t kLayerSize = 1024;
 constexpr double kLayerSparsity = 0.9;
-constexpr std::int64_t kBatch = 64;          // N: columns of the activation matrix
-constexpr double kSpmmTolerance = 1e-12;     // fp64 reference vs dense fp64 product, relative L2
-constexpr double kHinesTolerance = 1e-12;    // relative residual ||A x - b|| / ||b|| per step
-constexpr int kSteps = 400;                  // 10 ms at dt = 0.025 ms
-constexpr double kInjectNa = 0.5;            // current step into the soma
+constexpr std::int64_t kBatch = 64;        // N: columns of the activation matrix
+constexpr double kSpmmTolerance = 1e-12;   // fp64 reference vs dense fp64 product, relative L2
+constexpr double kHinesTolerance = 1e-12;  // relative residual ||A x - b|| / ||b|| per step
+constexpr int kSteps = 400;                // 10 ms at dt = 0.025 ms
+constexpr double kInjectNa = 0.5;          // current step into the soma
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -82,12 +82,19 @@ LayerResult run_layer(bool quiet) {
   LayerResult r;
   r.ok = err <= kSpmmTolerance && positive > 0 && mask_count == a.nnz();
   r.json = {{"summary", to_json(summary)},
-            {"spmm", {{"n", kBatch}, {"epilogue", "bias+relu"}, {"seconds", spmm_s}, {"positive_outputs", positive},
-                      {"rel_l2_error", err}, {"tolerance", kSpmmTolerance}, {"ok", r.ok}}}};
+            {"spmm",
+             {{"n", kBatch},
+              {"epilogue", "bias+relu"},
+              {"seconds", spmm_s},
+              {"positive_outputs", positive},
+              {"rel_l2_error", err},
+              {"tolerance", kSpmmTolerance},
+              {"ok", r.ok}}}};
   if (!quiet)
-    fmt::print("   reference SpMM C = relu(A*B + bias), N = {}: {:.2f} ms, {} of {} outputs positive, "
-               "rel. L2 error vs dense {:.2e} (tolerance {:.0e}) {}\n\n",
-               kBatch, 1e3 * spmm_s, positive, kLayerSize * kBatch, err, kSpmmTolerance, r.ok ? "ok" : "FAILED");
+    fmt::print(
+        "   reference SpMM C = relu(A*B + bias), N = {}: {:.2f} ms, {} of {} outputs positive, "
+        "rel. L2 error vs dense {:.2e} (tolerance {:.0e}) {}\n\n",
+        kBatch, 1e3 * spmm_s, positive, kLayerSize * kBatch, err, kSpmmTolerance, r.ok ? "ok" : "FAILED");
   return r;
 }
 
@@ -136,16 +143,25 @@ LayerResult run_neuron(bool quiet) {
   r.ok = problems.empty() && worst <= kHinesTolerance && std::isfinite(v[soma]) &&
          v[soma] > params.leak_reversal_mv;  // an inward current depolarises the soma
   r.json = {{"summary", to_json(summary)},
-            {"hines", {{"compartments", n}, {"steps", kSteps}, {"dt_ms", params.dt_ms}, {"inject_na", kInjectNa},
-                       {"soma_mv", trace}, {"max_rel_residual", worst}, {"tolerance", kHinesTolerance},
-                       {"validator_issues", problems}, {"seconds", solve_s}, {"ok", r.ok}}}};
+            {"hines",
+             {{"compartments", n},
+              {"steps", kSteps},
+              {"dt_ms", params.dt_ms},
+              {"inject_na", kInjectNa},
+              {"soma_mv", trace},
+              {"max_rel_residual", worst},
+              {"tolerance", kHinesTolerance},
+              {"validator_issues", problems},
+              {"seconds", solve_s},
+              {"ok", r.ok}}}};
   if (!quiet) {
-    fmt::print("   reference Hines solve: {} implicit Euler steps of {} ms, {:.1f} nA into the soma, {:.2f} ms\n",
-               kSteps, params.dt_ms, kInjectNa, 1e3 * solve_s);
+    fmt::print(
+        "   reference Hines solve: {} implicit Euler steps of {} ms, {:.1f} nA into the soma, {:.2f} ms\n",
+        kSteps, params.dt_ms, kInjectNa, 1e3 * solve_s);
     fmt::print("   soma voltage every 2 ms:");
     for (double mv : trace) fmt::print(" {:.3f}", mv);
-    fmt::print(" mV\n   max relative residual {:.2e} (tolerance {:.0e}), validator {} {}\n", worst, kHinesTolerance,
-               problems.empty() ? "clean" : problems.front(), r.ok ? "ok" : "FAILED");
+    fmt::print(" mV\n   max relative residual {:.2e} (tolerance {:.0e}), validator {} {}\n", worst,
+               kHinesTolerance, problems.empty() ? "clean" : problems.front(), r.ok ? "ok" : "FAILED");
   }
   return r;
 }
@@ -154,7 +170,8 @@ LayerResult run_neuron(bool quiet) {
 
 void add_demo(CLI::App& app, std::function<int()>& run) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("demo", "Inspect and run the references on the embedded defaults (no input)");
+  CLI::App* cmd =
+      app.add_subcommand("demo", "Inspect and run the references on the embedded defaults (no input)");
   cmd->add_flag("--json", *json, "Print JSON instead of text");
   cmd->callback([&run, json] {
     run = [json]() -> int {
@@ -162,7 +179,8 @@ void add_demo(CLI::App& app, std::function<int()>& run) {
       const LayerResult neuron = run_neuron(*json);
       const bool ok = layer.ok && neuron.ok;
       if (*json)
-        fmt::print("{}\n", nlohmann::json{{"layer", layer.json}, {"neuron", neuron.json}, {"ok", ok}}.dump(2));
+        fmt::print("{}\n",
+                   nlohmann::json{{"layer", layer.json}, {"neuron", neuron.json}, {"ok", ok}}.dump(2));
       else
         fmt::print("\ndemo: {}\n", ok ? "all checks passed" : "a check FAILED");
       return ok ? kExitOk : kExitCheckFailed;

@@ -1,7 +1,7 @@
 // sparsecc inspect FILE[:tensor]: a summary of a matrix or a morphology, as text or JSON.
-#include <cstdio>
-
 #include <fmt/format.h>
+
+#include <cstdio>
 
 #include "cli.hpp"
 #include "sparsecc/inspector/matrix_summary.hpp"
@@ -28,7 +28,8 @@ void add_inspect(CLI::App& app, std::function<int()>& run) {
                   "FILE or FILE:TENSOR (.mtx, .smtx, .npy, .npz, .safetensors, .swc; .gz accepted)")
       ->required();
   cmd->add_flag("--json", args->json, "Print JSON instead of text");
-  cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files")
+      ->capture_default_str();
   cmd->add_option("--resolution", args->resolution, "Compartments per SWC segment (morphologies)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -1,9 +1,9 @@
 // sparsecc: ahead-of-time inspector-executor compiler for fixed sparse matrices.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <functional>
 #include <new>
-
-#include <fmt/format.h>
 
 #include "cli.hpp"
 #include "sparsecc/common/error.hpp"
@@ -12,9 +12,10 @@
 
 int main(int argc, char** argv) {
   using namespace sparsecc;
-  CLI::App app{"sparsecc: an ahead-of-time inspector-executor compiler for fixed sparse matrices\n"
-               "(pruned neural-network layers and Hines matrices of neuron models)",
-               "sparsecc"};
+  CLI::App app{
+      "sparsecc: an ahead-of-time inspector-executor compiler for fixed sparse matrices\n"
+      "(pruned neural-network layers and Hines matrices of neuron models)",
+      "sparsecc"};
   app.set_version_flag("--version", [] {
     std::string nvrtc;
     try {

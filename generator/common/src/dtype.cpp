@@ -9,10 +9,14 @@ namespace sparsecc {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
   }
   return "?";
 }
@@ -28,9 +32,12 @@ std::optional<DType> parse_dtype(std::string_view name) {
 std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f16:
-    case DType::bf16: return 2;
-    case DType::f32: return 4;
-    case DType::f64: return 8;
+    case DType::bf16:
+      return 2;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
   }
   return 0;
 }
@@ -68,10 +75,10 @@ std::uint16_t double_to_half_bits(double v) {
   if (exp < -14) {
     // Subnormal: units of 2^-24.
     const double q = std::nearbyint(std::ldexp(a, 24));  // round-half-even under default mode
-    return sign | static_cast<std::uint16_t>(q);      // q == 1024 rolls into the smallest normal
+    return sign | static_cast<std::uint16_t>(q);         // q == 1024 rolls into the smallest normal
   }
-  double m = std::ldexp(a, -exp) - 1.0;     // fraction in [0, 1)
-  double q = std::nearbyint(m * 1024.0);    // 10 fraction bits
+  double m = std::ldexp(a, -exp) - 1.0;   // fraction in [0, 1)
+  double q = std::nearbyint(m * 1024.0);  // 10 fraction bits
   if (q == 1024.0) {
     q = 0;
     ++exp;
@@ -105,8 +112,10 @@ std::uint16_t double_to_bf16_bits(double v) {
 
 double load_le(DType t, const unsigned char* p) {
   switch (t) {
-    case DType::f16: return half_bits_to_double(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
-    case DType::bf16: return bf16_bits_to_double(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+    case DType::f16:
+      return half_bits_to_double(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+    case DType::bf16:
+      return bf16_bits_to_double(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
     case DType::f32: {
       std::uint32_t u = 0;
       for (int i = 3; i >= 0; --i) u = (u << 8) | p[i];
@@ -125,10 +134,18 @@ void store_le(DType t, double v, unsigned char* p) {
   std::uint64_t u = 0;
   std::size_t n = dtype_size(t);
   switch (t) {
-    case DType::f16: u = double_to_half_bits(v); break;
-    case DType::bf16: u = double_to_bf16_bits(v); break;
-    case DType::f32: u = std::bit_cast<std::uint32_t>(static_cast<float>(v)); break;
-    case DType::f64: u = std::bit_cast<std::uint64_t>(v); break;
+    case DType::f16:
+      u = double_to_half_bits(v);
+      break;
+    case DType::bf16:
+      u = double_to_bf16_bits(v);
+      break;
+    case DType::f32:
+      u = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+      break;
+    case DType::f64:
+      u = std::bit_cast<std::uint64_t>(v);
+      break;
   }
   for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(u >> (8 * i));
 }

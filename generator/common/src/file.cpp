@@ -1,5 +1,6 @@
 #include "sparsecc/common/file.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -9,8 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 
@@ -139,8 +138,8 @@ void write_file_atomic(const std::string& path, std::span<const unsigned char> d
 }
 
 void write_file_atomic(const std::string& path, std::string_view text) {
-  write_file_atomic(path, std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()),
-                                                         text.size()));
+  write_file_atomic(
+      path, std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()));
 }
 
 bool LineCursor::next(std::string_view& line) {

@@ -1,19 +1,19 @@
 #include "sparsecc/compile/nvrtc.hpp"
 
+#include <fmt/format.h>
 #include <nvrtc.h>
 
 #include <chrono>
 #include <memory>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 namespace sparsecc {
 
 namespace {
 
 void check(nvrtcResult rc, const char* call) {
-  if (rc != NVRTC_SUCCESS) throw std::runtime_error(fmt::format("{} failed: {}", call, nvrtcGetErrorString(rc)));
+  if (rc != NVRTC_SUCCESS)
+    throw std::runtime_error(fmt::format("{} failed: {}", call, nvrtcGetErrorString(rc)));
 }
 
 struct Program {
@@ -44,9 +44,9 @@ std::string run(const std::string& source, const std::string& name, const std::s
   const nvrtcResult rc = nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
   std::string log = program_log(p.prog);
   if (rc != NVRTC_SUCCESS)
-    throw CompileError(fmt::format("NVRTC could not compile {} for {}: {}\n{}", name, target,
-                                   nvrtcGetErrorString(rc), log),
-                       log);
+    throw CompileError(
+        fmt::format("NVRTC could not compile {} for {}: {}\n{}", name, target, nvrtcGetErrorString(rc), log),
+        log);
   return log;
 }
 
@@ -55,7 +55,8 @@ std::string run(const std::string& source, const std::string& name, const std::s
 CudaCompileResult compile_cuda(const std::string& source, const std::string& name,
                                const CudaCompileOptions& options) {
   if (options.arch.rfind("sm_", 0) != 0)
-    throw std::invalid_argument("compile_cuda: arch must be a real architecture such as sm_90, got " + options.arch);
+    throw std::invalid_argument("compile_cuda: arch must be a real architecture such as sm_90, got " +
+                                options.arch);
   const auto t0 = std::chrono::steady_clock::now();
   CudaCompileResult r;
   {

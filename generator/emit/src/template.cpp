@@ -1,9 +1,9 @@
 #include "sparsecc/emit/template.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
@@ -34,7 +34,8 @@ KernelTemplate::KernelTemplate(std::string name, std::string text) : name_(std::
       throw UsageError(fmt::format("{}: unterminated insertion marker at byte {}", name_, open));
     std::string tag = text.substr(open + 3, close - open - 3);
     std::size_t after = close + 2;
-    if (tag == "end") throw UsageError(fmt::format("{}: /*@end*/ without an opening marker at byte {}", name_, open));
+    if (tag == "end")
+      throw UsageError(fmt::format("{}: /*@end*/ without an opening marker at byte {}", name_, open));
     if (!tag.empty() && tag.back() == '@') {
       tag.pop_back();  // lone marker /*@NAME@*/
     } else {
@@ -82,7 +83,8 @@ std::string KernelTemplate::render(const std::map<std::string, std::string>& val
       continue;
     }
     auto it = values.find(p.text);
-    if (it == values.end()) throw UsageError(fmt::format("{}: insertion point '{}' left unfilled", name_, p.text));
+    if (it == values.end())
+      throw UsageError(fmt::format("{}: insertion point '{}' left unfilled", name_, p.text));
     out += it->second;
   }
   return out;

@@ -1,10 +1,10 @@
 #include "sparsecc/matrix/prune.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -22,7 +22,8 @@ CsrMatrix magnitude_prune(const DenseMatrix& dense, double sparsity, DType sourc
     const double ma = std::fabs(dense.data[a]), mb = std::fabs(dense.data[b]);
     return ma != mb ? ma > mb : a < b;
   };
-  if (keep < total) std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), larger);
+  if (keep < total)
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), larger);
   DenseMatrix kept(dense.rows, dense.cols, 0.0);
   for (std::size_t i = 0; i < keep; ++i) kept.data[order[i]] = dense.data[order[i]];
   return csr_from_dense(kept, source_dtype);

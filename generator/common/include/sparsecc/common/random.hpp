@@ -16,7 +16,9 @@ class SplitMix64 {
     return z ^ (z >> 31);
   }
   // Uniform in [-1, 1) on a grid of 2^-23: every value is exactly representable in float32.
-  double uniform_pm1() { return static_cast<double>(static_cast<std::int64_t>(next() >> 40) - (1 << 23)) / (1 << 23); }
+  double uniform_pm1() {
+    return static_cast<double>(static_cast<std::int64_t>(next() >> 40) - (1 << 23)) / (1 << 23);
+  }
 
  private:
   std::uint64_t state_;

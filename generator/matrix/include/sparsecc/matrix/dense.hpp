@@ -19,7 +19,9 @@ struct DenseMatrix {
   DenseMatrix(std::int64_t r, std::int64_t c, double fill = 0.0)
       : rows(r), cols(c), data(static_cast<std::size_t>(r * c), fill) {}
   double& operator()(std::int64_t r, std::int64_t c) { return data[static_cast<std::size_t>(r * cols + c)]; }
-  double operator()(std::int64_t r, std::int64_t c) const { return data[static_cast<std::size_t>(r * cols + c)]; }
+  double operator()(std::int64_t r, std::int64_t c) const {
+    return data[static_cast<std::size_t>(r * cols + c)];
+  }
 };
 
 // An n-dimensional tensor read from a container (npy, npz, safetensors). Data is always in C
