@@ -5,26 +5,6 @@
 #include <algorithm>
 
 namespace sparsecc {
-namespace {
-
-const char* swc_type_name(std::int32_t t) {
-  switch (t) {
-    case 0:
-      return "undefined";
-    case 1:
-      return "soma";
-    case 2:
-      return "axon";
-    case 3:
-      return "basal dendrite";
-    case 4:
-      return "apical dendrite";
-    default:
-      return "custom";
-  }
-}
-
-}  // namespace
 
 MorphologySummary summarize_morphology(const NeuronModel& model, int resolution) {
   CompartmentOptions options;

@@ -82,4 +82,21 @@ SwcFile read_swc(const std::string& path) {
   return parse_swc(bytes, path);
 }
 
+const char* swc_type_name(std::int32_t type) {
+  switch (type) {
+    case 0:
+      return "undefined";
+    case 1:
+      return "soma";
+    case 2:
+      return "axon";
+    case 3:
+      return "basal dendrite";
+    case 4:
+      return "apical dendrite";
+    default:
+      return "custom";
+  }
+}
+
 }  // namespace sparsecc

@@ -13,19 +13,6 @@ namespace {
 
 bool is_neurite_type(std::int32_t t) { return t == 2 || t == 3 || t == 4; }
 
-const char* type_name(std::int32_t t) {
-  switch (t) {
-    case 2:
-      return "axon";
-    case 3:
-      return "basal dendrite";
-    case 4:
-      return "apical dendrite";
-    default:
-      return "other";
-  }
-}
-
 // Reports a parent cycle among the samples not reached from any root.
 [[noreturn]] void report_cycle(const NeuronModel& m, const std::vector<char>& reached) {
   std::int32_t start = -1;
@@ -59,7 +46,7 @@ void check_soma(const NeuronModel& m) {
         throw_at_line(m.name, a.line,
                       fmt::format("soma sample {} has parent {} of type {} ({}): a soma must not hang off a "
                                   "neurite",
-                                  a.id, b.id, b.type, type_name(b.type)));
+                                  a.id, b.id, b.type, swc_type_name(b.type)));
       soma_neighbours += b.type == kSwcSoma;
     }
     for (std::int32_t k = m.child_offsets[s]; k < m.child_offsets[s + 1]; ++k)

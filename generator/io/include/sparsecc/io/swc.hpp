@@ -40,4 +40,7 @@ struct SwcFile {
 SwcFile parse_swc(std::span<const unsigned char> data, const std::string& name);
 SwcFile read_swc(const std::string& path);  // gzip-compressed files are read transparently
 
+// "undefined" (0), "soma" (1), "axon" (2), "basal dendrite" (3), "apical dendrite" (4), "custom" (others).
+const char* swc_type_name(std::int32_t type);
+
 }  // namespace sparsecc
