@@ -57,7 +57,7 @@ S
 expect 0 "inspect"                 -- --help
 expect 0 "^sparsecc [0-9]+\.[0-9]+" -- --version
 expect 2 "subcommand"              -- 
-expect 2 "subcommand"              -- nosuch
+expect 2 "unknown command 'nosuch'" -- nosuch
 expect 2 "--bogus"                 -- inspect --bogus "$tmp/small.mtx"
 expect 2 "missing.mtx: cannot open" -- inspect "$tmp/missing.mtx"
 expect 2 "bad.mtx:4: .*column"     -- inspect "$tmp/bad.mtx"

@@ -197,9 +197,23 @@ TEST(Hines, HundredThousandCompartmentChain) {
   // Steady state plus a current at the far end: the voltage decays towards the soma.
   std::vector<double> v(s.size(), -65.0), i_ext(s.size(), 0.0);
   i_ext[0] = 0.1;
-  const std::vector<double> x = hines_solve(s, hines_rhs(s, v, i_ext));
+  const std::vector<double> b = hines_rhs(s, v, i_ext);
+  const std::vector<double> x = hines_solve(s, b);
   EXPECT_GT(x[0], -65);
   for (int i = 0; i + 1 < s.size(); ++i) ASSERT_GE(x[i], x[i + 1]);
+  // Independent check: the chain is tridiagonal (sub-diagonal lower[i-1], super-diagonal upper[i]);
+  // solve it with the Thomas algorithm in the opposite direction (from the root end down).
+  const int n = s.size();
+  std::vector<double> c(n), d(n), y(n);
+  for (int i = n - 1; i >= 0; --i) {
+    // Row i: lower[i-1] x[i-1] + diag[i] x[i] + upper[i] x[i+1] = b[i]; eliminate x[i+1] first.
+    const double up = i + 1 < n ? s.upper[i] : 0.0;
+    const double den = s.diag[i] - (i + 1 < n ? up * c[i + 1] : 0.0);
+    c[i] = i > 0 ? s.lower[i - 1] / den : 0.0;
+    d[i] = (b[i] - (i + 1 < n ? up * d[i + 1] : 0.0)) / den;
+  }
+  for (int i = 0; i < n; ++i) y[i] = d[i] - (i > 0 ? c[i] * y[i - 1] : 0.0);
+  EXPECT_LT(test::rel_l2_error(x, y), 1e-13);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(seconds, 5.0);
 }

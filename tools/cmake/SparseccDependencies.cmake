@@ -21,6 +21,7 @@ if(SPARSECC_PORTABLE)
   endif()
   set(SPARSECC_FMT fmt::fmt-header-only)
   add_link_options(-static-libstdc++ -static-libgcc)
+  # Programs that use the CUDA runtime API (the bench harness and its vendor baselines) link this.
   set(SPARSECC_CUDART CUDA::cudart_static)
 else()
   set(SPARSECC_FMT fmt::fmt)

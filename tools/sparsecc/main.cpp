@@ -30,6 +30,16 @@ int main(int argc, char** argv) {
   cli::add_inspect(app, run);
   cli::add_demo(app, run);
 
+  // A first word that is neither an option nor a command is a mistyped command: say so by name.
+  auto is_command = [&app](const std::string& word) {
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(word)) return true;
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    fmt::print(stderr, "sparsecc: error: unknown command '{}' (see sparsecc --help)\n", argv[1]);
+    return cli::kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
