@@ -1,0 +1,39 @@
+// The SpMM inspector: reads a fixed sparse A and a problem shape and builds the executor plan
+// (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule:
+//   rows_per_block Ny = 4 (best at 2-4 rows per block on H200, sparsert-codegen.md section 9.4),
+//                  capped at M;
+//   n_tile T       = N rounded up to a multiple of 32, at most 128;
+//   groups Gy      = 1, unless the grid (block rows x column tiles) has fewer than 132 blocks (one
+//                  per SM) and the average block row has at least 256 nonzeros: then the largest
+//                  Gy <= min(4, 1024 / T) that leaves every group at least 128 nonzeros on average;
+//   row split      = equal row panels (magnitude-pruned masks are uniform; SparseRT section 3);
+//                  `balanced` keeps the same number of block rows and moves their borders so their
+//                  nnz are about equal, each at most 2 * Ny rows (and at most 64);
+//   value mode     = baked when the estimated instructions (B loads + FMAs) are at most
+//                  baked_instruction_budget, else streamed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc {
+
+struct SpmmOptions {
+  std::int32_t rows_per_block = 0;  // Ny; 0: automatic
+  std::int32_t n_tile = 0;          // T; 0: automatic
+  std::int32_t groups = 0;          // Gy; 0: automatic
+  SpmmRowSplit row_split = SpmmRowSplit::equal;
+  std::optional<SpmmValueMode> value_mode;         // empty: automatic
+  std::int64_t baked_instruction_budget = 131072;  // about 2 MB of SASS at 16 bytes an instruction
+  std::string kernel_name = "sparsecc_spmm";
+};
+
+// Throws UsageError when the problem does not match A, when Ny exceeds kSpmmMaxAccumulators, or when
+// T * Gy exceeds 1024 threads.
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {});
+
+}  // namespace sparsecc

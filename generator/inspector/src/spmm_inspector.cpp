@@ -1,0 +1,126 @@
+#include "sparsecc/inspector/spmm_inspector.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+constexpr std::int64_t kSmCount = 132;  // H100 SXM / H200: the grid size below which Gy grows
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Row borders of `blocks` block rows: equal panels of `ny` rows, or nnz-balanced panels of at most
+// `cap` rows each.
+std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny,
+                                      std::int64_t cap, SpmmRowSplit split) {
+  const std::int64_t m = a.rows;
+  std::vector<std::int64_t> borders{0};
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t r = borders.back();
+    if (split == SpmmRowSplit::equal) {
+      borders.push_back(std::min(m, r + ny));
+      continue;
+    }
+    const std::int64_t after = blocks - b - 1;  // block rows still to place after this one
+    const std::int64_t lo = std::max(r + 1, m - cap * after);
+    const std::int64_t hi = std::min(r + cap, m - after);
+    const std::int64_t target = ceil_div(a.nnz() * (b + 1), blocks);
+    std::int64_t end = lo;
+    while (end < hi && a.row_ptr[end] < target) ++end;
+    borders.push_back(end);
+  }
+  return borders;
+}
+
+// The steps of block row [begin, end) split over `groups` groups with balanced nonzeros.
+std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std::int64_t end,
+                                    std::int32_t groups) {
+  struct Nz {
+    std::int32_t k, row;
+    std::int64_t index;
+  };
+  std::vector<Nz> nz;
+  for (std::int64_t r = begin; r < end; ++r)
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
+      nz.push_back({a.col_idx[i], static_cast<std::int32_t>(r - begin), i});
+  std::sort(nz.begin(), nz.end(),
+            [](const Nz& x, const Nz& y) { return x.k != y.k ? x.k < y.k : x.row < y.row; });
+  std::vector<SpmmGroup> out(static_cast<std::size_t>(groups));
+  const auto total = static_cast<std::int64_t>(nz.size());
+  std::int64_t g = 0, done = 0;
+  for (std::size_t i = 0; i < nz.size();) {
+    SpmmStep step{nz[i].k, {}};
+    for (; i < nz.size() && nz[i].k == step.k; ++i) step.entries.push_back({nz[i].row, nz[i].index});
+    done += static_cast<std::int64_t>(step.entries.size());
+    out[static_cast<std::size_t>(g)].steps.push_back(std::move(step));
+    while (g < groups - 1 && done >= ceil_div(total * (g + 1), groups)) ++g;
+  }
+  return out;
+}
+
+std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t grid_y, std::int32_t n_tile) {
+  const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
+  if (blocks * grid_y >= kSmCount || per_block < 256) return 1;
+  const std::int64_t g = std::min<std::int64_t>({4, 1024 / n_tile, per_block / 128});
+  return static_cast<std::int32_t>(std::max<std::int64_t>(g, 1));
+}
+
+}  // namespace
+
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
+  validate(a);
+  if (problem.m != a.rows || problem.k != a.cols)
+    throw UsageError(
+        fmt::format("plan_spmm: problem is {}x{} but A is {}x{}", problem.m, problem.k, a.rows, a.cols));
+  if (problem.n < 1) throw UsageError("plan_spmm: n must be positive");
+  if (problem.dtype != "f32")
+    throw UsageError(fmt::format("plan_spmm: dtype '{}' is not supported", problem.dtype));
+  SpmmPlan p;
+  p.problem = problem;
+  p.kernel_name = options.kernel_name;
+  p.row_split = options.row_split;
+  const std::int64_t ny = options.rows_per_block
+                              ? options.rows_per_block
+                              : std::min<std::int64_t>(4, std::max<std::int64_t>(a.rows, 1));
+  if (ny < 1 || ny > kSpmmMaxAccumulators)
+    throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
+                                 ny, kSpmmMaxAccumulators));
+  p.n_tile = options.n_tile
+                 ? options.n_tile
+                 : static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(problem.n, 32) * 32, 128));
+  const std::int64_t blocks = ceil_div(a.rows, ny);
+  p.groups =
+      options.groups ? options.groups : auto_groups(a, blocks, ceil_div(problem.n, p.n_tile), p.n_tile);
+  if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
+    throw UsageError(
+        fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
+  p.block_x = p.n_tile * p.groups;
+  const std::int64_t cap =
+      p.row_split == SpmmRowSplit::equal ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
+  const auto borders = row_borders(a, blocks, ny, cap, p.row_split);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t begin = borders[b], end = borders[b + 1];
+    p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups)});
+    p.rows_per_block = std::max(p.rows_per_block, static_cast<std::int32_t>(end - begin));
+  }
+  p.rows_per_block = std::max(p.rows_per_block, 1);
+  p.shared_bytes = std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * 4;
+  p.estimated_registers = p.rows_per_block + kSpmmRegisterOverhead;
+  p.estimated_instructions = spmm_plan_loads(p) + a.nnz();
+  p.value_mode = options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget
+                                                 ? SpmmValueMode::baked
+                                                 : SpmmValueMode::streamed);
+  if (p.value_mode == SpmmValueMode::streamed)
+    for (const auto& b : p.blocks)
+      for (const auto& g : b.groups)
+        for (const auto& s : g.steps)
+          for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
+  return p;
+}
+
+}  // namespace sparsecc

@@ -1,0 +1,21 @@
+// CPU interpreter of an SpMM plan: executes exactly what the emitted kernel executes, in float32 and
+// in the same order, so CI can check every plan against the fp64 reference without a GPU.
+#pragma once
+
+#include <vector>
+
+#include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc {
+
+// C = A*B (+bias) (ReLU) as the kernel computes it. `values` is the kernel's value array from
+// spmm_kernel_values (packed in streamed mode, CSR order in baked mode); B's entries and the bias are
+// rounded to float32 first. Per (block row, group, column): the first FMA of an accumulator is a
+// multiply, later ones fused multiply-adds, in step order; groups 1.. are added to group 0 in group
+// order; then the bias is added and ReLU (fmax with 0) applied. Throws UsageError when B has the wrong
+// number of rows (or columns, in fixed-N mode) or the bias has the wrong size.
+DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& values, const DenseMatrix& b,
+                           const std::vector<double>* bias = nullptr);
+
+}  // namespace sparsecc

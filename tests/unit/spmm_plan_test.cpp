@@ -1,0 +1,278 @@
+// SpMM plans (inspector, invariants, JSON) and the CPU interpreter against the fp64 reference.
+#include "sparsecc/plan/spmm_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/io/load.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/spmm.hpp"
+#include "test_support.hpp"
+
+namespace sparsecc {
+namespace {
+
+constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the fp64 reference
+
+// A random m x k matrix of the given density; every third row empty when empty_rows is set.
+CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed,
+                     bool empty_rows = false) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if (!(empty_rows && r % 3 == 1) && (rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+  return csr_from_dense(d, DType::f32);
+}
+
+DenseMatrix random_dense(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(rows, cols);
+  for (auto& v : d.data) v = rng.uniform_pm1();
+  return d;
+}
+
+SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias = false, bool relu = false,
+                        SpmmNMode mode = SpmmNMode::fixed) {
+  return {a.rows, a.cols, n, mode, bias, relu, "f32"};
+}
+
+// Runs the plan through the interpreter and returns its rel L2 error against the fp64 reference.
+double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {
+  const DenseMatrix b = random_dense(a.cols, n, seed);
+  std::vector<double> bias(static_cast<std::size_t>(a.rows));
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25 * static_cast<double>(i % 7) - 0.75;
+  const auto* bias_ptr = p.problem.bias ? &bias : nullptr;
+  const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, bias_ptr);
+  const DenseMatrix want = spmm(a, b, bias_ptr, p.problem.relu);
+  return test::rel_l2_error(got.data, want.data);
+}
+
+struct Shape {
+  std::int64_t m, k, n;
+  double density;
+  bool empty_rows;
+};
+
+const Shape kShapes[] = {{1, 1, 1, 1.0, false},     {5, 7, 1, 0.5, true},       {37, 50, 49, 0.1, true},
+                         {64, 64, 100, 0.2, false}, {13, 200, 33, 0.05, false}, {30, 9, 3, 0.0, false}};
+
+TEST(SpmmPlan, InvariantsHoldAcrossShapesAndOptions) {
+  std::uint64_t seed = 1;
+  for (const Shape& s : kShapes) {
+    const CsrMatrix a = random_csr(s.m, s.k, s.density, seed++, s.empty_rows);
+    for (std::int32_t ny : {0, 1, 3, 8})
+      for (std::int32_t gy : {0, 1, 3})
+        for (auto split : {SpmmRowSplit::equal, SpmmRowSplit::balanced}) {
+          SpmmOptions o;
+          o.rows_per_block = ny;
+          o.groups = gy;
+          o.row_split = split;
+          o.value_mode = gy == 3 ? SpmmValueMode::streamed : SpmmValueMode::baked;
+          const SpmmPlan p = plan_spmm(a, problem_for(a, s.n), o);
+          const auto errors = check_plan(p, a);
+          EXPECT_TRUE(errors.empty())
+              << s.m << "x" << s.k << " ny " << ny << " gy " << gy << ": " << errors.front();
+          EXPECT_EQ(spmm_plan_nnz(p), a.nnz());
+        }
+  }
+}
+
+TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
+  const CsrMatrix a = random_csr(64, 256, 0.1, 3);
+  const SpmmPlan p = plan_spmm(a, problem_for(a, 49));
+  EXPECT_EQ(p.rows_per_block, 4);
+  EXPECT_EQ(p.n_tile, 64);
+  EXPECT_EQ(p.grid_x(), 16);
+  EXPECT_EQ(p.grid_y(49), 1);
+  EXPECT_EQ(p.groups, 1);  // small grid, but only ~100 nonzeros per block row
+  EXPECT_EQ(p.value_mode, SpmmValueMode::baked);
+  EXPECT_EQ(p.estimated_registers, 4 + kSpmmRegisterOverhead);
+  EXPECT_EQ(p.estimated_instructions, spmm_plan_loads(p) + a.nnz());
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 3136)).n_tile, 128);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
+
+  const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 4 block rows of ~1600 nonzeros
+  const SpmmPlan g = plan_spmm(wide, problem_for(wide, 49));
+  EXPECT_EQ(g.groups, 4);
+  EXPECT_EQ(g.block_x, 256);
+  EXPECT_EQ(g.shared_bytes, 3 * 4 * 64 * 4);
+
+  SpmmOptions small_budget;
+  small_budget.baked_instruction_budget = 10;
+  const SpmmPlan s = plan_spmm(a, problem_for(a, 49), small_budget);
+  EXPECT_EQ(s.value_mode, SpmmValueMode::streamed);
+  EXPECT_EQ(static_cast<std::int64_t>(s.packed_order.size()), a.nnz());
+}
+
+TEST(SpmmPlan, RejectsBadConfigurations) {
+  const CsrMatrix a = random_csr(100, 20, 0.3, 5);
+  SpmmOptions o;
+  o.rows_per_block = kSpmmMaxAccumulators + 1;
+  EXPECT_THROW(plan_spmm(a, problem_for(a, 8), o), UsageError);
+  o = {};
+  o.n_tile = 512;
+  o.groups = 3;
+  EXPECT_THROW(plan_spmm(a, problem_for(a, 8), o), UsageError);
+  EXPECT_THROW(plan_spmm(a, {100, 21, 8}, {}), UsageError);
+  EXPECT_THROW(plan_spmm(a, {100, 20, 0}, {}), UsageError);
+}
+
+TEST(SpmmPlan, GroupsStayWithinTheBalanceBound) {
+  const CsrMatrix a = random_csr(8, 3000, 0.2, 6);
+  SpmmOptions o;
+  o.rows_per_block = 8;
+  o.groups = 5;
+  const SpmmPlan p = plan_spmm(a, problem_for(a, 64), o);
+  ASSERT_TRUE(check_plan(p, a).empty());
+  const std::int64_t target = (a.nnz() + 4) / 5;
+  for (const auto& g : p.blocks[0].groups) {
+    std::int64_t nnz = 0;
+    for (const auto& s : g.steps) nnz += static_cast<std::int64_t>(s.entries.size());
+    EXPECT_LE(nnz, target + 7);  // at most one column (8 rows) past the target
+    EXPECT_GE(nnz, target - 8);
+  }
+}
+
+TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
+  // Dense first rows, sparse tail: equal panels are very uneven.
+  DenseMatrix d(64, 64);
+  for (std::int64_t r = 0; r < 64; ++r)
+    for (std::int64_t c = 0; c < (r < 8 ? 64 : 4); ++c) d(r, c) = 1.0 + static_cast<double>(r);
+  const CsrMatrix a = csr_from_dense(d, DType::f32);
+  const auto max_block_nnz = [&](const SpmmPlan& p) {
+    std::int64_t most = 0;
+    for (const auto& b : p.blocks) most = std::max(most, a.row_ptr[b.row_end] - a.row_ptr[b.row_begin]);
+    return most;
+  };
+  SpmmOptions o;
+  const SpmmPlan equal = plan_spmm(a, problem_for(a, 32), o);
+  o.row_split = SpmmRowSplit::balanced;
+  const SpmmPlan balanced = plan_spmm(a, problem_for(a, 32), o);
+  EXPECT_TRUE(check_plan(balanced, a).empty());
+  EXPECT_EQ(balanced.grid_x(), equal.grid_x());
+  EXPECT_LE(balanced.rows_per_block, 8);
+  EXPECT_LT(max_block_nnz(balanced), max_block_nnz(equal));
+}
+
+TEST(SpmmPlan, CheckPlanFindsBrokenPlans) {
+  const CsrMatrix a = random_csr(12, 30, 0.3, 7);
+  const SpmmPlan good = plan_spmm(a, problem_for(a, 16));
+  ASSERT_TRUE(check_plan(good, a).empty());
+  SpmmPlan p = good;
+  p.blocks[0].groups[0].steps[0].entries.pop_back();
+  EXPECT_FALSE(check_plan(p, a).empty());
+  p = good;
+  p.blocks[1].groups[0].steps.push_back(p.blocks[1].groups[0].steps.back());
+  EXPECT_FALSE(check_plan(p, a).empty());
+  p = good;
+  p.blocks[0].row_end += 1;
+  EXPECT_FALSE(check_plan(p, a).empty());
+  p = good;
+  p.shared_bytes = 4;
+  EXPECT_FALSE(check_plan(p, a).empty());
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::streamed;
+  p = plan_spmm(a, problem_for(a, 16), o);
+  std::swap(p.packed_order[0], p.packed_order[1]);
+  EXPECT_FALSE(check_plan(p, a).empty());
+}
+
+TEST(SpmmPlan, JsonRoundTrip) {
+  const CsrMatrix a = random_csr(21, 40, 0.2, 8, true);
+  SpmmOptions o;
+  o.groups = 2;
+  o.value_mode = SpmmValueMode::streamed;
+  o.row_split = SpmmRowSplit::balanced;
+  const SpmmPlan p = plan_spmm(a, problem_for(a, 49, true, true, SpmmNMode::runtime), o);
+  const nlohmann::json j = to_json(p);
+  const SpmmPlan q = plan_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(to_json(q), j);
+  EXPECT_TRUE(check_plan(q, a).empty());
+  EXPECT_EQ(j["problem"]["n_mode"], "runtime");
+  EXPECT_EQ(j["grid_x"], p.grid_x());
+  nlohmann::json bad = j;
+  bad["value_mode"] = "sometimes";
+  EXPECT_THROW(plan_from_json(bad), UsageError);
+  bad = j;
+  bad.erase("blocks");
+  EXPECT_THROW(plan_from_json(bad), UsageError);
+}
+
+TEST(SpmmInterp, HandMatrixIsExact) {
+  DenseMatrix d(4, 6);
+  d(0, 0) = 10, d(0, 1) = 20, d(1, 1) = 30, d(1, 3) = 40, d(2, 2) = 50, d(2, 3) = 60, d(2, 4) = 70,
+       d(3, 5) = 80;
+  const CsrMatrix a = csr_from_dense(d);
+  DenseMatrix x(6, 1);
+  for (int i = 0; i < 6; ++i) x(i, 0) = i + 1;
+  for (std::int32_t ny : {1, 2, 4}) {
+    SpmmOptions o;
+    o.rows_per_block = ny;
+    const SpmmPlan p = plan_spmm(a, problem_for(a, 1), o);
+    const DenseMatrix y = interpret_spmm(p, spmm_kernel_values(p, a), x);
+    EXPECT_EQ(y.data, (std::vector<double>{50, 220, 740, 480}));
+  }
+}
+
+TEST(SpmmInterp, MatchesReferenceOnRandomMatrices) {
+  std::uint64_t seed = 100;
+  for (const Shape& s : kShapes)
+    for (int variant = 0; variant < 6; ++variant) {
+      const CsrMatrix a = random_csr(s.m, s.k, s.density, seed++, s.empty_rows);
+      SpmmOptions o;
+      o.rows_per_block = 1 + variant % 5;
+      o.groups = 1 + variant % 3;
+      o.n_tile = variant % 2 ? 32 : 0;
+      o.value_mode = variant % 2 ? SpmmValueMode::streamed : SpmmValueMode::baked;
+      o.row_split = variant % 4 == 3 ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+      const auto mode = variant >= 3 ? SpmmNMode::runtime : SpmmNMode::fixed;
+      const SpmmPlan p = plan_spmm(a, problem_for(a, s.n, variant % 3 == 1, variant % 2 == 0, mode), o);
+      ASSERT_TRUE(check_plan(p, a).empty());
+      const std::int64_t n = mode == SpmmNMode::runtime ? s.n + 5 : s.n;  // runtime N differs from the hint
+      EXPECT_LE(interp_error(p, a, n, seed), kTolerance) << s.m << "x" << s.k << " variant " << variant;
+    }
+}
+
+TEST(SpmmInterp, RejectsMismatchedInputs) {
+  const CsrMatrix a = random_csr(8, 8, 0.5, 9);
+  const SpmmPlan p = plan_spmm(a, problem_for(a, 4, true));
+  const std::vector<double> bias(8, 1.0);
+  EXPECT_THROW(interpret_spmm(p, spmm_kernel_values(p, a), random_dense(8, 5, 1), &bias), UsageError);
+  EXPECT_THROW(interpret_spmm(p, spmm_kernel_values(p, a), random_dense(7, 4, 1), &bias), UsageError);
+  EXPECT_THROW(interpret_spmm(p, spmm_kernel_values(p, a), random_dense(8, 4, 1), nullptr), UsageError);
+}
+
+TEST(SpmmInterp, RealDlmcLayers) {
+  SPARSECC_DATA_OR_SKIP(dir, "dlmc/rn50/magnitude_pruning/0.9");
+  const char* layers[] = {"bottleneck_1_block_group1_2_1", "bottleneck_3_block_group2_1_1",
+                          "bottleneck_2_block_group2_3_1"};
+  for (const char* layer : layers) {
+    const CsrMatrix a = load_matrix((dir / (std::string(layer) + ".smtx.gz")).string());
+    for (int variant = 0; variant < 2; ++variant) {
+      SpmmOptions o;
+      o.groups = variant ? 2 : 0;
+      o.value_mode = variant ? SpmmValueMode::streamed : SpmmValueMode::baked;
+      const SpmmPlan p = plan_spmm(a, problem_for(a, 49, variant == 1, true), o);
+      ASSERT_TRUE(check_plan(p, a).empty()) << layer;
+      EXPECT_LE(interp_error(p, a, 49, 11), kTolerance) << layer;
+    }
+  }
+}
+
+TEST(SpmmInterp, RealMobileNetLayers) {
+  SPARSECC_DATA_OR_SKIP(file, "sparsert/mobilenet_v1_sparse90.npz");
+  for (int layer : {0, 6, 11}) {
+    const CsrMatrix a = load_matrix(file.string() + ":contraction_1x1_" + std::to_string(layer));
+    const SpmmPlan p = plan_spmm(a, problem_for(a, 49, true, true, SpmmNMode::runtime));
+    ASSERT_TRUE(check_plan(p, a).empty()) << layer;
+    EXPECT_LE(interp_error(p, a, 49, 12), kTolerance) << layer;
+  }
+}
+
+}  // namespace
+}  // namespace sparsecc
