@@ -1,0 +1,110 @@
+// The executor bundle: one file holding everything the runtime needs to launch one generated SpMM
+// executor (metadata, cubin and/or PTX, streamed values, bias). Plain C++ and nlohmann_json only:
+// the generator writes bundles with it and the runtime reads them, and neither side needs CUDA here.
+//
+// Format (version 1), every integer little-endian:
+//
+//   offset  size  field
+//        0     8  magic "SPCCBNDL"
+//        8     4  u32 format version (1)
+//       12     4  u32 section count (1..16)
+//       16     8  u64 total file size in bytes
+//       24     8  u64 checksum: FNV-1a 64 over every byte after the 32-byte header
+//       32  24*c  section table, one entry a section:
+//                   u32 kind, u32 reserved (0), u64 offset, u64 size
+//        …        section data, each section starting at an 8-byte aligned offset after the table
+//
+//   kind  section   contents
+//      1  metadata  JSON text (BundleMetadata), required
+//      2  cubin     machine code for metadata.arch          } at least one of the two
+//      3  ptx       PTX text (driver JIT on other devices)  }
+//      4  values    float32[nnz], present iff values_mode is "streamed"
+//      5  bias      float32[m], present iff bias is true
+//
+// Sections may appear in any order but never overlap; each kind appears at most once. The writer
+// lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
+// metadata keys are ignored (later generators may add some); known keys must have the right type.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sparsecc::rt {
+
+// A malformed, inconsistent or unsupported bundle; what() names the file and the byte offset or the
+// metadata key.
+class BundleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr std::uint32_t kBundleFormatVersion = 1;
+inline constexpr std::size_t kBundleHeaderBytes = 32;
+inline constexpr std::size_t kBundleEntryBytes = 24;
+inline constexpr std::uint32_t kBundleMaxSections = 16;
+
+enum class SectionKind : std::uint32_t { metadata = 1, cubin = 2, ptx = 3, values = 4, bias = 5 };
+
+// Kernel parameters in launch order (the kernel ABI, see executor.hpp).
+inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
+
+// What the generator planned and the runtime needs to launch the kernel. C = A·B (+bias, ReLU) with
+// A the fixed M×K sparse matrix, B K×N row-major (ld N) and C M×N row-major (ld N).
+struct BundleMetadata {
+  std::string op = "spmm";
+  std::int64_t m = 0, k = 0, n = 0;  // n: the N of fixed mode (in runtime mode, the N tuned for)
+  std::int64_t nnz = 0;
+  std::string n_mode = "fixed";  // "fixed" | "runtime"
+  std::int64_t n_tile = 1;       // columns of C per blockIdx.y
+  std::string dtype = "f32";
+  std::string layout = "row_major";
+  bool bias = false;
+  bool relu = false;
+  std::string values_mode = "baked";  // "baked" | "streamed"
+  std::string arch = "sm_90";         // architecture of the cubin
+  std::string kernel;
+  std::int64_t grid_x = 1;
+  std::int64_t block_x = 1;
+  std::int64_t shared_bytes = 0;
+  std::vector<std::string> params = kSpmmParams;
+  std::string generator_version;
+  std::string fingerprint;  // hex digest of the matrix
+  nlohmann::json plan_summary = nlohmann::json::object();
+
+  nlohmann::json to_json() const;
+  // Throws BundleError naming `name` and the key that is missing, mistyped or out of range.
+  static BundleMetadata from_json(const nlohmann::json& j, const std::string& name);
+  bool operator==(const BundleMetadata&) const = default;
+};
+
+struct Bundle {
+  BundleMetadata metadata;
+  std::vector<unsigned char> cubin;  // empty: absent
+  std::string ptx;                   // empty: absent
+  std::vector<float> values;         // streamed mode: the nnz values of A in the kernel's order
+  std::vector<float> bias;           // m entries when metadata.bias
+
+  bool operator==(const Bundle&) const = default;
+};
+
+// FNV-1a, 64 bits.
+std::uint64_t fnv1a64(std::span<const unsigned char> data);
+
+// Throws BundleError (naming `name`) when the bundle is inconsistent: bad metadata, no code, values
+// or bias not matching the metadata.
+void validate_bundle(const Bundle& bundle, const std::string& name);
+
+// Serializes a valid bundle (validate_bundle first).
+std::vector<unsigned char> bundle_bytes(const Bundle& bundle, const std::string& name = "bundle");
+
+// Parses and validates a bundle; throws BundleError naming `name`.
+Bundle parse_bundle(std::span<const unsigned char> data, const std::string& name);
+
+// Reads and parses a bundle file; throws BundleError when it cannot be read or is invalid.
+Bundle read_bundle_file(const std::string& path);
+
+}  // namespace sparsecc::rt

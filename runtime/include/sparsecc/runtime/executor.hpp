@@ -1,0 +1,58 @@
+// The SpMM executor: a bundle loaded onto a device, ready to launch. The kernel ABI every generated
+// SpMM kernel follows:
+//
+//   extern "C" __global__ void <kernel>(const float* B, float* C, const float* bias,
+//                                       const float* values, int n);
+//
+// launched with grid (grid_x, ceil(n / n_tile), 1), block (block_x, 1, 1) and shared_bytes of
+// dynamic shared memory. B is K×N and C is M×N, both row-major with leading dimension n; bias and
+// values point to the executor's device copies of those sections (null when absent).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/runtime/device.hpp"
+
+namespace sparsecc::rt {
+
+struct LoadOptions {
+  bool force_ptx = false;  // JIT the PTX even when the cubin matches the device
+};
+
+class SpmmExecutor {
+ public:
+  // Parses the bundle (BundleError), then loads its code into `ctx` (DriverError): the cubin when
+  // the device's arch equals metadata.arch, otherwise the PTX. The context must outlive the executor.
+  static SpmmExecutor load_file(const std::string& path, const Context& ctx, const LoadOptions& options = {});
+  static SpmmExecutor load_bytes(std::span<const unsigned char> data, const std::string& name,
+                                 const Context& ctx, const LoadOptions& options = {});
+  static SpmmExecutor load(Bundle bundle, const std::string& name, const Context& ctx,
+                           const LoadOptions& options = {});
+
+  const BundleMetadata& metadata() const { return metadata_; }
+  // "cubin" or "ptx", and why that image was chosen.
+  const std::string& loaded_from() const { return loaded_from_; }
+  const std::string& load_reason() const { return load_reason_; }
+
+  // Enqueues C = A·B (+bias, ReLU as planned) on `stream`. Throws std::invalid_argument for a null
+  // pointer, n < 1, or (fixed mode) n other than metadata.n; DriverError when the launch fails.
+  void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr) const;
+
+ private:
+  SpmmExecutor() = default;
+
+  const Context* ctx_ = nullptr;
+  BundleMetadata metadata_;
+  std::string loaded_from_;
+  std::string load_reason_;
+  std::unique_ptr<Module> module_;
+  CUfunction fn_{};
+  DeviceBuffer bias_;
+  DeviceBuffer values_;
+};
+
+}  // namespace sparsecc::rt

@@ -1,0 +1,409 @@
+#include "sparsecc/runtime/bundle.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+namespace sparsecc::rt {
+
+static_assert(std::endian::native == std::endian::little, "bundles are read and written little-endian");
+
+namespace {
+
+using json = nlohmann::json;
+constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
+constexpr std::size_t kKinds = 6;  // section kinds 1..5, index 0 unused
+constexpr int kMaxJsonDepth = 64;
+constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t kNoOffset = -1;
+
+const char* kind_name(std::uint32_t kind) {
+  static const char* const names[kKinds] = {"?", "metadata", "cubin", "ptx", "values", "bias"};
+  return kind < kKinds ? names[kind] : "?";
+}
+
+[[noreturn]] void fail_at(const std::string& name, std::uint64_t byte, const std::string& msg) {
+  throw BundleError(name + ": byte " + std::to_string(byte) + ": " + msg);
+}
+[[noreturn]] void fail_key(const std::string& name, const std::string& key, const std::string& msg) {
+  throw BundleError(name + ": metadata key '" + key + "': " + msg);
+}
+// `offset` is the section's byte offset in the file, or kNoOffset when there is no file yet.
+[[noreturn]] void fail_section(const std::string& name, SectionKind kind, std::int64_t offset,
+                               const std::string& msg) {
+  std::string where = std::string("section ") + kind_name(static_cast<std::uint32_t>(kind));
+  if (offset != kNoOffset) where += " (byte " + std::to_string(offset) + ")";
+  throw BundleError(name + ": " + where + ": " + msg);
+}
+
+template <class T>
+T load_le(std::span<const unsigned char> d, std::size_t at) {
+  T v;
+  std::memcpy(&v, d.data() + at, sizeof v);
+  return v;
+}
+template <class T>
+void store_le(std::vector<unsigned char>& out, std::size_t at, T v) {
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+
+const json& field(const json& j, const char* key, const std::string& name) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail_key(name, key, "missing");
+  return *it;
+}
+std::int64_t get_int(const json& j, const char* key, const std::string& name) {
+  const json& v = field(j, key, name);
+  if (!v.is_number_integer()) fail_key(name, key, std::string("must be an integer, not ") + v.type_name());
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(kIntMax))
+    fail_key(name, key, "value " + v.dump() + " is too large");
+  return v.get<std::int64_t>();
+}
+std::string get_string(const json& j, const char* key, const std::string& name) {
+  const json& v = field(j, key, name);
+  if (!v.is_string()) fail_key(name, key, std::string("must be a string, not ") + v.type_name());
+  return v.get<std::string>();
+}
+bool get_bool(const json& j, const char* key, const std::string& name) {
+  const json& v = field(j, key, name);
+  if (!v.is_boolean()) fail_key(name, key, std::string("must be a boolean, not ") + v.type_name());
+  return v.get<bool>();
+}
+
+void check_range(const std::string& name, const char* key, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+  if (v < lo || v > hi)
+    fail_key(
+        name, key,
+        "value " + std::to_string(v) + " out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+void check_one_of(const std::string& name, const char* key, const std::string& v,
+                  std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) return;
+    list += std::string(list.empty() ? "" : ", ") + "\"" + a + "\"";
+  }
+  fail_key(name, key, "\"" + v + "\" is not one of " + list);
+}
+bool all_of_chars(const std::string& s, bool (*ok)(char)) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), ok);
+}
+
+// Ranges and enumerations of every key (the types are checked while reading the JSON).
+void validate(const BundleMetadata& md, const std::string& name) {
+  check_one_of(name, "op", md.op, {"spmm"});
+  check_range(name, "m", md.m, 1, kIntMax);
+  check_range(name, "k", md.k, 1, kIntMax);
+  check_range(name, "n", md.n, 1, kIntMax);
+  check_range(name, "nnz", md.nnz, 0, md.m * md.k);
+  check_one_of(name, "n_mode", md.n_mode, {"fixed", "runtime"});
+  check_range(name, "n_tile", md.n_tile, 1, kIntMax);
+  check_one_of(name, "dtype", md.dtype, {"f32"});
+  check_one_of(name, "layout", md.layout, {"row_major"});
+  check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed"});
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const std::string arch_tail = md.arch.size() > 3 ? md.arch.substr(3) : "";
+  const std::size_t digits = std::find_if_not(arch_tail.begin(), arch_tail.end(), digit) - arch_tail.begin();
+  if (md.arch.rfind("sm_", 0) != 0 || digits == 0 || arch_tail.size() - digits > 1 ||
+      (digits < arch_tail.size() && arch_tail.back() != 'a' && arch_tail.back() != 'f'))
+    fail_key(name, "arch", "\"" + md.arch + "\" is not an architecture like \"sm_90\"");
+  const bool identifier = all_of_chars(md.kernel, [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+  if (!identifier || (md.kernel[0] >= '0' && md.kernel[0] <= '9'))
+    fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
+  check_range(name, "grid_x", md.grid_x, 1, kIntMax);
+  check_range(name, "block_x", md.block_x, 1, 1024);
+  check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
+  if (md.params != kSpmmParams)
+    fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
+  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
+  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+}
+
+// Sections against the metadata; `offsets[kind]` locates each section in the file (kNoOffset when
+// writing).
+void check_payload(const Bundle& b, const std::string& name,
+                   const std::array<std::int64_t, kKinds>& offsets) {
+  const BundleMetadata& md = b.metadata;
+  const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
+  if (b.cubin.empty() && b.ptx.empty()) throw BundleError(name + ": has neither a cubin nor a PTX section");
+  if (const auto nul = b.ptx.find('\0'); nul != std::string::npos)
+    fail_section(name, SectionKind::ptx, at(SectionKind::ptx),
+                 "NUL character at offset " + std::to_string(nul) + " of the PTX text");
+  const bool streamed = md.values_mode == "streamed";
+  if (streamed && !b.values.empty() && b.values.size() != std::size_t(md.nnz))
+    fail_section(
+        name, SectionKind::values, at(SectionKind::values),
+        "holds " + std::to_string(b.values.size()) + " floats but metadata nnz is " + std::to_string(md.nnz));
+  if (streamed && b.values.empty() && md.nnz > 0)
+    throw BundleError(name + ": values_mode is \"streamed\" but there is no values section");
+  if (!streamed && !b.values.empty())
+    fail_section(name, SectionKind::values, at(SectionKind::values), "present but values_mode is \"baked\"");
+  if (md.bias && b.bias.size() != std::size_t(md.m)) {
+    if (b.bias.empty()) throw BundleError(name + ": metadata bias is true but there is no bias section");
+    fail_section(
+        name, SectionKind::bias, at(SectionKind::bias),
+        "holds " + std::to_string(b.bias.size()) + " floats but metadata m is " + std::to_string(md.m));
+  }
+  if (!md.bias && !b.bias.empty())
+    fail_section(name, SectionKind::bias, at(SectionKind::bias), "present but metadata bias is false");
+  for (const auto& [kind, data] : {std::pair{SectionKind::values, &b.values}, {SectionKind::bias, &b.bias}})
+    for (std::size_t i = 0; i < data->size(); ++i)
+      if (!std::isfinite((*data)[i]))
+        fail_section(name, kind, at(kind), "entry " + std::to_string(i) + " is not finite");
+}
+
+std::vector<float> floats_of(std::span<const unsigned char> d, const std::string& name, SectionKind kind,
+                             std::uint64_t offset) {
+  if (d.size() % sizeof(float))
+    fail_section(name, kind, std::int64_t(offset),
+                 "size " + std::to_string(d.size()) + " is not a multiple of 4 (float32)");
+  std::vector<float> out(d.size() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), d.data(), d.size());
+  return out;
+}
+
+json parse_metadata(std::span<const unsigned char> d, const std::string& name, std::uint64_t offset) {
+  const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth)
+      fail_section(name, SectionKind::metadata, std::int64_t(offset),
+                   "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(d.begin(), d.end(), depth_limit);
+  } catch (const json::parse_error& e) {
+    fail_at(name, offset + (e.byte > 0 ? e.byte - 1 : 0),
+            std::string("metadata is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object())
+    fail_section(name, SectionKind::metadata, std::int64_t(offset),
+                 std::string("must be a JSON object, not ") + j.type_name());
+  return j;
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(std::span<const unsigned char> data) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+json BundleMetadata::to_json() const {
+  return json{{"op", op},
+              {"m", m},
+              {"k", k},
+              {"n", n},
+              {"nnz", nnz},
+              {"n_mode", n_mode},
+              {"n_tile", n_tile},
+              {"dtype", dtype},
+              {"layout", layout},
+              {"bias", bias},
+              {"relu", relu},
+              {"values_mode", values_mode},
+              {"arch", arch},
+              {"kernel", kernel},
+              {"grid_x", grid_x},
+              {"block_x", block_x},
+              {"shared_bytes", shared_bytes},
+              {"params", params},
+              {"generator_version", generator_version},
+              {"fingerprint", fingerprint},
+              {"plan_summary", plan_summary}};
+}
+
+BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name) {
+  if (!j.is_object()) throw BundleError(name + ": metadata must be a JSON object");
+  BundleMetadata md;
+  md.op = get_string(j, "op", name);
+  md.m = get_int(j, "m", name);
+  md.k = get_int(j, "k", name);
+  md.n = get_int(j, "n", name);
+  md.nnz = get_int(j, "nnz", name);
+  md.n_mode = get_string(j, "n_mode", name);
+  md.n_tile = get_int(j, "n_tile", name);
+  md.dtype = get_string(j, "dtype", name);
+  md.layout = get_string(j, "layout", name);
+  md.bias = get_bool(j, "bias", name);
+  md.relu = get_bool(j, "relu", name);
+  md.values_mode = get_string(j, "values_mode", name);
+  md.arch = get_string(j, "arch", name);
+  md.kernel = get_string(j, "kernel", name);
+  md.grid_x = get_int(j, "grid_x", name);
+  md.block_x = get_int(j, "block_x", name);
+  md.shared_bytes = get_int(j, "shared_bytes", name);
+  const json& params = field(j, "params", name);
+  if (!params.is_array() ||
+      !std::all_of(params.begin(), params.end(), [](const json& p) { return p.is_string(); }))
+    fail_key(name, "params", "must be an array of strings");
+  md.params = params.get<std::vector<std::string>>();
+  md.generator_version = get_string(j, "generator_version", name);
+  md.fingerprint = get_string(j, "fingerprint", name);
+  md.plan_summary = field(j, "plan_summary", name);
+  validate(md, name);
+  return md;
+}
+
+void validate_bundle(const Bundle& b, const std::string& name) {
+  validate(b.metadata, name);
+  std::array<std::int64_t, kKinds> no_offsets;
+  no_offsets.fill(kNoOffset);
+  check_payload(b, name, no_offsets);
+}
+
+std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name) {
+  validate_bundle(b, name);
+  std::string meta;
+  try {
+    meta = b.metadata.to_json().dump();
+  } catch (const json::exception& e) {
+    throw BundleError(name + ": metadata cannot be written as JSON: " + e.what());
+  }
+  const auto bytes_of = [](const auto& v) {
+    return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(v.data()),
+                                          v.size() * sizeof(v[0]));
+  };
+  std::vector<std::pair<SectionKind, std::span<const unsigned char>>> sections{
+      {SectionKind::metadata, bytes_of(meta)}};
+  if (!b.cubin.empty()) sections.emplace_back(SectionKind::cubin, bytes_of(b.cubin));
+  if (!b.ptx.empty()) sections.emplace_back(SectionKind::ptx, bytes_of(b.ptx));
+  if (b.metadata.values_mode == "streamed") sections.emplace_back(SectionKind::values, bytes_of(b.values));
+  if (b.metadata.bias) sections.emplace_back(SectionKind::bias, bytes_of(b.bias));
+
+  const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
+  std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
+  std::vector<unsigned char> out(at, 0);
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    const auto& [kind, data] = sections[i];
+    const std::size_t entry = kBundleHeaderBytes + kBundleEntryBytes * i;
+    store_le<std::uint32_t>(out, entry, static_cast<std::uint32_t>(kind));
+    store_le<std::uint64_t>(out, entry + 8, at);
+    store_le<std::uint64_t>(out, entry + 16, data.size());
+    out.insert(out.end(), data.begin(), data.end());
+    at = align8(out.size());
+    out.resize(at, 0);
+  }
+  std::memcpy(out.data(), kMagic, sizeof kMagic);
+  store_le<std::uint32_t>(out, 8, kBundleFormatVersion);
+  store_le<std::uint32_t>(out, 12, static_cast<std::uint32_t>(sections.size()));
+  store_le<std::uint64_t>(out, 16, out.size());
+  store_le<std::uint64_t>(out, 24, fnv1a64(std::span(out).subspan(kBundleHeaderBytes)));
+  return out;
+}
+
+Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
+  const std::uint64_t size = d.size();
+  if (size < kBundleHeaderBytes)
+    fail_at(name, size,
+            "truncated: the file is " + std::to_string(size) + " bytes, the header alone is " +
+                std::to_string(kBundleHeaderBytes));
+  if (std::memcmp(d.data(), kMagic, sizeof kMagic) != 0)
+    fail_at(name, 0, "not a sparsecc bundle (magic is not \"SPCCBNDL\")");
+  const auto version = load_le<std::uint32_t>(d, 8);
+  if (version > kBundleFormatVersion)
+    fail_at(name, 8,
+            "bundle format version " + std::to_string(version) + " is newer than this runtime supports (" +
+                std::to_string(kBundleFormatVersion) + ")");
+  if (version == 0) fail_at(name, 8, "bundle format version 0 is invalid");
+  const auto count = load_le<std::uint32_t>(d, 12);
+  if (count == 0 || count > kBundleMaxSections)
+    fail_at(
+        name, 12,
+        "section count " + std::to_string(count) + " out of range 1.." + std::to_string(kBundleMaxSections));
+  const auto total = load_le<std::uint64_t>(d, 16);
+  if (total != size)
+    fail_at(name, 16,
+            "header says the file is " + std::to_string(total) + " bytes but it is " + std::to_string(size) +
+                (size < total ? " (truncated)" : ""));
+  const std::uint64_t table_end = kBundleHeaderBytes + kBundleEntryBytes * std::uint64_t(count);
+  if (table_end > size) fail_at(name, kBundleHeaderBytes, "the section table runs past the end of the file");
+  const auto stored = load_le<std::uint64_t>(d, 24);
+  if (const std::uint64_t actual = fnv1a64(d.subspan(kBundleHeaderBytes)); stored != actual)
+    fail_at(name, 24, "checksum mismatch (the file is corrupt)");
+
+  struct Entry {
+    std::uint32_t kind;
+    std::uint64_t offset, size, table_at;
+  };
+  std::vector<Entry> entries;
+  std::array<std::int64_t, kKinds> offsets;
+  offsets.fill(kNoOffset);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint64_t e = kBundleHeaderBytes + kBundleEntryBytes * std::uint64_t(i);
+    const Entry s{load_le<std::uint32_t>(d, e), load_le<std::uint64_t>(d, e + 8),
+                  load_le<std::uint64_t>(d, e + 16), e};
+    if (s.kind == 0 || s.kind >= kKinds) fail_at(name, e, "unknown section kind " + std::to_string(s.kind));
+    if (load_le<std::uint32_t>(d, e + 4) != 0) fail_at(name, e + 4, "reserved field is not 0");
+    if (offsets[s.kind] != kNoOffset)
+      fail_at(name, e, std::string("second ") + kind_name(s.kind) + " section");
+    if (s.offset < table_end || s.offset % 8 || s.offset > size || s.size > size - s.offset)
+      fail_at(name, e + 8,
+              std::string("section ") + kind_name(s.kind) + " at offset " + std::to_string(s.offset) +
+                  ", size " + std::to_string(s.size) + " is misaligned or outside the data area " +
+                  std::to_string(table_end) + ".." + std::to_string(size));
+    offsets[s.kind] = std::int64_t(s.offset);
+    entries.push_back(s);
+  }
+  std::vector<Entry> sorted = entries;
+  std::sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) { return a.offset < b.offset; });
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1].offset + sorted[i - 1].size > sorted[i].offset)
+      fail_at(name, sorted[i].table_at + 8,
+              std::string("section ") + kind_name(sorted[i].kind) + " overlaps section " +
+                  kind_name(sorted[i - 1].kind));
+
+  Bundle b;
+  const auto body = [&](SectionKind k) {
+    const auto it = std::find_if(entries.begin(), entries.end(),
+                                 [&](const Entry& s) { return s.kind == static_cast<std::uint32_t>(k); });
+    return it == entries.end() ? std::span<const unsigned char>() : d.subspan(it->offset, it->size);
+  };
+  const auto offset_of = [&](SectionKind k) { return std::uint64_t(offsets[static_cast<std::size_t>(k)]); };
+  if (offsets[std::size_t(SectionKind::metadata)] == kNoOffset)
+    throw BundleError(name + ": no metadata section");
+  b.metadata = BundleMetadata::from_json(
+      parse_metadata(body(SectionKind::metadata), name, offset_of(SectionKind::metadata)), name);
+  for (SectionKind k : {SectionKind::cubin, SectionKind::ptx})
+    if (offsets[std::size_t(k)] != kNoOffset && body(k).empty())
+      fail_section(name, k, offsets[std::size_t(k)], "is empty");
+  const auto cubin = body(SectionKind::cubin);
+  const auto ptx = body(SectionKind::ptx);
+  b.cubin.assign(cubin.begin(), cubin.end());
+  b.ptx.assign(ptx.begin(), ptx.end());
+  b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
+  b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
+  const auto present = [&](SectionKind k) { return offsets[std::size_t(k)] != kNoOffset; };
+  if ((b.metadata.values_mode == "streamed") != present(SectionKind::values))
+    throw BundleError(name + ": values_mode is \"" + b.metadata.values_mode +
+                      "\" but the values section is " +
+                      (present(SectionKind::values) ? "present" : "missing"));
+  if (b.metadata.bias != present(SectionKind::bias))
+    throw BundleError(name + ": metadata bias is " + (b.metadata.bias ? "true" : "false") +
+                      " but the bias section is " + (present(SectionKind::bias) ? "present" : "missing"));
+  check_payload(b, name, offsets);
+  return b;
+}
+
+Bundle read_bundle_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BundleError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<unsigned char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw BundleError(path + ": read error: " + std::strerror(errno));
+  return parse_bundle(data, path);
+}
+
+}  // namespace sparsecc::rt

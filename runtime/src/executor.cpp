@@ -1,0 +1,98 @@
+#include "sparsecc/runtime/executor.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace sparsecc::rt {
+
+namespace {
+
+// Dynamic shared memory a kernel may use without cuFuncSetAttribute.
+constexpr std::int64_t kDefaultSharedLimit = 48 * 1024;
+
+std::span<const unsigned char> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const unsigned char*>(s.data()), s.size()};
+}
+
+// "sm_90a" runs where "sm_90" does; the suffix does not change the device it is for.
+std::string base_arch(const std::string& arch) {
+  return !arch.empty() && (arch.back() == 'a' || arch.back() == 'f') ? arch.substr(0, arch.size() - 1) : arch;
+}
+
+DeviceBuffer upload(const std::vector<float>& v) {
+  DeviceBuffer buf(v.size() * sizeof(float));
+  buf.upload(v.data(), v.size() * sizeof(float));
+  return buf;
+}
+
+}  // namespace
+
+SpmmExecutor SpmmExecutor::load_file(const std::string& path, const Context& ctx,
+                                     const LoadOptions& options) {
+  return load(read_bundle_file(path), path, ctx, options);
+}
+
+SpmmExecutor SpmmExecutor::load_bytes(std::span<const unsigned char> data, const std::string& name,
+                                      const Context& ctx, const LoadOptions& options) {
+  return load(parse_bundle(data, name), name, ctx, options);
+}
+
+SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Context& ctx,
+                                const LoadOptions& options) {
+  validate_bundle(bundle, name);
+  const BundleMetadata& md = bundle.metadata;
+  if (md.shared_bytes > kDefaultSharedLimit)
+    throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +
+                      " bytes of dynamic shared memory exceed the 48 KiB this runtime launches with");
+  const std::string device_arch = ctx.device().arch();
+  SpmmExecutor ex;
+  ex.ctx_ = &ctx;
+  std::span<const unsigned char> image;
+  if (!options.force_ptx && !bundle.cubin.empty() && base_arch(md.arch) == device_arch) {
+    ex.loaded_from_ = "cubin";
+    ex.load_reason_ = "the cubin for " + md.arch + " matches the device";
+    image = bundle.cubin;
+  } else if (!bundle.ptx.empty()) {
+    ex.loaded_from_ = "ptx";
+    ex.load_reason_ = options.force_ptx ? "PTX JIT, as requested"
+                      : bundle.cubin.empty()
+                          ? "PTX JIT: the bundle has no cubin"
+                          : "PTX JIT: the device is " + device_arch + ", the cubin is for " + md.arch;
+    image = bytes_of(bundle.ptx);
+  } else {
+    throw BundleError(name + (options.force_ptx ? ": PTX was requested but the bundle has none"
+                                                : ": the cubin is for " + md.arch + " but the device is " +
+                                                      device_arch + ", and the bundle has no PTX to JIT"));
+  }
+  ctx.make_current();
+  ex.module_ = std::make_unique<Module>(image, name + " (" + ex.loaded_from_ + ")");
+  ex.fn_ = ex.module_->function(md.kernel);
+  ex.bias_ = upload(bundle.bias);
+  ex.values_ = upload(bundle.values);
+  ex.metadata_ = std::move(bundle.metadata);
+  return ex;
+}
+
+void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) const {
+  const BundleMetadata& md = metadata_;
+  if (!B || !C) throw std::invalid_argument("SpmmExecutor::run: B and C must not be null");
+  if (n < 1)
+    throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " must be at least 1");
+  if (md.n_mode == "fixed" && n != md.n)
+    throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) +
+                                " but this executor was built for n = " + std::to_string(md.n) +
+                                " (fixed mode)");
+  const std::int64_t grid_y = (std::int64_t{n} + md.n_tile - 1) / md.n_tile;
+  if (grid_y > 65535)
+    throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " needs " +
+                                std::to_string(grid_y) + " column tiles of " + std::to_string(md.n_tile) +
+                                ", more than 65535");
+  ctx_->make_current();
+  CUdeviceptr b = B, c = C, bias = bias_.get(), values = values_.get();
+  int nn = n;
+  void* args[] = {&b, &c, &bias, &values, &nn};
+  launch(fn_, unsigned(md.grid_x), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
+         unsigned(grid_y));
+}
+
+}  // namespace sparsecc::rt
