@@ -1,0 +1,28 @@
+// CUDA C++ emitter for SpMM plans: renders templates/spmm_unrolled.cu into one SparseRT-style kernel
+// with the plan's nonzeros unrolled into straight-line code. Baked mode writes every weight as an exact
+// float literal (hex float, or __int_as_float for denormals); streamed mode reads values[p] with a
+// compile-time index p into the packed value array. Same plan and matrix, same bytes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc {
+
+struct EmittedKernel {
+  std::string source;                // CUDA C++ for NVRTC
+  std::string kernel_name;           // the extern "C" entry
+  std::vector<float> packed_values;  // the `values` argument in streamed mode; empty when baked
+};
+
+// Throws UsageError when the plan is not valid for `a` (check_plan) or the kernel name is not a C
+// identifier.
+EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a);
+
+// A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
+std::string cuda_float_literal(float v);
+
+}  // namespace sparsecc

@@ -1,0 +1,114 @@
+#include "sparsecc/emit/spmm_cuda.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <map>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/template.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+  return true;
+}
+
+// Groups 1.. leave their sums in shared memory; group 0 adds them in group order, then adds the bias,
+// applies ReLU and stores. Every thread reaches the barrier.
+std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
+  const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
+  std::string s;
+  if (p.groups > 1) {
+    s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
+                     p.rows_per_block);
+    for (std::int32_t i = 0; i < rows; ++i) s += fmt::format("        r[{} * T] = a{};\n", i, i);
+    s += "      }\n      __syncthreads();\n";
+  }
+  s += "      if (live && group == 0) {\n";
+  for (std::int32_t i = 0; i < rows; ++i) {
+    const std::string v = fmt::format("a{}", i);
+    for (std::int32_t g = 1; g < p.groups; ++g)
+      s +=
+          fmt::format("        {0} = __fadd_rn({0}, red[{1} * T + t]);\n", v, (g - 1) * p.rows_per_block + i);
+    if (p.problem.bias)
+      s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", v, block.row_begin + i);
+    if (p.problem.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", v);
+    s += fmt::format("        c[{} * ld] = {};\n", block.row_begin + i, v);
+  }
+  return s + "      }\n";
+}
+
+// The case of one block row: its accumulators, then per group its steps (one load, then one multiply
+// for the first touch of an accumulator and one FMA for every later one), then the epilogue.
+std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
+                       std::int64_t& packed) {
+  const SpmmBlockRow& block = p.blocks[bi];
+  std::string s = fmt::format("    case {}: {{\n      float x", bi);
+  for (std::int64_t i = 0; i < block.row_end - block.row_begin; ++i) s += fmt::format(", a{} = 0.0f", i);
+  s += ";\n";
+  bool any = false;
+  for (const auto& g : block.groups) any = any || !g.steps.empty();
+  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
+  for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
+    if (block.groups[gi].steps.empty()) continue;
+    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
+    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
+    for (const auto& step : block.groups[gi].steps) {
+      s += fmt::format("        x = __ldg(b + {} * ld);", step.k);
+      for (const auto& e : step.entries) {
+        const std::string w = p.value_mode == SpmmValueMode::streamed
+                                  ? fmt::format("__ldg(values + {})", packed)
+                                  : cuda_float_literal(weights[static_cast<std::size_t>(e.value_index)]);
+        ++packed;
+        if (touched[e.row])
+          s += fmt::format(" a{0} = __fmaf_rn(x, {1}, a{0});", e.row, w);
+        else
+          s += fmt::format(" a{} = __fmul_rn(x, {});", e.row, w);
+        touched[e.row] = 1;
+      }
+      s += "\n";
+    }
+    if (p.groups > 1) s += "        break;\n";
+  }
+  if (any) s += "      }\n";
+  return s + epilogue(p, block) + "      break;\n    }\n";
+}
+
+}  // namespace
+
+std::string cuda_float_literal(float v) {
+  if (std::isnormal(v) || v == 0.0f) return fmt::format("{}f", fmt::format("{:a}", static_cast<double>(v)));
+  return fmt::format("__int_as_float(0x{:x})", std::bit_cast<std::uint32_t>(v));
+}
+
+EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (const auto errors = check_plan(plan, a); !errors.empty())
+    throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
+  if (!is_identifier(plan.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
+  EmittedKernel out;
+  out.kernel_name = plan.kernel_name;
+  const std::vector<float> weights = spmm_kernel_values(plan, a);
+  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  std::string body;
+  std::int64_t packed = 0;
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed);
+  const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
+  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
+                                                     {"KERNEL_NAME", plan.kernel_name},
+                                                     {"N_TILE", std::to_string(plan.n_tile)},
+                                                     {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+                                                     {"BODY", body}};
+  out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
+  return out;
+}
+
+}  // namespace sparsecc

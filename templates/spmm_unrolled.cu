@@ -1,0 +1,41 @@
+// SpMM skeleton, SparseRT style: C = A*B (+bias[row]) (ReLU) for one fixed sparse A whose nonzeros are
+// unrolled into straight-line code (generator/emit/src/spmm_cuda.cpp fills it from an SpMM plan).
+// The default text between the markers is a valid 1x1 example, so the file compiles on its own
+// (nvcc -arch=sm_90 -c templates/spmm_unrolled.cu).
+//   BLOCK_X       threads per block (groups * N_TILE)
+//   KERNEL_NAME   the extern "C" symbol the runtime looks up
+//   N_TILE        threads per group, one output column each
+//   LD            the column count of B and C: the compiled N, or the argument n
+//   BODY          one case per block row, self-contained: accumulators (one float per row, indexed
+//                 only by name), each group's steps, then the epilogue (group reduction through
+//                 shared memory, bias, ReLU, stores)
+// ABI: grid (block rows, ceil(n / N_TILE)), block (BLOCK_X), dynamic shared memory from the plan.
+// Columns >= n neither load nor store but reach every __syncthreads().
+extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
+/*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
+                                     const float* __restrict__ bias, const float* __restrict__ values,
+                                     int n) {
+  constexpr int T = /*@N_TILE*/32/*@end*/;
+  const long long ld = /*@LD*/n/*@end*/;
+  const int t = threadIdx.x % T;
+  const int group = threadIdx.x / T;
+  const long long col = static_cast<long long>(blockIdx.y) * T + t;
+  const bool live = col < ld;
+  const float* b = B + col;
+  float* c = C + col;
+  extern __shared__ float red[];
+  switch (blockIdx.x) {
+/*@BODY*/
+    case 0: {
+      float x, a0 = 0.0f;
+      if (live && group == 0) {
+        x = __ldg(b + 0 * ld); a0 = __fmul_rn(x, 0x1p+0f);
+      }
+      if (live && group == 0) {
+        c[0 * ld] = a0;
+      }
+      break;
+    }
+/*@end*/
+  }
+}
