@@ -1,0 +1,361 @@
+// cuBLAS and cuSPARSE baselines: upload, check against the fp64 reference, then time.
+#include "bench/baselines.hpp"
+
+#include <cublas_v2.h>
+#include <cusparse.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <memory>
+
+#include "sparsecc/common/dtype.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/reference/spmm.hpp"
+
+namespace sparsecc::bench {
+namespace {
+
+// A library call that reports CUSPARSE_STATUS_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED.
+class NotSupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  std::string error = fmt::format("{} ({})", cublasGetStatusName(status), cublasGetStatusString(status));
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
+  throw_cuda_error(call, error, file, line);
+}
+
+void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUSPARSE_STATUS_SUCCESS) return;
+  std::string error = fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status));
+  if (status == CUSPARSE_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
+  throw_cuda_error(call, error, file, line);
+}
+
+#define SPARSECC_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
+#define SPARSECC_CUSPARSE_CHECK(call) check_cusparse((call), #call, __FILE__, __LINE__)
+
+struct CublasHandle {
+  cublasHandle_t h = nullptr;
+  CublasHandle() { SPARSECC_CUBLAS_CHECK(cublasCreate(&h)); }
+  ~CublasHandle() { cublasDestroy(h); }
+};
+
+struct CusparseHandle {
+  cusparseHandle_t h = nullptr;
+  CusparseHandle() { SPARSECC_CUSPARSE_CHECK(cusparseCreate(&h)); }
+  ~CusparseHandle() { cusparseDestroy(h); }
+};
+
+struct SpMat {
+  cusparseSpMatDescr_t d = nullptr;
+  SpMat() = default;
+  SpMat(const SpMat&) = delete;
+  ~SpMat() {
+    if (d) cusparseDestroySpMat(d);
+  }
+};
+
+struct DnMat {
+  cusparseDnMatDescr_t d = nullptr;
+  DnMat() = default;
+  DnMat(const DnMat&) = delete;
+  ~DnMat() {
+    if (d) cusparseDestroyDnMat(d);
+  }
+};
+
+// One copy of every operand; the timed launches rotate among several when timing cold L2.
+struct OperandSet {
+  DeviceBuffer a32, a16;                    // dense A, M×K row-major, fp32 and fp16
+  DeviceBuffer row_ptr, row_ind, col, val;  // sparse A (int32 indices, fp32 values)
+  DeviceBuffer b32, b16, c32;               // B (K×N) fp32 and fp16, C (M×N) fp32
+};
+
+struct Problem {
+  std::int64_t M = 0, K = 0, N = 0, nnz = 0;
+  std::vector<double> c_ref;
+  std::vector<OperandSet> sets;
+};
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer d(host.size() * sizeof(T));
+  d.upload(host.data(), host.size() * sizeof(T));
+  return d;
+}
+
+Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& options, std::size_t l2_bytes) {
+  if (n < 1 || n > INT_MAX || a.rows > INT_MAX || a.cols > INT_MAX || a.nnz() > INT_MAX)
+    throw UsageError(fmt::format("baselines need 1 <= N and every size below 2^31 (M {}, K {}, N {}, nnz {})",
+                                 a.rows, a.cols, n, a.nnz()));
+  validate(a);
+  Problem p;
+  p.M = a.rows, p.K = a.cols, p.N = n, p.nnz = a.nnz();
+  DenseMatrix b(p.K, p.N);
+  SplitMix64 rng(options.seed);
+  for (double& v : b.data) v = rng.uniform_pm1();
+  p.c_ref = spmm(a, b).data;
+
+  std::vector<float> a32(static_cast<std::size_t>(p.M * p.K), 0.0f), val(a.values.size()), b32(b.data.size());
+  std::vector<std::uint16_t> a16(a32.size(), 0), b16(b.data.size());
+  std::vector<std::int32_t> row_ptr(a.row_ptr.begin(), a.row_ptr.end()), row_ind(a.values.size());
+  for (std::int64_t r = 0; r < p.M; ++r) {
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      std::size_t at = static_cast<std::size_t>(r * p.K + a.col_idx[i]);
+      a32[at] = static_cast<float>(a.values[i]);
+      a16[at] = double_to_half_bits(a.values[i]);
+      val[i] = static_cast<float>(a.values[i]);
+      row_ind[i] = static_cast<std::int32_t>(r);
+    }
+  }
+  for (std::size_t i = 0; i < b.data.size(); ++i) {
+    b32[i] = static_cast<float>(b.data[i]);
+    b16[i] = double_to_half_bits(b.data[i]);
+  }
+  // The fewest bytes one launch of any baseline touches: sparse fp32 or dense fp16.
+  std::size_t c_bytes = static_cast<std::size_t>(p.M * p.N) * 4;
+  std::size_t sparse = static_cast<std::size_t>(p.nnz) * 8 + row_ptr.size() * 4 + b32.size() * 4 + c_bytes;
+  std::size_t half = a16.size() * 2 + b16.size() * 2 + c_bytes;
+  int sets = rotation_sets(std::min(sparse, half), l2_bytes, options.timing.cold_l2);
+  for (int s = 0; s < sets; ++s) {
+    OperandSet o;
+    o.a32 = upload(a32), o.a16 = upload(a16), o.b32 = upload(b32), o.b16 = upload(b16);
+    o.row_ptr = upload(row_ptr), o.row_ind = upload(row_ind), o.col = upload(a.col_idx), o.val = upload(val);
+    o.c32 = DeviceBuffer(c_bytes);
+    p.sets.push_back(std::move(o));
+  }
+  return p;
+}
+
+double rel_l2_error(const std::vector<float>& c, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    double d = static_cast<double>(c[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+using Enqueue = std::function<void(cudaStream_t, int set)>;
+
+// Runs `setup` (which returns the enqueue of one launch), checks one launch's output against the
+// reference and, when it passes, times the launches rotating over the operand sets.
+BaselineResult measure(const std::string& name, double tolerance, Problem& p, const BaselineOptions& options,
+                       const std::function<Enqueue()>& setup) {
+  BaselineResult r;
+  r.name = name;
+  r.tolerance = tolerance;
+  try {
+    Enqueue enqueue = setup();
+    for (OperandSet& o : p.sets) SPARSECC_CUDA_CHECK(cudaMemset(o.c32.get(), 0xFF, o.c32.bytes()));  // NaN
+    enqueue(nullptr, 0);
+    SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
+    SPARSECC_CUDA_CHECK(cudaGetLastError());
+    std::vector<float> c(p.c_ref.size());
+    p.sets[0].c32.download(c.data(), c.size() * sizeof(float));
+    r.rel_error = rel_l2_error(c, p.c_ref);
+    if (!(r.rel_error <= tolerance)) {
+      r.note = fmt::format("check failed: rel L2 error {:.3g} above {:.0e}", r.rel_error, tolerance);
+      return r;
+    }
+    TimingOptions timing = options.timing;
+    timing.buffer_sets = static_cast<int>(p.sets.size());
+    int next = 0;
+    r.timing = time_steady(
+        [&](cudaStream_t stream) {
+          enqueue(stream, next);
+          next = (next + 1) % timing.buffer_sets;
+        },
+        timing);
+    r.us = r.timing.median_us;
+    r.ok = true;
+  } catch (const NotSupported& e) {
+    r.skipped = true;
+    r.note = fmt::format("not supported: {}", e.what());
+  } catch (const std::exception& e) {
+    r.note = e.what();
+  }
+  cudaGetLastError();  // a non-sticky error of this baseline must not fail the next one
+  return r;
+}
+
+std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& options) {
+  auto handle = std::make_shared<CublasHandle>();
+  auto workspace = std::make_shared<DeviceBuffer>(std::size_t{32} << 20);
+  SPARSECC_CUBLAS_CHECK(cublasSetWorkspace(handle->h, workspace->get(), workspace->bytes()));
+  SPARSECC_CUBLAS_CHECK(cublasSetMathMode(handle->h, CUBLAS_DEFAULT_MATH));
+  const int m = static_cast<int>(p.N), n = static_cast<int>(p.M), k = static_cast<int>(p.K);
+
+  // Row-major C = A·B as column-major C^T = B^T·A^T: gemm(m = N, n = M, k = K) on B (ld N), A (ld K).
+  auto gemm = [&](bool half, cublasComputeType_t compute) -> Enqueue {
+    return [&p, handle, workspace, m, n, k, half, compute](cudaStream_t stream, int set) {
+      const float alpha = 1.0f, beta = 0.0f;
+      const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+      cudaDataType_t in = half ? CUDA_R_16F : CUDA_R_32F;
+      SPARSECC_CUBLAS_CHECK(cublasSetStream(handle->h, stream));
+      SPARSECC_CUBLAS_CHECK(cublasGemmEx(handle->h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
+                                         half ? o.b16.get() : o.b32.get(), in, m,
+                                         half ? o.a16.get() : o.a32.get(), in, k, &beta, o.c32.get(),
+                                         CUDA_R_32F, m, compute, CUBLAS_GEMM_DEFAULT));
+    };
+  };
+  return {
+      measure("cublas_fp32", kTolFp32, p, options, [&] { return gemm(false, CUBLAS_COMPUTE_32F); }),
+      measure("cublas_tf32", kTolTf32, p, options, [&] { return gemm(false, CUBLAS_COMPUTE_32F_FAST_TF32); }),
+      measure("cublas_fp16", kTolFp16, p, options, [&] { return gemm(true, CUBLAS_COMPUTE_32F); })};
+}
+
+struct SpmmAlgorithm {
+  const char* name;
+  cusparseSpMMAlg_t alg;
+  bool coo;
+  bool preprocess;  // cusparseSpMM_preprocess helps CSR_ALG1 and CSR_ALG3 (DEFAULT may pick either)
+};
+
+constexpr SpmmAlgorithm kSpmmAlgorithms[] = {
+    {"cusparse_csr_default", CUSPARSE_SPMM_ALG_DEFAULT, false, true},
+    {"cusparse_csr_alg1", CUSPARSE_SPMM_CSR_ALG1, false, true},
+    {"cusparse_csr_alg2", CUSPARSE_SPMM_CSR_ALG2, false, false},
+    {"cusparse_csr_alg3", CUSPARSE_SPMM_CSR_ALG3, false, true},
+    {"cusparse_coo_alg1", CUSPARSE_SPMM_COO_ALG1, true, false},
+    {"cusparse_coo_alg2", CUSPARSE_SPMM_COO_ALG2, true, false},
+    {"cusparse_coo_alg3", CUSPARSE_SPMM_COO_ALG3, true, false},
+    {"cusparse_coo_alg4", CUSPARSE_SPMM_COO_ALG4, true, false},
+};
+
+// Descriptors and workspace of one operand set for one algorithm (row-major B and C).
+struct SpmmSet {
+  SpMat a;
+  DnMat b, c;
+  DeviceBuffer workspace;
+};
+
+Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmmAlgorithm& alg) {
+  auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  for (std::size_t s = 0; s < p.sets.size(); ++s) {
+    OperandSet& o = p.sets[s];
+    SpmmSet& d = (*sets)[s];
+    if (alg.coo)
+      SPARSECC_CUSPARSE_CHECK(cusparseCreateCoo(&d.a.d, p.M, p.K, p.nnz, o.row_ind.get(), o.col.get(),
+                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                                                CUDA_R_32F));
+    else
+      SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
+                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                                CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+    SPARSECC_CUSPARSE_CHECK(
+        cusparseCreateDnMat(&d.b.d, p.K, p.N, p.N, o.b32.get(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+    SPARSECC_CUSPARSE_CHECK(
+        cusparseCreateDnMat(&d.c.d, p.M, p.N, p.N, o.c32.get(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+    std::size_t bytes = 0;
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMM_bufferSize(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
+                                                    CUDA_R_32F, alg.alg, &bytes));
+    d.workspace = DeviceBuffer(bytes);
+    if (alg.preprocess)
+      SPARSECC_CUSPARSE_CHECK(cusparseSpMM_preprocess(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
+                                                      CUDA_R_32F, alg.alg, d.workspace.get()));
+  }
+  SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
+  return [handle, sets, alg](cudaStream_t stream, int set) {
+    const float alpha = 1.0f, beta = 0.0f;
+    const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+    SpmmSet& d = (*sets)[static_cast<std::size_t>(set)];
+    SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, stream));
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMM(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F,
+                                         alg.alg, d.workspace.get()));
+  };
+}
+
+BaselineResult best_of(const std::vector<BaselineResult>& results) {
+  BaselineResult best;
+  best.name = "cusparse_best";
+  best.tolerance = kTolFp32;
+  bool any_failed = false;
+  for (const BaselineResult& r : results) {
+    if (r.name.rfind("cusparse_", 0) != 0) continue;
+    any_failed = any_failed || (!r.ok && !r.skipped);
+    if (r.ok && (!best.ok || r.us < best.us)) {
+      best = r;
+      best.name = "cusparse_best";
+      best.note = r.name;
+    }
+  }
+  if (!best.ok) {
+    best.skipped = !any_failed;
+    best.note = "no cuSPARSE algorithm passed";
+  }
+  return best;
+}
+
+std::string version3(int major, int minor, int patch) { return fmt::format("{}.{}.{}", major, minor, patch); }
+
+}  // namespace
+
+std::string DeviceInfo::describe() const {
+  auto mhz = [](int khz) { return khz > 0 ? fmt::format("{} MHz", khz / 1000) : std::string("n/a"); };
+  return fmt::format(
+      "device {}: {} (sm_{}{}, {} SMs, peak clocks SM {} / memory {}, {} MiB L2, {:.1f} GiB), driver {}.{}, "
+      "runtime {}.{}, cuBLAS {}, cuSPARSE {}",
+      ordinal, name, cc_major, cc_minor, sms, mhz(sm_clock_khz), mhz(mem_clock_khz), l2_bytes >> 20,
+      static_cast<double>(memory_bytes) / (1 << 30), driver_version / 1000, driver_version % 1000 / 10,
+      runtime_version / 1000, runtime_version % 1000 / 10, cublas_version, cusparse_version);
+}
+
+DeviceInfo query_device() {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw NoDeviceError(
+        fmt::format("no usable CUDA device: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status)));
+  }
+  if (count == 0) throw NoDeviceError("no CUDA device present");
+  DeviceInfo info;
+  SPARSECC_CUDA_CHECK(cudaGetDevice(&info.ordinal));
+  cudaDeviceProp prop{};
+  SPARSECC_CUDA_CHECK(cudaGetDeviceProperties(&prop, info.ordinal));
+  info.name = prop.name;
+  info.cc_major = prop.major, info.cc_minor = prop.minor;
+  info.sms = prop.multiProcessorCount;
+  info.l2_bytes = prop.l2CacheSize;
+  info.memory_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+  if (cudaDeviceGetAttribute(&info.sm_clock_khz, cudaDevAttrClockRate, info.ordinal) != cudaSuccess)
+    info.sm_clock_khz = 0;
+  if (cudaDeviceGetAttribute(&info.mem_clock_khz, cudaDevAttrMemoryClockRate, info.ordinal) != cudaSuccess)
+    info.mem_clock_khz = 0;
+  cudaGetLastError();
+  SPARSECC_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
+  SPARSECC_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  int v[3] = {0, 0, 0};
+  const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+  for (int i = 0; i < 3; ++i) SPARSECC_CUBLAS_CHECK(cublasGetProperty(parts[i], &v[i]));
+  info.cublas_version = version3(v[0], v[1], v[2]);
+  for (int i = 0; i < 3; ++i) SPARSECC_CUSPARSE_CHECK(cusparseGetProperty(parts[i], &v[i]));
+  info.cusparse_version = version3(v[0], v[1], v[2]);
+  return info;
+}
+
+std::vector<BaselineResult> run_baselines(const CsrMatrix& a, std::int64_t n,
+                                          const BaselineOptions& options) {
+  DeviceInfo device = query_device();
+  Problem p = prepare(a, n, options, static_cast<std::size_t>(device.l2_bytes));
+  std::vector<BaselineResult> results = cublas_baselines(p, options);
+  auto handle = std::make_shared<CusparseHandle>();
+  for (const SpmmAlgorithm& alg : kSpmmAlgorithms)
+    results.push_back(
+        measure(alg.name, kTolFp32, p, options, [&] { return cusparse_setup(p, handle, alg); }));
+  results.push_back(best_of(results));
+  return results;
+}
+
+}  // namespace sparsecc::bench

@@ -1,0 +1,45 @@
+// Benchmark problem suites over the shared data folder (see /work/shared/data/README.md): the 20
+// SpMM problems of SparseRT's Table 1 and the DLMC ResNet-50 and Transformer matrices at 90 %.
+// CPU only: listing a suite reads file names and headers, never a GPU.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+
+namespace sparsecc::bench {
+
+// C = A·B with A (M×K) sparse and fixed, B (K×N) dense.
+struct BenchProblem {
+  std::string name;    // unique within a suite, e.g. "p03_rn50_128x512x784"
+  std::string matrix;  // load_matrix spec (file or file.npz:tensor); empty for a synthetic matrix
+  std::int64_t M = 0;
+  std::int64_t K = 0;
+  std::int64_t N = 0;
+  std::string values;      // how the values were made, in words
+  double prune_to = 0;     // > 0: magnitude-prune the loaded (or synthetic) matrix to this sparsity
+  std::uint64_t seed = 1;  // values of a pattern-only .smtx file and of a synthetic matrix
+  int count = 1;           // instances of this shape in the network (SparseRT Table 1 "Count")
+};
+
+// SparseRT (PACT 2020) Table 1, problems 1-20, at sparsity 0.9 or 0.95 with N multiplied by
+// `batch`. ResNet-50 (1-8) and Transformer (9-11) use the DLMC magnitude-pruning matrix of the same
+// shape at that sparsity (values uniform in [-1, 1) from the seed); MobileNet-v1 (12-19) uses the
+// real SparseRT weights (90 % only: at 95 % they are magnitude-pruned further). Problem 20's
+// 1024×1024 layer is absent from the weights file: a synthetic random matrix, magnitude-pruned.
+// Throws UsageError for another sparsity or batch < 1, InputError naming a missing or wrong file.
+std::vector<BenchProblem> sparsert_suite(const std::filesystem::path& data_dir, double sparsity, int batch);
+
+// Every DLMC rn50 and transformer matrix at 90 % (magnitude pruning), sorted by name: ResNet-50 with
+// N from dlmc/rn50_batchsizes.txt (one image), Transformer with N = 256. InputError for a missing
+// folder or file, a malformed batch-size line, or a matrix without a batch size.
+std::vector<BenchProblem> dlmc_suite(const std::filesystem::path& data_dir);
+
+// The problem's matrix A: loaded (or generated), pruned when prune_to > 0, checked to be M×K
+// (InputError otherwise).
+CsrMatrix load_problem_matrix(const BenchProblem& problem);
+
+}  // namespace sparsecc::bench

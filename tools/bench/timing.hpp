@@ -1,0 +1,85 @@
+// The bench harness's timing core: checked CUDA runtime calls, device buffers, and steady-state
+// timing of one enqueued operation by replaying a CUDA graph of many launches (the protocol of
+// /work/shared/docs/techniques/anchors-and-baselines.md, section 6.4).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sparsecc::bench {
+
+// A failed CUDA runtime, cuBLAS or cuSPARSE call: "file:line: call: ERROR_NAME (description)".
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void throw_cuda_error(const char* call, const std::string& error, const char* file, int line);
+void check_cuda(cudaError_t status, const char* call, const char* file, int line);
+
+#define SPARSECC_CUDA_CHECK(call) ::sparsecc::bench::check_cuda((call), #call, __FILE__, __LINE__)
+
+// Device memory owned by the object (freed in the destructor; movable, not copyable).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* host, std::size_t bytes);
+  void download(void* host, std::size_t bytes) const;
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct TimingOptions {
+  int warmup = 3;                // direct enqueues before the graph is captured
+  int launches_per_graph = 100;  // consecutive enqueues captured in one graph
+  int repetitions = 21;          // graph replays, each one sample
+  bool cold_l2 = false;          // rotate among enough buffer sets to exceed the L2 cache
+  int buffer_sets = 1;           // sets the caller rotates among; the graph holds at least this many
+};
+
+struct TimingStats {
+  std::vector<double> samples_us;  // per-launch µs of each replay, in the order measured
+  int launches_per_sample = 0;
+  double median_us = 0;
+  double min_us = 0;  // a noise-free lower bound, not a typical time
+  double max_us = 0;
+  double spread = 0;  // (max - min) / median
+};
+
+// Buffer sets to rotate among so that what one set touches (`bytes_per_set`) times the sets is at
+// least twice the L2 cache: 1 unless `cold_l2`.
+int rotation_sets(std::size_t bytes_per_set, std::size_t l2_bytes, bool cold_l2);
+
+// Warms up, captures a graph of max(launches_per_graph, buffer_sets) calls of `enqueue_one` on a
+// non-blocking stream, replays it `repetitions` times between events and returns the per-launch
+// statistics. `enqueue_one` must only enqueue work on the stream it is given (graph-capturable).
+TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
+
+// The median of time_steady, in µs per launch.
+double time_steady_us(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
+
+// Median, min, max and spread of samples (not empty).
+TimingStats summarize(std::vector<double> samples_us, int launches_per_sample);
+
+}  // namespace sparsecc::bench
