@@ -1,0 +1,237 @@
+// The end-to-end SpMM pipeline the GPU tests drive: matrix -> plan_spmm -> check_plan -> emit_spmm_cuda
+// -> compile_cuda (ptxas report: no spills, no stack) -> rt::Bundle, and the GPU half: load the
+// bundle, run on a NaN-poisoned C for each n, and compare with the fp64 reference (relative error)
+// and the float32 plan interpreter (bit for bit). The build half needs no GPU.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/runtime/device.hpp"
+#include "sparsecc/runtime/executor.hpp"
+
+namespace sparsecc::gputest {
+
+inline constexpr double kMaxRelError = 1e-5;
+inline constexpr std::uint32_t kNaNPattern = 0x7fc00000u;
+
+// One test case: a matrix, the problem and options to plan it with, its bias (m entries when
+// problem.bias, float32-representable) and the n to run (all equal to problem.n in fixed mode).
+struct SpmmCase {
+  std::string name;
+  CsrMatrix a;
+  SpmmProblem problem;
+  SpmmOptions options;
+  std::vector<double> bias;
+  std::vector<int> ns;
+};
+
+// Everything the build half produces.
+struct SpmmBuilt {
+  SpmmPlan plan;
+  std::vector<std::string> plan_errors;  // check_plan; must be empty
+  EmittedKernel emitted;
+  CudaCompileResult compiled;
+  ResourceUsage usage;
+  rt::Bundle bundle;
+};
+
+// A random m x k matrix with about `density` nonzeros uniform in [-1, 1) (float32-exact).
+inline CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if (static_cast<double>(rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+  return csr_from_dense(d, DType::f32);
+}
+
+inline std::vector<double> random_vector(std::int64_t n, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = rng.uniform_pm1();
+  return v;
+}
+
+// B (k x n) uniform in [-1, 1) from SplitMix64; every entry is exact in float32.
+inline DenseMatrix random_b(std::int64_t k, std::int64_t n, std::uint64_t seed) {
+  DenseMatrix b(k, n);
+  SplitMix64 rng(seed);
+  for (auto& x : b.data) x = rng.uniform_pm1();
+  return b;
+}
+
+inline const char* mode_name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
+inline const char* value_mode_name(SpmmValueMode m) {
+  return m == SpmmValueMode::baked ? "baked" : "streamed";
+}
+
+// plan -> check -> emit -> compile for `arch` -> bundle. Throws (UsageError, CompileError,
+// BundleError) when a stage fails; a plan that check_plan rejects is returned unemitted.
+inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
+  SpmmBuilt out;
+  out.plan = plan_spmm(c.a, c.problem, c.options);
+  out.plan_errors = check_plan(out.plan, c.a);
+  if (!out.plan_errors.empty()) return out;
+  out.emitted = emit_spmm_cuda(out.plan, c.a);
+  CudaCompileOptions options;
+  options.arch = arch;
+  options.extra.push_back(kPtxasVerbose);
+  out.compiled = compile_cuda(out.emitted.source, c.name + ".cu", options);
+  out.usage = parse_ptxas_log(out.compiled.log);
+  rt::Bundle& b = out.bundle;
+  b.metadata = spmm_bundle_metadata(out.plan, c.a, arch);
+  b.cubin = out.compiled.cubin;
+  b.ptx = out.compiled.ptx;
+  b.values = out.emitted.packed_values;  // empty when baked
+  if (c.problem.bias)
+    for (double v : c.bias) b.bias.push_back(static_cast<float>(v));
+  rt::validate_bundle(b, c.name);
+  return out;
+}
+
+// Builds every case on up to hardware_concurrency worker threads (std::async); a failed build
+// rethrows from the returned future's get().
+inline std::vector<std::shared_future<SpmmBuilt>> build_all(const std::vector<SpmmCase>& cases,
+                                                            const std::string& arch) {
+  std::vector<std::promise<SpmmBuilt>> promises(cases.size());
+  std::vector<std::shared_future<SpmmBuilt>> futures;
+  for (auto& p : promises) futures.push_back(p.get_future().share());
+  std::atomic<std::size_t> next{0};
+  const std::size_t workers =
+      std::min<std::size_t>(cases.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> pool;
+  for (std::size_t w = 0; w < workers; ++w)
+    pool.push_back(std::async(std::launch::async, [&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < cases.size();) {
+        try {
+          promises[i].set_value(build_spmm(cases[i], arch));
+        } catch (...) {
+          promises[i].set_exception(std::current_exception());
+        }
+      }
+    }));
+  for (auto& f : pool) f.get();
+  return futures;
+}
+
+// The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame, a
+// non-empty cubin and PTX, values present exactly in streamed mode.
+inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
+  EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
+                                     << (b.plan_errors.empty() ? "" : b.plan_errors.front());
+  ASSERT_TRUE(b.plan_errors.empty());
+  ASSERT_TRUE(b.usage.found) << c.name << ": no ptxas report in the log:\n" << b.compiled.log;
+  EXPECT_EQ(b.usage.spill_store_bytes, 0) << c.name;
+  EXPECT_EQ(b.usage.spill_load_bytes, 0) << c.name;
+  EXPECT_EQ(b.usage.stack_frame_bytes, 0) << c.name;
+  EXPECT_FALSE(b.compiled.cubin.empty()) << c.name;
+  EXPECT_FALSE(b.compiled.ptx.empty()) << c.name;
+  EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode == SpmmValueMode::baked) << c.name;
+  if (b.plan.value_mode == SpmmValueMode::streamed) {
+    EXPECT_EQ(b.bundle.values.size(), static_cast<std::size_t>(c.a.nnz())) << c.name;
+  }
+  EXPECT_EQ(b.bundle.metadata.nnz, c.a.nnz()) << c.name;
+  EXPECT_EQ(b.bundle.metadata.n_mode, mode_name(c.problem.n_mode)) << c.name;
+}
+
+struct Comparison {
+  double max_rel_error = 0;         // max |got - ref| / max(|ref|) (absolute when ref is all zero)
+  std::int64_t nan_count = 0;       // NaN (or inf) anywhere in the GPU output
+  std::int64_t mismatches = 0;      // elements whose bits differ from the interpreter's
+  std::int64_t zero_sign_only = 0;  // of those, +0 vs -0
+  std::string first_mismatch;
+};
+
+// Compares the GPU's C (m x n, row-major float) with the fp64 reference and the interpreter.
+inline Comparison compare(const std::vector<float>& got, const DenseMatrix& ref, const DenseMatrix& interp) {
+  Comparison r;
+  double max_ref = 0, max_diff = 0;
+  for (double v : ref.data) max_ref = std::max(max_ref, std::fabs(v));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float g = got[i];
+    if (!std::isfinite(g)) {
+      ++r.nan_count;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(g) - ref.data[i]));
+    const auto want = static_cast<float>(interp.data[i]);
+    if (std::bit_cast<std::uint32_t>(g) != std::bit_cast<std::uint32_t>(want)) {
+      if (r.mismatches == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "C(%lld, %lld): GPU %a, interpreter %a",
+                      static_cast<long long>(i / static_cast<std::size_t>(ref.cols)),
+                      static_cast<long long>(i % static_cast<std::size_t>(ref.cols)), g, want);
+        r.first_mismatch = buf;
+      }
+      ++r.mismatches;
+      if (g == 0.0f && want == 0.0f) ++r.zero_sign_only;
+    }
+  }
+  r.max_rel_error = max_ref > 0 ? max_diff / max_ref : max_diff;
+  if (r.nan_count) r.max_rel_error = INFINITY;
+  return r;
+}
+
+// Runs the loaded executor at `n` on a poisoned C and returns C as downloaded.
+inline std::vector<float> run_on_gpu(const rt::Context& ctx, const rt::SpmmExecutor& ex, const DenseMatrix& b,
+                                     std::int64_t m, int n) {
+  std::vector<float> hb(b.data.begin(), b.data.end());
+  rt::DeviceBuffer db(hb.size() * sizeof(float));
+  rt::DeviceBuffer dc(static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * sizeof(float));
+  db.upload(hb.data(), hb.size() * sizeof(float));
+  dc.fill32(kNaNPattern);  // an element the kernel does not write stays NaN and fails
+  ex.run(db.get(), dc.get(), n);
+  ctx.synchronize();
+  std::vector<float> hc(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
+  dc.download(hc.data(), hc.size() * sizeof(float));
+  return hc;
+}
+
+// Runs `ex` at n, checks it against both oracles and prints one line. Returns C.
+inline std::vector<float> run_and_check(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c,
+                                        const SpmmBuilt& built, int n, std::uint64_t seed = 7) {
+  const DenseMatrix b = random_b(c.a.cols, n, seed + static_cast<std::uint64_t>(n));
+  const std::vector<double>* bias = c.problem.bias ? &c.bias : nullptr;
+  const DenseMatrix ref = spmm(c.a, b, bias, c.problem.relu);
+  const DenseMatrix interp = interpret_spmm(built.plan, spmm_kernel_values(built.plan, c.a), b, bias);
+  const std::vector<float> got = run_on_gpu(ctx, ex, b, c.a.rows, n);
+  const Comparison r = compare(got, ref, interp);
+  std::printf(
+      "[ spmm gpu ] %-44s %5lldx%-5lld nnz %7lld  N %4d  %-7s %-8s compile %6.2f s  cubin %6.1f B/nnz  "
+      "max rel err %.2e  bit-exact %s\n",
+      c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
+      static_cast<long long>(c.a.nnz()), n, mode_name(c.problem.n_mode),
+      value_mode_name(built.plan.value_mode), built.compiled.seconds,
+      c.a.nnz() ? static_cast<double>(built.compiled.cubin.size()) / static_cast<double>(c.a.nnz()) : 0.0,
+      r.max_rel_error, r.mismatches == 0 ? "yes" : "no");
+  std::fflush(stdout);
+  EXPECT_EQ(r.nan_count, 0) << c.name << " n=" << n << ": NaN/inf in C (unwritten or bad)";
+  EXPECT_LE(r.max_rel_error, kMaxRelError) << c.name << " n=" << n;
+  EXPECT_EQ(r.mismatches, 0) << c.name << " n=" << n << ": " << r.mismatches
+                             << " elements differ from interpret_spmm (" << r.zero_sign_only
+                             << " only in the sign of zero); first: " << r.first_mismatch;
+  return got;
+}
+
+}  // namespace sparsecc::gputest
