@@ -18,13 +18,13 @@ namespace {
 
 using json = nlohmann::json;
 constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
-constexpr std::size_t kKinds = 6;  // section kinds 1..5, index 0 unused
+constexpr std::size_t kKinds = 7;  // section kinds 1..6, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
-  static const char* const names[kKinds] = {"?", "metadata", "cubin", "ptx", "values", "bias"};
+  static const char* const names[kKinds] = {"?", "metadata", "cubin", "ptx", "values", "bias", "reference"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -283,6 +283,7 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
   if (!b.ptx.empty()) sections.emplace_back(SectionKind::ptx, bytes_of(b.ptx));
   if (b.metadata.values_mode == "streamed") sections.emplace_back(SectionKind::values, bytes_of(b.values));
   if (b.metadata.bias) sections.emplace_back(SectionKind::bias, bytes_of(b.bias));
+  if (!b.reference.empty()) sections.emplace_back(SectionKind::reference, bytes_of(b.reference));
 
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
@@ -384,6 +385,8 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   const auto ptx = body(SectionKind::ptx);
   b.cubin.assign(cubin.begin(), cubin.end());
   b.ptx.assign(ptx.begin(), ptx.end());
+  const auto reference = body(SectionKind::reference);
+  b.reference.assign(reference.begin(), reference.end());
   b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
   b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
   const auto present = [&](SectionKind k) { return offsets[std::size_t(k)] != kNoOffset; };

@@ -76,6 +76,16 @@ gzip -c "$tmp/small.mtx" >"$tmp/small.mtx.gz"
 expect 0 '"nnz": 4'                -- inspect --json "$tmp/small.mtx.gz"
 head -c 20 "$tmp/small.mtx.gz" >"$tmp/trunc.mtx.gz"
 expect 2 "trunc.mtx.gz.*(truncated|gzip)" -- inspect "$tmp/trunc.mtx.gz"
+expect 0 '"kind":"spmm"'            -- compile "$tmp/small.mtx" --n 5 --relu --plan-json -o "$tmp/small.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/small.sccb" --cpu
+expect 2 "missing.npy: cannot open" -- compile "$tmp/small.mtx" --n 5 --bias "$tmp/missing.npy" -o "$tmp/x.sccb"
+expect 0 "compiled .*runtime N"    -- compile "$tmp/small.mtx" --n 7 --runtime-n --values streamed -o "$tmp/rt.sccb"
+expect 0 "N=19 .* ok"              -- verify "$tmp/rt.sccb" --cpu --n 19
+expect 2 "compiled for N = 5"      -- verify "$tmp/small.sccb" --cpu --n 6
+head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
+expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
+expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"
+[[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a failed compile left x.sccb behind"; failures=$((failures + 1)); }
 expect 0 "all checks passed"       -- demo
 expect 0 '"ok": true'              -- demo --json
 

@@ -14,5 +14,7 @@ inline constexpr int kExitBadInput = 2;
 // exit status.
 void add_inspect(CLI::App& app, std::function<int()>& run);
 void add_demo(CLI::App& app, std::function<int()>& run);
+void add_compile(CLI::App& app, std::function<int()>& run);
+void add_verify(CLI::App& app, std::function<int()>& run);
 
 }  // namespace sparsecc::cli

@@ -9,6 +9,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/runtime/bundle.hpp"
 
 int main(int argc, char** argv) {
   using namespace sparsecc;
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<int()> run;
   cli::add_inspect(app, run);
+  cli::add_compile(app, run);
+  cli::add_verify(app, run);
   cli::add_demo(app, run);
 
   // A first word that is neither an option nor a command is a mistyped command: say so by name.
@@ -59,6 +62,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "sparsecc: error: {}\n", e.what());
     return cli::kExitBadInput;
   } catch (const UsageError& e) {
+    fmt::print(stderr, "sparsecc: error: {}\n", e.what());
+    return cli::kExitBadInput;
+  } catch (const rt::BundleError& e) {
     fmt::print(stderr, "sparsecc: error: {}\n", e.what());
     return cli::kExitBadInput;
   } catch (const std::bad_alloc&) {

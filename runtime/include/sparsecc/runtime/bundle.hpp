@@ -20,6 +20,8 @@
 //      3  ptx       PTX text (driver JIT on other devices)  }
 //      4  values    float32[nnz], present iff values_mode is "streamed"
 //      5  bias      float32[m], present iff bias is true
+//      6  reference optional verification data written by the generator (the matrix in CSR, for
+//                   `sparsecc verify`); opaque to the runtime, which never reads it
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
@@ -47,7 +49,14 @@ inline constexpr std::size_t kBundleHeaderBytes = 32;
 inline constexpr std::size_t kBundleEntryBytes = 24;
 inline constexpr std::uint32_t kBundleMaxSections = 16;
 
-enum class SectionKind : std::uint32_t { metadata = 1, cubin = 2, ptx = 3, values = 4, bias = 5 };
+enum class SectionKind : std::uint32_t {
+  metadata = 1,
+  cubin = 2,
+  ptx = 3,
+  values = 4,
+  bias = 5,
+  reference = 6
+};
 
 // Kernel parameters in launch order (the kernel ABI, see executor.hpp).
 inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
@@ -83,10 +92,11 @@ struct BundleMetadata {
 
 struct Bundle {
   BundleMetadata metadata;
-  std::vector<unsigned char> cubin;  // empty: absent
-  std::string ptx;                   // empty: absent
-  std::vector<float> values;         // streamed mode: the nnz values of A in the kernel's order
-  std::vector<float> bias;           // m entries when metadata.bias
+  std::vector<unsigned char> cubin;      // empty: absent
+  std::string ptx;                       // empty: absent
+  std::vector<float> values;             // streamed mode: the nnz values of A in the kernel's order
+  std::vector<float> bias;               // m entries when metadata.bias
+  std::vector<unsigned char> reference;  // optional verification data (the generator's), opaque here
 
   bool operator==(const Bundle&) const = default;
 };

@@ -1,0 +1,30 @@
+// From a compiled SpMM executor to its bundle and back: the matrix fingerprint, the verification
+// section (the matrix in CSR, so `sparsecc verify` can recompute the fp64 reference and re-plan for
+// the CPU interpreter), and the metadata that records the plan's launch configuration.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+
+namespace sparsecc {
+
+// Verification section layout (little-endian): u64 rows, u64 cols, u64 nnz, i64 row_ptr[rows + 1],
+// i32 col_idx[nnz], f32 values[nnz]. Values are stored as float32, the precision the executor uses.
+std::vector<unsigned char> csr_reference_bytes(const CsrMatrix& a);
+// Throws InputError naming `name` and the byte offset when the section is malformed.
+CsrMatrix csr_from_reference_bytes(std::span<const unsigned char> data, const std::string& name);
+
+// FNV-1a 64 of the verification bytes, as 16 hex digits: equal matrices (shape, pattern and float32
+// values) give equal fingerprints.
+std::string matrix_fingerprint(const CsrMatrix& a);
+
+// Metadata for `plan` compiled for `arch`; plan_summary records the options needed to re-plan.
+rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch);
+
+}  // namespace sparsecc

@@ -1,0 +1,110 @@
+#include "sparsecc/bundle/spmm_bundle.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/version.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+template <typename T>
+void append(std::vector<unsigned char>& out, const T* p, std::size_t count) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  out.insert(out.end(), bytes, bytes + count * sizeof(T));
+}
+
+template <typename T>
+void take(std::span<const unsigned char> d, std::size_t& at, T* dst, std::size_t count,
+          const std::string& name, const char* what) {
+  const std::size_t bytes = count * sizeof(T);
+  if (count > d.size() / sizeof(T) || d.size() - at < bytes)
+    throw_at_byte(name, static_cast<std::int64_t>(at),
+                  fmt::format("verification section: {} truncated", what));
+  std::memcpy(dst, d.data() + at, bytes);
+  at += bytes;
+}
+
+}  // namespace
+
+std::vector<unsigned char> csr_reference_bytes(const CsrMatrix& a) {
+  std::vector<unsigned char> out;
+  const std::uint64_t head[3] = {static_cast<std::uint64_t>(a.rows), static_cast<std::uint64_t>(a.cols),
+                                 static_cast<std::uint64_t>(a.nnz())};
+  append(out, head, 3);
+  append(out, a.row_ptr.data(), a.row_ptr.size());
+  append(out, a.col_idx.data(), a.col_idx.size());
+  std::vector<float> values(a.values.begin(), a.values.end());
+  append(out, values.data(), values.size());
+  return out;
+}
+
+CsrMatrix csr_from_reference_bytes(std::span<const unsigned char> d, const std::string& name) {
+  std::size_t at = 0;
+  std::uint64_t head[3];
+  take(d, at, head, 3, name, "header");
+  const std::uint64_t limit = d.size();  // every count is bounded by the bytes present
+  if (head[0] >= limit || head[1] > (std::uint64_t{1} << 31) || head[2] > limit)
+    throw_at_byte(name, 0,
+                  fmt::format("verification section: implausible shape {}x{} with {} nonzeros", head[0],
+                              head[1], head[2]));
+  CsrMatrix a;
+  a.rows = static_cast<std::int64_t>(head[0]);
+  a.cols = static_cast<std::int64_t>(head[1]);
+  a.source_dtype = DType::f32;
+  a.row_ptr.resize(head[0] + 1);
+  take(d, at, a.row_ptr.data(), a.row_ptr.size(), name, "row offsets");
+  a.col_idx.resize(head[2]);
+  take(d, at, a.col_idx.data(), a.col_idx.size(), name, "column indices");
+  std::vector<float> values(head[2]);
+  take(d, at, values.data(), values.size(), name, "values");
+  if (at != d.size())
+    throw_at_byte(name, static_cast<std::int64_t>(at), "verification section: trailing bytes");
+  a.values.assign(values.begin(), values.end());
+  try {
+    validate(a);
+  } catch (const UsageError& e) {
+    throw_at_byte(name, 0, fmt::format("verification section: {}", e.what()));
+  }
+  return a;
+}
+
+std::string matrix_fingerprint(const CsrMatrix& a) {
+  return fmt::format("{:016x}", rt::fnv1a64(csr_reference_bytes(a)));
+}
+
+rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
+  rt::BundleMetadata md;
+  md.op = "spmm";
+  md.m = plan.problem.m;
+  md.k = plan.problem.k;
+  md.n = plan.problem.n;
+  md.nnz = a.nnz();
+  md.n_mode = plan.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
+  md.n_tile = plan.n_tile;
+  md.dtype = plan.problem.dtype;
+  md.bias = plan.problem.bias;
+  md.relu = plan.problem.relu;
+  md.values_mode = plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed";
+  md.arch = arch;
+  md.kernel = plan.kernel_name;
+  md.grid_x = plan.grid_x();
+  md.block_x = plan.block_x;
+  md.shared_bytes = plan.shared_bytes;
+  md.generator_version = kVersion;
+  md.fingerprint = matrix_fingerprint(a);
+  md.plan_summary = {{"rows_per_block", plan.rows_per_block},
+                     {"n_tile", plan.n_tile},
+                     {"groups", plan.groups},
+                     {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
+                     {"block_rows", plan.grid_x()},
+                     {"loads", spmm_plan_loads(plan)},
+                     {"estimated_registers", plan.estimated_registers},
+                     {"estimated_instructions", plan.estimated_instructions}};
+  return md;
+}
+
+}  // namespace sparsecc

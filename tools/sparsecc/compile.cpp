@@ -1,0 +1,132 @@
+// sparsecc compile MATRIX[:tensor] --n N ... -o OUT.sccb: inspect, plan, emit CUDA C++, compile with
+// NVRTC, and write the executor bundle (with the matrix as its verification section).
+#include <fmt/format.h>
+
+#include "cli.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/bundle/write_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/io/load.hpp"
+#include "spmm_options.hpp"
+
+namespace sparsecc::cli {
+
+void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
+  cmd->add_option("matrix", a.matrix,
+                  "FILE or FILE:TENSOR (.mtx, .smtx, .npy, .npz, .safetensors; .gz accepted)")
+      ->required();
+  cmd->add_option("--n", a.n, "Columns of B and C (the batch dimension)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--runtime-n", a.runtime_n,
+                "Take N as a kernel argument (any N at run time) instead of fixed");
+  cmd->add_option("--bias", a.bias, "Bias vector FILE[:TENSOR] (one value per row of A)");
+  cmd->add_flag("--relu", a.relu, "Apply ReLU after the bias");
+  cmd->add_option("--values", a.values,
+                  "Weights as code literals (baked), read from an array (streamed), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed for the values of pattern-only .smtx files")->capture_default_str();
+  cmd->add_option("--rows-per-block", a.rows_per_block, "Rows of A per thread block (0: automatic)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--n-tile", a.n_tile, "Columns of C per thread group (0: automatic)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--groups", a.groups, "Thread groups splitting K (0: automatic)")->check(CLI::Range(0, 32));
+  cmd->add_flag("--balanced", a.balanced, "Balance block rows by nonzeros instead of equal row panels");
+}
+
+SpmmOptions spmm_options(const SpmmArgs& a) {
+  SpmmOptions o;
+  o.rows_per_block = a.rows_per_block;
+  o.n_tile = a.n_tile;
+  o.groups = a.groups;
+  o.row_split = a.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  if (a.values == "baked") o.value_mode = SpmmValueMode::baked;
+  if (a.values == "streamed") o.value_mode = SpmmValueMode::streamed;
+  return o;
+}
+
+namespace {
+
+struct CompileArgs {
+  SpmmArgs spmm;
+  std::string arch = "sm_90";
+  std::string output;
+  bool plan_json = false;
+};
+
+int run_compile(const CompileArgs& args) {
+  LoadOptions load;
+  load.seed = args.spmm.seed;
+  const CsrMatrix a = load_matrix(args.spmm.matrix, load);
+  std::vector<double> bias;
+  if (!args.spmm.bias.empty()) {
+    const Tensor t = load_tensor(args.spmm.bias);
+    if (t.numel() != a.rows)
+      throw InputError(SourceLocation::in_file(args.spmm.bias),
+                       fmt::format("bias has {} values but the matrix has {} rows", t.numel(), a.rows));
+    bias = t.data;
+  }
+  SpmmProblem problem;
+  problem.m = a.rows;
+  problem.k = a.cols;
+  problem.n = args.spmm.n;
+  problem.n_mode = args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
+  problem.bias = !bias.empty();
+  problem.relu = args.spmm.relu;
+  const SpmmPlan plan = plan_spmm(a, problem, spmm_options(args.spmm));
+  if (const auto problems = check_plan(plan, a); !problems.empty())
+    throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
+  if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
+
+  const EmittedKernel kernel = emit_spmm_cuda(plan, a);
+  CudaCompileOptions options;
+  options.arch = args.arch;
+  options.extra.push_back(kPtxasVerbose);
+  const CudaCompileResult compiled = compile_cuda(kernel.source, plan.kernel_name + ".cu", options);
+  const ResourceUsage usage = parse_ptxas_log(compiled.log);
+
+  rt::Bundle bundle;
+  bundle.metadata = spmm_bundle_metadata(plan, a, args.arch);
+  bundle.cubin = compiled.cubin;
+  bundle.ptx = compiled.ptx;
+  bundle.values = kernel.packed_values;
+  bundle.bias.assign(bias.begin(), bias.end());
+  bundle.reference = csr_reference_bytes(a);
+  write_bundle(args.output, bundle);
+
+  fmt::print(
+      stderr,
+      "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows, n_tile {}, {} group(s), {} "
+      "values; NVRTC {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, stack {} B, spills {} "
+      "B -> {}\n",
+      args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
+      plan.grid_x(), plan.rows_per_block, plan.n_tile, plan.groups,
+      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", compiled.seconds, compiled.cubin.size(),
+      a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
+      usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
+      args.output);
+  if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > 0)
+    fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_compile(CLI::App& app, std::function<int()>& run) {
+  auto args = std::make_shared<CompileArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("compile", "Compile an SpMM executor for a fixed sparse matrix into a bundle");
+  add_spmm_options(cmd, args->spmm);
+  cmd->add_option("--arch", args->arch, "GPU architecture of the cubin (PTX is included for others)")
+      ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
+      ->capture_default_str();
+  cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
+  cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
+  cmd->callback([&run, args] { run = [args] { return run_compile(*args); }; });
+}
+
+}  // namespace sparsecc::cli

@@ -1,0 +1,31 @@
+// Command-line options shared by the SpMM sub-commands, and turning them into a problem and a plan.
+#pragma once
+
+#include <string>
+
+#include "cli.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+
+namespace sparsecc::cli {
+
+struct SpmmArgs {
+  std::string matrix;
+  std::int64_t n = 0;
+  bool runtime_n = false;
+  std::string bias;
+  bool relu = false;
+  std::string values = "auto";  // baked | streamed | auto
+  std::uint64_t seed = 1;
+  std::int32_t rows_per_block = 0;
+  std::int32_t n_tile = 0;
+  std::int32_t groups = 0;
+  bool balanced = false;
+};
+
+// Registers the options on `cmd`.
+void add_spmm_options(CLI::App* cmd, SpmmArgs& args);
+
+// The inspector's options from the command line (value mode, tiling overrides).
+SpmmOptions spmm_options(const SpmmArgs& args);
+
+}  // namespace sparsecc::cli

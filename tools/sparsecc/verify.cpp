@@ -1,0 +1,131 @@
+// sparsecc verify OUT.sccb: runs the bundle's executor on the GPU on fresh random B and compares with
+// the fp64 reference; without a GPU it re-plans from the bundle and runs the plan interpreter (which
+// executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+#include "cli.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/runtime/executor.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+struct VerifyArgs {
+  std::string bundle;
+  std::int64_t n = 0;
+  std::uint64_t seed = 0;
+  double tolerance = 1e-5;
+  bool cpu = false;
+};
+
+// The plan the bundle was compiled from, rebuilt by the (deterministic) inspector.
+SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
+  SpmmProblem problem;
+  problem.m = md.m;
+  problem.k = md.k;
+  problem.n = md.n;
+  problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
+  problem.bias = md.bias;
+  problem.relu = md.relu;
+  SpmmOptions o;
+  const auto& s = md.plan_summary;
+  o.rows_per_block = s.value("rows_per_block", 0);
+  o.n_tile = s.value("n_tile", 0);
+  o.groups = s.value("groups", 0);
+  o.row_split =
+      s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  o.value_mode = md.values_mode == "baked" ? SpmmValueMode::baked : SpmmValueMode::streamed;
+  o.kernel_name = md.kernel;
+  SpmmPlan plan = plan_spmm(a, problem, o);
+  if (plan.grid_x() != md.grid_x || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
+    throw std::runtime_error("re-planning the bundle's matrix does not reproduce its launch configuration");
+  return plan;
+}
+
+int run_verify(const VerifyArgs& args) {
+  const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file
+  const rt::BundleMetadata& md = bundle.metadata;
+  if (md.op != "spmm") throw InputError(SourceLocation::in_file(args.bundle), "not an SpMM bundle: " + md.op);
+  if (bundle.reference.empty())
+    throw InputError(SourceLocation::in_file(args.bundle), "the bundle carries no verification section");
+  const CsrMatrix a = csr_from_reference_bytes(bundle.reference, args.bundle);
+  if (matrix_fingerprint(a) != md.fingerprint)
+    throw InputError(SourceLocation::in_file(args.bundle),
+                     "the verification matrix does not match the fingerprint");
+
+  const std::int64_t n = args.n > 0 ? args.n : md.n;
+  if (md.n_mode == "fixed" && n != md.n)
+    throw UsageError(
+        fmt::format("the bundle is compiled for N = {}; --n {} needs a runtime-N bundle", md.n, n));
+  const std::uint64_t seed = args.seed ? args.seed : std::random_device{}();
+  DenseMatrix b(md.k, n);
+  SplitMix64 rng(seed);
+  for (double& v : b.data) v = rng.uniform_pm1();
+  const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
+  const std::vector<double>* bias_ptr = md.bias ? &bias : nullptr;
+  const DenseMatrix ref = spmm(a, b, bias_ptr, md.relu);
+
+  std::vector<double> got(static_cast<std::size_t>(md.m * n));
+  std::string how;
+  std::string why;
+  if (!args.cpu && rt::driver_available(&why)) {
+    rt::Context ctx(0);
+    const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, args.bundle, ctx);
+    std::vector<float> bf(b.data.begin(), b.data.end());
+    rt::DeviceBuffer db(bf.size() * sizeof(float)), dc(got.size() * sizeof(float));
+    db.upload(bf.data(), bf.size() * sizeof(float));
+    dc.fill32(0x7fc00000u);  // NaN: unwritten outputs fail
+    exec.run(db.get(), dc.get(), static_cast<int>(n));
+    ctx.synchronize();
+    std::vector<float> cf(got.size());
+    dc.download(cf.data(), cf.size() * sizeof(float));
+    got.assign(cf.begin(), cf.end());
+    how = fmt::format("GPU {} ({} image)", ctx.device().name, exec.loaded_from());
+  } else {
+    const SpmmPlan plan = replan(md, a);
+    got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr).data;
+    how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
+  }
+
+  double max_ref = 0, max_err = 0;
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref.data[i]));
+    if (!std::isfinite(got[i])) ++bad;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::isfinite(got[i])) max_err = std::max(max_err, std::fabs(got[i] - ref.data[i]));
+  const double rel = max_ref > 0 ? max_err / max_ref : max_err;
+  const bool ok = bad == 0 && rel <= args.tolerance;
+  fmt::print(
+      "{}: {}x{} x N={} ({} nonzeros), {}, seed {}: max relative error {:.3e} (tolerance {:.0e}){} {}\n",
+      args.bundle, md.m, md.k, n, md.nnz, how, seed, rel, args.tolerance,
+      bad ? fmt::format(", {} outputs not written", bad) : "", ok ? "ok" : "FAILED");
+  return ok ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+void add_verify(CLI::App& app, std::function<int()>& run) {
+  auto args = std::make_shared<VerifyArgs>();
+  CLI::App* cmd = app.add_subcommand("verify", "Check a bundle's executor against the fp64 reference");
+  cmd->add_option("bundle", args->bundle, "Bundle file (.sccb)")->required();
+  cmd->add_option("--n", args->n, "N to run (runtime-N bundles; default: the compiled N)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--seed", args->seed, "Seed for B (default: fresh)");
+  cmd->add_option("--tolerance", args->tolerance, "Largest accepted max|C - C_ref| / max|C_ref|")
+      ->capture_default_str();
+  cmd->add_flag("--cpu", args->cpu, "Use the plan interpreter even when a GPU is present");
+  cmd->callback([&run, args] { run = [args] { return run_verify(*args); }; });
+}
+
+}  // namespace sparsecc::cli
