@@ -3,11 +3,11 @@
 # statically (libzip built here from Debian's source package with zlib only, fmt header-only,
 # zlib and GoogleTest from their static archives), static libstdc++/libgcc and CUDA runtime; only
 # the NVIDIA driver (opened at run time) and the CUDA toolkit's shared libraries (NVRTC; cuBLAS and
-# cuSPARSE for sparsecc_baselines) are needed where the binaries run.
+# cuSPARSE for the bench programs) are needed where the binaries run.
 #   tools/portable/build.sh [BUILD_DIR]     default: build-portable
 # Produces BUILD_DIR/tests/sparsecc_tests, BUILD_DIR/tests/sparsecc_gpu_tests,
-# BUILD_DIR/tools/sparsecc/sparsecc and BUILD_DIR/tools/bench/sparsecc_baselines. Carry BUILD_DIR to
-# the GPU machine and run them there.
+# BUILD_DIR/tools/sparsecc/sparsecc, BUILD_DIR/tools/bench/sparsecc_baselines and
+# BUILD_DIR/tools/bench/sparsecc_bench. Carry them to the GPU machine and run them there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath -m "${1:-$root/build-portable}")
@@ -36,9 +36,11 @@ fi
 export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSECC_PORTABLE=ON \
   -DCMAKE_PREFIX_PATH="$deps/prefix"
-cmake --build "$build" -j "$jobs" --target sparsecc sparsecc_tests sparsecc_gpu_tests sparsecc_baselines
+cmake --build "$build" -j "$jobs" --target sparsecc sparsecc_tests sparsecc_gpu_tests sparsecc_baselines \
+  sparsecc_spmm_bench
 echo "portable binaries:"
-for b in tools/sparsecc/sparsecc tests/sparsecc_tests tests/sparsecc_gpu_tests tools/bench/sparsecc_baselines; do
+for b in tools/sparsecc/sparsecc tests/sparsecc_tests tests/sparsecc_gpu_tests tools/bench/sparsecc_baselines \
+         tools/bench/sparsecc_bench; do
   echo "  $build/$b"
   ldd "$build/$b" | sed 's/^/      /'
 done
