@@ -1,19 +1,36 @@
 #include "sparsecc/compile/nvrtc.hpp"
 
 #include <fmt/format.h>
+#include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
-#include <memory>
+#include <regex>
 #include <stdexcept>
 
 namespace sparsecc {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 void check(nvrtcResult rc, const char* call) {
   if (rc != NVRTC_SUCCESS)
     throw std::runtime_error(fmt::format("{} failed: {}", call, nvrtcGetErrorString(rc)));
+}
+
+void trim_end(std::string& s) {
+  while (!s.empty() && (s.back() == '\0' || s.back() == '\n')) s.pop_back();
+}
+
+// Joins two logs with a newline, skipping empty ones.
+std::string join_logs(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "\n" + b;
 }
 
 struct Program {
@@ -28,55 +45,205 @@ std::string program_log(nvrtcProgram prog) {
   check(nvrtcGetProgramLogSize(prog, &n), "nvrtcGetProgramLogSize");
   std::string log(n, '\0');
   if (n) check(nvrtcGetProgramLog(prog, log.data()), "nvrtcGetProgramLog");
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  trim_end(log);
   return log;
 }
 
-// Compiles once for `target` (e.g. "sm_90" or "compute_90"); returns the log.
-std::string run(const std::string& source, const std::string& name, const std::string& target,
-                const CudaCompileOptions& o, Program& p) {
+// True for the options that belong to ptxas (and so reach nvJitLink in assemble_ptx).
+bool is_ptxas_option(const std::string& o) {
+  for (const char* prefix : {"--ptxas-options=", "-Xptxas=", "-maxrregcount=", "--maxrregcount="})
+    if (o.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// The nvJitLink spelling of a ptxas option.
+std::string to_nvjitlink_option(const std::string& o) {
+  if (o.rfind("--ptxas-options=", 0) == 0) return "-Xptxas=" + o.substr(16);
+  if (o.rfind("--maxrregcount=", 0) == 0) return o.substr(1);
+  return o;
+}
+
+// Checks that `arch` is a real architecture (sm_NN, optionally with an a or f suffix) of one the
+// toolkit supports, before nvJitLink sees it (some malformed names make it exit the process).
+void validate_arch(const std::string& arch, const char* who) {
+  static const std::regex form(R"(sm_(\d+)[af]?)");
+  std::smatch m;
+  bool known = false;
+  if (std::regex_match(arch, m, form)) {
+    const auto archs = nvrtc_architectures();
+    known = std::find(archs.begin(), archs.end(), "sm_" + m[1].str()) != archs.end();
+  }
+  if (!known)
+    throw std::invalid_argument(fmt::format(
+        "{}: arch must be a real architecture this toolkit supports, such as sm_90 or sm_90a, got "
+        "'{}'",
+        who, arch));
+}
+
+// The NVRTC spelling of an option: nvJitLink's -Xptxas=X becomes --ptxas-options=X.
+std::string to_nvrtc_option(const std::string& o) {
+  if (o.rfind("-Xptxas=", 0) == 0) return "--ptxas-options=" + o.substr(8);
+  return o;
+}
+
+// Source -> cubin and PTX in one NVRTC compilation for the real architecture o.arch (NVRTC keeps
+// the PTX it hands ptxas, identical to a compilation for the virtual architecture); sets `log`.
+void compile_source(const std::string& source, const std::string& name, const CudaCompileOptions& o,
+                    CudaCompileResult& r) {
+  Program p;
   check(nvrtcCreateProgram(&p.prog, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
-  std::vector<std::string> opts = {"--gpu-architecture=" + target, "--std=c++17", "-default-device"};
+  std::vector<std::string> opts = {"--gpu-architecture=" + o.arch, "--std=c++17", "-default-device"};
   if (o.line_info) opts.push_back("-lineinfo");
-  opts.insert(opts.end(), o.extra.begin(), o.extra.end());
+  for (const auto& e : o.extra) opts.push_back(to_nvrtc_option(e));
   std::vector<const char*> argv;
   for (const auto& s : opts) argv.push_back(s.c_str());
   const nvrtcResult rc = nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
-  std::string log = program_log(p.prog);
+  r.log = program_log(p.prog);
   if (rc != NVRTC_SUCCESS)
-    throw CompileError(
-        fmt::format("NVRTC could not compile {} for {}: {}\n{}", name, target, nvrtcGetErrorString(rc), log),
-        log);
-  return log;
+    throw CompileError(fmt::format("NVRTC could not compile {} for {}: {}\n{}", name, o.arch,
+                                   nvrtcGetErrorString(rc), r.log),
+                       r.log);
+  std::size_t n = 0;
+  check(nvrtcGetCUBINSize(p.prog, &n), "nvrtcGetCUBINSize");
+  r.cubin.resize(n);
+  check(nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(r.cubin.data())), "nvrtcGetCUBIN");
+  check(nvrtcGetPTXSize(p.prog, &n), "nvrtcGetPTXSize");
+  r.ptx.assign(n, '\0');
+  check(nvrtcGetPTX(p.prog, r.ptx.data()), "nvrtcGetPTX");
+  while (!r.ptx.empty() && r.ptx.back() == '\0') r.ptx.pop_back();
+}
+
+const char* nvjitlink_error_string(nvJitLinkResult rc) {
+  switch (rc) {
+    case NVJITLINK_SUCCESS:
+      return "NVJITLINK_SUCCESS";
+    case NVJITLINK_ERROR_UNRECOGNIZED_OPTION:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_OPTION";
+    case NVJITLINK_ERROR_MISSING_ARCH:
+      return "NVJITLINK_ERROR_MISSING_ARCH";
+    case NVJITLINK_ERROR_INVALID_INPUT:
+      return "NVJITLINK_ERROR_INVALID_INPUT";
+    case NVJITLINK_ERROR_PTX_COMPILE:
+      return "NVJITLINK_ERROR_PTX_COMPILE";
+    case NVJITLINK_ERROR_NVVM_COMPILE:
+      return "NVJITLINK_ERROR_NVVM_COMPILE";
+    case NVJITLINK_ERROR_INTERNAL:
+      return "NVJITLINK_ERROR_INTERNAL";
+    case NVJITLINK_ERROR_THREADPOOL:
+      return "NVJITLINK_ERROR_THREADPOOL";
+    case NVJITLINK_ERROR_UNRECOGNIZED_INPUT:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_INPUT";
+    case NVJITLINK_ERROR_FINALIZE:
+      return "NVJITLINK_ERROR_FINALIZE";
+    case NVJITLINK_ERROR_NULL_INPUT:
+      return "NVJITLINK_ERROR_NULL_INPUT";
+    case NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS:
+      return "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS";
+    case NVJITLINK_ERROR_INCORRECT_INPUT_TYPE:
+      return "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE";
+    case NVJITLINK_ERROR_ARCH_MISMATCH:
+      return "NVJITLINK_ERROR_ARCH_MISMATCH";
+    case NVJITLINK_ERROR_OUTDATED_LIBRARY:
+      return "NVJITLINK_ERROR_OUTDATED_LIBRARY";
+    case NVJITLINK_ERROR_MISSING_FATBIN:
+      return "NVJITLINK_ERROR_MISSING_FATBIN";
+    case NVJITLINK_ERROR_UNRECOGNIZED_ARCH:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_ARCH";
+    case NVJITLINK_ERROR_UNSUPPORTED_ARCH:
+      return "NVJITLINK_ERROR_UNSUPPORTED_ARCH";
+    case NVJITLINK_ERROR_LTO_NOT_ENABLED:
+      return "NVJITLINK_ERROR_LTO_NOT_ENABLED";
+  }
+  return "unknown nvJitLink error";
+}
+
+// One nvJitLink session; every call is checked and a failure throws CompileError with both logs.
+class Linker {
+ public:
+  Linker(const std::string& name, const std::string& arch) : name_(name), arch_(arch) {}
+  Linker(const Linker&) = delete;
+  Linker& operator=(const Linker&) = delete;
+  ~Linker() {
+    if (h_) nvJitLinkDestroy(&h_);
+  }
+
+  void create(const std::vector<std::string>& options) {
+    std::vector<const char*> argv;
+    for (const auto& s : options) argv.push_back(s.c_str());
+    check(nvJitLinkCreate(&h_, static_cast<std::uint32_t>(argv.size()), argv.data()), "nvJitLinkCreate");
+  }
+
+  void check(nvJitLinkResult rc, const char* call) {
+    if (rc == NVJITLINK_SUCCESS) return;
+    const std::string log = join_logs(error_log(), info_log());
+    throw CompileError(fmt::format("nvJitLink could not assemble {} for {}: {} failed: {}\n{}", name_, arch_,
+                                   call, nvjitlink_error_string(rc), log),
+                       log);
+  }
+
+  std::string info_log() { return read_log(nvJitLinkGetInfoLogSize, nvJitLinkGetInfoLog); }
+  std::string error_log() { return read_log(nvJitLinkGetErrorLogSize, nvJitLinkGetErrorLog); }
+
+  nvJitLinkHandle get() const { return h_; }
+
+ private:
+  // Reads one of the handle's logs; empty when there is no handle or the log cannot be read (it is
+  // only ever read to report, so a failure here must not hide the original one).
+  template <typename SizeFn, typename ReadFn>
+  std::string read_log(SizeFn size_fn, ReadFn read_fn) {
+    if (!h_) return {};
+    std::size_t n = 0;
+    if (size_fn(h_, &n) != NVJITLINK_SUCCESS || n == 0) return {};
+    std::string log(n, '\0');
+    if (read_fn(h_, log.data()) != NVJITLINK_SUCCESS) return {};
+    trim_end(log);
+    return log;
+  }
+
+  std::string name_, arch_;
+  nvJitLinkHandle h_{};
+};
+
+// PTX -> cubin for o.arch; returns the cubin, sets `log` to nvJitLink's info log.
+std::vector<unsigned char> link_ptx(const std::string& ptx, const std::string& name,
+                                    const CudaCompileOptions& o, std::string& log) {
+  std::vector<std::string> opts = {"-arch=" + o.arch};
+  if (o.line_info) opts.push_back("-lineinfo");
+  for (const auto& e : o.extra)
+    if (is_ptxas_option(e)) opts.push_back(to_nvjitlink_option(e));
+  Linker link(name, o.arch);
+  link.create(opts);
+  link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), name.c_str()),
+             "nvJitLinkAddData");
+  link.check(nvJitLinkComplete(link.get()), "nvJitLinkComplete");
+  std::size_t n = 0;
+  link.check(nvJitLinkGetLinkedCubinSize(link.get(), &n), "nvJitLinkGetLinkedCubinSize");
+  std::vector<unsigned char> cubin(n);
+  link.check(nvJitLinkGetLinkedCubin(link.get(), cubin.data()), "nvJitLinkGetLinkedCubin");
+  log = link.info_log();
+  return cubin;
 }
 
 }  // namespace
 
 CudaCompileResult compile_cuda(const std::string& source, const std::string& name,
                                const CudaCompileOptions& options) {
-  if (options.arch.rfind("sm_", 0) != 0)
-    throw std::invalid_argument("compile_cuda: arch must be a real architecture such as sm_90, got " +
-                                options.arch);
-  const auto t0 = std::chrono::steady_clock::now();
+  validate_arch(options.arch, "compile_cuda");
+  const auto t0 = Clock::now();
   CudaCompileResult r;
-  {
-    Program p;
-    r.log = run(source, name, options.arch, options, p);
-    std::size_t n = 0;
-    check(nvrtcGetCUBINSize(p.prog, &n), "nvrtcGetCUBINSize");
-    r.cubin.resize(n);
-    check(nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(r.cubin.data())), "nvrtcGetCUBIN");
-  }
-  {
-    Program p;
-    run(source, name, "compute_" + options.arch.substr(3), options, p);
-    std::size_t n = 0;
-    check(nvrtcGetPTXSize(p.prog, &n), "nvrtcGetPTXSize");
-    r.ptx.assign(n, '\0');
-    check(nvrtcGetPTX(p.prog, r.ptx.data()), "nvrtcGetPTX");
-    while (!r.ptx.empty() && r.ptx.back() == '\0') r.ptx.pop_back();
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compile_source(source, name, options, r);
+  r.seconds = r.ptx_seconds = since(t0);
+  return r;
+}
+
+CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
+                               const CudaCompileOptions& options) {
+  validate_arch(options.arch, "assemble_ptx");
+  const auto t0 = Clock::now();
+  CudaCompileResult r;
+  r.cubin = link_ptx(ptx, name, options, r.log);
+  r.ptx = ptx;
+  r.cubin_seconds = r.seconds = since(t0);
   return r;
 }
 

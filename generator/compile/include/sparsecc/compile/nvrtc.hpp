@@ -1,5 +1,6 @@
-// The compile driver's CUDA C++ route: emitted source -> NVRTC (in process) -> cubin for the
-// target architecture, plus PTX for drivers whose device differs. Works without a GPU.
+// The compile driver's CUDA C++ route: emitted source -> NVRTC (in process, once, for the real
+// architecture) -> cubin, plus the PTX NVRTC handed ptxas, for drivers whose device differs. And
+// PTX -> cubin through nvJitLink (assemble_ptx) for PTX made elsewhere. Works without a GPU.
 #pragma once
 
 #include <stdexcept>
@@ -9,16 +10,22 @@
 namespace sparsecc {
 
 struct CudaCompileOptions {
-  std::string arch = "sm_90";           // real architecture for the cubin (sm_90, sm_90a, ...)
-  std::vector<std::string> extra;       // further NVRTC options, e.g. "-DNAME=1"
+  std::string arch = "sm_90";  // real architecture for the cubin (sm_90, sm_90a, ...)
+  // Further NVRTC options, e.g. "-DNAME=1". nvJitLink's spelling -Xptxas=X is accepted too. In
+  // assemble_ptx only the ptxas ones apply ("--ptxas-options=X" or "-Xptxas=X",
+  // "-maxrregcount=N" or "--maxrregcount=N"); the rest are ignored.
+  std::vector<std::string> extra;
   bool line_info = false;
 };
 
 struct CudaCompileResult {
   std::vector<unsigned char> cubin;  // machine code for `arch`
   std::string ptx;                   // PTX for the matching virtual architecture
-  std::string log;                   // NVRTC's log (warnings) on success
-  double seconds = 0;                // wall time of both compilations
+  std::string log;                   // NVRTC's log (compile_cuda) or nvJitLink's info log (assemble_ptx):
+                                     // warnings, and the ptxas report when asked for (kPtxasVerbose)
+  double seconds = 0;                // wall time of the whole route
+  double ptx_seconds = 0;            // NVRTC (source -> PTX -> cubin in one call); 0 in assemble_ptx
+  double cubin_seconds = 0;          // nvJitLink (PTX -> cubin); 0 in compile_cuda
 };
 
 class CompileError : public std::runtime_error {
@@ -30,10 +37,18 @@ class CompileError : public std::runtime_error {
   std::string log_;
 };
 
-// Throws CompileError (with NVRTC's log) when the source does not compile.
+// Source -> PTX -> cubin for options.arch in one NVRTC compilation (ptxas in whole-program mode).
+// Throws CompileError (with NVRTC's log) when the source does not compile, and
+// std::invalid_argument when options.arch is not a real architecture this toolkit knows.
 CudaCompileResult compile_cuda(const std::string& source, const std::string& name,
                                const CudaCompileOptions& options = {});
 
+// PTX -> cubin for options.arch through nvJitLink; `name` labels the input in logs and errors. The
+// result's ptx is the input. Throws CompileError (with nvJitLink's logs) or std::invalid_argument.
+// nvJitLink assembles PTX as relocatable code (ptxas -c), which can take more registers than
+// compile_cuda's whole-program ptxas for the same PTX (47 against 32 on a small unrolled SpMM).
+CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
+                               const CudaCompileOptions& options = {});
 
 // "13.0" for the NVRTC library this process uses.
 std::string nvrtc_version();

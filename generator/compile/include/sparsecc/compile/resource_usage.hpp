@@ -1,5 +1,5 @@
 // What ptxas reports about a compiled kernel (registers, stack frame, spills, shared memory), read
-// from the NVRTC log of a compilation with kPtxasVerbose among CudaCompileOptions::extra.
+// from the log of a compile_cuda or assemble_ptx with kPtxasVerbose among CudaCompileOptions::extra.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,8 @@
 
 namespace sparsecc {
 
-// The NVRTC option that makes ptxas print its resource usage into the program log.
+// The option that makes ptxas print its resource usage into the log (nvcc/NVRTC spelling;
+// compile_cuda and assemble_ptx hand it to nvJitLink as -Xptxas=-v).
 inline constexpr const char* kPtxasVerbose = "--ptxas-options=-v";
 
 struct ResourceUsage {
@@ -19,7 +20,8 @@ struct ResourceUsage {
   std::int64_t shared_bytes = 0;  // static shared memory (dynamic shared memory is not reported)
 };
 
-// The largest value of each field over all functions the log reports.
+// The largest value of each field over all functions the log reports. Reads ptxas -v reports and
+// nvJitLink -verbose summaries (registers and stack only: their smem counts reserved memory).
 ResourceUsage parse_ptxas_log(const std::string& log);
 
 }  // namespace sparsecc
