@@ -2,7 +2,7 @@
 # Portable build for GPU machines that have no package registry: third-party libraries linked
 # statically (libzip built here from Debian's source package with zlib only, fmt header-only,
 # zlib and GoogleTest from their static archives), static libstdc++/libgcc and CUDA runtime; only
-# the NVIDIA driver (opened at run time) and the CUDA toolkit's shared libraries (NVRTC; cuBLAS and
+# the NVIDIA driver (opened at run time) and the CUDA toolkit's shared libraries (NVRTC, nvJitLink; cuBLAS and
 # cuSPARSE for the bench programs) are needed where the binaries run.
 #   tools/portable/build.sh [BUILD_DIR]     default: build-portable
 # Produces BUILD_DIR/tests/sparsecc_tests, BUILD_DIR/tests/sparsecc_gpu_tests,
