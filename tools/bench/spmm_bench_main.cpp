@@ -147,8 +147,8 @@ int run(const Args& args) {
     ++done;
   }
 
+  rt::Context ctx(0);  // retain the primary context before the runtime API touches it
   const DeviceInfo device = query_device();
-  rt::Context ctx(0);
   fmt::print(
       "{}\nsuite {} ({} problems{}), graphs of {} launches, median of {} replays\n", device.describe(),
       args.suite, problems.size(),
@@ -168,6 +168,7 @@ int run(const Args& args) {
     nlohmann::json j = {{"name", p.name}, {"m", p.M}, {"k", p.K}, {"n", p.N}, {"nnz", a.nnz()}};
     if (!c.error.empty()) {
       fmt::print("{:<34} {}\n", p.name, c.error);
+      std::fflush(stdout);
       j["error"] = c.error;
       out["problems"].push_back(j);
       if (c.error.rfind("skipped", 0) != 0) failed = true;
@@ -209,6 +210,7 @@ int run(const Args& args) {
                us(fp16), us(cusp), ratio(fp32, "cublas_fp32"), ratio(tf32, "cublas_tf32"),
                ratio(cusp, "cusparse_best"), c.seconds, bpn,
                ok ? "" : fmt::format("  FAILED check: error {:.2e}", err));
+    std::fflush(stdout);
     if (fp16 && ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
     j["ours"] = {{"median_us", t.median_us},
                  {"min_us", t.min_us},
