@@ -38,6 +38,7 @@ struct Args {
   std::string data;
   std::string json;
   int limit = 0;
+  int first = 0;
   std::int64_t max_nnz = 40000;
   int jobs = 0;
   std::string arch = "sm_90";
@@ -116,6 +117,8 @@ int run(const Args& args) {
           : args.data;
   std::vector<BenchProblem> problems =
       args.suite == "dlmc" ? dlmc_suite(data) : sparsert_suite(data, args.sparsity, args.batch);
+  if (args.first > 0)
+    problems.erase(problems.begin(), problems.begin() + std::min<std::size_t>(args.first, problems.size()));
   if (args.limit > 0 && static_cast<std::size_t>(args.limit) < problems.size()) problems.resize(args.limit);
 
   std::vector<CsrMatrix> mats;
@@ -247,7 +250,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", args.batch, "SparseRT suite batch (N multiplier)")->check(CLI::Range(1, 1024));
   app.add_option("--data", args.data, "data folder (default: $SPARSECC_DATA_DIR or ../shared/data)");
   app.add_option("--json", args.json, "write results as JSON");
-  app.add_option("--limit", args.limit, "only the first K problems");
+  app.add_option("--first", args.first, "start at problem I (0-based)");
+  app.add_option("--limit", args.limit, "only K problems");
   app.add_option("--max-nnz", args.max_nnz, "skip matrices with more nonzeros (compile time)")
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
