@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "gpu_skip.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -15,12 +16,6 @@
 #include "test_support.hpp"
 
 using namespace sparsecc;
-
-#define SPARSECC_GPU_OR_SKIP()                                          \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!rt::driver_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
-  } while (0)
 
 namespace {
 

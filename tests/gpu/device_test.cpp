@@ -9,16 +9,11 @@
 #include <cstring>
 #include <random>
 
+#include "gpu_skip.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/emit/template.hpp"
 
 using namespace sparsecc;
-
-#define SPARSECC_GPU_OR_SKIP()                                          \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!rt::driver_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
-  } while (0)
 
 TEST(GpuDevice, FindsDevice) {
   SPARSECC_GPU_OR_SKIP();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_skip.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/runtime/driver.hpp"
@@ -22,12 +23,6 @@
 
 using namespace sparsecc;
 using namespace sparsecc::gputest;
-
-#define SPARSECC_GPU_OR_SKIP()                                          \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!rt::driver_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
-  } while (0)
 
 namespace {
 
