@@ -35,11 +35,6 @@ struct Args {
   TimingOptions timing;
 };
 
-std::string default_data_dir() {
-  const char* env = std::getenv("SPARSECC_DATA_DIR");
-  return env && *env ? env : "../shared/data";
-}
-
 nlohmann::json to_json(const TimingOptions& t) {
   return {{"warmup", t.warmup},
           {"launches_per_graph", t.launches_per_graph},

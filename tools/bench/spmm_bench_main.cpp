@@ -111,10 +111,7 @@ const BaselineResult* find(const std::vector<BaselineResult>& rs, const std::str
 }
 
 int run(const Args& args) {
-  const std::string data =
-      args.data.empty()
-          ? (std::getenv("SPARSECC_DATA_DIR") ? std::getenv("SPARSECC_DATA_DIR") : "../shared/data")
-          : args.data;
+  const std::string data = args.data.empty() ? default_data_dir() : args.data;
   std::vector<BenchProblem> problems =
       args.suite == "dlmc" ? dlmc_suite(data) : sparsert_suite(data, args.sparsity, args.batch);
   if (args.first > 0)

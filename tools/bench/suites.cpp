@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <string_view>
 
@@ -214,6 +215,11 @@ CsrMatrix load_problem_matrix(const BenchProblem& problem) {
                   fmt::format("is {}x{}, problem {} expects {}x{}", a.rows, a.cols, problem.name, problem.M,
                               problem.K));
   return a;
+}
+
+std::string default_data_dir() {
+  const char* env = std::getenv("SPARSECC_DATA_DIR");
+  return env && *env ? env : "../shared/data";
 }
 
 }  // namespace sparsecc::bench

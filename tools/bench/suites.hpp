@@ -31,6 +31,9 @@ struct BenchProblem {
 // real SparseRT weights (90 % only: at 95 % they are magnitude-pruned further). Problem 20's
 // 1024×1024 layer is absent from the weights file: a synthetic random matrix, magnitude-pruned.
 // Throws UsageError for another sparsity or batch < 1, InputError naming a missing or wrong file.
+// The data folder: $SPARSECC_DATA_DIR when set, else ../shared/data.
+std::string default_data_dir();
+
 std::vector<BenchProblem> sparsert_suite(const std::filesystem::path& data_dir, double sparsity, int batch);
 
 // Every DLMC rn50 and transformer matrix at 90 % (magnitude pruning), sorted by name: ResNet-50 with

@@ -3,6 +3,13 @@
 # used header-only, zlib and GoogleTest are linked statically, and so are libstdc++ and libgcc.
 
 find_package(CUDAToolkit 12.0 REQUIRED)
+# The compile driver assembles PTX through nvJitLink. FindCUDAToolkit names CUDA::nvJitLink only from CMake 3.26 on.
+if(NOT TARGET CUDA::nvJitLink)
+  find_library(SPARSECC_NVJITLINK_LIBRARY nvJitLink HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  add_library(CUDA::nvJitLink SHARED IMPORTED)
+  set_target_properties(CUDA::nvJitLink PROPERTIES IMPORTED_LOCATION ${SPARSECC_NVJITLINK_LIBRARY}
+                                                   INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
+endif()
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
