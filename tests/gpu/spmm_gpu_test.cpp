@@ -1,9 +1,10 @@
-// Emitted SpMM executors on a GPU, end to end: matrix -> plan_spmm -> check_plan -> emit_spmm_cuda ->
-// compile_cuda for the device's arch (ptxas: no spills, no stack frame) -> rt::Bundle ->
+// Emitted SpMM executors on a GPU, end to end: matrix -> plan_spmm -> check_plan -> emit_spmm_cuda or
+// emit_spmm_ptx -> NVRTC or nvJitLink for the device's arch (ptxas: no spills, no stack frame) -> rt::Bundle ->
 // SpmmExecutor, run on a NaN-poisoned C for each n and compared with the fp64 reference (max error
-// relative to max |ref| <= 1e-5) and with interpret_spmm bit for bit. Cases: edge cases on random
-// matrices, every MobileNet v1 1x1 layer, the DLMC rn50 / transformer 0.9 matrices up to an nnz
-// limit (all with SPARSECC_GPU_ALL=1), and a bundle file round trip. GPU tests skip with the reason
+// relative to max |ref| <= 1e-5) and with interpret_spmm bit for bit (so both emitters give the same
+// bits). Cases: edge cases on random matrices and every MobileNet v1 1x1 layer through both emitters,
+// every DLMC rn50 / transformer 0.9 matrix through the PTX route and those up to an nnz limit also
+// through NVRTC (all with SPARSECC_GPU_ALL=1), and a bundle file round trip. GPU tests skip with the reason
 // when no driver or device is present; SpmmGpuPipelineCpu runs the build half without a device.
 #include <gtest/gtest.h>
 
@@ -77,6 +78,18 @@ CsrMatrix skewed_rows() {
   return csr_from_dense(d, DType::f32);
 }
 
+// Every case once per emitter ("<name>/cuda", "<name>/ptx").
+std::vector<SpmmCase> both_emitters(const std::vector<SpmmCase>& cases) {
+  std::vector<SpmmCase> out;
+  for (const auto& c : cases)
+    for (KernelLanguage l : {KernelLanguage::cuda, KernelLanguage::ptx}) {
+      out.push_back(c);
+      out.back().emit = l;
+      out.back().name += std::string("/") + to_string(l);
+    }
+  return out;
+}
+
 const std::vector<int> kRuntimeNs = {1, 31, 33, 49, 128, 129, 3136};
 
 std::vector<SpmmCase> edge_cases() {
@@ -108,6 +121,16 @@ std::vector<SpmmCase> edge_cases() {
                          opts(4, 3, V::streamed, SpmmRowSplit::balanced), kRuntimeNs));
   cs.push_back(make_case("wide_256x512_auto_runtime", random_csr(256, 512, 0.1, 15), 196, M::runtime, true,
                          true, {}, {49, 196, 3136}));
+  cs = both_emitters(cs);
+  // Large enough for the split PTX layout (one function per block row, assembled in modules).
+  SpmmCase split = make_case("split_layout_1000x700_gy2_bias_relu", random_csr(1000, 700, 0.06, 16), 196,
+                             M::fixed, true, true, opts(8, 2, V::baked));
+  cs.push_back(split);
+  split.name = "split_layout_runtime_streamed";
+  split.problem.n_mode = M::runtime;
+  split.options = opts(4, 1, V::streamed);
+  split.ns = {1, 49, 196, 3136};
+  cs.push_back(split);
   return cs;
 }
 
@@ -146,7 +169,8 @@ std::vector<std::filesystem::path> sorted_files(const std::filesystem::path& dir
   return out;
 }
 
-// DLMC matrices of one folder with nnz <= limit (all with SPARSECC_GPU_ALL=1), values seed 1.
+// Every DLMC matrix of one folder through the PTX route, and those with nnz <= limit also through
+// NVRTC (all with SPARSECC_GPU_ALL=1), values seed 1.
 void run_dlmc(const std::filesystem::path& dir, const std::string& label, std::int64_t limit, std::int64_t n,
               bool bias_relu) {
   rt::Context ctx(0);
@@ -159,18 +183,22 @@ void run_dlmc(const std::filesystem::path& dir, const std::string& label, std::i
     LoadOptions lo;
     lo.seed = 1;
     CsrMatrix a = load_matrix(f.string(), lo);
-    if (!all && a.nnz() > limit) {
-      ++skipped;
-      continue;
-    }
     std::string name = label + "/" + f.filename().string();
     name.resize(name.size() - std::string(".smtx.gz").size());
-    cases.push_back(make_case(name, std::move(a), n, SpmmNMode::fixed, bias_relu, bias_relu));
+    const bool nvrtc = all || a.nnz() <= limit;
+    skipped += nvrtc ? 0 : 1;
+    SpmmCase c = make_case(name + "/ptx", std::move(a), n, SpmmNMode::fixed, bias_relu, bias_relu);
+    if (nvrtc) {
+      cases.push_back(c);
+      cases.back().name = name + "/cuda";
+      cases.back().emit = KernelLanguage::cuda;
+    }
+    cases.push_back(std::move(c));
   }
   std::printf(
-      "[ spmm gpu ] %s: running %zu of %zu matrices, %lld skipped (nnz > %lld; SPARSECC_GPU_ALL=1 runs "
-      "all)\n",
-      label.c_str(), cases.size(), files.size(), static_cast<long long>(skipped),
+      "[ spmm gpu ] %s: %zu matrices through PTX, %lld of them not through NVRTC (nnz > %lld; "
+      "SPARSECC_GPU_ALL=1 runs all)\n",
+      label.c_str(), files.size(), static_cast<long long>(skipped),
       static_cast<long long>(limit));
   std::fflush(stdout);
   build_and_run(ctx, cases);
@@ -233,7 +261,7 @@ TEST(SpmmGpu, MobileNetV1Sparse90Layers) {
     for (double v : bias.data) c.bias.push_back(static_cast<float>(v));
     cases.push_back(std::move(c));
   }
-  build_and_run(ctx, cases);
+  build_and_run(ctx, both_emitters(cases));
 }
 
 TEST(SpmmGpu, DlmcRn50Sparse90) {

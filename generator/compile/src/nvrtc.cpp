@@ -205,7 +205,7 @@ class Linker {
 };
 
 // PTX -> cubin for o.arch; returns the cubin, sets `log` to nvJitLink's info log.
-std::vector<unsigned char> link_ptx(const std::string& ptx, const std::string& name,
+std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, const std::string& name,
                                     const CudaCompileOptions& o, std::string& log) {
   std::vector<std::string> opts = {"-arch=" + o.arch};
   if (o.line_info) opts.push_back("-lineinfo");
@@ -213,8 +213,12 @@ std::vector<unsigned char> link_ptx(const std::string& ptx, const std::string& n
     if (is_ptxas_option(e)) opts.push_back(to_nvjitlink_option(e));
   Linker link(name, o.arch);
   link.create(opts);
-  link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), name.c_str()),
-             "nvJitLinkAddData");
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    const std::string part = modules.size() == 1 ? name : fmt::format("{}#{}", name, i);
+    link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[i].data(), modules[i].size(),
+                                part.c_str()),
+               "nvJitLinkAddData");
+  }
   link.check(nvJitLinkComplete(link.get()), "nvJitLinkComplete");
   std::size_t n = 0;
   link.check(nvJitLinkGetLinkedCubinSize(link.get(), &n), "nvJitLinkGetLinkedCubinSize");
@@ -241,8 +245,20 @@ CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
   validate_arch(options.arch, "assemble_ptx");
   const auto t0 = Clock::now();
   CudaCompileResult r;
-  r.cubin = link_ptx(ptx, name, options, r.log);
+  r.cubin = link_ptx({ptx}, name, options, r.log);
   r.ptx = ptx;
+  r.cubin_seconds = r.seconds = since(t0);
+  return r;
+}
+
+CudaCompileResult assemble_ptx_modules(const std::vector<std::string>& modules, const std::string& whole,
+                                       const std::string& name, const CudaCompileOptions& options) {
+  validate_arch(options.arch, "assemble_ptx_modules");
+  if (modules.empty()) throw std::invalid_argument("assemble_ptx_modules: no modules");
+  const auto t0 = Clock::now();
+  CudaCompileResult r;
+  r.cubin = link_ptx(modules, name, options, r.log);
+  r.ptx = whole;
   r.cubin_seconds = r.seconds = since(t0);
   return r;
 }

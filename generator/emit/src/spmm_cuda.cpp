@@ -14,13 +14,6 @@ namespace sparsecc {
 
 namespace {
 
-bool is_identifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (char ch : s)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
-  return true;
-}
-
 // Groups 1.. leave their sums in shared memory; group 0 adds them in group order, then adds the bias,
 // applies ReLU and stores. Every thread reaches the barrier.
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
@@ -92,9 +85,10 @@ std::string cuda_float_literal(float v) {
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
-  if (!is_identifier(plan.kernel_name))
+  if (!is_c_identifier(plan.kernel_name))
     throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
   EmittedKernel out;
+  out.language = KernelLanguage::cuda;
   out.kernel_name = plan.kernel_name;
   const std::vector<float> weights = spmm_kernel_values(plan, a);
   if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;

@@ -50,6 +50,12 @@ CudaCompileResult compile_cuda(const std::string& source, const std::string& nam
 CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
                                const CudaCompileOptions& options = {});
 
+// Several PTX modules (one entry, the functions it calls in the others) assembled separately and
+// linked into one cubin by nvJitLink; `whole` (the same program as one module) becomes the result's
+// ptx. Throws like assemble_ptx, and std::invalid_argument when `modules` is empty.
+CudaCompileResult assemble_ptx_modules(const std::vector<std::string>& modules, const std::string& whole,
+                                       const std::string& name, const CudaCompileOptions& options = {});
+
 // "13.0" for the NVRTC library this process uses.
 std::string nvrtc_version();
 

@@ -5,18 +5,12 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
+#include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 
 namespace sparsecc {
-
-struct EmittedKernel {
-  std::string source;                // CUDA C++ for NVRTC
-  std::string kernel_name;           // the extern "C" entry
-  std::vector<float> packed_values;  // the `values` argument in streamed mode; empty when baked
-};
 
 // Throws UsageError when the plan is not valid for `a` (check_plan) or the kernel name is not a C
 // identifier.

@@ -1,0 +1,37 @@
+// Direct PTX emitter for SpMM plans (SparseRT's route around NVVM): writes the plan's kernel as PTX
+// text, which the compile driver assembles to a cubin (assemble_ptx) in a fraction of NVRTC's time.
+// The kernel has the same ABI, launch configuration and arithmetic as emit_spmm_cuda's, operation for
+// operation (first touch of an accumulator a multiply, later ones fused multiply-adds, in step order;
+// groups reduced in group order; bias add; ReLU as max with 0), so both emitters give the same bits.
+//
+// Shape of the text: the prologue computes the thread's column and base addresses, then jumps through
+// a table (brx.idx) to the case of its block row; inside it a second table picks the thread group.
+// B is read with ld.global.nc at immediate offsets from the thread's column (k * N * 4 bytes when N is
+// fixed, one multiply-add per load when N is a kernel argument); baked weights are exact 32-bit
+// immediates (0fXXXXXXXX), streamed ones ld.global.nc of values[p] at immediate offsets. Same plan and
+// matrix, same bytes.
+#pragma once
+
+#include <string>
+
+#include "sparsecc/emit/emitted_kernel.hpp"
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc {
+
+// Kernels above this many instructions (B loads, value loads and FMAs) are emitted in the split
+// layout (EmittedKernel::modules): every block row a function of its own, in modules of about
+// kSpmmPtxModuleInstructions, so that assembly time stays linear in the number of nonzeros. The
+// entry calls the case of its block row; the cost is one call per thread.
+inline constexpr std::int64_t kSpmmPtxSplitInstructions = 24000;
+inline constexpr std::int64_t kSpmmPtxModuleInstructions = 6000;
+
+// `arch` selects the .target (sm_80 ... sm_120, sm_90a) and the PTX ISA version. Throws UsageError
+// when the plan is not valid for `a`, the kernel name is not a C identifier or the arch is unknown.
+EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch = "sm_90");
+
+// A float32 value as an exact PTX immediate ("0f3F800000").
+std::string ptx_float_literal(float v);
+
+}  // namespace sparsecc

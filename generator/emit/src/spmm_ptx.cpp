@@ -1,0 +1,318 @@
+#include "sparsecc/emit/spmm_ptx.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+// The lowest PTX ISA version that knows each target (what the widest range of drivers accepts).
+const std::map<std::string, std::string>& isa_versions() {
+  static const std::map<std::string, std::string> v = {{"sm_80", "7.0"},  {"sm_86", "7.1"},  {"sm_89", "7.8"},
+                                                       {"sm_90", "7.8"},  {"sm_90a", "8.0"}, {"sm_100", "8.6"},
+                                                       {"sm_120", "8.7"}};
+  return v;
+}
+
+using Out = fmt::memory_buffer;
+
+template <typename... Args>
+void put(Out& out, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), f, std::forward<Args>(args)...);
+}
+
+constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::max();
+
+// Register set of the case code, declared by whatever holds it (the entry, or a case function).
+void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
+  put(o, "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %red, %redw, %redr, %flag;\n");
+  put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u;\n  .reg .f32 %y, %a<{}>, %x<{}>",
+      p.rows_per_block, std::max<std::size_t>(steps, 1));
+  if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
+  put(o, ";\n");
+}
+
+class PtxWriter {
+ public:
+  PtxWriter(const SpmmPlan& p, const std::vector<float>& weights, std::string arch)
+      : p_(p), w_(weights), arch_(std::move(arch)) {
+    fixed_ = p.problem.n_mode == SpmmNMode::fixed;
+    ld_bytes_ = p.problem.n * 4;
+    for (const auto& b : p_.blocks) {
+      std::size_t steps = 0, entries = 0;
+      for (const auto& g : b.groups) {
+        steps += g.steps.size();
+        for (const auto& s : g.steps) entries += s.entries.size();
+      }
+      steps_.push_back(steps);
+      entries_.push_back(entries);
+      max_steps_ = std::max(max_steps_, steps);
+      max_entries_ = std::max(max_entries_, entries);
+    }
+  }
+
+  // The whole kernel in one module, cases inline behind the jump table.
+  std::string inline_module() {
+    Out o;
+    header(o);
+    entry_open(o);
+    declare_case_registers(o, p_, max_steps_, max_entries_);
+    put(o, "\n");
+    prologue(o);
+    std::int64_t packed = 0;
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      put(o, "$Lb{}:\n", bi);
+      case_body(o, bi, packed, "bra $Lexit");
+    }
+    put(o, "$Lexit:\n  ret;\n}}\n");
+    return fmt::to_string(o);
+  }
+
+  // The split layout: every block row a .visible .func; `modules` gets the entry module (extern
+  // declarations and call sites) and then modules of about `module_instructions` instructions of
+  // case functions; the return value is the same program as one module.
+  std::string split_modules(std::vector<std::string>& modules, std::int64_t module_instructions) {
+    Out entry, whole;
+    header(entry);
+    header(whole);
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(entry, ".extern .func {};\n", signature(bi));
+    put(entry, "\n");
+    std::vector<Out> parts(1);
+    header(parts.back());
+    std::int64_t in_part = 0, packed = 0;
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      const auto size = static_cast<std::int64_t>(steps_[bi] + entries_[bi]);
+      if (in_part > 0 && in_part + size > module_instructions) {
+        parts.emplace_back();
+        header(parts.back());
+        in_part = 0;
+      }
+      in_part += size;
+      Out f;
+      case_function(f, bi, packed);
+      parts.back().append(f.data(), f.data() + f.size());
+      whole.append(f.data(), f.data() + f.size());
+    }
+    Out kernel;
+    entry_open(kernel);
+    declare_case_registers(kernel, p_, 0, 0);
+    put(kernel, "\n");
+    prologue(kernel);
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      put(kernel, "$Lb{}:\n  {{\n", bi);
+      for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(kernel, "  .param .b64 q_{};\n", name);
+      for (const char* name : {"flag", "grp", "redr", "redw"}) put(kernel, "  .param .b32 q_{};\n", name);
+      for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
+      for (const char* name : {"flag", "grp", "redr", "redw"}) put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
+      put(kernel, "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_flag, q_grp, q_redr, q_redw);\n  }}\n  ret;\n",
+          p_.kernel_name, bi);
+    }
+    put(kernel, "}}\n");
+    entry.append(kernel.data(), kernel.data() + kernel.size());
+    whole.append(kernel.data(), kernel.data() + kernel.size());
+    modules.push_back(fmt::to_string(entry));
+    for (auto& part : parts) modules.push_back(fmt::to_string(part));
+    return fmt::to_string(whole);
+  }
+
+ private:
+  void header(Out& o) {
+    put(o, "//\n// sparsecc SpMM executor ({}x{}, N {}, {} block rows, {} groups of {} threads, {} values)\n//\n",
+        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.blocks.size(), p_.groups,
+        p_.n_tile, p_.value_mode == SpmmValueMode::baked ? "baked" : "streamed");
+    put(o, ".version {}\n.target {}\n.address_size 64\n\n", isa_versions().at(arch_), arch_);
+  }
+
+  std::string signature(std::size_t bi) const {
+    return fmt::format(
+        "{}_case{}(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, .param .b64 p_ldb, "
+        ".param .b32 p_flag, .param .b32 p_grp, .param .b32 p_redr, .param .b32 p_redw)",
+        p_.kernel_name, bi);
+  }
+
+  void entry_open(Out& o) {
+    if (p_.groups > 1) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
+    put(o,
+        ".visible .entry {0}(\n  .param .u64 {0}_B,\n  .param .u64 {0}_C,\n  .param .u64 {0}_bias,\n"
+        "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n{{\n",
+        p_.kernel_name, p_.block_x);
+  }
+
+  void case_function(Out& o, std::size_t bi, std::int64_t& packed) {
+    put(o, ".visible .func {}\n{{\n", signature(bi));
+    declare_case_registers(o, p_, steps_[bi], entries_[bi]);
+    for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
+    for (const char* name : {"flag", "grp", "redr", "redw"}) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
+    put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
+    case_body(o, bi, packed, "ret");
+    put(o, "}}\n\n");
+  }
+
+  void prologue(Out& o) {
+    const std::string& k = p_.kernel_name;
+    const std::pair<const char*, const char*> params[] = {
+        {"%b", "B"}, {"%c", "C"}, {"%bias", "bias"}, {"%vals", "values"}};
+    for (const auto& [reg, name] : params)
+      put(o, "  ld.param.u64 {0}, [{1}_{2}];\n  cvta.to.global.u64 {0}, {0};\n", reg, k, name);
+    put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.n_tile);
+    put(o, "  mov.u32 %cy, %ctaid.y;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.n_tile);
+    put(o, "  add.s64 %col, %col, %u;\n");
+    if (fixed_)
+      put(o, "  mov.u64 %ld, {};\n", p_.problem.n);
+    else
+      put(o, "  ld.param.u32 %n32, [{}_n];\n  cvt.s64.s32 %ld, %n32;\n", k);
+    put(o, "  setp.lt.s64 %live, %col, %ld;\n  shl.b64 %ldb, %ld, 2;\n  shl.b64 %u, %col, 2;\n");
+    put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
+    if (p_.groups > 1) {
+      // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t]; group 0 reads them.
+      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4;
+      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, 4, %red;\n", k);
+      put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
+    } else {
+      put(o, "  mov.u32 %redr, 0;\n  mov.u32 %redw, 0;\n");
+    }
+    put(o, "  selp.u32 %flag, 1, 0, %live;\n  mov.u32 %cx, %ctaid.x;\n  $Lcases: .branchtargets ");
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(o, "{}$Lb{}", bi ? ", " : "", bi);
+    put(o, ";\n  brx.idx %cx, $Lcases;\n");
+  }
+
+  // Address of B[k][col] or C[row][col] from the base `base` (fixed N: an immediate offset when it
+  // fits; runtime N: one multiply-add).
+  std::string address(Out& o, const char* base, std::int64_t index) {
+    if (!fixed_) {
+      put(o, "  mad.lo.s64 %q, %ldb, {}, {};\n", index, base);
+      return "[%q]";
+    }
+    const std::int64_t off = index * ld_bytes_;
+    if (off <= kMaxImmediateOffset) return fmt::format("[{}+{}]", base, off);
+    put(o, "  add.s64 %q, {}, {};\n", base, off);
+    return "[%q]";
+  }
+
+  // One block row: zero the accumulators, jump to the thread's group, its steps, then the epilogue;
+  // `leave` ends the thread's work (a branch to the kernel's exit, or ret).
+  void case_body(Out& o, std::size_t bi, std::int64_t& packed, const char* leave) {
+    const SpmmBlockRow& block = p_.blocks[bi];
+    const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
+    for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %a{}, 0f00000000;\n", i);
+    bool any = false;
+    for (const auto& g : block.groups) any = any || !g.steps.empty();
+    if (any) {
+      put(o, "  @!%live bra $Le{};\n", bi);
+      if (p_.groups > 1) {
+        put(o, "  $Lg{}: .branchtargets ", bi);
+        for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
+          if (block.groups[gi].steps.empty())
+            put(o, "{}$Le{}", gi ? ", " : "", bi);
+          else
+            put(o, "{}$Lb{}g{}", gi ? ", " : "", bi, gi);
+        }
+        put(o, ";\n  brx.idx %grp, $Lg{};\n", bi);
+      }
+    }
+    std::size_t x = 0, w = 0;
+    for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
+      const SpmmGroup& group = block.groups[gi];
+      if (group.steps.empty()) continue;
+      if (p_.groups > 1) put(o, "$Lb{}g{}:\n", bi, gi);
+      std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
+      for (const auto& step : group.steps) {
+        const std::string addr = address(o, "%b", step.k);
+        const std::size_t xs = x++;
+        put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
+        for (const auto& e : step.entries) {
+          std::string weight;
+          if (p_.value_mode == SpmmValueMode::streamed) {
+            put(o, "  ld.global.nc.f32 %w{}, [%vals+{}];\n", w, packed * 4);
+            weight = fmt::format("%w{}", w++);
+          } else {
+            weight = ptx_float_literal(w_[static_cast<std::size_t>(e.value_index)]);
+          }
+          ++packed;
+          auto& seen = touched[static_cast<std::size_t>(e.row)];
+          if (seen)
+            put(o, "  fma.rn.f32 %a{0}, %x{1}, {2}, %a{0};\n", e.row, xs, weight);
+          else
+            put(o, "  mul.rn.f32 %a{}, %x{}, {};\n", e.row, xs, weight);
+          seen = 1;
+        }
+      }
+      if (p_.groups > 1) put(o, "  bra $Le{};\n", bi);
+    }
+    put(o, "$Le{}:\n", bi);
+    epilogue(o, block, rows, leave);
+  }
+
+  // Groups 1.. leave their sums in shared memory, every thread reaches the barrier, then the live
+  // threads of group 0 add them in group order, add the bias, apply ReLU and store.
+  void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, const char* leave) {
+    if (p_.groups > 1) {
+      put(o, "  and.pred %p, %helper, %live;\n");
+      for (std::int32_t i = 0; i < rows; ++i)
+        put(o, "  @%p st.shared.f32 [%redw+{}], %a{};\n", std::int64_t{i} * p_.n_tile * 4, i);
+      put(o, "  bar.sync 0;\n  @%helper {};\n", leave);
+    }
+    put(o, "  @!%live {};\n", leave);
+    for (std::int32_t i = 0; i < rows; ++i) {
+      for (std::int32_t g = 1; g < p_.groups; ++g) {
+        put(o, "  ld.shared.f32 %y, [%redr+{}];\n",
+            (std::int64_t{g - 1} * p_.rows_per_block + i) * p_.n_tile * 4);
+        put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
+      }
+      if (p_.problem.bias) {
+        put(o, "  ld.global.nc.f32 %y, [%bias+{}];\n", (block.row_begin + i) * 4);
+        put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
+      }
+      if (p_.problem.relu) put(o, "  max.f32 %a{0}, %a{0}, 0f00000000;\n", i);
+      const std::string addr = address(o, "%c", block.row_begin + i);
+      put(o, "  st.global.f32 {}, %a{};\n", addr, i);
+    }
+    put(o, "  {};\n", leave);
+  }
+
+  const SpmmPlan& p_;
+  const std::vector<float>& w_;
+  std::string arch_;
+  bool fixed_ = true;
+  std::int64_t ld_bytes_ = 0;
+  std::vector<std::size_t> steps_, entries_;
+  std::size_t max_steps_ = 0, max_entries_ = 0;
+};
+
+}  // namespace
+
+std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }
+
+EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
+  if (const auto errors = check_plan(plan, a); !errors.empty())
+    throw UsageError(fmt::format("emit_spmm_ptx: invalid plan: {}", errors.front()));
+  if (!is_c_identifier(plan.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.kernel_name));
+  if (!isa_versions().count(arch))
+    throw UsageError(fmt::format("emit_spmm_ptx: unknown architecture '{}'", arch));
+  EmittedKernel out;
+  out.language = KernelLanguage::ptx;
+  out.kernel_name = plan.kernel_name;
+  const std::vector<float> weights = spmm_kernel_values(plan, a);
+  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  PtxWriter writer(plan, weights, arch);
+  const std::int64_t instructions =
+      spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
+  if (instructions > kSpmmPtxSplitInstructions)
+    out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
+  else
+    out.source = writer.inline_module();
+  return out;
+}
+
+}  // namespace sparsecc

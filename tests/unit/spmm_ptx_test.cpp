@@ -1,0 +1,160 @@
+// The direct PTX emitter: exact immediates, deterministic text, one load per step and one multiply
+// or FMA per nonzero, value reads in packed order, both layouts (inline and split into separately
+// assembled case functions), and nvJitLink assembling them for sm_90 with no spills and no stack
+// frame (the split layout's call may take 8 bytes of stack).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdio>
+#include <regex>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/io/load.hpp"
+#include "test_support.hpp"
+
+namespace sparsecc {
+namespace {
+
+CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if (r % 5 != 2 && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+  return csr_from_dense(d, DType::f32);
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + what.size())) ++n;
+  return n;
+}
+
+TEST(SpmmPtx, FloatImmediatesAreExactBitPatterns) {
+  EXPECT_EQ(ptx_float_literal(1.0f), "0f3F800000");
+  EXPECT_EQ(ptx_float_literal(-0.0f), "0f80000000");
+  EXPECT_EQ(ptx_float_literal(std::bit_cast<float>(0x00000001u)), "0f00000001");
+  EXPECT_EQ(ptx_float_literal(-2.5f), "0fC0200000");
+}
+
+TEST(SpmmPtx, TextIsDeterministicAndUnrolled) {
+  const CsrMatrix a = random_csr(22, 40, 0.2, 1);
+  SpmmOptions o;
+  o.rows_per_block = 3;
+  o.groups = 2;
+  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  const EmittedKernel e = emit_spmm_ptx(p, a);
+  EXPECT_EQ(e.language, KernelLanguage::ptx);
+  EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
+  EXPECT_TRUE(e.modules.empty());  // small: the inline layout
+  EXPECT_TRUE(e.packed_values.empty());
+  EXPECT_NE(e.source.find(".target sm_90\n"), std::string::npos);
+  EXPECT_NE(e.source.find(".visible .entry sparsecc_spmm("), std::string::npos);
+  EXPECT_EQ(count(e.source, "ld.global.nc.f32 %x"), static_cast<std::size_t>(spmm_plan_loads(p)));
+  EXPECT_EQ(count(e.source, "fma.rn.f32 %a") + count(e.source, "mul.rn.f32 %a"),
+            static_cast<std::size_t>(a.nnz()));
+  EXPECT_EQ(count(e.source, "max.f32 %a"), static_cast<std::size_t>(a.rows));
+  EXPECT_EQ(count(e.source, "st.global.f32"), static_cast<std::size_t>(a.rows));
+  EXPECT_NE(e.source.find("bar.sync 0;"), std::string::npos);
+  // B at immediate offsets k * N * 4 from the thread's column.
+  EXPECT_TRUE(std::regex_search(e.source, std::regex(R"(ld\.global\.nc\.f32 %x\d+, \[%b\+\d+\];)")));
+  EXPECT_EQ(emit_spmm_ptx(p, a, "sm_90a").source.find(".target sm_90a\n") != std::string::npos, true);
+  EXPECT_THROW(emit_spmm_ptx(p, a, "sm_91"), UsageError);
+  SpmmPlan other = p;
+  other.kernel_name = "2bad";
+  EXPECT_THROW(emit_spmm_ptx(other, a), UsageError);
+}
+
+TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
+  const CsrMatrix a = random_csr(10, 30, 0.3, 2);
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::streamed;
+  o.groups = 2;
+  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, "f32"}, o);
+  const EmittedKernel e = emit_spmm_ptx(p, a);
+  EXPECT_EQ(e.packed_values, spmm_kernel_values(p, a));
+  EXPECT_NE(e.source.find("ld.param.u32 %n32"), std::string::npos);
+  std::size_t next = 0;
+  const std::regex value_read(R"(\[%vals\+(\d+)\])");
+  for (auto it = std::sregex_iterator(e.source.begin(), e.source.end(), value_read); it != std::sregex_iterator();
+       ++it)
+    EXPECT_EQ(std::stoul((*it)[1].str()), 4 * next++);
+  EXPECT_EQ(next, static_cast<std::size_t>(a.nnz()));
+}
+
+TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
+  const CsrMatrix a = random_csr(600, 700, 0.08, 3);  // about 27,000 nonzeros
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  const EmittedKernel e = emit_spmm_ptx(p, a);
+  ASSERT_GE(e.modules.size(), 3u);
+  EXPECT_NE(e.modules[0].find(".visible .entry sparsecc_spmm("), std::string::npos);
+  EXPECT_EQ(count(e.modules[0], ".extern .func sparsecc_spmm_case"), p.blocks.size());
+  std::size_t functions = 0, fmas = 0;
+  for (std::size_t i = 1; i < e.modules.size(); ++i) {
+    EXPECT_EQ(e.modules[i].find(".entry"), std::string::npos);
+    functions += count(e.modules[i], ".visible .func sparsecc_spmm_case");
+    fmas += count(e.modules[i], "fma.rn.f32 %a") + count(e.modules[i], "mul.rn.f32 %a");
+  }
+  EXPECT_EQ(functions, p.blocks.size());
+  EXPECT_EQ(fmas, static_cast<std::size_t>(a.nnz()));
+  // The one-module form holds the same functions, defined, and no extern declarations.
+  EXPECT_EQ(count(e.source, ".visible .func sparsecc_spmm_case"), p.blocks.size());
+  EXPECT_EQ(count(e.source, ".extern .func"), 0u);
+  EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
+}
+
+void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::string& label) {
+  const EmittedKernel e = emit_spmm_ptx(p, a);
+  CudaCompileOptions options;
+  options.extra.push_back(kPtxasVerbose);
+  const CudaCompileResult r = compile_kernel(e, label, options);
+  const ResourceUsage u = parse_ptxas_log(r.log);
+  ASSERT_TRUE(u.found) << r.log;
+  std::printf("[ spmm ptx] %-30s nnz %7lld  Ny %2d T %3d Gy %d %-8s %s  assemble %6.2f s  cubin %8zu B (%.1f B/nnz)  "
+              "%d regs, stack %lld, spills %lld/%lld\n",
+              label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
+              p.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
+              e.modules.empty() ? "inline" : "split ", r.seconds, r.cubin.size(),
+              a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
+              static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
+              static_cast<long long>(u.spill_load_bytes));
+  EXPECT_FALSE(r.cubin.empty());
+  EXPECT_EQ(r.ptx, e.source);
+  EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : 8) << label;
+  EXPECT_EQ(u.spill_store_bytes, 0) << label;
+  EXPECT_EQ(u.spill_load_bytes, 0) << label;
+}
+
+TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
+  const CsrMatrix a = random_csr(37, 64, 0.15, 3);
+  const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
+  SpmmOptions o;
+  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a, "random fixed");
+  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero, "all-zero N=1");
+  o.groups = 3;
+  o.n_tile = 32;
+  o.rows_per_block = 8;
+  o.value_mode = SpmmValueMode::streamed;
+  expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
+                        "random runtime Gy=3 streamed");
+  const CsrMatrix big = random_csr(600, 700, 0.08, 5);
+  o = {};
+  o.groups = 2;
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o), big,
+                        "random 600x700 split");
+}
+
+TEST(SpmmPtx, AssemblesRealDlmcLayer) {
+  SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_2_block_group2_3_1.smtx.gz");
+  const CsrMatrix a = load_matrix(file.string());  // 128 x 1152, 14,745 nonzeros
+  expect_clean_assembly(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, "f32"}, {}), a,
+                        "rn50 0.9 bottleneck_2_block_group2_3_1");
+}
+
+}  // namespace
+}  // namespace sparsecc
