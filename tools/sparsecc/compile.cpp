@@ -1,14 +1,18 @@
-// sparsecc compile MATRIX[:tensor] --n N ... -o OUT.sccb: inspect, plan, emit CUDA C++, compile with
-// NVRTC, and write the executor bundle (with the matrix as its verification section).
+// sparsecc compile MATRIX[:tensor] --n N ... -o OUT.sccb: inspect, plan, emit CUDA C++ (compiled with
+// NVRTC) or PTX (assembled with nvJitLink), and write the executor bundle (with the matrix as its
+// verification section).
 #include <fmt/format.h>
+
+#include <chrono>
 
 #include "cli.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/io/load.hpp"
 #include "spmm_options.hpp"
 
@@ -54,6 +58,7 @@ namespace {
 struct CompileArgs {
   SpmmArgs spmm;
   std::string arch = "sm_90";
+  std::string emit = "ptx";
   std::string output;
   bool plan_json = false;
 };
@@ -82,11 +87,14 @@ int run_compile(const CompileArgs& args) {
     throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
   if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
 
-  const EmittedKernel kernel = emit_spmm_cuda(plan, a);
+  const auto t0 = std::chrono::steady_clock::now();
+  const EmittedKernel kernel =
+      args.emit == "ptx" ? emit_spmm_ptx(plan, a, args.arch) : emit_spmm_cuda(plan, a);
+  const double emit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CudaCompileOptions options;
   options.arch = args.arch;
   options.extra.push_back(kPtxasVerbose);
-  const CudaCompileResult compiled = compile_cuda(kernel.source, plan.kernel_name + ".cu", options);
+  const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
   const ResourceUsage usage = parse_ptxas_log(compiled.log);
 
   rt::Bundle bundle;
@@ -101,11 +109,12 @@ int run_compile(const CompileArgs& args) {
   fmt::print(
       stderr,
       "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows, n_tile {}, {} group(s), {} "
-      "values; NVRTC {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, stack {} B, spills {} "
+      "values; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, stack {} B, spills {} "
       "B -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.grid_x(), plan.rows_per_block, plan.n_tile, plan.groups,
-      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", compiled.seconds, compiled.cubin.size(),
+      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", args.emit, emit_seconds,
+      args.emit == "ptx" ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
       usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
       args.output);
@@ -123,6 +132,10 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   add_spmm_options(cmd, args->spmm);
   cmd->add_option("--arch", args->arch, "GPU architecture of the cubin (PTX is included for others)")
       ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
+      ->capture_default_str();
+  cmd->add_option("--emit", args->emit,
+                  "Emitter: direct PTX assembled with nvJitLink (fast), or CUDA C++ compiled with NVRTC")
+      ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
