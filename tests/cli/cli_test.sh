@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end checks of the sparsecc CLI: exit statuses (0 ok, 1 failed check, 2 bad usage or input),
-# error messages naming the file and the place, and the JSON keys of `inspect`.
-#   cli_test.sh PATH/TO/sparsecc FIXTURE_DIR
+# error messages naming the file and the place, the JSON keys of `inspect`, and `bench` forwarding to
+# the sparsecc_bench program (given as the third argument when it is built).
+#   cli_test.sh PATH/TO/sparsecc FIXTURE_DIR [PATH/TO/sparsecc_bench]
 set -uo pipefail
 bin=$1
+bench=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -89,6 +91,26 @@ expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"
 expect 0 "all checks passed"       -- demo
 expect 0 '"ok": true'              -- demo --json
 
+# `bench` runs sparsecc_bench next to sparsecc, in ../bench/ or on PATH; alone, it names where it looked.
+mkdir "$tmp/lone"
+cp "$bin" "$tmp/lone/sparsecc"
+out=$(PATH="$tmp/nowhere" "$tmp/lone/sparsecc" bench --help 2>&1)
+rc=$?
+if [[ $rc -ne 2 ]] || ! grep -Fq "not found (looked in $tmp/lone/sparsecc_bench" <<<"$out"; then
+  echo "FAIL: sparsecc bench without sparsecc_bench -> exit $rc (want 2), output:"
+  sed 's/^/    /' <<<"$out" | head -n 5
+  failures=$((failures + 1))
+else
+  echo "ok:   sparsecc bench without sparsecc_bench -> 2"
+fi
+rm -rf "$tmp/lone"
+if [[ -n "$bench" && -x "$bench" ]]; then
+  expect 0 "--compile-only"        -- bench --help
+  expect 2 "--bogus"               -- bench --bogus
+else
+  echo "skip: sparsecc bench checks (no sparsecc_bench given)"
+fi
+
 data=${SPARSECC_DATA_DIR:-}
 if [[ -n "$data" && -d "$data" ]]; then
   expect 0 '"cols": 256'  -- inspect --json "$data/dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1.smtx.gz"
@@ -97,6 +119,12 @@ if [[ -n "$data" && -d "$data" ]]; then
   expect 2 "nosuch"       -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz:nosuch"
   expect 0 '"cells": 1'   -- inspect --json "$data/swc/jaxley/morph_ca1_n120.swc"
   expect 2 "repeated_id.swc:[0-9]+: " -- inspect "$data/swc/neurom/repeated_id.swc"
+  if [[ -n "$bench" && -x "$bench" ]]; then
+    # Both emitters on the first two problems, no GPU needed: per emitter, seconds, bytes per nonzero
+    # and registers, then the plan.
+    expect 0 '^p02_[^ ]+ +[0-9x]+ +[0-9]+( +[0-9.]+){6} +R[0-9]+/T[0-9]+/G[0-9]+/' -- bench --compile-only \
+      --suite sparsert --sparsity 0.9 --batch 1 --limit 2 --emit both --data "$data"
+  fi
 else
   echo "skip: real data checks (SPARSECC_DATA_DIR not set or absent)"
 fi

@@ -1,16 +1,22 @@
 // sparsecc_bench: compiles sparsecc's SpMM executor for every problem of a suite (in parallel on the
-// CPU), verifies each on the GPU against the fp64 reference with poisoned outputs, and times it in
-// steady state (CUDA graphs of many launches, median of replays) against the vendor baselines in the
-// same run: cuBLAS fp32 (TF32 off), TF32, fp16 tensor cores, and the best cuSPARSE SpMM algorithm.
-// Prints a table with ratios and geomeans and writes JSON. Exit: 0 ok, 1 a check failed, 2 bad usage,
-// bad input or no GPU.
+// CPU) with the direct-PTX emitter, the CUDA C++ one or both (--emit), verifies each on the GPU
+// against the fp64 reference with poisoned outputs (and, with both, that the two executors give the
+// same bits), and times one in steady state (CUDA graphs of many launches, median of replays) against
+// the vendor baselines in the same run: cuBLAS fp32 (TF32 off), TF32, fp16 tensor cores, and the best
+// cuSPARSE SpMM algorithm. Prints a table with ratios and geomeans and writes JSON. Plan overrides
+// (--rows-per-block, --n-tile, --groups, --balanced, --values) apply to every problem, for parameter
+// sweeps. --compile-only stops after generation and compilation and needs no GPU.
+// Exit: 0 ok, 1 a check failed, 2 bad usage, bad input or no GPU.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "bench/baselines.hpp"
@@ -19,9 +25,10 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/random.hpp"
-#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -42,52 +49,161 @@ struct Args {
   std::int64_t max_nnz = 40000;
   int jobs = 0;
   std::string arch = "sm_90";
+  std::string emit = "ptx";  // ptx | cuda | both
+  std::int32_t rows_per_block = 0;
+  std::int32_t n_tile = 0;
+  std::int32_t groups = 0;
+  bool balanced = false;
+  std::string values = "auto";  // baked | streamed | auto
+  bool compile_only = false;
   TimingOptions timing;
 };
 
-struct Compiled {
+// The emitters --emit asks for; the first is the one timed against the baselines.
+std::vector<KernelLanguage> emitters(const Args& args) {
+  if (args.emit == "both") return {KernelLanguage::ptx, KernelLanguage::cuda};
+  return {parse_kernel_language(args.emit)};
+}
+
+SpmmOptions plan_options(const Args& args) {
+  SpmmOptions o;
+  o.rows_per_block = args.rows_per_block;
+  o.n_tile = args.n_tile;
+  o.groups = args.groups;
+  o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  if (args.values == "baked") o.value_mode = SpmmValueMode::baked;
+  if (args.values == "streamed") o.value_mode = SpmmValueMode::streamed;
+  return o;
+}
+
+// The plan overrides in words ("automatic" when there are none).
+std::string describe_overrides(const Args& args) {
+  std::vector<std::string> parts;
+  if (args.rows_per_block > 0) parts.push_back(fmt::format("rows per block {}", args.rows_per_block));
+  if (args.n_tile > 0) parts.push_back(fmt::format("n tile {}", args.n_tile));
+  if (args.groups > 0) parts.push_back(fmt::format("groups {}", args.groups));
+  if (args.balanced) parts.push_back("balanced rows");
+  if (args.values != "auto") parts.push_back(args.values + " values");
+  std::string words;
+  for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
+  return words.empty() ? std::string("automatic") : words;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One emitter's executor for one problem.
+struct Build {
+  KernelLanguage language = KernelLanguage::ptx;
   rt::Bundle bundle;
-  double seconds = 0;
+  double seconds = 0;          // emission and compilation, wall time
+  double emit_seconds = 0;     // the emitter alone
+  double compile_seconds = 0;  // NVRTC or nvJitLink alone
   ResourceUsage usage;
-  std::string error;  // non-empty: generation or compilation failed
 };
 
-Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const std::string& arch,
-                         const std::string& name) {
+struct Compiled {
+  nlohmann::json plan;  // the plan's parameters (plan_json)
+  std::string plan_column;
+  double plan_seconds = 0;
+  std::vector<Build> builds;  // in the order of emitters()
+  std::string error;          // non-empty: planning, generation or compilation failed
+};
+
+nlohmann::json plan_json(const SpmmPlan& plan) {
+  return {{"grid_x", plan.grid_x()},
+          {"rows_per_block", plan.rows_per_block},
+          {"n_tile", plan.n_tile},
+          {"groups", plan.groups},
+          {"block_x", plan.block_x},
+          {"values", plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed"},
+          {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
+          {"shared_bytes", plan.shared_bytes},
+          {"estimated_instructions", plan.estimated_instructions}};
+}
+
+// "R4/T128/G1/baked" (rows per block, n tile, groups, value mode; "/bal" for balanced rows).
+std::string plan_column(const SpmmPlan& plan) {
+  return fmt::format("R{}/T{}/G{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
+                     plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
+                     plan.row_split == SpmmRowSplit::balanced ? "/bal" : "");
+}
+
+Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const std::string& name) {
   Compiled c;
   try {
     SpmmProblem p;
     p.m = a.rows;
     p.k = a.cols;
     p.n = n;
-    const SpmmPlan plan = plan_spmm(a, p);
-    const EmittedKernel k = emit_spmm_cuda(plan, a);
-    CudaCompileOptions o;
-    o.arch = arch;
-    o.extra.push_back(kPtxasVerbose);
-    const CudaCompileResult r = compile_cuda(k.source, name + ".cu", o);
-    c.seconds = r.seconds;
-    c.usage = parse_ptxas_log(r.log);
-    c.bundle.metadata = spmm_bundle_metadata(plan, a, arch);
-    c.bundle.cubin = r.cubin;
-    c.bundle.ptx = r.ptx;
-    c.bundle.values = k.packed_values;
+    const auto t0 = std::chrono::steady_clock::now();
+    const SpmmPlan plan = plan_spmm(a, p, plan_options(args));
+    if (const auto problems = check_plan(plan, a); !problems.empty())
+      throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
+    c.plan_seconds = seconds_since(t0);
+    c.plan = plan_json(plan);
+    c.plan_column = plan_column(plan);
+    const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.arch);
+    for (const KernelLanguage language : emitters(args)) {
+      Build b;
+      b.language = language;
+      try {
+        const auto t1 = std::chrono::steady_clock::now();
+        const EmittedKernel k =
+            language == KernelLanguage::ptx ? emit_spmm_ptx(plan, a, args.arch) : emit_spmm_cuda(plan, a);
+        b.emit_seconds = seconds_since(t1);
+        CudaCompileOptions o;
+        o.arch = args.arch;
+        o.extra.push_back(kPtxasVerbose);
+        const CudaCompileResult r = compile_kernel(k, name, o);
+        b.seconds = seconds_since(t1);
+        b.compile_seconds = r.seconds;
+        b.usage = parse_ptxas_log(r.log);
+        b.bundle.metadata = metadata;
+        b.bundle.cubin = r.cubin;
+        b.bundle.ptx = r.ptx;
+        b.bundle.values = k.packed_values;
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("{} emitter: {}", to_string(language), e.what()));
+      }
+      c.builds.push_back(std::move(b));
+    }
   } catch (const std::exception& e) {
     c.error = e.what();
   }
   return c;
 }
 
-// Runs the executor once on poisoned C and returns max|C - C_ref| / max|C_ref| (inf on NaN).
-double check_executor(const rt::SpmmExecutor& exec, const CsrMatrix& a, std::int64_t n, DeviceBuffer& db,
-                      DeviceBuffer& dc, const DenseMatrix& b) {
+double bytes_per_nonzero(const Build& b, const CsrMatrix& a) {
+  return a.nnz() ? static_cast<double>(b.bundle.cubin.size()) / static_cast<double>(a.nnz()) : 0;
+}
+
+nlohmann::json build_json(const Build& b, const CsrMatrix& a) {
+  return {{"gen_s", b.seconds},
+          {"emit_s", b.emit_seconds},
+          {"compile_s", b.compile_seconds},
+          {"cubin_bytes", b.bundle.cubin.size()},
+          {"bytes_per_nnz", bytes_per_nonzero(b, a)},
+          {"registers", b.usage.registers},
+          {"stack_bytes", b.usage.stack_frame_bytes},
+          {"spill_bytes", b.usage.spill_store_bytes + b.usage.spill_load_bytes}};
+}
+
+// Runs the executor once on poisoned C and returns C.
+std::vector<float> run_once(const rt::SpmmExecutor& exec, const CsrMatrix& a, std::int64_t n,
+                            DeviceBuffer& db, DeviceBuffer& dc) {
   SPARSECC_CUDA_CHECK(cudaMemset(dc.get(), 0xff, dc.bytes()));  // 0xffffffff is a NaN
   exec.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
            static_cast<int>(n));
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> c(static_cast<std::size_t>(a.rows * n));
   dc.download(c.data(), c.size() * sizeof(float));
-  const DenseMatrix ref = spmm(a, b);
+  return c;
+}
+
+// max|C - C_ref| / max|C_ref| (inf on NaN).
+double relative_error(const std::vector<float>& c, const DenseMatrix& ref) {
   double max_ref = 0, max_err = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
     if (!std::isfinite(c[i])) return INFINITY;
@@ -110,19 +226,9 @@ const BaselineResult* find(const std::vector<BaselineResult>& rs, const std::str
   return nullptr;
 }
 
-int run(const Args& args) {
-  const std::string data = args.data.empty() ? default_data_dir() : args.data;
-  std::vector<BenchProblem> problems =
-      args.suite == "dlmc" ? dlmc_suite(data) : sparsert_suite(data, args.sparsity, args.batch);
-  if (args.first > 0)
-    problems.erase(problems.begin(), problems.begin() + std::min<std::size_t>(args.first, problems.size()));
-  if (args.limit > 0 && static_cast<std::size_t>(args.limit) < problems.size()) problems.resize(args.limit);
-
-  std::vector<CsrMatrix> mats;
-  for (const auto& p : problems) mats.push_back(load_problem_matrix(p));
-
-  // Generate and compile on every core first; the GPU part follows.
-  const int jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+// Generates and compiles every problem on `jobs` threads; over --max-nnz is reported as skipped.
+std::vector<Compiled> compile_all(const Args& args, const std::vector<BenchProblem>& problems,
+                                  const std::vector<CsrMatrix>& mats, int jobs) {
   std::vector<std::future<Compiled>> futures(problems.size());
   std::vector<Compiled> compiled(problems.size());
   std::size_t next = 0, done = 0;
@@ -131,7 +237,7 @@ int run(const Args& args) {
     while (running.size() < static_cast<std::size_t>(jobs) && next < problems.size()) {
       if (mats[next].nnz() <= args.max_nnz) {
         futures[next] = std::async(std::launch::async, compile_problem, std::cref(mats[next]),
-                                   problems[next].N, args.arch, problems[next].name);
+                                   problems[next].N, std::cref(args), problems[next].name);
         running.push_back(next);
       } else {
         compiled[next].error =
@@ -146,19 +252,124 @@ int run(const Args& args) {
     compiled[i] = futures[i].get();
     ++done;
   }
+  return compiled;
+}
 
-  rt::Context ctx(0);  // retain the primary context before the runtime API touches it
-  const DeviceInfo device = query_device();
-  fmt::print(
-      "{}\nsuite {} ({} problems{}), graphs of {} launches, median of {} replays\n", device.describe(),
-      args.suite, problems.size(),
+// The per-emitter column headers: "gen s" alone, or "gen s ptx", "gen s cuda" with both.
+std::string column(const char* what, KernelLanguage language, bool several) {
+  return several ? fmt::format("{} {}", what, to_string(language)) : std::string(what);
+}
+
+std::string suite_line(const Args& args, std::size_t count) {
+  return fmt::format(
+      "suite {} ({} problems{}), {}, emit {}, plan {}", args.suite, count,
       args.suite == "sparsert" ? fmt::format(", sparsity {}, batch {}", args.sparsity, args.batch) : "",
-      args.timing.launches_per_graph, args.timing.repetitions);
-  fmt::print("{:<34} {:>16} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>6} {:>5}\n", "problem",
-             "MxKxN", "nnz", "ours us", "fp32 us", "tf32 us", "fp16 us", "cusp us", "x fp32", "x tf32",
-             "x cusp", "gen s", "B/nz");
-  nlohmann::json out = {
-      {"device", device.describe()}, {"suite", args.suite}, {"problems", nlohmann::json::array()}};
+      args.arch, args.emit, describe_overrides(args));
+}
+
+// --compile-only: the compile table (no GPU touched).
+int report_compile_only(const Args& args, const std::vector<BenchProblem>& problems,
+                        const std::vector<CsrMatrix>& mats, const std::vector<Compiled>& compiled, int jobs) {
+  const std::vector<KernelLanguage> langs = emitters(args);
+  const bool several = langs.size() > 1;
+  fmt::print("{}; compile only, {} parallel job(s)\n", suite_line(args, problems.size()), jobs);
+  std::string header = fmt::format("{:<34} {:>16} {:>7}", "problem", "MxKxN", "nnz");
+  for (const KernelLanguage l : langs) header += fmt::format(" {:>10}", column("gen s", l, several));
+  for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
+  for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("regs", l, several));
+  fmt::print("{}  {}\n", header, "plan");
+  nlohmann::json out = {{"suite", args.suite},
+                        {"arch", args.arch},
+                        {"emit", args.emit},
+                        {"compile_only", true},
+                        {"problems", nlohmann::json::array()}};
+  std::map<KernelLanguage, double> total;
+  std::vector<double> cuda_over_ptx;
+  bool failed = false;
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const auto& p = problems[i];
+    const CsrMatrix& a = mats[i];
+    const Compiled& c = compiled[i];
+    nlohmann::json j = {{"name", p.name}, {"m", p.M}, {"k", p.K}, {"n", p.N}, {"nnz", a.nnz()}};
+    if (!c.error.empty()) {
+      fmt::print("{:<34} {}\n", p.name, c.error);
+      j["error"] = c.error;
+      out["problems"].push_back(j);
+      if (c.error.rfind("skipped", 0) != 0) failed = true;
+      continue;
+    }
+    std::string row =
+        fmt::format("{:<34} {:>16} {:>7}", p.name, fmt::format("{}x{}x{}", p.M, p.K, p.N), a.nnz());
+    for (const Build& b : c.builds) row += fmt::format(" {:>10.3f}", b.seconds);
+    for (const Build& b : c.builds) row += fmt::format(" {:>9.1f}", bytes_per_nonzero(b, a));
+    for (const Build& b : c.builds) row += fmt::format(" {:>9}", b.usage.registers);
+    fmt::print("{}  {}\n", row, c.plan_column);
+    std::fflush(stdout);
+    j["plan"] = c.plan;
+    j["plan_s"] = c.plan_seconds;
+    for (const Build& b : c.builds) {
+      j["emitters"][to_string(b.language)] = build_json(b, a);
+      total[b.language] += b.seconds;
+    }
+    if (several) cuda_over_ptx.push_back(c.builds[1].seconds / c.builds[0].seconds);
+    out["problems"].push_back(j);
+  }
+  fmt::print("generate+compile seconds in total:");
+  for (const KernelLanguage l : langs) {
+    fmt::print("  {} {:.2f} s", to_string(l), total[l]);
+    out["total_gen_s"][to_string(l)] = total[l];
+  }
+  if (!cuda_over_ptx.empty()) {
+    fmt::print("  (geomean cuda / ptx {:.2f}x over {} problems)", geomean(cuda_over_ptx),
+               cuda_over_ptx.size());
+    out["geomean_gen_cuda_over_ptx"] = geomean(cuda_over_ptx);
+  }
+  fmt::print("\n");
+  if (!args.json.empty()) write_file_atomic(args.json, out.dump(1));
+  return failed ? 1 : 0;
+}
+
+int run(const Args& args) {
+  const std::string data = args.data.empty() ? default_data_dir() : args.data;
+  std::vector<BenchProblem> problems =
+      args.suite == "dlmc" ? dlmc_suite(data) : sparsert_suite(data, args.sparsity, args.batch);
+  if (args.first > 0)
+    problems.erase(problems.begin(), problems.begin() + std::min<std::size_t>(args.first, problems.size()));
+  if (args.limit > 0 && static_cast<std::size_t>(args.limit) < problems.size()) problems.resize(args.limit);
+
+  std::vector<CsrMatrix> mats;
+  for (const auto& p : problems) mats.push_back(load_problem_matrix(p));
+
+  // Without --compile-only a GPU is needed: fail before compiling when there is none. The primary
+  // context is retained before the runtime API touches it.
+  std::optional<rt::Context> ctx;
+  if (!args.compile_only) ctx.emplace(0);
+
+  // Generate and compile on every core first; the GPU part follows.
+  const int jobs =
+      args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<Compiled> compiled = compile_all(args, problems, mats, jobs);
+  if (args.compile_only) return report_compile_only(args, problems, mats, compiled, jobs);
+
+  const std::vector<KernelLanguage> langs = emitters(args);
+  const bool several = langs.size() > 1;
+  const DeviceInfo device = query_device();
+  fmt::print("{}\n{}; {} timed, graphs of {} launches, median of {} replays\n", device.describe(),
+             suite_line(args, problems.size()), to_string(langs.front()), args.timing.launches_per_graph,
+             args.timing.repetitions);
+  // Columns 1-11 stay where tools/bench/run_suite.sh reads them ($9-$11: the ratios).
+  std::string header =
+      fmt::format("{:<34} {:>16} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}", "problem", "MxKxN",
+                  "nnz", "ours us", "fp32 us", "tf32 us", "fp16 us", "cusp us", "x fp32", "x tf32", "x cusp");
+  for (const KernelLanguage l : langs) header += fmt::format(" {:>10}", column("gen s", l, several));
+  for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
+  if (several) header += fmt::format(" {:>4}", "bits");
+  fmt::print("{}  {}\n", header, "plan");
+  nlohmann::json out = {{"device", device.describe()},
+                        {"suite", args.suite},
+                        {"arch", args.arch},
+                        {"emit", args.emit},
+                        {"problems", nlohmann::json::array()}};
   std::map<std::string, std::vector<double>> ratios;
   bool failed = false;
   for (std::size_t i = 0; i < problems.size(); ++i) {
@@ -174,16 +385,46 @@ int run(const Args& args) {
       if (c.error.rfind("skipped", 0) != 0) failed = true;
       continue;
     }
-    const rt::SpmmExecutor exec = rt::SpmmExecutor::load(c.bundle, p.name, ctx);
+    j["plan"] = c.plan;
+    j["plan_s"] = c.plan_seconds;
     DenseMatrix b(a.cols, p.N);
     SplitMix64 rng(1234 + i);
     for (double& v : b.data) v = rng.uniform_pm1();
     std::vector<float> bf(b.data.begin(), b.data.end());
     DeviceBuffer db(bf.size() * sizeof(float)), dc(static_cast<std::size_t>(a.rows * p.N) * sizeof(float));
     db.upload(bf.data(), bf.size() * sizeof(float));
-    const double err = check_executor(exec, a, p.N, db, dc, b);
-    const bool ok = err <= 1e-5;
-    failed = failed || !ok;
+    const DenseMatrix ref = spmm(a, b);
+
+    // Every emitter's executor on the same B: each against the reference, and all bit for bit.
+    std::vector<rt::SpmmExecutor> execs;
+    std::vector<std::vector<float>> outputs;
+    bool ok = true;
+    std::string problems_found;
+    for (const Build& build : c.builds) {
+      execs.push_back(rt::SpmmExecutor::load(build.bundle, p.name, *ctx));
+      outputs.push_back(run_once(execs.back(), a, p.N, db, dc));
+      const double err = relative_error(outputs.back(), ref);
+      const bool build_ok = err <= 1e-5;
+      j["emitters"][to_string(build.language)] = build_json(build, a);
+      j["emitters"][to_string(build.language)]["max_rel_error"] = err;
+      j["emitters"][to_string(build.language)]["ok"] = build_ok;
+      if (!build_ok)
+        problems_found += fmt::format("  FAILED check: {} error {:.2e}", to_string(build.language), err);
+      ok = ok && build_ok;
+    }
+    bool identical = true;
+    for (std::size_t e = 1; e < outputs.size(); ++e)
+      identical = identical &&
+                  std::memcmp(outputs[e].data(), outputs[0].data(), outputs[0].size() * sizeof(float)) == 0;
+    if (several) {
+      j["bitwise_identical"] = identical;
+      if (!identical) problems_found += "  FAILED check: ptx and cuda outputs differ";
+    }
+    const bool all_ok = ok && identical;
+    failed = failed || !all_ok;
+
+    const rt::SpmmExecutor& exec = execs.front();
+    const Build& timed = c.builds.front();
     const TimingStats t = time_steady(
         [&](cudaStream_t s) {
           exec.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
@@ -199,29 +440,32 @@ int run(const Args& args) {
     const auto* cusp = find(base, "cusparse_best");
     auto us = [](const BaselineResult* r) { return r ? fmt::format("{:.2f}", r->us) : std::string("-"); };
     auto ratio = [&](const BaselineResult* r, const char* key) {
-      if (!r || !ok) return std::string("-");
+      if (!r || !all_ok) return std::string("-");
       ratios[key].push_back(r->us / t.median_us);
       return fmt::format("{:.2f}", r->us / t.median_us);
     };
-    const double bpn =
-        a.nnz() ? static_cast<double>(c.bundle.cubin.size()) / static_cast<double>(a.nnz()) : 0;
-    fmt::print("{:<34} {:>16} {:>7} {:>8.2f} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>6.1f} {:>5.0f}{}\n",
-               p.name, fmt::format("{}x{}x{}", p.M, p.K, p.N), a.nnz(), t.median_us, us(fp32), us(tf32),
-               us(fp16), us(cusp), ratio(fp32, "cublas_fp32"), ratio(tf32, "cublas_tf32"),
-               ratio(cusp, "cusparse_best"), c.seconds, bpn,
-               ok ? "" : fmt::format("  FAILED check: error {:.2e}", err));
+    std::string row = fmt::format("{:<34} {:>16} {:>7} {:>8.2f} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}",
+                                  p.name, fmt::format("{}x{}x{}", p.M, p.K, p.N), a.nnz(), t.median_us,
+                                  us(fp32), us(tf32), us(fp16), us(cusp), ratio(fp32, "cublas_fp32"),
+                                  ratio(tf32, "cublas_tf32"), ratio(cusp, "cusparse_best"));
+    for (const Build& build : c.builds) row += fmt::format(" {:>10.2f}", build.seconds);
+    for (const Build& build : c.builds) row += fmt::format(" {:>9.0f}", bytes_per_nonzero(build, a));
+    if (several) row += fmt::format(" {:>4}", identical ? "same" : "DIFF");
+    fmt::print("{}  {}{}\n", row, c.plan_column, problems_found);
     std::fflush(stdout);
-    if (fp16 && ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
-    j["ours"] = {{"median_us", t.median_us},
+    if (fp16 && all_ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
+    j["ours"] = {{"emit", to_string(timed.language)},
+                 {"median_us", t.median_us},
                  {"min_us", t.min_us},
                  {"spread", t.spread},
-                 {"max_rel_error", err},
-                 {"ok", ok},
-                 {"compile_s", c.seconds},
-                 {"cubin_bytes", c.bundle.cubin.size()},
-                 {"registers", c.usage.registers},
-                 {"spill_bytes", c.usage.spill_store_bytes + c.usage.spill_load_bytes},
-                 {"plan", c.bundle.metadata.plan_summary}};
+                 {"max_rel_error", j["emitters"][to_string(timed.language)]["max_rel_error"]},
+                 {"ok", all_ok},
+                 {"gen_s", timed.seconds},
+                 {"compile_s", timed.compile_seconds},
+                 {"cubin_bytes", timed.bundle.cubin.size()},
+                 {"registers", timed.usage.registers},
+                 {"spill_bytes", timed.usage.spill_store_bytes + timed.usage.spill_load_bytes},
+                 {"plan", timed.bundle.metadata.plan_summary}};
     for (const auto& r : base)
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
     out["problems"].push_back(j);
@@ -253,6 +497,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
   app.add_option("--arch", args.arch, "architecture to compile for")->capture_default_str();
+  app.add_option("--emit", args.emit,
+                 "emitter whose executor is verified and timed: direct PTX (nvJitLink), CUDA C++ (NVRTC), "
+                 "or both (both verified and compared bit for bit, PTX timed)")
+      ->check(CLI::IsMember({"ptx", "cuda", "both"}))
+      ->capture_default_str();
+  app.add_option("--rows-per-block", args.rows_per_block, "plan: rows of A per thread block (0: automatic)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--n-tile", args.n_tile, "plan: columns of C per thread group (0: automatic)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--groups", args.groups, "plan: thread groups splitting K (0: automatic)")
+      ->check(CLI::Range(0, 32));
+  app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
+  app.add_option("--values", args.values,
+                 "plan: weights baked into the code, streamed from an array, or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--compile-only", args.compile_only,
+               "generate and compile every problem and print the compile table; needs no GPU");
   app.add_option("--repetitions", args.timing.repetitions, "graph replays")->capture_default_str();
   app.add_option("--launches", args.timing.launches_per_graph, "launches per graph")->capture_default_str();
   try {
@@ -264,9 +526,19 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const NoDeviceError& e) {
-    fmt::print(stderr, "sparsecc_bench: error: {} (this program needs an NVIDIA GPU)\n", e.what());
+    fmt::print(stderr,
+               "sparsecc_bench: error: {} (this program needs an NVIDIA GPU; --compile-only does not)\n",
+               e.what());
+    return 2;
+  } catch (const rt::DriverUnavailable& e) {
+    fmt::print(stderr,
+               "sparsecc_bench: error: {} (this program needs an NVIDIA GPU; --compile-only does not)\n",
+               e.what());
     return 2;
   } catch (const InputError& e) {
+    fmt::print(stderr, "sparsecc_bench: error: {}\n", e.what());
+    return 2;
+  } catch (const UsageError& e) {
     fmt::print(stderr, "sparsecc_bench: error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {

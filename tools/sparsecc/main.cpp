@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   cli::add_compile(app, run);
   cli::add_verify(app, run);
   cli::add_demo(app, run);
+  cli::add_bench(app, run);
 
   // A first word that is neither an option nor a command is a mistyped command: say so by name.
   auto is_command = [&app](const std::string& word) {
