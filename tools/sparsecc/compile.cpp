@@ -59,6 +59,7 @@ struct CompileArgs {
   SpmmArgs spmm;
   std::string arch = "sm_90";
   std::string emit = "ptx";
+  std::vector<std::string> ptxas;
   std::string output;
   bool plan_json = false;
 };
@@ -94,6 +95,7 @@ int run_compile(const CompileArgs& args) {
   CudaCompileOptions options;
   options.arch = args.arch;
   options.extra.push_back(kPtxasVerbose);
+  for (const auto& o : args.ptxas) options.extra.push_back("-Xptxas=" + o);
   const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
   const ResourceUsage usage = parse_ptxas_log(compiled.log);
 
@@ -137,6 +139,8 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
                   "Emitter: direct PTX assembled with nvJitLink (fast), or CUDA C++ compiled with NVRTC")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
+  cmd->add_option("--Xptxas", args->ptxas,
+                  "Pass an option to ptxas (e.g. -O1 for faster assembly of very large kernels); repeatable");
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
   cmd->callback([&run, args] { run = [args] { return run_compile(*args); }; });

@@ -4,9 +4,12 @@ namespace sparsecc {
 
 CudaCompileResult compile_kernel(const EmittedKernel& kernel, const std::string& name,
                                  const CudaCompileOptions& options) {
-  if (kernel.language == KernelLanguage::ptx)
-    return kernel.modules.empty() ? assemble_ptx(kernel.source, name + ".ptx", options)
-                                  : assemble_ptx_modules(kernel.modules, kernel.source, name + ".ptx", options);
+  if (kernel.language == KernelLanguage::ptx) {
+    if (kernel.modules.empty()) return assemble_ptx(kernel.source, name + ".ptx", options);
+    CudaCompileOptions split = options;
+    split.extra.insert(split.extra.begin(), kSplitLayoutPtxasLevel);
+    return assemble_ptx_modules(kernel.modules, kernel.source, name + ".ptx", split);
+  }
   return compile_cuda(kernel.source, name + ".cu", options);
 }
 

@@ -28,7 +28,7 @@ struct SpmmOptions {
   std::int32_t groups = 0;          // Gy; 0: automatic
   SpmmRowSplit row_split = SpmmRowSplit::equal;
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
-  std::int64_t baked_instruction_budget = 131072;  // about 2 MB of SASS at 16 bytes an instruction
+  std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
 };
 
