@@ -1,6 +1,6 @@
 // Emitted SpMM executors on a GPU, end to end: matrix -> plan_spmm -> check_plan -> emit_spmm_cuda or
-// emit_spmm_ptx -> NVRTC or nvJitLink for the device's arch (ptxas: no spills, no stack frame) -> rt::Bundle ->
-// SpmmExecutor, run on a NaN-poisoned C for each n and compared with the fp64 reference (max error
+// emit_spmm_ptx -> NVRTC or nvJitLink for the device's arch (ptxas: no spills, no stack frame) -> rt::Bundle
+// -> SpmmExecutor, run on a NaN-poisoned C for each n and compared with the fp64 reference (max error
 // relative to max |ref| <= 1e-5) and with interpret_spmm bit for bit (so both emitters give the same
 // bits). Cases: edge cases on random matrices and every MobileNet v1 1x1 layer through both emitters,
 // every DLMC rn50 / transformer 0.9 matrix through the PTX route and those up to an nnz limit also
@@ -198,8 +198,7 @@ void run_dlmc(const std::filesystem::path& dir, const std::string& label, std::i
   std::printf(
       "[ spmm gpu ] %s: %zu matrices through PTX, %lld of them not through NVRTC (nnz > %lld; "
       "SPARSECC_GPU_ALL=1 runs all)\n",
-      label.c_str(), files.size(), static_cast<long long>(skipped),
-      static_cast<long long>(limit));
+      label.c_str(), files.size(), static_cast<long long>(skipped), static_cast<long long>(limit));
   std::fflush(stdout);
   build_and_run(ctx, cases);
 }

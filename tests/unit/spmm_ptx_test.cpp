@@ -2,6 +2,8 @@
 // or FMA per nonzero, value reads in packed order, both layouts (inline and split into separately
 // assembled case functions), and nvJitLink assembling them for sm_90 with no spills and no stack
 // frame (the split layout's call may take 8 bytes of stack).
+#include "sparsecc/emit/spmm_ptx.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,7 +14,6 @@
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
-#include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "test_support.hpp"
@@ -25,7 +26,8 @@ CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64
   DenseMatrix d(m, k);
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t c = 0; c < k; ++c)
-      if (r % 5 != 2 && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+      if (r % 5 != 2 && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
+        d(r, c) = rng.uniform_pm1();
   return csr_from_dense(d, DType::f32);
 }
 
@@ -81,14 +83,14 @@ TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
   EXPECT_NE(e.source.find("ld.param.u32 %n32"), std::string::npos);
   std::size_t next = 0;
   const std::regex value_read(R"(\[%vals\+(\d+)\])");
-  for (auto it = std::sregex_iterator(e.source.begin(), e.source.end(), value_read); it != std::sregex_iterator();
-       ++it)
+  for (auto it = std::sregex_iterator(e.source.begin(), e.source.end(), value_read);
+       it != std::sregex_iterator(); ++it)
     EXPECT_EQ(std::stoul((*it)[1].str()), 4 * next++);
   EXPECT_EQ(next, static_cast<std::size_t>(a.nnz()));
 }
 
 TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
-  const CsrMatrix a = random_csr(600, 700, 0.08, 3);  // about 27,000 nonzeros
+  const CsrMatrix a = random_csr(1000, 1000, 0.06, 3);  // about 48,000 nonzeros
   const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
   const EmittedKernel e = emit_spmm_ptx(p, a);
   ASSERT_GE(e.modules.size(), 3u);
@@ -115,14 +117,15 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
   const CudaCompileResult r = compile_kernel(e, label, options);
   const ResourceUsage u = parse_ptxas_log(r.log);
   ASSERT_TRUE(u.found) << r.log;
-  std::printf("[ spmm ptx] %-30s nnz %7lld  Ny %2d T %3d Gy %d %-8s %s  assemble %6.2f s  cubin %8zu B (%.1f B/nnz)  "
-              "%d regs, stack %lld, spills %lld/%lld\n",
-              label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
-              p.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
-              e.modules.empty() ? "inline" : "split ", r.seconds, r.cubin.size(),
-              a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
-              static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
-              static_cast<long long>(u.spill_load_bytes));
+  std::printf(
+      "[ spmm ptx] %-30s nnz %7lld  Ny %2d T %3d Gy %d %-8s %s  assemble %6.2f s  cubin %8zu B (%.1f B/nnz)  "
+      "%d regs, stack %lld, spills %lld/%lld\n",
+      label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
+      p.value_mode == SpmmValueMode::baked ? "baked" : "streamed", e.modules.empty() ? "inline" : "split ",
+      r.seconds, r.cubin.size(),
+      a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
+      static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
+      static_cast<long long>(u.spill_load_bytes));
   EXPECT_FALSE(r.cubin.empty());
   EXPECT_EQ(r.ptx, e.source);
   EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : 8) << label;
@@ -134,19 +137,21 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   const CsrMatrix a = random_csr(37, 64, 0.15, 3);
   const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
   SpmmOptions o;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a, "random fixed");
-  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero, "all-zero N=1");
+  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
+                        "random fixed");
+  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+                        "all-zero N=1");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;
   o.value_mode = SpmmValueMode::streamed;
   expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
                         "random runtime Gy=3 streamed");
-  const CsrMatrix big = random_csr(600, 700, 0.08, 5);
+  const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
   o = {};
   o.groups = 2;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o), big,
-                        "random 600x700 split");
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+                        big, "random 1000x1000 split");
 }
 
 TEST(SpmmPtx, AssemblesRealDlmcLayer) {

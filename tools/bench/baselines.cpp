@@ -243,6 +243,9 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
   const float alpha = 1.0f, beta = 0.0f;
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  // The handle may still name the stream of the previous algorithm's timing run, which is destroyed
+  // by now; preprocessing on it crashes inside the driver.
+  SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, nullptr));
   for (std::size_t s = 0; s < p.sets.size(); ++s) {
     OperandSet& o = p.sets[s];
     SpmmSet& d = (*sets)[s];

@@ -19,6 +19,10 @@
 #include <optional>
 #include <thread>
 
+#include <execinfo.h>
+#include <unistd.h>
+#include <csignal>
+
 #include "bench/baselines.hpp"
 #include "bench/suites.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
@@ -483,7 +487,20 @@ int run(const Args& args) {
 
 }  // namespace
 
+// A crash prints the raw call stack (resolve with addr2line -e sparsecc_bench) before dying.
+void print_stack_and_die(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char msg[] = "sparsecc_bench: fatal signal; call stack:\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 int main(int argc, char** argv) {
+  std::signal(SIGSEGV, print_stack_and_die);
+  std::signal(SIGABRT, print_stack_and_die);
   Args args;
   CLI::App app{"sparsecc_bench: sparsecc's SpMM executors against cuBLAS and cuSPARSE", "sparsecc_bench"};
   app.add_option("--suite", args.suite, "sparsert or dlmc")->check(CLI::IsMember({"sparsert", "dlmc"}));

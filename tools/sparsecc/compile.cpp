@@ -111,7 +111,8 @@ int run_compile(const CompileArgs& args) {
   fmt::print(
       stderr,
       "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows, n_tile {}, {} group(s), {} "
-      "values; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, stack {} B, spills {} "
+      "values; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, "
+      "stack {} B, spills {} "
       "B -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.grid_x(), plan.rows_per_block, plan.n_tile, plan.groups,

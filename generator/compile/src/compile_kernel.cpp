@@ -6,9 +6,7 @@ CudaCompileResult compile_kernel(const EmittedKernel& kernel, const std::string&
                                  const CudaCompileOptions& options) {
   if (kernel.language == KernelLanguage::ptx) {
     if (kernel.modules.empty()) return assemble_ptx(kernel.source, name + ".ptx", options);
-    CudaCompileOptions split = options;
-    split.extra.insert(split.extra.begin(), kSplitLayoutPtxasLevel);
-    return assemble_ptx_modules(kernel.modules, kernel.source, name + ".ptx", split);
+    return assemble_ptx_modules(kernel.modules, kernel.source, name + ".ptx", options);
   }
   return compile_cuda(kernel.source, name + ".cu", options);
 }

@@ -18,8 +18,8 @@ namespace {
 
 // The lowest PTX ISA version that knows each target (what the widest range of drivers accepts).
 const std::map<std::string, std::string>& isa_versions() {
-  static const std::map<std::string, std::string> v = {{"sm_80", "7.0"},  {"sm_86", "7.1"},  {"sm_89", "7.8"},
-                                                       {"sm_90", "7.8"},  {"sm_90a", "8.0"}, {"sm_100", "8.6"},
+  static const std::map<std::string, std::string> v = {{"sm_80", "7.0"}, {"sm_86", "7.1"},  {"sm_89", "7.8"},
+                                                       {"sm_90", "7.8"}, {"sm_90a", "8.0"}, {"sm_100", "8.6"},
                                                        {"sm_120", "8.7"}};
   return v;
 }
@@ -35,7 +35,9 @@ constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::
 
 // Register set of the case code, declared by whatever holds it (the entry, or a case function).
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
-  put(o, "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %red, %redw, %redr, %flag;\n");
+  put(o,
+      "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %red, %redw, %redr, "
+      "%flag;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
@@ -112,9 +114,13 @@ class PtxWriter {
       put(kernel, "$Lb{}:\n  {{\n", bi);
       for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(kernel, "  .param .b64 q_{};\n", name);
       for (const char* name : {"flag", "grp", "redr", "redw"}) put(kernel, "  .param .b32 q_{};\n", name);
-      for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
-      for (const char* name : {"flag", "grp", "redr", "redw"}) put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
-      put(kernel, "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_flag, q_grp, q_redr, q_redw);\n  }}\n  ret;\n",
+      for (const char* name : {"b", "c", "bias", "vals", "ldb"})
+        put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
+      for (const char* name : {"flag", "grp", "redr", "redw"})
+        put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
+      put(kernel,
+          "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_flag, q_grp, q_redr, q_redw);\n  }}\n  "
+          "ret;\n",
           p_.kernel_name, bi);
     }
     put(kernel, "}}\n");
@@ -127,15 +133,18 @@ class PtxWriter {
 
  private:
   void header(Out& o) {
-    put(o, "//\n// sparsecc SpMM executor ({}x{}, N {}, {} block rows, {} groups of {} threads, {} values)\n//\n",
-        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.blocks.size(), p_.groups,
-        p_.n_tile, p_.value_mode == SpmmValueMode::baked ? "baked" : "streamed");
+    put(o,
+        "//\n// sparsecc SpMM executor ({}x{}, N {}, {} block rows, {} groups of {} threads, {} "
+        "values)\n//\n",
+        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.blocks.size(),
+        p_.groups, p_.n_tile, p_.value_mode == SpmmValueMode::baked ? "baked" : "streamed");
     put(o, ".version {}\n.target {}\n.address_size 64\n\n", isa_versions().at(arch_), arch_);
   }
 
   std::string signature(std::size_t bi) const {
     return fmt::format(
-        "{}_case{}(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, .param .b64 p_ldb, "
+        "{}_case{}(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, .param .b64 "
+        "p_ldb, "
         ".param .b32 p_flag, .param .b32 p_grp, .param .b32 p_redr, .param .b32 p_redw)",
         p_.kernel_name, bi);
   }
@@ -151,7 +160,8 @@ class PtxWriter {
   void case_function(Out& o, std::size_t bi, std::int64_t& packed) {
     put(o, ".visible .func {}\n{{\n", signature(bi));
     declare_case_registers(o, p_, steps_[bi], entries_[bi]);
-    for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
+    for (const char* name : {"b", "c", "bias", "vals", "ldb"})
+      put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
     for (const char* name : {"flag", "grp", "redr", "redw"}) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
     case_body(o, bi, packed, "ret");

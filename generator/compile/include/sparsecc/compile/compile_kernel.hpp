@@ -9,11 +9,6 @@
 
 namespace sparsecc {
 
-// The optimization level a split-layout PTX kernel (EmittedKernel::modules) is assembled at unless
-// the options say otherwise (a later -Xptxas=-O3 wins): its modules are large straight-line code
-// whose assembly time, not run time, is the constraint.
-inline constexpr const char* kSplitLayoutPtxasLevel = "-Xptxas=-O1";
-
 // `name` labels the input in logs ("<name>.cu" or "<name>.ptx" is used). Throws what the route throws.
 CudaCompileResult compile_kernel(const EmittedKernel& kernel, const std::string& name,
                                  const CudaCompileOptions& options = {});
