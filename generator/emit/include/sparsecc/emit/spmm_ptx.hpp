@@ -22,10 +22,10 @@ namespace sparsecc {
 
 // Kernels above this many instructions (B loads, value loads and FMAs) are emitted in the split
 // layout (EmittedKernel::modules): every block row a function of its own, in modules of about
-// kSpmmPtxModuleInstructions, so that assembly time stays linear in the number of nonzeros (one
-// module's assembly time grows faster than linearly with its size: 52k nonzeros take 17 s inline
-// against 4-7 s split on one core; kernels up to about 35k nonzeros stay inline, where ptxas -O3 makes the
-// faster code). The entry calls the case of its block row; the cost is one call per thread and an 8-byte
+// kSpmmPtxModuleInstructions, so that assembly time stays linear in the number of nonzeros. One
+// function's assembly time grows faster than linearly with its size: 52k nonzeros take 17 s inline
+// against 4-7 s split on one core. Kernels up to about 35k nonzeros stay inline, where ptxas makes
+// the faster code. The entry calls the case of its block row: one call per thread and an 8-byte
 // stack frame for it.
 inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
 inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
