@@ -97,8 +97,7 @@ inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
   out.plan = plan_spmm(c.a, c.problem, c.options);
   out.plan_errors = check_plan(out.plan, c.a);
   if (!out.plan_errors.empty()) return out;
-  out.emitted =
-      c.emit == KernelLanguage::ptx ? emit_spmm_ptx(out.plan, c.a, arch) : emit_spmm_cuda(out.plan, c.a);
+  out.emitted = emit_spmm(out.plan, c.a, c.emit, arch);
   CudaCompileOptions options;
   options.arch = arch;
   options.extra.push_back(kPtxasVerbose);

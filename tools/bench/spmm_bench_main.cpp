@@ -7,21 +7,20 @@
 // (--rows-per-block, --n-tile, --groups, --balanced, --values) apply to every problem, for parameter
 // sweeps. --compile-only stops after generation and compilation and needs no GPU.
 // Exit: 0 ok, 1 a check failed, 2 bad usage, bad input or no GPU.
+#include <execinfo.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
-
-#include <execinfo.h>
-#include <unistd.h>
-#include <csignal>
 
 #include "bench/baselines.hpp"
 #include "bench/suites.hpp"
@@ -154,8 +153,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
       b.language = language;
       try {
         const auto t1 = std::chrono::steady_clock::now();
-        const EmittedKernel k =
-            language == KernelLanguage::ptx ? emit_spmm_ptx(plan, a, args.arch) : emit_spmm_cuda(plan, a);
+        const EmittedKernel k = emit_spmm(plan, a, language, args.arch);
         b.emit_seconds = seconds_since(t1);
         CudaCompileOptions o;
         o.arch = args.arch;

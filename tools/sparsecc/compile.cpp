@@ -89,8 +89,7 @@ int run_compile(const CompileArgs& args) {
   if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
 
   const auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel kernel =
-      args.emit == "ptx" ? emit_spmm_ptx(plan, a, args.arch) : emit_spmm_cuda(plan, a);
+  const EmittedKernel kernel = emit_spmm(plan, a, parse_kernel_language(args.emit), args.arch);
   const double emit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CudaCompileOptions options;
   options.arch = args.arch;

@@ -326,3 +326,14 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
 }
 
 }  // namespace sparsecc
+
+#include "sparsecc/emit/spmm_cuda.hpp"
+
+namespace sparsecc {
+
+EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
+                        const std::string& arch) {
+  return language == KernelLanguage::ptx ? emit_spmm_ptx(plan, a, arch) : emit_spmm_cuda(plan, a);
+}
+
+}  // namespace sparsecc

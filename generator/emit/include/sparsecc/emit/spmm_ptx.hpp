@@ -38,3 +38,11 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
 std::string ptx_float_literal(float v);
 
 }  // namespace sparsecc
+
+namespace sparsecc {
+
+// The plan's kernel from the emitter `language` names (emit_spmm_ptx for `arch`, or emit_spmm_cuda).
+EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
+                        const std::string& arch = "sm_90");
+
+}  // namespace sparsecc
