@@ -126,6 +126,7 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
+  if (getenv("SPMM_LOG")) std::printf("%s\n", r.log.c_str());
   EXPECT_FALSE(r.cubin.empty());
   EXPECT_EQ(r.ptx, e.source);
   EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : 8) << label;
@@ -147,6 +148,13 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   o.value_mode = SpmmValueMode::streamed;
   expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
                         "random runtime Gy=3 streamed");
+  // Runtime N, one function of ~13k nonzeros and 64 block rows behind one jump table.
+  const CsrMatrix wide = random_csr(256, 512, 0.1, 15);
+  o = {};
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, "f32"}, o), wide,
+                        "random 256x512 runtime inline");
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, "f32"}, o), wide,
+                        "random 256x512 fixed inline");
   const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
   o = {};
   o.groups = 2;

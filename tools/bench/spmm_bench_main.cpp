@@ -5,7 +5,7 @@
 // the vendor baselines in the same run: cuBLAS fp32 (TF32 off), TF32, fp16 tensor cores, and the best
 // cuSPARSE SpMM algorithm. Prints a table with ratios and geomeans and writes JSON. Plan overrides
 // (--rows-per-block, --n-tile, --groups, --balanced, --values) apply to every problem, for parameter
-// sweeps. --compile-only stops after generation and compilation and needs no GPU.
+// sweeps; --sweep tries a grid of plans per problem and times the fastest. --compile-only stops after generation and compilation and needs no GPU.
 // Exit: 0 ok, 1 a check failed, 2 bad usage, bad input or no GPU.
 #include <execinfo.h>
 #include <fmt/format.h>
@@ -56,9 +56,11 @@ struct Args {
   std::int32_t rows_per_block = 0;
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
+  std::int32_t max_registers = 0;
   bool balanced = false;
   std::string values = "auto";  // baked | streamed | auto
   bool compile_only = false;
+  bool sweep = false;
   TimingOptions timing;
 };
 
@@ -73,6 +75,7 @@ SpmmOptions plan_options(const Args& args) {
   o.rows_per_block = args.rows_per_block;
   o.n_tile = args.n_tile;
   o.groups = args.groups;
+  o.max_registers = args.max_registers;
   o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (args.values == "baked") o.value_mode = SpmmValueMode::baked;
   if (args.values == "streamed") o.value_mode = SpmmValueMode::streamed;
@@ -85,6 +88,7 @@ std::string describe_overrides(const Args& args) {
   if (args.rows_per_block > 0) parts.push_back(fmt::format("rows per block {}", args.rows_per_block));
   if (args.n_tile > 0) parts.push_back(fmt::format("n tile {}", args.n_tile));
   if (args.groups > 0) parts.push_back(fmt::format("groups {}", args.groups));
+  if (args.max_registers > 0) parts.push_back(fmt::format("max registers {}", args.max_registers));
   if (args.balanced) parts.push_back("balanced rows");
   if (args.values != "auto") parts.push_back(args.values + " values");
   std::string words;
@@ -119,6 +123,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"rows_per_block", plan.rows_per_block},
           {"n_tile", plan.n_tile},
           {"groups", plan.groups},
+          {"max_registers", plan.max_registers},
           {"block_x", plan.block_x},
           {"values", plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed"},
           {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
@@ -126,14 +131,16 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"estimated_instructions", plan.estimated_instructions}};
 }
 
-// "R4/T128/G1/baked" (rows per block, n tile, groups, value mode; "/bal" for balanced rows).
+// "R4/T128/G1/r32/baked" (rows per block, n tile, groups, register cap, value mode; "/bal" for
+// balanced rows).
 std::string plan_column(const SpmmPlan& plan) {
-  return fmt::format("R{}/T{}/G{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
+  return fmt::format("R{}/T{}/G{}/r{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups, plan.max_registers,
                      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
                      plan.row_split == SpmmRowSplit::balanced ? "/bal" : "");
 }
 
-Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const std::string& name) {
+Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
+                         const std::string& name) {
   Compiled c;
   try {
     SpmmProblem p;
@@ -141,7 +148,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     p.k = a.cols;
     p.n = n;
     const auto t0 = std::chrono::steady_clock::now();
-    const SpmmPlan plan = plan_spmm(a, p, plan_options(args));
+    const SpmmPlan plan = plan_spmm(a, p, options);
     if (const auto problems = check_plan(plan, a); !problems.empty())
       throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
     c.plan_seconds = seconds_since(t0);
@@ -228,22 +235,56 @@ const BaselineResult* find(const std::vector<BaselineResult>& rs, const std::str
   return nullptr;
 }
 
-// Generates and compiles every problem on `jobs` threads; over --max-nnz is reported as skipped.
+// One generation and compilation: problem `problem` with the plan options `options`.
+struct Task {
+  std::size_t problem = 0;
+  SpmmOptions options;
+};
+
+// The plans --sweep tries for one problem: the automatic plan first, then every combination of
+// rows per block, groups and n tile (tiles no wider than N rounded up to a warp), and the automatic
+// tiling under a few register caps.
+std::vector<SpmmOptions> sweep_options(const Args& args, const BenchProblem& p, const CsrMatrix& a) {
+  const SpmmOptions base = plan_options(args);
+  std::vector<SpmmOptions> out{base};
+  if (!args.sweep) return out;
+  const std::int64_t widest = std::max<std::int64_t>(32, (p.N + 31) / 32 * 32);
+  for (const std::int32_t r : {2, 4, 8, 16})
+    for (const std::int32_t g : {1, 2, 4, 8})
+      for (const std::int32_t t : {32, 64, 128}) {
+        if (t > widest || r > std::max<std::int64_t>(a.rows, 1) || t * g > 1024) continue;
+        SpmmOptions o = base;
+        o.rows_per_block = r;
+        o.groups = g;
+        o.n_tile = t;
+        out.push_back(o);
+      }
+  for (const std::int32_t cap : {64, 128, 255}) {
+    SpmmOptions o = base;
+    o.max_registers = cap;
+    out.push_back(o);
+  }
+  return out;
+}
+
+// Generates and compiles every task on `jobs` threads; over --max-nnz is reported as skipped.
 std::vector<Compiled> compile_all(const Args& args, const std::vector<BenchProblem>& problems,
-                                  const std::vector<CsrMatrix>& mats, int jobs) {
-  std::vector<std::future<Compiled>> futures(problems.size());
-  std::vector<Compiled> compiled(problems.size());
+                                  const std::vector<CsrMatrix>& mats, const std::vector<Task>& tasks,
+                                  int jobs) {
+  std::vector<std::future<Compiled>> futures(tasks.size());
+  std::vector<Compiled> compiled(tasks.size());
   std::size_t next = 0, done = 0;
   std::vector<std::size_t> running;
-  while (done < problems.size()) {
-    while (running.size() < static_cast<std::size_t>(jobs) && next < problems.size()) {
-      if (mats[next].nnz() <= args.max_nnz) {
-        futures[next] = std::async(std::launch::async, compile_problem, std::cref(mats[next]),
-                                   problems[next].N, std::cref(args), problems[next].name);
+  while (done < tasks.size()) {
+    while (running.size() < static_cast<std::size_t>(jobs) && next < tasks.size()) {
+      const std::size_t pi = tasks[next].problem;
+      if (mats[pi].nnz() <= args.max_nnz) {
+        futures[next] = std::async(std::launch::async, compile_problem, std::cref(mats[pi]), problems[pi].N,
+                                   std::cref(args), std::cref(tasks[next].options), problems[pi].name);
         running.push_back(next);
       } else {
         compiled[next].error =
-            fmt::format("skipped: {} nonzeros > --max-nnz {}", mats[next].nnz(), args.max_nnz);
+            fmt::format("skipped: {} nonzeros > --max-nnz {}", mats[pi].nnz(), args.max_nnz);
         ++done;
       }
       ++next;
@@ -350,7 +391,16 @@ int run(const Args& args) {
   // Generate and compile on every core first; the GPU part follows.
   const int jobs =
       args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::vector<Compiled> compiled = compile_all(args, problems, mats, jobs);
+  std::vector<Task> tasks;
+  std::vector<std::vector<std::size_t>> candidates(problems.size());  // task indices, automatic first
+  for (std::size_t i = 0; i < problems.size(); ++i)
+    for (const SpmmOptions& o : sweep_options(args, problems[i], mats[i])) {
+      candidates[i].push_back(tasks.size());
+      tasks.push_back({i, o});
+    }
+  const std::vector<Compiled> all = compile_all(args, problems, mats, tasks, jobs);
+  std::vector<Compiled> compiled;  // the automatic plan of every problem
+  for (std::size_t i = 0; i < problems.size(); ++i) compiled.push_back(all[candidates[i].front()]);
   if (args.compile_only) return report_compile_only(args, problems, mats, compiled, jobs);
 
   const std::vector<KernelLanguage> langs = emitters(args);
@@ -366,6 +416,7 @@ int run(const Args& args) {
   for (const KernelLanguage l : langs) header += fmt::format(" {:>10}", column("gen s", l, several));
   for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
   if (several) header += fmt::format(" {:>4}", "bits");
+  if (args.sweep) header += fmt::format(" {:>8} {:>5}", "auto us", "plans");
   fmt::print("{}  {}\n", header, "plan");
   nlohmann::json out = {{"device", device.describe()},
                         {"suite", args.suite},
@@ -425,14 +476,45 @@ int run(const Args& args) {
     const bool all_ok = ok && identical;
     failed = failed || !all_ok;
 
-    const rt::SpmmExecutor& exec = execs.front();
-    const Build& timed = c.builds.front();
-    const TimingStats t = time_steady(
-        [&](cudaStream_t s) {
-          exec.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
-                   static_cast<int>(p.N), reinterpret_cast<CUstream>(s));
-        },
-        args.timing);
+    const auto time_exec = [&](const rt::SpmmExecutor& e) {
+      return time_steady(
+          [&](cudaStream_t s) {
+            e.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
+                  static_cast<int>(p.N), reinterpret_cast<CUstream>(s));
+          },
+          args.timing);
+    };
+    const TimingStats automatic = time_exec(execs.front());
+    TimingStats t = automatic;
+    const Compiled* best = &c;
+    // --sweep: every other candidate plan, verified, then timed; the fastest is reported.
+    std::size_t tried = 1;
+    for (std::size_t ci = 1; all_ok && ci < candidates[i].size(); ++ci) {
+      const Compiled& cand = all[candidates[i][ci]];
+      if (!cand.error.empty()) {
+        fmt::print("  plan {}: {}\n", ci, cand.error);
+        continue;
+      }
+      const rt::SpmmExecutor e = rt::SpmmExecutor::load(cand.builds.front().bundle, p.name, *ctx);
+      const double err = relative_error(run_once(e, a, p.N, db, dc), ref);
+      if (!(err <= 1e-5)) {
+        fmt::print("  plan {}: FAILED check: error {:.2e}\n", cand.plan_column, err);
+        failed = true;
+        continue;
+      }
+      const TimingStats ct = time_exec(e);
+      ++tried;
+      const ResourceUsage& u = cand.builds.front().usage;
+      fmt::print("  plan {:<28} {:>8.2f} us  {:>3} regs  stack {}  spill {}  gen {:.2f} s\n", cand.plan_column,
+                 ct.median_us, u.registers, u.stack_frame_bytes, u.spill_store_bytes + u.spill_load_bytes,
+                 cand.builds.front().seconds);
+      j["sweep"].push_back({{"plan", cand.plan}, {"median_us", ct.median_us}, {"registers", u.registers}});
+      if (ct.median_us < t.median_us) {
+        t = ct;
+        best = &cand;
+      }
+    }
+    const Build& timed = best->builds.front();
     BaselineOptions bo;
     bo.timing = args.timing;
     const std::vector<BaselineResult> base = run_baselines(a, p.N, bo);
@@ -453,7 +535,8 @@ int run(const Args& args) {
     for (const Build& build : c.builds) row += fmt::format(" {:>10.2f}", build.seconds);
     for (const Build& build : c.builds) row += fmt::format(" {:>9.0f}", bytes_per_nonzero(build, a));
     if (several) row += fmt::format(" {:>4}", identical ? "same" : "DIFF");
-    fmt::print("{}  {}{}\n", row, c.plan_column, problems_found);
+    if (args.sweep) row += fmt::format(" {:>8.2f} {:>5}", automatic.median_us, tried);
+    fmt::print("{}  {}{}\n", row, best->plan_column, problems_found);
     std::fflush(stdout);
     if (fp16 && all_ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
     j["ours"] = {{"emit", to_string(timed.language)},
@@ -467,7 +550,8 @@ int run(const Args& args) {
                  {"cubin_bytes", timed.bundle.cubin.size()},
                  {"registers", timed.usage.registers},
                  {"spill_bytes", timed.usage.spill_store_bytes + timed.usage.spill_load_bytes},
-                 {"plan", timed.bundle.metadata.plan_summary}};
+                 {"plan", timed.bundle.metadata.plan_summary},
+                 {"automatic_plan_us", automatic.median_us}};
     for (const auto& r : base)
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
     out["problems"].push_back(j);
@@ -523,11 +607,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   app.add_option("--groups", args.groups, "plan: thread groups splitting K (0: automatic)")
       ->check(CLI::Range(0, 32));
+  app.add_option("--max-registers", args.max_registers, "plan: register cap per thread (0: automatic)")
+      ->check(CLI::Range(0, 255));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, or auto")
       ->check(CLI::IsMember({"baked", "streamed", "auto"}))
       ->capture_default_str();
+  app.add_flag("--sweep", args.sweep,
+               "also try a grid of plans per problem (rows per block, groups, n tile, register cap), "
+               "verify each, and report the fastest next to the automatic plan");
   app.add_flag("--compile-only", args.compile_only,
                "generate and compile every problem and print the compile table; needs no GPU");
   app.add_option("--repetitions", args.timing.repetitions, "graph replays")->capture_default_str();
@@ -537,6 +626,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (args.sweep && args.emit == "both") {
+    fmt::print(stderr, "sparsecc_bench: error: --sweep times one emitter; use --emit ptx or --emit cuda\n");
+    return 2;
   }
   try {
     return run(args);

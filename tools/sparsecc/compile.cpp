@@ -39,6 +39,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("--n-tile", a.n_tile, "Columns of C per thread group (0: automatic)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--groups", a.groups, "Thread groups splitting K (0: automatic)")->check(CLI::Range(0, 32));
+  cmd->add_option("--max-registers", a.max_registers,
+                  "Register cap per thread for the assembler (0: automatic; PTX route)")
+      ->check(CLI::Range(0, 255));
   cmd->add_flag("--balanced", a.balanced, "Balance block rows by nonzeros instead of equal row panels");
 }
 
@@ -47,6 +50,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.rows_per_block = a.rows_per_block;
   o.n_tile = a.n_tile;
   o.groups = a.groups;
+  o.max_registers = a.max_registers;
   o.row_split = a.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (a.values == "baked") o.value_mode = SpmmValueMode::baked;
   if (a.values == "streamed") o.value_mode = SpmmValueMode::streamed;

@@ -19,6 +19,7 @@ struct SpmmArgs {
   std::int32_t rows_per_block = 0;
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
+  std::int32_t max_registers = 0;
   bool balanced = false;
 };
 

@@ -99,6 +99,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.plan_summary = {{"rows_per_block", plan.rows_per_block},
                      {"n_tile", plan.n_tile},
                      {"groups", plan.groups},
+                     {"max_registers", plan.max_registers},
                      {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
                      {"block_rows", plan.grid_x()},
                      {"loads", spmm_plan_loads(plan)},

@@ -209,8 +209,14 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
                                     const CudaCompileOptions& o, std::string& log) {
   std::vector<std::string> opts = {"-arch=" + o.arch};
   if (o.line_info) opts.push_back("-lineinfo");
+  bool verbose = false;
   for (const auto& e : o.extra)
-    if (is_ptxas_option(e)) opts.push_back(to_nvjitlink_option(e));
+    if (is_ptxas_option(e)) {
+      opts.push_back(to_nvjitlink_option(e));
+      verbose = verbose || opts.back() == "-Xptxas=-v";
+    }
+  // Linked case functions: only the linker's summary has the kernel's real register count.
+  if (verbose && modules.size() > 1) opts.push_back("-verbose");
   Linker link(name, o.arch);
   link.create(opts);
   for (std::size_t i = 0; i < modules.size(); ++i) {

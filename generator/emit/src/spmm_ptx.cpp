@@ -36,9 +36,9 @@ constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::
 // Register set of the case code, declared by whatever holds it (the entry, or a case function).
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
   put(o,
-      "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %red, %redw, %redr, "
-      "%flag;\n");
-  put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u;\n  .reg .f32 %y, %a<{}>, %x<{}>",
+      "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
+      "%redr, %flag;\n");
+  put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
   put(o, ";\n");
@@ -67,7 +67,7 @@ class PtxWriter {
   std::string inline_module() {
     Out o;
     header(o);
-    entry_open(o);
+    entry_open(o, true);
     declare_case_registers(o, p_, max_steps_, max_entries_);
     put(o, "\n");
     prologue(o);
@@ -106,7 +106,7 @@ class PtxWriter {
       whole.append(f.data(), f.data() + f.size());
     }
     Out kernel;
-    entry_open(kernel);
+    entry_open(kernel, false);
     declare_case_registers(kernel, p_, 0, 0);
     put(kernel, "\n");
     prologue(kernel);
@@ -149,12 +149,17 @@ class PtxWriter {
         p_.kernel_name, bi);
   }
 
-  void entry_open(Out& o) {
+  // `cap`: the plan's register cap in the text (.maxnreg). The split layout has none: a linked
+  // entry's cap must hold for the case functions it calls, and under a cap their calling convention
+  // saves registers to the stack.
+  void entry_open(Out& o, bool cap) {
     if (p_.groups > 1) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
     put(o,
         ".visible .entry {0}(\n  .param .u64 {0}_B,\n  .param .u64 {0}_C,\n  .param .u64 {0}_bias,\n"
-        "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n{{\n",
+        "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n",
         p_.kernel_name, p_.block_x);
+    if (cap) put(o, ".maxnreg {}\n", p_.max_registers);
+    put(o, "{{\n");
   }
 
   void case_function(Out& o, std::size_t bi, std::int64_t& packed) {
@@ -164,6 +169,7 @@ class PtxWriter {
       put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
     for (const char* name : {"flag", "grp", "redr", "redw"}) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
+    if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
     case_body(o, bi, packed, "ret");
     put(o, "}}\n\n");
   }
@@ -182,6 +188,7 @@ class PtxWriter {
     else
       put(o, "  ld.param.u32 %n32, [{}_n];\n  cvt.s64.s32 %ld, %n32;\n", k);
     put(o, "  setp.lt.s64 %live, %col, %ld;\n  shl.b64 %ldb, %ld, 2;\n  shl.b64 %u, %col, 2;\n");
+    if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
     put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
     if (p_.groups > 1) {
       // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t]; group 0 reads them.
@@ -200,13 +207,25 @@ class PtxWriter {
   // fits; runtime N: one multiply-add).
   std::string address(Out& o, const char* base, std::int64_t index) {
     if (!fixed_) {
-      put(o, "  mad.lo.s64 %q, %ldb, {}, {};\n", index, base);
+      put(o, "  mad.wide.u32 %q, %ldw, {}, {};\n", index, base);
       return "[%q]";
     }
     const std::int64_t off = index * ld_bytes_;
     if (off <= kMaxImmediateOffset) return fmt::format("[{}+{}]", base, off);
     put(o, "  add.s64 %q, {}, {};\n", base, off);
     return "[%q]";
+  }
+
+  // Address of B[k][col]. Runtime N walks one pointer down the group's rows of B (one multiply-add
+  // from the previous step's row): independent multiply-adds from %b for every step make ptxas hoist
+  // and keep them all, and spill.
+  std::string b_address(Out& o, std::int64_t k, std::int64_t prev_k) {
+    if (fixed_) return address(o, "%b", k);
+    if (prev_k < 0)
+      put(o, "  mad.wide.u32 %bp, %ldw, {}, %b;\n", k);
+    else
+      put(o, "  mad.wide.u32 %bp, %ldw, {}, %bp;\n", k - prev_k);
+    return "[%bp]";
   }
 
   // One block row: zero the accumulators, jump to the thread's group, its steps, then the epilogue;
@@ -236,8 +255,10 @@ class PtxWriter {
       if (group.steps.empty()) continue;
       if (p_.groups > 1) put(o, "$Lb{}g{}:\n", bi, gi);
       std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
+      std::int64_t prev_k = -1;
       for (const auto& step : group.steps) {
-        const std::string addr = address(o, "%b", step.k);
+        const std::string addr = b_address(o, step.k, prev_k);
+        prev_k = step.k;
         const std::size_t xs = x++;
         put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
         for (const auto& e : step.entries) {
@@ -318,10 +339,14 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
   PtxWriter writer(plan, weights, arch);
   const std::int64_t instructions =
       spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
-  if (instructions > kSpmmPtxSplitInstructions)
+  const std::int64_t split = plan.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions
+                                                                     : kSpmmPtxRuntimeNSplitInstructions;
+  if (instructions > split) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
-  else
+  } else {
     out.source = writer.inline_module();
+    out.max_registers = plan.max_registers;
+  }
   return out;
 }
 

@@ -10,7 +10,8 @@ namespace sparsecc {
 
 namespace {
 
-constexpr std::int64_t kSmCount = 132;  // H100 SXM / H200: the grid size below which Gy grows
+constexpr std::int64_t kSmCount = 132;
+constexpr std::int64_t kLoadsInFlight = 16;  // registers of the automatic cap beyond the estimate  // H100 SXM / H200: the grid size below which Gy grows
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -111,6 +112,16 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.rows_per_block = std::max(p.rows_per_block, 1);
   p.shared_bytes = std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * 4;
   p.estimated_registers = p.rows_per_block + kSpmmRegisterOverhead;
+  // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
+  // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
+  p.max_registers = options.max_registers
+                        ? options.max_registers
+                        : static_cast<std::int32_t>(std::min<std::int64_t>(
+                              kSpmmMaxRegisters,
+                              ceil_div(p.estimated_registers + kLoadsInFlight, 8) * 8));
+  if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
+    throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
+                                 p.estimated_registers, kSpmmMaxRegisters));
   p.estimated_instructions = spmm_plan_loads(p) + a.nnz();
   p.value_mode = options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget
                                                  ? SpmmValueMode::baked

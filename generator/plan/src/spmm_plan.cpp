@@ -114,6 +114,9 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
     err(fmt::format("rows_per_block {} outside 1..{}", p.rows_per_block, kSpmmMaxAccumulators));
   if (p.shared_bytes != std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * 4)
     err("shared_bytes differs from (groups - 1) * rows_per_block * n_tile * 4");
+  if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
+    err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.max_registers,
+                    p.estimated_registers, kSpmmMaxRegisters));
   if (!errors.empty()) return errors;
   if (pr.m > 0 && p.blocks.empty()) err("no block rows");
   std::int64_t next = 0;
@@ -173,6 +176,7 @@ json to_json(const SpmmPlan& p) {
           {"grid_x", p.grid_x()},
           {"shared_bytes", p.shared_bytes},
           {"estimated_registers", p.estimated_registers},
+          {"max_registers", p.max_registers},
           {"estimated_instructions", p.estimated_instructions},
           {"packed_order", p.packed_order},
           {"blocks", std::move(blocks)}};
@@ -196,6 +200,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.block_x = j.at("block_x");
     p.shared_bytes = j.at("shared_bytes");
     p.estimated_registers = j.at("estimated_registers");
+    p.max_registers = j.at("max_registers");
     p.estimated_instructions = j.at("estimated_instructions");
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
     for (const json& jb : j.at("blocks")) {

@@ -2,6 +2,7 @@
 // and the packed value array a streamed-mode kernel reads.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct EmittedKernel {
   // assemble through these; `source` stays the one-module form the bundle carries for driver JIT.
   std::vector<std::string> modules;
   std::string kernel_name;           // the extern "C" / .entry symbol
+  std::int32_t max_registers = 0;    // register cap for the assembler (-maxrregcount); 0: none
   std::vector<float> packed_values;  // the `values` argument in streamed mode; empty when baked
 };
 

@@ -28,6 +28,9 @@ namespace sparsecc {
 // the faster code. The entry calls the case of its block row: one call per thread and an 8-byte
 // stack frame for it.
 inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
+// Runtime N computes an address per load; ptxas hoists those across a long function and spills, so
+// runtime-N kernels split sooner.
+inline constexpr std::int64_t kSpmmPtxRuntimeNSplitInstructions = 4000;
 inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
 
 // `arch` selects the .target (sm_80 ... sm_120, sm_90a) and the PTX ISA version. Throws UsageError

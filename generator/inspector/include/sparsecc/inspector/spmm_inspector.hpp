@@ -26,6 +26,7 @@ struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
   std::int32_t n_tile = 0;          // T; 0: automatic
   std::int32_t groups = 0;          // Gy; 0: automatic
+  std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
   SpmmRowSplit row_split = SpmmRowSplit::equal;
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction

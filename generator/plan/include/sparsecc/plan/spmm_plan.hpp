@@ -66,6 +66,7 @@ struct SpmmPlan {
   std::vector<SpmmBlockRow> blocks;        // grid_x = blocks.size()
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::int32_t estimated_registers = 0;
+  std::int32_t max_registers = 255;         // register cap given to the assembler (PTX .maxnreg)
   std::int64_t estimated_instructions = 0;  // B loads + FMAs
 
   std::int64_t grid_x() const { return static_cast<std::int64_t>(blocks.size()); }
@@ -76,6 +77,8 @@ struct SpmmPlan {
 inline constexpr std::int32_t kSpmmMaxAccumulators = 64;
 // Registers a thread needs beside its accumulators (addresses, indices, loads in flight).
 inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
+// The hardware's registers per thread (the largest max_registers).
+inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 
 // Emission-order traversal count helpers, filled from the steps.
 std::int64_t spmm_plan_loads(const SpmmPlan& plan);
@@ -87,7 +90,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover 0..M exactly once in order, every nonzero of A appears exactly once
-// at its own (row, k), steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// at its own (row, k), max_registers is in estimated_registers..255, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget.
 std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
