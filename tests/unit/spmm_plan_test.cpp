@@ -85,22 +85,26 @@ TEST(SpmmPlan, InvariantsHoldAcrossShapesAndOptions) {
 TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   const CsrMatrix a = random_csr(64, 256, 0.1, 3);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 49));
-  EXPECT_EQ(p.rows_per_block, 4);
+  EXPECT_EQ(p.rows_per_block, 1);  // no taller block row keeps 100 blocks
   EXPECT_EQ(p.n_tile, 64);
-  EXPECT_EQ(p.grid_x(), 16);
+  EXPECT_EQ(p.grid_x(), 64);
   EXPECT_EQ(p.grid_y(49), 1);
-  EXPECT_EQ(p.groups, 1);  // small grid, but only ~100 nonzeros per block row
+  EXPECT_EQ(p.groups, 1);  // ~25 nonzeros per block row
   EXPECT_EQ(p.value_mode, SpmmValueMode::baked);
-  EXPECT_EQ(p.estimated_registers, 4 + kSpmmRegisterOverhead);
+  EXPECT_EQ(p.estimated_registers, 1 + kSpmmRegisterOverhead);
+  EXPECT_EQ(p.max_registers, 48);  // the estimate and 16 for loads in flight, rounded up to 8
   EXPECT_EQ(p.estimated_instructions, spmm_plan_loads(p) + a.nnz());
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 3136)).n_tile, 128);
+  const SpmmPlan tall = plan_spmm(a, problem_for(a, 3136));  // 49 column tiles of 64
+  EXPECT_EQ(tall.n_tile, 64);
+  EXPECT_EQ(tall.rows_per_block, 16);  // 4 block rows x 49 tiles: 196 blocks
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 196)).n_tile, 128);
   EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
 
-  const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 4 block rows of ~1600 nonzeros
+  const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 16 block rows of ~400 nonzeros
   const SpmmPlan g = plan_spmm(wide, problem_for(wide, 49));
   EXPECT_EQ(g.groups, 4);
   EXPECT_EQ(g.block_x, 256);
-  EXPECT_EQ(g.shared_bytes, 3 * 4 * 64 * 4);
+  EXPECT_EQ(g.shared_bytes, 3 * 1 * 64 * 4);
 
   SpmmOptions small_budget;
   small_budget.baked_instruction_budget = 10;
@@ -150,6 +154,7 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
     return most;
   };
   SpmmOptions o;
+  o.rows_per_block = 4;
   const SpmmPlan equal = plan_spmm(a, problem_for(a, 32), o);
   o.row_split = SpmmRowSplit::balanced;
   const SpmmPlan balanced = plan_spmm(a, problem_for(a, 32), o);

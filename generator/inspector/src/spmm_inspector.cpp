@@ -10,8 +10,7 @@ namespace sparsecc {
 
 namespace {
 
-constexpr std::int64_t kSmCount = 132;
-constexpr std::int64_t kLoadsInFlight = 16;  // registers of the automatic cap beyond the estimate  // H100 SXM / H200: the grid size below which Gy grows
+constexpr std::int64_t kLoadsInFlight = 16;  // registers of the automatic cap beyond the estimate
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -64,11 +63,35 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
   return out;
 }
 
-std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t grid_y, std::int32_t n_tile) {
+// The automatic tiling, fitted to a sweep of 51 plans on each of 18 SparseRT problems on an H100
+// (tools/bench --sweep; within a few percent of the best plan of the sweep in geometric mean):
+//  - n tile: 64 columns for N > 1024 (more blocks in y) and for N <= 64, else N rounded up to a
+//    warp, at most 128;
+//  - rows per block: the most of 16, 8, 4, 2, 1 that still gives a grid of kGridTarget blocks
+//    (more rows share each B load, but the grid must cover the SMs: the unrolled code is
+//    instruction-fetch bound, and every SM fetches only its own block rows' code);
+//  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1.
+constexpr std::int64_t kGridTarget = 100;
+constexpr std::int64_t kGroupNnz = 256;
+
+std::int32_t auto_n_tile(std::int64_t n) {
+  if (n > 1024) return 64;
+  return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
+}
+
+std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t grid_y) {
+  for (const std::int64_t r : {16, 8, 4, 2})
+    if (ceil_div(m, r) * grid_y >= kGridTarget) return std::min<std::int64_t>(r, std::max<std::int64_t>(m, 1));
+  return 1;
+}
+
+std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny, std::int32_t n_tile) {
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
-  if (blocks * grid_y >= kSmCount || per_block < 256) return 1;
-  const std::int64_t g = std::min<std::int64_t>({4, 1024 / n_tile, per_block / 128});
-  return static_cast<std::int32_t>(std::max<std::int64_t>(g, 1));
+  if (per_block < kGroupNnz) return 1;
+  std::int64_t g = 4;
+  // At most 1024 threads and 48 KiB of reduction buffer.
+  while (g > 1 && (g * n_tile > 1024 || (g - 1) * ny * n_tile * 4 > 48 * 1024)) --g;
+  return static_cast<std::int32_t>(g);
 }
 
 }  // namespace
@@ -85,18 +108,15 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.problem = problem;
   p.kernel_name = options.kernel_name;
   p.row_split = options.row_split;
-  const std::int64_t ny = options.rows_per_block
-                              ? options.rows_per_block
-                              : std::min<std::int64_t>(4, std::max<std::int64_t>(a.rows, 1));
+  p.n_tile = options.n_tile ? options.n_tile : auto_n_tile(problem.n);
+  if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
+  const std::int64_t ny = options.rows_per_block ? options.rows_per_block
+                                                 : auto_rows_per_block(a.rows, ceil_div(problem.n, p.n_tile));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
-  p.n_tile = options.n_tile
-                 ? options.n_tile
-                 : static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(problem.n, 32) * 32, 128));
   const std::int64_t blocks = ceil_div(a.rows, ny);
-  p.groups =
-      options.groups ? options.groups : auto_groups(a, blocks, ceil_div(problem.n, p.n_tile), p.n_tile);
+  p.groups = options.groups ? options.groups : auto_groups(a, blocks, ny, p.n_tile);
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
     throw UsageError(
         fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
