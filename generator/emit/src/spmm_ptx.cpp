@@ -343,6 +343,10 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
                                                                      : kSpmmPtxRuntimeNSplitInstructions;
   if (instructions > split) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
+    // The linked kernel's register count is its largest case function's, and a block of block_x
+    // threads must fit the SM's 64k registers: cap the case functions (in steps of 8) when needed.
+    const std::int32_t fit = 65536 / plan.block_x / 8 * 8;
+    if (fit < kSpmmMaxRegisters) out.max_registers = fit;
   } else {
     out.source = writer.inline_module();
     out.max_registers = plan.max_registers;

@@ -70,9 +70,11 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //  - rows per block: the most of 16, 8, 4, 2, 1 that still gives a grid of kGridTarget blocks
 //    (more rows share each B load, but the grid must cover the SMs: the unrolled code is
 //    instruction-fetch bound, and every SM fetches only its own block rows' code);
-//  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1.
+//  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1; matrices above kLargeNnz
+//    keep blocks to 256 threads (their long unrolled bodies take ~140 registers a thread).
 constexpr std::int64_t kGridTarget = 100;
 constexpr std::int64_t kGroupNnz = 256;
+constexpr std::int64_t kLargeNnz = 40000;
 
 std::int32_t auto_n_tile(std::int64_t n) {
   if (n > 1024) return 64;
@@ -89,8 +91,9 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
   if (per_block < kGroupNnz) return 1;
   std::int64_t g = 4;
-  // At most 1024 threads and 48 KiB of reduction buffer.
-  while (g > 1 && (g * n_tile > 1024 || (g - 1) * ny * n_tile * 4 > 48 * 1024)) --g;
+  // At most 1024 threads (256 for large matrices) and 48 KiB of reduction buffer.
+  const std::int64_t threads = a.nnz() > kLargeNnz ? 256 : 1024;
+  while (g > 1 && (g * n_tile > threads || (g - 1) * ny * n_tile * 4 > 48 * 1024)) --g;
   return static_cast<std::int32_t>(g);
 }
 
