@@ -132,6 +132,25 @@ TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, co
   SPARSECC_CUDA_CHECK(cudaGetLastError());
 
   int launches = std::max(options.launches_per_graph, options.buffer_sets);
+  int repetitions = options.repetitions;
+  {
+    // One timed call: an operation that would take the whole protocol past max_seconds (some
+    // cuSPARSE algorithms at large N take tens of milliseconds) gets fewer launches per graph and
+    // fewer replays, never below buffer_sets launches and 5 replays.
+    Event start, stop;
+    SPARSECC_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
+    enqueue_one(stream.s);
+    SPARSECC_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));
+    SPARSECC_CUDA_CHECK(cudaEventSynchronize(stop.e));
+    float ms = 0;
+    SPARSECC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+    const double total = static_cast<double>(ms) * 1e-3 * launches * (repetitions + 1);
+    if (total > options.max_seconds) {
+      const double scale = options.max_seconds / total;
+      launches = std::max(options.buffer_sets, static_cast<int>(launches * std::sqrt(scale)));
+      repetitions = std::max(std::min(5, repetitions), static_cast<int>(repetitions * std::sqrt(scale)));
+    }
+  }
   Graph graph;
   capture(stream.s, launches, enqueue_one, graph);
   GraphExec exec;
@@ -142,8 +161,8 @@ TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, co
 
   Event start, stop;
   std::vector<double> samples;
-  samples.reserve(static_cast<std::size_t>(options.repetitions));
-  for (int r = 0; r < options.repetitions; ++r) {
+  samples.reserve(static_cast<std::size_t>(repetitions));
+  for (int r = 0; r < repetitions; ++r) {
     SPARSECC_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
     SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s));
     SPARSECC_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));

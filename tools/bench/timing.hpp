@@ -56,6 +56,7 @@ struct TimingOptions {
   int repetitions = 21;          // graph replays, each one sample
   bool cold_l2 = false;          // rotate among enough buffer sets to exceed the L2 cache
   int buffer_sets = 1;           // sets the caller rotates among; the graph holds at least this many
+  double max_seconds = 3.0;      // slow operations get fewer launches and replays to stay near this
 };
 
 struct TimingStats {
