@@ -9,7 +9,8 @@
 //   BODY          one case per block row, self-contained: accumulators (one float per row, indexed
 //                 only by name), each group's steps, then the epilogue (group reduction through
 //                 shared memory, bias, ReLU, stores)
-// ABI: grid (block rows, ceil(n / N_TILE)), block (BLOCK_X), dynamic shared memory from the plan.
+// ABI: grid (ceil(n / N_TILE), block rows), block (BLOCK_X), dynamic shared memory from the plan:
+// column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
@@ -19,12 +20,12 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
-  const long long col = static_cast<long long>(blockIdx.y) * T + t;
+  const long long col = static_cast<long long>(blockIdx.x) * T + t;
   const bool live = col < ld;
   const float* b = B + col;
   float* c = C + col;
   extern __shared__ float red[];
-  switch (blockIdx.x) {
+  switch (blockIdx.y) {
 /*@BODY*/
     case 0: {
       float x, a0 = 0.0f;

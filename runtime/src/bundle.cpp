@@ -118,7 +118,7 @@ void validate(const BundleMetadata& md, const std::string& name) {
   });
   if (!identifier || (md.kernel[0] >= '0' && md.kernel[0] <= '9'))
     fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
-  check_range(name, "grid_x", md.grid_x, 1, kIntMax);
+  check_range(name, "block_rows", md.block_rows, 1, kMaxBlockRows);
   check_range(name, "block_x", md.block_x, 1, 1024);
   check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
   if (md.params != kSpmmParams)
@@ -217,7 +217,7 @@ json BundleMetadata::to_json() const {
               {"values_mode", values_mode},
               {"arch", arch},
               {"kernel", kernel},
-              {"grid_x", grid_x},
+              {"block_rows", block_rows},
               {"block_x", block_x},
               {"shared_bytes", shared_bytes},
               {"params", params},
@@ -243,7 +243,7 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
   md.values_mode = get_string(j, "values_mode", name);
   md.arch = get_string(j, "arch", name);
   md.kernel = get_string(j, "kernel", name);
-  md.grid_x = get_int(j, "grid_x", name);
+  md.block_rows = get_int(j, "block_rows", name);
   md.block_x = get_int(j, "block_x", name);
   md.shared_bytes = get_int(j, "shared_bytes", name);
   const json& params = field(j, "params", name);
@@ -319,7 +319,10 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
     fail_at(name, 8,
             "bundle format version " + std::to_string(version) + " is newer than this runtime supports (" +
                 std::to_string(kBundleFormatVersion) + ")");
-  if (version == 0) fail_at(name, 8, "bundle format version 0 is invalid");
+  if (version < kBundleFormatVersion)
+    fail_at(name, 8,
+            "bundle format version " + std::to_string(version) + " is older than this runtime supports (" +
+                std::to_string(kBundleFormatVersion) + "); compile the executor again");
   const auto count = load_le<std::uint32_t>(d, 12);
   if (count == 0 || count > kBundleMaxSections)
     fail_at(

@@ -82,17 +82,15 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) con
     throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) +
                                 " but this executor was built for n = " + std::to_string(md.n) +
                                 " (fixed mode)");
-  const std::int64_t grid_y = (std::int64_t{n} + md.n_tile - 1) / md.n_tile;
-  if (grid_y > 65535)
-    throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " needs " +
-                                std::to_string(grid_y) + " column tiles of " + std::to_string(md.n_tile) +
-                                ", more than 65535");
+  // Column tiles along grid x (consecutive blocks share one block row's code in the instruction
+  // cache), block rows along grid y.
+  const std::int64_t tiles = (std::int64_t{n} + md.n_tile - 1) / md.n_tile;
   ctx_->make_current();
   CUdeviceptr b = B, c = C, bias = bias_.get(), values = values_.get();
   int nn = n;
   void* args[] = {&b, &c, &bias, &values, &nn};
-  launch(fn_, unsigned(md.grid_x), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
-         unsigned(grid_y));
+  launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
+         unsigned(md.block_rows));
 }
 
 }  // namespace sparsecc::rt

@@ -88,7 +88,7 @@ rt::Bundle make_bundle(const std::string& arch, bool streamed, bool bias, bool r
   md.values_mode = streamed ? "streamed" : "baked";
   md.arch = arch;
   md.kernel = "spmm_small";
-  md.grid_x = kM;
+  md.block_rows = kM;
   md.block_x = kTile;
   md.shared_bytes = kTile * sizeof(float);
   md.generator_version = "test";

@@ -215,7 +215,7 @@ TEST(SpmmGpuPipelineCpu, BuildsSmallCaseWithoutDevice) {
   expect_clean_build(c, b);
   EXPECT_EQ(b.bundle.metadata.arch, "sm_90");
   EXPECT_EQ(b.bundle.metadata.kernel, b.emitted.kernel_name);
-  EXPECT_EQ(b.bundle.metadata.grid_x, b.plan.grid_x());
+  EXPECT_EQ(b.bundle.metadata.block_rows, b.plan.block_rows());
   EXPECT_EQ(b.bundle.metadata.block_x, b.plan.block_x);
   EXPECT_EQ(b.bundle.metadata.shared_bytes, b.plan.shared_bytes);
   EXPECT_EQ(b.bundle.values, spmm_kernel_values(b.plan, c.a));

@@ -35,7 +35,7 @@ Bundle small_bundle() {
   md.relu = true;
   md.values_mode = "streamed";
   md.kernel = "spmm_test";
-  md.grid_x = 3;
+  md.block_rows = 3;
   md.block_x = 32;
   md.shared_bytes = 64;
   md.generator_version = "0.1.0";
@@ -71,7 +71,7 @@ Raw raw_bundle(const std::vector<std::pair<std::uint32_t, Raw>>& sections) {
     out.resize(at, 0);
   }
   std::memcpy(out.data(), "SPCCBNDL", 8);
-  put(out, 8, std::uint32_t{1});
+  put(out, 8, rt::kBundleFormatVersion);
   put(out, 12, std::uint32_t(sections.size()));
   put(out, 16, std::uint64_t(out.size()));
   put(out, 24, rt::fnv1a64(std::span(out).subspan(32)));
@@ -150,7 +150,7 @@ TEST(Bundle, BytesAreDeterministicAndFollowTheLayout) {
   std::memcpy(&count, &a[12], 4);
   std::memcpy(&size, &a[16], 8);
   std::memcpy(&sum, &a[24], 8);
-  EXPECT_EQ(version, 1u);
+  EXPECT_EQ(version, 2u);
   EXPECT_EQ(count, 5u);
   EXPECT_EQ(size, a.size());
   EXPECT_EQ(sum, rt::fnv1a64(std::span(a).subspan(32)));
@@ -194,8 +194,10 @@ TEST(Bundle, HeaderFieldsAreChecked) {
   r[0] = 'X';
   expect_bundle_error(r, {"byte 0", "magic"});
   r = rt::bundle_bytes(small_bundle());
-  r[8] = 2;
-  expect_bundle_error(r, {"byte 8: bundle format version 2 is newer than this runtime supports (1)"});
+  r[8] = 3;
+  expect_bundle_error(r, {"byte 8: bundle format version 3 is newer than this runtime supports (2)"});
+  r[8] = 1;  // the grid order of version 1 differs: such bundles must be compiled again
+  expect_bundle_error(r, {"byte 8: bundle format version 1 is older than this runtime supports (2)"});
   r[8] = 0;
   expect_bundle_error(r, {"byte 8", "version 0"});
   r = rt::bundle_bytes(small_bundle());
@@ -329,7 +331,8 @@ TEST(Bundle, MetadataValuesAreChecked) {
       {"arch", "sm_90ab", "is not an architecture"},
       {"kernel", "9lives", "is not a C identifier"},
       {"kernel", "", "is not a C identifier"},
-      {"grid_x", 0, "out of range"},
+      {"block_rows", 0, "out of range"},
+      {"block_rows", 65536, "out of range"},
       {"block_x", 2048, "value 2048 out of range 1..1024"},
       {"shared_bytes", -1, "out of range"},
       {"params", json::array({"B", "C"}), "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]"},

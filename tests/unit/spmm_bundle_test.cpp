@@ -68,7 +68,7 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   const SpmmPlan plan = plan_spmm(a, p);
   const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, "sm_90");
   EXPECT_EQ(md.n_mode, "runtime");
-  EXPECT_EQ(md.grid_x, plan.grid_x());
+  EXPECT_EQ(md.block_rows, plan.block_rows());
   EXPECT_EQ(md.block_x, plan.block_x);
   EXPECT_EQ(md.nnz, a.nnz());
   EXPECT_EQ(md.plan_summary.at("rows_per_block"), plan.rows_per_block);

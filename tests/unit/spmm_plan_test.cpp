@@ -87,8 +87,8 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   const SpmmPlan p = plan_spmm(a, problem_for(a, 49));
   EXPECT_EQ(p.rows_per_block, 1);  // no taller block row keeps 100 blocks
   EXPECT_EQ(p.n_tile, 64);
-  EXPECT_EQ(p.grid_x(), 64);
-  EXPECT_EQ(p.grid_y(49), 1);
+  EXPECT_EQ(p.block_rows(), 64);
+  EXPECT_EQ(p.column_tiles(49), 1);
   EXPECT_EQ(p.groups, 1);  // ~25 nonzeros per block row
   EXPECT_EQ(p.value_mode, SpmmValueMode::baked);
   EXPECT_EQ(p.estimated_registers, 1 + kSpmmRegisterOverhead);
@@ -159,7 +159,7 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
   o.row_split = SpmmRowSplit::balanced;
   const SpmmPlan balanced = plan_spmm(a, problem_for(a, 32), o);
   EXPECT_TRUE(check_plan(balanced, a).empty());
-  EXPECT_EQ(balanced.grid_x(), equal.grid_x());
+  EXPECT_EQ(balanced.block_rows(), equal.block_rows());
   EXPECT_LE(balanced.rows_per_block, 8);
   EXPECT_LT(max_block_nnz(balanced), max_block_nnz(equal));
 }
@@ -199,7 +199,7 @@ TEST(SpmmPlan, JsonRoundTrip) {
   EXPECT_EQ(to_json(q), j);
   EXPECT_TRUE(check_plan(q, a).empty());
   EXPECT_EQ(j["problem"]["n_mode"], "runtime");
-  EXPECT_EQ(j["grid_x"], p.grid_x());
+  EXPECT_EQ(j["block_rows"], p.block_rows());
   nlohmann::json bad = j;
   bad["value_mode"] = "sometimes";
   EXPECT_THROW(plan_from_json(bad), UsageError);

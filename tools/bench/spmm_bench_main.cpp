@@ -120,7 +120,7 @@ struct Compiled {
 };
 
 nlohmann::json plan_json(const SpmmPlan& plan) {
-  return {{"grid_x", plan.grid_x()},
+  return {{"block_rows", plan.block_rows()},
           {"rows_per_block", plan.rows_per_block},
           {"n_tile", plan.n_tile},
           {"groups", plan.groups},

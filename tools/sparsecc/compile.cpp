@@ -118,7 +118,7 @@ int run_compile(const CompileArgs& args) {
       "stack {} B, spills {} "
       "B -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
-      plan.grid_x(), plan.rows_per_block, plan.n_tile, plan.groups,
+      plan.block_rows(), plan.rows_per_block, plan.n_tile, plan.groups,
       plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", args.emit, emit_seconds,
       args.emit == "ptx" ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,

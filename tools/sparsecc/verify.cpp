@@ -46,7 +46,7 @@ SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.value_mode = md.values_mode == "baked" ? SpmmValueMode::baked : SpmmValueMode::streamed;
   o.kernel_name = md.kernel;
   SpmmPlan plan = plan_spmm(a, problem, o);
-  if (plan.grid_x() != md.grid_x || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
+  if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
     throw std::runtime_error("re-planning the bundle's matrix does not reproduce its launch configuration");
   return plan;
 }

@@ -91,7 +91,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.values_mode = plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed";
   md.arch = arch;
   md.kernel = plan.kernel_name;
-  md.grid_x = plan.grid_x();
+  md.block_rows = plan.block_rows();
   md.block_x = plan.block_x;
   md.shared_bytes = plan.shared_bytes;
   md.generator_version = kVersion;
@@ -101,7 +101,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"groups", plan.groups},
                      {"max_registers", plan.max_registers},
                      {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
-                     {"block_rows", plan.grid_x()},
+                     {"block_rows", plan.block_rows()},
                      {"loads", spmm_plan_loads(plan)},
                      {"estimated_registers", plan.estimated_registers},
                      {"estimated_instructions", plan.estimated_instructions}};

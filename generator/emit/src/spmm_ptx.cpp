@@ -181,7 +181,7 @@ class PtxWriter {
     for (const auto& [reg, name] : params)
       put(o, "  ld.param.u64 {0}, [{1}_{2}];\n  cvta.to.global.u64 {0}, {0};\n", reg, k, name);
     put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.n_tile);
-    put(o, "  mov.u32 %cy, %ctaid.y;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.n_tile);
+    put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.n_tile);
     put(o, "  add.s64 %col, %col, %u;\n");
     if (fixed_)
       put(o, "  mov.u64 %ld, {};\n", p_.problem.n);
@@ -198,7 +198,7 @@ class PtxWriter {
     } else {
       put(o, "  mov.u32 %redr, 0;\n  mov.u32 %redw, 0;\n");
     }
-    put(o, "  selp.u32 %flag, 1, 0, %live;\n  mov.u32 %cx, %ctaid.x;\n  $Lcases: .branchtargets ");
+    put(o, "  selp.u32 %flag, 1, 0, %live;\n  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(o, "{}$Lb{}", bi ? ", " : "", bi);
     put(o, ";\n  brx.idx %cx, $Lcases;\n");
   }

@@ -119,6 +119,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
   const std::int64_t blocks = ceil_div(a.rows, ny);
+  if (blocks > kSpmmMaxBlockRows)
+    throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
+                                 blocks, ny, kSpmmMaxBlockRows));
   p.groups = options.groups ? options.groups : auto_groups(a, blocks, ny, p.n_tile);
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
     throw UsageError(

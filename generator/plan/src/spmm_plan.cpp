@@ -173,7 +173,7 @@ json to_json(const SpmmPlan& p) {
           {"n_tile", p.n_tile},
           {"groups", p.groups},
           {"block_x", p.block_x},
-          {"grid_x", p.grid_x()},
+          {"block_rows", p.block_rows()},
           {"shared_bytes", p.shared_bytes},
           {"estimated_registers", p.estimated_registers},
           {"max_registers", p.max_registers},
@@ -216,7 +216,8 @@ SpmmPlan plan_from_json(const json& j) {
       }
       p.blocks.push_back(std::move(b));
     }
-    if (j.at("grid_x") != p.grid_x()) throw UsageError("SpMM plan: grid_x differs from the block rows");
+    if (j.at("block_rows") != p.block_rows())
+      throw UsageError("SpMM plan: block_rows differs from the blocks listed");
     return p;
   } catch (const json::exception& e) {
     throw UsageError(fmt::format("SpMM plan: malformed JSON: {}", e.what()));

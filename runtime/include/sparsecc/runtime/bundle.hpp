@@ -2,11 +2,11 @@
 // executor (metadata, cubin and/or PTX, streamed values, bias). Plain C++ and nlohmann_json only:
 // the generator writes bundles with it and the runtime reads them, and neither side needs CUDA here.
 //
-// Format (version 1), every integer little-endian:
+// Format (version 2), every integer little-endian:
 //
 //   offset  size  field
 //        0     8  magic "SPCCBNDL"
-//        8     4  u32 format version (1)
+//        8     4  u32 format version (2)
 //       12     4  u32 section count (1..16)
 //       16     8  u64 total file size in bytes
 //       24     8  u64 checksum: FNV-1a 64 over every byte after the 32-byte header
@@ -44,7 +44,11 @@ class BundleError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr std::uint32_t kBundleFormatVersion = 1;
+// Version 2 launches column tiles along grid x and block rows along grid y (version 1 had them the
+// other way round); the runtime reads version 2 only.
+inline constexpr std::uint32_t kBundleFormatVersion = 2;
+// The CUDA limit on grid y.
+inline constexpr std::int64_t kMaxBlockRows = 65535;
 inline constexpr std::size_t kBundleHeaderBytes = 32;
 inline constexpr std::size_t kBundleEntryBytes = 24;
 inline constexpr std::uint32_t kBundleMaxSections = 16;
@@ -68,7 +72,7 @@ struct BundleMetadata {
   std::int64_t m = 0, k = 0, n = 0;  // n: the N of fixed mode (in runtime mode, the N tuned for)
   std::int64_t nnz = 0;
   std::string n_mode = "fixed";  // "fixed" | "runtime"
-  std::int64_t n_tile = 1;       // columns of C per blockIdx.y
+  std::int64_t n_tile = 1;       // columns of C per blockIdx.x
   std::string dtype = "f32";
   std::string layout = "row_major";
   bool bias = false;
@@ -76,7 +80,7 @@ struct BundleMetadata {
   std::string values_mode = "baked";  // "baked" | "streamed"
   std::string arch = "sm_90";         // architecture of the cubin
   std::string kernel;
-  std::int64_t grid_x = 1;
+  std::int64_t block_rows = 1;  // grid y: one block row of A each (at most kMaxBlockRows)
   std::int64_t block_x = 1;
   std::int64_t shared_bytes = 0;
   std::vector<std::string> params = kSpmmParams;

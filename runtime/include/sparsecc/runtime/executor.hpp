@@ -4,7 +4,7 @@
 //   extern "C" __global__ void <kernel>(const float* B, float* C, const float* bias,
 //                                       const float* values, int n);
 //
-// launched with grid (grid_x, ceil(n / n_tile), 1), block (block_x, 1, 1) and shared_bytes of
+// launched with grid (ceil(n / n_tile), block_rows, 1), block (block_x, 1, 1) and shared_bytes of
 // dynamic shared memory. B is K×N and C is M×N, both row-major with leading dimension n; bias and
 // values point to the executor's device copies of those sections (null when absent).
 #pragma once

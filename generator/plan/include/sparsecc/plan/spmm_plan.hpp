@@ -1,9 +1,10 @@
 // The SpMM executor plan: plain data that fully determine one SparseRT-style unrolled kernel for a
 // fixed sparse A (M x K) times a dense B (K x N), C = A*B (+bias[row]) (ReLU), fp32 throughout.
 //
-// Grid (grid_x = blocks.size(), ceil(n / n_tile)); block (groups * n_tile). Block row b owns rows
+// Grid (ceil(n / n_tile), blocks.size()): column tiles along x, so that consecutive blocks run the same
+// block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows
 // [row_begin, row_end) of C; inside it thread group g (threadIdx.x / n_tile) owns a contiguous,
-// nnz-balanced range of k and thread t of the group owns output column blockIdx.y * n_tile + t. A group
+// nnz-balanced range of k and thread t of the group owns output column blockIdx.x * n_tile + t. A group
 // runs its steps in order: load B[k][col] once, then one FMA per entry into accumulator `row`.
 // Groups 1.. hand their partial sums to group 0 through shared memory (added in group order), then
 // group 0 adds bias and applies ReLU and stores.
@@ -63,20 +64,22 @@ struct SpmmPlan {
   std::int32_t groups = 1;                 // Gy: thread groups splitting K
   std::int32_t block_x = 0;                // groups * n_tile
   std::int64_t shared_bytes = 0;           // (groups - 1) * rows_per_block * n_tile * 4
-  std::vector<SpmmBlockRow> blocks;        // grid_x = blocks.size()
+  std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::int32_t estimated_registers = 0;
   std::int32_t max_registers = 255;         // register cap given to the assembler (PTX .maxnreg)
   std::int64_t estimated_instructions = 0;  // B loads + FMAs
 
-  std::int64_t grid_x() const { return static_cast<std::int64_t>(blocks.size()); }
-  std::int64_t grid_y(std::int64_t n) const { return (n + n_tile - 1) / n_tile; }
+  std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
+  std::int64_t column_tiles(std::int64_t n) const { return (n + n_tile - 1) / n_tile; }  // grid x
 };
 
 // Accumulators one thread may hold; plans with more rows per block row are rejected.
 inline constexpr std::int32_t kSpmmMaxAccumulators = 64;
 // Registers a thread needs beside its accumulators (addresses, indices, loads in flight).
 inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
+// Block rows run along grid y, which CUDA limits to 65535 blocks.
+inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
 // The hardware's registers per thread (the largest max_registers).
 inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 
