@@ -30,7 +30,7 @@ std::string hex_float(double v) {
   return buf;
 }
 
-// The kernel: one block row of C per blockIdx.x, kTile columns per blockIdx.y.
+// The kernel (the executor ABI): kTile columns per blockIdx.x, one block row of C per blockIdx.y.
 std::string kernel_source(bool streamed, bool relu) {
   std::string row_ptr = "0", cols, vals;
   int nnz = 0;
@@ -49,7 +49,7 @@ std::string kernel_source(bool streamed, bool relu) {
          "extern \"C\" __global__ void spmm_small(const float* B, float* C, const float* bias,\n"
          "                                        const float* values, int n) {\n"
          "  extern __shared__ float scratch[];\n"
-         "  const int row = blockIdx.x, col = blockIdx.y * " +
+         "  const int row = blockIdx.y, col = blockIdx.x * " +
          std::to_string(kTile) +
          " + threadIdx.x;\n"
          "  scratch[threadIdx.x] = 0.0f;\n"

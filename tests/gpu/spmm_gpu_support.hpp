@@ -103,6 +103,12 @@ inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
   options.extra.push_back(kPtxasVerbose);
   out.compiled = compile_kernel(out.emitted, c.name, options);
   out.usage = parse_ptxas_log(out.compiled.log);
+  if (!out.usage.found) {
+    // nvJitLink has now and then handed back an empty info log on a busy machine; one retry.
+    std::printf("[ spmm gpu ] %s: empty assembler log, compiling again\n", c.name.c_str());
+    out.compiled = compile_kernel(out.emitted, c.name, options);
+    out.usage = parse_ptxas_log(out.compiled.log);
+  }
   rt::Bundle& b = out.bundle;
   b.metadata = spmm_bundle_metadata(out.plan, c.a, arch);
   b.cubin = out.compiled.cubin;
