@@ -82,6 +82,9 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) con
     throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) +
                                 " but this executor was built for n = " + std::to_string(md.n) +
                                 " (fixed mode)");
+  // Runtime-N kernels keep the row pitch n * 4 in 32 bits.
+  if (md.n_mode == "runtime" && n >= (1 << 30))
+    throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " must be below 2^30");
   // Column tiles along grid x (consecutive blocks share one block row's code in the instruction
   // cache), block rows along grid y.
   const std::int64_t tiles = (std::int64_t{n} + md.n_tile - 1) / md.n_tile;

@@ -64,8 +64,8 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 }
 
 // The automatic tiling, fitted to a sweep of 51 plans on each of 18 SparseRT problems on an H100
-// (tools/bench --sweep; within a few percent of the best plan of the sweep in geometric mean):
-//  - n tile: 64 columns for N > 1024 (more blocks in y) and for N <= 64, else N rounded up to a
+// (sparsecc_bench --sweep; 2.3 % above the sweep's best plan in geometric mean on those problems):
+//  - n tile: 64 columns for N > 1024 (more column tiles) and for N <= 64, else N rounded up to a
 //    warp, at most 128;
 //  - rows per block: the most of 16, 8, 4, 2, 1 that still gives a grid of kGridTarget blocks
 //    (more rows share each B load, but the grid must cover the SMs: the unrolled code is
@@ -81,9 +81,9 @@ std::int32_t auto_n_tile(std::int64_t n) {
   return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
 }
 
-std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t grid_y) {
+std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
   for (const std::int64_t r : {16, 8, 4, 2})
-    if (ceil_div(m, r) * grid_y >= kGridTarget) return std::min<std::int64_t>(r, std::max<std::int64_t>(m, 1));
+    if (ceil_div(m, r) * tiles >= kGridTarget) return std::min<std::int64_t>(r, std::max<std::int64_t>(m, 1));
   return 1;
 }
 
