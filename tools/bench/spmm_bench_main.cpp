@@ -3,9 +3,11 @@
 // against the fp64 reference with poisoned outputs (and, with both, that the two executors give the
 // same bits), and times one in steady state (CUDA graphs of many launches, median of replays) against
 // the vendor baselines in the same run: cuBLAS fp32 (TF32 off), TF32, fp16 tensor cores, and the best
-// cuSPARSE SpMM algorithm. Prints a table with ratios and geomeans and writes JSON. Plan overrides
-// (--rows-per-block, --n-tile, --groups, --balanced, --values) apply to every problem, for parameter
-// sweeps; --sweep tries a grid of plans per problem and times the fastest. --compile-only stops after generation and compilation and needs no GPU.
+// cuSPARSE SpMM algorithm, after the launch floor (an empty kernel timed the same way). Prints a
+// table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
+// --groups, --max-registers, --balanced, --values) apply to every problem; --sweep also tries a grid
+// of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
+// and compilation and needs no GPU.
 // Exit: 0 ok, 1 a check failed, 2 bad usage, bad input or no GPU.
 #include <execinfo.h>
 #include <fmt/format.h>
