@@ -129,7 +129,6 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
-  if (getenv("SPMM_LOG")) std::printf("%s\n", r.log.c_str());
   EXPECT_FALSE(r.cubin.empty());
   EXPECT_EQ(r.ptx, e.source);
   if (capped) {

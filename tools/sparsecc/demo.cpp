@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "spmm_run.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
@@ -63,7 +64,7 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   const double gen_s = seconds_since(t0);
   const ResourceUsage usage = parse_ptxas_log(compiled.log);
 
-  std::vector<double> got(static_cast<std::size_t>(a.rows * b.cols));
+  std::vector<double> got;
   std::string how, why;
   if (rt::driver_available(&why)) {
     rt::Bundle bundle;
@@ -72,32 +73,15 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
     bundle.ptx = compiled.ptx;
     bundle.values = kernel.packed_values;
     bundle.bias.assign(bias.begin(), bias.end());
-    rt::Context ctx(0);
-    const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, "demo layer", ctx);
-    std::vector<float> bf(b.data.begin(), b.data.end());
-    rt::DeviceBuffer db(bf.size() * sizeof(float)), dc(got.size() * sizeof(float));
-    db.upload(bf.data(), bf.size() * sizeof(float));
-    dc.fill32(0x7fc00000u);  // NaN: unwritten outputs fail
-    exec.run(db.get(), dc.get(), static_cast<int>(b.cols));
-    ctx.synchronize();
-    std::vector<float> cf(got.size());
-    dc.download(cf.data(), cf.size() * sizeof(float));
-    got.assign(cf.begin(), cf.end());
-    how = fmt::format("GPU {} ({} image)", ctx.device().name, exec.loaded_from());
+    got = run_spmm_on_gpu(bundle, "demo layer", b, b.cols, how);
   } else {
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, &bias).data;
     how = fmt::format("plan interpreter (no GPU: {})", why);
   }
-  double max_ref = 0, max_err = 0;
-  bool finite = true;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    finite = finite && std::isfinite(got[i]);
-    max_ref = std::max(max_ref, std::fabs(ref.data[i]));
-    max_err = std::max(max_err, std::fabs(got[i] - ref.data[i]));
-  }
-  const double rel = max_ref > 0 ? max_err / max_ref : max_err;
+  const SpmmCheck check = compare_spmm(got, ref);
+  const double rel = check.rel_error;
   LayerResult r;
-  r.ok = finite && rel <= kExecutorTolerance && !compiled.cubin.empty();
+  r.ok = check.unwritten == 0 && rel <= kExecutorTolerance && !compiled.cubin.empty();
   r.json = {{"plan",
              {{"rows_per_block", plan.rows_per_block}, {"n_tile", plan.n_tile}, {"groups", plan.groups}}},
             {"generate_compile_seconds", gen_s},

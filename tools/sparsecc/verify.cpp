@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli.hpp"
+#include "spmm_run.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -74,37 +75,20 @@ int run_verify(const VerifyArgs& args) {
   const std::vector<double>* bias_ptr = md.bias ? &bias : nullptr;
   const DenseMatrix ref = spmm(a, b, bias_ptr, md.relu);
 
-  std::vector<double> got(static_cast<std::size_t>(md.m * n));
+  std::vector<double> got;
   std::string how;
   std::string why;
   if (!args.cpu && rt::driver_available(&why)) {
-    rt::Context ctx(0);
-    const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, args.bundle, ctx);
-    std::vector<float> bf(b.data.begin(), b.data.end());
-    rt::DeviceBuffer db(bf.size() * sizeof(float)), dc(got.size() * sizeof(float));
-    db.upload(bf.data(), bf.size() * sizeof(float));
-    dc.fill32(0x7fc00000u);  // NaN: unwritten outputs fail
-    exec.run(db.get(), dc.get(), static_cast<int>(n));
-    ctx.synchronize();
-    std::vector<float> cf(got.size());
-    dc.download(cf.data(), cf.size() * sizeof(float));
-    got.assign(cf.begin(), cf.end());
-    how = fmt::format("GPU {} ({} image)", ctx.device().name, exec.loaded_from());
+    got = run_spmm_on_gpu(bundle, args.bundle, b, n, how);
   } else {
     const SpmmPlan plan = replan(md, a);
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr).data;
     how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }
 
-  double max_ref = 0, max_err = 0;
-  std::int64_t bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    max_ref = std::max(max_ref, std::fabs(ref.data[i]));
-    if (!std::isfinite(got[i])) ++bad;
-  }
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (std::isfinite(got[i])) max_err = std::max(max_err, std::fabs(got[i] - ref.data[i]));
-  const double rel = max_ref > 0 ? max_err / max_ref : max_err;
+  const SpmmCheck check = compare_spmm(got, ref);
+  const double rel = check.rel_error;
+  const std::int64_t bad = check.unwritten;
   const bool ok = bad == 0 && rel <= args.tolerance;
   fmt::print(
       "{}: {}x{} x N={} ({} nonzeros), {}, seed {}: max relative error {:.3e} (tolerance {:.0e}){} {}\n",

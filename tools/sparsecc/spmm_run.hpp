@@ -1,0 +1,26 @@
+// Running an SpMM executor for the CLI's checks (`verify`, `demo`): on the GPU with NaN-poisoned
+// outputs, and the comparison with the fp64 reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+
+namespace sparsecc::cli {
+
+// Loads `bundle` (named `name` in errors) on device 0 and runs it on B (n columns) with C poisoned
+// with NaN first; returns C. `how` receives the device and the image that ran ("GPU … (cubin image)").
+std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string& name, const DenseMatrix& b,
+                                    std::int64_t n, std::string& how);
+
+struct SpmmCheck {
+  double rel_error = 0;        // max |C - ref| / max |ref| over the finite outputs
+  std::int64_t unwritten = 0;  // outputs that are not finite (never written, or NaN/Inf)
+};
+
+SpmmCheck compare_spmm(const std::vector<double>& got, const DenseMatrix& ref);
+
+}  // namespace sparsecc::cli
