@@ -34,8 +34,6 @@
 namespace sparsecc::gputest {
 
 inline constexpr double kMaxRelError = 1e-5;
-// The split PTX layout calls one function per block row; the call takes this much stack (no spills).
-inline constexpr std::int64_t kSplitLayoutStackBytes = 8;
 inline constexpr std::uint32_t kNaNPattern = 0x7fc00000u;
 
 // One test case: a matrix, the problem and options to plan it with, its bias (m entries when
@@ -146,7 +144,7 @@ inline std::vector<std::shared_future<SpmmBuilt>> build_all(const std::vector<Sp
 }
 
 // The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame (the split
-// PTX layout's call may take kSplitLayoutStackBytes), a non-empty cubin and PTX, values present
+// PTX layout's call may take kSpmmPtxSplitCallStackBytes), a non-empty cubin and PTX, values present
 // exactly in streamed mode.
 inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
@@ -155,7 +153,7 @@ inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   ASSERT_TRUE(b.usage.found) << c.name << ": no ptxas report in the log:\n" << b.compiled.log;
   EXPECT_EQ(b.usage.spill_store_bytes, 0) << c.name;
   EXPECT_EQ(b.usage.spill_load_bytes, 0) << c.name;
-  EXPECT_LE(b.usage.stack_frame_bytes, b.emitted.modules.empty() ? 0 : kSplitLayoutStackBytes) << c.name;
+  EXPECT_LE(b.usage.stack_frame_bytes, b.emitted.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes) << c.name;
   EXPECT_FALSE(b.compiled.cubin.empty()) << c.name;
   EXPECT_FALSE(b.compiled.ptx.empty()) << c.name;
   EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode == SpmmValueMode::baked) << c.name;

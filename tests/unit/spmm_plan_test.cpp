@@ -94,6 +94,10 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   EXPECT_EQ(p.estimated_registers, 1 + kSpmmRegisterOverhead);
   EXPECT_EQ(p.max_registers, 48);  // the estimate and 16 for loads in flight, rounded up to 8
   EXPECT_EQ(p.estimated_instructions, spmm_plan_loads(p) + a.nnz());
+  EXPECT_EQ(p.assembler_opt_level, 3);
+  SpmmOptions level;
+  level.assembler_opt_level = 1;
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 49), level).assembler_opt_level, 1);
   const SpmmPlan tall = plan_spmm(a, problem_for(a, 3136));  // 49 column tiles of 64
   EXPECT_EQ(tall.n_tile, 64);
   EXPECT_EQ(tall.rows_per_block, 16);  // 4 block rows x 49 tiles: 196 blocks
@@ -121,6 +125,9 @@ TEST(SpmmPlan, RejectsBadConfigurations) {
   o = {};
   o.n_tile = 512;
   o.groups = 3;
+  EXPECT_THROW(plan_spmm(a, problem_for(a, 8), o), UsageError);
+  o = {};
+  o.assembler_opt_level = 4;
   EXPECT_THROW(plan_spmm(a, problem_for(a, 8), o), UsageError);
   EXPECT_THROW(plan_spmm(a, {100, 21, 8}, {}), UsageError);
   EXPECT_THROW(plan_spmm(a, {100, 20, 0}, {}), UsageError);
@@ -179,6 +186,9 @@ TEST(SpmmPlan, CheckPlanFindsBrokenPlans) {
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
   p.shared_bytes = 4;
+  EXPECT_FALSE(check_plan(p, a).empty());
+  p = good;
+  p.assembler_opt_level = -1;
   EXPECT_FALSE(check_plan(p, a).empty());
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;

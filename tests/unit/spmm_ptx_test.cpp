@@ -8,7 +8,10 @@
 
 #include <bit>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <regex>
+#include <stdexcept>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -136,7 +139,7 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
     EXPECT_LE(u.spill_store_bytes, 64) << label;
     return;
   }
-  EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : 8) << label;
+  EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes) << label;
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
 }
@@ -170,6 +173,74 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   o.groups = 4;  // 512 threads a block: the case functions must fit 128 registers
   expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
                         big, "random 1000x1000 split 512 thr", true);
+}
+
+// An ELF64 file's sections by name (contents; empty for NOBITS).
+std::map<std::string, std::vector<unsigned char>> elf_sections(const std::vector<unsigned char>& elf) {
+  const auto read = [&](std::size_t at, std::size_t bytes) {
+    if (at + bytes > elf.size()) throw std::out_of_range("ELF field past the end");
+    std::uint64_t v = 0;
+    std::memcpy(&v, elf.data() + at, bytes);  // little endian
+    return static_cast<std::size_t>(v);
+  };
+  const auto u16 = [&](std::size_t at) { return read(at, 2); };
+  const auto u32 = [&](std::size_t at) { return read(at, 4); };
+  const auto u64 = [&](std::size_t at) { return read(at, 8); };
+  const std::size_t shoff = u64(0x28), entsize = u16(0x3a), count = u16(0x3c), strndx = u16(0x3e);
+  const std::size_t strtab = u64(shoff + strndx * entsize + 0x18);
+  std::map<std::string, std::vector<unsigned char>> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t h = shoff + i * entsize;
+    const std::size_t off = u64(h + 0x18), size = u64(h + 0x20);
+    std::string name(reinterpret_cast<const char*>(&elf.at(strtab + u32(h))));
+    if (u32(h + 4) == 8 /* SHT_NOBITS */) {
+      out[name] = {};
+    } else {
+      EXPECT_LE(off + size, elf.size()) << name;
+      out[name].assign(elf.begin() + static_cast<std::ptrdiff_t>(off), elf.begin() + static_cast<std::ptrdiff_t>(off + size));
+    }
+  }
+  return out;
+}
+
+// The split layout's modules assembled on two threads (each to relocatable code, then linked) and
+// on one (one nvJitLink session) give kernels of the same size and registers, and the parallel
+// route gives the same bytes every time.
+TEST(SpmmPtx, SplitModulesAssembleInParallel) {
+  const CsrMatrix a = random_csr(600, 600, 0.12, 9);  // about 43,000 nonzeros
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  const EmittedKernel e = emit_spmm_ptx(p, a);
+  ASSERT_GE(e.modules.size(), 2u);
+  CudaCompileOptions options;
+  options.extra.push_back(kPtxasVerbose);
+  options.threads = 1;
+  const CudaCompileResult serial = compile_kernel(e, "serial", options);
+  options.threads = 2;
+  const CudaCompileResult parallel = compile_kernel(e, "parallel", options);
+  const CudaCompileResult again = compile_kernel(e, "parallel", options);
+  const ResourceUsage us = parse_ptxas_log(serial.log), up = parse_ptxas_log(parallel.log);
+  ASSERT_TRUE(up.found) << parallel.log;
+  EXPECT_EQ(up.registers, us.registers);
+  EXPECT_EQ(up.spill_store_bytes, 0);
+  EXPECT_LE(up.stack_frame_bytes, kSpmmPtxSplitCallStackBytes);
+  EXPECT_EQ(parallel.cubin, again.cubin);
+  // The same machine code and the same kernel attributes (the per-function records of the other
+  // .nv.info sections only come in another order).
+  const auto ps = elf_sections(parallel.cubin), ss = elf_sections(serial.cubin);
+  ASSERT_EQ(ps.size(), ss.size());
+  std::size_t texts = 0;
+  for (const auto& [name, bytes] : ss) {
+    if (name.rfind(".text.", 0) != 0 && name != ".nv.info.sparsecc_spmm" && name.rfind(".nv.shared", 0) != 0)
+      continue;
+    ASSERT_TRUE(ps.count(name)) << name;
+    EXPECT_EQ(ps.at(name), bytes) << name;
+    texts += name.rfind(".text.", 0) == 0;
+  }
+  EXPECT_EQ(texts, p.blocks.size() + 1);
+  const double ratio = static_cast<double>(parallel.cubin.size()) / static_cast<double>(serial.cubin.size());
+  EXPECT_NEAR(ratio, 1.0, 0.02);
+  std::printf("[ spmm ptx] split assembly of %zu modules: %.2f s on one thread, %.2f s on two\n",
+              e.modules.size(), serial.seconds, parallel.seconds);
 }
 
 TEST(SpmmPtx, AssemblesRealDlmcLayer) {

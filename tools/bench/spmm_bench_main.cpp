@@ -60,6 +60,7 @@ struct Args {
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
   std::int32_t max_registers = 0;
+  std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
   std::string values = "auto";  // baked | streamed | auto
   bool compile_only = false;
@@ -79,6 +80,7 @@ SpmmOptions plan_options(const Args& args) {
   o.n_tile = args.n_tile;
   o.groups = args.groups;
   o.max_registers = args.max_registers;
+  if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
   o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (args.values == "baked") o.value_mode = SpmmValueMode::baked;
   if (args.values == "streamed") o.value_mode = SpmmValueMode::streamed;
@@ -92,6 +94,7 @@ std::string describe_overrides(const Args& args) {
   if (args.n_tile > 0) parts.push_back(fmt::format("n tile {}", args.n_tile));
   if (args.groups > 0) parts.push_back(fmt::format("groups {}", args.groups));
   if (args.max_registers > 0) parts.push_back(fmt::format("max registers {}", args.max_registers));
+  if (args.assembler_opt >= 0) parts.push_back(fmt::format("ptxas -O{}", args.assembler_opt));
   if (args.balanced) parts.push_back("balanced rows");
   if (args.values != "auto") parts.push_back(args.values + " values");
   std::string words;
@@ -127,6 +130,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"n_tile", plan.n_tile},
           {"groups", plan.groups},
           {"max_registers", plan.max_registers},
+          {"assembler_opt_level", plan.assembler_opt_level},
           {"block_x", plan.block_x},
           {"values", plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed"},
           {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
@@ -134,10 +138,11 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"estimated_instructions", plan.estimated_instructions}};
 }
 
-// "R4/T128/G1/r32/baked" (rows per block, n tile, groups, register cap, value mode; "/bal" for
-// balanced rows).
+// "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
+// "/bal" for balanced rows).
 std::string plan_column(const SpmmPlan& plan) {
-  return fmt::format("R{}/T{}/G{}/r{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups, plan.max_registers,
+  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
+                     plan.max_registers, plan.assembler_opt_level,
                      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
                      plan.row_split == SpmmRowSplit::balanced ? "/bal" : "");
 }
@@ -168,6 +173,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
         CudaCompileOptions o;
         o.arch = args.arch;
         o.extra.push_back(kPtxasVerbose);
+        o.threads = 1;  // the problems compile in parallel already
         const CudaCompileResult r = compile_kernel(k, name, o);
         b.seconds = seconds_since(t1);
         b.compile_seconds = r.seconds;
@@ -645,6 +651,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 32));
   app.add_option("--max-registers", args.max_registers, "plan: register cap per thread (0: automatic)")
       ->check(CLI::Range(0, 255));
+  app.add_option("--assembler-opt", args.assembler_opt, "plan: ptxas optimization level 0..3 (-1: automatic)")
+      ->check(CLI::Range(-1, 3));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, or auto")

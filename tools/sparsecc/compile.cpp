@@ -42,6 +42,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("--max-registers", a.max_registers,
                   "Register cap per thread for the assembler (0: automatic; PTX route)")
       ->check(CLI::Range(0, 255));
+  cmd->add_option("--assembler-opt", a.assembler_opt,
+                  "ptxas optimization level 0..3 (-1: automatic, which is 3)")
+      ->check(CLI::Range(-1, 3));
   cmd->add_flag("--balanced", a.balanced, "Balance block rows by nonzeros instead of equal row panels");
 }
 
@@ -51,6 +54,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.n_tile = a.n_tile;
   o.groups = a.groups;
   o.max_registers = a.max_registers;
+  if (a.assembler_opt >= 0) o.assembler_opt_level = a.assembler_opt;
   o.row_split = a.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (a.values == "baked") o.value_mode = SpmmValueMode::baked;
   if (a.values == "streamed") o.value_mode = SpmmValueMode::streamed;
@@ -124,7 +128,8 @@ int run_compile(const CompileArgs& args) {
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
       usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
       args.output);
-  if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > 0)
+  const std::int64_t call_frame = kernel.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes;
+  if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > call_frame)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
   return kExitOk;
 }

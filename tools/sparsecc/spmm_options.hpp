@@ -20,6 +20,7 @@ struct SpmmArgs {
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
   std::int32_t max_registers = 0;
+  std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
 };
 

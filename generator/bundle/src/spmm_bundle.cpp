@@ -100,6 +100,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"n_tile", plan.n_tile},
                      {"groups", plan.groups},
                      {"max_registers", plan.max_registers},
+                     {"assembler_opt_level", plan.assembler_opt_level},
                      {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
                      {"block_rows", plan.block_rows()},
                      {"loads", spmm_plan_loads(plan)},

@@ -5,9 +5,12 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 
 namespace sparsecc {
 
@@ -204,7 +207,49 @@ class Linker {
   nvJitLinkHandle h_{};
 };
 
-// PTX -> cubin for o.arch; returns the cubin, sets `log` to nvJitLink's info log.
+// Adds `data` of `type` to the session as input `part`, completes it and returns the linked cubin
+// (relocatable when the session was created with -r); sets `log` to the info log.
+std::vector<unsigned char> run_linker(Linker& link, const std::vector<std::string>& inputs, nvJitLinkInputType type,
+                                      const std::string& name, std::string& log) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string part = inputs.size() == 1 ? name : fmt::format("{}#{}", name, i);
+    link.check(nvJitLinkAddData(link.get(), type, inputs[i].data(), inputs[i].size(), part.c_str()),
+               "nvJitLinkAddData");
+  }
+  link.check(nvJitLinkComplete(link.get()), "nvJitLinkComplete");
+  std::size_t n = 0;
+  link.check(nvJitLinkGetLinkedCubinSize(link.get(), &n), "nvJitLinkGetLinkedCubinSize");
+  std::vector<unsigned char> cubin(n);
+  link.check(nvJitLinkGetLinkedCubin(link.get(), cubin.data()), "nvJitLinkGetLinkedCubin");
+  log = link.info_log();
+  return cubin;
+}
+
+// Runs job(i) for i in 0..count on up to `threads` threads; rethrows the first failure (by index).
+template <typename Job>
+void parallel_for(std::size_t count, unsigned threads, const Job& job) {
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < count; i = next++) {
+      try {
+        job(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<std::size_t>(threads, count); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// PTX -> cubin for o.arch; returns the cubin, sets `log` to nvJitLink's info log. Several modules
+// are assembled on o.threads threads, each to relocatable code, and then linked: one nvJitLink
+// session would run ptxas over them one after another.
 std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, const std::string& name,
                                     const CudaCompileOptions& o, std::string& log) {
   std::vector<std::string> opts = {"-arch=" + o.arch};
@@ -215,22 +260,37 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
       opts.push_back(to_nvjitlink_option(e));
       verbose = verbose || opts.back() == "-Xptxas=-v";
     }
-  // Linked case functions: only the linker's summary has the kernel's real register count.
-  if (verbose && modules.size() > 1) opts.push_back("-verbose");
+  const unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (modules.size() == 1 || threads == 1) {
+    // Linked case functions: only the linker's summary has the kernel's real register count.
+    if (verbose && modules.size() > 1) opts.push_back("-verbose");
+    Linker link(name, o.arch);
+    link.create(opts);
+    return run_linker(link, modules, NVJITLINK_INPUT_PTX, name, log);
+  }
+  // The first module (the entry) is assembled in the final session, the others to relocatable
+  // objects on their own threads first.
+  std::vector<std::string> objects(modules.size() - 1), logs(modules.size() - 1);
+  std::vector<std::string> module_opts = opts;
+  module_opts.push_back("-r");
+  parallel_for(objects.size(), threads, [&](std::size_t i) {
+    const std::string part = fmt::format("{}#{}", name, i + 1);
+    Linker link(part, o.arch);
+    link.create(module_opts);
+    const auto object = run_linker(link, {modules[i + 1]}, NVJITLINK_INPUT_PTX, part, logs[i]);
+    objects[i].assign(object.begin(), object.end());
+  });
+  if (verbose) opts.push_back("-verbose");
   Linker link(name, o.arch);
   link.create(opts);
-  for (std::size_t i = 0; i < modules.size(); ++i) {
-    const std::string part = modules.size() == 1 ? name : fmt::format("{}#{}", name, i);
-    link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[i].data(), modules[i].size(),
-                                part.c_str()),
-               "nvJitLinkAddData");
-  }
-  link.check(nvJitLinkComplete(link.get()), "nvJitLinkComplete");
-  std::size_t n = 0;
-  link.check(nvJitLinkGetLinkedCubinSize(link.get(), &n), "nvJitLinkGetLinkedCubinSize");
-  std::vector<unsigned char> cubin(n);
-  link.check(nvJitLinkGetLinkedCubin(link.get(), cubin.data()), "nvJitLinkGetLinkedCubin");
-  log = link.info_log();
+  const std::string entry = fmt::format("{}#0", name);
+  link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[0].data(), modules[0].size(), entry.c_str()),
+             "nvJitLinkAddData");
+  std::string link_log;
+  auto cubin = run_linker(link, objects, NVJITLINK_INPUT_CUBIN, name, link_log);
+  log.clear();
+  for (const auto& l : logs) log = join_logs(log, l);
+  log = join_logs(log, link_log);
   return cubin;
 }
 

@@ -91,6 +91,7 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   out.language = KernelLanguage::cuda;
   out.kernel_name = plan.kernel_name;
   out.max_registers = plan.max_registers;
+  out.opt_level = plan.assembler_opt_level;
   const std::vector<float> weights = spmm_kernel_values(plan, a);
   if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
   std::string body;

@@ -341,6 +341,7 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
       spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
   const std::int64_t split = plan.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions
                                                                      : kSpmmPtxRuntimeNSplitInstructions;
+  out.opt_level = plan.assembler_opt_level;
   if (instructions > split) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
     // The linked kernel's register count is its largest case function's, and a block of block_x

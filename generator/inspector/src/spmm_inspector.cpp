@@ -149,6 +149,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
                                  p.estimated_registers, kSpmmMaxRegisters));
   p.estimated_instructions = spmm_plan_loads(p) + a.nnz();
+  p.assembler_opt_level = options.assembler_opt_level.value_or(3);
+  if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)
+    throw UsageError(fmt::format("plan_spmm: assembler optimization level {} is outside 0..3",
+                                 p.assembler_opt_level));
   p.value_mode = options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget
                                                  ? SpmmValueMode::baked
                                                  : SpmmValueMode::streamed);

@@ -117,6 +117,8 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.max_registers,
                     p.estimated_registers, kSpmmMaxRegisters));
+  if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)
+    err(fmt::format("assembler_opt_level {} outside 0..3", p.assembler_opt_level));
   if (!errors.empty()) return errors;
   if (pr.m > 0 && p.blocks.empty()) err("no block rows");
   std::int64_t next = 0;
@@ -178,6 +180,7 @@ json to_json(const SpmmPlan& p) {
           {"estimated_registers", p.estimated_registers},
           {"max_registers", p.max_registers},
           {"estimated_instructions", p.estimated_instructions},
+          {"assembler_opt_level", p.assembler_opt_level},
           {"packed_order", p.packed_order},
           {"blocks", std::move(blocks)}};
 }
@@ -202,6 +205,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.estimated_registers = j.at("estimated_registers");
     p.max_registers = j.at("max_registers");
     p.estimated_instructions = j.at("estimated_instructions");
+    p.assembler_opt_level = j.at("assembler_opt_level");
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
     for (const json& jb : j.at("blocks")) {
       SpmmBlockRow b{jb.at("rows").at(0), jb.at("rows").at(1), {}};

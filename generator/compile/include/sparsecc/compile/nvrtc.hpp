@@ -16,6 +16,9 @@ struct CudaCompileOptions {
   // "-maxrregcount=N" or "--maxrregcount=N"); the rest are ignored.
   std::vector<std::string> extra;
   bool line_info = false;
+  // assemble_ptx_modules: modules assembled at once, each to relocatable code on its own thread,
+  // before one link; 0: one per hardware thread.
+  unsigned threads = 0;
 };
 
 struct CudaCompileResult {
@@ -50,8 +53,9 @@ CudaCompileResult compile_cuda(const std::string& source, const std::string& nam
 CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
                                const CudaCompileOptions& options = {});
 
-// Several PTX modules (one entry, the functions it calls in the others) assembled separately and
-// linked into one cubin by nvJitLink; `whole` (the same program as one module) becomes the result's
+// Several PTX modules (one entry, the functions it calls in the others) assembled separately (in
+// parallel, options.threads at a time, each by nvJitLink to relocatable code) and linked into one
+// cubin by nvJitLink; `whole` (the same program as one module) becomes the result's
 // ptx. Throws like assemble_ptx, and std::invalid_argument when `modules` is empty.
 CudaCompileResult assemble_ptx_modules(const std::vector<std::string>& modules, const std::string& whole,
                                        const std::string& name, const CudaCompileOptions& options = {});

@@ -32,6 +32,8 @@ inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
 // runtime-N kernels split sooner.
 inline constexpr std::int64_t kSpmmPtxRuntimeNSplitInstructions = 4000;
 inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
+// The stack frame the split layout's call takes (no spills); inline kernels have none.
+inline constexpr std::int64_t kSpmmPtxSplitCallStackBytes = 8;
 
 // `arch` selects the .target (sm_80 ... sm_120, sm_90a) and the PTX ISA version. Throws UsageError
 // when the plan is not valid for `a`, the kernel name is not a C identifier or the arch is unknown.

@@ -27,6 +27,8 @@ struct SpmmOptions {
   std::int32_t n_tile = 0;          // T; 0: automatic
   std::int32_t groups = 0;          // Gy; 0: automatic
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
+  // ptxas -O level 0..3; empty: 3
+  std::optional<std::int32_t> assembler_opt_level;
   SpmmRowSplit row_split = SpmmRowSplit::equal;
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction

@@ -69,6 +69,9 @@ struct SpmmPlan {
   std::int32_t estimated_registers = 0;
   std::int32_t max_registers = 255;         // register cap given to the assembler (PTX .maxnreg)
   std::int64_t estimated_instructions = 0;  // B loads + FMAs
+  // ptxas optimization level (0..3). -O1 assembles a 105k-nonzero kernel about 15 % faster but
+  // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
+  std::int32_t assembler_opt_level = 3;
 
   std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
   std::int64_t column_tiles(std::int64_t n) const { return (n + n_tile - 1) / n_tile; }  // grid x
@@ -93,7 +96,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover 0..M exactly once in order, every nonzero of A appears exactly once
-// at its own (row, k), max_registers is in estimated_registers..255, steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget.
 std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
