@@ -99,17 +99,22 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   ASSERT_GE(e.modules.size(), 3u);
   EXPECT_NE(e.modules[0].find(".visible .entry sparsecc_spmm("), std::string::npos);
   EXPECT_EQ(count(e.modules[0], ".extern .func sparsecc_spmm_case"), p.blocks.size());
-  std::size_t functions = 0, fmas = 0;
+  std::size_t functions = 0, fmas = 0, group_tests = 0;
   for (std::size_t i = 1; i < e.modules.size(); ++i) {
     EXPECT_EQ(e.modules[i].find(".entry"), std::string::npos);
+    // Groups are reached by compare and branch: no jump table in constant bank 2 (see links_cleanly).
+    EXPECT_EQ(count(e.modules[i], "brx.idx"), 0u);
+    group_tests += count(e.modules[i], "setp.ne.u32 %p, %grp, 1;");
     functions += count(e.modules[i], ".visible .func sparsecc_spmm_case");
     fmas += count(e.modules[i], "fma.rn.f32 %a") + count(e.modules[i], "mul.rn.f32 %a");
   }
   EXPECT_EQ(functions, p.blocks.size());
+  EXPECT_EQ(group_tests, p.blocks.size());  // every block row has steps in group 1
   EXPECT_EQ(fmas, static_cast<std::size_t>(a.nnz()));
   // The one-module form holds the same functions, defined, and no extern declarations.
   EXPECT_EQ(count(e.source, ".visible .func sparsecc_spmm_case"), p.blocks.size());
   EXPECT_EQ(count(e.source, ".extern .func"), 0u);
+  ASSERT_GT(p.groups, 1);
   EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
 }
 
@@ -206,9 +211,8 @@ std::map<std::string, std::vector<unsigned char>> elf_sections(const std::vector
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and
 // on one (one nvJitLink session) give kernels of the same size and registers, and the parallel
 // route gives the same bytes every time.
-TEST(SpmmPtx, SplitModulesAssembleInParallel) {
-  const CsrMatrix a = random_csr(600, 600, 0.12, 9);  // about 43,000 nonzeros
-  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+void expect_same_split_assembly(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& o) {
+  const SpmmPlan p = plan_spmm(a, problem, o);
   const EmittedKernel e = emit_spmm_ptx(p, a);
   ASSERT_GE(e.modules.size(), 2u);
   CudaCompileOptions options;
@@ -241,6 +245,17 @@ TEST(SpmmPtx, SplitModulesAssembleInParallel) {
   EXPECT_NEAR(ratio, 1.0, 0.02);
   std::printf("[ spmm ptx] split assembly of %zu modules: %.2f s on one thread, %.2f s on two\n",
               e.modules.size(), serial.seconds, parallel.seconds);
+}
+
+TEST(SpmmPtx, SplitModulesAssembleInParallel) {
+  const CsrMatrix a = random_csr(600, 600, 0.12, 9);  // about 43,000 nonzeros
+  expect_same_split_assembly(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  const CsrMatrix b = random_csr(1000, 700, 0.08, 16);  // about 45,000 nonzeros
+  SpmmOptions o;
+  o.rows_per_block = 8;
+  o.groups = 2;
+  o.value_mode = SpmmValueMode::baked;
+  expect_same_split_assembly(b, {b.rows, b.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o);
 }
 
 TEST(SpmmPtx, AssemblesRealDlmcLayer) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <regex>
 #include <stdexcept>
@@ -247,6 +249,42 @@ void parallel_for(std::size_t count, unsigned threads, const Job& job) {
     if (e) std::rethrow_exception(e);
 }
 
+// The names of an ELF64 file's sections; empty when the file is not one (or is cut short).
+std::vector<std::string> elf_section_names(const std::string& elf) {
+  const auto read = [&](std::size_t at, std::size_t bytes, std::size_t& v) {
+    if (at > elf.size() || bytes > elf.size() - at) return false;
+    std::uint64_t x = 0;
+    std::memcpy(&x, elf.data() + at, bytes);  // ELF64 little endian
+    v = static_cast<std::size_t>(x);
+    return true;
+  };
+  std::size_t shoff = 0, entsize = 0, count = 0, strndx = 0, strtab = 0;
+  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || !read(0x28, 8, shoff) ||
+      !read(0x3a, 2, entsize) || !read(0x3c, 2, count) || !read(0x3e, 2, strndx) || strndx >= count ||
+      !read(shoff + strndx * entsize + 0x18, 8, strtab))
+    return {};
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t name = 0;
+    if (!read(shoff + i * entsize, 4, name) || strtab + name >= elf.size()) return {};
+    const std::size_t end = elf.find('\0', strtab + name);
+    if (end == std::string::npos) return {};
+    names.push_back(elf.substr(strtab + name, end - (strtab + name)));
+  }
+  return names;
+}
+
+// True when relocatable code from one module can be linked with the others: it has no constant
+// bank besides the parameters (bank 0). ptxas keeps jump tables and some literals in bank 2, and
+// nvJitLink does not relocate the offsets into it when objects made with -r are linked.
+bool links_cleanly(const std::string& object) {
+  const auto names = elf_section_names(object);
+  if (names.empty()) return false;
+  for (const auto& n : names)
+    if (n.rfind(".nv.constant", 0) == 0 && n.rfind(".nv.constant0", 0) != 0) return false;
+  return true;
+}
+
 // PTX -> cubin for o.arch; returns the cubin, sets `log` to nvJitLink's info log. Several modules
 // are assembled on o.threads threads, each to relocatable code, and then linked: one nvJitLink
 // session would run ptxas over them one after another.
@@ -260,14 +298,16 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
       opts.push_back(to_nvjitlink_option(e));
       verbose = verbose || opts.back() == "-Xptxas=-v";
     }
-  const unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  if (modules.size() == 1 || threads == 1) {
+  unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("SPARSECC_ASSEMBLY_THREADS"); env && !o.threads) threads = std::max(1, std::atoi(env));
+  const auto one_session = [&] {
     // Linked case functions: only the linker's summary has the kernel's real register count.
     if (verbose && modules.size() > 1) opts.push_back("-verbose");
     Linker link(name, o.arch);
     link.create(opts);
     return run_linker(link, modules, NVJITLINK_INPUT_PTX, name, log);
-  }
+  };
+  if (modules.size() == 1 || threads == 1) return one_session();
   // The first module (the entry) is assembled in the final session, the others to relocatable
   // objects on their own threads first.
   std::vector<std::string> objects(modules.size() - 1), logs(modules.size() - 1);
@@ -280,6 +320,7 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
     const auto object = run_linker(link, {modules[i + 1]}, NVJITLINK_INPUT_PTX, part, logs[i]);
     objects[i].assign(object.begin(), object.end());
   });
+  if (!std::all_of(objects.begin(), objects.end(), links_cleanly)) return one_session();
   if (verbose) opts.push_back("-verbose");
   Linker link(name, o.arch);
   link.create(opts);

@@ -74,7 +74,7 @@ class PtxWriter {
     std::int64_t packed = 0;
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
       put(o, "$Lb{}:\n", bi);
-      case_body(o, bi, packed, "bra $Lexit");
+      case_body(o, bi, packed, "bra $Lexit", true);
     }
     put(o, "$Lexit:\n  ret;\n}}\n");
     return fmt::to_string(o);
@@ -170,7 +170,7 @@ class PtxWriter {
     for (const char* name : {"flag", "grp", "redr", "redw"}) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
-    case_body(o, bi, packed, "ret");
+    case_body(o, bi, packed, "ret", false);
     put(o, "}}\n\n");
   }
 
@@ -229,8 +229,11 @@ class PtxWriter {
   }
 
   // One block row: zero the accumulators, jump to the thread's group, its steps, then the epilogue;
-  // `leave` ends the thread's work (a branch to the kernel's exit, or ret).
-  void case_body(Out& o, std::size_t bi, std::int64_t& packed, const char* leave) {
+  // `leave` ends the thread's work (a branch to the kernel's exit, or ret). `jump_table`: reach the
+  // group through brx.idx; otherwise through compare-and-branch. Case functions of the split layout
+  // take the latter: ptxas keeps a jump table in constant bank 2, and those offsets are not
+  // relocated when modules assembled on their own are linked (see assemble_ptx_modules).
+  void case_body(Out& o, std::size_t bi, std::int64_t& packed, const char* leave, bool jump_table) {
     const SpmmBlockRow& block = p_.blocks[bi];
     const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
     for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %a{}, 0f00000000;\n", i);
@@ -238,14 +241,12 @@ class PtxWriter {
     for (const auto& g : block.groups) any = any || !g.steps.empty();
     if (any) {
       put(o, "  @!%live bra $Le{};\n", bi);
-      if (p_.groups > 1) {
+      const auto target = [&](std::size_t gi) {
+        return block.groups[gi].steps.empty() ? fmt::format("$Le{}", bi) : fmt::format("$Lb{}g{}", bi, gi);
+      };
+      if (p_.groups > 1 && jump_table) {
         put(o, "  $Lg{}: .branchtargets ", bi);
-        for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
-          if (block.groups[gi].steps.empty())
-            put(o, "{}$Le{}", gi ? ", " : "", bi);
-          else
-            put(o, "{}$Lb{}g{}", gi ? ", " : "", bi, gi);
-        }
+        for (std::size_t gi = 0; gi < block.groups.size(); ++gi) put(o, "{}{}", gi ? ", " : "", target(gi));
         put(o, ";\n  brx.idx %grp, $Lg{};\n", bi);
       }
     }
@@ -253,7 +254,10 @@ class PtxWriter {
     for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
       const SpmmGroup& group = block.groups[gi];
       if (group.steps.empty()) continue;
-      if (p_.groups > 1) put(o, "$Lb{}g{}:\n", bi, gi);
+      if (p_.groups > 1 && jump_table) put(o, "$Lb{}g{}:\n", bi, gi);
+      // Without the jump table each group is an if: threads of other groups skip to the next test
+      // (and those of a group without steps past the last one, to the epilogue).
+      if (p_.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
       std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
       std::int64_t prev_k = -1;
       for (const auto& step : group.steps) {
@@ -279,6 +283,7 @@ class PtxWriter {
         }
       }
       if (p_.groups > 1) put(o, "  bra $Le{};\n", bi);
+      if (p_.groups > 1 && !jump_table) put(o, "$Ln{}g{}:\n", bi, gi);
     }
     put(o, "$Le{}:\n", bi);
     epilogue(o, block, rows, leave);
