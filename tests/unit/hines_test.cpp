@@ -12,6 +12,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
+#include "hines_support.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -53,38 +54,6 @@ std::vector<double> dense_times(const DenseMatrix& a, const std::vector<double>&
 
 // A random forest in random compartment order, numbered, with random diagonally dominant values
 // (off-diagonals of either sign, upper != lower).
-HinesSystem random_system(std::mt19937_64& rng, int n, int cells, double branchiness) {
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::vector<std::int32_t> parent_tree(n, -1);  // in creation order: parent < child
-  for (int v = cells; v < n; ++v) {
-    const int lo = u(rng) < branchiness ? 0 : v - 1;
-    parent_tree[v] = std::uniform_int_distribution<int>(lo, v - 1)(rng);
-  }
-  std::vector<std::int32_t> perm(n);
-  for (int i = 0; i < n; ++i) perm[i] = i;
-  std::shuffle(perm.begin(), perm.end(), rng);
-  std::vector<std::int32_t> parent(n);
-  std::vector<std::int64_t> key(n);
-  for (int v = 0; v < n; ++v) {
-    parent[perm[v]] = parent_tree[v] < 0 ? -1 : perm[parent_tree[v]];
-    key[perm[v]] = static_cast<std::int64_t>(rng() % 1000);
-  }
-  HinesSystem s = number_hines(parent, key);
-  s.diag.assign(n, 0.0);
-  s.upper.assign(n, 0.0);
-  s.lower.assign(n, 0.0);
-  std::vector<double> off(n, 0.0);
-  for (int i = 0; i < n; ++i) {
-    if (s.parent[i] < 0) continue;
-    s.upper[i] = (u(rng) < 0.8 ? -1 : 1) * (0.1 + u(rng));
-    s.lower[i] = (u(rng) < 0.8 ? -1 : 1) * (0.1 + u(rng));
-    off[i] += std::fabs(s.upper[i]);
-    off[s.parent[i]] += std::fabs(s.lower[i]);
-  }
-  for (int i = 0; i < n; ++i) s.diag[i] = off[i] + 0.01 + u(rng);
-  return s;
-}
-
 HinesSystem notes_case1() {
   HinesSystem s;
   s.parent = {2, 2, 5, 4, 5, 6, -1};
@@ -117,7 +86,7 @@ TEST(Hines, NotesCase1ExactPivotsAndSolution) {
 TEST(Hines, NumberingIsPostOrderWithConsecutiveBranches) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 20; ++trial) {
-    const HinesSystem s = random_system(rng, 300, 1 + trial % 4, 0.3);
+    const HinesSystem s = test::random_system(rng, 300, 1 + trial % 4, 0.3);
     ASSERT_TRUE(validate_hines(s).empty());
     std::vector<int> children(s.size(), 0);
     for (int i = 0; i < s.size(); ++i)
@@ -140,7 +109,7 @@ TEST(Hines, SerialSolveMatchesDenseOnRandomTrees) {
     for (const int n : {1, 2, 5, 40, 250}) {
       for (const int cells : {1, 3}) {
         if (cells > n) continue;
-        const HinesSystem s = random_system(rng, n, cells, branchiness);
+        const HinesSystem s = test::random_system(rng, n, cells, branchiness);
         ASSERT_TRUE(validate_hines(s).empty());
         const DenseMatrix a = hines_to_dense(s);
         constexpr int R = 4;
@@ -235,7 +204,7 @@ TEST(Hines, SomaWithThousandChildren) {
 
 TEST(Hines, ForestIsBlockDiagonal) {
   std::mt19937_64 rng(3);
-  const HinesSystem s = random_system(rng, 120, 5, 0.4);
+  const HinesSystem s = test::random_system(rng, 120, 5, 0.4);
   ASSERT_EQ(s.num_cells(), 5);
   std::vector<double> b(s.size());
   for (double& v : b) v = std::uniform_real_distribution<double>(-1, 1)(rng);
@@ -285,7 +254,7 @@ TEST(Hines, PermutationRoundTrips) {
 
 TEST(Hines, ParentFirstWithinEachCell) {
   std::mt19937_64 rng(5);
-  const HinesSystem s = random_system(rng, 50, 3, 0.5);
+  const HinesSystem s = test::random_system(rng, 50, 3, 0.5);
   const std::vector<std::int32_t> pf = parent_first_parents(s);
   for (int c = 0; c < 3; ++c) {
     const int lo = s.cell_offsets[c], hi = s.cell_offsets[c + 1];

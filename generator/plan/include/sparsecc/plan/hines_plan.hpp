@@ -1,0 +1,97 @@
+// The Hines executor plan: plain data that fully determine the recursive exact domain decomposition
+// (EDD) of one fixed forest of cells, solving H x = b for R right-hand sides per time step.
+//
+// Level 0 is the system itself (post-order numbering, parent[i] > i, see neuron/hines.hpp). Every
+// level cuts its matrix at a sorted junction set: the remaining rows fall into chains, maximal runs
+// s..e of consecutive non-junction rows with parent[r] = r + 1. A chain couples to at most two
+// junctions: its parent junction (parent[e], the chain's last row) and its child junction (s - 1, when
+// that is a junction whose parent is s). The junction rows form the level's domain matrix, which is
+// again a Hines matrix (domain_parent[k] > k), and level l + 1 decomposes it. After the last level the
+// remaining domain (the base) is solved serially by one thread block.
+//
+// Per level and right-hand side the executor runs the four stages of the notes (section 3.4, in
+// the general non-symmetric form, negated domain convention):
+//   1. per chain: T = tridiag(lower, diag, upper) over rows s..e, R = T^-1 b, P = T^-1 (upper[e] e_last)
+//      when the chain has a parent junction, Q = T^-1 (lower[s-1] e_first) when it has a child junction;
+//   2. per junction k, in gather order: Md[k] = -d[J_k] + sum of lower[e] P_last (chains whose parent
+//      junction is k) + upper[s-1] Q_first (the chain whose child junction is k), Mrhs alike with R;
+//      its domain off-diagonals are -upper/-lower[J_k] when its parent is a junction, else
+//      upper[s-1] P_first and lower[e] Q_last of that chain;
+//   3. the domain system: the next level, or the base;
+//   4. x[J_k] = Mx[k]; per chain x = R - Mx[parent junction] P - Mx[child junction] Q.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace sparsecc {
+
+enum class HinesDecomposition { minimal, fine };  // branch points only, or also every K-th row of a branch
+
+struct HinesProblem {
+  std::int32_t n = 0;          // compartments of the whole forest
+  std::int32_t cells = 0;      // trees in the forest
+  std::int32_t rhs = 1;        // R right-hand sides sharing the matrix
+  std::string dtype = "f64";  // f64 or f32
+};
+
+struct HinesChain {
+  std::int32_t begin = 0, end = 0;   // rows [begin, end] of the level's matrix, inclusive
+  std::int32_t parent_junction = -1;  // domain index of junction parent[end], -1 at a cell's root
+  std::int32_t child_junction = -1;   // domain index of junction begin - 1, -1 when there is none
+};
+
+struct HinesLevel {
+  std::int32_t size = 0;                  // rows of this level's matrix
+  std::int32_t k = 0;                     // K of the fine decomposition, 0 for minimal
+  std::vector<std::int32_t> junctions;    // ascending rows; position = domain index
+  std::vector<std::int32_t> domain_parent;  // per junction: domain parent, -1 for a domain root
+  std::vector<std::uint8_t> direct;       // per junction: 1 when parent[J_k] is itself a junction
+  std::vector<HinesChain> chains;         // ascending rows
+  // Stage 2 gathers: junction k adds the chains gather[gather_offsets[k] .. gather_offsets[k + 1]),
+  // ascending (those below it, whose parent junction it is, then the one above, whose child it is).
+  std::vector<std::int32_t> gather_offsets;
+  std::vector<std::int32_t> gather;
+
+  std::int32_t domain_size() const { return static_cast<std::int32_t>(junctions.size()); }
+};
+
+struct HinesPlan {
+  HinesProblem problem;
+  HinesDecomposition decomposition = HinesDecomposition::fine;
+  std::string kernel_name = "sparsecc_hines";
+  std::vector<std::int32_t> parent;        // level 0's parents (the system's, Hines order)
+  std::vector<std::int32_t> cell_offsets;  // cell c is rows [cell_offsets[c], cell_offsets[c + 1])
+  std::vector<HinesLevel> levels;          // D = levels.size() decomposition levels
+  std::vector<std::int32_t> base_parent;   // parents of the base system (the last domain)
+  std::int32_t threads_per_block = 256;    // stages 1, 2 and 4: one thread per chain / junction / row
+  std::int64_t estimated_instructions = 0;  // of the unrolled executor, for the code-size budget
+  bool tables = false;  // chain and gather lists as constant tables instead of unrolled code
+
+  std::int32_t depth() const { return static_cast<std::int32_t>(levels.size()); }
+  std::int32_t base_size() const { return static_cast<std::int32_t>(base_parent.size()); }
+};
+
+// The level that cuts the Hines forest `parent` (post-order) at `junctions` (ascending rows, every
+// row with two or more children among them): chains, their junctions, the domain parents and the
+// gathers. Throws UsageError when the junctions are not sorted, out of range or miss a branch point.
+HinesLevel build_hines_level(const std::vector<std::int32_t>& parent, std::vector<std::int32_t> junctions,
+                             std::int32_t k);
+
+// Every broken invariant, as a sentence (empty when valid): sizes agree; at every level each row is
+// in exactly one chain or is a junction, chains are maximal runs with parent[r] = r + 1 whose
+// parent/child junctions are the ones the structure implies, junction parents are as stated
+// (direct or through a chain), the domain parent array is a Hines (post-order) forest and the next
+// level's matrix; gather lists hold exactly the chains touching each junction, ascending; the base
+// is the last domain.
+std::vector<std::string> check_hines_plan(const HinesPlan& plan);
+
+nlohmann::json to_json(const HinesPlan& plan);
+// Throws UsageError on a malformed document.
+HinesPlan hines_plan_from_json(const nlohmann::json& j);
+
+const char* to_string(HinesDecomposition d);
+
+}  // namespace sparsecc
