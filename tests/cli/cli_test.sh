@@ -88,6 +88,14 @@ head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"
 [[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a failed compile left x.sccb behind"; failures=$((failures + 1)); }
+expect 0 "depth 0: base 5 rows"     -- hines "$tmp/cell.swc"
+expect 0 "depth 2: 21 rows"        -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2
+expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --check
+expect 0 '"kind":"hines"'           -- hines "$tmp/cell.swc" "$tmp/cell.swc" --cells 3 --minimal --depth 1 --plan-json
+expect 0 "30 compartments in 6 cells" -- hines "$tmp/cell.swc" --cells 6 --rhs 4 --dtype f32 --check
+expect 2 "loop.swc:[0-9]+: "       -- hines "$tmp/loop.swc"
+expect 2 "missing.swc: cannot open" -- hines "$tmp/missing.swc"
+expect 2 "--k"                     -- hines "$tmp/cell.swc" --k 1
 expect 0 "all checks passed"       -- demo
 expect 0 '"ok": true'              -- demo --json
 
@@ -118,6 +126,8 @@ if [[ -n "$data" && -d "$data" ]]; then
   expect 2 "contraction_1x1_0" -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz"
   expect 2 "nosuch"       -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz:nosuch"
   expect 0 '"cells": 1'   -- inspect --json "$data/swc/jaxley/morph_ca1_n120.swc"
+  expect 0 "1315000 compartments in 500 cells.*depth 6" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 500
+  expect 0 "relative error .*: ok"  -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 20 --check
   expect 2 "repeated_id.swc:[0-9]+: " -- inspect "$data/swc/neurom/repeated_id.swc"
   if [[ -n "$bench" && -x "$bench" ]]; then
     # Both emitters on the first two problems, no GPU needed: per emitter, seconds, bytes per nonzero

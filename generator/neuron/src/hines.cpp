@@ -180,6 +180,33 @@ std::vector<double> hines_to_parent_first(const HinesSystem& s, std::span<const 
   return out;
 }
 
+HinesSystem concatenate_hines(const std::vector<HinesSystem>& parts) {
+  if (parts.empty()) throw UsageError("concatenate_hines: no systems");
+  std::int64_t rows = 0;
+  for (const HinesSystem& p : parts) rows += p.size();
+  if (rows > kMaxCompartments)
+    throw UsageError(fmt::format("concatenate_hines: {} rows exceed the {} a system may have", rows, kMaxCompartments));
+  const bool passive = !parts.front().cap_over_dt.empty();
+  HinesSystem out;
+  out.cell_offsets = {0};
+  out.leak_reversal_mv = parts.front().leak_reversal_mv;
+  for (const HinesSystem& p : parts) {
+    if (passive != !p.cap_over_dt.empty() || (passive && p.leak_reversal_mv != out.leak_reversal_mv))
+      throw UsageError("concatenate_hines: the systems differ in their passive-step terms");
+    const std::int32_t base = out.size();
+    for (const std::int32_t q : p.parent) out.parent.push_back(q < 0 ? q : q + base);
+    out.diag.insert(out.diag.end(), p.diag.begin(), p.diag.end());
+    out.upper.insert(out.upper.end(), p.upper.begin(), p.upper.end());
+    out.lower.insert(out.lower.end(), p.lower.begin(), p.lower.end());
+    for (std::size_t c = 1; c < p.cell_offsets.size(); ++c) out.cell_offsets.push_back(p.cell_offsets[c] + base);
+    for (const std::int32_t h : p.hines_of) out.hines_of.push_back(h + base);
+    for (const std::int32_t c : p.compartment_of) out.compartment_of.push_back(c + base);
+    out.cap_over_dt.insert(out.cap_over_dt.end(), p.cap_over_dt.begin(), p.cap_over_dt.end());
+    out.leak.insert(out.leak.end(), p.leak.begin(), p.leak.end());
+  }
+  return out;
+}
+
 std::vector<double> parent_first_to_hines(const HinesSystem& s, std::span<const double> by_parent_first) {
   return hines_to_parent_first(s, by_parent_first);  // reversing each block is its own inverse
 }

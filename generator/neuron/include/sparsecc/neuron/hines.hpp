@@ -72,6 +72,11 @@ HinesSystem assemble_hines(const NeuronModel& model, const CableParams& params =
 std::vector<double> hines_rhs(const HinesSystem& system, std::span<const double> v_old_mv,
                               std::span<const double> i_ext_na);
 
+// One system of all the cells of `parts`, in order (a forest: rows, cells and permutations offset;
+// leak_reversal_mv from the first part). Throws UsageError when parts is empty, the parts disagree
+// on whether the passive-step terms are filled or on E_leak, or the rows exceed kMaxCompartments.
+HinesSystem concatenate_hines(const std::vector<HinesSystem>& parts);
+
 // Vector permutations (sizes must equal system.size(); UsageError otherwise).
 std::vector<double> to_hines_order(const HinesSystem& system, std::span<const double> by_compartment);
 std::vector<double> from_hines_order(const HinesSystem& system, std::span<const double> by_hines);
