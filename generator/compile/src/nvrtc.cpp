@@ -328,7 +328,7 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
   link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[0].data(), modules[0].size(), entry.c_str()),
              "nvJitLinkAddData");
   std::string link_log;
-  auto cubin = run_linker(link, objects, NVJITLINK_INPUT_CUBIN, name, link_log);
+  auto cubin = run_linker(link, objects, NVJITLINK_INPUT_CUBIN, name + "-object", link_log);
   log.clear();
   for (const auto& l : logs) log = join_logs(log, l);
   log = join_logs(log, link_log);
