@@ -15,6 +15,9 @@
 
 #include "hines_support.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/template.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/morphology.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
@@ -375,6 +378,20 @@ TEST(HinesPlan, PlannerRejectsBadOptions) {
   const HinesPlan plan = plan_hines(s, 1, "f64", {});
   std::vector<double> short_b(5);
   EXPECT_THROW(interpret_hines(plan, s.diag, s.upper, s.lower, short_b), UsageError);
+}
+
+// The tables-mode kernels compile for sm_90 in both precisions, without spills or a stack frame.
+TEST(HinesPlan, TablesKernelsCompileInBothPrecisions) {
+  for (const char* real : {"double", "float"}) {
+    CudaCompileOptions o;
+    o.extra.push_back(kPtxasVerbose);
+    const auto r = compile_cuda(KernelTemplate::load("hines_edd_tables.cu").render({{"REAL", real}}), "hines.cu", o);
+    const ResourceUsage u = parse_ptxas_log(r.log);
+    ASSERT_TRUE(u.found) << r.log;
+    EXPECT_EQ(u.spill_store_bytes, 0) << real;
+    EXPECT_EQ(u.stack_frame_bytes, 0) << real;
+    EXPECT_NE(r.ptx.find("hines_stage1"), std::string::npos);
+  }
 }
 
 }  // namespace

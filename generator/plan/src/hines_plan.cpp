@@ -195,7 +195,11 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
     }
     if (std::count(owner.begin(), owner.end(), -2)) lerr("rows in no chain and no junction");
     if (!errors.empty()) return errors;
-    // Junction parents and gathers.
+    // Junction parents and gathers (the expected lists in one pass over the chains, ascending).
+    std::vector<std::vector<Index>> expected(s);
+    for (std::size_t c = 0; c < L.chains.size(); ++c)
+      for (const Index j : {L.chains[c].parent_junction, L.chains[c].child_junction})
+        if (j >= 0 && static_cast<std::size_t>(j) < s) expected[static_cast<std::size_t>(j)].push_back(static_cast<Index>(c));
     for (std::size_t j = 0; j < s; ++j) {
       const Index p = parent[static_cast<std::size_t>(L.junctions[j])];
       Index want = -1;
@@ -205,10 +209,7 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
       if (L.domain_parent[j] != want || L.direct[j] != (direct ? 1 : 0))
         lerr(fmt::format("junction {}: domain parent {} (direct {}) instead of {} ({})", j, L.domain_parent[j],
                          int{L.direct[j]}, want, direct));
-      std::vector<Index> expect;
-      for (std::size_t c = 0; c < L.chains.size(); ++c)
-        if (L.chains[c].parent_junction == static_cast<Index>(j) || L.chains[c].child_junction == static_cast<Index>(j))
-          expect.push_back(static_cast<Index>(c));
+      const std::vector<Index>& expect = expected[j];
       const Index b = L.gather_offsets[j], e = L.gather_offsets[j + 1];
       if (b < 0 || e < b || static_cast<std::size_t>(e) > L.gather.size() ||
           !std::equal(expect.begin(), expect.end(), L.gather.begin() + b, L.gather.begin() + e) ||
