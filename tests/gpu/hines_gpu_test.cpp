@@ -115,17 +115,6 @@ std::vector<Real> run_edd(const rt::Context& ctx, const Kernels& k, const HinesP
   return out;
 }
 
-double max_rel_error(const std::vector<double>& x, const std::vector<double>& ref, std::int64_t& nans) {
-  double err = 0, scale = 0;
-  nans = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(x[i])) ++nans;
-    err = std::max(err, std::fabs(x[i] - ref[i]));
-    scale = std::max(scale, std::fabs(ref[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
-
 // Right-hand sides of a time step: potentials in -80..-50 mV, currents in -0.1..0.1 nA (N x R).
 std::vector<double> step_rhs(const HinesSystem& s, int r, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> v(-80, -50), i(-0.1, 0.1);
@@ -165,24 +154,12 @@ void expect_gpu_solves(const rt::Context& ctx, const Kernels& k64, const Kernels
     x = run_edd<double>(ctx, k64, plan, s.diag, s.upper, s.lower, b);
   }
   std::int64_t nans = 0;
-  const double err = max_rel_error(x, ref, nans);
+  const double err = test::max_rel_error(x, ref, &nans);
   const double tol = f32 ? 1e-4 : 1e-12;
   std::printf("[ hines gpu ] %-34s %s %8d rows %5d cells R %2d depth %d base %5d  max rel err %.2e\n", label.c_str(),
               f32 ? "f32" : "f64", s.size(), s.num_cells(), r, plan.depth(), plan.base_size(), err);
   EXPECT_EQ(nans, 0) << label;
   EXPECT_LE(err, tol) << label;
-}
-
-HinesSystem chain(int n) {
-  HinesSystem s;
-  for (int i = 0; i < n; ++i) s.parent.push_back(i + 1 < n ? i + 1 : -1);
-  s.upper.assign(n, -1.0);
-  s.upper[n - 1] = 0;
-  s.lower = s.upper;
-  s.diag.assign(n, 4.0);
-  s.diag[0] = s.diag[n - 1] = 3;
-  s.cell_offsets = {0, n};
-  return s;
 }
 
 TEST(HinesGpu, TablesKernelsMatchTheSerialReference) {
@@ -191,7 +168,7 @@ TEST(HinesGpu, TablesKernelsMatchTheSerialReference) {
   const std::string arch = ctx.device().arch();
   const Kernels k64("double", arch), k32("float", arch);
   std::mt19937_64 rng(7);
-  expect_gpu_solves(ctx, k64, k32, chain(100000), 1, {}, "chain 100000", false);
+  expect_gpu_solves(ctx, k64, k32, test::chain_system(100000), 1, {}, "chain 100000", false);
   HinesOptions o;
   o.base_rows = 100;
   expect_gpu_solves(ctx, k64, k32, test::random_system(rng, 20000, 1, 0.1), 3, o, "random tree 20000", false);

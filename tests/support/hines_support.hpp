@@ -46,4 +46,42 @@ inline HinesSystem random_system(std::mt19937_64& rng, int n, int cells, double 
   return s;
 }
 
+// The notes' 7-node tree (section 10.1): node 2 has children 0 and 1, node 5 has 2 and 4, chain 3-4,
+// root 6; all couplings -1, leak and capacitance term 1.
+inline HinesSystem notes_tree() {
+  HinesSystem s;
+  s.parent = {2, 2, 5, 4, 5, 6, -1};
+  s.diag = {2, 2, 4, 2, 3, 4, 2};
+  s.upper = {-1, -1, -1, -1, -1, -1, 0};
+  s.lower = s.upper;
+  s.cell_offsets = {0, 7};
+  return s;
+}
+
+// An unbranched cell of n rows (the notes' chain of section 10.3): couplings -1, diagonal 4 inside
+// and 3 at both ends.
+inline HinesSystem chain_system(int n) {
+  HinesSystem s;
+  for (int i = 0; i < n; ++i) s.parent.push_back(i + 1 < n ? i + 1 : -1);
+  s.upper.assign(n, -1.0);
+  s.upper[n - 1] = 0;
+  s.lower = s.upper;
+  s.diag.assign(n, 4.0);
+  s.diag[0] = s.diag[n - 1] = 3;
+  s.cell_offsets = {0, n};
+  return s;
+}
+
+// max |x - ref| / max |ref| (absolute when ref is all zero); `nans` counts non-finite x.
+inline double max_rel_error(const std::vector<double>& x, const std::vector<double>& ref, std::int64_t* nans = nullptr) {
+  double err = 0, scale = 0;
+  if (nans) *nans = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (nans && !std::isfinite(x[i])) ++*nans;
+    err = std::max(err, std::fabs(x[i] - ref[i]));
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
 }  // namespace sparsecc::test

@@ -28,32 +28,11 @@ namespace {
 
 constexpr double kTolerance = 1e-12;
 
-HinesSystem chain_system(int n) {
-  HinesSystem s;
-  for (int i = 0; i < n; ++i) s.parent.push_back(i + 1 < n ? i + 1 : -1);
-  s.upper.assign(n, -1.0);
-  s.upper[n - 1] = 0;
-  s.lower = s.upper;
-  s.diag.assign(n, 4.0);
-  s.diag[0] = s.diag[n - 1] = 3;
-  s.cell_offsets = {0, n};
-  return s;
-}
-
 std::vector<double> random_rhs(std::int64_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> b(static_cast<std::size_t>(n));
   for (auto& v : b) v = u(rng);
   return b;
-}
-
-double max_rel_error(const std::vector<double>& x, const std::vector<double>& ref) {
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    err = std::max(err, std::fabs(x[i] - ref[i]));
-    scale = std::max(scale, std::fabs(ref[i]));
-  }
-  return scale > 0 ? err / scale : err;
 }
 
 // A domain system times `sign` as a HinesSystem (cells end at each root). Every level negates the
@@ -82,7 +61,7 @@ HinesPlan expect_plan_solves(const HinesSystem& s, std::int32_t rhs, const Hines
   std::vector<HinesDomainTrace> trace;
   const std::vector<double> x = interpret_hines(plan, s.diag, s.upper, s.lower, b, &trace);
   const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(rhs));
-  EXPECT_LE(max_rel_error(x, ref), kTolerance) << label << " depth " << plan.depth();
+  EXPECT_LE(test::max_rel_error(x, ref), kTolerance) << label << " depth " << plan.depth();
   EXPECT_EQ(trace.size(), plan.levels.size()) << label;
   for (std::size_t li = 0; li < trace.size() && li < plan.levels.size(); ++li) {
     const auto problems = validate_hines(signed_domain(plan.levels[li].domain_parent, trace[li], li % 2 ? 1 : -1));
@@ -102,12 +81,7 @@ TEST(HinesPlan, PublishedBaseThreshold) {
 
 // Notes section 10.2: the 7-node tree, minimal decomposition, J = [2, 5].
 TEST(HinesPlan, NotesTreeMinimalDomainIsExact) {
-  HinesSystem s;
-  s.parent = {2, 2, 5, 4, 5, 6, -1};
-  s.diag = {2, 2, 4, 2, 3, 4, 2};
-  s.upper = {-1, -1, -1, -1, -1, -1, 0};
-  s.lower = s.upper;
-  s.cell_offsets = {0, 7};
+  const HinesSystem s = test::notes_tree();
   HinesOptions o;
   o.decomposition = HinesDecomposition::minimal;
   o.depth = 1;
@@ -142,7 +116,7 @@ TEST(HinesPlan, NotesTreeMinimalDomainIsExact) {
 
 // Notes section 10.3: the 10-row chain, fine K = 3, two levels.
 TEST(HinesPlan, NotesChainFineTwoLevelsAreExact) {
-  const HinesSystem s = chain_system(10);
+  const HinesSystem s = test::chain_system(10);
   HinesOptions o;
   o.k = 3;
   o.depth = 2;
@@ -170,7 +144,7 @@ TEST(HinesPlan, NotesChainFineTwoLevelsAreExact) {
 }
 
 TEST(HinesPlan, RootJunctionLeavesNoRootChain) {
-  const HinesSystem s = chain_system(9);  // K = 3: junctions 2, 5, 8 and 8 is the root
+  const HinesSystem s = test::chain_system(9);  // K = 3: junctions 2, 5, 8 and 8 is the root
   HinesOptions o;
   o.depth = 1;
   const HinesPlan plan = plan_hines(s, 1, "f64", o);
@@ -185,7 +159,7 @@ TEST(HinesPlan, RootJunctionLeavesNoRootChain) {
 
 // Notes section 10.4: linear N = 100,000, K = 3, R = 1: 100,000 -> 33,333 -> 11,111 -> 3,703 -> 1,234.
 TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
-  const HinesSystem s = chain_system(100000);
+  const HinesSystem s = test::chain_system(100000);
   std::mt19937_64 rng(2);
   const HinesPlan plan = expect_plan_solves(s, 1, {}, rng, "chain 100000");
   std::vector<std::int32_t> sizes;
@@ -278,7 +252,7 @@ TEST(HinesPlan, ManyRightHandSidesMatchSeparateSolves) {
         one[i] = b[static_cast<std::size_t>(i) * r + c];
         xc[i] = x[static_cast<std::size_t>(i) * r + c];
       }
-      EXPECT_LE(max_rel_error(xc, hines_solve(s, one)), kTolerance) << "R " << r << " column " << c;
+      EXPECT_LE(test::max_rel_error(xc, hines_solve(s, one)), kTolerance) << "R " << r << " column " << c;
     }
   }
 }
@@ -294,7 +268,7 @@ TEST(HinesPlan, Float32InterpreterStaysWithinItsPrecision) {
   const auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
   const std::vector<float> x = interpret_hines(plan, to_float(s.diag), to_float(s.upper), to_float(s.lower), to_float(b));
   const std::vector<double> ref = hines_solve_many(s, b, 2);
-  EXPECT_LE(max_rel_error({x.begin(), x.end()}, ref), 1e-4);
+  EXPECT_LE(test::max_rel_error({x.begin(), x.end()}, ref), 1e-4);
 }
 
 TEST(HinesPlan, EveryValidSwcCell) {
@@ -363,7 +337,7 @@ TEST(HinesPlan, JsonRoundTripAndBrokenPlans) {
 }
 
 TEST(HinesPlan, PlannerRejectsBadOptions) {
-  const HinesSystem s = chain_system(20);
+  const HinesSystem s = test::chain_system(20);
   HinesOptions o;
   o.k = 1;
   EXPECT_THROW(plan_hines(s, 1, "f64", o), UsageError);

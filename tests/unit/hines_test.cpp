@@ -54,18 +54,8 @@ std::vector<double> dense_times(const DenseMatrix& a, const std::vector<double>&
 
 // A random forest in random compartment order, numbered, with random diagonally dominant values
 // (off-diagonals of either sign, upper != lower).
-HinesSystem notes_case1() {
-  HinesSystem s;
-  s.parent = {2, 2, 5, 4, 5, 6, -1};
-  s.diag = {2, 2, 4, 2, 3, 4, 2};
-  s.upper = {-1, -1, -1, -1, -1, -1, 0};
-  s.lower = s.upper;
-  s.cell_offsets = {0, 7};
-  return s;
-}
-
 TEST(Hines, NotesCase1ExactPivotsAndSolution) {
-  const HinesSystem s = notes_case1();
+  const HinesSystem s = test::notes_tree();
   EXPECT_TRUE(validate_hines(s).empty());
   const std::vector<double> x = {1, 2, 3, 4, 5, 6, 7};
   const std::vector<double> b = {-1, 1, 3, 3, 5, 9, 8};
@@ -325,23 +315,23 @@ TEST(Hines, ExtremeGeometryStaysFiniteAndDominant) {
 }
 
 TEST(Hines, ValidatorFindsProblems) {
-  HinesSystem s = notes_case1();
+  HinesSystem s = test::notes_tree();
   s.parent[3] = 2;  // parent before the node
   EXPECT_FALSE(validate_hines(s).empty());
-  s = notes_case1();
+  s = test::notes_tree();
   s.diag[4] = 1;  // 1 < |-1| + |-1|
   ASSERT_EQ(validate_hines(s).size(), 1u);
   EXPECT_NE(validate_hines(s)[0].find("not diagonally dominant"), std::string::npos);
-  s = notes_case1();
+  s = test::notes_tree();
   s.upper[1] = std::nan("");
   EXPECT_FALSE(validate_hines(s).empty());
-  s = notes_case1();
+  s = test::notes_tree();
   s.cell_offsets = {0, 3, 7};  // node 2's parent 5 lies in another cell
   EXPECT_FALSE(validate_hines(s).empty());
-  s = notes_case1();
+  s = test::notes_tree();
   s.diag.pop_back();
   EXPECT_FALSE(validate_hines(s).empty());
-  s = notes_case1();
+  s = test::notes_tree();
   s.hines_of = {0, 1, 2, 3, 4, 5, 5};
   s.compartment_of = {0, 1, 2, 3, 4, 5, 6};
   EXPECT_FALSE(validate_hines(s).empty());

@@ -8,10 +8,8 @@
 
 #include <bit>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <regex>
-#include <stdexcept>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -178,34 +176,6 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   o.groups = 4;  // 512 threads a block: the case functions must fit 128 registers
   expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
                         big, "random 1000x1000 split 512 thr", true);
-}
-
-// An ELF64 file's sections by name (contents; empty for NOBITS).
-std::map<std::string, std::vector<unsigned char>> elf_sections(const std::vector<unsigned char>& elf) {
-  const auto read = [&](std::size_t at, std::size_t bytes) {
-    if (at + bytes > elf.size()) throw std::out_of_range("ELF field past the end");
-    std::uint64_t v = 0;
-    std::memcpy(&v, elf.data() + at, bytes);  // little endian
-    return static_cast<std::size_t>(v);
-  };
-  const auto u16 = [&](std::size_t at) { return read(at, 2); };
-  const auto u32 = [&](std::size_t at) { return read(at, 4); };
-  const auto u64 = [&](std::size_t at) { return read(at, 8); };
-  const std::size_t shoff = u64(0x28), entsize = u16(0x3a), count = u16(0x3c), strndx = u16(0x3e);
-  const std::size_t strtab = u64(shoff + strndx * entsize + 0x18);
-  std::map<std::string, std::vector<unsigned char>> out;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t h = shoff + i * entsize;
-    const std::size_t off = u64(h + 0x18), size = u64(h + 0x20);
-    std::string name(reinterpret_cast<const char*>(&elf.at(strtab + u32(h))));
-    if (u32(h + 4) == 8 /* SHT_NOBITS */) {
-      out[name] = {};
-    } else {
-      EXPECT_LE(off + size, elf.size()) << name;
-      out[name].assign(elf.begin() + static_cast<std::ptrdiff_t>(off), elf.begin() + static_cast<std::ptrdiff_t>(off + size));
-    }
-  }
-  return out;
 }
 
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and

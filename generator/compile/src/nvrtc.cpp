@@ -249,39 +249,14 @@ void parallel_for(std::size_t count, unsigned threads, const Job& job) {
     if (e) std::rethrow_exception(e);
 }
 
-// The names of an ELF64 file's sections; empty when the file is not one (or is cut short).
-std::vector<std::string> elf_section_names(const std::string& elf) {
-  const auto read = [&](std::size_t at, std::size_t bytes, std::size_t& v) {
-    if (at > elf.size() || bytes > elf.size() - at) return false;
-    std::uint64_t x = 0;
-    std::memcpy(&x, elf.data() + at, bytes);  // ELF64 little endian
-    v = static_cast<std::size_t>(x);
-    return true;
-  };
-  std::size_t shoff = 0, entsize = 0, count = 0, strndx = 0, strtab = 0;
-  if (elf.size() < 64 || elf.compare(0, 4, "\x7f" "ELF") != 0 || !read(0x28, 8, shoff) ||
-      !read(0x3a, 2, entsize) || !read(0x3c, 2, count) || !read(0x3e, 2, strndx) || strndx >= count ||
-      !read(shoff + strndx * entsize + 0x18, 8, strtab))
-    return {};
-  std::vector<std::string> names;
-  for (std::size_t i = 0; i < count; ++i) {
-    std::size_t name = 0;
-    if (!read(shoff + i * entsize, 4, name) || strtab + name >= elf.size()) return {};
-    const std::size_t end = elf.find('\0', strtab + name);
-    if (end == std::string::npos) return {};
-    names.push_back(elf.substr(strtab + name, end - (strtab + name)));
-  }
-  return names;
-}
-
 // True when relocatable code from one module can be linked with the others: it has no constant
 // bank besides the parameters (bank 0). ptxas keeps jump tables and some literals in bank 2, and
 // nvJitLink does not relocate the offsets into it when objects made with -r are linked.
 bool links_cleanly(const std::string& object) {
-  const auto names = elf_section_names(object);
-  if (names.empty()) return false;
-  for (const auto& n : names)
-    if (n.rfind(".nv.constant", 0) == 0 && n.rfind(".nv.constant0", 0) != 0) return false;
+  const auto sections = elf_sections({reinterpret_cast<const unsigned char*>(object.data()), object.size()});
+  if (sections.empty()) return false;
+  for (const auto& [name, bytes] : sections)
+    if (name.rfind(".nv.constant", 0) == 0 && name.rfind(".nv.constant0", 0) != 0) return false;
   return true;
 }
 
@@ -368,6 +343,37 @@ CudaCompileResult assemble_ptx_modules(const std::vector<std::string>& modules, 
   r.ptx = whole;
   r.cubin_seconds = r.seconds = since(t0);
   return r;
+}
+
+std::map<std::string, std::vector<unsigned char>> elf_sections(std::span<const unsigned char> elf) {
+  const auto read = [&](std::size_t at, std::size_t bytes, std::size_t& v) {
+    if (at > elf.size() || bytes > elf.size() - at) return false;
+    std::uint64_t x = 0;
+    std::memcpy(&x, elf.data() + at, bytes);  // ELF64 little endian
+    v = static_cast<std::size_t>(x);
+    return true;
+  };
+  std::size_t shoff = 0, entsize = 0, count = 0, strndx = 0, strtab = 0;
+  if (elf.size() < 64 || std::memcmp(elf.data(), "\x7f" "ELF", 4) != 0 || !read(0x28, 8, shoff) ||
+      !read(0x3a, 2, entsize) || !read(0x3c, 2, count) || !read(0x3e, 2, strndx) || strndx >= count ||
+      !read(shoff + strndx * entsize + 0x18, 8, strtab))
+    return {};
+  std::map<std::string, std::vector<unsigned char>> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t h = shoff + i * entsize;
+    std::size_t name = 0, type = 0, off = 0, size = 0;
+    if (!read(h, 4, name) || !read(h + 4, 4, type) || !read(h + 0x18, 8, off) || !read(h + 0x20, 8, size) ||
+        strtab + name >= elf.size())
+      return {};
+    const auto* first = reinterpret_cast<const char*>(elf.data() + strtab + name);
+    const auto* nul = static_cast<const char*>(std::memchr(first, 0, elf.size() - (strtab + name)));
+    if (!nul) return {};
+    std::vector<unsigned char>& bytes = out[std::string(first, nul)];
+    if (type == 8) continue;  // SHT_NOBITS: no contents in the file
+    if (off > elf.size() || size > elf.size() - off) return {};
+    bytes.assign(elf.begin() + static_cast<std::ptrdiff_t>(off), elf.begin() + static_cast<std::ptrdiff_t>(off + size));
+  }
+  return out;
 }
 
 std::string nvrtc_version() {

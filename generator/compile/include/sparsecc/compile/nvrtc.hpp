@@ -3,6 +3,8 @@
 // PTX -> cubin through nvJitLink (assemble_ptx) for PTX made elsewhere. Works without a GPU.
 #pragma once
 
+#include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +61,10 @@ CudaCompileResult assemble_ptx(const std::string& ptx, const std::string& name,
 // ptx. Throws like assemble_ptx, and std::invalid_argument when `modules` is empty.
 CudaCompileResult assemble_ptx_modules(const std::vector<std::string>& modules, const std::string& whole,
                                        const std::string& name, const CudaCompileOptions& options = {});
+
+// The sections of an ELF64 file such as a cubin, by name (contents; empty for NOBITS sections);
+// empty when the bytes are not a well-formed ELF64 file.
+std::map<std::string, std::vector<unsigned char>> elf_sections(std::span<const unsigned char> elf);
 
 // "13.0" for the NVRTC library this process uses.
 std::string nvrtc_version();
