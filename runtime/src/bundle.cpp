@@ -18,13 +18,14 @@ namespace {
 
 using json = nlohmann::json;
 constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
-constexpr std::size_t kKinds = 7;  // section kinds 1..6, index 0 unused
+constexpr std::size_t kKinds = 9;  // section kinds 1..8, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
-  static const char* const names[kKinds] = {"?", "metadata", "cubin", "ptx", "values", "bias", "reference"};
+  static const char* const names[kKinds] = {"?",    "metadata",  "cubin",  "ptx",        "values",
+                                            "bias", "reference", "tables", "permutation"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -95,9 +96,63 @@ bool all_of_chars(const std::string& s, bool (*ok)(char)) {
   return !s.empty() && std::all_of(s.begin(), s.end(), ok);
 }
 
+bool is_identifier(const std::string& s) {
+  const bool ok = all_of_chars(
+      s, [](char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); });
+  return ok && !(s[0] >= '0' && s[0] <= '9');
+}
+
+void validate_common(const BundleMetadata& md, const std::string& name) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const std::string arch_tail = md.arch.size() > 3 ? md.arch.substr(3) : "";
+  const std::size_t digits = std::find_if_not(arch_tail.begin(), arch_tail.end(), digit) - arch_tail.begin();
+  if (md.arch.rfind("sm_", 0) != 0 || digits == 0 || arch_tail.size() - digits > 1 ||
+      (digits < arch_tail.size() && arch_tail.back() != 'a' && arch_tail.back() != 'f'))
+    fail_key(name, "arch", "\"" + md.arch + "\" is not an architecture like \"sm_90\"");
+  if (!is_identifier(md.kernel)) fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
+  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
+  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+}
+
+void validate_hines(const BundleMetadata& md, const std::string& name) {
+  const HinesMetadata& h = md.hines;
+  check_one_of(name, "dtype", md.dtype, {"f64", "f32"});
+  check_range(name, "hines.rows", h.rows, 1, kIntMax);
+  check_range(name, "hines.cells", h.cells, 1, h.rows);
+  check_range(name, "hines.rhs", h.rhs, 1, 1024);
+  check_range(name, "hines.workspace_bytes", h.workspace_bytes, 0, std::int64_t{1} << 40);
+  if (h.launches.empty()) fail_key(name, "hines.launches", "must not be empty");
+  for (std::size_t i = 0; i < h.launches.size(); ++i) {
+    const KernelLaunch& l = h.launches[i];
+    const std::string key = "hines.launches[" + std::to_string(i) + "]";
+    if (!is_identifier(l.kernel)) fail_key(name, key + ".kernel", "\"" + l.kernel + "\" is not a C identifier");
+    check_range(name, (key + ".grid").c_str(), l.grid, 1, kIntMax);
+    check_range(name, (key + ".block").c_str(), l.block, 1, 1024);
+    for (std::size_t a = 0; a < l.args.size(); ++a) {
+      const LaunchArg& arg = l.args[a];
+      const std::string akey = key + ".args[" + std::to_string(a) + "]";
+      if (arg.buffer == "i32") {
+        check_range(name, akey.c_str(), arg.value, std::numeric_limits<std::int32_t>::min(), kIntMax);
+      } else if (arg.buffer == "workspace") {
+        check_range(name, akey.c_str(), arg.value, 0, h.workspace_bytes);
+      } else if (arg.buffer == "tables") {
+        check_range(name, akey.c_str(), arg.value, 0, std::int64_t{1} << 40);
+        if (arg.value % 4) fail_key(name, akey, "a tables offset must be a multiple of 4");
+      } else if (arg.buffer == "d" || arg.buffer == "u" || arg.buffer == "l" || arg.buffer == "b" || arg.buffer == "x") {
+        check_range(name, akey.c_str(), arg.value, 0, 0);
+      } else {
+        fail_key(name, akey, "\"" + arg.buffer + "\" is not one of d, u, l, b, x, workspace, tables, i32");
+      }
+    }
+  }
+}
+
 // Ranges and enumerations of every key (the types are checked while reading the JSON).
 void validate(const BundleMetadata& md, const std::string& name) {
-  check_one_of(name, "op", md.op, {"spmm"});
+  check_one_of(name, "op", md.op, {"spmm", "hines"});
+  validate_common(md, name);
+  if (md.op == "hines") return validate_hines(md, name);
   check_range(name, "m", md.m, 1, kIntMax);
   check_range(name, "k", md.k, 1, kIntMax);
   check_range(name, "n", md.n, 1, kIntMax);
@@ -107,25 +162,37 @@ void validate(const BundleMetadata& md, const std::string& name) {
   check_one_of(name, "dtype", md.dtype, {"f32"});
   check_one_of(name, "layout", md.layout, {"row_major"});
   check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed"});
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  const std::string arch_tail = md.arch.size() > 3 ? md.arch.substr(3) : "";
-  const std::size_t digits = std::find_if_not(arch_tail.begin(), arch_tail.end(), digit) - arch_tail.begin();
-  if (md.arch.rfind("sm_", 0) != 0 || digits == 0 || arch_tail.size() - digits > 1 ||
-      (digits < arch_tail.size() && arch_tail.back() != 'a' && arch_tail.back() != 'f'))
-    fail_key(name, "arch", "\"" + md.arch + "\" is not an architecture like \"sm_90\"");
-  const bool identifier = all_of_chars(md.kernel, [](char c) {
-    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-  });
-  if (!identifier || (md.kernel[0] >= '0' && md.kernel[0] <= '9'))
-    fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
   check_range(name, "block_rows", md.block_rows, 1, kMaxBlockRows);
   check_range(name, "block_x", md.block_x, 1, 1024);
   check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
   if (md.params != kSpmmParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
-  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
-  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+}
+
+// A Hines bundle's tables and permutation against its metadata.
+void check_hines_payload(const Bundle& b, const std::string& name, const std::array<std::int64_t, kKinds>& offsets) {
+  const HinesMetadata& h = b.metadata.hines;
+  const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
+  const auto table_bytes = static_cast<std::int64_t>(b.tables.size() * sizeof(std::int32_t));
+  for (std::size_t i = 0; i < h.launches.size(); ++i)
+    for (const LaunchArg& a : h.launches[i].args)
+      if (a.buffer == "tables" && a.value > table_bytes)
+        fail_key(name, "hines.launches[" + std::to_string(i) + "]",
+                 "reads tables at byte " + std::to_string(a.value) + " but the tables section has " +
+                     std::to_string(table_bytes) + " bytes");
+  if (!b.permutation.empty()) {
+    if (b.permutation.size() != std::size_t(h.rows))
+      fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
+                   "holds " + std::to_string(b.permutation.size()) + " entries but metadata hines.rows is " +
+                       std::to_string(h.rows));
+    std::vector<char> seen(b.permutation.size(), 0);
+    for (std::size_t i = 0; i < b.permutation.size(); ++i) {
+      const std::int32_t v = b.permutation[i];
+      if (v < 0 || std::size_t(v) >= seen.size() || seen[std::size_t(v)]++)
+        fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
+                     "entry " + std::to_string(i) + " (" + std::to_string(v) + ") is out of range or repeated");
+    }
+  }
 }
 
 // Sections against the metadata; `offsets[kind]` locates each section in the file (kNoOffset when
@@ -138,6 +205,16 @@ void check_payload(const Bundle& b, const std::string& name,
   if (const auto nul = b.ptx.find('\0'); nul != std::string::npos)
     fail_section(name, SectionKind::ptx, at(SectionKind::ptx),
                  "NUL character at offset " + std::to_string(nul) + " of the PTX text");
+  const bool hines = md.op == "hines";
+  if (!hines && !b.tables.empty())
+    fail_section(name, SectionKind::tables, at(SectionKind::tables), "present in a bundle whose op is not \"hines\"");
+  if (!hines && !b.permutation.empty())
+    fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
+                 "present in a bundle whose op is not \"hines\"");
+  if (hines) {
+    if (!b.values.empty() || !b.bias.empty()) throw BundleError(name + ": a Hines bundle has values or bias sections");
+    return check_hines_payload(b, name, offsets);
+  }
   const bool streamed = md.values_mode == "streamed";
   if (streamed && !b.values.empty() && b.values.size() != std::size_t(md.nnz))
     fail_section(
@@ -167,6 +244,16 @@ std::vector<float> floats_of(std::span<const unsigned char> d, const std::string
     fail_section(name, kind, std::int64_t(offset),
                  "size " + std::to_string(d.size()) + " is not a multiple of 4 (float32)");
   std::vector<float> out(d.size() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), d.data(), d.size());
+  return out;
+}
+
+std::vector<std::int32_t> ints_of(std::span<const unsigned char> d, const std::string& name, SectionKind kind,
+                                 std::uint64_t offset) {
+  if (d.size() % sizeof(std::int32_t))
+    fail_section(name, kind, std::int64_t(offset),
+                 "size " + std::to_string(d.size()) + " is not a multiple of 4 (int32)");
+  std::vector<std::int32_t> out(d.size() / sizeof(std::int32_t));
   if (!out.empty()) std::memcpy(out.data(), d.data(), d.size());
   return out;
 }
@@ -203,46 +290,106 @@ std::uint64_t fnv1a64(std::span<const unsigned char> data) {
 }
 
 json BundleMetadata::to_json() const {
-  return json{{"op", op},
-              {"m", m},
-              {"k", k},
-              {"n", n},
-              {"nnz", nnz},
-              {"n_mode", n_mode},
-              {"n_tile", n_tile},
-              {"dtype", dtype},
-              {"layout", layout},
-              {"bias", bias},
-              {"relu", relu},
-              {"values_mode", values_mode},
-              {"arch", arch},
-              {"kernel", kernel},
-              {"block_rows", block_rows},
-              {"block_x", block_x},
-              {"shared_bytes", shared_bytes},
-              {"params", params},
-              {"generator_version", generator_version},
-              {"fingerprint", fingerprint},
-              {"plan_summary", plan_summary}};
+  json j{{"op", op},
+         {"dtype", dtype},
+         {"arch", arch},
+         {"kernel", kernel},
+         {"generator_version", generator_version},
+         {"fingerprint", fingerprint},
+         {"plan_summary", plan_summary}};
+  if (op == "hines") {
+    json launches = json::array();
+    for (const KernelLaunch& l : hines.launches) {
+      json args = json::array();
+      for (const LaunchArg& a : l.args) args.push_back(json::array({a.buffer, a.value}));
+      launches.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}});
+    }
+    j["hines"] = {{"rows", hines.rows},
+                  {"cells", hines.cells},
+                  {"rhs", hines.rhs},
+                  {"workspace_bytes", hines.workspace_bytes},
+                  {"launches", std::move(launches)}};
+    return j;
+  }
+  j.update(json{{"m", m},
+                {"k", k},
+                {"n", n},
+                {"nnz", nnz},
+                {"n_mode", n_mode},
+                {"n_tile", n_tile},
+                {"layout", layout},
+                {"bias", bias},
+                {"relu", relu},
+                {"values_mode", values_mode},
+                {"block_rows", block_rows},
+                {"block_x", block_x},
+                {"shared_bytes", shared_bytes},
+                {"params", params}});
+  return j;
 }
+
+namespace {
+
+HinesMetadata hines_from_json(const json& j, const std::string& name) {
+  const json& h = field(j, "hines", name);
+  if (!h.is_object()) fail_key(name, "hines", "must be an object");
+  HinesMetadata out;
+  out.rows = get_int(h, "rows", name);
+  out.cells = get_int(h, "cells", name);
+  out.rhs = get_int(h, "rhs", name);
+  const json& ws = field(h, "workspace_bytes", name);
+  if (!ws.is_number_integer() || (ws.is_number_unsigned() && ws.get<std::uint64_t>() > (std::uint64_t{1} << 40)))
+    fail_key(name, "hines.workspace_bytes", "must be an integer up to 2^40");
+  out.workspace_bytes = ws.get<std::int64_t>();
+  const json& launches = field(h, "launches", name);
+  if (!launches.is_array()) fail_key(name, "hines.launches", "must be an array");
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    const json& l = launches[i];
+    const std::string key = "hines.launches[" + std::to_string(i) + "]";
+    if (!l.is_object()) fail_key(name, key, "must be an object");
+    KernelLaunch k;
+    k.kernel = get_string(l, "kernel", name);
+    k.grid = get_int(l, "grid", name);
+    k.block = get_int(l, "block", name);
+    const json& args = field(l, "args", name);
+    if (!args.is_array()) fail_key(name, key + ".args", "must be an array");
+    for (const json& a : args) {
+      if (!a.is_array() || a.size() != 2 || !a[0].is_string() || !a[1].is_number_integer())
+        fail_key(name, key + ".args", "every argument must be [buffer, integer]");
+      k.args.push_back({a[0].get<std::string>(), a[1].get<std::int64_t>()});
+    }
+    out.launches.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace
 
 BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name) {
   if (!j.is_object()) throw BundleError(name + ": metadata must be a JSON object");
   BundleMetadata md;
   md.op = get_string(j, "op", name);
+  md.dtype = get_string(j, "dtype", name);
+  md.arch = get_string(j, "arch", name);
+  md.kernel = get_string(j, "kernel", name);
+  md.generator_version = get_string(j, "generator_version", name);
+  md.fingerprint = get_string(j, "fingerprint", name);
+  md.plan_summary = field(j, "plan_summary", name);
+  if (md.op == "hines") {
+    md.hines = hines_from_json(j, name);
+    validate(md, name);
+    return md;
+  }
   md.m = get_int(j, "m", name);
   md.k = get_int(j, "k", name);
   md.n = get_int(j, "n", name);
   md.nnz = get_int(j, "nnz", name);
   md.n_mode = get_string(j, "n_mode", name);
   md.n_tile = get_int(j, "n_tile", name);
-  md.dtype = get_string(j, "dtype", name);
   md.layout = get_string(j, "layout", name);
   md.bias = get_bool(j, "bias", name);
   md.relu = get_bool(j, "relu", name);
   md.values_mode = get_string(j, "values_mode", name);
-  md.arch = get_string(j, "arch", name);
-  md.kernel = get_string(j, "kernel", name);
   md.block_rows = get_int(j, "block_rows", name);
   md.block_x = get_int(j, "block_x", name);
   md.shared_bytes = get_int(j, "shared_bytes", name);
@@ -251,9 +398,6 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
       !std::all_of(params.begin(), params.end(), [](const json& p) { return p.is_string(); }))
     fail_key(name, "params", "must be an array of strings");
   md.params = params.get<std::vector<std::string>>();
-  md.generator_version = get_string(j, "generator_version", name);
-  md.fingerprint = get_string(j, "fingerprint", name);
-  md.plan_summary = field(j, "plan_summary", name);
   validate(md, name);
   return md;
 }
@@ -284,6 +428,8 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
   if (b.metadata.values_mode == "streamed") sections.emplace_back(SectionKind::values, bytes_of(b.values));
   if (b.metadata.bias) sections.emplace_back(SectionKind::bias, bytes_of(b.bias));
   if (!b.reference.empty()) sections.emplace_back(SectionKind::reference, bytes_of(b.reference));
+  if (!b.tables.empty()) sections.emplace_back(SectionKind::tables, bytes_of(b.tables));
+  if (!b.permutation.empty()) sections.emplace_back(SectionKind::permutation, bytes_of(b.permutation));
 
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
@@ -392,7 +538,16 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   b.reference.assign(reference.begin(), reference.end());
   b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
   b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
+  b.tables = ints_of(body(SectionKind::tables), name, SectionKind::tables, offset_of(SectionKind::tables));
+  b.permutation =
+      ints_of(body(SectionKind::permutation), name, SectionKind::permutation, offset_of(SectionKind::permutation));
   const auto present = [&](SectionKind k) { return offsets[std::size_t(k)] != kNoOffset; };
+  if (b.metadata.op == "hines") {
+    if (present(SectionKind::values) || present(SectionKind::bias))
+      throw BundleError(name + ": a Hines bundle has values or bias sections");
+    check_payload(b, name, offsets);
+    return b;
+  }
   if ((b.metadata.values_mode == "streamed") != present(SectionKind::values))
     throw BundleError(name + ": values_mode is \"" + b.metadata.values_mode +
                       "\" but the values section is " +

@@ -27,6 +27,23 @@ DeviceBuffer upload(const std::vector<float>& v) {
 
 }  // namespace
 
+ChosenImage choose_image(const Bundle& bundle, const std::string& name, const Context& ctx,
+                         const LoadOptions& options) {
+  const BundleMetadata& md = bundle.metadata;
+  const std::string device_arch = ctx.device().arch();
+  if (!options.force_ptx && !bundle.cubin.empty() && base_arch(md.arch) == device_arch)
+    return {bundle.cubin, "cubin", "the cubin for " + md.arch + " matches the device"};
+  if (!bundle.ptx.empty())
+    return {bytes_of(bundle.ptx), "ptx",
+            options.force_ptx ? "PTX JIT, as requested"
+            : bundle.cubin.empty()
+                ? "PTX JIT: the bundle has no cubin"
+                : "PTX JIT: the device is " + device_arch + ", the cubin is for " + md.arch};
+  throw BundleError(name + (options.force_ptx ? ": PTX was requested but the bundle has none"
+                                              : ": the cubin is for " + md.arch + " but the device is " +
+                                                    device_arch + ", and the bundle has no PTX to JIT"));
+}
+
 SpmmExecutor SpmmExecutor::load_file(const std::string& path, const Context& ctx,
                                      const LoadOptions& options) {
   return load(read_bundle_file(path), path, ctx, options);
@@ -41,29 +58,16 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
                                 const LoadOptions& options) {
   validate_bundle(bundle, name);
   const BundleMetadata& md = bundle.metadata;
+  if (md.op != "spmm") throw BundleError(name + ": op is \"" + md.op + "\", not an SpMM executor");
   if (md.shared_bytes > kDefaultSharedLimit)
     throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +
                       " bytes of dynamic shared memory exceed the 48 KiB this runtime launches with");
-  const std::string device_arch = ctx.device().arch();
   SpmmExecutor ex;
   ex.ctx_ = &ctx;
-  std::span<const unsigned char> image;
-  if (!options.force_ptx && !bundle.cubin.empty() && base_arch(md.arch) == device_arch) {
-    ex.loaded_from_ = "cubin";
-    ex.load_reason_ = "the cubin for " + md.arch + " matches the device";
-    image = bundle.cubin;
-  } else if (!bundle.ptx.empty()) {
-    ex.loaded_from_ = "ptx";
-    ex.load_reason_ = options.force_ptx ? "PTX JIT, as requested"
-                      : bundle.cubin.empty()
-                          ? "PTX JIT: the bundle has no cubin"
-                          : "PTX JIT: the device is " + device_arch + ", the cubin is for " + md.arch;
-    image = bytes_of(bundle.ptx);
-  } else {
-    throw BundleError(name + (options.force_ptx ? ": PTX was requested but the bundle has none"
-                                                : ": the cubin is for " + md.arch + " but the device is " +
-                                                      device_arch + ", and the bundle has no PTX to JIT"));
-  }
+  const ChosenImage chosen = choose_image(bundle, name, ctx, options);
+  ex.loaded_from_ = chosen.from;
+  ex.load_reason_ = chosen.reason;
+  const std::span<const unsigned char> image = chosen.image;
   ctx.make_current();
   ex.module_ = std::make_unique<Module>(image, name + " (" + ex.loaded_from_ + ")");
   ex.fn_ = ex.module_->function(md.kernel);

@@ -71,12 +71,15 @@ HinesPlan expect_plan_solves(const HinesSystem& s, std::int32_t rhs, const Hines
 }
 
 TEST(HinesPlan, PublishedBaseThreshold) {
-  EXPECT_EQ(hines_base_threshold(1), 3500);
-  EXPECT_EQ(hines_base_threshold(2), 2662);
-  EXPECT_EQ(hines_base_threshold(8), 695);
-  EXPECT_EQ(hines_base_threshold(16), 367);
-  EXPECT_EQ(hines_base_threshold(64), 121);
-  EXPECT_THROW(hines_base_threshold(0), UsageError);
+  EXPECT_EQ(hines_published_base_threshold(1), 3500);
+  EXPECT_EQ(hines_published_base_threshold(2), 2662);
+  EXPECT_EQ(hines_published_base_threshold(8), 695);
+  EXPECT_EQ(hines_published_base_threshold(16), 367);
+  EXPECT_EQ(hines_published_base_threshold(64), 121);
+  EXPECT_THROW(hines_published_base_threshold(0), UsageError);
+  EXPECT_EQ(hines_base_threshold(1), 64);
+  EXPECT_EQ(hines_base_threshold(8), 8);
+  EXPECT_EQ(hines_base_threshold(64), 8);
 }
 
 // Notes section 10.2: the 7-node tree, minimal decomposition, J = [2, 5].
@@ -157,16 +160,60 @@ TEST(HinesPlan, RootJunctionLeavesNoRootChain) {
   expect_plan_solves(s, 2, o, rng, "chain 9, root junction");
 }
 
-// Notes section 10.4: linear N = 100,000, K = 3, R = 1: 100,000 -> 33,333 -> 11,111 -> 3,703 -> 1,234.
+// Notes section 10.4: linear N = 100,000, K = 3, R = 1, published threshold 3500:
+// 100,000 -> 33,333 -> 11,111 -> 3,703 -> 1,234. The default GPU threshold (64 rows) goes on to 45.
 TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
   const HinesSystem s = test::chain_system(100000);
   std::mt19937_64 rng(2);
-  const HinesPlan plan = expect_plan_solves(s, 1, {}, rng, "chain 100000");
+  HinesOptions published;
+  published.base_rows = hines_published_base_threshold(1);
+  const HinesPlan plan = expect_plan_solves(s, 1, published, rng, "chain 100000");
   std::vector<std::int32_t> sizes;
   for (const auto& L : plan.levels) sizes.push_back(L.size);
   EXPECT_EQ(sizes, (std::vector<std::int32_t>{100000, 33333, 11111, 3703}));
   EXPECT_EQ(plan.base_size(), 1234);
   EXPECT_EQ(plan.problem.n, 100000);
+  const HinesPlan gpu = expect_plan_solves(s, 1, {}, rng, "chain 100000, default threshold");
+  sizes.clear();
+  for (const auto& L : gpu.levels) sizes.push_back(L.size);
+  EXPECT_EQ(sizes, (std::vector<std::int32_t>{100000, 33333, 11111, 3703, 1234, 411, 137}));
+  EXPECT_EQ(gpu.base_size(), 45);
+  // Execution: the levels above 12,288 rows on the grid, the rest in one block of 1024 threads.
+  EXPECT_EQ(gpu.grid_levels, 2);
+  EXPECT_EQ(gpu.block_threads, 1024);
+  const auto offsets = hines_cell_offsets_by_level(gpu);
+  ASSERT_EQ(offsets.size(), gpu.levels.size() + 1);
+  EXPECT_EQ(offsets.back(), (std::vector<std::int32_t>{0, 45}));
+}
+
+// Per-cell row offsets at every level, and the per-cell depth rule: each cell's base is small.
+TEST(HinesPlan, ForestCellOffsetsAndPerCellDepth) {
+  std::mt19937_64 rng(12);
+  const HinesSystem s = test::random_system(rng, 30000, 300, 0.1);
+  const HinesPlan plan = expect_plan_solves(s, 2, {}, rng, "forest of 300");
+  const auto offsets = hines_cell_offsets_by_level(plan);
+  ASSERT_EQ(offsets.size(), plan.levels.size() + 1);
+  for (std::size_t li = 0; li < offsets.size(); ++li) {
+    const auto& o = offsets[li];
+    ASSERT_EQ(o.size(), 301u);
+    EXPECT_EQ(o.front(), 0);
+    EXPECT_EQ(o.back(), li < plan.levels.size() ? plan.levels[li].size : plan.base_size());
+    EXPECT_TRUE(std::is_sorted(o.begin(), o.end()));
+    if (li + 1 == offsets.size()) {
+      for (std::size_t c = 0; c + 1 < o.size(); ++c) EXPECT_LE(o[c + 1] - o[c], hines_base_threshold(2));
+    }
+    if (li == 0 || li == offsets.size() - 1) continue;
+    // Junction rows of level li - 1 fall into the same cell as their domain index says.
+    const auto& prev = offsets[li - 1];
+    const auto& J = plan.levels[li - 1].junctions;
+    for (std::size_t c = 0; c + 1 < o.size(); ++c)
+      for (std::int32_t k = o[c]; k < o[c + 1]; ++k) {
+        EXPECT_GE(J[static_cast<std::size_t>(k)], prev[c]);
+        EXPECT_LT(J[static_cast<std::size_t>(k)], prev[c + 1]);
+      }
+  }
+  EXPECT_EQ(plan.grid_levels, 0);
+  EXPECT_LE(plan.block_threads, 256);  // many cells: several blocks per multiprocessor
 }
 
 TEST(HinesPlan, RandomTreesEveryDecompositionAndDepth) {
@@ -352,20 +399,6 @@ TEST(HinesPlan, PlannerRejectsBadOptions) {
   const HinesPlan plan = plan_hines(s, 1, "f64", {});
   std::vector<double> short_b(5);
   EXPECT_THROW(interpret_hines(plan, s.diag, s.upper, s.lower, short_b), UsageError);
-}
-
-// The tables-mode kernels compile for sm_90 in both precisions, without spills or a stack frame.
-TEST(HinesPlan, TablesKernelsCompileInBothPrecisions) {
-  for (const char* real : {"double", "float"}) {
-    CudaCompileOptions o;
-    o.extra.push_back(kPtxasVerbose);
-    const auto r = compile_cuda(KernelTemplate::load("hines_edd_tables.cu").render({{"REAL", real}}), "hines.cu", o);
-    const ResourceUsage u = parse_ptxas_log(r.log);
-    ASSERT_TRUE(u.found) << r.log;
-    EXPECT_EQ(u.spill_store_bytes, 0) << real;
-    EXPECT_EQ(u.stack_frame_bytes, 0) << real;
-    EXPECT_NE(r.ptx.find("hines_stage1"), std::string::npos);
-  }
 }
 
 }  // namespace

@@ -6,29 +6,12 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
+#include "section_bytes.hpp"
 
 namespace sparsecc {
 
-namespace {
-
-template <typename T>
-void append(std::vector<unsigned char>& out, const T* p, std::size_t count) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
-  out.insert(out.end(), bytes, bytes + count * sizeof(T));
-}
-
-template <typename T>
-void take(std::span<const unsigned char> d, std::size_t& at, T* dst, std::size_t count,
-          const std::string& name, const char* what) {
-  const std::size_t bytes = count * sizeof(T);
-  if (count > d.size() / sizeof(T) || d.size() - at < bytes)
-    throw_at_byte(name, static_cast<std::int64_t>(at),
-                  fmt::format("verification section: {} truncated", what));
-  std::memcpy(dst, d.data() + at, bytes);
-  at += bytes;
-}
-
-}  // namespace
+using section_bytes::append;
+using section_bytes::take;
 
 std::vector<unsigned char> csr_reference_bytes(const CsrMatrix& a) {
   std::vector<unsigned char> out;

@@ -21,6 +21,11 @@ constexpr std::int64_t kBaseRowFixed = 6, kBaseRowPerRhs = 5;
 
 std::int32_t hines_base_threshold(std::int32_t rhs) {
   if (rhs < 1) throw UsageError(fmt::format("hines_base_threshold: {} right-hand sides", rhs));
+  return std::max(8, 64 / rhs);
+}
+
+std::int32_t hines_published_base_threshold(std::int32_t rhs) {
+  if (rhs < 1) throw UsageError(fmt::format("hines_published_base_threshold: {} right-hand sides", rhs));
   return rhs == 1 ? 3500 : 5245 / rhs + 40;
 }
 
@@ -59,6 +64,11 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   if (options.depth < -1 || options.depth > kHinesMaxDepth)
     throw UsageError(fmt::format("plan_hines: depth {} is outside 0..{} (-1: automatic)", options.depth, kHinesMaxDepth));
   if (options.base_rows < 0) throw UsageError("plan_hines: the base threshold must not be negative");
+  if (options.block_rows < 1) throw UsageError("plan_hines: block_rows must be positive");
+  if (options.block_threads != 0 && (options.block_threads < 32 || options.block_threads > 1024 || options.block_threads % 32))
+    throw UsageError(fmt::format("plan_hines: block_threads {} is not a multiple of 32 in 32..1024", options.block_threads));
+  if (options.threads_per_block < 32 || options.threads_per_block > 1024 || options.threads_per_block % 32)
+    throw UsageError(fmt::format("plan_hines: threads_per_block {} is not a multiple of 32 in 32..1024", options.threads_per_block));
   if (system.size() < 1) throw UsageError("plan_hines: the system has no rows");
   if (system.cell_offsets.size() < 2 || system.cell_offsets.front() != 0 || system.cell_offsets.back() != system.size())
     throw UsageError("plan_hines: cell_offsets do not cover the system");
@@ -78,10 +88,17 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   const Index k = options.decomposition == HinesDecomposition::fine ? options.k : 0;
   const Index threshold = options.base_rows ? options.base_rows : hines_base_threshold(rhs);
   std::vector<Index> parent = system.parent;
+  std::vector<Index> cells = system.cell_offsets;  // per-cell row offsets of the current level
+  const auto largest_cell = [](const std::vector<Index>& offsets) {
+    Index m = 0;
+    for (std::size_t c = 0; c + 1 < offsets.size(); ++c) m = std::max(m, offsets[c + 1] - offsets[c]);
+    return m;
+  };
+  std::vector<Index> largest{largest_cell(cells)};  // per level, then the base
   std::int64_t instructions = 0;
   while (!parent.empty()) {
     const auto n = static_cast<Index>(parent.size());
-    if (options.depth >= 0 ? plan.depth() >= options.depth : n <= threshold) break;
+    if (options.depth >= 0 ? plan.depth() >= options.depth : largest.back() <= threshold) break;
     HinesLevel level = build_hines_level(parent, select_junctions(parent, options.decomposition, k), k);
     // The automatic rule stops when a level no longer shrinks the matrix (a minimal decomposition of
     // a tree without unbranched runs).
@@ -90,13 +107,46 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
     instructions += chain_rows * (kChainRowFixed + kChainRowPerRhs * rhs) +
                     static_cast<std::int64_t>(level.gather.size() + level.junctions.size()) *
                         (kJunctionFixed + kJunctionPerRhs * rhs);
+    std::vector<Index> next(cells.size(), 0);
+    std::size_t c = 0;
+    for (std::size_t j = 0; j < level.junctions.size(); ++j)
+      while (level.junctions[j] >= cells[c + 1]) next[++c] = static_cast<Index>(j);
+    while (c + 1 < cells.size()) next[++c] = level.domain_size();
+    cells = std::move(next);
+    largest.push_back(largest_cell(cells));
     parent = level.domain_parent;
     plan.levels.push_back(std::move(level));
   }
   plan.base_parent = parent;
+  if (options.grid_levels > plan.depth())
+    throw UsageError(fmt::format("plan_hines: grid_levels {} exceeds the depth {}", options.grid_levels, plan.depth()));
+  if (options.grid_levels >= 0) {
+    plan.grid_levels = options.grid_levels;
+  } else {
+    plan.grid_levels = 0;
+    while (plan.grid_levels < plan.depth() && largest[static_cast<std::size_t>(plan.grid_levels)] > options.block_rows)
+      ++plan.grid_levels;
+  }
+  if (options.block_threads) {
+    plan.block_threads = options.block_threads;
+  } else {
+    // Enough threads for the first block level's largest cell: its chains (stage 1) or junctions.
+    Index work = 1;
+    if (plan.grid_levels < plan.depth()) {
+      const HinesLevel& L = plan.levels[static_cast<std::size_t>(plan.grid_levels)];
+      const auto g = static_cast<std::size_t>(plan.grid_levels);
+      const Index cell_rows = largest[g];
+      // Chains and junctions per row of the level as a whole, scaled to the largest cell.
+      const double per_row = static_cast<double>(std::max(L.chains.size(), L.junctions.size())) / std::max(1, L.size);
+      work = static_cast<Index>(per_row * cell_rows) + 1;
+    }
+    // More than 512 threads leave 64 registers a thread, which the R accumulators of stage 2 exceed.
+    plan.block_threads = std::clamp((work + 31) / 32 * 32, 32, rhs > 1 ? 512 : 1024);
+    if (system.num_cells() > 256) plan.block_threads = std::min(plan.block_threads, 256);
+  }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);
   plan.estimated_instructions = instructions;
-  plan.tables = instructions > options.unrolled_instruction_budget;
+  plan.tables = true;  // tables mode is the only executor emitted so far (see hines_plan.hpp)
   return plan;
 }
 

@@ -127,6 +127,10 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
     err("cell_offsets do not cover the compartments of the cells");
   if (plan.threads_per_block < 32 || plan.threads_per_block > 1024 || plan.threads_per_block % 32)
     err(fmt::format("threads_per_block {} is not a multiple of 32 in 32..1024", plan.threads_per_block));
+  if (plan.block_threads < 32 || plan.block_threads > 1024 || plan.block_threads % 32)
+    err(fmt::format("block_threads {} is not a multiple of 32 in 32..1024", plan.block_threads));
+  if (plan.grid_levels < 0 || plan.grid_levels > plan.depth())
+    err(fmt::format("grid_levels {} is outside 0..{} (the depth)", plan.grid_levels, plan.depth()));
   if (!errors.empty()) return errors;
   check_forest(plan.parent, "level 0", errors);
   for (Index c = 0; c < pr.cells && errors.empty(); ++c) {
@@ -226,6 +230,22 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
   return errors;
 }
 
+std::vector<std::vector<Index>> hines_cell_offsets_by_level(const HinesPlan& plan) {
+  std::vector<std::vector<Index>> out{plan.cell_offsets};
+  for (const HinesLevel& L : plan.levels) {
+    const std::vector<Index>& rows = out.back();
+    std::vector<Index> next(rows.size(), 0);
+    std::size_t c = 0;
+    for (std::size_t j = 0; j < L.junctions.size(); ++j) {
+      while (c + 1 < rows.size() && L.junctions[j] >= rows[c + 1]) next[++c] = static_cast<Index>(j);
+      if (c + 1 >= rows.size()) throw UsageError("Hines plan: a junction lies outside every cell");
+    }
+    while (c + 1 < rows.size()) next[++c] = L.domain_size();
+    out.push_back(std::move(next));
+  }
+  return out;
+}
+
 json to_json(const HinesPlan& p) {
   json levels = json::array();
   for (const HinesLevel& L : p.levels) {
@@ -247,6 +267,8 @@ json to_json(const HinesPlan& p) {
           {"depth", p.depth()},
           {"base_size", p.base_size()},
           {"threads_per_block", p.threads_per_block},
+          {"grid_levels", p.grid_levels},
+          {"block_threads", p.block_threads},
           {"estimated_instructions", p.estimated_instructions},
           {"tables", p.tables},
           {"parent", p.parent},
@@ -266,6 +288,8 @@ HinesPlan hines_plan_from_json(const json& j) {
     p.decomposition = d == "minimal" ? HinesDecomposition::minimal : HinesDecomposition::fine;
     p.kernel_name = j.at("kernel_name");
     p.threads_per_block = j.at("threads_per_block");
+    p.grid_levels = j.at("grid_levels");
+    p.block_threads = j.at("block_threads");
     p.estimated_instructions = j.at("estimated_instructions");
     p.tables = j.at("tables");
     p.parent = j.at("parent").get<std::vector<Index>>();

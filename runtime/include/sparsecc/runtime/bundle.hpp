@@ -1,5 +1,6 @@
-// The executor bundle: one file holding everything the runtime needs to launch one generated SpMM
-// executor (metadata, cubin and/or PTX, streamed values, bias). Plain C++ and nlohmann_json only:
+// The executor bundle: one file holding everything the runtime needs to launch one generated
+// executor: an SpMM (metadata, cubin and/or PTX, streamed values, bias) or a Hines solver
+// (metadata with its launch list, cubin and/or PTX, the schedule's tables, the permutation). Plain C++ and nlohmann_json only:
 // the generator writes bundles with it and the runtime reads them, and neither side needs CUDA here.
 //
 // Format (version 2), every integer little-endian:
@@ -22,6 +23,8 @@
 //      5  bias      float32[m], present iff bias is true
 //      6  reference optional verification data written by the generator (the matrix in CSR, for
 //                   `sparsecc verify`); opaque to the runtime, which never reads it
+//      7  tables    int32[], Hines only: the chain, junction and segment tables the kernels read
+//      8  permutation int32[rows], Hines only, optional: Hines index -> the user's compartment index
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
@@ -59,14 +62,42 @@ enum class SectionKind : std::uint32_t {
   ptx = 3,
   values = 4,
   bias = 5,
-  reference = 6
+  reference = 6,
+  tables = 7,
+  permutation = 8
 };
 
 // Kernel parameters in launch order (the kernel ABI, see executor.hpp).
 inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
 
-// What the generator planned and the runtime needs to launch the kernel. C = A·B (+bias, ReLU) with
-// A the fixed M×K sparse matrix, B K×N row-major (ld N) and C M×N row-major (ld N).
+// A kernel argument of a Hines launch: a pointer (`buffer` "d", "u", "l", "b", "x" with `value` 0,
+// or "workspace", "tables" with `value` bytes into it) or an int (`buffer` "i32", the int `value`).
+struct LaunchArg {
+  std::string buffer;
+  std::int64_t value = 0;
+  bool operator==(const LaunchArg&) const = default;
+};
+
+struct KernelLaunch {
+  std::string kernel;
+  std::int64_t grid = 1, block = 1;  // 1-D
+  std::vector<LaunchArg> args;
+  bool operator==(const KernelLaunch&) const = default;
+};
+
+// op "hines": solves H x = b for a fixed forest of `cells` neurons (`rows` compartments in Hines
+// order) and R right-hand sides; one step is the launch list, in order, on one stream.
+struct HinesMetadata {
+  std::int64_t rows = 0, cells = 0, rhs = 1;
+  std::int64_t workspace_bytes = 0;
+  std::vector<KernelLaunch> launches;
+  bool operator==(const HinesMetadata&) const = default;
+};
+
+// What the generator planned and the runtime needs to launch the kernel. op "spmm": C = A·B (+bias,
+// ReLU) with A the fixed M×K sparse matrix, B K×N row-major (ld N) and C M×N row-major (ld N); the
+// SpMM keys below. op "hines": the common keys (op, dtype, arch, kernel, generator_version,
+// fingerprint, plan_summary) and `hines`.
 struct BundleMetadata {
   std::string op = "spmm";
   std::int64_t m = 0, k = 0, n = 0;  // n: the N of fixed mode (in runtime mode, the N tuned for)
@@ -87,6 +118,7 @@ struct BundleMetadata {
   std::string generator_version;
   std::string fingerprint;  // hex digest of the matrix
   nlohmann::json plan_summary = nlohmann::json::object();
+  HinesMetadata hines;  // op "hines" only
 
   nlohmann::json to_json() const;
   // Throws BundleError naming `name` and the key that is missing, mistyped or out of range.
@@ -101,6 +133,8 @@ struct Bundle {
   std::vector<float> values;             // streamed mode: the nnz values of A in the kernel's order
   std::vector<float> bias;               // m entries when metadata.bias
   std::vector<unsigned char> reference;  // optional verification data (the generator's), opaque here
+  std::vector<std::int32_t> tables;       // op "hines": the kernels' tables
+  std::vector<std::int32_t> permutation;  // op "hines", optional: Hines index -> compartment index
 
   bool operator==(const Bundle&) const = default;
 };

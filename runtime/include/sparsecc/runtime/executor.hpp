@@ -23,6 +23,15 @@ struct LoadOptions {
   bool force_ptx = false;  // JIT the PTX even when the cubin matches the device
 };
 
+// The image of a bundle a device loads: the cubin when the device's arch equals metadata.arch (an
+// "a"/"f" suffix aside), otherwise the PTX for the driver's JIT. Throws BundleError when neither fits.
+struct ChosenImage {
+  std::span<const unsigned char> image;  // into the bundle
+  std::string from;                      // "cubin" or "ptx"
+  std::string reason;
+};
+ChosenImage choose_image(const Bundle& bundle, const std::string& name, const Context& ctx, const LoadOptions& options);
+
 class SpmmExecutor {
  public:
   // Parses the bundle (BundleError), then loads its code into `ctx` (DriverError): the cubin when

@@ -1,10 +1,17 @@
 // The Hines planner: junction selection (minimal: the branch points; fine: also every K-th row of
 // each branch counted from its leaf end) and the recursion depth, giving a HinesPlan for one forest.
 //
-// Depth rule (notes section 3.6, the published threshold as the starting point): decompose while
-// the current matrix has more rows than the base threshold, N <= 5245 / R + 40 for R > 1 and
-// N <= 3500 for R = 1, and a level still shrinks it; what remains is solved serially by one thread
-// block on the GPU (no host round trip). `depth` overrides the rule.
+// Depth rule: decompose while some cell of the current matrix has more rows than the base threshold
+// and a level still shrinks the matrix; what remains (the base) is solved serially on the GPU by one
+// thread per cell, inside the step (no host round trip). The published rule (notes section 3.6,
+// N <= 5245 / R + 40, 3500 for R = 1) was fitted for a CPU base behind PCIe on a K40c; with the base
+// on the GPU a serial row costs about as much as a level's barrier, so the default threshold is
+// small (hines_base_threshold). `depth` overrides the rule.
+//
+// Execution rule: levels whose largest cell has more than block_rows rows run as grid-wide kernels,
+// the rest in the per-cell block kernel; block_threads covers the first block level's largest cell
+// (a multiple of 32, at most 1024, 512 for R > 1), and at most 256 when there are many cells to keep several
+// blocks resident on each multiprocessor.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +27,20 @@ struct HinesOptions {
   HinesDecomposition decomposition = HinesDecomposition::fine;
   std::int32_t k = 3;          // K of the fine decomposition (2 .. 1024); every level uses it
   std::int32_t depth = -1;     // decomposition levels; -1: the threshold rule
-  std::int32_t base_rows = 0;  // threshold of the rule; 0: the published one for R
+  std::int32_t base_rows = 0;  // per-cell threshold of the rule; 0: hines_base_threshold(R)
+  std::int32_t block_rows = 12288;  // largest cell the block kernel takes on
+  std::int32_t grid_levels = -1;    // -1: the execution rule
+  std::int32_t block_threads = 0;   // 0: the execution rule
   std::int32_t threads_per_block = 256;
-  std::int64_t unrolled_instruction_budget = 524288;  // above it the plan uses tables
   std::string kernel_name = "sparsecc_hines";
 };
 
 inline constexpr std::int32_t kHinesMaxDepth = 32;
 
-// The published base threshold for R right-hand sides: 3500 for R = 1, floor(5245 / R + 40) above.
+// The default per-cell base threshold for R right-hand sides on the GPU: max(8, 64 / R).
 std::int32_t hines_base_threshold(std::int32_t rhs);
+// The published (K40c, CPU base) threshold: 3500 for R = 1, floor(5245 / R + 40) above.
+std::int32_t hines_published_base_threshold(std::int32_t rhs);
 
 // Ascending junction rows of one level's forest `parent` (post-order).
 std::vector<std::int32_t> select_junctions(const std::vector<std::int32_t>& parent,

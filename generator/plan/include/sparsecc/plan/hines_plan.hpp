@@ -7,7 +7,12 @@
 // junctions: its parent junction (parent[e], the chain's last row) and its child junction (s - 1, when
 // that is a junction whose parent is s). The junction rows form the level's domain matrix, which is
 // again a Hines matrix (domain_parent[k] > k), and level l + 1 decomposes it. After the last level the
-// remaining domain (the base) is solved serially by one thread block.
+// remaining domain (the base) is solved serially, one thread per cell.
+//
+// Execution: levels 0 .. grid_levels - 1 run as grid-wide kernels (one launch per stage and level);
+// the remaining levels, the base and their back-substitution run in one launch with one thread block
+// of block_threads threads per cell, which works through its cell's part of every level with block
+// barriers between the stages (each cell's rows stay contiguous at every level).
 //
 // Per level and right-hand side the executor runs the four stages of the notes (section 3.4, in
 // the general non-symmetric form, negated domain convention):
@@ -66,13 +71,22 @@ struct HinesPlan {
   std::vector<std::int32_t> cell_offsets;  // cell c is rows [cell_offsets[c], cell_offsets[c + 1])
   std::vector<HinesLevel> levels;          // D = levels.size() decomposition levels
   std::vector<std::int32_t> base_parent;   // parents of the base system (the last domain)
-  std::int32_t threads_per_block = 256;    // stages 1, 2 and 4: one thread per chain / junction / row
-  std::int64_t estimated_instructions = 0;  // of the unrolled executor, for the code-size budget
-  bool tables = false;  // chain and gather lists as constant tables instead of unrolled code
+  std::int32_t threads_per_block = 256;    // grid kernels: one thread per chain / junction / row
+  std::int32_t grid_levels = 0;            // G: levels run by grid kernels, 0 .. depth()
+  std::int32_t block_threads = 256;        // threads of the per-cell block kernel
+  std::int64_t estimated_instructions = 0;  // of an unrolled executor, for the code-size budget
+  // Chain and gather lists as tables read by the kernels. Tables mode is the only executor the
+  // emitter generates so far, so the planner always sets it.
+  bool tables = true;
 
   std::int32_t depth() const { return static_cast<std::int32_t>(levels.size()); }
   std::int32_t base_size() const { return static_cast<std::int32_t>(base_parent.size()); }
 };
+
+// Row offsets of every cell at every level: result[l][c] is cell c's first row of level l's matrix
+// (l = 0 .. depth(), the last being the base), result[l][cells] the level's size. Cells keep their
+// order and stay contiguous because junctions are ascending and never shared between trees.
+std::vector<std::vector<std::int32_t>> hines_cell_offsets_by_level(const HinesPlan& plan);
 
 // The level that cuts the Hines forest `parent` (post-order) at `junctions` (ascending rows, every
 // row with two or more children among them): chains, their junctions, the domain parents and the

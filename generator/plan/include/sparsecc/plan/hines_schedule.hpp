@@ -1,0 +1,63 @@
+// The Hines executor's schedule: a HinesPlan lowered to what the kernels of templates/hines_edd.cu
+// read and the runtime launches, still plain data. It fixes
+//   - the workspace layout: per level l the stage-1 arrays of level l (rv, pv, qv, piv, w) and level
+//     l + 1's matrix and solution (md, mu, ml, mb, mx), then the base's pivots;
+//   - one int32 table section: the grid levels' chain/junction/gather lists (absolute indices), the
+//     segment types of the block kernel (one cell's part of every block level and of the base, indices
+//     relative to the cell's first row at each level; equal cells share one type) and the segment list
+//     (per block: its type's offset and its first row at every block level and at the base);
+//   - the launch list of one step: stage 1 and 2 of every grid level, the block kernel, stage 4 of
+//     the grid levels in reverse.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sparsecc/plan/hines_plan.hpp"
+
+namespace sparsecc {
+
+// Workspace arrays of a level, in the order of the kernels' kOff rows.
+inline constexpr int kHinesLevelArrays = 10;  // rv pv qv piv w md mu ml mb mx
+
+// A kernel argument: a pointer (`buffer` d, u, l, b, x, workspace or tables, plus `value` bytes) or
+// an int (`buffer` "i32", `value` the int).
+struct HinesKernelArg {
+  std::string buffer;
+  std::int64_t value = 0;
+};
+
+struct HinesLaunch {
+  std::string kernel;
+  std::int64_t grid = 1, block = 1;
+  std::vector<HinesKernelArg> args;
+};
+
+struct HinesSchedule {
+  std::int32_t real_bytes = 8;  // 8 (f64) or 4 (f32)
+  std::int32_t rhs = 1;
+  std::int32_t first_block_level = 0;  // G
+  std::int32_t block_levels = 0;       // depth - G
+  std::int32_t block_threads = 256;
+  std::vector<std::array<std::int64_t, kHinesLevelArrays>> level_offsets;  // per level, in elements
+  std::int64_t base_pivot_offset = 0;                                       // in elements
+  std::int64_t workspace_elements = 0;
+  std::vector<std::int32_t> tables;
+  std::int32_t segment_stride = 2;  // ints per segment: type offset, rows at G .. depth
+  std::int32_t segments = 0;        // blocks of the block kernel
+  std::int32_t segment_types = 0;
+  std::int64_t segments_offset = 0;  // in ints
+  std::vector<HinesLaunch> launches;
+
+  std::int64_t workspace_bytes() const { return workspace_elements * real_bytes; }
+};
+
+// Throws UsageError when the plan is invalid (check_hines_plan) or its tables exceed int32 offsets.
+HinesSchedule schedule_hines(const HinesPlan& plan);
+
+nlohmann::json launches_to_json(const std::vector<HinesLaunch>& launches);
+
+}  // namespace sparsecc

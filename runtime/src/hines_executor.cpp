@@ -1,0 +1,76 @@
+#include "sparsecc/runtime/hines_executor.hpp"
+
+#include <cstring>
+#include <utility>
+
+namespace sparsecc::rt {
+
+HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx, const LoadOptions& options) {
+  return load(read_bundle_file(path), path, ctx, options);
+}
+
+HinesExecutor HinesExecutor::load_bytes(std::span<const unsigned char> data, const std::string& name,
+                                        const Context& ctx, const LoadOptions& options) {
+  return load(parse_bundle(data, name), name, ctx, options);
+}
+
+HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const Context& ctx,
+                                  const LoadOptions& options) {
+  validate_bundle(bundle, name);
+  if (bundle.metadata.op != "hines")
+    throw BundleError(name + ": op is \"" + bundle.metadata.op + "\", not a Hines executor");
+  HinesExecutor ex;
+  ex.ctx_ = &ctx;
+  const ChosenImage chosen = choose_image(bundle, name, ctx, options);
+  ex.loaded_from_ = chosen.from;
+  ex.load_reason_ = chosen.reason;
+  ctx.make_current();
+  ex.module_ = std::make_unique<Module>(chosen.image, name + " (" + ex.loaded_from_ + ")");
+  for (const KernelLaunch& l : bundle.metadata.hines.launches) {
+    Launch launch;
+    launch.fn = ex.module_->function(l.kernel);
+    launch.grid = static_cast<unsigned>(l.grid);
+    launch.block = static_cast<unsigned>(l.block);
+    for (const LaunchArg& a : l.args) {
+      launch.buffers.push_back(a.buffer);
+      launch.values.push_back(a.value);
+    }
+    ex.launches_.push_back(std::move(launch));
+  }
+  ex.tables_ = DeviceBuffer(bundle.tables.size() * sizeof(std::int32_t));
+  ex.tables_.upload(bundle.tables.data(), bundle.tables.size() * sizeof(std::int32_t));
+  ex.workspace_ = DeviceBuffer(static_cast<std::size_t>(bundle.metadata.hines.workspace_bytes));
+  ex.permutation_ = std::move(bundle.permutation);
+  ex.metadata_ = std::move(bundle.metadata);
+  return ex;
+}
+
+void HinesExecutor::run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr b, CUdeviceptr x,
+                        CUstream stream) const {
+  if (!d || !u || !l || !b || !x) throw std::invalid_argument("HinesExecutor::run: d, u, l, b and x must not be null");
+  ctx_->make_current();
+  std::vector<std::uint64_t> storage;
+  std::vector<void*> args;
+  for (const Launch& launch : launches_) {
+    const std::size_t n = launch.buffers.size();
+    storage.assign(n, 0);
+    args.assign(n, nullptr);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& buf = launch.buffers[i];
+      const std::int64_t v = launch.values[i];
+      if (buf == "i32") {
+        const auto value = static_cast<std::int32_t>(v);
+        static_assert(sizeof value <= sizeof storage[i]);
+        std::memcpy(&storage[i], &value, sizeof value);
+      } else {
+        CUdeviceptr base = buf == "d" ? d : buf == "u" ? u : buf == "l" ? l : buf == "b" ? b : buf == "x" ? x
+                           : buf == "workspace" ? workspace_.get() : tables_.get();
+        storage[i] = base + static_cast<std::uint64_t>(v);
+      }
+      args[i] = &storage[i];
+    }
+    rt::launch(launch.fn, launch.grid, launch.block, args.data(), stream);
+  }
+}
+
+}  // namespace sparsecc::rt

@@ -1,0 +1,261 @@
+// Hines exact domain decomposition executor, tables mode: the plan's chains, junctions and gathers
+// are read from the executor's int32 table section, the level schedule and the workspace layout are
+// compile-time constants of the emitted module. The arithmetic follows interpret_hines
+// (plan/hines_interpreter.cpp) operation by operation, so results agree with it to rounding.
+//
+// Insertion points (emit/hines_cuda.cpp fills them; the defaults keep the skeleton compilable):
+//   REAL           the arithmetic type (double or float)
+//   RHS            R, right-hand sides per row
+//   BLOCK_THREADS  threads of hines_block
+//   LAYOUT         the level constants: kFirst (G, levels run by the grid kernels), kLevels (levels run
+//                  by hines_block), kSegStride, kOff (workspace offsets of every level, in elements of
+//                  real) and kBasePiv
+//
+// Values are N x R row-major (the R values of row i at [i * R, i * R + R)). A chain is four ints:
+// begin, end, parent junction, child junction (-1: none).
+typedef /*@REAL*/double/*@end*/ real;
+constexpr int R = /*@RHS*/1/*@end*/;
+constexpr int kBlockThreads = /*@BLOCK_THREADS*/256/*@end*/;
+
+// Workspace arrays of one level l, in kOff[l]: stage-1 results of level l, then level l + 1's matrix
+// (the negated domain system) and its solution.
+enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX, kArrays };
+
+/*@LAYOUT*/
+constexpr int kFirst = 0, kLevels = 1, kSegStride = 3;
+__constant__ long long kOff[1][kArrays] = {{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}};
+constexpr long long kBasePiv = 80;
+/*@end*/
+
+// Stage 1 for one chain: T = tridiag(l, d, u) over rows begin..end; rv = T^-1 b (R columns),
+// pv = T^-1 (u[end] e_last), qv = T^-1 (l[begin-1] e_first); piv and w are the factorisation.
+__device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const real* __restrict__ d,
+                                            const real* __restrict__ u, const real* __restrict__ l,
+                                            const real* __restrict__ b, real* rv, real* pv, real* qv, real* piv,
+                                            real* w) {
+  const int s = ch[0], e = ch[1], pj = ch[2], cj = ch[3];
+  for (int i = s; i <= e; ++i) {
+    piv[i] = i == s ? d[i] : d[i] - l[i - 1] * w[i - 1];
+    if (i < e) w[i] = u[i] / piv[i];
+  }
+#pragma unroll
+  for (int col = 0; col < R; ++col) {
+    for (int i = s; i <= e; ++i) {
+      real y = b[(long long)i * R + col];
+      if (i > s) y -= l[i - 1] * rv[(long long)(i - 1) * R + col];
+      rv[(long long)i * R + col] = y / piv[i];
+    }
+    for (int i = e - 1; i >= s; --i) rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
+  }
+  if (pj >= 0) {
+    pv[e] = u[e] / piv[e];
+    for (int i = e - 1; i >= s; --i) pv[i] = -w[i] * pv[i + 1];
+  }
+  if (cj >= 0) {
+    for (int i = s; i <= e; ++i) qv[i] = (i == s ? l[s - 1] : -l[i - 1] * qv[i - 1]) / piv[i];
+    for (int i = e - 1; i >= s; --i) qv[i] -= w[i] * qv[i + 1];
+  }
+}
+
+// Stage 2 for junction k: its row of the negated domain system, gathering its chains in plan order.
+__device__ __forceinline__ void junction_row(int k, const int* __restrict__ junctions, const int* __restrict__ direct,
+                                             const int* __restrict__ gather_offsets, const int* __restrict__ gather,
+                                             const int* __restrict__ chains, const real* __restrict__ d,
+                                             const real* __restrict__ u, const real* __restrict__ l,
+                                             const real* __restrict__ b, const real* rv, const real* pv,
+                                             const real* qv, real* md, real* mu, real* ml, real* mb) {
+  const int j = junctions[k];
+  real dk = -d[j], uk = 0, lk = 0;
+  if (direct[k]) {
+    uk = -u[j];
+    lk = -l[j];
+  }
+  real acc[R];
+#pragma unroll
+  for (int col = 0; col < R; ++col) acc[col] = -b[(long long)j * R + col];
+  const int g1 = gather_offsets[k + 1];
+  for (int g = gather_offsets[k]; g < g1; ++g) {
+    const int* ch = chains + 4 * gather[g];
+    const int s = ch[0], e = ch[1], pj = ch[2];
+    if (pj == k) {
+      dk += l[e] * pv[e];
+#pragma unroll
+      for (int col = 0; col < R; ++col) acc[col] += l[e] * rv[(long long)e * R + col];
+    } else {
+      dk += u[s - 1] * qv[s];
+#pragma unroll
+      for (int col = 0; col < R; ++col) acc[col] += u[s - 1] * rv[(long long)s * R + col];
+      if (pj >= 0) {
+        uk = u[s - 1] * pv[s];
+        lk = l[e] * qv[e];
+      }
+    }
+  }
+  md[k] = dk;
+  mu[k] = uk;
+  ml[k] = lk;
+#pragma unroll
+  for (int col = 0; col < R; ++col) mb[(long long)k * R + col] = acc[col];
+}
+
+// Stage 4 for one chain: x = rv - Mx[parent junction] pv - Mx[child junction] qv.
+__device__ __forceinline__ void chain_back(const int* __restrict__ ch, const real* rv, const real* pv,
+                                           const real* qv, const real* mx, real* x) {
+  const int s = ch[0], e = ch[1], pj = ch[2], cj = ch[3];
+  for (int i = s; i <= e; ++i)
+#pragma unroll
+    for (int col = 0; col < R; ++col) {
+      real v = rv[(long long)i * R + col];
+      if (pj >= 0) v -= mx[(long long)pj * R + col] * pv[i];
+      if (cj >= 0) v -= mx[(long long)cj * R + col] * qv[i];
+      x[(long long)i * R + col] = v;
+    }
+}
+
+// The base: serial Hines elimination of a small forest by one thread; d, u, l and b are read only,
+// the pivots go to piv and the solution to x.
+__device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n, const real* d, const real* u, const real* l,
+                           const real* b, real* piv, real* x) {
+  for (int i = 0; i < n; ++i) {
+    piv[i] = d[i];
+#pragma unroll
+    for (int col = 0; col < R; ++col) x[(long long)i * R + col] = b[(long long)i * R + col];
+  }
+  for (int i = 0; i < n; ++i) {
+    const int p = parent[i];
+    if (p < 0) continue;
+    const real f = l[i] / piv[i];
+    piv[p] -= f * u[i];
+#pragma unroll
+    for (int col = 0; col < R; ++col) x[(long long)p * R + col] -= f * x[(long long)i * R + col];
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    const int p = parent[i];
+#pragma unroll
+    for (int col = 0; col < R; ++col) {
+      real v = x[(long long)i * R + col];
+      if (p >= 0) v -= u[i] * x[(long long)p * R + col];
+      x[(long long)i * R + col] = v / piv[i];
+    }
+  }
+}
+
+// Grid kernels for the large levels (l < kFirst), one launch per stage and level, tables of the whole
+// level with absolute indices.
+extern "C" __global__ void hines_stage1(const int* __restrict__ chains, int nchains, const real* __restrict__ d,
+                                        const real* __restrict__ u, const real* __restrict__ l,
+                                        const real* __restrict__ b, real* rv, real* pv, real* qv, real* piv,
+                                        real* w) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < nchains) chain_solve(chains + 4 * c, d, u, l, b, rv, pv, qv, piv, w);
+}
+
+extern "C" __global__ void hines_stage2(const int* __restrict__ junctions, const int* __restrict__ direct,
+                                        const int* __restrict__ gather_offsets, const int* __restrict__ gather,
+                                        const int* __restrict__ chains, int nj, const real* __restrict__ d,
+                                        const real* __restrict__ u, const real* __restrict__ l,
+                                        const real* __restrict__ b, const real* __restrict__ rv,
+                                        const real* __restrict__ pv, const real* __restrict__ qv, real* md, real* mu,
+                                        real* ml, real* mb) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < nj) junction_row(k, junctions, direct, gather_offsets, gather, chains, d, u, l, b, rv, pv, qv, md, mu, ml, mb);
+}
+
+// One thread per chain, then one per junction.
+extern "C" __global__ void hines_stage4(const int* __restrict__ chains, int nchains, const int* __restrict__ junctions,
+                                        int nj, const real* __restrict__ rv, const real* __restrict__ pv,
+                                        const real* __restrict__ qv, const real* __restrict__ mx, real* x) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < nchains) {
+    chain_back(chains + 4 * t, rv, pv, qv, mx, x);
+  } else if (t < nchains + nj) {
+    const int k = t - nchains;
+#pragma unroll
+    for (int col = 0; col < R; ++col) x[(long long)junctions[k] * R + col] = mx[(long long)k * R + col];
+  }
+}
+
+// One level's table inside a segment type: nchains, njunctions, ngather, then chains (4 ints each),
+// junctions, direct flags, gather offsets (nj + 1, from 0) and gathers; indices are relative to the
+// segment's first row (chains, junctions) and first domain row (parent/child junctions).
+struct LevelTable {
+  int nc, nj;
+  const int *chains, *junctions, *direct, *goff, *gather;
+  __device__ __forceinline__ const int* read(const int* t) {
+    nc = t[0];
+    nj = t[1];
+    const int ng = t[2];
+    chains = t + 3;
+    junctions = chains + 4 * nc;
+    direct = junctions + nj;
+    goff = direct + nj;
+    gather = goff + nj + 1;
+    return gather + ng;
+  }
+};
+
+// Levels kFirst .. kFirst + kLevels - 1 and the base of one segment (an independent part of the
+// forest: a cell) per block, stages separated by __syncthreads. segments holds, per block, the
+// offset of its segment type in `tables` and its first row at each of its levels and at the base.
+// Level kFirst's matrix is the user's arrays when kFirst is 0, else the domain system the grid
+// kernels built; its solution goes to x (kFirst 0) or to that domain's solution.
+extern "C" __global__ void __launch_bounds__(kBlockThreads)
+    hines_block(const int* __restrict__ segments, const int* __restrict__ tables, const real* __restrict__ d0,
+                const real* __restrict__ u0, const real* __restrict__ l0, const real* __restrict__ b0, real* x0,
+                real* ws) {
+  const int* seg = segments + (long long)blockIdx.x * kSegStride;
+  const int* t = tables + seg[0];
+  const real *d, *u, *l, *b;
+  real* x;
+  if (kFirst == 0) {
+    d = d0, u = u0, l = l0, b = b0, x = x0;
+  } else {
+    const long long* o = kOff[kFirst > 0 ? kFirst - 1 : 0];
+    d = ws + o[MD], u = ws + o[MU], l = ws + o[ML], b = ws + o[MB], x = ws + o[MX];
+  }
+  {
+    const long long r0 = seg[1];
+    d += r0, u += r0, l += r0, b += r0 * R, x += r0 * R;
+  }
+#pragma unroll
+  for (int i = 0; i < kLevels; ++i) {
+    const long long* o = kOff[kFirst + i];
+    const long long r0 = seg[1 + i], j0 = seg[2 + i];
+    LevelTable lt;
+    t = lt.read(t);
+    real *rv = ws + o[RV] + r0 * R, *pv = ws + o[PV] + r0, *qv = ws + o[QV] + r0;
+    for (int c = threadIdx.x; c < lt.nc; c += blockDim.x)
+      chain_solve(lt.chains + 4 * c, d, u, l, b, rv, pv, qv, ws + o[PIV] + r0, ws + o[W] + r0);
+    __syncthreads();
+    real *md = ws + o[MD] + j0, *mu = ws + o[MU] + j0, *ml = ws + o[ML] + j0, *mb = ws + o[MB] + j0 * R;
+    for (int k = threadIdx.x; k < lt.nj; k += blockDim.x)
+      junction_row(k, lt.junctions, lt.direct, lt.goff, lt.gather, lt.chains, d, u, l, b, rv, pv, qv, md, mu, ml, mb);
+    __syncthreads();
+    d = md, u = mu, l = ml, b = mb;
+  }
+  {
+    const long long r0 = seg[1 + kLevels];
+    constexpr int last = kLevels > 0 ? kFirst + kLevels - 1 : 0;  // the level whose domain is the base
+    real* xb = kLevels == 0 ? x : ws + kOff[last][MX] + r0 * R;
+    if (threadIdx.x == 0) base_solve(t + 1, t[0], d, u, l, b, ws + kBasePiv + r0, xb);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = kLevels - 1; i >= 0; --i) {
+    const long long* o = kOff[kFirst + i];
+    const long long r0 = seg[1 + i], j0 = seg[2 + i];
+    // Level i's table: skip the i before it (see LevelTable for the layout).
+    const int* ti = tables + seg[0];
+    for (int k = 0; k < i; ++k) ti += 3 + 4 * ti[0] + 3 * ti[1] + 1 + ti[2];
+    LevelTable lt;
+    lt.read(ti);
+    const real* mx = ws + o[MX] + j0 * R;
+    real* xl = i == 0 ? x : ws + kOff[kFirst + i - (i > 0)][MX] + r0 * R;
+    const real *rv = ws + o[RV] + r0 * R, *pv = ws + o[PV] + r0, *qv = ws + o[QV] + r0;
+    for (int c = threadIdx.x; c < lt.nc; c += blockDim.x) chain_back(lt.chains + 4 * c, rv, pv, qv, mx, xl);
+    for (int k = threadIdx.x; k < lt.nj; k += blockDim.x)
+#pragma unroll
+      for (int col = 0; col < R; ++col) xl[(long long)lt.junctions[k] * R + col] = mx[(long long)k * R + col];
+    __syncthreads();
+  }
+}

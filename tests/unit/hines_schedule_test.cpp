@@ -1,0 +1,156 @@
+// The Hines executor's schedule, emitter, compile route and bundle on the CPU: workspace arrays
+// disjoint, segment types shared by equal cells, the launch list's shape, tables in range, the module
+// compiling for sm_90 in both precisions without spills, and the bundle round-tripping.
+#include "sparsecc/plan/hines_schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "hines_support.hpp"
+#include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/compile/compile_hines.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/inspector/hines_planner.hpp"
+#include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+
+namespace sparsecc {
+namespace {
+
+void expect_disjoint_workspace(const HinesPlan& plan, const HinesSchedule& s) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // [begin, end) in elements
+  const std::int64_t r = plan.problem.rhs;
+  for (std::size_t l = 0; l < plan.levels.size(); ++l) {
+    const std::int64_t n = plan.levels[l].size, nj = plan.levels[l].domain_size();
+    const std::int64_t len[kHinesLevelArrays] = {n * r, n, n, n, n, nj, nj, nj, nj * r, nj * r};
+    for (int a = 0; a < kHinesLevelArrays; ++a) spans.push_back({s.level_offsets[l][a], s.level_offsets[l][a] + len[a]});
+  }
+  spans.push_back({s.base_pivot_offset, s.base_pivot_offset + plan.base_size()});
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_LE(spans[i].second, s.workspace_elements);
+    if (i) {
+      EXPECT_LE(spans[i - 1].second, spans[i].first);
+    }
+  }
+}
+
+TEST(HinesSchedule, ForestOfEqualCellsSharesOneSegmentType) {
+  const HinesSystem cell = assemble_hines(make_demo_neuron());
+  const HinesSystem forest = concatenate_hines(std::vector<HinesSystem>(50, cell));
+  const HinesPlan plan = plan_hines(forest, 2, "f64", {});
+  const HinesSchedule s = schedule_hines(plan);
+  EXPECT_EQ(plan.grid_levels, 0);
+  EXPECT_EQ(s.segments, 50);
+  EXPECT_EQ(s.segment_types, 1);
+  ASSERT_EQ(s.launches.size(), 1u);  // the whole step is one launch
+  EXPECT_EQ(s.launches[0].kernel, "hines_block");
+  EXPECT_EQ(s.launches[0].grid, 50);
+  EXPECT_EQ(s.segment_stride, 2 + plan.depth());
+  expect_disjoint_workspace(plan, s);
+  // Every segment's row offsets are the cell's, and its type offset points into the tables.
+  const auto rows = hines_cell_offsets_by_level(plan);
+  for (int c = 0; c < s.segments; ++c) {
+    const auto* seg = s.tables.data() + s.segments_offset + static_cast<std::int64_t>(c) * s.segment_stride;
+    EXPECT_GE(seg[0], 0);
+    EXPECT_LT(seg[0], s.segments_offset);
+    for (int l = 0; l <= plan.depth(); ++l) EXPECT_EQ(seg[1 + l], rows[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)]);
+  }
+}
+
+TEST(HinesSchedule, LargeCellRunsItsTopLevelsOnTheGrid) {
+  const HinesSystem chain = test::chain_system(100000);
+  const HinesPlan plan = plan_hines(chain, 1, "f32", {});
+  ASSERT_EQ(plan.grid_levels, 2);
+  const HinesSchedule s = schedule_hines(plan);
+  std::vector<std::string> kernels;
+  for (const auto& l : s.launches) kernels.push_back(l.kernel);
+  EXPECT_EQ(kernels, (std::vector<std::string>{"hines_stage1", "hines_stage2", "hines_stage1", "hines_stage2",
+                                               "hines_block", "hines_stage4", "hines_stage4"}));
+  EXPECT_EQ(s.segments, 1);
+  EXPECT_EQ(s.real_bytes, 4);
+  expect_disjoint_workspace(plan, s);
+  // Pointer arguments stay inside their buffers.
+  for (const auto& l : s.launches)
+    for (const auto& a : l.args) {
+      if (a.buffer == "tables") {
+        EXPECT_LE(a.value, static_cast<std::int64_t>(s.tables.size() * 4));
+      }
+      if (a.buffer == "workspace") {
+        EXPECT_LT(a.value, s.workspace_bytes());
+      }
+    }
+}
+
+TEST(HinesSchedule, EveryCellOfARandomForestIsASegment) {
+  std::mt19937_64 rng(5);
+  const HinesSystem s = test::random_system(rng, 5000, 40, 0.3);
+  HinesOptions o;
+  o.grid_levels = 1;
+  const HinesPlan plan = plan_hines(s, 3, "f64", o);
+  const HinesSchedule sch = schedule_hines(plan);
+  const auto rows = hines_cell_offsets_by_level(plan);
+  int nonempty = 0;
+  for (std::size_t c = 0; c + 1 < rows[1].size(); ++c) nonempty += rows[1][c + 1] > rows[1][c];
+  EXPECT_EQ(sch.segments, nonempty);
+  EXPECT_LE(sch.segment_types, sch.segments);
+  expect_disjoint_workspace(plan, sch);
+}
+
+// The emitted module compiles for sm_90 in both precisions (no spills for R = 1; with R = 4 ptxas
+// keeps a few accumulators of the block kernel on the stack), and its bundle round-trips through the
+// bundle format.
+TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
+  const HinesSystem cell = assemble_hines(make_demo_neuron());
+  for (const char* dtype : {"f64", "f32"})
+    for (const int r : {1, 4}) {
+      HinesOptions o;
+      o.grid_levels = 1;  // every kernel in use
+      const HinesPlan plan = plan_hines(concatenate_hines(std::vector<HinesSystem>(3, cell)), r, dtype, o);
+      CudaCompileOptions co;
+      co.extra.push_back(kPtxasVerbose);
+      const CompiledHines c = compile_hines(plan, co);
+      EXPECT_EQ(c.emitted.kernels, (std::vector<std::string>{"hines_stage1", "hines_stage2", "hines_block", "hines_stage4"}));
+      const ResourceUsage u = parse_ptxas_log(c.code.log);
+      ASSERT_TRUE(u.found) << c.code.log;
+      EXPECT_LE(u.spill_store_bytes, r == 1 ? 0 : 64) << dtype << " R " << r << "\n" << c.code.log;
+      const rt::Bundle b = hines_bundle(plan, c.schedule, concatenate_hines(std::vector<HinesSystem>(3, cell)),
+                                        c.code.cubin, c.code.ptx, "sm_90");
+      const auto bytes = rt::bundle_bytes(b);
+      const rt::Bundle back = rt::parse_bundle(bytes, "round trip");
+      EXPECT_EQ(back, b);
+      EXPECT_EQ(back.metadata.hines.rhs, r);
+      EXPECT_EQ(back.permutation.size(), static_cast<std::size_t>(plan.problem.n));
+      const HinesSystem sys = hines_system_from_reference_bytes(back.reference, "round trip");
+      EXPECT_EQ(sys.diag, concatenate_hines(std::vector<HinesSystem>(3, cell)).diag);
+    }
+}
+
+TEST(HinesSchedule, BundleRejectsBadLaunches) {
+  const HinesSystem cell = assemble_hines(make_demo_neuron());
+  const HinesPlan plan = plan_hines(cell, 1, "f64", {});
+  const HinesSchedule s = schedule_hines(plan);
+  rt::Bundle b = hines_bundle(plan, s, cell, {1, 2, 3}, "ptx", "sm_90");
+  rt::Bundle bad = b;
+  bad.metadata.hines.launches[0].args[0].value = static_cast<std::int64_t>(b.tables.size() * 4 + 4);
+  EXPECT_THROW(rt::validate_bundle(bad, "bad"), rt::BundleError);
+  bad = b;
+  bad.metadata.hines.launches[0].args.push_back({"y", 0});
+  EXPECT_THROW(rt::validate_bundle(bad, "bad"), rt::BundleError);
+  bad = b;
+  bad.permutation[0] = bad.permutation[1];
+  EXPECT_THROW(rt::validate_bundle(bad, "bad"), rt::BundleError);
+  bad = b;
+  bad.metadata.hines.launches[0].block = 2048;
+  EXPECT_THROW(rt::validate_bundle(bad, "bad"), rt::BundleError);
+  // A truncated verification section is an InputError naming the byte.
+  std::vector<unsigned char> ref = b.reference;
+  ref.resize(ref.size() - 3);
+  EXPECT_THROW(hines_system_from_reference_bytes(ref, "ref"), InputError);
+}
+
+}  // namespace
+}  // namespace sparsecc
