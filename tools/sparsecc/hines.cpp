@@ -8,8 +8,11 @@
 #include <random>
 
 #include "cli.hpp"
+#include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/bundle/write_bundle.hpp"
+#include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
-#include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 
@@ -30,18 +33,11 @@ struct HinesArgs {
   bool plan_json = false;
   bool check = false;
   std::uint64_t seed = 1;
+  std::string output;
+  std::string arch = "sm_90";
+  int grid_levels = -1;
+  int block_threads = 0;
 };
-
-// The forest: every file's cells in order, the whole list `cells` times.
-HinesSystem build_forest(const HinesArgs& a) {
-  CompartmentOptions co;
-  co.resolution = a.resolution;
-  std::vector<HinesSystem> files;
-  for (const auto& f : a.files) files.push_back(assemble_hines(load_neuron(f), CableParams{}, co));
-  std::vector<HinesSystem> parts;
-  for (int c = 0; c < a.cells; ++c) parts.insert(parts.end(), files.begin(), files.end());
-  return concatenate_hines(parts);
-}
 
 // Componentwise backward error of x for A x = b (N x R): max over rows of |A x - b| over
 // |A| |x| + |b|. It is independent of the conditioning, unlike the error against the reference.
@@ -76,18 +72,8 @@ struct CheckResult {
 // potentials in -80..-50 mV and injected currents in -0.1..0.1 nA); returns
 // the errors. Random b of mixed signs would mostly measure the matrix's conditioning.
 CheckResult check_plan_numerics(const HinesPlan& plan, const HinesSystem& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> v_old(-80, -50), i_ext(-0.1, 0.1);
-  const auto n = static_cast<std::size_t>(s.size()), r = static_cast<std::size_t>(plan.problem.rhs);
-  std::vector<double> b(n * r), v(n), i(n);
-  for (std::size_t c = 0; c < r; ++c) {
-    for (std::size_t j = 0; j < n; ++j) {
-      v[j] = v_old(rng);
-      i[j] = i_ext(rng);
-    }
-    const std::vector<double> col = hines_rhs(s, v, i);
-    for (std::size_t j = 0; j < n; ++j) b[j * r + c] = col[j];
-  }
+  const auto r = static_cast<std::size_t>(plan.problem.rhs);
+  const std::vector<double> b = random_step_rhs(s, r, seed);
   const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(plan.problem.rhs));
   std::vector<double> x;
   if (plan.problem.dtype == "f64") {
@@ -126,8 +112,14 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--depth", a->depth, "Decomposition levels (-1: the threshold rule)")
       ->check(CLI::Range(-1, kHinesMaxDepth))
       ->capture_default_str();
-  cmd->add_option("--base-rows", a->base_rows, "Threshold of the rule (0: 5245/R + 40, 3500 for R = 1)")
+  cmd->add_option("--base-rows", a->base_rows, "Per-cell base threshold of the depth rule (0: max(8, 64/R))")
       ->check(CLI::Range(0, 1 << 28));
+  cmd->add_option("--grid-levels", a->grid_levels, "Levels run by grid-wide kernels (-1: the execution rule)")
+      ->check(CLI::Range(-1, kHinesMaxDepth));
+  cmd->add_option("--block-threads", a->block_threads, "Threads of the per-cell block kernel (0: automatic)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)");
+  cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
   cmd->add_flag("--plan-json", a->plan_json, "Print the plan as JSON");
   cmd->add_flag("--check", a->check,
                 "Run the plan's interpreter on the right-hand sides of a time step from random potentials "
@@ -136,12 +128,14 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", a->seed, "Seed of the --check right-hand sides")->capture_default_str();
   cmd->callback([&run, a] {
     run = [a]() -> int {
-      const HinesSystem s = build_forest(*a);
+      const HinesSystem s = load_hines_forest(a->files, a->cells, a->resolution);
       HinesOptions o;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       o.k = a->k;
       o.depth = a->depth;
       o.base_rows = a->base_rows;
+      o.grid_levels = a->grid_levels;
+      o.block_threads = a->block_threads;
       const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
       if (const auto errors = check_hines_plan(plan); !errors.empty())
         throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
@@ -151,10 +145,20 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
         levels += fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size());
       fmt::print(stderr,
                  "planned {} compartments in {} cells, R = {}, {}: {} decomposition{}, depth {}: {}base {} rows "
-                 "(one block); ~{} instructions unrolled ({})\n",
+                 "(one thread per cell); {} grid levels, {} threads per cell block\n",
                  plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
                  a->minimal ? "" : fmt::format(" K = {}", a->k), plan.depth(), levels, plan.base_size(),
-                 plan.estimated_instructions, plan.tables ? "over the budget: tables" : "unrolled");
+                 plan.grid_levels, plan.block_threads);
+      if (!a->output.empty()) {
+        CudaCompileOptions co;
+        co.arch = a->arch;
+        const CompiledHines c = compile_hines(plan, co);
+        const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, a->arch);
+        write_bundle(a->output, bundle);
+        fmt::print(stderr, "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace ({:.1f} s to compile)\n",
+                   a->output, c.schedule.launches.size(), c.schedule.segment_types, c.schedule.tables.size() * 4 / 1024,
+                   c.schedule.workspace_bytes() >> 20, c.code.seconds);
+      }
       if (!a->check) return kExitOk;
       const double tolerance = a->dtype == "f64" ? 1e-12 : 1e-4;
       const CheckResult c = check_plan_numerics(plan, s, a->seed);

@@ -1,0 +1,111 @@
+// sparsecc verify for Hines bundles: one step of the bundle's executor on the GPU (x poisoned with
+// NaN first) on the right-hand sides of a fresh random time step, against the serial fp64 reference
+// on the system the bundle carries; without a GPU the plan is rebuilt from the bundle's summary and
+// run by the plan interpreter, saying so.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "hines_verify.hpp"
+#include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/inspector/hines_planner.hpp"
+#include "sparsecc/neuron/forest.hpp"
+#include "sparsecc/plan/hines_interpreter.hpp"
+#include "sparsecc/reference/hines_solve.hpp"
+#include "sparsecc/runtime/driver.hpp"
+#include "sparsecc/runtime/hines_executor.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+template <typename Real>
+std::vector<double> run_on_gpu(const rt::Bundle& bundle, const std::string& path, const HinesSystem& s,
+                               const std::vector<double>& b, std::string& how) {
+  const rt::Context ctx(0);
+  const rt::HinesExecutor ex = rt::HinesExecutor::load(bundle, path, ctx);
+  const auto buffer = [](const std::vector<double>& v) {
+    const std::vector<Real> host(v.begin(), v.end());
+    rt::DeviceBuffer d(host.size() * sizeof(Real));
+    d.upload(host.data(), host.size() * sizeof(Real));
+    return d;
+  };
+  rt::DeviceBuffer d = buffer(s.diag), u = buffer(s.upper), l = buffer(s.lower), bb = buffer(b);
+  rt::DeviceBuffer x(b.size() * sizeof(Real));
+  x.fill32(0x7fc00000u);  // NaN in every fp32 word and every fp64 word
+  ex.run(d.get(), u.get(), l.get(), bb.get(), x.get());
+  ctx.synchronize();
+  std::vector<Real> out(b.size());
+  x.download(out.data(), out.size() * sizeof(Real));
+  how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
+  return std::vector<double>(out.begin(), out.end());
+}
+
+}  // namespace
+
+int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance, bool cpu) {
+  const rt::BundleMetadata& md = bundle.metadata;
+  if (bundle.reference.empty()) throw InputError(SourceLocation::in_file(path), "the bundle carries no verification section");
+  const HinesSystem s = hines_system_from_reference_bytes(bundle.reference, path);
+  if (fmt::format("{:016x}", rt::fnv1a64(bundle.reference)) != md.fingerprint)
+    throw InputError(SourceLocation::in_file(path), "the verification system does not match the fingerprint");
+  if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
+    throw InputError(SourceLocation::in_file(path), "the verification system does not match hines.rows / hines.cells");
+  const auto r = static_cast<std::size_t>(md.hines.rhs);
+  std::vector<double> b;
+  if (s.cap_over_dt.empty()) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    b.resize(static_cast<std::size_t>(s.size()) * r);
+    for (double& v : b) v = u(rng);
+  } else {
+    b = random_step_rhs(s, r, seed);
+  }
+  const std::vector<double> ref = hines_solve_many(s, b, r);
+  const bool f32 = md.dtype == "f32";
+  if (tolerance <= 0) tolerance = f32 ? 1e-4 : 1e-12;
+  std::vector<double> got;
+  std::string how, why;
+  if (!cpu && rt::driver_available(&why)) {
+    got = f32 ? run_on_gpu<float>(bundle, path, s, b, how) : run_on_gpu<double>(bundle, path, s, b, how);
+  } else {
+    const auto& sum = md.plan_summary;
+    HinesOptions o;
+    o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
+                                                                                    : HinesDecomposition::fine;
+    o.k = std::max(2, sum.value("k", 3));
+    o.depth = sum.value("depth", -1);
+    const HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
+    if (plan.base_size() != sum.value("base_size", -1))
+      throw std::runtime_error("re-planning the bundle's system does not reproduce its levels");
+    if (f32) {
+      const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+      const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));
+      got.assign(xf.begin(), xf.end());
+    } else {
+      got = interpret_hines(plan, s.diag, s.upper, s.lower, b);
+    }
+    how = cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
+  }
+  double err = 0, scale = 0;
+  std::int64_t unwritten = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++unwritten;
+      continue;
+    }
+    err = std::max(err, std::fabs(got[i] - ref[i]));
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  const double rel = scale > 0 ? err / scale : err;
+  const bool ok = unwritten == 0 && rel <= tolerance;
+  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.0e}){} {}\n",
+             path, md.hines.rows, md.hines.cells, md.hines.rhs, md.dtype, how, seed, rel, tolerance,
+             unwritten ? fmt::format(", {} outputs not written", unwritten) : "", ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+}  // namespace sparsecc::cli
