@@ -31,8 +31,9 @@ constexpr long long kBasePiv = 80;
 // pv = T^-1 (u[end] e_last), qv = T^-1 (l[begin-1] e_first); piv and w are the factorisation.
 __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const real* __restrict__ d,
                                             const real* __restrict__ u, const real* __restrict__ l,
-                                            const real* __restrict__ b, real* rv, real* pv, real* qv, real* piv,
-                                            real* w) {
+                                            const real* __restrict__ b, real* __restrict__ rv,
+                                            real* __restrict__ pv, real* __restrict__ qv, real* __restrict__ piv,
+                                            real* __restrict__ w) {
   const int s = ch[0], e = ch[1], pj = ch[2], cj = ch[3];
   for (int i = s; i <= e; ++i) {
     piv[i] = i == s ? d[i] : d[i] - l[i - 1] * w[i - 1];
@@ -114,8 +115,10 @@ __device__ __forceinline__ void chain_back(const int* __restrict__ ch, const rea
 
 // The base: serial Hines elimination of a small forest by one thread; d, u, l and b are read only,
 // the pivots go to piv and the solution to x.
-__device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n, const real* d, const real* u, const real* l,
-                           const real* b, real* piv, real* x) {
+__device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n, const real* __restrict__ d,
+                                           const real* __restrict__ u, const real* __restrict__ l,
+                                           const real* __restrict__ b, real* __restrict__ piv,
+                                           real* __restrict__ x) {
   for (int i = 0; i < n; ++i) {
     piv[i] = d[i];
 #pragma unroll

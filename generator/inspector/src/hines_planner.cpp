@@ -142,7 +142,7 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
     }
     // More than 512 threads leave 64 registers a thread, which the R accumulators of stage 2 exceed.
     plan.block_threads = std::clamp((work + 31) / 32 * 32, 32, rhs > 1 ? 512 : 1024);
-    if (system.num_cells() > 256) plan.block_threads = std::min(plan.block_threads, 256);
+    if (system.num_cells() > 256) plan.block_threads = std::min(plan.block_threads, 512);
   }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);
   plan.estimated_instructions = instructions;

@@ -10,8 +10,8 @@
 //
 // Execution rule: levels whose largest cell has more than block_rows rows run as grid-wide kernels,
 // the rest in the per-cell block kernel; block_threads covers the first block level's largest cell
-// (a multiple of 32, at most 1024, 512 for R > 1), and at most 256 when there are many cells to keep several
-// blocks resident on each multiprocessor.
+// (a multiple of 32, at most 1024, 512 for R > 1), and at most 512 when there are many cells (the
+// fastest on 500 CA1 cells on an H100 among 64..1024).
 #pragma once
 
 #include <cstdint>
