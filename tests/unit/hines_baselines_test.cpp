@@ -23,10 +23,10 @@
 #include "bench/hines_schedules.hpp"
 #include "hines_support.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/neuron/morphology.hpp"
-#include "test_support.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/neuron/morphology.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
+#include "test_support.hpp"
 
 // ---- Host execution of the CUDA kernels -------------------------------------------------------------
 namespace hines_host {
@@ -135,7 +135,8 @@ std::vector<HinesSystem> test_forests() {
     star.cell_offsets = {0, 10};
     out.push_back(star);
   }
-  for (const double branchiness : {0.05, 0.3, 0.9}) out.push_back(test::random_system(rng, 300, 3, branchiness));
+  for (const double branchiness : {0.05, 0.3, 0.9})
+    out.push_back(test::random_system(rng, 300, 3, branchiness));
   {
     std::vector<HinesSystem> parts;
     const HinesSystem a = test::random_system(rng, 60, 1, 0.3), b = test::random_system(rng, 25, 1, 0.6);
@@ -156,7 +157,8 @@ int optimal_steps(const std::vector<std::int32_t>& parent, int k) {
   const int n = static_cast<int>(parent.size());
   std::vector<std::uint32_t> children(static_cast<std::size_t>(n), 0);
   for (int i = 0; i < n; ++i)
-    if (parent[static_cast<std::size_t>(i)] >= 0) children[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)])] |= 1u << i;
+    if (parent[static_cast<std::size_t>(i)] >= 0)
+      children[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)])] |= 1u << i;
   const std::uint32_t all = (n == 32) ? 0xffffffffu : ((1u << n) - 1u);
   std::vector<int> dist(std::size_t{1} << n, -1);
   std::vector<std::uint32_t> frontier = {0};
@@ -216,7 +218,8 @@ TEST(HinesBaselines, DhsScheduleOfTheNotesTree) {
   // K = 2: the deepest ready nodes first (depths 3, 3 | 3, 2 | 2 | 1 | 0).
   const std::vector<std::vector<std::int32_t>> expected = {{0, 1}, {3, 2}, {4}, {5}, {6}};
   EXPECT_EQ(dhs_schedule(parent, 2), expected);
-  for (int k = 1; k <= 4; ++k) EXPECT_EQ(static_cast<int>(dhs_schedule(parent, k).size()), optimal_steps(parent, k));
+  for (int k = 1; k <= 4; ++k)
+    EXPECT_EQ(static_cast<int>(dhs_schedule(parent, k).size()), optimal_steps(parent, k));
 }
 
 TEST(HinesBaselines, DhsScheduleIsValidAndOptimalOnSmallForests) {
@@ -304,7 +307,8 @@ std::vector<double> run_interleaved(const HinesSystem& s, const std::vector<doub
   const InterleavedLayout L = build_interleaved(s, R);
   const auto diag = scatter_nodes<T>(L.map, s.diag), lower = scatter_nodes<T>(L.map, s.lower),
              upper = scatter_nodes<T>(L.map, s.upper), rhs = scatter_rhs<T>(L.map, b, R);
-  std::vector<T> inv(static_cast<std::size_t>(L.map.slots), T(kNaN)), x(static_cast<std::size_t>(L.map.rhs_slots), T(kNaN));
+  std::vector<T> inv(static_cast<std::size_t>(L.map.slots), T(kNaN)),
+      x(static_cast<std::size_t>(L.map.rhs_slots), T(kNaN));
   std::vector<double> first;
   for (int replay = 0; replay < 2; ++replay) {  // NaN-poisoned, then over the previous step's outputs
     run_kernel(static_cast<std::int64_t>(L.num_warps()) * 32, false, [&] {
@@ -351,7 +355,9 @@ void thomas(int m, int cols, const std::vector<T>& dl, const std::vector<T>& d, 
   }
   for (int c = 0; c < cols; ++c) {
     T* y = block.data() + static_cast<std::size_t>(c) * static_cast<std::size_t>(m);
-    for (int i = 0; i < m; ++i) y[i] = (y[i] - (i > 0 ? dl[static_cast<std::size_t>(i)] * y[i - 1] : T(0))) / piv[static_cast<std::size_t>(i)];
+    for (int i = 0; i < m; ++i)
+      y[i] = (y[i] - (i > 0 ? dl[static_cast<std::size_t>(i)] * y[i - 1] : T(0))) /
+             piv[static_cast<std::size_t>(i)];
     for (int i = m - 2; i >= 0; --i) y[i] -= w[static_cast<std::size_t>(i)] * y[i + 1];
   }
 }
@@ -370,25 +376,26 @@ MinTrsvRun run_min_trsv(const HinesSystem& s, const std::vector<double>& b) {
   std::vector<T> md(nj, T(kNaN)), mu(nj, T(kNaN)), ml(nj, T(kNaN)), mb(nj * R, T(kNaN));
   std::vector<T> x(static_cast<std::size_t>(L.n) * R, T(kNaN));
   run_kernel(L.m, false, [&] {
-    trsv_assemble_kernel<T, R>(L.n, L.m, L.rows.data(), diag.data(), lower.data(), upper.data(), bv.data(), dl.data(),
-                               d.data(), du.data(), X.data());
+    trsv_assemble_kernel<T, R>(L.n, L.m, L.rows.data(), diag.data(), lower.data(), upper.data(), bv.data(),
+                               dl.data(), d.data(), du.data(), X.data());
   });
   EXPECT_EQ(dl[0], T(0));
   EXPECT_EQ(du[m - 1], T(0));
   thomas(L.m, R + 2, dl, d, du, X);
   run_kernel(L.num_junctions(), false, [&] {
-    trsv_stage2_kernel<T, R>(L.num_junctions(), L.m, L.junctions.data(), L.gather_offsets.data(), L.gather.data(),
-                             L.chains.data(), diag.data(), lower.data(), upper.data(), bv.data(), X.data(), md.data(),
-                             mu.data(), ml.data(), mb.data());
+    trsv_stage2_kernel<T, R>(L.num_junctions(), L.m, L.junctions.data(), L.gather_offsets.data(),
+                             L.gather.data(), L.chains.data(), diag.data(), lower.data(), upper.data(),
+                             bv.data(), X.data(), md.data(), mu.data(), ml.data(), mb.data());
   });
   MinTrsvRun out;
   out.md.assign(md.begin(), md.end());
   out.mb.assign(mb.begin(), mb.end());
   run_kernel(L.num_domain_cells(), false, [&] {
-    trsv_stage3_kernel<T, R>(L.num_domain_cells(), L.domain_cells.data(), L.domain_parent.data(), md.data(), mu.data(),
-                             ml.data(), mb.data());
+    trsv_stage3_kernel<T, R>(L.num_domain_cells(), L.domain_cells.data(), L.domain_parent.data(), md.data(),
+                             mu.data(), ml.data(), mb.data());
   });
-  run_kernel(L.n, false, [&] { trsv_stage4_kernel<T, R>(L.n, L.m, L.rows.data(), X.data(), mb.data(), x.data()); });
+  run_kernel(L.n, false,
+             [&] { trsv_stage4_kernel<T, R>(L.n, L.m, L.rows.data(), X.data(), mb.data(), x.data()); });
   out.x.assign(x.begin(), x.end());
   return out;
 }
@@ -408,7 +415,9 @@ void expect_kernels_match_reference(const char* label) {
 }
 
 TEST(HinesBaselines, KernelsMatchTheReferenceOneColumn) { expect_kernels_match_reference<1, 1>("R 1"); }
-TEST(HinesBaselines, KernelsMatchTheReferenceColumnChunks) { expect_kernels_match_reference<3, 2>("R 3 in chunks of 2"); }
+TEST(HinesBaselines, KernelsMatchTheReferenceColumnChunks) {
+  expect_kernels_match_reference<3, 2>("R 3 in chunks of 2");
+}
 TEST(HinesBaselines, KernelsMatchTheReferenceFiveColumns) { expect_kernels_match_reference<5, 5>("R 5"); }
 
 TEST(HinesBaselines, KernelsInSinglePrecision) {
@@ -478,8 +487,8 @@ TEST(HinesBaselines, KernelsOnEveryValidSwcCell) {
     worst_margin = std::max(worst_margin, trsv32 / tol32);
     ++cells;
   }
-  std::printf("[ hines baselines ] %d SWC forests solved; MIN-TRSV f32 error up to %.2f of its bound\n", cells,
-              worst_margin);
+  std::printf("[ hines baselines ] %d SWC forests solved; MIN-TRSV f32 error up to %.2f of its bound\n",
+              cells, worst_margin);
   EXPECT_GT(cells, 20);
 }
 
@@ -507,7 +516,8 @@ TEST(HinesBaselines, EmbeddedSourceCompilesWithNvrtc) {
     EXPECT_FALSE(r.cubin.empty());
     for (const char* kernel : {"hines_interleaved", "hines_dhs", "hines_trsv_assemble", "hines_trsv_stage2",
                                "hines_trsv_stage3", "hines_trsv_stage4"})
-      EXPECT_NE(r.ptx.find(std::string(".entry ") + kernel), std::string::npos) << kernel << " (" << real << ")";
+      EXPECT_NE(r.ptx.find(std::string(".entry ") + kernel), std::string::npos)
+          << kernel << " (" << real << ")";
   }
 }
 

@@ -58,14 +58,15 @@ void print_table(const std::vector<HinesBaselineResult>& results) {
   double cpu = 0;
   for (const HinesBaselineResult& r : results)
     if (r.name == "serial_cpu" && r.ok) cpu = r.us;
-  fmt::print("  {:<24} {:>12} {:>12} {:>8} {:>9} {:>10}  {}\n", "baseline", "us/step", "min us", "spread", "vs cpu",
-             "rel err", "status, note");
+  fmt::print("  {:<24} {:>12} {:>12} {:>8} {:>9} {:>10}  {}\n", "baseline", "us/step", "min us", "spread",
+             "vs cpu", "rel err", "status, note");
   for (const HinesBaselineResult& r : results) {
     std::string status = r.ok ? "ok" : r.skipped ? "skipped" : "FAILED";
     if (!r.note.empty()) status += fmt::format(": {}", r.note);
     if (r.ok)
-      fmt::print("  {:<24} {:>12.3f} {:>12.3f} {:>7.1f}% {:>8.2f}x {:>10.2e}  {}\n", r.name, r.us, r.timing.min_us,
-                 100 * r.timing.spread, cpu > 0 && r.us > 0 ? cpu / r.us : 0.0, r.rel_error, status);
+      fmt::print("  {:<24} {:>12.3f} {:>12.3f} {:>7.1f}% {:>8.2f}x {:>10.2e}  {}\n", r.name, r.us,
+                 r.timing.min_us, 100 * r.timing.spread, cpu > 0 && r.us > 0 ? cpu / r.us : 0.0, r.rel_error,
+                 status);
     else
       fmt::print("  {:<24} {:>12} {:>12} {:>8} {:>9} {:>10}  {}\n", r.name, "-", "-", "-", "-",
                  r.skipped ? std::string("-") : fmt::format("{:.2e}", r.rel_error), status);
@@ -79,16 +80,21 @@ int run(const Args& args) {
   const DeviceInfo device = query_device();
   std::int32_t largest = 0;
   for (std::int32_t c = 0; c < s.num_cells(); ++c)
-    largest = std::max(largest, s.cell_offsets[static_cast<std::size_t>(c) + 1] - s.cell_offsets[static_cast<std::size_t>(c)]);
+    largest = std::max(largest, s.cell_offsets[static_cast<std::size_t>(c) + 1] -
+                                    s.cell_offsets[static_cast<std::size_t>(c)]);
   const std::size_t shapes = group_cells(s).size();
   fmt::print("{}\n", device.describe());
-  fmt::print("{} compartments in {} cells ({} shapes, largest {} compartments), resolution {}, R = {}, {}, seed {}\n",
-             s.size(), s.num_cells(), shapes, largest, args.resolution, args.rhs, args.dtype, args.seed);
-  fmt::print("timing: {} warm-up, graphs of {} launches, {} repetitions; serial CPU {}\n", args.options.timing.warmup,
-             args.options.timing.launches_per_graph, args.options.timing.repetitions,
+  fmt::print(
+      "{} compartments in {} cells ({} shapes, largest {} compartments), resolution {}, R = {}, {}, seed "
+      "{}\n",
+      s.size(), s.num_cells(), shapes, largest, args.resolution, args.rhs, args.dtype, args.seed);
+  fmt::print("timing: {} warm-up, graphs of {} launches, {} repetitions; serial CPU {}\n",
+             args.options.timing.warmup, args.options.timing.launches_per_graph,
+             args.options.timing.repetitions,
              args.options.cpu_repetitions > 0 ? fmt::format("{} steps", args.options.cpu_repetitions)
                                               : std::string("about 1 s"));
-  const std::vector<HinesBaselineResult> results = run_hines_baselines(s, b, args.rhs, args.dtype, args.options);
+  const std::vector<HinesBaselineResult> results =
+      run_hines_baselines(s, b, args.rhs, args.dtype, args.options);
   print_table(results);
   bool failed = false;
   nlohmann::json out = {{"device", device.describe()},
@@ -107,7 +113,8 @@ int run(const Args& args) {
     out["baselines"].push_back(to_json(r));
   }
   if (!args.json.empty()) write_file_atomic(args.json, out.dump(2) + "\n");
-  if (failed) fmt::print(stderr, "sparsecc_hines_baselines: a baseline failed its check (see FAILED above)\n");
+  if (failed)
+    fmt::print(stderr, "sparsecc_hines_baselines: a baseline failed its check (see FAILED above)\n");
   return failed ? kExitCheckFailed : kExitOk;
 }
 
@@ -115,9 +122,10 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  CLI::App app{"sparsecc_hines_baselines: Hines solver baselines (serial CPU, CoreNEURON interleaved, DHS, "
-               "MIN-TRSV) for one time step of a forest of SWC cells",
-               "sparsecc_hines_baselines"};
+  CLI::App app{
+      "sparsecc_hines_baselines: Hines solver baselines (serial CPU, CoreNEURON interleaved, DHS, "
+      "MIN-TRSV) for one time step of a forest of SWC cells",
+      "sparsecc_hines_baselines"};
   app.add_option("files", args.files, "SWC files; their cells form one forest")->required();
   app.add_option("--cells", args.cells, "Copies of the forest (many cells of one morphology)")
       ->check(CLI::Range(1, 1000000))
@@ -125,7 +133,9 @@ int main(int argc, char** argv) {
   app.add_option("--resolution", args.resolution, "Compartments per SWC segment")
       ->check(CLI::Range(1, kMaxResolution))
       ->capture_default_str();
-  app.add_option("--rhs", args.rhs, "Right-hand sides per step (R)")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--rhs", args.rhs, "Right-hand sides per step (R)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--dtype", args.dtype, "Arithmetic of the GPU baselines (serial_cpu is always f64)")
       ->check(CLI::IsMember({"f64", "f32"}))
       ->capture_default_str();

@@ -24,7 +24,8 @@ static_assert(kHinesTolF32 == kF32ToleranceFloor);
 
 void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
   if (status != CUSPARSE_STATUS_SUCCESS)
-    throw_cuda_error(call, fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status)),
+    throw_cuda_error(call,
+                     fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status)),
                      file, line);
 }
 #define SPARSECC_CUSPARSE_CHECK(call) check_cusparse((call), #call, __FILE__, __LINE__)
@@ -83,12 +84,13 @@ Kernels load_kernels(const std::string& dtype, int r) {
 }
 
 // Launches `threads` threads (blocks of kBlock) of `kernel`; nothing when threads is 0.
-void launch(cudaKernel_t kernel, std::int64_t threads, cudaStream_t stream, std::initializer_list<void*> args) {
+void launch(cudaKernel_t kernel, std::int64_t threads, cudaStream_t stream,
+            std::initializer_list<void*> args) {
   if (threads <= 0) return;
   const auto blocks = static_cast<unsigned>((threads + kBlock - 1) / kBlock);
   std::vector<void*> a(args);
-  SPARSECC_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(kBlock), a.data(),
-                                       0, stream));
+  SPARSECC_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(kBlock),
+                                       a.data(), 0, stream));
 }
 
 template <class T>
@@ -109,8 +111,8 @@ cusparseStatus_t gtsv(cusparseHandle_t h, int m, int n, const double* dl, const 
                       double* b, int ldb, void* buffer) {
   return cusparseDgtsv2_nopivot(h, m, n, dl, d, du, b, ldb, buffer);
 }
-cusparseStatus_t gtsv(cusparseHandle_t h, int m, int n, const float* dl, const float* d, const float* du, float* b,
-                      int ldb, void* buffer) {
+cusparseStatus_t gtsv(cusparseHandle_t h, int m, int n, const float* dl, const float* d, const float* du,
+                      float* b, int ldb, void* buffer) {
   return cusparseSgtsv2_nopivot(h, m, n, dl, d, du, b, ldb, buffer);
 }
 
@@ -201,8 +203,8 @@ HinesBaselineResult measure(const std::string& name, double tolerance, const std
     } catch (const CudaError& e) {
       cudaGetLastError();
       r.timing = time_with_events(c.enqueue, timing);
-      r.note += fmt::format("; CUDA graph capture failed ({}), timed with events around {} direct launches", e.what(),
-                            r.timing.launches_per_sample);
+      r.note += fmt::format("; CUDA graph capture failed ({}), timed with events around {} direct launches",
+                            e.what(), r.timing.launches_per_sample);
     }
     r.us = r.timing.median_us;
     r.ok = true;
@@ -244,7 +246,8 @@ GpuCase interleaved_case(const Kernels& k, const HinesSystem& s, const std::vect
     return gather_rhs<T>(st->layout.map, x, r);
   };
   std::int64_t shared = 0;
-  for (std::int32_t g = 0; g < L.num_groups(); ++g) shared = std::max<std::int64_t>(shared, L.groups[5 * g + 2]);
+  for (std::int32_t g = 0; g < L.num_groups(); ++g)
+    shared = std::max<std::int64_t>(shared, L.groups[5 * g + 2]);
   c.note = fmt::format(
       "one thread per cell: {} cells in {} shape groups (largest {} cells), nodes interleaved per group "
       "(stride = cells padded to 32), {} warps in blocks of {}; factor + {} columns in one kernel; layout "
@@ -291,11 +294,14 @@ GpuCase dhs_case(const Kernels& k, const HinesSystem& s, const std::vector<doubl
   };
   std::int32_t largest = 0;
   for (std::int32_t c0 = 0; c0 + 1 < static_cast<std::int32_t>(s.cell_offsets.size()); ++c0)
-    largest = std::max(largest, s.cell_offsets[static_cast<std::size_t>(c0) + 1] - s.cell_offsets[static_cast<std::size_t>(c0)]);
+    largest = std::max(largest, s.cell_offsets[static_cast<std::size_t>(c0) + 1] -
+                                    s.cell_offsets[static_cast<std::size_t>(c0)]);
   c.note = fmt::format(
       "{} threads per cell ({} cells per warp, {} warps in blocks of {}); Hu schedule, deepest ready nodes "
-      "first: at most {} steps per cell (largest cell {} nodes), {} steps over all cells; slot layout step*K+lane "
-      "(memory boosting), permuted once, untimed; children's updates pulled by the parent's lane (no atomics)",
+      "first: at most {} steps per cell (largest cell {} nodes), {} steps over all cells; slot layout "
+      "step*K+lane "
+      "(memory boosting), permuted once, untimed; children's updates pulled by the parent's lane (no "
+      "atomics)",
       threads, per_warp, warps, kBlock, L.max_steps, largest, L.total_steps);
   c.state = st;
   return c;
@@ -312,26 +318,31 @@ GpuCase min_trsv_case(const Kernels& k, const HinesSystem& s, const std::vector<
   auto st = std::make_shared<State>();
   st->layout = build_min_trsv(s);
   const MinTrsvLayout& L = st->layout;
-  const auto n = static_cast<std::size_t>(L.n), m = static_cast<std::size_t>(L.m), R = static_cast<std::size_t>(r);
+  const auto n = static_cast<std::size_t>(L.n), m = static_cast<std::size_t>(L.m),
+             R = static_cast<std::size_t>(r);
   const auto nj = static_cast<std::size_t>(L.num_junctions());
   if (static_cast<std::int64_t>(m) * (r + 2) > INT32_MAX)
     throw UsageError("min_trsv: the right-hand-side block exceeds 32-bit indices");
   st->handle = std::make_shared<CusparseHandle>();
-  st->rows = upload(L.rows), st->junctions = upload(L.junctions), st->gather_offsets = upload(L.gather_offsets);
+  st->rows = upload(L.rows), st->junctions = upload(L.junctions),
+  st->gather_offsets = upload(L.gather_offsets);
   st->gather = upload(L.gather), st->chains = upload(L.chains), st->dparent = upload(L.domain_parent);
   st->dcells = upload(L.domain_cells);
   const auto typed = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
   st->diag = upload(typed(s.diag)), st->lower = upload(typed(s.lower)), st->upper = upload(typed(s.upper));
   st->b = upload(typed(b));
-  st->dl = DeviceBuffer(m * sizeof(T)), st->d = DeviceBuffer(m * sizeof(T)), st->du = DeviceBuffer(m * sizeof(T));
+  st->dl = DeviceBuffer(m * sizeof(T)), st->d = DeviceBuffer(m * sizeof(T)),
+  st->du = DeviceBuffer(m * sizeof(T));
   st->X = DeviceBuffer(m * (R + 2) * sizeof(T));
   const std::size_t nj1 = std::max<std::size_t>(nj, 1);
-  st->md = DeviceBuffer(nj1 * sizeof(T)), st->mu = DeviceBuffer(nj1 * sizeof(T)), st->ml = DeviceBuffer(nj1 * sizeof(T));
+  st->md = DeviceBuffer(nj1 * sizeof(T)), st->mu = DeviceBuffer(nj1 * sizeof(T)),
+  st->ml = DeviceBuffer(nj1 * sizeof(T));
   st->mb = DeviceBuffer(nj1 * R * sizeof(T));
   st->x = DeviceBuffer(n * R * sizeof(T));
   std::size_t bytes = 0;
-  SPARSECC_CUSPARSE_CHECK(gtsv_buffer_size(st->handle->h, L.m, r + 2, typed_ptr<T>(st->dl), typed_ptr<T>(st->d),
-                                           typed_ptr<T>(st->du), typed_ptr<T>(st->X), L.m, &bytes));
+  SPARSECC_CUSPARSE_CHECK(gtsv_buffer_size(st->handle->h, L.m, r + 2, typed_ptr<T>(st->dl),
+                                           typed_ptr<T>(st->d), typed_ptr<T>(st->du), typed_ptr<T>(st->X),
+                                           L.m, &bytes));
   st->workspace = DeviceBuffer(std::max<std::size_t>(bytes, 256));
   GpuCase c;
   c.enqueue = [st, r, kern = k](cudaStream_t stream) {
@@ -348,7 +359,8 @@ GpuCase min_trsv_case(const Kernels& k, const HinesSystem& s, const std::vector<
     SPARSECC_CUSPARSE_CHECK(gtsv(st->handle->h, m, r + 2, typed_ptr<T>(st->dl), typed_ptr<T>(st->d),
                                  typed_ptr<T>(st->du), typed_ptr<T>(st->X), m, st->workspace.get()));
     launch(kern.stage2, nj, stream,
-           {&nj, &m, &junctions, &offsets, &gather, &chains, &diag, &lower, &upper, &bv, &X, &md, &mu, &ml, &mb});
+           {&nj, &m, &junctions, &offsets, &gather, &chains, &diag, &lower, &upper, &bv, &X, &md, &mu, &ml,
+            &mb});
     launch(kern.stage3, ncells, stream, {&ncells, &dcells, &dparent, &md, &mu, &ml, &mb});
     launch(kern.stage4, n, stream, {&n, &m, &rows, &X, &mb, &x});
   };
@@ -359,7 +371,8 @@ GpuCase min_trsv_case(const Kernels& k, const HinesSystem& s, const std::vector<
   };
   c.note = fmt::format(
       "minimal decomposition: {} junctions, {} chains; cuSPARSE gtsv2_nopivot (diagonally dominant) on the "
-      "junction-zeroed tridiagonal T ({} rows, {} columns: {} of b, the P and the Q vectors); stage 2 one thread "
+      "junction-zeroed tridiagonal T ({} rows, {} columns: {} of b, the P and the Q vectors); stage 2 one "
+      "thread "
       "per junction (gather); stage 3 serial Hines of the domain system ({} rows) on the GPU, one thread per "
       "cell's domain tree ({} threads), no host round trip; stage 4 one thread per row; T rebuilt every step",
       nj, L.num_chains(), L.m, r + 2, r, nj, L.num_domain_cells());
@@ -373,8 +386,9 @@ HinesBaselineResult serial_cpu(const HinesSystem& s, const std::vector<double>& 
   HinesBaselineResult res;
   res.name = "serial_cpu";
   res.tolerance = kHinesTolF64;
-  res.note = "fp64 serial Hines on one CPU core (the reference's arithmetic: factor + forward in one sweep, "
-             "back-substitution), Hines order";
+  res.note =
+      "fp64 serial Hines on one CPU core (the reference's arithmetic: factor + forward in one sweep, "
+      "back-substitution), Hines order";
   std::vector<double> x(b.size()), pivot(static_cast<std::size_t>(s.size()));
   const auto step = [&] { serial_hines_step(s, b, r, x, pivot); };
   const auto t0 = Clock::now();
@@ -411,17 +425,20 @@ void validate_inputs(const HinesSystem& s, const std::vector<double>& b, int r, 
   if (s.size() < 1) throw UsageError("Hines baselines: empty system");
   if (r < 1) throw UsageError(fmt::format("Hines baselines: {} right-hand sides (at least 1)", r));
   if (b.size() != static_cast<std::size_t>(s.size()) * static_cast<std::size_t>(r))
-    throw UsageError(fmt::format("Hines baselines: {} right-hand-side values for {} rows x {} columns", b.size(),
-                                 s.size(), r));
-  if (dtype != "f64" && dtype != "f32") throw UsageError(fmt::format("Hines baselines: dtype '{}' is not f64 or f32", dtype));
+    throw UsageError(fmt::format("Hines baselines: {} right-hand-side values for {} rows x {} columns",
+                                 b.size(), s.size(), r));
+  if (dtype != "f64" && dtype != "f32")
+    throw UsageError(fmt::format("Hines baselines: dtype '{}' is not f64 or f32", dtype));
   for (const int k : o.dhs_threads)
-    if (k < 1 || k > 32) throw UsageError(fmt::format("Hines baselines: DHS with {} threads per cell (1 to 32)", k));
+    if (k < 1 || k > 32)
+      throw UsageError(fmt::format("Hines baselines: DHS with {} threads per cell (1 to 32)", k));
 }
 
 }  // namespace
 
-std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b, int r,
-                                                     const std::string& dtype, const HinesBaselineOptions& o) {
+std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b,
+                                                     int r, const std::string& dtype,
+                                                     const HinesBaselineOptions& o) {
   validate_inputs(s, b, r, dtype, o);
   const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(r));
   std::vector<HinesBaselineResult> results;
@@ -434,8 +451,8 @@ std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const
     double serial_error = 0;
     tol = hines_f32_tolerance(s, b, r, ref, &serial_error);
     if (tol > kHinesTolF32)
-      tol_note = fmt::format("; f32 bound raised to {:.2g}: {:g}x the error of a serial fp32 solve ({:.2g})", tol,
-                             kF32ToleranceFactor, serial_error);
+      tol_note = fmt::format("; f32 bound raised to {:.2g}: {:g}x the error of a serial fp32 solve ({:.2g})",
+                             tol, kF32ToleranceFactor, serial_error);
   }
   std::vector<std::string> names = {"coreneuron_interleaved"};
   for (const int k : o.dhs_threads) names.push_back(fmt::format("dhs_{}", k));

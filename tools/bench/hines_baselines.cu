@@ -136,11 +136,12 @@ __device__ __forceinline__ void interleaved_cell(int n, int stride, const int* _
 // groups: 5 ints per group (nodes, stride, cells, data_base, code_offset); warps: 2 ints per warp
 // (group, first cell slot). One thread per cell slot; padding slots return at once.
 template <typename T, int R, int C>
-__device__ __forceinline__ void interleaved_kernel(const int* __restrict__ groups, const int* __restrict__ warps,
-                                                   int nwarps, const int* __restrict__ code,
-                                                   const T* __restrict__ diag, const T* __restrict__ lower,
-                                                   const T* __restrict__ upper, const T* __restrict__ b,
-                                                   T* __restrict__ inv, T* __restrict__ x) {
+__device__ __forceinline__ void interleaved_kernel(const int* __restrict__ groups,
+                                                   const int* __restrict__ warps, int nwarps,
+                                                   const int* __restrict__ code, const T* __restrict__ diag,
+                                                   const T* __restrict__ lower, const T* __restrict__ upper,
+                                                   const T* __restrict__ b, T* __restrict__ inv,
+                                                   T* __restrict__ x) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const int warp = t >> 5;
   if (warp >= nwarps) return;
@@ -244,7 +245,8 @@ __device__ __forceinline__ void dhs_kernel(const int* __restrict__ cells, int nc
   const int* c = cells + 4 * cell;
   const int base = c[0];
   dhs_cell<T, R, C>(c[2], k_threads, lane - sub * k_threads, mask, tables + 4 * c[1], children, diag + base,
-                    lower + base, upper + base, b + base * R, inv + base, fac + base, fu + base, x + base * R);
+                    lower + base, upper + base, b + base * R, inv + base, fac + base, fu + base,
+                    x + base * R);
 }
 
 // MIN-TRSV stage 0: T (rows per hines_schedules.hpp: junction rows and padding rows are identity)
@@ -255,8 +257,8 @@ template <typename T, int R>
 __device__ __forceinline__ void trsv_assemble_kernel(int n, int m, const int* __restrict__ rows,
                                                      const T* __restrict__ diag, const T* __restrict__ lower,
                                                      const T* __restrict__ upper, const T* __restrict__ b,
-                                                     T* __restrict__ dl, T* __restrict__ d, T* __restrict__ du,
-                                                     T* __restrict__ rhs) {
+                                                     T* __restrict__ dl, T* __restrict__ d,
+                                                     T* __restrict__ du, T* __restrict__ rhs) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= m) return;
   const int* info = rows + 4 * r;
@@ -280,13 +282,11 @@ __device__ __forceinline__ void trsv_assemble_kernel(int n, int m, const int* __
 // MIN-TRSV stage 2, one thread per junction k: its row of the (negated) domain system, gathered from
 // the chains that touch it in a fixed order. X is T's solution block (R columns, then P, then Q).
 template <typename T, int R>
-__device__ __forceinline__ void trsv_stage2_kernel(int nj, int m, const int* __restrict__ junctions,
-                                                   const int* __restrict__ gather_offsets,
-                                                   const int* __restrict__ gather, const int* __restrict__ chains,
-                                                   const T* __restrict__ diag, const T* __restrict__ lower,
-                                                   const T* __restrict__ upper, const T* __restrict__ b,
-                                                   const T* __restrict__ X, T* __restrict__ md, T* __restrict__ mu,
-                                                   T* __restrict__ ml, T* __restrict__ mb) {
+__device__ __forceinline__ void trsv_stage2_kernel(
+    int nj, int m, const int* __restrict__ junctions, const int* __restrict__ gather_offsets,
+    const int* __restrict__ gather, const int* __restrict__ chains, const T* __restrict__ diag,
+    const T* __restrict__ lower, const T* __restrict__ upper, const T* __restrict__ b,
+    const T* __restrict__ X, T* __restrict__ md, T* __restrict__ mu, T* __restrict__ ml, T* __restrict__ mb) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= nj) return;
   const int j = junctions[2 * k];
@@ -383,10 +383,11 @@ __device__ __forceinline__ void trsv_stage4_kernel(int n, int m, const int* __re
 
 extern "C" __global__ void __launch_bounds__(HINES_BLOCK)
     hines_interleaved(const int* __restrict__ groups, const int* __restrict__ warps, int nwarps,
-                      const int* __restrict__ code, const real* __restrict__ diag, const real* __restrict__ lower,
-                      const real* __restrict__ upper, const real* __restrict__ b, real* __restrict__ inv,
-                      real* __restrict__ x) {
-  interleaved_kernel<real, HINES_RHS, HINES_RHS_CHUNK>(groups, warps, nwarps, code, diag, lower, upper, b, inv, x);
+                      const int* __restrict__ code, const real* __restrict__ diag,
+                      const real* __restrict__ lower, const real* __restrict__ upper,
+                      const real* __restrict__ b, real* __restrict__ inv, real* __restrict__ x) {
+  interleaved_kernel<real, HINES_RHS, HINES_RHS_CHUNK>(groups, warps, nwarps, code, diag, lower, upper, b,
+                                                       inv, x);
 }
 
 extern "C" __global__ void __launch_bounds__(HINES_BLOCK)
@@ -394,25 +395,27 @@ extern "C" __global__ void __launch_bounds__(HINES_BLOCK)
               const int* __restrict__ children, const real* __restrict__ diag, const real* __restrict__ lower,
               const real* __restrict__ upper, const real* __restrict__ b, real* __restrict__ inv,
               real* __restrict__ fac, real* __restrict__ fu, real* __restrict__ x) {
-  dhs_kernel<real, HINES_RHS, HINES_RHS_CHUNK>(cells, ncells, k_threads, tables, children, diag, lower, upper, b,
-                                               inv, fac, fu, x);
+  dhs_kernel<real, HINES_RHS, HINES_RHS_CHUNK>(cells, ncells, k_threads, tables, children, diag, lower, upper,
+                                               b, inv, fac, fu, x);
 }
 
 extern "C" __global__ void __launch_bounds__(HINES_BLOCK)
     hines_trsv_assemble(int n, int m, const int* __restrict__ rows, const real* __restrict__ diag,
-                        const real* __restrict__ lower, const real* __restrict__ upper, const real* __restrict__ b,
-                        real* __restrict__ dl, real* __restrict__ d, real* __restrict__ du, real* __restrict__ rhs) {
+                        const real* __restrict__ lower, const real* __restrict__ upper,
+                        const real* __restrict__ b, real* __restrict__ dl, real* __restrict__ d,
+                        real* __restrict__ du, real* __restrict__ rhs) {
   trsv_assemble_kernel<real, HINES_RHS>(n, m, rows, diag, lower, upper, b, dl, d, du, rhs);
 }
 
 extern "C" __global__ void __launch_bounds__(HINES_BLOCK)
-    hines_trsv_stage2(int nj, int m, const int* __restrict__ junctions, const int* __restrict__ gather_offsets,
-                      const int* __restrict__ gather, const int* __restrict__ chains, const real* __restrict__ diag,
-                      const real* __restrict__ lower, const real* __restrict__ upper, const real* __restrict__ b,
-                      const real* __restrict__ X, real* __restrict__ md, real* __restrict__ mu, real* __restrict__ ml,
-                      real* __restrict__ mb) {
-  trsv_stage2_kernel<real, HINES_RHS>(nj, m, junctions, gather_offsets, gather, chains, diag, lower, upper, b, X, md,
-                                      mu, ml, mb);
+    hines_trsv_stage2(int nj, int m, const int* __restrict__ junctions,
+                      const int* __restrict__ gather_offsets, const int* __restrict__ gather,
+                      const int* __restrict__ chains, const real* __restrict__ diag,
+                      const real* __restrict__ lower, const real* __restrict__ upper,
+                      const real* __restrict__ b, const real* __restrict__ X, real* __restrict__ md,
+                      real* __restrict__ mu, real* __restrict__ ml, real* __restrict__ mb) {
+  trsv_stage2_kernel<real, HINES_RHS>(nj, m, junctions, gather_offsets, gather, chains, diag, lower, upper, b,
+                                      X, md, mu, ml, mb);
 }
 
 extern "C" __global__ void __launch_bounds__(HINES_BLOCK)

@@ -23,7 +23,7 @@ namespace sparsecc::bench {
 struct HinesBaselineOptions {
   TimingOptions timing;
   std::vector<int> dhs_threads = {4, 8, 16, 32};  // K of the dhs_K baselines, 1 .. 32 each
-  int cpu_repetitions = 0;                         // serial_cpu steps timed; 0: enough for about 1 s
+  int cpu_repetitions = 0;                        // serial_cpu steps timed; 0: enough for about 1 s
 };
 
 // Max relative error bounds (max |x - x_ref| / max |x_ref| over all of x) per precision. The f32 bound
@@ -47,7 +47,8 @@ struct HinesBaselineResult {
 // b is N x R row-major (fp64, Hines order); dtype "f64" or "f32" (the GPU baselines' arithmetic;
 // serial_cpu is always fp64). Throws UsageError for an invalid system, sizes, R < 1, dtype or K;
 // errors inside one baseline are reported in its result and the others still run.
-std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b, int r,
-                                                     const std::string& dtype, const HinesBaselineOptions& o);
+std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b,
+                                                     int r, const std::string& dtype,
+                                                     const HinesBaselineOptions& o);
 
 }  // namespace sparsecc::bench

@@ -65,7 +65,8 @@ std::vector<T> scatter_nodes(const NodeMap& map, std::span<const double> by_hine
   if (by_hines.size() != map.slot.size())
     throw UsageError(fmt::format("scatter_nodes: {} values for {} nodes", by_hines.size(), map.slot.size()));
   std::vector<T> out(static_cast<std::size_t>(map.slots), T(0));
-  for (std::size_t i = 0; i < by_hines.size(); ++i) out[static_cast<std::size_t>(map.slot[i])] = static_cast<T>(by_hines[i]);
+  for (std::size_t i = 0; i < by_hines.size(); ++i)
+    out[static_cast<std::size_t>(map.slot[i])] = static_cast<T>(by_hines[i]);
   return out;
 }
 
@@ -73,7 +74,8 @@ template <typename T>
 std::vector<T> scatter_rhs(const NodeMap& map, std::span<const double> b, int rhs) {
   const std::size_t n = map.slot.size(), r = static_cast<std::size_t>(rhs);
   if (b.size() != n * r)
-    throw UsageError(fmt::format("scatter_rhs: {} values for {} nodes x {} right-hand sides", b.size(), n, r));
+    throw UsageError(
+        fmt::format("scatter_rhs: {} values for {} nodes x {} right-hand sides", b.size(), n, r));
   std::vector<T> out(static_cast<std::size_t>(map.rhs_slots), T(0));
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t k = 0; k < r; ++k)
@@ -90,8 +92,8 @@ std::vector<double> gather_rhs(const NodeMap& map, std::span<const T> x, int rhs
   std::vector<double> out(n * r);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t k = 0; k < r; ++k)
-      out[i * r + k] =
-          static_cast<double>(x[static_cast<std::size_t>(map.rhs_at[i]) + k * static_cast<std::size_t>(map.rhs_step[i])]);
+      out[i * r + k] = static_cast<double>(
+          x[static_cast<std::size_t>(map.rhs_at[i]) + k * static_cast<std::size_t>(map.rhs_step[i])]);
   return out;
 }
 
@@ -106,7 +108,8 @@ std::vector<CellGroup> group_cells(const HinesSystem& s) {
   std::vector<CellGroup> groups;
   std::map<std::vector<Index>, std::size_t> index;
   for (Index c = 0; c < s.num_cells(); ++c) {
-    const Index b = s.cell_offsets[static_cast<std::size_t>(c)], e = s.cell_offsets[static_cast<std::size_t>(c) + 1];
+    const Index b = s.cell_offsets[static_cast<std::size_t>(c)],
+                e = s.cell_offsets[static_cast<std::size_t>(c) + 1];
     std::vector<Index> rel(static_cast<std::size_t>(e - b));
     for (Index i = b; i < e; ++i) {
       const Index p = s.parent[static_cast<std::size_t>(i)];
@@ -126,7 +129,8 @@ std::vector<Index> interleaved_codes(const std::vector<Index>& parent) {
   std::vector<Index> first(n, -1);  // smallest child of each node
   for (std::size_t i = 0; i < n; ++i) {
     const Index p = parent[i];
-    if (p >= 0 && first[static_cast<std::size_t>(p)] < 0) first[static_cast<std::size_t>(p)] = static_cast<Index>(i);
+    if (p >= 0 && first[static_cast<std::size_t>(p)] < 0)
+      first[static_cast<std::size_t>(p)] = static_cast<Index>(i);
   }
   std::vector<Index> code(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -134,7 +138,8 @@ std::vector<Index> interleaved_codes(const std::vector<Index>& parent) {
     Index flags = 0;
     if (children[i] > 0) flags |= kHasChildren;
     if (children[i] > 1) flags |= kMultiChild;
-    if (p >= 0 && children[static_cast<std::size_t>(p)] > 1 && first[static_cast<std::size_t>(p)] == static_cast<Index>(i))
+    if (p >= 0 && children[static_cast<std::size_t>(p)] > 1 &&
+        first[static_cast<std::size_t>(p)] == static_cast<Index>(i))
       flags |= kFirstChild;
     code[i] = ((p + 1) << 3) | flags;
   }
@@ -155,9 +160,10 @@ InterleavedLayout build_interleaved(const HinesSystem& s, int rhs) {
       L.warps.push_back(group);
       L.warps.push_back(static_cast<Index>(w));
     }
-    L.groups.insert(L.groups.end(), {static_cast<Index>(nodes), static_cast<Index>(stride), static_cast<Index>(cells),
-                                     checked_index(data, "interleaved data base"),
-                                     checked_index(static_cast<std::int64_t>(L.codes.size()), "code offset")});
+    L.groups.insert(L.groups.end(),
+                    {static_cast<Index>(nodes), static_cast<Index>(stride), static_cast<Index>(cells),
+                     checked_index(data, "interleaved data base"),
+                     checked_index(static_cast<std::int64_t>(L.codes.size()), "code offset")});
     const std::vector<Index> codes = interleaved_codes(g.parent);
     L.codes.insert(L.codes.end(), codes.begin(), codes.end());
     data += nodes * stride;
@@ -170,7 +176,8 @@ InterleavedLayout build_interleaved(const HinesSystem& s, int rhs) {
       const Index first = s.cell_offsets[static_cast<std::size_t>(g.cells[c])];
       for (std::size_t i = 0; i < g.parent.size(); ++i) {
         const auto si = static_cast<std::int64_t>(i), sc = static_cast<std::int64_t>(c);
-        place(L.map, first + static_cast<Index>(i), base + si * stride + sc, base * rhs + si * rhs * stride + sc, stride);
+        place(L.map, first + static_cast<Index>(i), base + si * stride + sc,
+              base * rhs + si * rhs * stride + sc, stride);
       }
     }
   }
@@ -236,7 +243,8 @@ DhsLayout build_dhs(const HinesSystem& s, int k, int rhs) {
     sh.slot_of.assign(g.parent.size(), -1);
     for (std::size_t t = 0; t < steps.size(); ++t)
       for (std::size_t l = 0; l < steps[t].size(); ++l)
-        sh.slot_of[static_cast<std::size_t>(steps[t][l])] = static_cast<Index>(t * static_cast<std::size_t>(k) + l);
+        sh.slot_of[static_cast<std::size_t>(steps[t][l])] =
+            static_cast<Index>(t * static_cast<std::size_t>(k) + l);
     std::vector<std::vector<Index>> kids(g.parent.size());
     for (std::size_t i = 0; i < g.parent.size(); ++i)
       if (g.parent[i] >= 0) kids[static_cast<std::size_t>(g.parent[i])].push_back(static_cast<Index>(i));
@@ -264,7 +272,8 @@ DhsLayout build_dhs(const HinesSystem& s, int k, int rhs) {
     return shapes[static_cast<std::size_t>(a.group)].steps > shapes[static_cast<std::size_t>(b.group)].steps;
   });
   std::int64_t slots = 0;
-  for (const CellRef& c : order) slots += static_cast<std::int64_t>(shapes[static_cast<std::size_t>(c.group)].steps) * k;
+  for (const CellRef& c : order)
+    slots += static_cast<std::int64_t>(shapes[static_cast<std::size_t>(c.group)].steps) * k;
   L.map = empty_map(s, slots, rhs);
   std::int64_t base = 0;
   for (const CellRef& c : order) {
@@ -273,7 +282,8 @@ DhsLayout build_dhs(const HinesSystem& s, int k, int rhs) {
     L.cells.insert(L.cells.end(), {checked_index(base, "DHS slot base"), sh.table, sh.steps, 0});
     const Index first = s.cell_offsets[static_cast<std::size_t>(c.cell)];
     for (std::size_t i = 0; i < sh.slot_of.size(); ++i)
-      place(L.map, first + static_cast<Index>(i), base + sh.slot_of[i], base * rhs + sh.slot_of[i], cell_slots);
+      place(L.map, first + static_cast<Index>(i), base + sh.slot_of[i], base * rhs + sh.slot_of[i],
+            cell_slots);
     L.max_steps = std::max(L.max_steps, sh.steps);
     L.total_steps = checked_index(static_cast<std::int64_t>(L.total_steps) + sh.steps, "DHS total steps");
     base += cell_slots;
@@ -282,7 +292,8 @@ DhsLayout build_dhs(const HinesSystem& s, int k, int rhs) {
 }
 
 MinTrsvLayout build_min_trsv(const HinesSystem& s) {
-  const HinesLevel level = build_hines_level(s.parent, select_junctions(s.parent, HinesDecomposition::minimal, 0), 0);
+  const HinesLevel level =
+      build_hines_level(s.parent, select_junctions(s.parent, HinesDecomposition::minimal, 0), 0);
   MinTrsvLayout L;
   L.n = s.size();
   L.m = std::max<Index>(L.n, 3);
@@ -318,7 +329,8 @@ MinTrsvLayout build_min_trsv(const HinesSystem& s) {
     for (std::size_t q = first; q < j; ++q) {
       const Index p = level.domain_parent[q];
       if (p >= 0 && (static_cast<std::size_t>(p) <= q || static_cast<std::size_t>(p) >= j))
-        throw UsageError(fmt::format("build_min_trsv: domain parent {} of junction {} leaves its cell", p, q));
+        throw UsageError(
+            fmt::format("build_min_trsv: domain parent {} of junction {} leaves its cell", p, q));
     }
     L.domain_cells.push_back(static_cast<Index>(j));
   }
@@ -383,8 +395,8 @@ std::vector<double> serial_hines_solve_f32(const HinesSystem& s, std::span<const
   return {x.begin(), x.end()};
 }
 
-double hines_f32_tolerance(const HinesSystem& s, std::span<const double> b, int rhs, std::span<const double> ref,
-                           double* serial_error) {
+double hines_f32_tolerance(const HinesSystem& s, std::span<const double> b, int rhs,
+                           std::span<const double> ref, double* serial_error) {
   const double e = hines_max_rel_error(serial_hines_solve_f32(s, b, rhs), ref);
   if (serial_error) *serial_error = e;
   return std::max(kF32ToleranceFloor, kF32ToleranceFactor * e);

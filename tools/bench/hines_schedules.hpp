@@ -54,9 +54,10 @@ struct CellGroup {
 std::vector<CellGroup> group_cells(const HinesSystem& s);
 
 // Per-node code of the interleaved kernel: ((parent + 1) << 3) | flags (parent relative, -1 root).
-inline constexpr std::int32_t kHasChildren = 1;  // eliminated children contribute (the last one through registers)
-inline constexpr std::int32_t kMultiChild = 2;   // two or more children: earlier ones accumulate in memory
-inline constexpr std::int32_t kFirstChild = 4;   // the first of two or more children (starts the accumulation)
+inline constexpr std::int32_t kHasChildren =
+    1;  // eliminated children contribute (the last one through registers)
+inline constexpr std::int32_t kMultiChild = 2;  // two or more children: earlier ones accumulate in memory
+inline constexpr std::int32_t kFirstChild = 4;  // the first of two or more children (starts the accumulation)
 std::vector<std::int32_t> interleaved_codes(const std::vector<std::int32_t>& parent);
 
 struct InterleavedLayout {
@@ -98,8 +99,8 @@ struct MinTrsvLayout {
   std::vector<std::int32_t> chains;          // 4 per chain: begin, end, parent junction, child junction
   std::vector<std::int32_t> gather_offsets;  // junction k gathers chains gather[offsets[k] .. offsets[k+1])
   std::vector<std::int32_t> gather;
-  std::vector<std::int32_t> domain_parent;   // per junction
-  std::vector<std::int32_t> domain_cells;    // offsets of the domain trees of cells with junctions
+  std::vector<std::int32_t> domain_parent;  // per junction
+  std::vector<std::int32_t> domain_cells;   // offsets of the domain trees of cells with junctions
   std::int32_t num_junctions() const { return static_cast<std::int32_t>(junctions.size() / 2); }
   std::int32_t num_chains() const { return static_cast<std::int32_t>(chains.size() / 4); }
   std::int32_t num_domain_cells() const { return static_cast<std::int32_t>(domain_cells.size()) - 1; }
@@ -121,8 +122,8 @@ std::vector<double> serial_hines_solve_f32(const HinesSystem& s, std::span<const
 // (strongly coupled compartments make every fp32 ordering lose digits, the serial one included).
 inline constexpr double kF32ToleranceFloor = 1e-4;
 inline constexpr double kF32ToleranceFactor = 16;
-double hines_f32_tolerance(const HinesSystem& s, std::span<const double> b, int rhs, std::span<const double> ref,
-                           double* serial_error = nullptr);
+double hines_f32_tolerance(const HinesSystem& s, std::span<const double> b, int rhs,
+                           std::span<const double> ref, double* serial_error = nullptr);
 
 // max |x - ref| / max |ref| (absolute when ref is all zero); infinity when x holds a non-finite
 // value or the sizes differ.
