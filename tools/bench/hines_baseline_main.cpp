@@ -43,14 +43,7 @@ nlohmann::json to_json(const HinesBaselineResult& r) {
   nlohmann::json j = {{"name", r.name},           {"ok", r.ok},
                       {"skipped", r.skipped},     {"rel_error", r.rel_error},
                       {"tolerance", r.tolerance}, {"note", r.note}};
-  if (r.ok) {
-    j["median_us"] = r.timing.median_us;
-    j["min_us"] = r.timing.min_us;
-    j["max_us"] = r.timing.max_us;
-    j["spread"] = r.timing.spread;
-    j["launches_per_sample"] = r.timing.launches_per_sample;
-    j["samples_us"] = r.timing.samples_us;
-  }
+  if (r.ok) j.update(timing_json(r.timing));
   return j;
 }
 

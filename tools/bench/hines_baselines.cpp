@@ -140,17 +140,6 @@ struct GpuCase {
   std::shared_ptr<void> state;  // owns the buffers the closures use
 };
 
-// Owners of a stream and events for the event-timed fallback.
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { SPARSECC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { SPARSECC_CUDA_CHECK(cudaEventCreate(&e)); }
-  ~Event() { cudaEventDestroy(e); }
-};
 
 // Steady-state timing without a graph: events around launches_per_graph direct enqueues.
 TimingStats time_with_events(const std::function<void(cudaStream_t)>& enqueue, const TimingOptions& o) {

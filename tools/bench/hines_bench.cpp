@@ -17,6 +17,7 @@
 
 #include "bench/baselines.hpp"
 #include "bench/hines_baselines.hpp"
+#include "bench/hines_schedules.hpp"
 #include "bench/timing.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/common/error.hpp"
@@ -83,14 +84,8 @@ Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& 
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<Real> out(b.size());
   x.download(out.data(), out.size() * sizeof(Real));
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double e = std::fabs(double(out[i]) - ref[i]);
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    scale = std::max(scale, std::fabs(ref[i]));
-  }
   Measured m;
-  m.error = scale > 0 ? err / scale : err;
+  m.error = hines_max_rel_error(std::vector<double>(out.begin(), out.end()), ref);
   const double tol = sizeof(Real) == 4 ? kHinesTolF32 : kHinesTolF64;
   if (!(m.error <= tol)) {
     m.note = fmt::format("FAILED: max relative error {:.3g} above {:g}", m.error, tol);

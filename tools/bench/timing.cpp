@@ -71,21 +71,15 @@ TimingStats summarize(std::vector<double> samples_us, int launches_per_sample) {
   return s;
 }
 
+nlohmann::json timing_json(const TimingStats& t) {
+  return {{"median_us", t.median_us},     {"min_us", t.min_us},
+          {"max_us", t.max_us},           {"spread", t.spread},
+          {"launches_per_sample", t.launches_per_sample}, {"samples_us", t.samples_us}};
+}
+
 namespace {
 
-// Owners of the stream, events and graph objects of one measurement.
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { SPARSECC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { SPARSECC_CUDA_CHECK(cudaEventCreate(&e)); }
-  ~Event() { cudaEventDestroy(e); }
-};
-
+// Owners of the graph objects of one measurement.
 struct Graph {
   cudaGraph_t g = nullptr;
   ~Graph() {

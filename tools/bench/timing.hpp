@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,6 +52,23 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// A non-blocking stream and an event, destroyed with their owner.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { SPARSECC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { SPARSECC_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
 struct TimingOptions {
   int warmup = 3;                // direct enqueues before the graph is captured
   int launches_per_graph = 100;  // consecutive enqueues captured in one graph
@@ -67,6 +86,9 @@ struct TimingStats {
   double max_us = 0;
   double spread = 0;  // (max - min) / median
 };
+
+// median_us, min_us, max_us, spread, launches_per_sample and samples_us, for result files.
+nlohmann::json timing_json(const TimingStats& stats);
 
 // Buffer sets to rotate among so that what one set touches (`bytes_per_set`) times the sets is at
 // least twice the L2 cache: 1 unless `cold_l2`.
