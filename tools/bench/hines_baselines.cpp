@@ -20,7 +20,6 @@ namespace sparsecc::bench {
 namespace {
 
 constexpr int kBlock = 128;  // HINES_BLOCK of the kernels' launch bounds
-static_assert(kHinesTolF32 == kF32ToleranceFloor);
 
 void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
   if (status != CUSPARSE_STATUS_SUCCESS)
@@ -370,11 +369,12 @@ GpuCase min_trsv_case(const Kernels& k, const HinesSystem& s, const std::vector<
 }
 
 HinesBaselineResult serial_cpu(const HinesSystem& s, const std::vector<double>& b, int r,
-                               const std::vector<double>& ref, int repetitions) {
+                               const HinesAccuracy& acc, int repetitions) {
   using Clock = std::chrono::steady_clock;
   HinesBaselineResult res;
   res.name = "serial_cpu";
-  res.tolerance = kHinesTolF64;
+  res.tolerance = acc.tolerance("f64");
+  const std::vector<double>& ref = acc.ref;
   res.note =
       "fp64 serial Hines on one CPU core (the reference's arithmetic: factor + forward in one sweep, "
       "back-substitution), Hines order";
@@ -429,20 +429,14 @@ std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const
                                                      int r, const std::string& dtype,
                                                      const HinesBaselineOptions& o) {
   validate_inputs(s, b, r, dtype, o);
-  const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(r));
+  const HinesAccuracy acc = hines_accuracy(s, b, r);
+  const std::vector<double>& ref = acc.ref;
   std::vector<HinesBaselineResult> results;
-  results.push_back(serial_cpu(s, b, r, ref, o.cpu_repetitions));
+  results.push_back(serial_cpu(s, b, r, acc, o.cpu_repetitions));
 
   const bool f64 = dtype == "f64";
-  double tol = kHinesTolF64;
-  std::string tol_note;
-  if (!f64) {
-    double serial_error = 0;
-    tol = hines_f32_tolerance(s, b, r, ref, &serial_error);
-    if (tol > kHinesTolF32)
-      tol_note = fmt::format("; f32 bound raised to {:.2g}: {:g}x the error of a serial fp32 solve ({:.2g})",
-                             tol, kF32ToleranceFactor, serial_error);
-  }
+  const double tol = acc.tolerance(dtype);
+  const std::string tol_note = acc.note(dtype).empty() ? "" : "; " + acc.note(dtype);
   std::vector<std::string> names = {"coreneuron_interleaved"};
   for (const int k : o.dhs_threads) names.push_back(fmt::format("dhs_{}", k));
   names.push_back("dhs_best");

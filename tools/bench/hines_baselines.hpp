@@ -26,13 +26,6 @@ struct HinesBaselineOptions {
   int cpu_repetitions = 0;                        // serial_cpu steps timed; 0: enough for about 1 s
 };
 
-// Max relative error bounds (max |x - x_ref| / max |x_ref| over all of x) per precision. The f32 bound
-// is raised on ill-conditioned systems to 16 times the error of a serial fp32 solve (on real cells with
-// strongly coupled compartments every fp32 ordering, the serial one included, can miss 1e-4); the
-// result's tolerance and note say so.
-inline constexpr double kHinesTolF64 = 1e-12;
-inline constexpr double kHinesTolF32 = 1e-4;
-
 struct HinesBaselineResult {
   std::string name;      // serial_cpu, coreneuron_interleaved, dhs_4, ..., dhs_best, min_trsv
   double us = 0;         // median µs per step; 0 unless ok
@@ -44,7 +37,8 @@ struct HinesBaselineResult {
   double tolerance = 0;  // the rel_error bound this baseline was checked against
 };
 
-// b is N x R row-major (fp64, Hines order); dtype "f64" or "f32" (the GPU baselines' arithmetic;
+// b is N x R row-major (fp64, Hines order); every result is checked against hines_accuracy(s, b, r)
+// (its extended-precision reference and the bound of dtype; serial_cpu against the f64 bound); dtype "f64" or "f32" (the GPU baselines' arithmetic;
 // serial_cpu is always fp64). Throws UsageError for an invalid system, sizes, R < 1, dtype or K;
 // errors inside one baseline are reported in its result and the others still run.
 std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b,

@@ -113,17 +113,33 @@ MinTrsvLayout build_min_trsv(const HinesSystem& s);
 void serial_hines_step(const HinesSystem& s, std::span<const double> b, int rhs, std::span<double> x,
                        std::span<double> pivot);
 
-// The serial solve of serial_hines_step in fp32 (inputs rounded to float), as fp64 values: the accuracy
-// the conditioning of the system allows in single precision.
-std::vector<double> serial_hines_solve_f32(const HinesSystem& s, std::span<const double> b, int rhs);
+// The serial solve of serial_hines_step in the arithmetic T (inputs rounded to T), as fp64 values:
+// float gives the accuracy the conditioning of the system allows in single precision, long double
+// (at least 64 significant bits) the accuracy yardstick's reference.
+template <typename T>
+std::vector<double> serial_hines_solve_as(const HinesSystem& s, std::span<const double> b, int rhs);
+extern template std::vector<double> serial_hines_solve_as<float>(const HinesSystem&, std::span<const double>, int);
+extern template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&, std::span<const double>,
+                                                                       int);
 
-// The f32 check bound of the GPU baselines on this system: kF32ToleranceFloor, raised to
-// kF32ToleranceFactor times the error of serial_hines_solve_f32 against `ref` on ill-conditioned systems
-// (strongly coupled compartments make every fp32 ordering lose digits, the serial one included).
+// The accuracy yardstick of one step, shared by the executor and every baseline. Reference: the serial
+// solve in extended precision, rounded to fp64. Bound of a precision: its floor (1e-12 f64, 1e-4 f32),
+// raised to kToleranceFactor times the error of the serial solve in that precision against the
+// reference. On well-conditioned systems (ordinary cells) the floors hold; on very fine
+// discretisations (strongly coupled compartments) every ordering loses digits, the serial one
+// included, and the bound follows the serial solver's own error instead.
+inline constexpr double kF64ToleranceFloor = 1e-12;
 inline constexpr double kF32ToleranceFloor = 1e-4;
-inline constexpr double kF32ToleranceFactor = 16;
-double hines_f32_tolerance(const HinesSystem& s, std::span<const double> b, int rhs,
-                           std::span<const double> ref, double* serial_error = nullptr);
+inline constexpr double kToleranceFactor = 16;
+struct HinesAccuracy {
+  std::vector<double> ref;      // N x R, extended-precision serial solve
+  double serial_f64_error = 0;  // of the fp64 serial solve against ref
+  double serial_f32_error = 0;  // of the fp32 serial solve against ref
+  double tolerance(const std::string& dtype) const;
+  // Empty when the floor holds, else why the bound is raised.
+  std::string note(const std::string& dtype) const;
+};
+HinesAccuracy hines_accuracy(const HinesSystem& s, std::span<const double> b, int rhs);
 
 // max |x - ref| / max |ref| (absolute when ref is all zero); infinity when x holds a non-finite
 // value or the sizes differ.
