@@ -25,7 +25,21 @@ enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX, kArrays };
 constexpr int kFirst = 0, kLevels = 1, kSegStride = 3;
 __constant__ long long kOff[1][kArrays] = {{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}};
 constexpr long long kBasePiv = 80;
+constexpr int kChainMax = 2, kBaseMax = 8;
 /*@end*/
+
+// Chains of up to kRegChain rows are solved in registers: all their loads are issued at once and
+// only rv, pv and qv are stored (the factorisation stays in registers). Longer chains (minimal
+// decomposition, large K) take the loop that keeps piv and w in the workspace.
+constexpr int kRegChain = kChainMax < 1 ? 1 : kChainMax < 8 ? kChainMax : 8;
+// Neighbour indices of the unrolled register chain, clamped so that no expression indexes outside
+// the arrays even where its guard is false (an out-of-range constant index sends the array to local
+// memory).
+__device__ constexpr int dn(int k) { return k > 0 ? k - 1 : 0; }
+__device__ constexpr int up(int k) { return k + 1 < kRegChain ? k + 1 : k; }
+// A segment's base is staged in shared memory (loaded by the whole block, eliminated there by one
+// thread) when it fits in 24 KiB; otherwise the thread works on global memory.
+constexpr bool kBaseShared = kBaseMax > 0 && kBaseMax * ((4 + 2 * R) * sizeof(real) + sizeof(int)) <= 24576;
 
 // Stage 1 for one chain: T = tridiag(l, d, u) over rows begin..end; rv = T^-1 b (R columns),
 // pv = T^-1 (u[end] e_last), qv = T^-1 (l[begin-1] e_first); piv and w are the factorisation.
@@ -35,26 +49,92 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
                                             real* __restrict__ pv, real* __restrict__ qv, real* __restrict__ piv,
                                             real* __restrict__ w) {
   const int s = ch[0], e = ch[1], pj = ch[2], cj = ch[3];
-  for (int i = s; i <= e; ++i) {
-    piv[i] = i == s ? d[i] : d[i] - l[i - 1] * w[i - 1];
-    if (i < e) w[i] = u[i] / piv[i];
+  const int n = e - s + 1;
+  if constexpr (kChainMax > kRegChain) {
+    if (n > kRegChain) {
+      for (int i = s; i <= e; ++i) {
+        piv[i] = i == s ? d[i] : d[i] - l[i - 1] * w[i - 1];
+        if (i < e) w[i] = u[i] / piv[i];
+      }
+#pragma unroll
+      for (int col = 0; col < R; ++col) {
+        for (int i = s; i <= e; ++i) {
+          real y = b[(long long)i * R + col];
+          if (i > s) y -= l[i - 1] * rv[(long long)(i - 1) * R + col];
+          rv[(long long)i * R + col] = y / piv[i];
+        }
+        for (int i = e - 1; i >= s; --i) rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
+      }
+      if (pj >= 0) {
+        pv[e] = u[e] / piv[e];
+        for (int i = e - 1; i >= s; --i) pv[i] = -w[i] * pv[i + 1];
+      }
+      if (cj >= 0) {
+        for (int i = s; i <= e; ++i) qv[i] = (i == s ? l[s - 1] : -l[i - 1] * qv[i - 1]) / piv[i];
+        for (int i = e - 1; i >= s; --i) qv[i] -= w[i] * qv[i + 1];
+      }
+      return;
+    }
   }
+  // The arithmetic of the loop above, unrolled over kRegChain rows with k < n guards.
+  real dd[kRegChain], uu[kRegChain], lm[kRegChain], bb[kRegChain][R];  // lm[k] = l[s + k - 1]
+#pragma unroll
+  for (int k = 0; k < kRegChain; ++k)
+    if (k < n) {
+      dd[k] = d[s + k];
+      uu[k] = u[s + k];
+      lm[k] = k > 0 || cj >= 0 ? l[s + k - 1] : real(0);
+#pragma unroll
+      for (int col = 0; col < R; ++col) bb[k][col] = b[(long long)(s + k) * R + col];
+    }
+  real pk[kRegChain], wk[kRegChain];
+#pragma unroll
+  for (int k = 0; k < kRegChain; ++k)
+    if (k < n) {
+      pk[k] = k == 0 ? dd[0] : dd[k] - lm[k] * wk[dn(k)];
+      if (k < n - 1) wk[k] = uu[k] / pk[k];
+    }
 #pragma unroll
   for (int col = 0; col < R; ++col) {
-    for (int i = s; i <= e; ++i) {
-      real y = b[(long long)i * R + col];
-      if (i > s) y -= l[i - 1] * rv[(long long)(i - 1) * R + col];
-      rv[(long long)i * R + col] = y / piv[i];
-    }
-    for (int i = e - 1; i >= s; --i) rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
+    real y[kRegChain];
+#pragma unroll
+    for (int k = 0; k < kRegChain; ++k)
+      if (k < n) {
+        real v = bb[k][col];
+        if (k > 0) v -= lm[k] * y[dn(k)];
+        y[k] = v / pk[k];
+      }
+#pragma unroll
+    for (int k = kRegChain - 2; k >= 0; --k)
+      if (k < n - 1) y[k] -= wk[k] * y[up(k)];
+#pragma unroll
+    for (int k = 0; k < kRegChain; ++k)
+      if (k < n) rv[(long long)(s + k) * R + col] = y[k];
   }
   if (pj >= 0) {
-    pv[e] = u[e] / piv[e];
-    for (int i = e - 1; i >= s; --i) pv[i] = -w[i] * pv[i + 1];
+    real p[kRegChain];
+#pragma unroll
+    for (int k = kRegChain - 1; k >= 0; --k)
+      if (k == n - 1) {
+        p[k] = uu[k] / pk[k];
+      } else if (k < n - 1) {
+        p[k] = -wk[k] * p[up(k)];
+      }
+#pragma unroll
+    for (int k = 0; k < kRegChain; ++k)
+      if (k < n) pv[s + k] = p[k];
   }
   if (cj >= 0) {
-    for (int i = s; i <= e; ++i) qv[i] = (i == s ? l[s - 1] : -l[i - 1] * qv[i - 1]) / piv[i];
-    for (int i = e - 1; i >= s; --i) qv[i] -= w[i] * qv[i + 1];
+    real q[kRegChain];
+#pragma unroll
+    for (int k = 0; k < kRegChain; ++k)
+      if (k < n) q[k] = (k == 0 ? lm[0] : -lm[k] * q[dn(k)]) / pk[k];
+#pragma unroll
+    for (int k = kRegChain - 2; k >= 0; --k)
+      if (k < n - 1) q[k] -= wk[k] * q[up(k)];
+#pragma unroll
+    for (int k = 0; k < kRegChain; ++k)
+      if (k < n) qv[s + k] = q[k];
   }
 }
 
@@ -240,7 +320,22 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
     const long long r0 = seg[1 + kLevels];
     constexpr int last = kLevels > 0 ? kFirst + kLevels - 1 : 0;  // the level whose domain is the base
     real* xb = kLevels == 0 ? x : ws + kOff[last][MX] + r0 * R;
-    if (threadIdx.x == 0) base_solve(t + 1, t[0], d, u, l, b, ws + kBasePiv + r0, xb);
+    if constexpr (kBaseShared) {
+      __shared__ real sd[kBaseMax], su[kBaseMax], sl[kBaseMax], spiv[kBaseMax], sb[kBaseMax * R], sx[kBaseMax * R];
+      __shared__ int sp[kBaseMax];
+      const int n = t[0];
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        sd[i] = d[i], su[i] = u[i], sl[i] = l[i], sp[i] = t[1 + i];
+#pragma unroll
+        for (int col = 0; col < R; ++col) sb[i * R + col] = b[(long long)i * R + col];
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) base_solve(sp, n, sd, su, sl, sb, spiv, sx);
+      __syncthreads();
+      for (int i = threadIdx.x; i < n * R; i += blockDim.x) xb[i] = sx[i];
+    } else {
+      if (threadIdx.x == 0) base_solve(t + 1, t[0], d, u, l, b, ws + kBasePiv + r0, xb);
+    }
     __syncthreads();
   }
 #pragma unroll

@@ -22,7 +22,8 @@ EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& s, cons
   if (s.level_offsets.empty()) layout += "{0}";
   for (std::size_t l = 0; l < s.level_offsets.size(); ++l)
     layout += fmt::format("{}{{{}}}", l ? ",\n    " : "\n    ", fmt::join(s.level_offsets[l], ", "));
-  layout += fmt::format("}};\nconstexpr long long kBasePiv = {};\n", s.base_pivot_offset);
+  layout += fmt::format("}};\nconstexpr long long kBasePiv = {};\nconstexpr int kChainMax = {}, kBaseMax = {};\n",
+                        s.base_pivot_offset, s.chain_max, s.base_max);
   EmittedHines out;
   out.source = KernelTemplate::load("hines_edd.cu", template_dir)
                    .render({{"REAL", f32 ? "float" : "double"},

@@ -103,6 +103,9 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   const auto solution = [&](std::size_t l) { return l == 0 ? HinesKernelArg{"x", 0} : ws(l - 1, MX); };
   const auto blocks = [&](std::int64_t threads) { return (threads + plan.threads_per_block - 1) / plan.threads_per_block; };
 
+  for (const HinesLevel& L : plan.levels)
+    for (const HinesChain& c : L.chains) s.chain_max = std::max(s.chain_max, c.end - c.begin + 1);
+
   // Grid levels.
   struct GridTables {
     std::int64_t chains, junctions, direct, goff, gather;
@@ -142,6 +145,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     }
     const auto& br = rows[static_cast<std::size_t>(depth)];
     part.push_back(br[c + 1] - br[c]);
+    s.base_max = std::max(s.base_max, br[c + 1] - br[c]);
     for (Index i = br[c]; i < br[c + 1]; ++i) {
       const Index p = plan.base_parent[static_cast<std::size_t>(i)];
       part.push_back(p < 0 ? p : p - br[c]);
