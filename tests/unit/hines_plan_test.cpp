@@ -160,13 +160,15 @@ TEST(HinesPlan, RootJunctionLeavesNoRootChain) {
   expect_plan_solves(s, 2, o, rng, "chain 9, root junction");
 }
 
-// Notes section 10.4: linear N = 100,000, K = 3, R = 1, published threshold 3500:
-// 100,000 -> 33,333 -> 11,111 -> 3,703 -> 1,234. The default GPU threshold (64 rows) goes on to 45.
+// Notes section 10.4: linear N = 100,000, K = 3 on every level, R = 1, published threshold 3500:
+// 100,000 -> 33,333 -> 11,111 -> 3,703 -> 1,234. The default plan of this one large cell takes K = 8 on
+// every level (few large cells: the block kernel is latency-bound) down to the GPU threshold (64 rows).
 TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
   const HinesSystem s = test::chain_system(100000);
   std::mt19937_64 rng(2);
   HinesOptions published;
   published.base_rows = hines_published_base_threshold(1);
+  published.k_large = 0;
   const HinesPlan plan = expect_plan_solves(s, 1, published, rng, "chain 100000");
   std::vector<std::int32_t> sizes;
   for (const auto& L : plan.levels) sizes.push_back(L.size);
@@ -175,15 +177,29 @@ TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
   EXPECT_EQ(plan.problem.n, 100000);
   const HinesPlan gpu = expect_plan_solves(s, 1, {}, rng, "chain 100000, default threshold");
   sizes.clear();
-  for (const auto& L : gpu.levels) sizes.push_back(L.size);
-  EXPECT_EQ(sizes, (std::vector<std::int32_t>{100000, 33333, 11111, 3703, 1234, 411, 137}));
-  EXPECT_EQ(gpu.base_size(), 45);
-  // Execution: the levels above 12,288 rows on the grid, the rest in one block of 1024 threads.
+  std::vector<std::int32_t> ks;
+  for (const auto& L : gpu.levels) sizes.push_back(L.size), ks.push_back(L.k);
+  EXPECT_EQ(sizes, (std::vector<std::int32_t>{100000, 12500, 1562, 195}));
+  EXPECT_EQ(ks, (std::vector<std::int32_t>{8, 8, 8, 8}));
+  EXPECT_EQ(gpu.base_size(), 24);
+  // Execution: the levels above 12,288 rows on the grid, the rest in one block (1562 rows: 196
+  // chains, rounded up to warps).
   EXPECT_EQ(gpu.grid_levels, 2);
-  EXPECT_EQ(gpu.block_threads, 1024);
+  EXPECT_EQ(gpu.block_threads, 224);
   const auto offsets = hines_cell_offsets_by_level(gpu);
   ASSERT_EQ(offsets.size(), gpu.levels.size() + 1);
-  EXPECT_EQ(offsets.back(), (std::vector<std::int32_t>{0, 45}));
+  EXPECT_EQ(offsets.back(), (std::vector<std::int32_t>{0, 24}));
+  // 64 such cells (13,000 rows each): K = 8 only where a cell exceeds 12,288 rows, K = 3 below.
+  const HinesPlan forest =
+      plan_hines(concatenate_hines(std::vector<HinesSystem>(64, test::chain_system(13000))), 1, "f64", {});
+  ks.clear();
+  for (const auto& L : forest.levels) ks.push_back(L.k);
+  EXPECT_EQ(ks, (std::vector<std::int32_t>{8, 3, 3, 3}));
+  EXPECT_EQ(forest.grid_levels, 1);
+  // K = 1 is no decomposition.
+  HinesOptions bad;
+  bad.k_large = 1;
+  EXPECT_THROW(plan_hines(s, 1, "f64", bad), UsageError);
 }
 
 // Per-cell row offsets at every level, and the per-cell depth rule: each cell's base is small.

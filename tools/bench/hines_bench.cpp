@@ -95,8 +95,10 @@ Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& 
   }
   m.us = time_steady(step, timing).median_us;
   m.ok = true;
+  std::vector<int> ks;
+  for (const HinesLevel& L : plan.levels) ks.push_back(L.k);
   m.note = fmt::format("depth {} (K {}), {} grid levels, {} threads/cell block, base {} rows, {} launches",
-                       plan.depth(), plan.levels.empty() ? 0 : plan.levels.front().k, plan.grid_levels,
+                       plan.depth(), fmt::join(ks, ","), plan.grid_levels,
                        plan.block_threads, plan.base_size(), c.schedule.launches.size());
   return m;
 }
@@ -115,8 +117,14 @@ void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtyp
   };
   std::vector<Variant> variants;
   for (const int k : {2, 3, 4, 6, 8, 16}) {
-    Variant v{fmt::format("K {}", k), {}};
+    Variant v{fmt::format("K {} on every level", k), {}};
     v.o.k = k;
+    v.o.k_large = 0;
+    variants.push_back(v);
+  }
+  for (const int k : {3, 4, 6, 12, 16}) {
+    Variant v{fmt::format("K {} on large levels", k), {}};
+    v.o.k_large = k;
     variants.push_back(v);
   }
   Variant minimal{"minimal decomposition", {}};
@@ -135,6 +143,11 @@ void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtyp
   for (const int t : {64, 128, 256, 512, 1024}) {
     Variant v{fmt::format("block threads {}", t), {}};
     v.o.block_threads = t;
+    variants.push_back(v);
+  }
+  for (const int t : {64, 128, 512}) {
+    Variant v{fmt::format("grid-kernel blocks of {}", t), {}};
+    v.o.threads_per_block = t;
     variants.push_back(v);
   }
   fmt::print("\nsweep ({} R {}): the default plan takes {:.2f} us\n", dtype, r, chosen_us);

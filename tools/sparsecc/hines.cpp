@@ -27,6 +27,7 @@ struct HinesArgs {
   std::string dtype = "f64";
   int rhs = 1;
   int k = 3;
+  int k_large = 8;
   bool minimal = false;
   int depth = -1;
   int base_rows = 0;
@@ -107,7 +108,13 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"f64", "f32"}))
       ->capture_default_str();
   cmd->add_option("--rhs", a->rhs, "Right-hand sides per solve (R)")->check(CLI::Range(1, 1024))->capture_default_str();
-  cmd->add_option("--k", a->k, "Chain length K of the fine decomposition")->check(CLI::Range(2, 1024))->capture_default_str();
+  cmd->add_option("--k", a->k, "Chain length K of the fine decomposition on the levels the block kernel runs")
+      ->check(CLI::Range(2, 1024))
+      ->capture_default_str();
+  cmd->add_option("--k-large", a->k_large,
+                  "K on levels whose largest cell exceeds 12,288 rows (the grid-kernel levels; 0: --k)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   cmd->add_flag("--minimal", a->minimal, "Minimal decomposition (branch points only) instead of fine");
   cmd->add_option("--depth", a->depth, "Decomposition levels (-1: the threshold rule)")
       ->check(CLI::Range(-1, kHinesMaxDepth))
@@ -132,6 +139,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       HinesOptions o;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       o.k = a->k;
+      o.k_large = a->k_large;
       o.depth = a->depth;
       o.base_rows = a->base_rows;
       o.grid_levels = a->grid_levels;
@@ -142,12 +150,14 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       if (a->plan_json) fmt::print("{}\n", to_json(plan).dump());
       std::string levels;
       for (const HinesLevel& L : plan.levels)
-        levels += fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size());
+        levels += a->minimal ? fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size())
+                             : fmt::format("{} rows (K {}: {} chains, {} junctions) -> ", L.size, L.k, L.chains.size(),
+                                           L.junctions.size());
       fmt::print(stderr,
-                 "planned {} compartments in {} cells, R = {}, {}: {} decomposition{}, depth {}: {}base {} rows "
+                 "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows "
                  "(one thread per cell); {} grid levels, {} threads per cell block\n",
                  plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
-                 a->minimal ? "" : fmt::format(" K = {}", a->k), plan.depth(), levels, plan.base_size(),
+                 plan.depth(), levels, plan.base_size(),
                  plan.grid_levels, plan.block_threads);
       if (!a->output.empty()) {
         CudaCompileOptions co;

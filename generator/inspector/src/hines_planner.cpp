@@ -55,12 +55,18 @@ std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecom
   return out;
 }
 
+// Below this many cells the block kernel occupies under half of an H100's SMs.
+constexpr Index kFewCells = 64;
+
 HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
                      const HinesOptions& options) {
   if (rhs < 1) throw UsageError(fmt::format("plan_hines: {} right-hand sides (at least 1)", rhs));
   if (dtype != "f64" && dtype != "f32") throw UsageError(fmt::format("plan_hines: dtype '{}' is not f64 or f32", dtype));
   if (options.decomposition == HinesDecomposition::fine && (options.k < 2 || options.k > 1024))
     throw UsageError(fmt::format("plan_hines: K = {} is outside 2..1024", options.k));
+  if (options.decomposition == HinesDecomposition::fine && options.k_large != 0 &&
+      (options.k_large < 2 || options.k_large > 1024))
+    throw UsageError(fmt::format("plan_hines: K of large levels = {} is outside 2..1024 (0: K)", options.k_large));
   if (options.depth < -1 || options.depth > kHinesMaxDepth)
     throw UsageError(fmt::format("plan_hines: depth {} is outside 0..{} (-1: automatic)", options.depth, kHinesMaxDepth));
   if (options.base_rows < 0) throw UsageError("plan_hines: the base threshold must not be negative");
@@ -95,11 +101,15 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
     return m;
   };
   std::vector<Index> largest{largest_cell(cells)};  // per level, then the base
+  // A few large cells: the block kernel runs a handful of blocks, so its levels are latency-bound and
+  // fewer of them (long chains) win over the short chains that suit forests of many cells.
+  const bool few_large_cells = largest.front() > options.block_rows && system.num_cells() < kFewCells;
   std::int64_t instructions = 0;
   while (!parent.empty()) {
     const auto n = static_cast<Index>(parent.size());
     if (options.depth >= 0 ? plan.depth() >= options.depth : largest.back() <= threshold) break;
-    HinesLevel level = build_hines_level(parent, select_junctions(parent, options.decomposition, k), k);
+    const Index kl = k && options.k_large && (largest.back() > options.block_rows || few_large_cells) ? options.k_large : k;
+    HinesLevel level = build_hines_level(parent, select_junctions(parent, options.decomposition, kl), kl);
     // The automatic rule stops when a level no longer shrinks the matrix (a minimal decomposition of
     // a tree without unbranched runs).
     if (options.depth < 0 && level.domain_size() >= n) break;
