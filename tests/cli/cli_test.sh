@@ -96,6 +96,7 @@ expect 0 "30 compartments in 6 cells" -- hines "$tmp/cell.swc" --cells 6 --rhs 4
 expect 2 "loop.swc:[0-9]+: "       -- hines "$tmp/loop.swc"
 expect 2 "missing.swc: cannot open" -- hines "$tmp/missing.swc"
 expect 2 "--k"                     -- hines "$tmp/cell.swc" --k 1
+expect 2 "K of large levels = 1"   -- hines "$tmp/cell.swc" --k-large 1
 expect 0 "all checks passed"       -- demo
 expect 0 '"ok": true'              -- demo --json
 
