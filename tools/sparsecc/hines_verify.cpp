@@ -77,6 +77,7 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
     o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
                                                                                     : HinesDecomposition::fine;
     o.k = std::max(2, sum.value("k", 3));
+    o.k_large = std::max(2, sum.value("k_large", o.k));
     o.depth = sum.value("depth", -1);
     const HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
     if (plan.base_size() != sum.value("base_size", -1))

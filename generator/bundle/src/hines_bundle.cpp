@@ -92,7 +92,8 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
   std::vector<std::int32_t> sizes;
   for (const HinesLevel& L : plan.levels) sizes.push_back(L.size);
   md.plan_summary = {{"decomposition", to_string(plan.decomposition)},
-                     {"k", plan.levels.empty() ? 0 : plan.levels.front().k},
+                     {"k", plan.levels.empty() ? 0 : plan.levels.back().k},         // of the block levels
+                     {"k_large", plan.levels.empty() ? 0 : plan.levels.front().k},  // of the large levels
                      {"depth", plan.depth()},
                      {"level_sizes", sizes},
                      {"base_size", plan.base_size()},
