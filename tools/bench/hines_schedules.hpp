@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/reference/hines_accuracy.hpp"
 
 namespace sparsecc::bench {
 
@@ -112,38 +113,6 @@ MinTrsvLayout build_min_trsv(const HinesSystem& s);
 // in the same order (bitwise equal results), in two fused sweeps without allocations.
 void serial_hines_step(const HinesSystem& s, std::span<const double> b, int rhs, std::span<double> x,
                        std::span<double> pivot);
-
-// The serial solve of serial_hines_step in the arithmetic T (inputs rounded to T), as fp64 values:
-// float gives the accuracy the conditioning of the system allows in single precision, long double
-// (at least 64 significant bits) the accuracy yardstick's reference.
-template <typename T>
-std::vector<double> serial_hines_solve_as(const HinesSystem& s, std::span<const double> b, int rhs);
-extern template std::vector<double> serial_hines_solve_as<float>(const HinesSystem&, std::span<const double>, int);
-extern template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&, std::span<const double>,
-                                                                       int);
-
-// The accuracy yardstick of one step, shared by the executor and every baseline. Reference: the serial
-// solve in extended precision, rounded to fp64. Bound of a precision: its floor (1e-12 f64, 1e-4 f32),
-// raised to kToleranceFactor times the error of the serial solve in that precision against the
-// reference. On well-conditioned systems (ordinary cells) the floors hold; on very fine
-// discretisations (strongly coupled compartments) every ordering loses digits, the serial one
-// included, and the bound follows the serial solver's own error instead.
-inline constexpr double kF64ToleranceFloor = 1e-12;
-inline constexpr double kF32ToleranceFloor = 1e-4;
-inline constexpr double kToleranceFactor = 16;
-struct HinesAccuracy {
-  std::vector<double> ref;      // N x R, extended-precision serial solve
-  double serial_f64_error = 0;  // of the fp64 serial solve against ref
-  double serial_f32_error = 0;  // of the fp32 serial solve against ref
-  double tolerance(const std::string& dtype) const;
-  // Empty when the floor holds, else why the bound is raised.
-  std::string note(const std::string& dtype) const;
-};
-HinesAccuracy hines_accuracy(const HinesSystem& s, std::span<const double> b, int rhs);
-
-// max |x - ref| / max |ref| (absolute when ref is all zero); infinity when x holds a non-finite
-// value or the sizes differ.
-double hines_max_rel_error(std::span<const double> x, std::span<const double> ref);
 
 // The embedded text of hines_baselines.cu (compiled at run time with NVRTC).
 const char* hines_kernel_source();
