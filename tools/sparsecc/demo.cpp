@@ -1,29 +1,37 @@
 // sparsecc demo: needs no input. Builds the embedded defaults — a deterministic magnitude-pruned
 // 1024x1024 layer at 90 % sparsity and a deterministic branching neuron — inspects both and runs the
 // fp64 references, checking each against an independent computation; then compiles the layer's SpMM
-// executor (direct PTX, nvJitLink) and runs it — on the GPU when there is one, else through the plan
-// interpreter, saying which — against the fp64 reference. Exit 1 if a check fails.
+// executor (direct PTX, nvJitLink) and the neuron's Hines executor (CUDA C++, NVRTC) and runs them —
+// on the GPU when there is one, else through their plan interpreters, saying which — against the
+// references. Exit 1 if a check fails.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "spmm_run.hpp"
+#include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/matrix_summary.hpp"
+#include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/runtime/executor.hpp"
+#include "sparsecc/runtime/hines_executor.hpp"
 #include "sparsecc/inspector/morphology_summary.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/neuron/hines.hpp"
 #include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
@@ -164,6 +172,99 @@ LayerResult run_layer(bool quiet) {
   return r;
 }
 
+// Solves one step's system on the executor: the GPU (d, u, l uploaded once) or the plan interpreter.
+class NeuronSolver {
+ public:
+  NeuronSolver(const HinesPlan& plan, const HinesSystem& h, rt::Bundle bundle) : plan_(plan), h_(h) {
+    std::string why;
+    if (!rt::driver_available(&why)) {
+      how_ = fmt::format("plan interpreter (no GPU: {})", why);
+      return;
+    }
+    ctx_ = std::make_unique<rt::Context>(0);
+    ex_ = std::make_unique<rt::HinesExecutor>(rt::HinesExecutor::load(std::move(bundle), "demo neuron", *ctx_));
+    const auto upload = [](const std::vector<double>& v) {
+      rt::DeviceBuffer d(v.size() * sizeof(double));
+      d.upload(v.data(), v.size() * sizeof(double));
+      return d;
+    };
+    d_ = upload(h.diag), u_ = upload(h.upper), l_ = upload(h.lower);
+    b_ = rt::DeviceBuffer(h.diag.size() * sizeof(double));
+    x_ = rt::DeviceBuffer(h.diag.size() * sizeof(double));
+    how_ = fmt::format("GPU {} ({} image)", ctx_->device().name, ex_->loaded_from());
+  }
+  const std::string& how() const { return how_; }
+
+  std::vector<double> solve(const std::vector<double>& b) {
+    if (!ex_) return interpret_hines(plan_, h_.diag, h_.upper, h_.lower, b);
+    b_.upload(b.data(), b.size() * sizeof(double));
+    x_.fill32(0x7fc00000u);  // NaN: an unwritten row fails the check
+    ex_->run(d_.get(), u_.get(), l_.get(), b_.get(), x_.get());
+    ctx_->synchronize();
+    std::vector<double> x(b.size());
+    x_.download(x.data(), x.size() * sizeof(double));
+    return x;
+  }
+
+ private:
+  const HinesPlan& plan_;
+  const HinesSystem& h_;
+  std::string how_;
+  std::unique_ptr<rt::Context> ctx_;
+  std::unique_ptr<rt::HinesExecutor> ex_;
+  rt::DeviceBuffer d_, u_, l_, b_, x_;
+};
+
+// Plans and compiles the neuron's Hines executor (f64, R = 1) and runs the time loop of the
+// reference on it: every step's solution is checked against the accuracy yardstick on that step's
+// right-hand side, and the soma trace against the reference's.
+LayerResult run_hines_executor(const HinesSystem& h, const std::vector<double>& inject,
+                               const std::vector<double>& ref_trace, std::int32_t soma, bool quiet) {
+  const HinesPlan plan = plan_hines(h, 1, "f64");
+  auto t0 = std::chrono::steady_clock::now();
+  const CompiledHines compiled = compile_hines(plan, CudaCompileOptions{});
+  const double compile_s = seconds_since(t0);
+  NeuronSolver solver(plan, h,
+                      hines_bundle(plan, compiled.schedule, h, compiled.code.cubin, compiled.code.ptx, "sm_90"));
+  std::vector<double> v(h.diag.size(), h.leak_reversal_mv), trace;
+  double worst = 0, tolerance = kF64ToleranceFloor;
+  std::int64_t unwritten = 0;
+  for (int step = 1; step <= kSteps; ++step) {
+    const std::vector<double> b = hines_rhs(h, v, inject);
+    std::vector<double> x = solver.solve(b);
+    const HinesAccuracy acc = hines_accuracy(h, b, 1);
+    for (double xi : x) unwritten += !std::isfinite(xi);
+    worst = std::max(worst, hines_max_rel_error(x, acc.ref));
+    tolerance = std::max(tolerance, acc.tolerance("f64"));
+    v = std::move(x);
+    if (step % 80 == 0) trace.push_back(v[static_cast<std::size_t>(soma)]);
+  }
+  double trace_diff = 0;
+  for (std::size_t i = 0; i < trace.size() && i < ref_trace.size(); ++i)
+    trace_diff = std::max(trace_diff, std::fabs(trace[i] - ref_trace[i]));
+  std::string levels;
+  for (const HinesLevel& L : plan.levels) levels += fmt::format("{} -> ", L.size);
+  LayerResult r;
+  r.ok = unwritten == 0 && worst <= tolerance && trace.size() == ref_trace.size() && trace_diff <= 1e-9 &&
+         !compiled.code.cubin.empty();
+  r.json = {{"plan", {{"levels", plan.depth()}, {"base_rows", plan.base_size()}, {"block_threads", plan.block_threads}}},
+            {"compile_seconds", compile_s},
+            {"cubin_bytes", compiled.code.cubin.size()},
+            {"ran_on", solver.how()},
+            {"max_rel_error", worst},
+            {"tolerance", tolerance},
+            {"soma_trace_max_abs_diff_mv", trace_diff},
+            {"ok", r.ok}};
+  if (!quiet)
+    fmt::print(
+        "   executor: fine decomposition, {}base {} rows, {} threads; CUDA C++ compiled in {:.2f} s, cubin {} "
+        "bytes;\n   {} steps on the {}: max relative error vs extended-precision reference {:.2e} "
+        "(tolerance {:.0e}), soma trace within {:.1e} mV of the reference {}\n",
+        levels, plan.base_size(), plan.block_threads, compile_s, compiled.code.cubin.size(), kSteps, solver.how(),
+        worst, tolerance, trace_diff, r.ok ? "ok" : "FAILED");
+  return r;
+}
+
 LayerResult run_neuron(bool quiet) {
   const NeuronModel model = make_demo_neuron();
   const MorphologySummary summary = summarize_morphology(model);
@@ -229,6 +330,10 @@ LayerResult run_neuron(bool quiet) {
     fmt::print(" mV\n   max relative residual {:.2e} (tolerance {:.0e}), validator {} {}\n", worst,
                kHinesTolerance, problems.empty() ? "clean" : problems.front(), r.ok ? "ok" : "FAILED");
   }
+  if (!problems.empty()) return r;
+  const LayerResult exec = run_hines_executor(h, inject, trace, soma, quiet);
+  r.json["executor"] = exec.json;
+  r.ok = r.ok && exec.ok;
   return r;
 }
 
@@ -237,7 +342,7 @@ LayerResult run_neuron(bool quiet) {
 void add_demo(CLI::App& app, std::function<int()>& run) {
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd =
-      app.add_subcommand("demo", "Inspect and run the references on the embedded defaults (no input)");
+      app.add_subcommand("demo", "Inspect, compile and verify the embedded layer and neuron (no input)");
   cmd->add_flag("--json", *json, "Print JSON instead of text");
   cmd->callback([&run, json] {
     run = [json]() -> int {
