@@ -9,7 +9,11 @@
 //   BLOCK_THREADS  threads of hines_block
 //   LAYOUT         the level constants: kFirst (G, levels run by the grid kernels), kLevels (levels run
 //                  by hines_block), kSegStride, kOff (workspace offsets of every level, in elements of
-//                  real) and kBasePiv
+//                  real), kBasePiv, kChainMax and kBaseMax (the longest chain, the largest base),
+//                  kBaseShared (bases staged in shared memory) and kUnrolledBase (code mode unrolled)
+//   BASE           unrolled mode: one function per distinct base structure, the elimination in
+//                  straight-line code with the parent offsets as immediates, and base_unrolled, which
+//                  picks the function of a segment type
 //
 // Values are N x R row-major (the R values of row i at [i * R, i * R + R)). A chain is four ints:
 // begin, end, parent junction, child junction (-1: none).
@@ -26,6 +30,7 @@ constexpr int kFirst = 0, kLevels = 1, kSegStride = 3;
 __constant__ long long kOff[1][kArrays] = {{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}};
 constexpr long long kBasePiv = 80;
 constexpr int kChainMax = 2, kBaseMax = 8;
+constexpr bool kBaseShared = true, kUnrolledBase = false;
 /*@end*/
 
 // Chains of up to kRegChain rows are solved in registers: all their loads are issued at once and
@@ -37,9 +42,9 @@ constexpr int kRegChain = kChainMax < 1 ? 1 : kChainMax < 8 ? kChainMax : 8;
 // memory).
 __device__ constexpr int dn(int k) { return k > 0 ? k - 1 : 0; }
 __device__ constexpr int up(int k) { return k + 1 < kRegChain ? k + 1 : k; }
-// A segment's base is staged in shared memory (loaded by the whole block, eliminated there by one
-// thread) when it fits in 24 KiB; otherwise the thread works on global memory.
-constexpr bool kBaseShared = kBaseMax > 0 && kBaseMax * ((4 + 2 * R) * sizeof(real) + sizeof(int)) <= 24576;
+// kBaseShared: a segment's base is staged in shared memory (loaded by the whole block, eliminated
+// there by one thread) when it fits in 24 KiB (plan/hines_plan.hpp, hines_base_shared_bytes);
+// otherwise the thread works on global memory.
 
 // Stage 1 for one chain: T = tridiag(l, d, u) over rows begin..end; rv = T^-1 b (R columns),
 // pv = T^-1 (u[end] e_last), qv = T^-1 (l[begin-1] e_first); piv and w are the factorisation.
@@ -223,6 +228,13 @@ __device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n
   }
 }
 
+// Unrolled bases. Each function eliminates one base structure in place on the staged arrays (piv
+// holds d on entry, x holds b): the arithmetic of base_solve, row by row. base_unrolled(type, ...)
+// runs the function of the segment type whose table starts at `type`.
+/*@BASE*/
+__device__ __forceinline__ void base_unrolled(int, real*, const real*, const real*, real*) { __trap(); }
+/*@end*/
+
 // Grid kernels for the large levels (l < kFirst), one launch per stage and level, tables of the whole
 // level with absolute indices.
 extern "C" __global__ void hines_stage1(const int* __restrict__ chains, int nchains, const real* __restrict__ d,
@@ -323,18 +335,29 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
     constexpr int last = kLevels > 0 ? kFirst + kLevels - 1 : 0;  // the level whose domain is the base
     real* xb = kLevels == 0 ? x : ws + kOff[last][MX] + r0 * R;
     if constexpr (kBaseShared) {
-      __shared__ real sd[kBaseMax], su[kBaseMax], sl[kBaseMax], spiv[kBaseMax], sb[kBaseMax * R], sx[kBaseMax * R];
-      __shared__ int sp[kBaseMax];
+      // Unrolled mode eliminates in place (sd becomes the pivots, sb the solution) and needs no
+      // parents, pivots or x of its own.
+      constexpr int kTab = kUnrolledBase ? 1 : kBaseMax;
+      __shared__ real sd[kBaseMax], su[kBaseMax], sl[kBaseMax], sb[kBaseMax * R], spiv[kTab], sx[kTab * R];
+      __shared__ int sp[kTab];
       const int n = t[0];
       for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        sd[i] = d[i], su[i] = u[i], sl[i] = l[i], sp[i] = t[1 + i];
+        sd[i] = d[i], su[i] = u[i], sl[i] = l[i];
+        if constexpr (!kUnrolledBase) sp[i] = t[1 + i];
 #pragma unroll
         for (int col = 0; col < R; ++col) sb[i * R + col] = b[(long long)i * R + col];
       }
       __syncthreads();
-      if (threadIdx.x == 0) base_solve(sp, n, sd, su, sl, sb, spiv, sx);
+      if (threadIdx.x == 0) {
+        if constexpr (kUnrolledBase) {
+          base_unrolled(seg[0], sd, su, sl, sb);
+        } else {
+          base_solve(sp, n, sd, su, sl, sb, spiv, sx);
+        }
+      }
       __syncthreads();
-      for (int i = threadIdx.x; i < n * R; i += blockDim.x) xb[i] = sx[i];
+      const real* sol = kUnrolledBase ? sb : sx;
+      for (int i = threadIdx.x; i < n * R; i += blockDim.x) xb[i] = sol[i];
     } else {
       if (threadIdx.x == 0) base_solve(t + 1, t[0], d, u, l, b, ws + kBasePiv + r0, xb);
     }

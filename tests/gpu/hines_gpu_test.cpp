@@ -2,7 +2,8 @@
 // runtime's HinesExecutor. Checked against the serial fp64 reference on NaN-poisoned outputs (or in
 // place, x = b): fp64 max relative error <= 1e-12 on random right-hand sides, fp32 <= 1e-4 on the
 // right-hand sides of a time step of a well-conditioned cell. Covers the grid levels, the per-cell
-// block kernel alone, both together, a base-only plan, forests, R up to 16 and minimal decomposition.
+// block kernel alone, both together, a base-only plan, forests, R up to 16 and minimal decomposition,
+// each in tables mode and with unrolled bases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "gpu_skip.hpp"
 #include "hines_support.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/morphology.hpp"
@@ -70,7 +72,8 @@ std::vector<double> step_rhs(const HinesSystem& s, int r, std::mt19937_64& rng) 
   return b;
 }
 
-void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, const HinesOptions& o,
+// Every code mode the plan admits: tables always, unrolled bases where they fit in shared memory.
+void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, const HinesOptions& options,
                        const std::string& label, bool f32, bool in_place = false) {
   std::mt19937_64 rng(42);
   std::vector<double> b;
@@ -82,23 +85,34 @@ void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, cons
     for (auto& v : b) v = u(rng);
   }
   const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(r));
-  const HinesPlan plan = plan_hines(s, r, f32 ? "f32" : "f64", o);
-  ASSERT_TRUE(check_hines_plan(plan).empty()) << label;
-  std::vector<double> x;
-  if (f32) {
-    const auto xf = run_executor<float>(ctx, s, plan, std::vector<float>(b.begin(), b.end()), in_place);
-    x.assign(xf.begin(), xf.end());
-  } else {
-    x = run_executor<double>(ctx, s, plan, b, in_place);
+  for (const char* code : {"tables", "unrolled"}) {
+    HinesOptions o = options;
+    o.code = code;
+    HinesPlan plan;
+    try {
+      plan = plan_hines(s, r, f32 ? "f32" : "f64", o);
+    } catch (const UsageError& e) {
+      ASSERT_STREQ(code, "unrolled") << label << ": " << e.what();
+      std::printf("[ hines gpu ] %-30s no unrolled plan: %s\n", label.c_str(), e.what());
+      continue;
+    }
+    ASSERT_TRUE(check_hines_plan(plan).empty()) << label;
+    std::vector<double> x;
+    if (f32) {
+      const auto xf = run_executor<float>(ctx, s, plan, std::vector<float>(b.begin(), b.end()), in_place);
+      x.assign(xf.begin(), xf.end());
+    } else {
+      x = run_executor<double>(ctx, s, plan, b, in_place);
+    }
+    std::int64_t nans = 0;
+    const double err = test::max_rel_error(x, ref, &nans);
+    const double tol = f32 ? 1e-4 : 1e-12;
+    std::printf("[ hines gpu ] %-30s %-8s %s %8d rows %5d cells R %2d depth %d grid %d threads %4d base %5d  max rel err %.2e\n",
+                label.c_str(), code, f32 ? "f32" : "f64", s.size(), s.num_cells(), r, plan.depth(), plan.grid_levels,
+                plan.block_threads, plan.base_size(), err);
+    EXPECT_EQ(nans, 0) << label << " " << code;
+    EXPECT_LE(err, tol) << label << " " << code;
   }
-  std::int64_t nans = 0;
-  const double err = test::max_rel_error(x, ref, &nans);
-  const double tol = f32 ? 1e-4 : 1e-12;
-  std::printf("[ hines gpu ] %-30s %s %8d rows %5d cells R %2d depth %d grid %d threads %4d base %5d  max rel err %.2e\n",
-              label.c_str(), f32 ? "f32" : "f64", s.size(), s.num_cells(), r, plan.depth(), plan.grid_levels,
-              plan.block_threads, plan.base_size(), err);
-  EXPECT_EQ(nans, 0) << label;
-  EXPECT_LE(err, tol) << label;
 }
 
 TEST(HinesGpu, ExecutorsMatchTheSerialReference) {

@@ -3,6 +3,7 @@
 // compiling for sm_90 in both precisions without spills, and the bundle round-tripping.
 #include "sparsecc/plan/hines_schedule.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/hines_cuda.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/morphology.hpp"
 #include "sparsecc/runtime/bundle.hpp"
@@ -110,15 +112,18 @@ TEST(HinesSchedule, EveryCellOfARandomForestIsASegment) {
   EXPECT_GT(sch.base_max, 0);
 }
 
-// The emitted module compiles for sm_90 in both precisions (at most a few spilled values: with the
-// small blocks this forest gets, ptxas keeps 12 bytes of the block kernel on the stack for R = 1, and
-// a few accumulators for R = 4), and its bundle round-trips through the bundle format.
+// The emitted module compiles for sm_90 in both code modes and precisions (at most a few spilled
+// values: with the small blocks this forest gets, ptxas keeps 8 to 12 bytes of the block kernel on the
+// stack for R = 1, and a few accumulators for R = 4), and its bundle round-trips through the bundle
+// format.
 TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
   const HinesSystem cell = assemble_hines(make_demo_neuron());
+  for (const char* code : {"tables", "unrolled"})
   for (const char* dtype : {"f64", "f32"})
     for (const int r : {1, 4}) {
       HinesOptions o;
       o.grid_levels = 1;  // every kernel in use
+      o.code = code;
       const HinesPlan plan = plan_hines(concatenate_hines(std::vector<HinesSystem>(3, cell)), r, dtype, o);
       CudaCompileOptions co;
       co.extra.push_back(kPtxasVerbose);
@@ -126,7 +131,9 @@ TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
       EXPECT_EQ(c.emitted.kernels, (std::vector<std::string>{"hines_stage1", "hines_stage2", "hines_block", "hines_stage4"}));
       const ResourceUsage u = parse_ptxas_log(c.code.log);
       ASSERT_TRUE(u.found) << c.code.log;
-      EXPECT_LE(u.spill_store_bytes, r == 1 ? 16 : 64) << dtype << " R " << r << ", " << plan.block_threads << " threads\n" << c.code.log;
+      EXPECT_EQ(to_string(plan.code), std::string(code));
+      std::printf("%s %s R %d: %d registers, %d bytes spilled\n", code, dtype, r, u.registers, u.spill_store_bytes);
+      EXPECT_LE(u.spill_store_bytes, r == 1 ? 16 : 64) << code << " " << dtype << " R " << r << ", " << plan.block_threads << " threads\n" << c.code.log;
       const rt::Bundle b = hines_bundle(plan, c.schedule, concatenate_hines(std::vector<HinesSystem>(3, cell)),
                                         c.code.cubin, c.code.ptx, "sm_90");
       const auto bytes = rt::bundle_bytes(b);
@@ -137,6 +144,62 @@ TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
       const HinesSystem sys = hines_system_from_reference_bytes(back.reference, "round trip");
       EXPECT_EQ(sys.diag, concatenate_hines(std::vector<HinesSystem>(3, cell)).diag);
     }
+}
+
+// The code mode: auto unrolls the bases within the budget and keeps tables above it, forced modes are
+// honoured or refused with a reason, and the unrolled module carries one function per distinct base
+// structure with the parents as immediates, deterministically.
+TEST(HinesSchedule, CodeModeFollowsTheBudget) {
+  const HinesSystem cell = assemble_hines(make_demo_neuron());
+  const HinesPlan automatic = plan_hines(cell, 1, "f64", {});
+  EXPECT_EQ(automatic.code, HinesCode::unrolled);
+  EXPECT_GT(automatic.unrolled_instructions, 0);
+  HinesOptions o;
+  o.code_budget = automatic.unrolled_instructions - 1;
+  const HinesPlan over = plan_hines(cell, 1, "f64", o);
+  EXPECT_EQ(over.code, HinesCode::tables);
+  EXPECT_EQ(over.unrolled_instructions, 0);
+  o.code = "unrolled";  // forced: the budget does not apply
+  EXPECT_EQ(plan_hines(cell, 1, "f64", o).code, HinesCode::unrolled);
+  o = {};
+  o.code = "tables";
+  EXPECT_EQ(plan_hines(cell, 1, "f64", o).code, HinesCode::tables);
+  o.code = "baked";
+  EXPECT_THROW(plan_hines(cell, 1, "f64", o), UsageError);
+  // A base of 4,000 rows (depth 0) takes more than the shared-memory stage holds.
+  o = {};
+  o.depth = 0;
+  const HinesSystem chain = test::chain_system(4000);
+  EXPECT_EQ(plan_hines(chain, 1, "f64", o).code, HinesCode::tables);
+  o.code = "unrolled";
+  EXPECT_THROW(plan_hines(chain, 1, "f64", o), UsageError);
+  HinesPlan broken = plan_hines(chain, 1, "f64", {.depth = 0});
+  broken.code = HinesCode::unrolled;
+  EXPECT_FALSE(check_hines_plan(broken).empty());
+
+  // Three equal cells and a different one: two segment types, two base functions.
+  std::vector<HinesSystem> cells(3, test::chain_system(300));
+  cells.push_back(test::chain_system(200));
+  const HinesSystem forest = concatenate_hines(cells);
+  o = {};
+  o.code = "unrolled";
+  const HinesPlan plan = plan_hines(forest, 2, "f64", o);
+  const HinesSchedule s = schedule_hines(plan);
+  EXPECT_EQ(s.segment_types, 2);
+  EXPECT_EQ(s.type_offsets.size(), 2u);
+  const EmittedHines e = emit_hines_cuda(plan, s);
+  EXPECT_NE(e.source.find("base_unrolled_0("), std::string::npos);
+  EXPECT_NE(e.source.find("base_unrolled_1("), std::string::npos);
+  EXPECT_EQ(e.source.find("base_unrolled_2("), std::string::npos);
+  EXPECT_NE(e.source.find("kUnrolledBase = true"), std::string::npos);
+  for (const std::int32_t t : s.type_offsets) EXPECT_NE(e.source.find(fmt::format("case {}:", t)), std::string::npos);
+  // The chain's base rows: row i's parent is i + 1, an immediate in the code.
+  EXPECT_NE(e.source.find("piv[1] -= f * u[0];"), std::string::npos);
+  EXPECT_EQ(emit_hines_cuda(plan, schedule_hines(plan)).source, e.source);
+  const HinesPlan tables = plan_hines(forest, 2, "f64", {.code = "tables"});
+  const EmittedHines et = emit_hines_cuda(tables, schedule_hines(tables));
+  EXPECT_EQ(et.source.find("base_unrolled_0("), std::string::npos);
+  EXPECT_NE(et.source.find("kUnrolledBase = false"), std::string::npos);
 }
 
 TEST(HinesSchedule, BundleRejectsBadLaunches) {

@@ -97,9 +97,9 @@ Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& 
   m.ok = true;
   std::vector<int> ks;
   for (const HinesLevel& L : plan.levels) ks.push_back(L.k);
-  m.note = fmt::format("depth {} (K {}), {} grid levels, {} threads/cell block, base {} rows, {} launches",
-                       plan.depth(), fmt::join(ks, ","), plan.grid_levels,
-                       plan.block_threads, plan.base_size(), c.schedule.launches.size());
+  m.note = fmt::format("depth {} (K {}), {} grid levels, {} threads/cell block, base {} rows ({}), {} launches",
+                       plan.depth(), fmt::join(ks, ","), plan.grid_levels, plan.block_threads, plan.base_size(),
+                       to_string(plan.code), c.schedule.launches.size());
   return m;
 }
 
@@ -148,6 +148,11 @@ void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtyp
   for (const int t : {64, 128, 512}) {
     Variant v{fmt::format("grid-kernel blocks of {}", t), {}};
     v.o.threads_per_block = t;
+    variants.push_back(v);
+  }
+  for (const char* code : {"tables", "unrolled"}) {
+    Variant v{fmt::format("{} bases", code), {}};
+    v.o.code = code;
     variants.push_back(v);
   }
   fmt::print("\nsweep ({} R {}): the default plan takes {:.2f} us\n", dtype, r, chosen_us);

@@ -39,6 +39,8 @@ struct HinesArgs {
   std::string arch = "sm_90";
   int grid_levels = -1;
   int block_threads = 0;
+  std::string code = "auto";
+  std::int64_t code_budget = 16384;
 };
 
 // Componentwise backward error of x for A x = b (N x R): max over rows of |A x - b| over
@@ -125,6 +127,14 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(-1, kHinesMaxDepth));
   cmd->add_option("--block-threads", a->block_threads, "Threads of the per-cell block kernel (0: automatic)")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--code", a->code,
+                  "Where the block kernel finds each cell's base: tables, unrolled (straight-line code, parent "
+                  "offsets as immediates), or auto (unrolled within --code-budget)")
+      ->check(CLI::IsMember({"auto", "tables", "unrolled"}))
+      ->capture_default_str();
+  cmd->add_option("--code-budget", a->code_budget, "Estimated instructions auto may spend on unrolled bases")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)");
   cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
   cmd->add_flag("--plan-json", a->plan_json, "Print the plan as JSON");
@@ -145,6 +155,8 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       o.base_rows = a->base_rows;
       o.grid_levels = a->grid_levels;
       o.block_threads = a->block_threads;
+      o.code = a->code;
+      o.code_budget = a->code_budget;
       const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
       if (const auto errors = check_hines_plan(plan); !errors.empty())
         throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
@@ -156,9 +168,9 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
                                            L.junctions.size());
       fmt::print(stderr,
                  "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows "
-                 "(one thread per cell); {} grid levels, {} threads per cell block\n",
+                 "(one thread per cell, {} code); {} grid levels, {} threads per cell block\n",
                  plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
-                 plan.depth(), levels, plan.base_size(),
+                 plan.depth(), levels, plan.base_size(), to_string(plan.code),
                  plan.grid_levels, plan.block_threads);
       if (!a->output.empty()) {
         CudaCompileOptions co;
@@ -174,7 +186,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       const CheckResult c = check_plan_numerics(plan, s, a->seed);
       fmt::print(stderr,
                  "plan interpreter vs extended-precision serial reference: max relative error {:.3g} "
-                 "(tolerance {:.2g}{}): {}; backward error {:.3g} (the serial fp64 solve's {:.3g})\n",
+                 "(tolerance {:.3g}{}): {}; backward error {:.3g} (the serial fp64 solve's {:.3g})\n",
                  c.error, c.tolerance, c.note.empty() ? "" : "; " + c.note, c.error <= c.tolerance ? "ok" : "FAILED",
                  c.backward, c.ref_backward);
       return c.error <= c.tolerance ? kExitOk : kExitCheckFailed;

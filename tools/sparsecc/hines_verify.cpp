@@ -86,6 +86,7 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
     o.k = std::max(2, sum.value("k", 3));
     o.k_large = std::max(2, sum.value("k_large", o.k));
     o.depth = sum.value("depth", -1);
+    o.code = sum.value("mode", std::string("tables"));
     const HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
     if (plan.base_size() != sum.value("base_size", -1))
       throw std::runtime_error("re-planning the bundle's system does not reproduce its levels");
@@ -110,7 +111,7 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
   }
   const double rel = scale > 0 ? err / scale : err;
   const bool ok = unwritten == 0 && rel <= tolerance;
-  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.2g}){}{} {}\n",
+  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.3g}){}{} {}\n",
              path, md.hines.rows, md.hines.cells, md.hines.rhs, md.dtype, how, seed, rel, tolerance, note,
              unwritten ? fmt::format(", {} outputs not written", unwritten) : "", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;

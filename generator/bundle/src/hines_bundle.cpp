@@ -103,7 +103,7 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
                      {"segments", schedule.segments},
                      {"segment_types", schedule.segment_types},
                      {"table_bytes", schedule.tables.size() * 4},
-                     {"mode", "tables"}};
+                     {"mode", to_string(plan.code)}};
   b.tables = schedule.tables;
   if (system.compartment_of.size() == static_cast<std::size_t>(system.size())) b.permutation = system.compartment_of;
   b.cubin = std::move(cubin);

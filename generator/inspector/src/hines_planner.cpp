@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "sparsecc/common/error.hpp"
 
@@ -16,6 +17,31 @@ using Index = std::int32_t;
 // and fixed: loads, the elimination and the stores (a coarse count, for the code-size budget).
 constexpr std::int64_t kChainRowFixed = 8, kChainRowPerRhs = 6, kJunctionFixed = 6, kJunctionPerRhs = 4;
 constexpr std::int64_t kBaseRowFixed = 6, kBaseRowPerRhs = 5;
+
+// Estimated instructions of the unrolled bases: one function per distinct base structure (the parents
+// relative to the cell's first base row) of the cells the block kernel runs; -1 when there are more
+// than kHinesMaxBaseFunctions of them.
+std::int64_t unrolled_base_instructions(const HinesPlan& plan) {
+  const auto rows = hines_cell_offsets_by_level(plan);
+  const std::vector<Index>& first = rows[static_cast<std::size_t>(plan.grid_levels)];
+  const std::vector<Index>& base = rows.back();
+  std::set<std::vector<Index>> shapes;
+  std::int64_t instructions = 0;
+  for (std::size_t c = 0; c + 1 < base.size(); ++c) {
+    if (first[c + 1] == first[c]) continue;
+    std::vector<Index> shape;
+    for (Index i = base[c]; i < base[c + 1]; ++i) {
+      const Index p = plan.base_parent[static_cast<std::size_t>(i)];
+      shape.push_back(p < 0 ? p : p - base[c]);
+    }
+    const auto n = static_cast<std::int64_t>(shape.size());
+    if (shapes.insert(std::move(shape)).second) {
+      if (shapes.size() > static_cast<std::size_t>(kHinesMaxBaseFunctions)) return -1;
+      instructions += n * (kBaseRowFixed + kBaseRowPerRhs * plan.problem.rhs);
+    }
+  }
+  return instructions;
+}
 
 }  // namespace
 
@@ -75,6 +101,9 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
     throw UsageError(fmt::format("plan_hines: block_threads {} is not a multiple of 32 in 32..1024", options.block_threads));
   if (options.threads_per_block < 32 || options.threads_per_block > 1024 || options.threads_per_block % 32)
     throw UsageError(fmt::format("plan_hines: threads_per_block {} is not a multiple of 32 in 32..1024", options.threads_per_block));
+  if (options.code != "auto" && options.code != "tables" && options.code != "unrolled")
+    throw UsageError(fmt::format("plan_hines: code mode '{}' is not auto, tables or unrolled", options.code));
+  if (options.code_budget < 0) throw UsageError("plan_hines: the code budget must not be negative");
   if (system.size() < 1) throw UsageError("plan_hines: the system has no rows");
   if (system.cell_offsets.size() < 2 || system.cell_offsets.front() != 0 || system.cell_offsets.back() != system.size())
     throw UsageError("plan_hines: cell_offsets do not cover the system");
@@ -156,7 +185,22 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);
   plan.estimated_instructions = instructions;
-  plan.tables = true;  // tables mode is the only executor emitted so far (see hines_plan.hpp)
+  if (options.code != "tables") {
+    const bool fits = hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8) <=
+                      kHinesBaseSharedLimit;
+    const std::int64_t unrolled = fits ? unrolled_base_instructions(plan) : -1;
+    if (options.code == "unrolled" && !fits)
+      throw UsageError(fmt::format("plan_hines: unrolled code needs the bases in shared memory, but the largest ({} rows) "
+                                   "exceeds {} bytes",
+                                   hines_block_base_max(plan), kHinesBaseSharedLimit));
+    if (options.code == "unrolled" && unrolled < 0)
+      throw UsageError(fmt::format("plan_hines: unrolled code allows at most {} distinct base structures",
+                                   kHinesMaxBaseFunctions));
+    if (unrolled > 0 && (options.code == "unrolled" || unrolled <= options.code_budget)) {
+      plan.code = HinesCode::unrolled;
+      plan.unrolled_instructions = unrolled;
+    }
+  }
   return plan;
 }
 

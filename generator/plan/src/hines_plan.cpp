@@ -35,6 +35,7 @@ void check_forest(const std::vector<Index>& parent, const std::string& what, std
 }  // namespace
 
 const char* to_string(HinesDecomposition d) { return d == HinesDecomposition::minimal ? "minimal" : "fine"; }
+const char* to_string(HinesCode c) { return c == HinesCode::unrolled ? "unrolled" : "tables"; }
 
 HinesLevel build_hines_level(const std::vector<Index>& parent, std::vector<Index> junctions, Index k) {
   const auto n = static_cast<Index>(parent.size());
@@ -227,7 +228,23 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
     parent = L.domain_parent;
   }
   if (plan.base_parent != parent) err("base_parent is not the last domain");
+  if (errors.empty() && plan.code == HinesCode::unrolled) {
+    const std::int64_t bytes = hines_base_shared_bytes(hines_block_base_max(plan), pr.rhs, pr.dtype == "f32" ? 4 : 8);
+    if (bytes > kHinesBaseSharedLimit)
+      err(fmt::format("unrolled code needs the bases in shared memory, but the largest takes {} bytes (limit {})", bytes,
+                      kHinesBaseSharedLimit));
+  }
   return errors;
+}
+
+std::int32_t hines_block_base_max(const HinesPlan& plan) {
+  const auto rows = hines_cell_offsets_by_level(plan);
+  const std::vector<Index>& first = rows[static_cast<std::size_t>(plan.grid_levels)];
+  const std::vector<Index>& base = rows.back();
+  Index m = 0;
+  for (std::size_t c = 0; c + 1 < base.size(); ++c)
+    if (first[c + 1] > first[c]) m = std::max(m, base[c + 1] - base[c]);
+  return m;
 }
 
 std::vector<std::vector<Index>> hines_cell_offsets_by_level(const HinesPlan& plan) {
@@ -270,7 +287,8 @@ json to_json(const HinesPlan& p) {
           {"grid_levels", p.grid_levels},
           {"block_threads", p.block_threads},
           {"estimated_instructions", p.estimated_instructions},
-          {"tables", p.tables},
+          {"code", to_string(p.code)},
+          {"unrolled_instructions", p.unrolled_instructions},
           {"parent", p.parent},
           {"cell_offsets", p.cell_offsets},
           {"levels", std::move(levels)},
@@ -291,7 +309,10 @@ HinesPlan hines_plan_from_json(const json& j) {
     p.grid_levels = j.at("grid_levels");
     p.block_threads = j.at("block_threads");
     p.estimated_instructions = j.at("estimated_instructions");
-    p.tables = j.at("tables");
+    const std::string code = j.at("code");
+    if (code != "tables" && code != "unrolled") throw UsageError(fmt::format("Hines plan: bad code mode '{}'", code));
+    p.code = code == "unrolled" ? HinesCode::unrolled : HinesCode::tables;
+    p.unrolled_instructions = j.at("unrolled_instructions");
     p.parent = j.at("parent").get<std::vector<Index>>();
     p.cell_offsets = j.at("cell_offsets").get<std::vector<Index>>();
     p.base_parent = j.at("base_parent").get<std::vector<Index>>();

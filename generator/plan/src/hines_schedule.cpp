@@ -155,6 +155,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
       const std::int64_t o = append(s.tables, part);
       if (o > std::numeric_limits<Index>::max()) throw UsageError("schedule_hines: the tables exceed 2^31 ints");
       it->second = static_cast<Index>(o);
+      s.type_offsets.push_back(it->second);
     }
     segments.push_back(it->second);
     for (Index l = G; l <= depth; ++l) segments.push_back(rows[static_cast<std::size_t>(l)][c]);

@@ -51,7 +51,7 @@ std::string HinesAccuracy::note(const std::string& dtype) const {
   const double floor = f32 ? kF32ToleranceFloor : kF64ToleranceFloor;
   const double tol = tolerance(dtype);
   if (tol <= floor) return {};
-  return fmt::format("{} bound raised to {:.2g}: {:g}x the error of a serial {} solve ({:.2g})", dtype, tol,
+  return fmt::format("{} bound raised to {:.3g}: {:g}x the error of a serial {} solve ({:.3g})", dtype, tol,
                      kToleranceFactor, f32 ? "fp32" : "fp64", f32 ? serial_f32_error : serial_f64_error);
 }
 

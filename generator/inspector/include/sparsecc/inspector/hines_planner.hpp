@@ -36,10 +36,16 @@ struct HinesOptions {
   std::int32_t grid_levels = -1;    // -1: the execution rule
   std::int32_t block_threads = 0;   // 0: the execution rule
   std::int32_t threads_per_block = 128;  // blocks of the grid kernels (128: 10 % faster than 256 on a 10^5-row cell)
+  // Code mode (see HinesCode): "auto" unrolls the bases when they fit in shared memory, there are at most
+  // kHinesMaxBaseFunctions distinct base structures and their code stays within code_budget estimated
+  // instructions; "unrolled" insists (UsageError where the bases do not fit in shared memory).
+  std::string code = "auto";
+  std::int64_t code_budget = 16384;
   std::string kernel_name = "sparsecc_hines";
 };
 
 inline constexpr std::int32_t kHinesMaxDepth = 32;
+inline constexpr std::int32_t kHinesMaxBaseFunctions = 64;
 
 // The default per-cell base threshold for R right-hand sides on the GPU: max(8, 64 / R).
 std::int32_t hines_base_threshold(std::int32_t rhs);

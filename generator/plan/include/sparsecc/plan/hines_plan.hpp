@@ -35,6 +35,19 @@ namespace sparsecc {
 
 enum class HinesDecomposition { minimal, fine };  // branch points only, or also every K-th row of a branch
 
+// Where the block kernel finds the structure of a cell's base (the serial part one thread runs
+// alone): read from the int32 tables, or unrolled into straight-line code with the parent offsets as
+// immediates, one function per distinct base structure (the levels' chain and gather lists stay
+// tables in both modes: they differ from lane to lane, and immediates there would split warps).
+enum class HinesCode { tables, unrolled };
+
+// The block kernel stages a segment's base in shared memory (one thread eliminates it there) when
+// hines_base_shared_bytes(rows, R, real bytes) <= kHinesBaseSharedLimit; unrolled code needs it.
+inline constexpr std::int64_t kHinesBaseSharedLimit = 24576;
+constexpr std::int64_t hines_base_shared_bytes(std::int64_t rows, std::int64_t rhs, std::int64_t real_bytes) {
+  return rows * ((4 + 2 * rhs) * real_bytes + 4);  // d u l piv, b and x per column, the parent
+}
+
 struct HinesProblem {
   std::int32_t n = 0;          // compartments of the whole forest
   std::int32_t cells = 0;      // trees in the forest
@@ -74,10 +87,9 @@ struct HinesPlan {
   std::int32_t threads_per_block = 256;    // grid kernels: one thread per chain / junction / row
   std::int32_t grid_levels = 0;            // G: levels run by grid kernels, 0 .. depth()
   std::int32_t block_threads = 256;        // threads of the per-cell block kernel
-  std::int64_t estimated_instructions = 0;  // of an unrolled executor, for the code-size budget
-  // Chain and gather lists as tables read by the kernels. Tables mode is the only executor the
-  // emitter generates so far, so the planner always sets it.
-  bool tables = true;
+  std::int64_t estimated_instructions = 0;  // of an executor unrolling every level and the base
+  HinesCode code = HinesCode::tables;
+  std::int64_t unrolled_instructions = 0;  // of the base code in unrolled mode (0 in tables mode)
 
   std::int32_t depth() const { return static_cast<std::int32_t>(levels.size()); }
   std::int32_t base_size() const { return static_cast<std::int32_t>(base_parent.size()); }
@@ -87,6 +99,9 @@ struct HinesPlan {
 // (l = 0 .. depth(), the last being the base), result[l][cells] the level's size. Cells keep their
 // order and stay contiguous because junctions are ascending and never shared between trees.
 std::vector<std::vector<std::int32_t>> hines_cell_offsets_by_level(const HinesPlan& plan);
+
+// Base rows of the largest cell the block kernel runs (one with rows below the grid levels).
+std::int32_t hines_block_base_max(const HinesPlan& plan);
 
 // The level that cuts the Hines forest `parent` (post-order) at `junctions` (ascending rows, every
 // row with two or more children among them): chains, their junctions, the domain parents and the
@@ -107,5 +122,6 @@ nlohmann::json to_json(const HinesPlan& plan);
 HinesPlan hines_plan_from_json(const nlohmann::json& j);
 
 const char* to_string(HinesDecomposition d);
+const char* to_string(HinesCode c);
 
 }  // namespace sparsecc

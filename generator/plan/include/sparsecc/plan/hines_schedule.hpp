@@ -49,6 +49,7 @@ struct HinesSchedule {
   std::int32_t segment_stride = 2;  // ints per segment: type offset, rows at G .. depth
   std::int32_t segments = 0;        // blocks of the block kernel
   std::int32_t segment_types = 0;
+  std::vector<std::int32_t> type_offsets;  // of every segment type in `tables`, by first appearance
   std::int32_t chain_max = 0;  // rows of the longest chain of any level
   std::int32_t base_max = 0;   // base rows of the largest segment
   std::int64_t segments_offset = 0;  // in ints
