@@ -36,6 +36,7 @@ namespace {
 
 struct HinesBenchArgs {
   std::vector<std::string> files;
+  std::string code = "auto";
   int cells = 1;
   int resolution = 1;
   std::vector<int> rhs{1};
@@ -193,7 +194,9 @@ int run(const HinesBenchArgs& a) {
                  "serial solve){}\n",
                  dtype, r, acc.tolerance(dtype), acc.serial_f64_error, acc.serial_f32_error,
                  acc.note(dtype).empty() ? "" : "; " + acc.note(dtype));
-      const HinesPlan plan = plan_hines(s, r, dtype, {});
+      HinesOptions chosen;
+      chosen.code = a.code;
+      const HinesPlan plan = plan_hines(s, r, dtype, chosen);
       const Measured m = measure_plan(ctx, s, plan, b, acc, a.timing);
       fmt::print("{} R {}: sparsecc {}\n", dtype, r, m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
       if (!m.ok) {
@@ -234,6 +237,7 @@ int hines_bench_main(int argc, char** argv) {
   app.add_option("--resolution", a.resolution, "compartments per SWC segment")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--rhs", a.rhs, "right-hand sides per step (list)")->check(CLI::Range(1, 1024))->delimiter(',');
   app.add_option("--dtype", a.dtypes, "precisions (list)")->check(CLI::IsMember({"f64", "f32"}))->delimiter(',');
+  app.add_option("--code", a.code, "code mode of the timed plan")->check(CLI::IsMember({"auto", "tables", "unrolled"}))->capture_default_str();
   app.add_flag("--sweep", a.sweep, "also time plan variants (K, base threshold, grid levels, block threads)");
   app.add_flag("!--no-baselines", a.baselines, "time sparsecc only");
   app.add_option("--seed", a.seed, "right-hand sides' seed")->capture_default_str();
