@@ -97,6 +97,10 @@ expect 2 "loop.swc:[0-9]+: "       -- hines "$tmp/loop.swc"
 expect 2 "missing.swc: cannot open" -- hines "$tmp/missing.swc"
 expect 2 "--k"                     -- hines "$tmp/cell.swc" --k 1
 expect 2 "K of large levels = 1"   -- hines "$tmp/cell.swc" --k-large 1
+expect 0 '"code":"unrolled"'        -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --plan-json
+expect 0 '"code":"tables"'          -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --code-budget 0 --plan-json
+expect 2 "--code"                  -- hines "$tmp/cell.swc" --code baked
+expect 2 "unrolled code needs the bases in shared memory" -- hines "$tmp/cell.swc" --resolution 500 --depth 0 --code unrolled
 expect 0 "soma trace within .* of the reference ok" -- demo
 expect 0 '"soma_trace_max_abs_diff_mv"' -- demo --json
 
