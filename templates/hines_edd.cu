@@ -1,6 +1,7 @@
-// Hines exact domain decomposition executor, tables mode: the plan's chains, junctions and gathers
-// are read from the executor's int32 table section, the level schedule and the workspace layout are
-// compile-time constants of the emitted module. The arithmetic follows interpret_hines
+// Hines exact domain decomposition executor: the plan's chains, junctions and gathers are read from
+// the executor's int32 table section, the level schedule and the workspace layout are compile-time
+// constants of the emitted module, and each cell's base is read from the tables too (code mode
+// tables) or compiled in as straight-line code (code mode unrolled, the BASE insertion point). The arithmetic follows interpret_hines
 // (plan/hines_interpreter.cpp) operation by operation, so results agree with it to rounding.
 //
 // Insertion points (emit/hines_cuda.cpp fills them; the defaults keep the skeleton compilable):
