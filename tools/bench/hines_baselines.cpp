@@ -140,26 +140,6 @@ struct GpuCase {
 };
 
 
-// Steady-state timing without a graph: events around launches_per_graph direct enqueues.
-TimingStats time_with_events(const std::function<void(cudaStream_t)>& enqueue, const TimingOptions& o) {
-  Stream stream;
-  for (int i = 0; i < o.warmup; ++i) enqueue(stream.s);
-  SPARSECC_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-  const int launches = std::max(1, o.launches_per_graph);
-  Event start, stop;
-  std::vector<double> samples;
-  for (int r = 0; r < std::max(1, o.repetitions); ++r) {
-    SPARSECC_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
-    for (int i = 0; i < launches; ++i) enqueue(stream.s);
-    SPARSECC_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));
-    SPARSECC_CUDA_CHECK(cudaEventSynchronize(stop.e));
-    float ms = 0;
-    SPARSECC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
-    samples.push_back(static_cast<double>(ms) * 1000.0 / launches);
-  }
-  return summarize(std::move(samples), launches);
-}
-
 std::string check_failure(double error, double tolerance, const char* which) {
   return fmt::format("check failed{}: max rel error {:.3g} above {:.2g}", which, error, tolerance);
 }
@@ -190,7 +170,7 @@ HinesBaselineResult measure(const std::string& name, double tolerance, const std
       r.timing = time_steady(c.enqueue, timing);
     } catch (const CudaError& e) {
       cudaGetLastError();
-      r.timing = time_with_events(c.enqueue, timing);
+      r.timing = time_direct(c.enqueue, timing);
       r.note += fmt::format("; CUDA graph capture failed ({}), timed with events around {} direct launches",
                             e.what(), r.timing.launches_per_sample);
     }
@@ -203,6 +183,16 @@ HinesBaselineResult measure(const std::string& name, double tolerance, const std
   return r;
 }
 
+// The system's values and right-hand sides in a baseline's layout, on the device.
+template <class T>
+void upload_system(const NodeMap& map, const HinesSystem& s, const std::vector<double>& b, int r, DeviceBuffer& diag,
+                   DeviceBuffer& lower, DeviceBuffer& upper, DeviceBuffer& rhs) {
+  diag = upload(scatter_nodes<T>(map, s.diag));
+  lower = upload(scatter_nodes<T>(map, s.lower));
+  upper = upload(scatter_nodes<T>(map, s.upper));
+  rhs = upload(scatter_rhs<T>(map, b, r));
+}
+
 template <class T>
 GpuCase interleaved_case(const Kernels& k, const HinesSystem& s, const std::vector<double>& b, int r) {
   struct State {
@@ -213,10 +203,7 @@ GpuCase interleaved_case(const Kernels& k, const HinesSystem& s, const std::vect
   st->layout = build_interleaved(s, r);
   const InterleavedLayout& L = st->layout;
   st->groups = upload(L.groups), st->warps = upload(L.warps), st->codes = upload(L.codes);
-  st->diag = upload(scatter_nodes<T>(L.map, s.diag));
-  st->lower = upload(scatter_nodes<T>(L.map, s.lower));
-  st->upper = upload(scatter_nodes<T>(L.map, s.upper));
-  st->b = upload(scatter_rhs<T>(L.map, b, r));
+  upload_system<T>(L.map, s, b, r, st->diag, st->lower, st->upper, st->b);
   st->inv = DeviceBuffer(static_cast<std::size_t>(L.map.slots) * sizeof(T));
   st->x = DeviceBuffer(static_cast<std::size_t>(L.map.rhs_slots) * sizeof(T));
   GpuCase c;
@@ -255,10 +242,7 @@ GpuCase dhs_case(const Kernels& k, const HinesSystem& s, const std::vector<doubl
   st->layout = build_dhs(s, threads, r);
   const DhsLayout& L = st->layout;
   st->cells = upload(L.cells), st->table = upload(L.table), st->children = upload(L.children);
-  st->diag = upload(scatter_nodes<T>(L.map, s.diag));
-  st->lower = upload(scatter_nodes<T>(L.map, s.lower));
-  st->upper = upload(scatter_nodes<T>(L.map, s.upper));
-  st->b = upload(scatter_rhs<T>(L.map, b, r));
+  upload_system<T>(L.map, s, b, r, st->diag, st->lower, st->upper, st->b);
   const auto slots = static_cast<std::size_t>(L.map.slots);
   st->inv = DeviceBuffer(slots * sizeof(T));
   st->fac = DeviceBuffer(slots * sizeof(T));

@@ -116,6 +116,28 @@ void check_positive(int value, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// `repetitions` samples of `body` (which enqueues `launches` calls on `stream`) between two events, in
+// µs per call.
+TimingStats sample_events(cudaStream_t stream, int repetitions, int launches, const std::function<void()>& body) {
+  Event start, stop;
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(repetitions));
+  for (int r = 0; r < repetitions; ++r) {
+    SPARSECC_CUDA_CHECK(cudaEventRecord(start.e, stream));
+    body();
+    SPARSECC_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+    SPARSECC_CUDA_CHECK(cudaEventSynchronize(stop.e));
+    float ms = 0;
+    SPARSECC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+    samples.push_back(static_cast<double>(ms) * 1000.0 / launches);
+  }
+  return summarize(std::move(samples), launches);
+}
+
+}  // namespace
+
 TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options) {
   check_positive(options.launches_per_graph, "launches_per_graph");
   check_positive(options.repetitions, "repetitions");
@@ -153,19 +175,19 @@ TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, co
   SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s));  // one untimed replay
   SPARSECC_CUDA_CHECK(cudaStreamSynchronize(stream.s));
 
-  Event start, stop;
-  std::vector<double> samples;
-  samples.reserve(static_cast<std::size_t>(repetitions));
-  for (int r = 0; r < repetitions; ++r) {
-    SPARSECC_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
-    SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s));
-    SPARSECC_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));
-    SPARSECC_CUDA_CHECK(cudaEventSynchronize(stop.e));
-    float ms = 0;
-    SPARSECC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
-    samples.push_back(static_cast<double>(ms) * 1000.0 / launches);
-  }
-  return summarize(std::move(samples), launches);
+  return sample_events(stream.s, repetitions, launches, [&] { SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s)); });
+}
+
+TimingStats time_direct(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options) {
+  check_positive(options.launches_per_graph, "launches_per_graph");
+  check_positive(options.repetitions, "repetitions");
+  Stream stream;
+  for (int i = 0; i < options.warmup; ++i) enqueue_one(stream.s);
+  SPARSECC_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+  const int launches = options.launches_per_graph;
+  return sample_events(stream.s, options.repetitions, launches, [&] {
+    for (int i = 0; i < launches; ++i) enqueue_one(stream.s);
+  });
 }
 
 double time_steady_us(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options) {

@@ -99,6 +99,10 @@ int rotation_sets(std::size_t bytes_per_set, std::size_t l2_bytes, bool cold_l2)
 // statistics. `enqueue_one` must only enqueue work on the stream it is given (graph-capturable).
 TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
 
+// The same protocol without a graph, for work that cannot be captured: warm-up, then `repetitions`
+// samples of launches_per_graph direct enqueues between events.
+TimingStats time_direct(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
+
 // The median of time_steady, in µs per launch.
 double time_steady_us(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
 
