@@ -18,14 +18,14 @@ namespace {
 
 using json = nlohmann::json;
 constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
-constexpr std::size_t kKinds = 9;  // section kinds 1..8, index 0 unused
+constexpr std::size_t kKinds = 10;  // section kinds 1..9, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
   static const char* const names[kKinds] = {"?",    "metadata",  "cubin",  "ptx",        "values",
-                                            "bias", "reference", "tables", "permutation"};
+                                            "bias", "reference", "tables", "permutation", "fragments"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -159,14 +159,21 @@ void validate(const BundleMetadata& md, const std::string& name) {
   check_range(name, "nnz", md.nnz, 0, md.m * md.k);
   check_one_of(name, "n_mode", md.n_mode, {"fixed", "runtime"});
   check_range(name, "n_tile", md.n_tile, 1, kIntMax);
-  check_one_of(name, "dtype", md.dtype, {"f32"});
+  check_one_of(name, "dtype", md.dtype, {"f32", "f16", "bf16"});
+  const bool half = md.dtype != "f32";
+  if (md.accumulate != "f32" && (!half || md.accumulate != md.dtype))
+    fail_key(name, "accumulate", "\"" + md.accumulate + "\" is neither \"f32\" nor the dtype");
+  check_range(name, "tile_nnz", md.tile_nnz, 0, half ? md.nnz : 0);
+  check_range(name, "fragment_words", md.fragment_words, 0, half ? kIntMax : 0);
   check_one_of(name, "layout", md.layout, {"row_major"});
   check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed"});
   check_range(name, "block_rows", md.block_rows, 1, kMaxBlockRows);
   check_range(name, "block_x", md.block_x, 1, 1024);
   check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
-  if (md.params != kSpmmParams)
+  if (!half && md.params != kSpmmParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
+  if (half && md.params != kSpmmHalfParams)
+    fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
 }
 
 // A Hines bundle's tables and permutation against its metadata.
@@ -208,6 +215,8 @@ void check_payload(const Bundle& b, const std::string& name,
   const bool hines = md.op == "hines";
   if (!hines && !b.tables.empty())
     fail_section(name, SectionKind::tables, at(SectionKind::tables), "present in a bundle whose op is not \"hines\"");
+  if (hines && !b.fragments.empty())
+    fail_section(name, SectionKind::fragments, at(SectionKind::fragments), "present in a Hines bundle");
   if (!hines && !b.permutation.empty())
     fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
                  "present in a bundle whose op is not \"hines\"");
@@ -216,11 +225,16 @@ void check_payload(const Bundle& b, const std::string& name,
     return check_hines_payload(b, name, offsets);
   }
   const bool streamed = md.values_mode == "streamed";
-  if (streamed && !b.values.empty() && b.values.size() != std::size_t(md.nnz))
-    fail_section(
-        name, SectionKind::values, at(SectionKind::values),
-        "holds " + std::to_string(b.values.size()) + " floats but metadata nnz is " + std::to_string(md.nnz));
-  if (streamed && b.values.empty() && md.nnz > 0)
+  const std::int64_t unrolled = md.nnz - md.tile_nnz;  // the nonzeros the values section holds
+  if (streamed && !b.values.empty() && b.values.size() != std::size_t(unrolled))
+    fail_section(name, SectionKind::values, at(SectionKind::values),
+                 "holds " + std::to_string(b.values.size()) + " floats but metadata nnz - tile_nnz is " +
+                     std::to_string(unrolled));
+  if (b.fragments.size() != std::size_t(md.fragment_words))
+    fail_section(name, SectionKind::fragments, at(SectionKind::fragments),
+                 "holds " + std::to_string(b.fragments.size()) + " words but metadata fragment_words is " +
+                     std::to_string(md.fragment_words));
+  if (streamed && b.values.empty() && unrolled > 0)
     throw BundleError(name + ": values_mode is \"streamed\" but there is no values section");
   if (!streamed && !b.values.empty())
     fail_section(name, SectionKind::values, at(SectionKind::values), "present but values_mode is \"baked\"");
@@ -325,6 +339,8 @@ json BundleMetadata::to_json() const {
                 {"block_x", block_x},
                 {"shared_bytes", shared_bytes},
                 {"params", params}});
+  if (dtype != "f32")  // fp32 bundles keep the keys of earlier generators
+    j.update(json{{"accumulate", accumulate}, {"tile_nnz", tile_nnz}, {"fragment_words", fragment_words}});
   return j;
 }
 
@@ -398,6 +414,11 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
       !std::all_of(params.begin(), params.end(), [](const json& p) { return p.is_string(); }))
     fail_key(name, "params", "must be an array of strings");
   md.params = params.get<std::vector<std::string>>();
+  if (md.dtype != "f32") {
+    md.accumulate = get_string(j, "accumulate", name);
+    md.tile_nnz = get_int(j, "tile_nnz", name);
+    md.fragment_words = get_int(j, "fragment_words", name);
+  }
   validate(md, name);
   return md;
 }
@@ -430,6 +451,7 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
   if (!b.reference.empty()) sections.emplace_back(SectionKind::reference, bytes_of(b.reference));
   if (!b.tables.empty()) sections.emplace_back(SectionKind::tables, bytes_of(b.tables));
   if (!b.permutation.empty()) sections.emplace_back(SectionKind::permutation, bytes_of(b.permutation));
+  if (!b.fragments.empty()) sections.emplace_back(SectionKind::fragments, bytes_of(b.fragments));
 
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
@@ -541,6 +563,11 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   b.tables = ints_of(body(SectionKind::tables), name, SectionKind::tables, offset_of(SectionKind::tables));
   b.permutation =
       ints_of(body(SectionKind::permutation), name, SectionKind::permutation, offset_of(SectionKind::permutation));
+  {
+    const std::vector<std::int32_t> words =
+        ints_of(body(SectionKind::fragments), name, SectionKind::fragments, offset_of(SectionKind::fragments));
+    b.fragments.assign(words.begin(), words.end());
+  }
   const auto present = [&](SectionKind k) { return offsets[std::size_t(k)] != kNoOffset; };
   if (b.metadata.op == "hines") {
     if (present(SectionKind::values) || present(SectionKind::bias))

@@ -19,9 +19,10 @@ std::string base_arch(const std::string& arch) {
   return !arch.empty() && (arch.back() == 'a' || arch.back() == 'f') ? arch.substr(0, arch.size() - 1) : arch;
 }
 
-DeviceBuffer upload(const std::vector<float>& v) {
-  DeviceBuffer buf(v.size() * sizeof(float));
-  buf.upload(v.data(), v.size() * sizeof(float));
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& v) {
+  DeviceBuffer buf(v.size() * sizeof(T));
+  buf.upload(v.data(), v.size() * sizeof(T));
   return buf;
 }
 
@@ -73,6 +74,7 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   ex.fn_ = ex.module_->function(md.kernel);
   ex.bias_ = upload(bundle.bias);
   ex.values_ = upload(bundle.values);
+  ex.fragments_ = upload(bundle.fragments);
   ex.metadata_ = std::move(bundle.metadata);
   return ex;
 }
@@ -93,9 +95,9 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) con
   // cache), block rows along grid y.
   const std::int64_t tiles = (std::int64_t{n} + md.n_tile - 1) / md.n_tile;
   ctx_->make_current();
-  CUdeviceptr b = B, c = C, bias = bias_.get(), values = values_.get();
+  CUdeviceptr b = B, c = C, bias = bias_.get(), values = values_.get(), fragments = fragments_.get();
   int nn = n;
-  void* args[] = {&b, &c, &bias, &values, &nn};
+  void* args[] = {&b, &c, &bias, &values, &nn, &fragments};  // fp32 kernels take the first five
   launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
          unsigned(md.block_rows));
 }

@@ -46,6 +46,17 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
                   "ptxas optimization level 0..3 (-1: automatic, which is 3)")
       ->check(CLI::Range(-1, 3));
   cmd->add_flag("--balanced", a.balanced, "Balance block rows by nonzeros instead of equal row panels");
+  cmd->add_option("--dtype", a.dtype, "Element type of B and C (f16 / bf16: weights rounded to it)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--accumulate", a.accumulate,
+                  "Accumulation of the unrolled path for f16 / bf16: f32, or the dtype (paired FMAs)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--blocklets", a.blocklets,
+                  "Dense tiles on tensor cores (f16 / bf16): off, auto (the inspector's cost estimate) or "
+                  "BHxBW[:FILL] with BHxBW one of 16x8, 16x16, 8x8")
+      ->capture_default_str();
 }
 
 SpmmOptions spmm_options(const SpmmArgs& a) {
@@ -58,6 +69,8 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.row_split = a.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (a.values == "baked") o.value_mode = SpmmValueMode::baked;
   if (a.values == "streamed") o.value_mode = SpmmValueMode::streamed;
+  o.accumulate = a.accumulate;
+  set_blocklets(o, a.dtype == "f32" && a.blocklets == "auto" ? "off" : a.blocklets);
   return o;
 }
 
@@ -66,7 +79,8 @@ namespace {
 struct CompileArgs {
   SpmmArgs spmm;
   std::string arch = "sm_90";
-  std::string emit = "ptx";
+  std::string emit = "ptx";  // fp32; f16 / bf16 plans take cuda unless --emit says otherwise
+  bool emit_given = false;
   std::vector<std::string> ptxas;
   std::string output;
   bool plan_json = false;
@@ -91,13 +105,15 @@ int run_compile(const CompileArgs& args) {
   problem.n_mode = args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
   problem.bias = !bias.empty();
   problem.relu = args.spmm.relu;
+  problem.dtype = args.spmm.dtype;
   const SpmmPlan plan = plan_spmm(a, problem, spmm_options(args.spmm));
+  const std::string emit = plan.half() && !args.emit_given ? "cuda" : args.emit;
   if (const auto problems = check_plan(plan, a); !problems.empty())
     throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
   if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
 
   const auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel kernel = emit_spmm(plan, a, parse_kernel_language(args.emit), args.arch);
+  const EmittedKernel kernel = emit_spmm(plan, a, parse_kernel_language(emit), args.arch);
   const double emit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CudaCompileOptions options;
   options.arch = args.arch;
@@ -111,6 +127,7 @@ int run_compile(const CompileArgs& args) {
   bundle.cubin = compiled.cubin;
   bundle.ptx = compiled.ptx;
   bundle.values = kernel.packed_values;
+  bundle.fragments = kernel.fragment_words;
   bundle.bias.assign(bias.begin(), bias.end());
   bundle.reference = csr_reference_bytes(a);
   write_bundle(args.output, bundle);
@@ -123,11 +140,22 @@ int run_compile(const CompileArgs& args) {
       "B -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.block_rows(), plan.rows_per_block, plan.n_tile, plan.groups,
-      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", args.emit, emit_seconds,
-      args.emit == "ptx" ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
+      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", emit, emit_seconds,
+      emit == "ptx" ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
       usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
       args.output);
+  if (plan.half())
+    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.accumulate,
+               plan.blocklets.shape.empty()
+                   ? std::string("off")
+                   : fmt::format("{} fill >= {:.3g} ({}): {} tiles in {} fragments of k {}, {} of {} nonzeros "
+                                 "({:.1f} %), {} explicit zeros",
+                                 plan.blocklets.shape, plan.blocklets.fill_threshold, plan.blocklets.chosen_by,
+                                 plan.blocklets.tiles, plan.fragment_count(), plan.fragment_k,
+                                 plan.blocklets.nnz_covered, a.nnz(),
+                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
+                                 plan.blocklets.explicit_zeros));
   const std::int64_t call_frame = kernel.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes;
   if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > call_frame)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
@@ -145,14 +173,18 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
       ->capture_default_str();
   cmd->add_option("--emit", args->emit,
-                  "Emitter: direct PTX assembled with nvJitLink (fast), or CUDA C++ compiled with NVRTC")
+                  "Emitter: direct PTX assembled with nvJitLink (fast; fp32 only), or CUDA C++ compiled with "
+                  "NVRTC (the default for f16 / bf16)")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--Xptxas", args->ptxas,
                   "Pass an option to ptxas (e.g. -O1 for faster assembly of very large kernels); repeatable");
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
-  cmd->callback([&run, args] { run = [args] { return run_compile(*args); }; });
+  cmd->callback([&run, args, cmd] {
+    args->emit_given = cmd->count("--emit") > 0;
+    run = [args] { return run_compile(*args); };
+  });
 }
 
 }  // namespace sparsecc::cli

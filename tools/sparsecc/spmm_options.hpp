@@ -22,12 +22,16 @@ struct SpmmArgs {
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
+  std::string dtype = "f32";       // f32 | f16 | bf16
+  std::string accumulate = "f32";  // f32 | the dtype
+  std::string blocklets = "auto";  // off | auto | BHxBW[:FILL]; auto is off for f32
 };
 
 // Registers the options on `cmd`.
 void add_spmm_options(CLI::App* cmd, SpmmArgs& args);
 
-// The inspector's options from the command line (value mode, tiling overrides).
+// The inspector's options from the command line (value mode, tiling overrides, accumulation,
+// blocklets). Throws UsageError for a bad --blocklets text.
 SpmmOptions spmm_options(const SpmmArgs& args);
 
 }  // namespace sparsecc::cli

@@ -3,6 +3,7 @@
 // executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -29,6 +30,10 @@ struct VerifyArgs {
   bool cpu = false;
 };
 
+// The blocklet configuration a half-precision bundle was planned with ("off" or "16x8:0.5"): forcing
+// it reproduces the tiles of an automatic choice too.
+std::string s_blocklets(const nlohmann::json& summary) { return summary.value("blocklets", std::string("off")); }
+
 // The plan the bundle was compiled from, rebuilt by the (deterministic) inspector.
 SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
   SpmmProblem problem;
@@ -38,7 +43,12 @@ SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
   problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
   problem.bias = md.bias;
   problem.relu = md.relu;
+  problem.dtype = md.dtype;
   SpmmOptions o;
+  if (md.dtype != "f32") {
+    o.accumulate = md.accumulate;
+    set_blocklets(o, s_blocklets(md.plan_summary));
+  }
   const auto& s = md.plan_summary;
   o.rows_per_block = s.value("rows_per_block", 0);
   o.n_tile = s.value("n_tile", 0);
@@ -58,7 +68,6 @@ int run_verify(const VerifyArgs& args) {
   const rt::BundleMetadata& md = bundle.metadata;
   if (md.op == "hines")
     return verify_hines(bundle, args.bundle, args.seed ? args.seed : std::random_device{}(), args.tolerance, args.cpu);
-  const double tolerance = args.tolerance > 0 ? args.tolerance : 1e-5;
   if (md.op != "spmm") throw InputError(SourceLocation::in_file(args.bundle), "not an SpMM bundle: " + md.op);
   if (bundle.reference.empty())
     throw InputError(SourceLocation::in_file(args.bundle), "the bundle carries no verification section");
@@ -66,6 +75,9 @@ int run_verify(const VerifyArgs& args) {
   if (matrix_fingerprint(a) != md.fingerprint)
     throw InputError(SourceLocation::in_file(args.bundle),
                      "the verification matrix does not match the fingerprint");
+  std::int64_t max_row_nnz = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) max_row_nnz = std::max(max_row_nnz, a.row_nnz(r));
+  const double tolerance = args.tolerance > 0 ? args.tolerance : spmm_tolerance(md.dtype, md.accumulate, max_row_nnz);
 
   const std::int64_t n = args.n > 0 ? args.n : md.n;
   if (md.n_mode == "fixed" && n != md.n)
@@ -75,9 +87,10 @@ int run_verify(const VerifyArgs& args) {
   DenseMatrix b(md.k, n);
   SplitMix64 rng(seed);
   for (double& v : b.data) v = rng.uniform_pm1();
+  round_values(b, md.dtype);  // the executor's own inputs (f32: exact already)
   const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
   const std::vector<double>* bias_ptr = md.bias ? &bias : nullptr;
-  const DenseMatrix ref = spmm(a, b, bias_ptr, md.relu);
+  const DenseMatrix ref = spmm(round_values(a, md.dtype), b, bias_ptr, md.relu);
 
   std::vector<double> got;
   std::string how;
@@ -86,7 +99,7 @@ int run_verify(const VerifyArgs& args) {
     got = run_spmm_on_gpu(bundle, args.bundle, b, n, how);
   } else {
     const SpmmPlan plan = replan(md, a);
-    got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr).data;
+    got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr, spmm_fragment_words(plan, a)).data;
     how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }
 
@@ -94,9 +107,12 @@ int run_verify(const VerifyArgs& args) {
   const double rel = check.rel_error;
   const std::int64_t bad = check.unwritten;
   const bool ok = bad == 0 && rel <= tolerance;
+  const std::string precision =
+      md.dtype == "f32" ? "" : fmt::format(" {} ({} accumulation{})", md.dtype, md.accumulate,
+                                           md.tile_nnz ? fmt::format(", {} nonzeros on tensor cores", md.tile_nnz) : "");
   fmt::print(
-      "{}: {}x{} x N={} ({} nonzeros), {}, seed {}: max relative error {:.3e} (tolerance {:.0e}){} {}\n",
-      args.bundle, md.m, md.k, n, md.nnz, how, seed, rel, tolerance,
+      "{}: {}x{} x N={} ({} nonzeros){}, {}, seed {}: max relative error {:.3e} (tolerance {:.1e}){} {}\n",
+      args.bundle, md.m, md.k, n, md.nnz, precision, how, seed, rel, tolerance,
       bad ? fmt::format(", {} outputs not written", bad) : "", ok ? "ok" : "FAILED");
   return ok ? kExitOk : kExitCheckFailed;
 }
@@ -111,7 +127,7 @@ void add_verify(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", args->seed, "Seed for B (default: fresh)");
   cmd->add_option("--tolerance", args->tolerance,
-                  "Largest accepted max relative error (default: 1e-5 SpMM; Hines: 1e-12 f64, 1e-4 f32, raised to 16x the serial solver's own error on ill-conditioned systems)");
+                  "Largest accepted max relative error (default: SpMM 1e-5 f32, 2u f16/bf16 with f32 accumulation, u(2 + 2 sqrt(row nonzeros)) otherwise; Hines: 1e-12 f64, 1e-4 f32, raised to 16x the serial solver's own error on ill-conditioned systems)");
   cmd->add_flag("--cpu", args->cpu, "Use the plan interpreter even when a GPU is present");
   cmd->callback([&run, args] { run = [args] { return run_verify(*args); }; });
 }

@@ -67,8 +67,16 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.n = plan.problem.n;
   md.nnz = a.nnz();
   md.n_mode = plan.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
-  md.n_tile = plan.n_tile;
   md.dtype = plan.problem.dtype;
+  if (plan.half()) {
+    md.accumulate = plan.accumulate;
+    md.params = rt::kSpmmHalfParams;
+    for (const auto& b : plan.blocks)
+      for (const auto& f : b.fragments)
+        for (const std::int64_t e : f.entries) md.tile_nnz += e >= 0;
+    md.fragment_words = plan.fragment_count() * 8 * plan.fragment_k;
+  }
+  md.n_tile = plan.block_columns();
   md.bias = plan.problem.bias;
   md.relu = plan.problem.relu;
   md.values_mode = plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed";
@@ -89,6 +97,14 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"loads", spmm_plan_loads(plan)},
                      {"estimated_registers", plan.estimated_registers},
                      {"estimated_instructions", plan.estimated_instructions}};
+  if (plan.half()) {
+    md.plan_summary["n_tile"] = plan.n_tile;  // threads per group; metadata n_tile counts columns
+    md.plan_summary["blocklets"] = plan.blocklets.shape.empty() ? std::string("off")
+                                   : fmt::format("{}:{}", plan.blocklets.shape, plan.blocklets.fill_threshold);
+    md.plan_summary["fragments"] = plan.fragment_count();
+    md.plan_summary["tiles"] = plan.blocklets.tiles;
+    md.plan_summary["tile_explicit_zeros"] = plan.blocklets.explicit_zeros;
+  }
   return md;
 }
 

@@ -83,6 +83,7 @@ std::string cuda_float_literal(float v) {
 }
 
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (plan.half()) return emit_spmm_half_cuda(plan, a);
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
   if (!is_c_identifier(plan.kernel_name))

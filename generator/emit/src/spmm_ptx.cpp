@@ -332,6 +332,9 @@ std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit
 EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_ptx: invalid plan: {}", errors.front()));
+  if (plan.half())
+    throw UsageError(fmt::format("the PTX emitter writes fp32 kernels; {} plans take the CUDA C++ emitter (--emit cuda)",
+                                 plan.problem.dtype));
   if (!is_c_identifier(plan.kernel_name))
     throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.kernel_name));
   if (!isa_versions().count(arch))

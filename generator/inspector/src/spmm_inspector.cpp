@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 
 #include "sparsecc/common/error.hpp"
 
@@ -37,9 +40,10 @@ std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, s
   return borders;
 }
 
-// The steps of block row [begin, end) split over `groups` groups with balanced nonzeros.
+// The steps of block row [begin, end) split over `groups` groups with balanced nonzeros; nonzeros
+// marked in `covered` (taken by fragments) are left out.
 std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std::int64_t end,
-                                    std::int32_t groups) {
+                                    std::int32_t groups, const std::vector<char>& covered) {
   struct Nz {
     std::int32_t k, row;
     std::int64_t index;
@@ -47,7 +51,8 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
   std::vector<Nz> nz;
   for (std::int64_t r = begin; r < end; ++r)
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
-      nz.push_back({a.col_idx[i], static_cast<std::int32_t>(r - begin), i});
+      if (covered.empty() || !covered[static_cast<std::size_t>(i)])
+        nz.push_back({a.col_idx[i], static_cast<std::int32_t>(r - begin), i});
   std::sort(nz.begin(), nz.end(),
             [](const Nz& x, const Nz& y) { return x.k != y.k ? x.k < y.k : x.row < y.row; });
   std::vector<SpmmGroup> out(static_cast<std::size_t>(groups));
@@ -97,7 +102,100 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
   return static_cast<std::int32_t>(g);
 }
 
+bool tensor_core_shape(BlockShape s) {
+  return s == BlockShape{16, 8} || s == BlockShape{16, 16} || s == BlockShape{8, 8};
+}
+
+// The blocklet configuration of `o` for `a` (max_blocks 0: none), with how it was chosen.
+BlockletConfig choose_blocklets(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& o) {
+  BlockletConfig cfg;
+  cfg.precision = problem.dtype;
+  cfg.max_blocks = 0;
+  if (o.blocklets == SpmmBlockletMode::forced) {
+    cfg.shape = o.blocklet_shape;
+    cfg.fill_threshold = o.blocklet_fill;
+    cfg.max_blocks = kUnlimitedBlocks;
+    validate_blocklet_config(cfg);
+  } else if (o.blocklets == SpmmBlockletMode::automatic) {
+    std::vector<BlockletCandidate> candidates;
+    const BlockletConfig proposed = propose_blocklets(a, {problem.dtype}, &candidates);
+    (void)proposed;  // its winner may be a SIMT shape; the executor runs tensor-core shapes only
+    double baseline = 0;
+    for (const auto& c : candidates) baseline = std::max(baseline, c.estimated_cost);
+    const BlockletCandidate* best = nullptr;
+    for (const auto& c : candidates)
+      if (c.tensor_cores && tensor_core_shape(c.shape) && c.blocks > 0 && c.estimated_cost < 0.95 * baseline &&
+          (!best || c.estimated_cost < best->estimated_cost))
+        best = &c;
+    if (best) {
+      cfg.shape = best->shape;
+      cfg.fill_threshold = best->fill_threshold;
+      cfg.max_blocks = kUnlimitedBlocks;
+    }
+  }
+  return cfg;
+}
+
+// Turns the tiles of `d` into fragments of 16-row block rows, marking the nonzeros they take in
+// `covered`. 8-row tiles at rows 0 and 8 of a block row at the same k share one fragment.
+std::vector<std::vector<SpmmFragment>> fragments_of(const CsrMatrix& a, const BlockletDecomposition& d,
+                                                    std::int32_t fk, std::vector<char>& covered) {
+  std::vector<std::map<std::int32_t, SpmmFragment>> rows(
+      static_cast<std::size_t>(ceil_div(a.rows, kSpmmFragmentRows)));
+  const BlockShape s = d.config.shape;
+  for (const BlockletTile& t : d.tiles) {
+    const auto k = static_cast<std::int32_t>(t.col);
+    auto [it, fresh] = rows[static_cast<std::size_t>(t.row / kSpmmFragmentRows)].try_emplace(k);
+    SpmmFragment& f = it->second;
+    if (fresh) f = {k, std::vector<std::int64_t>(static_cast<std::size_t>(kSpmmFragmentRows * fk), -1)};
+    const std::int64_t r0 = t.row % kSpmmFragmentRows;
+    for (int r = 0; r < s.bh && t.row + r < a.rows; ++r) {
+      const std::int64_t row = t.row + r;
+      for (std::int64_t i = a.row_ptr[row]; i < a.row_ptr[row + 1]; ++i) {
+        const std::int64_t c = a.col_idx[i] - t.col;
+        if (c < 0 || c >= s.bw || a.values[i] == 0.0) continue;  // stored zeros stay in the residual
+        f.entries[static_cast<std::size_t>((r0 + r) * fk + c)] = i;
+        covered[static_cast<std::size_t>(i)] = 1;
+      }
+    }
+  }
+  std::vector<std::vector<SpmmFragment>> out(rows.size());
+  for (std::size_t b = 0; b < rows.size(); ++b)
+    for (auto& [k, f] : rows[b]) out[b].push_back(std::move(f));
+  return out;
+}
+
 }  // namespace
+
+void set_blocklets(SpmmOptions& o, const std::string& spec) {
+  if (spec == "off") {
+    o.blocklets = SpmmBlockletMode::off;
+    return;
+  }
+  if (spec == "auto") {
+    o.blocklets = SpmmBlockletMode::automatic;
+    return;
+  }
+  int bh = 0, bw = 0;
+  double fill = 1.0;
+  char x = 0;
+  std::size_t used = 0;
+  const std::string shape = spec.substr(0, spec.find(':'));
+  if (std::sscanf(shape.c_str(), "%d%c%d%zn", &bh, &x, &bw, &used) < 3 || x != 'x' || used != shape.size())
+    throw UsageError(fmt::format("--blocklets '{}': expected off, auto or BHxBW[:FILL] (e.g. 16x8:0.75)", spec));
+  if (spec.size() > shape.size()) {
+    const std::string f = spec.substr(shape.size() + 1);
+    char* end = nullptr;
+    fill = std::strtod(f.c_str(), &end);
+    if (f.empty() || *end != '\0' || !(fill > 0.0 && fill <= 1.0))
+      throw UsageError(fmt::format("--blocklets '{}': the fill threshold must be a number in (0, 1]", spec));
+  }
+  if (!tensor_core_shape({bh, bw}))
+    throw UsageError(fmt::format("--blocklets '{}': tensor-core tiles are 16x8, 16x16 or 8x8", spec));
+  o.blocklets = SpmmBlockletMode::forced;
+  o.blocklet_shape = {bh, bw};
+  o.blocklet_fill = fill;
+}
 
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
   validate(a);
@@ -105,16 +203,47 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(
         fmt::format("plan_spmm: problem is {}x{} but A is {}x{}", problem.m, problem.k, a.rows, a.cols));
   if (problem.n < 1) throw UsageError("plan_spmm: n must be positive");
-  if (problem.dtype != "f32")
-    throw UsageError(fmt::format("plan_spmm: dtype '{}' is not supported", problem.dtype));
+  if (problem.dtype != "f32" && problem.dtype != "f16" && problem.dtype != "bf16")
+    throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
   SpmmPlan p;
   p.problem = problem;
   p.kernel_name = options.kernel_name;
   p.row_split = options.row_split;
-  p.n_tile = options.n_tile ? options.n_tile : auto_n_tile(problem.n);
+  p.cols_per_thread = problem.dtype == "f32" ? 1 : 2;
+  p.accumulate = options.accumulate.empty() ? "f32" : options.accumulate;
+  if (p.accumulate != "f32" && p.accumulate != problem.dtype)
+    throw UsageError(fmt::format("plan_spmm: accumulation in {} needs dtype {} (or f32 accumulation)",
+                                 p.accumulate, p.accumulate));
+  // Blocklets: tiles of A for the tensor cores, decided before the tiling (they fix it).
+  std::vector<char> covered;
+  std::vector<std::vector<SpmmFragment>> fragments;
+  if (options.blocklets != SpmmBlockletMode::off) {
+    if (!p.half()) throw UsageError("plan_spmm: blocklets run on fp16 / bf16 tensor cores; choose dtype f16 or bf16");
+    const BlockletConfig cfg = choose_blocklets(a, problem, options);
+    if (cfg.max_blocks > 0) {
+      const BlockletDecomposition d = decompose_blocklets(a, cfg);
+      if (!d.tiles.empty()) {
+        if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) || options.groups > 1 ||
+            (options.n_tile % 32) != 0 || options.row_split != SpmmRowSplit::equal)
+          throw UsageError(fmt::format(
+              "plan_spmm: tensor-core tiles need 16 rows per block, one group, equal rows and an n tile of "
+              "whole warps"));
+        p.fragment_k = cfg.shape.bw;
+        covered.assign(static_cast<std::size_t>(a.nnz()), 0);
+        fragments = fragments_of(a, d, p.fragment_k, covered);
+        p.blocklets = {block_shape_name(cfg.shape), cfg.fill_threshold,
+                       options.blocklets == SpmmBlockletMode::forced ? "forced" : "auto",
+                       static_cast<std::int64_t>(d.tiles.size()), d.nnz_covered(), d.explicit_zeros()};
+      }
+    }
+  }
+  const std::int64_t thread_columns = ceil_div(problem.n, p.cols_per_thread);
+  p.n_tile = options.n_tile ? options.n_tile : auto_n_tile(thread_columns);
   if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
-  const std::int64_t ny = options.rows_per_block ? options.rows_per_block
-                                                 : auto_rows_per_block(a.rows, ceil_div(problem.n, p.n_tile));
+  const std::int64_t ny = p.fragment_k ? kSpmmFragmentRows
+                          : options.rows_per_block
+                              ? options.rows_per_block
+                              : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
@@ -122,7 +251,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (blocks > kSpmmMaxBlockRows)
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
-  p.groups = options.groups ? options.groups : auto_groups(a, blocks, ny, p.n_tile);
+  p.groups = p.fragment_k ? 1 : options.groups ? options.groups : auto_groups(a, blocks, ny, p.n_tile);
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
     throw UsageError(
         fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
@@ -132,12 +261,17 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   const auto borders = row_borders(a, blocks, ny, cap, p.row_split);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = borders[b], end = borders[b + 1];
-    p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups)});
+    p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups, covered),
+                        fragments.empty() ? std::vector<SpmmFragment>{} : std::move(fragments[b])});
     p.rows_per_block = std::max(p.rows_per_block, static_cast<std::int32_t>(end - begin));
   }
   p.rows_per_block = std::max(p.rows_per_block, 1);
-  p.shared_bytes = std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * 4;
-  p.estimated_registers = p.rows_per_block + kSpmmRegisterOverhead;
+  if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
+  p.shared_bytes = spmm_shared_bytes(p);
+  // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
+  // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
+  const std::int32_t per_row = p.half() && p.accumulate == "f32" ? 2 : 1;
+  p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
   p.max_registers = options.max_registers
@@ -148,7 +282,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
                                  p.estimated_registers, kSpmmMaxRegisters));
-  p.estimated_instructions = spmm_plan_loads(p) + a.nnz();
+  // B loads + FMAs; a fragment takes its operand load and, for each of the warp's 8 column groups,
+  // fragment_k / 2 B loads, their packing and one mma.
+  p.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) +
+                             p.fragment_count() * (1 + 8 * (p.fragment_k / 2 + p.fragment_k / 4 + 1));
   p.assembler_opt_level = options.assembler_opt_level.value_or(3);
   if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)
     throw UsageError(fmt::format("plan_spmm: assembler optimization level {} is outside 0..3",

@@ -5,52 +5,119 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 
 namespace sparsecc {
 
+namespace {
+
+// Rounding to the plan's storage type (f32, f16 or bf16), and its inverse view as a double.
+struct Rounder {
+  enum { f32, f16, bf16 } type = f32;
+  explicit Rounder(const std::string& dtype) : type(dtype == "f16" ? f16 : dtype == "bf16" ? bf16 : f32) {}
+  double operator()(double v) const {
+    switch (type) {
+      case f16:
+        return half_bits_to_double(double_to_half_bits(v));
+      case bf16:
+        return bf16_bits_to_double(double_to_bf16_bits(v));
+      default:
+        return static_cast<double>(static_cast<float>(v));
+    }
+  }
+};
+
+// The weight of fragment word `w`'s half `h` (0: low).
+double fragment_weight(std::uint32_t w, int h, bool bf16) {
+  const auto bits = static_cast<std::uint16_t>(h ? w >> 16 : w & 0xffffu);
+  return bf16 ? bf16_bits_to_double(bits) : half_bits_to_double(bits);
+}
+
+}  // namespace
+
 DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& values, const DenseMatrix& b,
-                           const std::vector<double>* bias) {
+                           const std::vector<double>* bias, const std::vector<std::uint32_t>& fragments) {
   const SpmmProblem& pr = plan.problem;
   if (b.rows != pr.k || (pr.n_mode == SpmmNMode::fixed && b.cols != pr.n))
     throw UsageError(fmt::format("interpret_spmm: B is {}x{}, the plan wants {} rows{}", b.rows, b.cols, pr.k,
                                  pr.n_mode == SpmmNMode::fixed ? fmt::format(" and {} columns", pr.n) : ""));
   if (pr.bias && (!bias || static_cast<std::int64_t>(bias->size()) != pr.m))
     throw UsageError(fmt::format("interpret_spmm: the plan needs a bias of {} entries", pr.m));
+  const std::int32_t fk = plan.fragment_k;
+  const auto words_per_fragment = static_cast<std::size_t>(32 * fk / 4);
+  if (fragments.size() != static_cast<std::size_t>(plan.fragment_count()) * words_per_fragment)
+    throw UsageError(fmt::format("interpret_spmm: {} fragment words for {} fragments of k {}", fragments.size(),
+                                 plan.fragment_count(), fk));
   const std::int64_t n = b.cols;
   const bool streamed = plan.value_mode == SpmmValueMode::streamed;
+  const Rounder store(pr.dtype);
+  // Accumulation in the dtype rounds every product and sum to it; fp32 accumulation uses float FMAs.
+  const bool half_acc = plan.half() && plan.accumulate != "f32";
+  const bool bf16 = pr.dtype == "bf16";
   DenseMatrix c(pr.m, n, std::nan(""));  // poisoned: a row the plan never writes stays NaN
   const auto ny = static_cast<std::size_t>(plan.rows_per_block);
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));
+  std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.groups));
+  std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows));
   std::int64_t packed_begin = 0;  // first packed value of the current block row
+  std::size_t fragment_begin = 0;  // first fragment word of the current block row
   for (const auto& block : plan.blocks) {
     for (std::int64_t col = 0; col < n; ++col) {
       std::int64_t p = packed_begin;
       for (std::size_t g = 0; g < block.groups.size(); ++g) {
         float* acc = &partial[g * ny];
+        double* hacc = &half_partial[g * ny];
         std::vector<char> touched(ny, 0);
         std::fill(acc, acc + ny, 0.0f);
+        std::fill(hacc, hacc + ny, 0.0);
         for (const auto& step : block.groups[g].steps) {
-          const auto x = static_cast<float>(b(step.k, col));
+          const double xd = store(b(step.k, col));
+          const auto x = static_cast<float>(xd);
           for (const auto& e : step.entries) {
             const float w = values.at(static_cast<std::size_t>(streamed ? p : e.value_index));
             ++p;
-            acc[e.row] = touched[e.row] ? std::fmaf(x, w, acc[e.row]) : x * w;
+            if (half_acc)  // products of two halves are exact in double; one rounding per operation
+              hacc[e.row] = store(xd * w + (touched[e.row] ? hacc[e.row] : 0.0));
+            else
+              acc[e.row] = touched[e.row] ? std::fmaf(x, w, acc[e.row]) : x * w;
             touched[e.row] = 1;
           }
+        }
+        if (half_acc)
+          for (std::size_t i = 0; i < ny; ++i) acc[i] = static_cast<float>(hacc[i]);
+      }
+      // Tensor-core fragments: each adds its exact product sum to the running fp32 tile value.
+      std::fill(tile.begin(), tile.end(), 0.0f);
+      for (std::size_t f = 0; f < block.fragments.size(); ++f) {
+        const std::uint32_t* w = &fragments[fragment_begin + f * words_per_fragment];
+        const std::int32_t k0 = block.fragments[f].k;
+        for (int r = 0; r < kSpmmFragmentRows; ++r) {
+          double sum = tile[static_cast<std::size_t>(r)];
+          for (int cc = 0; cc < fk; ++cc) {
+            if (k0 + cc >= pr.k) break;
+            // Inverse of spmm_fragment_words' lane layout: (r, cc) sits in lane 4 * (r % 8) + (cc % 8) / 2,
+            // register 2 * (cc / 8) + r / 8, half cc % 2.
+            const int lane = 4 * (r % 8) + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
+            const double a = fragment_weight(w[static_cast<std::size_t>(lane * (fk / 4) + reg)], cc % 2, bf16);
+            sum += a * store(b(k0 + cc, col));
+          }
+          tile[static_cast<std::size_t>(r)] = static_cast<float>(sum);
         }
       }
       for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
         const auto i = static_cast<std::size_t>(r - block.row_begin);
         float v = partial[i];
         for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
+        if (!block.fragments.empty()) v += tile[i];
         if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(r)]);
         if (pr.relu) v = std::fmax(v, 0.0f);
-        c(r, col) = v;
+        c(r, col) = store(v);
       }
     }
     for (const auto& g : block.groups)
       for (const auto& s : g.steps) packed_begin += static_cast<std::int64_t>(s.entries.size());
+    fragment_begin += block.fragments.size() * words_per_fragment;
   }
   return c;
 }

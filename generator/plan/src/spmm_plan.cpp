@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 
 namespace sparsecc {
@@ -73,6 +75,31 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
   for (std::size_t gi = 0; gi < group_nnzs.size(); ++gi)
     if (group_nnzs[gi] > bound)
       err(fmt::format("group {} has {} nonzeros, above the balance bound {}", gi, group_nnzs[gi], bound));
+  const std::int32_t fk = p.fragment_k;
+  if (!b.fragments.empty() && fk == 0) err("fragments in a plan without fragment_k");
+  std::int64_t last_fk = -1;
+  for (const SpmmFragment& f : b.fragments) {
+    if (fk == 0) break;
+    if (f.k <= last_fk || f.k % fk != 0 || f.k >= a.cols)
+      err(fmt::format("fragment at k {} is not a new multiple of {} inside K", f.k, fk));
+    last_fk = f.k;
+    if (f.entries.size() != static_cast<std::size_t>(kSpmmFragmentRows * fk)) {
+      err(fmt::format("fragment at k {} has {} entries, not {}", f.k, f.entries.size(), kSpmmFragmentRows * fk));
+      continue;
+    }
+    for (std::int32_t r = 0; r < kSpmmFragmentRows; ++r)
+      for (std::int32_t c = 0; c < fk; ++c) {
+        const std::int64_t e = f.entries[static_cast<std::size_t>(r * fk + c)];
+        if (e < 0) continue;
+        const std::int64_t row = b.row_begin + r, col = f.k + c;
+        if (row >= b.row_end || e >= a.nnz() || e < a.row_ptr[row] || e >= a.row_ptr[row + 1] ||
+            a.col_idx[e] != col) {
+          err(fmt::format("fragment at k {}: entry ({}, {}) is not A[{}][{}]", f.k, r, c, row, col));
+          continue;
+        }
+        if (seen[e]++) err(fmt::format("nonzero {} appears twice", e));
+      }
+  }
 }
 
 }  // namespace
@@ -90,13 +117,58 @@ std::int64_t spmm_plan_nnz(const SpmmPlan& plan) {
   return n;
 }
 
+std::int64_t SpmmPlan::fragment_count() const {
+  std::int64_t n = 0;
+  for (const auto& b : blocks) n += static_cast<std::int64_t>(b.fragments.size());
+  return n;
+}
+
+std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
+  const std::int64_t reduction = std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * p.cols_per_thread * 4;
+  const std::int64_t stage =
+      p.fragment_k ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
+  return reduction + stage;
+}
+
+float spmm_weight(const SpmmPlan& plan, double v) {
+  const std::string& t = plan.problem.dtype;
+  const double r = t == "f16"    ? half_bits_to_double(double_to_half_bits(v))
+                   : t == "bf16" ? bf16_bits_to_double(double_to_bf16_bits(v))
+                                 : static_cast<double>(static_cast<float>(v));
+  if (!std::isfinite(r))
+    throw UsageError(fmt::format("the weight {} overflows {}", v, t));
+  return static_cast<float>(r);
+}
+
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) {
   std::vector<float> out;
   if (plan.value_mode == SpmmValueMode::streamed) {
-    for (std::int64_t i : plan.packed_order) out.push_back(static_cast<float>(a.values.at(i)));
+    for (std::int64_t i : plan.packed_order) out.push_back(spmm_weight(plan, a.values.at(i)));
   } else {
-    for (double v : a.values) out.push_back(static_cast<float>(v));
+    for (double v : a.values) out.push_back(spmm_weight(plan, v));
   }
+  return out;
+}
+
+std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a) {
+  std::vector<std::uint32_t> out;
+  const std::int32_t fk = plan.fragment_k;
+  if (fk == 0) return out;
+  const bool bf16 = plan.problem.dtype == "bf16";
+  const auto bits = [&](const SpmmFragment& f, int r, int c) -> std::uint32_t {
+    const std::int64_t e = f.entries.at(static_cast<std::size_t>(r * fk + c));
+    const double v = e < 0 ? 0.0 : spmm_weight(plan, a.values.at(static_cast<std::size_t>(e)));
+    return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v);
+  };
+  // mma.sync m16n8k8 / m16n8k16, A row-major: lane (g = lane / 4, t = lane % 4) holds register i at
+  // row g + 8 * (i % 2) and columns 2t, 2t + 1 (+ 8 for i >= 2), the lower column in the low half.
+  for (const auto& b : plan.blocks)
+    for (const SpmmFragment& f : b.fragments)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int i = 0; i < fk / 4; ++i) {
+          const int r = lane / 4 + 8 * (i % 2), c = 2 * (lane % 4) + 8 * (i / 2);
+          out.push_back(bits(f, r, c) | (bits(f, r, c + 1) << 16));
+        }
   return out;
 }
 
@@ -107,13 +179,24 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.m != a.rows || pr.k != a.cols)
     err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
   if (pr.n < 1) err("n must be positive");
-  if (pr.dtype != "f32") err("dtype must be f32");
+  if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
+    err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
+  if (p.cols_per_thread != (p.half() ? 2 : 1))
+    err(fmt::format("cols_per_thread {} does not fit dtype {}", p.cols_per_thread, pr.dtype));
+  if (p.accumulate != "f32" && p.accumulate != pr.dtype)
+    err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
   if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
     err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.n_tile, p.groups, p.block_x));
   if (p.rows_per_block < 1 || p.rows_per_block > kSpmmMaxAccumulators)
     err(fmt::format("rows_per_block {} outside 1..{}", p.rows_per_block, kSpmmMaxAccumulators));
-  if (p.shared_bytes != std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * 4)
-    err("shared_bytes differs from (groups - 1) * rows_per_block * n_tile * 4");
+  if (p.fragment_k != 0) {
+    if (!p.half() || (p.fragment_k != 8 && p.fragment_k != 16))
+      err(fmt::format("fragment_k {} needs 8 or 16 and a half dtype", p.fragment_k));
+    if (p.rows_per_block != kSpmmFragmentRows || p.groups != 1 || p.n_tile % 32 != 0 ||
+        p.row_split != SpmmRowSplit::equal)
+      err("fragment plans need equal block rows of 16 rows, one group and whole warps");
+  }
+  if (p.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.max_registers,
                     p.estimated_registers, kSpmmMaxRegisters));
@@ -156,7 +239,13 @@ json to_json(const SpmmPlan& p) {
       }
       groups.push_back(std::move(steps));
     }
-    blocks.push_back({{"rows", {b.row_begin, b.row_end}}, {"groups", std::move(groups)}});
+    json jb = {{"rows", {b.row_begin, b.row_end}}, {"groups", std::move(groups)}};
+    if (p.fragment_k) {
+      json fragments = json::array();
+      for (const auto& f : b.fragments) fragments.push_back({f.k, f.entries});
+      jb["fragments"] = std::move(fragments);
+    }
+    blocks.push_back(std::move(jb));
   }
   const SpmmProblem& pr = p.problem;
   return {{"kind", "spmm"},
@@ -182,6 +271,16 @@ json to_json(const SpmmPlan& p) {
           {"estimated_instructions", p.estimated_instructions},
           {"assembler_opt_level", p.assembler_opt_level},
           {"packed_order", p.packed_order},
+          {"accumulate", p.accumulate},
+          {"cols_per_thread", p.cols_per_thread},
+          {"fragment_k", p.fragment_k},
+          {"blocklets",
+           {{"shape", p.blocklets.shape},
+            {"fill_threshold", p.blocklets.fill_threshold},
+            {"chosen_by", p.blocklets.chosen_by},
+            {"tiles", p.blocklets.tiles},
+            {"nnz_covered", p.blocklets.nnz_covered},
+            {"explicit_zeros", p.blocklets.explicit_zeros}}},
           {"blocks", std::move(blocks)}};
 }
 
@@ -207,8 +306,19 @@ SpmmPlan plan_from_json(const json& j) {
     p.estimated_instructions = j.at("estimated_instructions");
     p.assembler_opt_level = j.at("assembler_opt_level");
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
+    p.accumulate = j.value("accumulate", std::string("f32"));
+    p.cols_per_thread = j.value("cols_per_thread", 1);
+    p.fragment_k = j.value("fragment_k", 0);
+    if (j.contains("blocklets")) {
+      const json& jl = j.at("blocklets");
+      p.blocklets = {jl.at("shape"), jl.at("fill_threshold"), jl.at("chosen_by"),
+                     jl.at("tiles"), jl.at("nnz_covered"),    jl.at("explicit_zeros")};
+    }
     for (const json& jb : j.at("blocks")) {
-      SpmmBlockRow b{jb.at("rows").at(0), jb.at("rows").at(1), {}};
+      SpmmBlockRow b{jb.at("rows").at(0), jb.at("rows").at(1), {}, {}};
+      if (jb.contains("fragments"))
+        for (const json& jf : jb.at("fragments"))
+          b.fragments.push_back({jf.at(0), jf.at(1).get<std::vector<std::int64_t>>()});
       for (const json& jg : jb.at("groups")) {
         SpmmGroup g;
         for (const json& js : jg) {

@@ -1,9 +1,11 @@
 #include "sparsecc/reference/spmm.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 
 namespace sparsecc {
@@ -36,6 +38,30 @@ std::vector<double> spmv(const CsrMatrix& A, const std::vector<double>& x) {
   for (std::int64_t r = 0; r < A.rows; ++r)
     for (std::int64_t k = A.row_ptr[r]; k < A.row_ptr[r + 1]; ++k) y[r] += A.values[k] * x[A.col_idx[k]];
   return y;
+}
+
+double round_to_dtype(double v, const std::string& dtype) {
+  if (dtype == "f16") return half_bits_to_double(double_to_half_bits(v));
+  if (dtype == "bf16") return bf16_bits_to_double(double_to_bf16_bits(v));
+  if (dtype == "f32") return static_cast<double>(static_cast<float>(v));
+  throw UsageError(fmt::format("round_to_dtype: unknown dtype '{}'", dtype));
+}
+
+CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) {
+  CsrMatrix r = a;
+  for (double& v : r.values) v = round_to_dtype(v, dtype);
+  return r;
+}
+
+void round_values(DenseMatrix& b, const std::string& dtype) {
+  for (double& v : b.data) v = round_to_dtype(v, dtype);
+}
+
+double spmm_tolerance(const std::string& dtype, const std::string& accumulate, std::int64_t max_row_nnz) {
+  if (dtype == "f32") return 1e-5;
+  const double u = dtype == "bf16" ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  if (accumulate == "f32") return 2 * u;
+  return u * (2 + 2 * std::sqrt(static_cast<double>(std::max<std::int64_t>(max_row_nnz, 0))));
 }
 
 }  // namespace sparsecc

@@ -19,12 +19,14 @@
 //      1  metadata  JSON text (BundleMetadata), required
 //      2  cubin     machine code for metadata.arch          } at least one of the two
 //      3  ptx       PTX text (driver JIT on other devices)  }
-//      4  values    float32[nnz], present iff values_mode is "streamed"
+//      4  values    float32[nnz - tile_nnz], present iff values_mode is "streamed"
 //      5  bias      float32[m], present iff bias is true
 //      6  reference optional verification data written by the generator (the matrix in CSR, for
 //                   `sparsecc verify`); opaque to the runtime, which never reads it
 //      7  tables    int32[], Hines only: the chain, junction and segment tables the kernels read
 //      8  permutation int32[rows], Hines only, optional: Hines index -> the user's compartment index
+//      9  fragments u32[fragment_words], SpMM with tensor-core tiles: the packed fp16/bf16 mma
+//                   operands the kernel reads (present iff metadata fragment_words > 0)
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
@@ -64,11 +66,14 @@ enum class SectionKind : std::uint32_t {
   bias = 5,
   reference = 6,
   tables = 7,
-  permutation = 8
+  permutation = 8,
+  fragments = 9
 };
 
-// Kernel parameters in launch order (the kernel ABI, see executor.hpp).
+// Kernel parameters in launch order (the kernel ABI, see executor.hpp): fp32 kernels, and the fp16 /
+// bf16 kernels, which take the tensor-core operands as a sixth argument (null without fragments).
 inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
+inline const std::vector<std::string> kSpmmHalfParams = {"B", "C", "bias", "values", "n", "fragments"};
 
 // A kernel argument of a Hines launch: a pointer (`buffer` "d", "u", "l", "b", "x" with `value` 0,
 // or "workspace", "tables" with `value` bytes into it) or an int (`buffer` "i32", the int `value`).
@@ -104,7 +109,10 @@ struct BundleMetadata {
   std::int64_t nnz = 0;
   std::string n_mode = "fixed";  // "fixed" | "runtime"
   std::int64_t n_tile = 1;       // columns of C per blockIdx.x
-  std::string dtype = "f32";
+  std::string dtype = "f32";      // "f32", or "f16" / "bf16": B and C hold 16-bit values
+  std::string accumulate = "f32";  // f16 / bf16 only: "f32" or the dtype
+  std::int64_t tile_nnz = 0;        // nonzeros of A the tensor-core fragments hold (not in values)
+  std::int64_t fragment_words = 0;  // u32 words of the fragments section
   std::string layout = "row_major";
   bool bias = false;
   bool relu = false;
@@ -135,6 +143,7 @@ struct Bundle {
   std::vector<unsigned char> reference;  // optional verification data (the generator's), opaque here
   std::vector<std::int32_t> tables;       // op "hines": the kernels' tables
   std::vector<std::int32_t> permutation;  // op "hines", optional: Hines index -> compartment index
+  std::vector<std::uint32_t> fragments;   // op "spmm" with tensor-core tiles: the mma operands
 
   bool operator==(const Bundle&) const = default;
 };

@@ -6,7 +6,9 @@
 //
 // launched with grid (ceil(n / n_tile), block_rows, 1), block (block_x, 1, 1) and shared_bytes of
 // dynamic shared memory. B is K×N and C is M×N, both row-major with leading dimension n; bias and
-// values point to the executor's device copies of those sections (null when absent).
+// values point to the executor's device copies of those sections (null when absent). fp16 / bf16
+// executors (metadata dtype) take 16-bit B and C and a sixth argument, the device copy of the
+// fragments section (`const unsigned* fragments`, null when absent); bias and values stay float32.
 #pragma once
 
 #include <cstddef>
@@ -62,6 +64,7 @@ class SpmmExecutor {
   CUfunction fn_{};
   DeviceBuffer bias_;
   DeviceBuffer values_;
+  DeviceBuffer fragments_;
 };
 
 }  // namespace sparsecc::rt

@@ -14,7 +14,9 @@ namespace sparsecc {
 
 // Throws UsageError when the plan is not valid for `a` (check_plan) or the kernel name is not a C
 // identifier.
+// Half-precision plans (dtype f16 / bf16) render templates/spmm_half.cu (emit_spmm_half_cuda).
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a);
+EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 
 // A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
 std::string cuda_float_literal(float v);

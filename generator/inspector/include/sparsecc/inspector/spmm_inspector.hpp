@@ -11,16 +11,26 @@
 //                  nnz are about equal, each at most 2 * Ny rows (and at most 64);
 //   value mode     = baked when the estimated instructions (B loads + FMAs) are at most
 //                  baked_instruction_budget, else streamed.
+// Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
+// (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
+// dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
+// 16x16, 8x8) and keeps the cheapest estimate when it saves at least 5 % over the unrolled path;
+// `forced` takes the given shape and fill threshold. With tiles the plan takes block rows of 16 rows
+// (equal split), one group, n tiles of whole warps, and one fragment per distinct 16-row x
+// fragment_k block of tiles (8x8 tiles at rows 0 and 8 of a block row share one fragment).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "sparsecc/inspector/blocklets.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 
 namespace sparsecc {
+
+enum class SpmmBlockletMode { off, automatic, forced };
 
 struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
@@ -33,7 +43,16 @@ struct SpmmOptions {
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
+  std::string accumulate;  // half plans: "f32" (empty) or the dtype
+  SpmmBlockletMode blocklets = SpmmBlockletMode::off;
+  BlockShape blocklet_shape{16, 8};  // forced mode
+  double blocklet_fill = 1.0;        // forced mode: the fill threshold
 };
+
+// Sets the blocklet fields of `o` from "off", "auto" or "BHxBW:FILL" (FILL in (0, 1], e.g. 16x8:0.75;
+// "BHxBW" alone means fill 1). Throws UsageError naming the text otherwise, or for a shape that
+// tensor cores cannot take (16x8, 16x16, 8x8).
+void set_blocklets(SpmmOptions& o, const std::string& spec);
 
 // Throws UsageError when the problem does not match A, when Ny exceeds kSpmmMaxAccumulators, or when
 // T * Gy exceeds 1024 threads.

@@ -2,6 +2,7 @@
 // in the same order, so CI can check every plan against the fp64 reference without a GPU.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "sparsecc/matrix/dense.hpp"
@@ -15,7 +16,16 @@ namespace sparsecc {
 // multiply, later ones fused multiply-adds, in step order; groups 1.. are added to group 0 in group
 // order; then the bias is added and ReLU (fmax with 0) applied. Throws UsageError when B has the wrong
 // number of rows (or columns, in fixed-N mode) or the bias has the wrong size.
+//
+// Half plans: B's entries are rounded to the dtype; with f32 accumulation every product and sum is
+// the kernel's (exact products of widened halves, fp32 FMAs); with accumulation in the dtype, every
+// multiply and FMA is rounded once to the dtype, as f16x2 / bf16x2 arithmetic does. Fragments (the
+// words of spmm_fragment_words) are added per fragment as an fp32 rounding of the exact sum of the
+// fragment's products plus the running tile value: tensor cores sum in an unspecified order with
+// at least fp32 precision, so GPU and interpreter agree to a few fp32 ulps there, not bit for bit.
+// The epilogue is fp32: accumulator, other groups, tile, bias, ReLU, then one rounding to the dtype.
 DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& values, const DenseMatrix& b,
-                           const std::vector<double>* bias = nullptr);
+                           const std::vector<double>* bias = nullptr,
+                           const std::vector<std::uint32_t>& fragments = {});
 
 }  // namespace sparsecc

@@ -1,5 +1,6 @@
 // The SpMM executor plan: plain data that fully determine one SparseRT-style unrolled kernel for a
-// fixed sparse A (M x K) times a dense B (K x N), C = A*B (+bias[row]) (ReLU), fp32 throughout.
+// fixed sparse A (M x K) times a dense B (K x N), C = A*B (+bias[row]) (ReLU), in fp32 or with 16-bit
+// B and C (half precision, below).
 //
 // Grid (ceil(n / n_tile), blocks.size()): column tiles along x, so that consecutive blocks run the same
 // block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows
@@ -12,6 +13,24 @@
 // Value order: entry.value_index indexes the CSR value array of A. The emission order is blocks,
 // then groups, then steps, then entries; in streamed mode the kernel reads values[p] for the p-th
 // entry in that order, and packed_order[p] is the CSR index of that value.
+//
+// Half precision (dtype f16 or bf16): B and C hold 16-bit values, the weights are A's values rounded
+// to the dtype, and every thread owns two adjacent columns (cols_per_thread 2), loading one 32-bit
+// pair of B per step. `accumulate` is "f32" (each pair is widened and takes two fp32 FMAs: exact
+// products, fp32 sums) or the dtype itself (one paired f16x2 / bf16x2 FMA per entry, sums rounded to
+// the dtype). The epilogue runs in fp32: partial sums, tensor-core results, bias, ReLU, then one
+// rounding to the dtype per output.
+//
+// Tensor-core fragments (blocklets): a plan may take dense tiles of A out of the unrolled path
+// (sparsecc/inspector/blocklets.hpp). Such plans have block rows of exactly 16 rows and one group;
+// every block row lists its fragments: 16 x fragment_k sub-matrices of A at column k (rows of the
+// block row beyond its end, and columns beyond K, are zero). Warp w of a block multiplies each
+// fragment by B[k .. k + fragment_k) [its 64 columns] with mma.sync m16n8k{fragment_k} (fp32
+// accumulation) into a 16 x 64 fp32 tile, which it hands to the unrolled path's accumulators through
+// shared memory before the epilogue. Fragment operands differ from lane to lane, so they cannot be
+// literals of SIMT code: the kernel reads them from the `fragments` array (16 * fragment_k / 2 words
+// of packed pairs each, in lane order: one 8- or 16-byte load per lane), whatever the value mode of
+// the unrolled path.
 #pragma once
 
 #include <cstdint>
@@ -49,9 +68,27 @@ struct SpmmGroup {
   std::vector<SpmmStep> steps;  // strictly ascending k
 };
 
+// One tensor-core operand: the 16 x fragment_k block of A at rows [row_begin, row_begin + 16) of its
+// block row and columns [k, k + fragment_k).
+struct SpmmFragment {
+  std::int32_t k = 0;  // a multiple of fragment_k
+  // 16 * fragment_k entries, row-major: the CSR index of A at (row_begin + r, k + c), or -1 (zero).
+  std::vector<std::int64_t> entries;
+};
+
 struct SpmmBlockRow {
   std::int64_t row_begin = 0, row_end = 0;
-  std::vector<SpmmGroup> groups;  // exactly `groups` entries
+  std::vector<SpmmGroup> groups;           // exactly `groups` entries
+  std::vector<SpmmFragment> fragments;     // strictly ascending k; empty without blocklets
+};
+
+// The blocklet configuration a plan was built with (sparsecc/inspector/blocklets.hpp), as plain data
+// for printing; `shape` is empty when blocklets are off.
+struct SpmmBlocklets {
+  std::string shape;  // "16x8", "16x16" or "8x8"
+  double fill_threshold = 0.0;
+  std::string chosen_by;  // "auto" or "forced"
+  std::int64_t tiles = 0, nnz_covered = 0, explicit_zeros = 0;
 };
 
 struct SpmmPlan {
@@ -66,6 +103,10 @@ struct SpmmPlan {
   std::int64_t shared_bytes = 0;           // (groups - 1) * rows_per_block * n_tile * 4
   std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
+  std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
+  std::int32_t cols_per_thread = 1;        // 1 for f32, 2 for f16 / bf16
+  std::int32_t fragment_k = 0;             // 8 or 16 with tensor-core fragments, else 0
+  SpmmBlocklets blocklets;
   std::int32_t estimated_registers = 0;
   std::int32_t max_registers = 255;         // register cap given to the assembler (PTX .maxnreg)
   std::int64_t estimated_instructions = 0;  // B loads + FMAs
@@ -74,7 +115,10 @@ struct SpmmPlan {
   std::int32_t assembler_opt_level = 3;
 
   std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
-  std::int64_t column_tiles(std::int64_t n) const { return (n + n_tile - 1) / n_tile; }  // grid x
+  std::int64_t block_columns() const { return std::int64_t{n_tile} * cols_per_thread; }  // C columns a block covers
+  std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x
+  bool half() const { return problem.dtype != "f32"; }
+  std::int64_t fragment_count() const;
 };
 
 // Accumulators one thread may hold; plans with more rows per block row are rejected.
@@ -85,20 +129,42 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
 // The hardware's registers per thread (the largest max_registers).
 inline constexpr std::int32_t kSpmmMaxRegisters = 255;
+// Fragment plans: rows of a block row (the mma M), and the fp32 row pitch of a warp's 16 x 64 stage in
+// shared memory (64 columns and 8 of padding against bank conflicts).
+inline constexpr std::int32_t kSpmmFragmentRows = 16;
+inline constexpr std::int32_t kSpmmFragmentStagePitch = 72;
+
+// Shared memory of a plan: the group reduction ((groups - 1) * rows_per_block * n_tile threads *
+// cols_per_thread floats), then with fragments one 16 x kSpmmFragmentStagePitch float stage per warp.
+std::int64_t spmm_shared_bytes(const SpmmPlan& plan);
+
+// The fragments array, in emission order (block rows, then their fragments): for each fragment,
+// 32 lanes x (fragment_k / 4) words, lane-major; each word packs two weights of the dtype (low half
+// first) at the positions mma.sync's A operand gives that lane. Empty without fragments.
+std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a);
+
+// A weight as the kernel uses it: rounded to the plan's dtype (exact in float). Throws UsageError
+// when it overflows the dtype.
+float spmm_weight(const SpmmPlan& plan, double v);
 
 // Emission-order traversal count helpers, filled from the steps.
 std::int64_t spmm_plan_loads(const SpmmPlan& plan);
 std::int64_t spmm_plan_nnz(const SpmmPlan& plan);
 
 // The `values` array the kernel reads, as float32: in streamed mode A's values in emission order
-// (packed_order); in baked mode A's CSR values (the literals the kernel carries).
+// (packed_order); in baked mode A's CSR values (the literals the kernel carries). Half plans round
+// every value to the dtype (spmm_weight).
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover 0..M exactly once in order, every nonzero of A appears exactly once
 // at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
-// emission order in streamed mode, and the accumulators fit the register budget.
+// emission order in streamed mode, and the accumulators fit the register budget. Half plans: dtype
+// f16 / bf16 with cols_per_thread 2 and accumulate f32 or the dtype. Fragment plans: a half dtype,
+// fragment_k 8 or 16, block rows of 16 rows at multiples of 16, one group, whole warps; each fragment
+// at a distinct multiple of fragment_k, its entries A's own (row, column) or -1 (a nonzero of A is
+// in exactly one step or fragment).
 std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
 
 nlohmann::json to_json(const SpmmPlan& plan);

@@ -1,0 +1,162 @@
+// CUDA C++ for half-precision SpMM plans: renders templates/spmm_half.cu (see its header for the
+// kernel's shape). The unrolled path follows spmm_cuda.cpp, on column pairs; fragment plans add one
+// spcc_fragment call per fragment and hand the warp's tile to the epilogue through shared memory.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "sparsecc/common/dtype.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/template.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+// The 16-bit pattern of `w` (already rounded to the dtype) twice, as a packed-pair literal.
+std::string pair_literal(const SpmmPlan& p, float w) {
+  const std::uint32_t h = p.problem.dtype == "bf16" ? double_to_bf16_bits(w) : double_to_half_bits(w);
+  return fmt::format("0x{:08x}u", h | (h << 16));
+}
+
+std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
+  const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
+  const bool half_acc = p.accumulate != "f32";
+  const auto pair_of = [&](std::int32_t i) {
+    return half_acc ? std::pair{fmt::format("spcc_lo(a{})", i), fmt::format("spcc_hi(a{})", i)}
+                    : std::pair{fmt::format("a{}x", i), fmt::format("a{}y", i)};
+  };
+  std::string s;
+  if (p.groups > 1) {
+    s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * 2 * T + 2 * t;\n",
+                     p.rows_per_block);
+    for (std::int32_t i = 0; i < rows; ++i) {
+      const auto [v0, v1] = pair_of(i);
+      s += fmt::format("        *reinterpret_cast<float2*>(r + {} * 2 * T) = make_float2({}, {});\n", i, v0, v1);
+    }
+    s += "      }\n      __syncthreads();\n";
+  }
+  s += "      if (live && group == 0) {\n        float v0, v1;\n";
+  for (std::int32_t i = 0; i < rows; ++i) {
+    const auto [v0, v1] = pair_of(i);
+    s += fmt::format("        v0 = {}; v1 = {};\n", v0, v1);
+    for (std::int32_t g = 1; g < p.groups; ++g) {
+      const std::int64_t at = std::int64_t{(g - 1) * p.rows_per_block + i} * 2;
+      s += fmt::format("        v0 = __fadd_rn(v0, red[{0} * T + 2 * t]); v1 = __fadd_rn(v1, red[{0} * T + 2 * t + 1]);\n",
+                       at);
+    }
+    if (!block.fragments.empty())
+      s += fmt::format(
+          "        v0 = __fadd_rn(v0, st[{0} * 72 + 2 * lane]); v1 = __fadd_rn(v1, st[{0} * 72 + 2 * lane + 1]);\n",
+          i);
+    if (p.problem.bias)
+      s += fmt::format("        {{ const float bv = __ldg(bias + {}); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }}\n",
+                       block.row_begin + i);
+    if (p.problem.relu) s += "        v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
+    s += fmt::format("        spcc_store_pair(c + {} * ld, v0, v1, pair, live1);\n", block.row_begin + i);
+  }
+  return s + "      }\n";
+}
+
+// The fragments of one block row: a tile of fp32 accumulators, one call each, then the stage.
+std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment) {
+  if (block.fragments.empty()) return {};
+  std::string s = "      {\n        float d[8][4] = {};\n";
+  const std::int64_t words = 8 * p.fragment_k;  // per fragment: 32 lanes x fragment_k / 4
+  for (const SpmmFragment& f : block.fragments) {
+    const std::int64_t krows = std::min<std::int64_t>(p.fragment_k, p.problem.k - f.k);
+    s += fmt::format(
+        "        spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+        fragment * words, p.fragment_k / 4, f.k, krows);
+    ++fragment;
+  }
+  return s + "        spcc_stage(st, d, g, q);\n      }\n";
+}
+
+std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
+                       std::int64_t& fragment) {
+  const SpmmBlockRow& block = p.blocks[bi];
+  const bool half_acc = p.accumulate != "f32";
+  const bool streamed = p.value_mode == SpmmValueMode::streamed;
+  const std::int64_t rows = block.row_end - block.row_begin;
+  std::string s = fmt::format("    case {}: {{\n      spcc_u32 x;\n", bi);
+  if (half_acc) {
+    s += "      spcc_u32 ";
+    for (std::int64_t i = 0; i < rows; ++i) s += fmt::format("{}a{} = 0u", i ? ", " : "", i);
+    s += ";\n";
+  } else {
+    s += "      float x0, x1";
+    for (std::int64_t i = 0; i < rows; ++i) s += fmt::format(", a{0}x = 0.0f, a{0}y = 0.0f", i);
+    s += ";\n";
+  }
+  bool any = false;
+  for (const auto& g : block.groups) any = any || !g.steps.empty();
+  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
+  for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
+    if (block.groups[gi].steps.empty()) continue;
+    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
+    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
+    for (const auto& step : block.groups[gi].steps) {
+      s += fmt::format("        x = spcc_load_pair(b + {} * ld, pair, live1);", step.k);
+      if (!half_acc) s += " x0 = spcc_lo(x); x1 = spcc_hi(x);";
+      for (const auto& e : step.entries) {
+        const float w = weights[static_cast<std::size_t>(streamed ? packed : e.value_index)];
+        if (half_acc) {
+          const std::string w2 = streamed ? fmt::format("spcc_pack(__ldg(values + {0}), __ldg(values + {0}))", packed)
+                                          : pair_literal(p, w);
+          s += touched[e.row] ? fmt::format(" a{0} = spcc_fma2(x, {1}, a{0});", e.row, w2)
+                              : fmt::format(" a{} = spcc_fma2(x, {}, SPCC_NEG0);", e.row, w2);
+        } else {
+          const std::string w1 = streamed ? fmt::format("__ldg(values + {})", packed) : cuda_float_literal(w);
+          s += touched[e.row] ? fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);",
+                                            e.row, w1)
+                              : fmt::format(" a{0}x = __fmul_rn(x0, {1}); a{0}y = __fmul_rn(x1, {1});", e.row, w1);
+        }
+        ++packed;
+        touched[e.row] = 1;
+      }
+      s += "\n";
+    }
+    if (p.groups > 1) s += "        break;\n";
+  }
+  if (any) s += "      }\n";
+  s += fragments_code(p, block, fragment);
+  return s + epilogue(p, block) + "      break;\n    }\n";
+}
+
+}  // namespace
+
+EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (const auto errors = check_plan(plan, a); !errors.empty())
+    throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
+  if (!plan.half()) throw UsageError("emit_spmm_half_cuda: the plan's dtype is f32");
+  if (!is_c_identifier(plan.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
+  EmittedKernel out;
+  out.language = KernelLanguage::cuda;
+  out.kernel_name = plan.kernel_name;
+  out.max_registers = plan.max_registers;
+  out.opt_level = plan.assembler_opt_level;
+  const std::vector<float> weights = spmm_kernel_values(plan, a);
+  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  out.fragment_words = spmm_fragment_words(plan, a);
+  std::string body;
+  std::int64_t packed = 0, fragment = 0;
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed, fragment);
+  const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
+  const std::int64_t stage = std::int64_t{plan.groups - 1} * plan.rows_per_block * plan.n_tile * 2;
+  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
+                                                     {"KERNEL_NAME", plan.kernel_name},
+                                                     {"N_TILE", std::to_string(plan.n_tile)},
+                                                     {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+                                                     {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
+                                                     {"FRAGMENT_K", std::to_string(plan.fragment_k)},
+                                                     {"STAGE", std::to_string(stage)},
+                                                     {"BODY", body}};
+  out.source = KernelTemplate::load("spmm_half.cu").render(values);
+  return out;
+}
+
+}  // namespace sparsecc
