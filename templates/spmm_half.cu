@@ -11,6 +11,7 @@
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   BF16          0: fp16, 1: bf16
 //   FRAGMENT_K    0 (no tensor-core fragments), 8 or 16 (mma.sync m16n8k8 / m16n8k16)
+//   PAIR32        1 when the row pitch is a compiled even N (32-bit loads of B pairs), else 0
 //   STAGE         float offset in dynamic shared memory of the warps' fragment stages
 //   BODY          one case per block row: accumulators, each group's steps, the fragments, then the
 //                 epilogue (group reduction through shared memory, the fragment tile, bias, ReLU,
@@ -61,14 +62,16 @@ __device__ __forceinline__ spcc_u32 spcc_fma2(spcc_u32 a, spcc_u32 b, spcc_u32 c
 }
 #define SPCC_NEG0 0x80008000u
 
-// The pair of B at p (columns col, col + 1): one 32-bit load when both exist and the row pitch keeps
-// the pair aligned, else 16-bit loads.
-__device__ __forceinline__ spcc_u32 spcc_load_pair(const spcc_u16* p, bool pair, bool live1) {
-  if (pair) return __ldg(reinterpret_cast<const spcc_u32*>(p));
-  spcc_u32 v = __ldg(p);
-  if (live1) v |= static_cast<spcc_u32>(__ldg(p + 1)) << 16;
-  return v;
-}
+// The pair of B in row k (columns col, col + 1), without a branch: one 32-bit load when the row pitch
+// is even (col is even, so the pair is aligned and col < n implies col + 1 < n), else two 16-bit loads,
+// the second from b1 (col + 1, or col again at the last column of an odd n). Runtime-N kernels take
+// the 16-bit form: their pitch is not known when compiling.
+#if /*@PAIR32*/0/*@end*/
+#define SPCC_LOAD(k) __ldg(reinterpret_cast<const spcc_u32*>(b + (k) * ld))
+#else
+#define SPCC_LOAD(k) \
+  (static_cast<spcc_u32>(__ldg(b + (k) * ld)) | (static_cast<spcc_u32>(__ldg(b1 + (k) * ld)) << 16))
+#endif
 
 __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1, bool pair, bool live1) {
   const spcc_u32 r = spcc_pack(v0, v1);
@@ -157,6 +160,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const bool live1 = col + 1 < ld;
   const bool pair = live1 && ld % 2 == 0;
   const spcc_u16* b = B + col;
+  const spcc_u16* b1 = live1 ? b + 1 : b;
   spcc_u16* c = C + col;
   extern __shared__ float red[];
 #if SPCC_FRAGMENT_K
@@ -172,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
       spcc_u32 x;
       float x0, x1, a0x = 0.0f, a0y = 0.0f;
       if (live && group == 0) {
-        x = spcc_load_pair(b + 0 * ld, pair, live1); x0 = spcc_lo(x); x1 = spcc_hi(x);
+        x = SPCC_LOAD(0); x0 = spcc_lo(x); x1 = spcc_hi(x);
         a0x = __fmul_rn(x0, 0x1p+0f); a0y = __fmul_rn(x1, 0x1p+0f);
       }
 #if SPCC_FRAGMENT_K

@@ -414,7 +414,7 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
       !std::all_of(params.begin(), params.end(), [](const json& p) { return p.is_string(); }))
     fail_key(name, "params", "must be an array of strings");
   md.params = params.get<std::vector<std::string>>();
-  if (md.dtype != "f32") {
+  if (md.dtype == "f16" || md.dtype == "bf16") {
     md.accumulate = get_string(j, "accumulate", name);
     md.tile_nnz = get_int(j, "tile_nnz", name);
     md.fragment_words = get_int(j, "fragment_words", name);

@@ -104,6 +104,44 @@ expect 2 "unrolled code needs the bases in shared memory" -- hines "$tmp/cell.sw
 expect 0 "soma trace within .* of the reference ok" -- demo
 expect 0 '"soma_trace_max_abs_diff_mv"' -- demo --json
 
+# prune: patterns on the small matrix and on a 4-D float32 tensor (written with perl's pack, so no
+# NumPy is needed), the pruned .npy read back by inspect, and failures that leave no output behind.
+# npy_f32 FILE SHAPE VALUES...: a version 1.0 .npy of little-endian float32 values.
+npy_f32() {
+  local file=$1 shape=$2
+  shift 2
+  perl -e 'my ($shape, @v) = @ARGV;
+    my $h = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: $shape, }";
+    $h .= " " x (63 - (10 + length($h)) % 64) . "\n";
+    print "\x93NUMPY\x01\x00", pack("v", length($h)), $h, pack("f<*", @v);' "$shape" "$@" >"$file"
+}
+npy_f32 "$tmp/conv.npy" "(2, 3, 2, 2)" $(seq -12 11)
+npy_f32 "$tmp/vec.npy" "(4,)" 1 2 3 4
+expect 0 "kept 3 nonzeros of 4 \(12 entries\)" -- prune "$tmp/small.mtx" --pattern unstructured --sparsity 0.75 -o "$tmp/p.npy"
+expect 0 '"nnz": 3'                -- inspect --json "$tmp/p.npy"
+expect 0 '"pattern": "2:4"'        -- prune --json "$tmp/small.mtx" --pattern 2:4 -o "$tmp/nm.npy"
+expect 0 "K = 1 of 1x2 per block row" -- prune "$tmp/small.mtx" --pattern rmb:1x2 --sparsity 0.5 -o "$tmp/rmb.npy"
+expect 0 '"nnz": 3'                -- inspect --json "$tmp/rmb.npy"
+expect 0 "2 x 12 \(f32\), pruned as a matrix from shape \(2, 3, 2, 2\)" -- prune "$tmp/conv.npy" --pattern rmb:2x2@2x6 --sparsity 0.5 -o "$tmp/conv_rmb.npy"
+expect 0 "values from f32"         -- inspect "$tmp/conv_rmb.npy"
+expect 0 '"kept_nnz": 8'           -- prune --json "$tmp/conv.npy" --pattern block:1x4 --sparsity 0.75 -o "$tmp/conv_block.npy.gz"
+expect 0 '"nnz": 8'                -- inspect --json "$tmp/conv_block.npy.gz"
+expect 2 "bad pruning pattern 'block:4'" -- prune "$tmp/small.mtx" --pattern block:4 --sparsity 0.5 -o "$tmp/none.npy"
+expect 2 "rmb:4x2@6x6.*does not tile" -- prune "$tmp/small.mtx" --pattern rmb:4x2@6x6 --sparsity 0.5 -o "$tmp/none.npy"
+expect 2 "sparsity must be in \[0, 1\]" -- prune "$tmp/small.mtx" --pattern unstructured --sparsity 1.5 -o "$tmp/none.npy"
+expect 2 "block:2x2 needs --sparsity" -- prune "$tmp/small.mtx" --pattern block:2x2 -o "$tmp/none.npy"
+expect 2 "2:4 fixes the sparsity at 0.5" -- prune "$tmp/small.mtx" --pattern 2:4 --sparsity 0.6 -o "$tmp/none.npy"
+expect 2 "must be a .npy file"     -- prune "$tmp/small.mtx" --pattern unstructured --sparsity 0.5 -o "$tmp/none.mtx"
+expect 2 "nodir does not exist"    -- prune "$tmp/small.mtx" --pattern unstructured --sparsity 0.5 -o "$tmp/nodir/none.npy"
+expect 2 "missing.npy: cannot open" -- prune "$tmp/missing.npy" --pattern unstructured --sparsity 0.5 -o "$tmp/none.npy"
+expect 2 "bad.mtx:4: .*column"     -- prune "$tmp/bad.mtx" --pattern unstructured --sparsity 0.5 -o "$tmp/none.npy"
+expect 2 "vec.npy.*not a matrix"   -- prune "$tmp/vec.npy" --pattern unstructured --sparsity 0.5 -o "$tmp/none.npy"
+expect 2 "--pattern"               -- prune "$tmp/small.mtx" --sparsity 0.5 -o "$tmp/none.npy"
+[[ -e "$tmp/none.npy" || -e "$tmp/none.mtx" ]] && { echo "FAIL: a failed prune left an output behind"; failures=$((failures + 1)); }
+cp "$tmp/p.npy" "$tmp/keep.npy"
+expect 2 "bad.mtx:4: "             -- prune "$tmp/bad.mtx" --pattern unstructured --sparsity 0.5 -o "$tmp/keep.npy"
+cmp -s "$tmp/p.npy" "$tmp/keep.npy" || { echo "FAIL: a failed prune changed an existing output"; failures=$((failures + 1)); }
+
 # `bench` runs sparsecc_bench next to sparsecc, in ../bench/ or on PATH; alone, it names where it looked.
 mkdir "$tmp/lone"
 cp "$bin" "$tmp/lone/sparsecc"
@@ -130,6 +168,8 @@ if [[ -n "$data" && -d "$data" ]]; then
   expect 0 '"rows": 64'   -- inspect --json "$data/sparsert/mobilenet_v1_sparse90.npz:contraction_1x1_0"
   expect 2 "contraction_1x1_0" -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz"
   expect 2 "nosuch"       -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz:nosuch"
+  expect 0 '"kept_nnz": ' -- prune --json "$data/sparsert/mobilenet_v1_sparse90.npz:contraction_1x1_0" --pattern 2:4 -o "$tmp/mb.npy"
+  expect 2 "contraction_1x1_0" -- prune "$data/sparsert/mobilenet_v1_sparse90.npz" --pattern 2:4 -o "$tmp/mb2.npy"
   expect 0 '"cells": 1'   -- inspect --json "$data/swc/jaxley/morph_ca1_n120.swc"
   expect 0 "1315000 compartments in 500 cells.*depth 4.*one thread per cell" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 500
   expect 0 "wrote $tmp/ca1.sccb: 1 launches per step, 1 segment types" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 8 --rhs 2 -o "$tmp/ca1.sccb"

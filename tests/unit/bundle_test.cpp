@@ -230,8 +230,8 @@ TEST(Bundle, SectionTableIsChecked) {
   patch_u64(r, 32 + 8, 32);  // inside the table
   expect_bundle_error(r, {"byte 40", "outside the data area"});
   r = good;
-  patch_u64(r, 32, 9);  // kind 9, reserved 0
-  expect_bundle_error(r, {"byte 32", "unknown section kind 9"});
+  patch_u64(r, 32, 10);  // kind 10, reserved 0
+  expect_bundle_error(r, {"byte 32", "unknown section kind 10"});
   r = good;
   patch_u64(r, 32, 1 | (std::uint64_t{1} << 32));
   expect_bundle_error(r, {"byte 36", "reserved"});
@@ -268,7 +268,7 @@ TEST(Bundle, SectionSizesMatchTheMetadata) {
   Raw five = floats(b.values);
   five.resize(5 * 4);
   expect_bundle_error(raw_bundle({{1, m}, {2, b.cubin}, {4, five}, {5, floats(b.bias)}}),
-                      {"section values (byte ", "holds 5 floats but metadata nnz is 6"});
+                      {"section values (byte ", "holds 5 floats but metadata nnz - tile_nnz is 6"});
   Raw odd = floats(b.values);
   odd.push_back(0);
   expect_bundle_error(raw_bundle({{1, m}, {2, b.cubin}, {4, odd}, {5, floats(b.bias)}}),
@@ -323,7 +323,7 @@ TEST(Bundle, MetadataValuesAreChecked) {
       {"nnz", 13, "value 13 out of range 0..12"},
       {"n_mode", "dynamic", "is not one of \"fixed\", \"runtime\""},
       {"n_tile", 0, "out of range"},
-      {"dtype", "f16", "is not one of \"f32\""},
+      {"dtype", "f64", "is not one of \"f32\", \"f16\", \"bf16\""},
       {"layout", "col_major", "is not one of \"row_major\""},
       {"values_mode", "lazy", "is not one of \"baked\", \"streamed\""},
       {"arch", "compute_90", "is not an architecture"},
@@ -350,6 +350,55 @@ TEST(Bundle, MetadataValuesAreChecked) {
   md["arch"] = "sm_90a";
   md["future_key"] = {1, 2, 3};
   EXPECT_EQ(rt::parse_bundle(with_metadata(md), "t.spcc").metadata.arch, "sm_90a");
+}
+
+// An fp16 bundle with tensor-core fragments: 2 of its 6 nonzeros in the fragments, 4 streamed values.
+Bundle small_half_bundle() {
+  Bundle b = small_bundle();
+  b.metadata.dtype = "f16";
+  b.metadata.params = rt::kSpmmHalfParams;
+  b.metadata.tile_nnz = 2;
+  b.metadata.fragment_words = 64;
+  b.values.resize(4);
+  b.fragments.assign(64, 0x3c003c00u);
+  return b;
+}
+
+TEST(Bundle, HalfPrecisionBundlesRoundTripAndAreChecked) {
+  const Bundle good = small_half_bundle();
+  const std::vector<unsigned char> bytes = rt::bundle_bytes(good, "h.spcc");
+  EXPECT_EQ(rt::parse_bundle(bytes, "h.spcc"), good);
+  const auto refused = [](Bundle b, const std::string& what) {
+    try {
+      rt::bundle_bytes(b, "h.spcc");
+      ADD_FAILURE() << "accepted a bundle with " << what;
+    } catch (const BundleError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Bundle b = good;
+  b.metadata.accumulate = "bf16";
+  refused(b, "is neither \"f32\" nor the dtype");
+  b = good;
+  b.metadata.params = rt::kSpmmParams;
+  refused(b, "for f16 / bf16");
+  b = good;
+  b.fragments.pop_back();
+  refused(b, "holds 63 words but metadata fragment_words is 64");
+  b = good;
+  b.values.push_back(1.0f);
+  refused(b, "nnz - tile_nnz is 4");
+  b = good;
+  b.metadata.tile_nnz = 7;
+  refused(b, "tile_nnz");
+  // fp32 bundles take neither fragments nor the extra keys.
+  b = small_bundle();
+  b.metadata.fragment_words = 64;
+  b.fragments.assign(64, 0);
+  refused(b, "fragment_words");
+  // An fp32 bundle's metadata has none of the half keys (bundles of earlier generators stay equal).
+  EXPECT_FALSE(small_bundle().metadata.to_json().contains("accumulate"));
+  EXPECT_TRUE(good.metadata.to_json().contains("fragment_words"));
 }
 
 TEST(Bundle, WriterRefusesInconsistentBundles) {

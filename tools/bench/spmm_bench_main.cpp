@@ -24,6 +24,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/blocklet_bench.hpp"
 #include "bench/hines_bench.hpp"
 #include "bench/baselines.hpp"
 #include "bench/suites.hpp"
@@ -627,6 +628,8 @@ int main(int argc, char** argv) {
   std::signal(SIGSEGV, print_stack_and_die);
   std::signal(SIGABRT, print_stack_and_die);
   if (argc > 1 && std::string(argv[1]) == "hines") return sparsecc::bench::hines_bench_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "blocklets")
+    return sparsecc::bench::blocklet_bench_main(argc - 1, argv + 1);
   Args args;
   CLI::App app{"sparsecc_bench: sparsecc's SpMM executors against cuBLAS and cuSPARSE", "sparsecc_bench"};
   app.add_option("--suite", args.suite, "sparsert or dlmc")->check(CLI::IsMember({"sparsert", "dlmc"}));

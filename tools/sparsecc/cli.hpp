@@ -17,6 +17,7 @@ void add_demo(CLI::App& app, std::function<int()>& run);
 void add_compile(CLI::App& app, std::function<int()>& run);
 void add_verify(CLI::App& app, std::function<int()>& run);
 void add_hines(CLI::App& app, std::function<int()>& run);
+void add_prune(CLI::App& app, std::function<int()>& run);
 // Forwards every argument to the sparsecc_bench program (execv); its callback returns only on failure.
 void add_bench(CLI::App& app, std::function<int()>& run);
 

@@ -99,7 +99,7 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
     if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
     std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
     for (const auto& step : block.groups[gi].steps) {
-      s += fmt::format("        x = spcc_load_pair(b + {} * ld, pair, live1);", step.k);
+      s += fmt::format("        x = SPCC_LOAD({});", step.k);
       if (!half_acc) s += " x0 = spcc_lo(x); x1 = spcc_hi(x);";
       for (const auto& e : step.entries) {
         const float w = weights[static_cast<std::size_t>(streamed ? packed : e.value_index)];
@@ -153,6 +153,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
                                                      {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
                                                      {"FRAGMENT_K", std::to_string(plan.fragment_k)},
+                                                     {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
                                                      {"STAGE", std::to_string(stage)},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_half.cu").render(values);
