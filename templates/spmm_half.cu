@@ -84,6 +84,17 @@ __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1,
 }
 
 #if SPCC_FRAGMENT_K
+// The lane's view of the fragments, set up in each block row's case that has fragments (values held
+// across the whole kernel were spilled by ptxas in kernels of hundreds of fragments): lane (g, q),
+// its B pointer at row 2q of the warp's columns, the columns left from there, the warp's stage.
+#define SPCC_FRAGMENT_SETUP                                                                        \
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                                  \
+  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (threadIdx.x >> 5); \
+  const spcc_u16* bw = B + warp_col + g + 2 * q * ld;                                             \
+  const long long wcols = ld - warp_col - g;                                                        \
+  float* st = red + SPCC_STAGE + (threadIdx.x >> 5) * 16 * 72;
+#define SPCC_STAGE /*@STAGE*/0/*@end*/
+
 // One fragment times the warp's 64 columns of B: 8 mma.sync of m16n8k{FRAGMENT_K} into d[j] (columns
 // 8j .. 8j + 7 of the warp). Lane (g = lane / 4, q = lane % 4) reads its operand words from `a`, and
 // from B rows k0 + 2q, k0 + 2q + 1 (+ 8, + 9) of column warp_col + 8j + g; rows at or past `krows`
@@ -163,13 +174,6 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const spcc_u16* b1 = live1 ? b + 1 : b;
   spcc_u16* c = C + col;
   extern __shared__ float red[];
-#if SPCC_FRAGMENT_K
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (threadIdx.x >> 5);
-  const spcc_u16* bw = B + warp_col + g + 2 * q * ld;
-  const long long wcols = ld - warp_col - g;
-  float* st = red + /*@STAGE*/0/*@end*/ + (threadIdx.x >> 5) * 16 * 72;
-#endif
   switch (blockIdx.y) {
 /*@BODY*/
     case 0: {
@@ -179,20 +183,23 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
         x = SPCC_LOAD(0); x0 = spcc_lo(x); x1 = spcc_hi(x);
         a0x = __fmul_rn(x0, 0x1p+0f); a0y = __fmul_rn(x1, 0x1p+0f);
       }
-#if SPCC_FRAGMENT_K
       {
-        float d[8][4] = {};
-        spcc_fragment(d, fragments + 0 * (8 * SPCC_FRAGMENT_K) + lane * (SPCC_FRAGMENT_K / 4), bw + 0 * ld, ld,
-                      wcols, 1, q);
-        spcc_stage(st, d, g, q);
-      }
-#endif
-      if (live && group == 0) {
-        float v0 = a0x, v1 = a0y;
 #if SPCC_FRAGMENT_K
-        v0 = __fadd_rn(v0, st[0 * 72 + 2 * lane]); v1 = __fadd_rn(v1, st[0 * 72 + 2 * lane + 1]);
+        SPCC_FRAGMENT_SETUP
+        {
+          float d[8][4] = {};
+          spcc_fragment(d, fragments + 0 * (8 * SPCC_FRAGMENT_K) + lane * (SPCC_FRAGMENT_K / 4), bw + 0 * ld, ld,
+                        wcols, 1, q);
+          spcc_stage(st, d, g, q);
+        }
 #endif
-        spcc_store_pair(c + 0 * ld, v0, v1, pair, live1);
+        if (live && group == 0) {
+          float v0 = a0x, v1 = a0y;
+#if SPCC_FRAGMENT_K
+          v0 = __fadd_rn(v0, st[0 * 72 + 2 * lane]); v1 = __fadd_rn(v1, st[0 * 72 + 2 * lane + 1]);
+#endif
+          spcc_store_pair(c + 0 * ld, v0, v1, pair, live1);
+        }
       }
       break;
     }

@@ -2,8 +2,8 @@
 // forced) -> emit_spmm_cuda (templates/spmm_half.cu) -> NVRTC (no spills, no stack frame) -> bundle
 // (with the fragments section) -> SpmmExecutor on a poisoned C. Each output is checked against the
 // fp64 product of the executor's own inputs (A and B rounded to the dtype) within spmm_tolerance, and
-// against interpret_spmm: bit for bit without fragments, within one unit in the last place of the
-// dtype with them (tensor cores sum in their own order). Cases: planted dense blocks in random
+// against interpret_spmm: bit for bit without fragments, within one unit in the last place plus
+// 2^-20 max |C| with them (tensor cores sum in their own order). Cases: planted dense blocks in random
 // matrices with every tile shape, accumulation, value mode and N mode; the real MobileNet v1 layers and
 // ResNet-50 3x3 filters, as stored and RMB-pruned (rmb:16x8 at 90 %); the DLMC rn50 0.9 matrices with
 // blocklets auto. Skips without a GPU (and the real cases without the data folder).
@@ -92,6 +92,7 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
 
   double max_ref = 0, max_diff = 0;
   std::int64_t nans = 0, bit_diffs = 0, far = 0;
+  std::string first_far;
   for (double v : ref.data) max_ref = std::max(max_ref, std::fabs(v));
   for (std::size_t i = 0; i < outputs; ++i) {
     const double g = from_bits(hc[i], bf16);
@@ -103,9 +104,13 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
     const std::uint16_t want = to_bits(interp.data[i], bf16);
     if (hc[i] != want) {
       ++bit_diffs;
-      // One unit in the last place: neighbouring bit patterns of the same sign.
-      const int d = static_cast<int>(hc[i]) - static_cast<int>(want);
-      if (std::abs(d) > 1 || ((hc[i] ^ want) & 0x8000u)) ++far;
+      // Tensor cores and the interpreter sum a fragment's products in fp32 in different orders: their
+      // results differ by fp32 roundings of partial sums, up to 2^-20 of max |C| here, and by one
+      // rounding to the dtype on top of that.
+      const double spacing = std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
+      if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && far++ == 0)
+        first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
+                    std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
     }
   }
   std::int64_t max_row_nnz = 0;
@@ -119,14 +124,14 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       static_cast<long long>(c.a.nnz()), n, plan.problem.dtype.c_str(), plan.accumulate.c_str(),
       value_mode_name(plan.value_mode), static_cast<long long>(plan.blocklets.tiles),
       c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
-      rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within 1 ulp" : "DIFFERS");
+      rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within bound" : "DIFFERS");
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(rel, tol) << c.name << " n=" << n;
   if (plan.fragment_k == 0) {
     EXPECT_EQ(bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
   } else {
-    EXPECT_EQ(far, 0) << c.name << " n=" << n << ": more than one ulp from interpret_spmm";
+    EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first " << first_far;
   }
 }
 
@@ -150,10 +155,12 @@ void build_and_run_half(const std::vector<HalfCase>& cases) {
   }
 }
 
-// An RMB-pruned copy of `a`: 16x8 blocklets keeping 10 % of the entries of each 16-row block row.
-CsrMatrix rmb_pruned(const CsrMatrix& a) {
-  const DenseMatrix d = prune_dense(dense_from_csr(a), parse_prune_pattern("rmb:16x8"), 0.9);
-  return csr_from_dense(d, DType::f32);
+// An RMB-pruned copy of `a`: 16x8 blocklets keeping 10 % of the entries of each 16-row block row;
+// with `refill`, the zeros inside kept blocklets get values of the layer (dense blocklets).
+CsrMatrix rmb_pruned(const CsrMatrix& a, bool refill) {
+  const PrunePattern rmb = parse_prune_pattern("rmb:16x8");
+  const DenseMatrix d = prune_dense(dense_from_csr(a), rmb, 0.9);
+  return csr_from_dense(refill ? refill_kept_tiles(d, rmb, 0x5eed) : d, DType::f32);
 }
 
 }  // namespace
@@ -191,12 +198,20 @@ TEST(SpmmHalfGpu, RealWeightsAsStoredAndRmbPruned) {
   for (int g = 1; g <= 3; ++g)
     layers.emplace_back("resnet3x3/bg" + std::to_string(g),
                         load_matrix(resnet.string() + ":filter_bg" + std::to_string(g)));
+  // NVRTC takes seconds per thousand unrolled nonzeros: the stored (unstructured) layers above the
+  // limit run with SPARSECC_GPU_ALL=1.
+  const char* all = std::getenv("SPARSECC_GPU_ALL");
+  const std::int64_t limit = all && std::string(all) == "1" ? std::int64_t{1} << 40 : 8000;
   for (auto& [name, a] : layers) {
-    const CsrMatrix rmb = rmb_pruned(a);
-    cases.push_back(half_case(name + "/f16/auto", a, 196, "f16", "auto", "f32", SpmmNMode::fixed, true));
-    cases.push_back(half_case(name + "/rmb/f16/off", rmb, 196, "f16", "off"));
-    cases.push_back(half_case(name + "/rmb/f16/auto", rmb, 196, "f16", "auto", "f32", SpmmNMode::fixed, true));
-    cases.push_back(half_case(name + "/rmb/bf16/16x8", rmb, 196, "bf16", "16x8:1"));
+    const CsrMatrix sparse_rmb = rmb_pruned(a, false), dense_rmb = rmb_pruned(a, true);
+    if (a.nnz() <= limit)
+      cases.push_back(half_case(name + "/f16/auto", a, 196, "f16", "auto", "f32", SpmmNMode::fixed, true));
+    cases.push_back(half_case(name + "/rmb/f16/auto", sparse_rmb, 196, "f16", "auto"));
+    cases.push_back(half_case(name + "/rmb-dense/f16/auto", dense_rmb, 196, "f16", "auto", "f32", SpmmNMode::fixed,
+                              true));
+    cases.push_back(half_case(name + "/rmb-dense/bf16/16x8", dense_rmb, 196, "bf16", "16x8:1", "bf16"));
+    cases.push_back(half_case(name + "/rmb-dense/f16/16x16", dense_rmb, 196, "f16", "16x16:0.5", "f32",
+                              SpmmNMode::fixed, false, SpmmValueMode::streamed));
   }
   build_and_run_half(cases);
 }
@@ -212,7 +227,7 @@ TEST(SpmmHalfGpu, DlmcRn50Sparse90BlockletsAuto) {
   // NVRTC takes seconds per ten thousand unrolled nonzeros: matrices above the limit run with
   // SPARSECC_GPU_ALL=1.
   const char* all = std::getenv("SPARSECC_GPU_ALL");
-  const std::int64_t limit = all && std::string(all) == "1" ? std::int64_t{1} << 40 : 30000;
+  const std::int64_t limit = all && std::string(all) == "1" ? std::int64_t{1} << 40 : 12000;
   std::vector<HalfCase> cases;
   std::int64_t skipped = 0;
   for (const auto& f : files) {

@@ -63,7 +63,7 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
 // The fragments of one block row: a tile of fp32 accumulators, one call each, then the stage.
 std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment) {
   if (block.fragments.empty()) return {};
-  std::string s = "      {\n        float d[8][4] = {};\n";
+  std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
   const std::int64_t words = 8 * p.fragment_k;  // per fragment: 32 lanes x fragment_k / 4
   for (const SpmmFragment& f : block.fragments) {
     const std::int64_t krows = std::min<std::int64_t>(p.fragment_k, p.problem.k - f.k);
@@ -122,8 +122,9 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
     if (p.groups > 1) s += "        break;\n";
   }
   if (any) s += "      }\n";
-  s += fragments_code(p, block, fragment);
-  return s + epilogue(p, block) + "      break;\n    }\n";
+  // The fragments' lane set-up is scoped to the fragments and the epilogue that reads their stage.
+  s += "      {\n" + fragments_code(p, block, fragment) + epilogue(p, block) + "      }\n";
+  return s + "      break;\n    }\n";
 }
 
 }  // namespace

@@ -278,4 +278,28 @@ DenseMatrix random_dense(std::int64_t rows, std::int64_t cols, std::uint64_t see
   return d;
 }
 
+DenseMatrix refill_kept_tiles(const DenseMatrix& pruned, const PrunePattern& pattern, std::uint64_t seed) {
+  if (pattern.kind != PruneKind::block && pattern.kind != PruneKind::rmb)
+    throw UsageError(fmt::format("refill_kept_tiles: pattern {} has no tiles", to_string(pattern)));
+  std::vector<double> pool;
+  for (double v : pruned.data)
+    if (v != 0.0) pool.push_back(v);
+  DenseMatrix out = pruned;
+  if (pool.empty()) return out;
+  SplitMix64 rng(seed);
+  const std::int64_t th = pattern.tile_rows, tw = pattern.tile_cols;
+  for (std::int64_t r0 = 0; r0 < out.rows; r0 += th)
+    for (std::int64_t c0 = 0; c0 < out.cols; c0 += tw) {
+      const std::int64_t r1 = std::min(out.rows, r0 + th), c1 = std::min(out.cols, c0 + tw);
+      bool kept = false;
+      for (std::int64_t r = r0; r < r1 && !kept; ++r)
+        for (std::int64_t c = c0; c < c1 && !kept; ++c) kept = pruned(r, c) != 0.0;
+      if (!kept) continue;
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t c = c0; c < c1; ++c)
+          if (out(r, c) == 0.0) out(r, c) = pool[static_cast<std::size_t>(rng.next() % pool.size())];
+    }
+  return out;
+}
+
 }  // namespace sparsecc

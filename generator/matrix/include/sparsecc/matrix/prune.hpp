@@ -64,6 +64,13 @@ std::int64_t rmb_blocklets_per_block(const PrunePattern& p, std::int64_t cols, d
 // Throws UsageError for a sparsity outside [0, 1] or one an n:m pattern contradicts.
 DenseMatrix prune_dense(const DenseMatrix& dense, const PrunePattern& pattern, double sparsity);
 
+// Stand-in for the retraining that follows structured pruning (the thesis retrains after RMB pruning)
+// when only already-sparse weights exist: every zero inside an aligned tile_rows x tile_cols tile of
+// `pruned` that holds a nonzero gets a value drawn (SplitMix64 `seed`) from the nonzeros of `pruned`,
+// so kept blocklets / blocks become dense with the layer's own value distribution. Throws UsageError
+// unless `pattern` is block or rmb.
+DenseMatrix refill_kept_tiles(const DenseMatrix& pruned, const PrunePattern& pattern, std::uint64_t seed);
+
 // How much of a matrix a pruning kept.
 struct PruneStats {
   std::int64_t rows = 0;
