@@ -13,6 +13,7 @@
 //   FRAGMENT_K    0 (no tensor-core fragments), 8 or 16 (mma.sync m16n8k8 / m16n8k16)
 //   PAIR32        1 when the row pitch is a compiled even N (32-bit loads of B pairs), else 0
 //   STAGE         float offset in dynamic shared memory of the warps' fragment stages
+//   FRAGMENT_TABLE  the k of every fragment (a __device__ array), or nothing without fragments
 //   BODY          one case per block row: accumulators, each group's steps, the fragments, then the
 //                 epilogue (group reduction through shared memory, the fragment tile, bias, ReLU,
 //                 rounding to 16 bits, stores)
@@ -98,7 +99,8 @@ __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1,
 // One fragment times the warp's 64 columns of B: 8 mma.sync of m16n8k{FRAGMENT_K} into d[j] (columns
 // 8j .. 8j + 7 of the warp). Lane (g = lane / 4, q = lane % 4) reads its operand words from `a`, and
 // from B rows k0 + 2q, k0 + 2q + 1 (+ 8, + 9) of column warp_col + 8j + g; rows at or past `krows`
-// (beyond K) and columns at or past `cols` (beyond n, counted from warp_col + g) read as zero.
+// (beyond K) read as zero, columns at or past `cols` (beyond n, counted from warp_col + g; cols - 1
+// is column n - 1, at or after column 0 of B) as column n - 1.
 __device__ __forceinline__ void spcc_fragment(float (&d)[8][4], const spcc_u32* a, const spcc_u16* bp,
                                               long long ld, long long cols, int krows, int q) {
 #if SPCC_FRAGMENT_K == 8
@@ -112,8 +114,11 @@ __device__ __forceinline__ void spcc_fragment(float (&d)[8][4], const spcc_u32* 
 #if SPCC_FRAGMENT_K == 16
     spcc_u32 b1 = 0;
 #endif
-    if (8 * j < cols) {
-      const spcc_u16* p = bp + 8 * j;
+    {
+      // Columns past n read column n - 1 instead: finite values whose products only reach output
+      // columns that are never stored. No predicate per column group, so nothing stays live across
+      // the fragments of a block row (eight of them did not fit the predicate registers and spilled).
+      const spcc_u16* p = bp + (8 * j < cols ? 8 * j : cols - 1);
       if (2 * q < krows) b0 = __ldg(p);
       if (2 * q + 1 < krows) b0 |= static_cast<spcc_u32>(__ldg(p + ld)) << 16;
 #if SPCC_FRAGMENT_K == 16
@@ -158,6 +163,10 @@ __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], in
 }
 #endif
 
+// The column k of every fragment, in fragment order: block rows run a rolled loop over their
+// fragments (straight-line fragments kept values live across hundreds of mma and ptxas spilled them).
+/*@FRAGMENT_TABLE*/static __device__ const int spcc_fragment_k[] = {0};/*@end*/
+
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm_half/*@end*/(const spcc_u16* __restrict__ B, spcc_u16* __restrict__ C,
                                           const float* __restrict__ bias, const float* __restrict__ values,
@@ -188,8 +197,9 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
         SPCC_FRAGMENT_SETUP
         {
           float d[8][4] = {};
-          spcc_fragment(d, fragments + 0 * (8 * SPCC_FRAGMENT_K) + lane * (SPCC_FRAGMENT_K / 4), bw + 0 * ld, ld,
-                        wcols, 1, q);
+          for (int f = 0; f < 1; ++f)
+            spcc_fragment(d, fragments + f * (8 * SPCC_FRAGMENT_K) + lane * (SPCC_FRAGMENT_K / 4),
+                          bw + __ldg(spcc_fragment_k + f) * ld, ld, wcols, 1, q);
           spcc_stage(st, d, g, q);
         }
 #endif

@@ -60,18 +60,28 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   return s + "      }\n";
 }
 
-// The fragments of one block row: a tile of fp32 accumulators, one call each, then the stage.
+// The fragments of one block row: a tile of fp32 accumulators, a rolled loop over the fragments that
+// lie wholly inside K (their k from spcc_fragment_k), one call for a last fragment that reaches past K,
+// then the stage.
 std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment) {
   if (block.fragments.empty()) return {};
   std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
   const std::int64_t words = 8 * p.fragment_k;  // per fragment: 32 lanes x fragment_k / 4
-  for (const SpmmFragment& f : block.fragments) {
-    const std::int64_t krows = std::min<std::int64_t>(p.fragment_k, p.problem.k - f.k);
+  const std::int64_t first = fragment;
+  std::int64_t inside = 0;
+  for (const SpmmFragment& f : block.fragments) inside += f.k + p.fragment_k <= p.problem.k;
+  if (inside > 0)
     s += fmt::format(
-        "        spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-        fragment * words, p.fragment_k / 4, f.k, krows);
-    ++fragment;
+        "        for (int f = {0}; f < {1}; ++f)\n"
+        "          spcc_fragment(d, fragments + f * {2} + lane * {3}, bw + __ldg(spcc_fragment_k + f) * ld, ld, wcols, "
+        "{4}, q);\n",
+        first, first + inside, words, p.fragment_k / 4, p.fragment_k);
+  for (std::size_t i = static_cast<std::size_t>(inside); i < block.fragments.size(); ++i) {
+    const SpmmFragment& f = block.fragments[i];
+    s += fmt::format("        spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+                     (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, f.k, p.problem.k - f.k);
   }
+  fragment += static_cast<std::int64_t>(block.fragments.size());
   return s + "        spcc_stage(st, d, g, q);\n      }\n";
 }
 
@@ -148,6 +158,14 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed, fragment);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   const std::int64_t stage = std::int64_t{plan.groups - 1} * plan.rows_per_block * plan.n_tile * 2;
+  std::string table;
+  if (plan.fragment_k) {
+    table = "static __device__ const int spcc_fragment_k[] = {";
+    std::int64_t i = 0;
+    for (const auto& b : plan.blocks)
+      for (const auto& f : b.fragments) table += fmt::format("{}{}{}", i ? "," : "", i % 32 == 0 ? "\n    " : "", f.k), ++i;
+    table += "};";
+  }
   const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
                                                      {"KERNEL_NAME", plan.kernel_name},
                                                      {"N_TILE", std::to_string(plan.n_tile)},
@@ -156,6 +174,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"FRAGMENT_K", std::to_string(plan.fragment_k)},
                                                      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
                                                      {"STAGE", std::to_string(stage)},
+                                                     {"FRAGMENT_TABLE", table},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_half.cu").render(values);
   return out;
