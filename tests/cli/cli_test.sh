@@ -88,6 +88,18 @@ head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"
 [[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a failed compile left x.sccb behind"; failures=$((failures + 1)); }
+# fp16 / bf16 executors and tensor-core blocklets: a dense 16x8 block plus three scattered entries.
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "20 12 131";
+             for (r = 1; r <= 16; r++) for (c = 1; c <= 8; c++) printf "%d %d %.3f\n", r, c, (r * 7 + c) % 11 / 10 + 0.05;
+             print "17 9 0.5"; print "18 10 -0.25"; print "20 12 1.5" }' >"$tmp/blk.mtx"
+expect 0 "blocklets 16x8 .*: 1 tiles in 1 fragments" -- compile "$tmp/blk.mtx" --n 9 --dtype f16 -o "$tmp/blk.sccb"
+expect 0 "f16 \(f32 accumulation, 128 nonzeros on tensor cores\).* ok" -- verify "$tmp/blk.sccb" --cpu
+expect 0 "bf16 \(bf16 accumulation\), blocklets off" -- compile "$tmp/blk.mtx" --n 9 --dtype bf16 --accumulate bf16 --blocklets off -o "$tmp/blk2.sccb"
+expect 0 "bf16 \(bf16 accumulation\).* ok" -- verify "$tmp/blk2.sccb" --cpu
+expect 2 "tensor-core tiles are 16x8, 16x16 or 8x8" -- compile "$tmp/blk.mtx" --n 9 --dtype f16 --blocklets 4x4 -o "$tmp/x.sccb"
+expect 2 "PTX emitter writes fp32 kernels" -- compile "$tmp/blk.mtx" --n 9 --dtype f16 --emit ptx -o "$tmp/x.sccb"
+expect 2 "blocklets run on fp16 / bf16" -- compile "$tmp/blk.mtx" --n 9 --blocklets 16x8 -o "$tmp/x.sccb"
+[[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a failed compile left x.sccb behind"; failures=$((failures + 1)); }
 expect 0 "depth 0: base 5 rows"     -- hines "$tmp/cell.swc"
 expect 0 "depth 2: 21 rows"        -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2
 expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --check
