@@ -1,8 +1,6 @@
 // cuBLAS and cuSPARSE baselines: upload, check against the fp64 reference, then time.
 #include "bench/baselines.hpp"
 
-#include <cublas_v2.h>
-#include <cusparse.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <cmath>
 #include <memory>
 
+#include "bench/vendor_handles.hpp"
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -17,59 +16,6 @@
 
 namespace sparsecc::bench {
 namespace {
-
-// A library call that reports CUSPARSE_STATUS_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED.
-class NotSupported : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  std::string error = fmt::format("{} ({})", cublasGetStatusName(status), cublasGetStatusString(status));
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
-  throw_cuda_error(call, error, file, line);
-}
-
-void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUSPARSE_STATUS_SUCCESS) return;
-  std::string error = fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status));
-  if (status == CUSPARSE_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
-  throw_cuda_error(call, error, file, line);
-}
-
-#define SPARSECC_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
-#define SPARSECC_CUSPARSE_CHECK(call) check_cusparse((call), #call, __FILE__, __LINE__)
-
-struct CublasHandle {
-  cublasHandle_t h = nullptr;
-  CublasHandle() { SPARSECC_CUBLAS_CHECK(cublasCreate(&h)); }
-  ~CublasHandle() { cublasDestroy(h); }
-};
-
-struct CusparseHandle {
-  cusparseHandle_t h = nullptr;
-  CusparseHandle() { SPARSECC_CUSPARSE_CHECK(cusparseCreate(&h)); }
-  ~CusparseHandle() { cusparseDestroy(h); }
-};
-
-struct SpMat {
-  cusparseSpMatDescr_t d = nullptr;
-  SpMat() = default;
-  SpMat(const SpMat&) = delete;
-  ~SpMat() {
-    if (d) cusparseDestroySpMat(d);
-  }
-};
-
-struct DnMat {
-  cusparseDnMatDescr_t d = nullptr;
-  DnMat() = default;
-  DnMat(const DnMat&) = delete;
-  ~DnMat() {
-    if (d) cusparseDestroyDnMat(d);
-  }
-};
 
 // One copy of every operand; the timed launches rotate among several when timing cold L2.
 struct OperandSet {
@@ -83,13 +29,6 @@ struct Problem {
   std::vector<double> c_ref;
   std::vector<OperandSet> sets;
 };
-
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer d(host.size() * sizeof(T));
-  d.upload(host.data(), host.size() * sizeof(T));
-  return d;
-}
 
 Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& options, std::size_t l2_bytes) {
   if (n < 1 || n > INT_MAX || a.rows > INT_MAX || a.cols > INT_MAX || a.nnz() > INT_MAX)
@@ -132,16 +71,6 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& optio
     p.sets.push_back(std::move(o));
   }
   return p;
-}
-
-double rel_l2_error(const std::vector<float>& c, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    double d = static_cast<double>(c[i]) - ref[i];
-    num += d * d;
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 using Enqueue = std::function<void(cudaStream_t, int set)>;
@@ -313,6 +242,12 @@ std::string DeviceInfo::describe() const {
       ordinal, name, cc_major, cc_minor, sms, mhz(sm_clock_khz), mhz(mem_clock_khz), l2_bytes >> 20,
       static_cast<double>(memory_bytes) / (1 << 30), driver_version / 1000, driver_version % 1000 / 10,
       runtime_version / 1000, runtime_version % 1000 / 10, cublas_version, cusparse_version);
+}
+
+const BaselineResult* find_ok(const std::vector<BaselineResult>& results, const std::string& name) {
+  for (const auto& r : results)
+    if (r.name == name && r.ok) return &r;
+  return nullptr;
 }
 
 DeviceInfo query_device() {

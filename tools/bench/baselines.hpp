@@ -63,6 +63,9 @@ struct BaselineResult {
   double tolerance = 0;  // the rel_error bound this baseline was checked against
 };
 
+// The result called `name` when it passed its check and was timed, else null.
+const BaselineResult* find_ok(const std::vector<BaselineResult>& results, const std::string& name);
+
 // Uploads A (its dense form for cuBLAS) and a random B, runs and times every baseline, and returns
 // one result each plus "cusparse_best" (the fastest cuSPARSE algorithm that passed). Errors inside
 // one baseline are reported in its result; the others still run.

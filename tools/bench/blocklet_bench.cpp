@@ -133,19 +133,6 @@ Built build(const Problem& p, const std::string& dtype, const std::string& block
   return b;
 }
 
-double geomean(const std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  double s = 0;
-  for (double x : v) s += std::log(x);
-  return std::exp(s / static_cast<double>(v.size()));
-}
-
-const BaselineResult* find(const std::vector<BaselineResult>& r, const std::string& name) {
-  for (const auto& x : r)
-    if (x.name == name && x.ok) return &x;
-  return nullptr;
-}
-
 }  // namespace
 
 int blocklet_bench_main(int argc, char** argv) {
@@ -183,7 +170,6 @@ int blocklet_bench_main(int argc, char** argv) {
     // Compile everything on every core first.
     std::vector<std::string> configs = {"auto"};
     if (!args.no_off) configs.push_back("off");
-    std::vector<std::future<Built>> futures;
     const unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::pair<std::size_t, std::string>> work;
     for (std::size_t i = 0; i < problems.size(); ++i)
@@ -300,9 +286,9 @@ int blocklet_bench_main(int argc, char** argv) {
       for (const auto& r : base)
         jb[r.name] = {{"ok", r.ok}, {"us", r.us}, {"rel_error", r.rel_error}, {"note", r.note}, {"skipped", r.skipped}};
       jp["baselines"] = jb;
-      const BaselineResult* cublas = find(base, "cublas_" + s);
-      const BaselineResult* csr = find(base, "cusparse_csr_best");
-      const BaselineResult* bell = find(base, "cusparse_bell_best");
+      const BaselineResult* cublas = find_ok(base, "cublas_" + s);
+      const BaselineResult* csr = find_ok(base, "cusparse_csr_best");
+      const BaselineResult* bell = find_ok(base, "cusparse_bell_best");
       const auto cell = [](double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); };
       const double a_us = us.count("auto") ? us["auto"] : 0, o_us = us.count("off") ? us["off"] : 0;
       const auto ratio = [&](const BaselineResult* r, std::vector<double>& acc) {

@@ -2,8 +2,6 @@
 // rounded inputs, then time.
 #include "bench/half_baselines.hpp"
 
-#include <cublas_v2.h>
-#include <cusparse.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,74 +11,12 @@
 #include <memory>
 #include <string>
 
+#include "bench/vendor_handles.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
 namespace sparsecc::bench {
 namespace {
-
-// A library call that reports CUSPARSE_STATUS_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED.
-class NotSupported : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  std::string error = fmt::format("{} ({})", cublasGetStatusName(status), cublasGetStatusString(status));
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
-  throw_cuda_error(call, error, file, line);
-}
-
-void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
-  if (status == CUSPARSE_STATUS_SUCCESS) return;
-  std::string error = fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status));
-  if (status == CUSPARSE_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
-  throw_cuda_error(call, error, file, line);
-}
-
-#define SPARSECC_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
-#define SPARSECC_CUSPARSE_CHECK(call) check_cusparse((call), #call, __FILE__, __LINE__)
-
-struct CublasHandle {
-  cublasHandle_t h = nullptr;
-  CublasHandle() { SPARSECC_CUBLAS_CHECK(cublasCreate(&h)); }
-  ~CublasHandle() { cublasDestroy(h); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-};
-
-struct CusparseHandle {
-  cusparseHandle_t h = nullptr;
-  CusparseHandle() { SPARSECC_CUSPARSE_CHECK(cusparseCreate(&h)); }
-  ~CusparseHandle() { cusparseDestroy(h); }
-  CusparseHandle(const CusparseHandle&) = delete;
-  CusparseHandle& operator=(const CusparseHandle&) = delete;
-};
-
-struct SpMat {
-  cusparseSpMatDescr_t d = nullptr;
-  SpMat() = default;
-  SpMat(const SpMat&) = delete;
-  SpMat& operator=(const SpMat&) = delete;
-  ~SpMat() { reset(); }
-  void reset() {
-    if (d) cusparseDestroySpMat(d);
-    d = nullptr;
-  }
-};
-
-struct DnMat {
-  cusparseDnMatDescr_t d = nullptr;
-  DnMat() = default;
-  DnMat(const DnMat&) = delete;
-  DnMat& operator=(const DnMat&) = delete;
-  ~DnMat() { reset(); }
-  void reset() {
-    if (d) cusparseDestroyDnMat(d);
-    d = nullptr;
-  }
-};
 
 cudaDataType data_type(HalfPrecision p) { return p == HalfPrecision::f16 ? CUDA_R_16F : CUDA_R_16BF; }
 
@@ -101,13 +37,6 @@ struct Problem {
   std::vector<double> c_ref;          // fp64 A·B of the rounded inputs, M×N row-major
   std::vector<OperandSet> sets;
 };
-
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer d(host.size() * sizeof(T));
-  d.upload(host.data(), host.size() * sizeof(T));
-  return d;
-}
 
 Problem prepare(const CsrMatrix& a, std::int64_t n, HalfPrecision prec, const HalfBaselineOptions& options,
                 std::size_t l2_bytes) {
@@ -166,16 +95,6 @@ std::vector<double> download_rows(const DeviceBuffer& c, std::int64_t stored_row
       out[static_cast<std::size_t>(r * cols + j)] = half_bits_to_double(
           bits[static_cast<std::size_t>(col_major ? j * stored_rows + r : r * cols + j)], prec);
   return out;
-}
-
-double rel_l2_error(const std::vector<double>& c, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    double d = c[i] - ref[i];
-    num += d * d;
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 using Enqueue = std::function<void(cudaStream_t, int set)>;

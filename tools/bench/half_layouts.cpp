@@ -22,7 +22,9 @@ std::uint16_t double_to_half_bits(double v, HalfPrecision p) {
   return p == HalfPrecision::f16 ? ::sparsecc::double_to_half_bits(v) : double_to_bf16_bits(v);
 }
 
-double round_to_half(double v, HalfPrecision p) { return half_bits_to_double(double_to_half_bits(v, p), p); }
+double round_to_half(double v, HalfPrecision p) {
+  return round_to(p == HalfPrecision::f16 ? DType::f16 : DType::bf16, v);
+}
 
 std::vector<std::uint16_t> random_half_matrix(std::int64_t rows, std::int64_t cols, HalfPrecision p,
                                               std::uint64_t seed) {

@@ -252,19 +252,6 @@ double launch_floor_us(const TimingOptions& timing) {
   return us;
 }
 
-double geomean(const std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  double s = 0;
-  for (double x : v) s += std::log(x);
-  return std::exp(s / static_cast<double>(v.size()));
-}
-
-const BaselineResult* find(const std::vector<BaselineResult>& rs, const std::string& name) {
-  for (const auto& r : rs)
-    if (r.name == name && r.ok) return &r;
-  return nullptr;
-}
-
 // One generation and compilation: problem `problem` with the plan options `options`.
 struct Task {
   std::size_t problem = 0;
@@ -562,10 +549,10 @@ int run(const Args& args) {
     BaselineOptions bo;
     bo.timing = args.timing;
     const std::vector<BaselineResult> base = run_baselines(a, p.N, bo);
-    const auto* fp32 = find(base, "cublas_fp32");
-    const auto* tf32 = find(base, "cublas_tf32");
-    const auto* fp16 = find(base, "cublas_fp16");
-    const auto* cusp = find(base, "cusparse_best");
+    const auto* fp32 = find_ok(base, "cublas_fp32");
+    const auto* tf32 = find_ok(base, "cublas_tf32");
+    const auto* fp16 = find_ok(base, "cublas_fp16");
+    const auto* cusp = find_ok(base, "cusparse_best");
     auto us = [](const BaselineResult* r) { return r ? fmt::format("{:.2f}", r->us) : std::string("-"); };
     auto ratio = [&](const BaselineResult* r, const char* key) {
       if (!r || !all_ok) return std::string("-");

@@ -30,10 +30,6 @@ struct VerifyArgs {
   bool cpu = false;
 };
 
-// The blocklet configuration a half-precision bundle was planned with ("off" or "16x8:0.5"): forcing
-// it reproduces the tiles of an automatic choice too.
-std::string s_blocklets(const nlohmann::json& summary) { return summary.value("blocklets", std::string("off")); }
-
 // The plan the bundle was compiled from, rebuilt by the (deterministic) inspector.
 SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
   SpmmProblem problem;
@@ -47,7 +43,8 @@ SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
   SpmmOptions o;
   if (md.dtype != "f32") {
     o.accumulate = md.accumulate;
-    set_blocklets(o, s_blocklets(md.plan_summary));
+    // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
+    set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
   }
   const auto& s = md.plan_summary;
   o.rows_per_block = s.value("rows_per_block", 0);

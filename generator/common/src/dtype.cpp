@@ -110,6 +110,20 @@ std::uint16_t double_to_bf16_bits(double v) {
   return sign | static_cast<std::uint16_t>(((exp + 127) << 7) | static_cast<int>(q));
 }
 
+double round_to(DType t, double v) {
+  switch (t) {
+    case DType::f16:
+      return half_bits_to_double(double_to_half_bits(v));
+    case DType::bf16:
+      return bf16_bits_to_double(double_to_bf16_bits(v));
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::f64:
+      break;
+  }
+  return v;
+}
+
 double load_le(DType t, const unsigned char* p) {
   switch (t) {
     case DType::f16:

@@ -9,6 +9,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/template.hpp"
+#include "unrolled_groups.hpp"
 
 namespace sparsecc {
 
@@ -47,31 +48,15 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   std::string s = fmt::format("    case {}: {{\n      float x", bi);
   for (std::int64_t i = 0; i < block.row_end - block.row_begin; ++i) s += fmt::format(", a{} = 0.0f", i);
   s += ";\n";
-  bool any = false;
-  for (const auto& g : block.groups) any = any || !g.steps.empty();
-  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
-  for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
-    if (block.groups[gi].steps.empty()) continue;
-    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
-    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
-    for (const auto& step : block.groups[gi].steps) {
-      s += fmt::format("        x = __ldg(b + {} * ld);", step.k);
-      for (const auto& e : step.entries) {
+  s += emit_detail::unrolled_groups(
+      p, block, packed, [](std::int32_t k) { return fmt::format("        x = __ldg(b + {} * ld);", k); },
+      [&](const SpmmEntry& e, std::int64_t at, bool first) {
         const std::string w = p.value_mode == SpmmValueMode::streamed
-                                  ? fmt::format("__ldg(values + {})", packed)
+                                  ? fmt::format("__ldg(values + {})", at)
                                   : cuda_float_literal(weights[static_cast<std::size_t>(e.value_index)]);
-        ++packed;
-        if (touched[e.row])
-          s += fmt::format(" a{0} = __fmaf_rn(x, {1}, a{0});", e.row, w);
-        else
-          s += fmt::format(" a{} = __fmul_rn(x, {});", e.row, w);
-        touched[e.row] = 1;
-      }
-      s += "\n";
-    }
-    if (p.groups > 1) s += "        break;\n";
-  }
-  if (any) s += "      }\n";
+        return first ? fmt::format(" a{} = __fmul_rn(x, {});", e.row, w)
+                     : fmt::format(" a{0} = __fmaf_rn(x, {1}, a{0});", e.row, w);
+      });
   return s + epilogue(p, block) + "      break;\n    }\n";
 }
 

@@ -10,6 +10,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/template.hpp"
+#include "unrolled_groups.hpp"
 
 namespace sparsecc {
 
@@ -101,37 +102,23 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
     for (std::int64_t i = 0; i < rows; ++i) s += fmt::format(", a{0}x = 0.0f, a{0}y = 0.0f", i);
     s += ";\n";
   }
-  bool any = false;
-  for (const auto& g : block.groups) any = any || !g.steps.empty();
-  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
-  for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
-    if (block.groups[gi].steps.empty()) continue;
-    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
-    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
-    for (const auto& step : block.groups[gi].steps) {
-      s += fmt::format("        x = SPCC_LOAD({});", step.k);
-      if (!half_acc) s += " x0 = spcc_lo(x); x1 = spcc_hi(x);";
-      for (const auto& e : step.entries) {
-        const float w = weights[static_cast<std::size_t>(streamed ? packed : e.value_index)];
+  s += emit_detail::unrolled_groups(
+      p, block, packed,
+      [&](std::int32_t k) {
+        return fmt::format("        x = SPCC_LOAD({});", k) + (half_acc ? "" : " x0 = spcc_lo(x); x1 = spcc_hi(x);");
+      },
+      [&](const SpmmEntry& e, std::int64_t at, bool first) {
+        const float w = weights[static_cast<std::size_t>(streamed ? at : e.value_index)];
         if (half_acc) {
-          const std::string w2 = streamed ? fmt::format("spcc_pack(__ldg(values + {0}), __ldg(values + {0}))", packed)
-                                          : pair_literal(p, w);
-          s += touched[e.row] ? fmt::format(" a{0} = spcc_fma2(x, {1}, a{0});", e.row, w2)
-                              : fmt::format(" a{} = spcc_fma2(x, {}, SPCC_NEG0);", e.row, w2);
-        } else {
-          const std::string w1 = streamed ? fmt::format("__ldg(values + {})", packed) : cuda_float_literal(w);
-          s += touched[e.row] ? fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);",
-                                            e.row, w1)
-                              : fmt::format(" a{0}x = __fmul_rn(x0, {1}); a{0}y = __fmul_rn(x1, {1});", e.row, w1);
+          const std::string w2 =
+              streamed ? fmt::format("spcc_pack(__ldg(values + {0}), __ldg(values + {0}))", at) : pair_literal(p, w);
+          return first ? fmt::format(" a{} = spcc_fma2(x, {}, SPCC_NEG0);", e.row, w2)
+                       : fmt::format(" a{0} = spcc_fma2(x, {1}, a{0});", e.row, w2);
         }
-        ++packed;
-        touched[e.row] = 1;
-      }
-      s += "\n";
-    }
-    if (p.groups > 1) s += "        break;\n";
-  }
-  if (any) s += "      }\n";
+        const std::string w1 = streamed ? fmt::format("__ldg(values + {})", at) : cuda_float_literal(w);
+        return first ? fmt::format(" a{0}x = __fmul_rn(x0, {1}); a{0}y = __fmul_rn(x1, {1});", e.row, w1)
+                     : fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);", e.row, w1);
+      });
   // The fragments' lane set-up is scoped to the fragments and the epilogue that reads their stage.
   s += "      {\n" + fragments_code(p, block, fragment) + epilogue(p, block) + "      }\n";
   return s + "      break;\n    }\n";

@@ -120,9 +120,10 @@ BlockletConfig choose_blocklets(const CsrMatrix& a, const SpmmProblem& problem, 
     cfg.max_blocks = kUnlimitedBlocks;
     validate_blocklet_config(cfg);
   } else if (o.blocklets == SpmmBlockletMode::automatic) {
+    // The proposal's own winner may be a SIMT shape; the executor runs tensor-core shapes only, so
+    // the choice is made here from its estimates.
     std::vector<BlockletCandidate> candidates;
-    const BlockletConfig proposed = propose_blocklets(a, {problem.dtype}, &candidates);
-    (void)proposed;  // its winner may be a SIMT shape; the executor runs tensor-core shapes only
+    propose_blocklets(a, {problem.dtype}, &candidates);
     // A shape that finds no tile keeps every nonzero in the residual: the largest estimate is the
     // all-residual cost the 5 % saving is measured against.
     double baseline = 0;

@@ -12,22 +12,6 @@ namespace sparsecc {
 
 namespace {
 
-// Rounding to the plan's storage type (f32, f16 or bf16), and its inverse view as a double.
-struct Rounder {
-  enum { f32, f16, bf16 } type = f32;
-  explicit Rounder(const std::string& dtype) : type(dtype == "f16" ? f16 : dtype == "bf16" ? bf16 : f32) {}
-  double operator()(double v) const {
-    switch (type) {
-      case f16:
-        return half_bits_to_double(double_to_half_bits(v));
-      case bf16:
-        return bf16_bits_to_double(double_to_bf16_bits(v));
-      default:
-        return static_cast<double>(static_cast<float>(v));
-    }
-  }
-};
-
 // The weight of fragment word `w`'s half `h` (0: low).
 double fragment_weight(std::uint32_t w, int h, bool bf16) {
   const auto bits = static_cast<std::uint16_t>(h ? w >> 16 : w & 0xffffu);
@@ -51,7 +35,9 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
                                  plan.fragment_count(), fk));
   const std::int64_t n = b.cols;
   const bool streamed = plan.value_mode == SpmmValueMode::streamed;
-  const Rounder store(pr.dtype);
+  // Rounding to the plan's storage type (f32, f16 or bf16).
+  const DType type = parse_dtype(pr.dtype).value_or(DType::f32);
+  const auto store = [type](double v) { return round_to(type, v); };
   // Accumulation in the dtype rounds every product and sum to it; fp32 accumulation uses float FMAs.
   const bool half_acc = plan.half() && plan.accumulate != "f32";
   const bool bf16 = pr.dtype == "bf16";

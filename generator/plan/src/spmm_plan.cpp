@@ -131,12 +131,9 @@ std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
 }
 
 float spmm_weight(const SpmmPlan& plan, double v) {
-  const std::string& t = plan.problem.dtype;
-  const double r = t == "f16"    ? half_bits_to_double(double_to_half_bits(v))
-                   : t == "bf16" ? bf16_bits_to_double(double_to_bf16_bits(v))
-                                 : static_cast<double>(static_cast<float>(v));
+  const double r = round_to(parse_dtype(plan.problem.dtype).value_or(DType::f32), v);
   if (!std::isfinite(r))
-    throw UsageError(fmt::format("the weight {} overflows {}", v, t));
+    throw UsageError(fmt::format("the weight {} overflows {}", v, plan.problem.dtype));
   return static_cast<float>(r);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -40,21 +41,26 @@ std::vector<double> spmv(const CsrMatrix& A, const std::vector<double>& x) {
   return y;
 }
 
-double round_to_dtype(double v, const std::string& dtype) {
-  if (dtype == "f16") return half_bits_to_double(double_to_half_bits(v));
-  if (dtype == "bf16") return bf16_bits_to_double(double_to_bf16_bits(v));
-  if (dtype == "f32") return static_cast<double>(static_cast<float>(v));
-  throw UsageError(fmt::format("round_to_dtype: unknown dtype '{}'", dtype));
+namespace {
+
+DType rounding_type(const std::string& dtype) {
+  const std::optional<DType> t = parse_dtype(dtype);
+  if (!t) throw UsageError(fmt::format("round_values: unknown dtype '{}'", dtype));
+  return *t;
 }
 
+}  // namespace
+
 CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) {
+  const DType t = rounding_type(dtype);
   CsrMatrix r = a;
-  for (double& v : r.values) v = round_to_dtype(v, dtype);
+  for (double& v : r.values) v = round_to(t, v);
   return r;
 }
 
 void round_values(DenseMatrix& b, const std::string& dtype) {
-  for (double& v : b.data) v = round_to_dtype(v, dtype);
+  const DType t = rounding_type(dtype);
+  for (double& v : b.data) v = round_to(t, v);
 }
 
 double spmm_tolerance(const std::string& dtype, const std::string& accumulate, std::int64_t max_row_nnz) {

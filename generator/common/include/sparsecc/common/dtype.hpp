@@ -21,6 +21,8 @@ double bf16_bits_to_double(std::uint16_t bits);
 // Round to nearest even; overflow gives +-inf, NaN stays NaN.
 std::uint16_t double_to_half_bits(double v);
 std::uint16_t double_to_bf16_bits(double v);
+// v rounded to nearest even in type t, as a double (f64: v itself).
+double round_to(DType t, double v);
 
 // Decode one little-endian element of type t at p.
 double load_le(DType t, const unsigned char* p);

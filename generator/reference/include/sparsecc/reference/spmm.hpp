@@ -24,7 +24,7 @@ std::vector<double> spmv(const CsrMatrix& A, const std::vector<double>& x);
 // Half-precision executors are checked against the fp64 product of their own inputs: A's values and
 // B rounded to the dtype ("f16" or "bf16"; "f32" rounds to float32), so the check measures the
 // executor's arithmetic, not the quantization of the weights.
-double round_to_dtype(double v, const std::string& dtype);
+// Throws UsageError for another dtype.
 CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype);
 void round_values(DenseMatrix& b, const std::string& dtype);
 

@@ -1,0 +1,46 @@
+// The unrolled path of one block row as both CUDA C++ emitters write it (spmm_cuda.cpp for fp32,
+// spmm_half_cuda.cpp for fp16 / bf16): "if (live)" — a switch on the thread's group when there are
+// several — then per group its steps in order, each a B load followed by one operation per entry
+// (a multiply at an accumulator's first touch, a fused multiply-add after), and "break;" per case.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc::emit_detail {
+
+// `load(k)` returns the text of the B load of step k; `entry(e, packed, first)` the text of entry e,
+// whose value is the `packed`-th of the emission order, `first` at its accumulator's first touch.
+// `packed` advances by the entries written.
+template <class Load, class Entry>
+std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& packed, Load load,
+                            Entry entry) {
+  std::string s;
+  bool any = false;
+  for (const auto& g : block.groups) any = any || !g.steps.empty();
+  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
+  for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
+    if (block.groups[gi].steps.empty()) continue;
+    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
+    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
+    for (const auto& step : block.groups[gi].steps) {
+      s += load(step.k);
+      for (const auto& e : step.entries) {
+        s += entry(e, packed, !touched[e.row]);
+        ++packed;
+        touched[e.row] = 1;
+      }
+      s += "\n";
+    }
+    if (p.groups > 1) s += "        break;\n";
+  }
+  if (any) s += "      }\n";
+  return s;
+}
+
+}  // namespace sparsecc::emit_detail

@@ -1,0 +1,101 @@
+// What the cuBLAS and cuSPARSE baselines (fp32: baselines.cpp, fp16 / bf16: half_baselines.cpp) share:
+// status checks that tell "not supported" (a skipped baseline) from a failure, owning handles and
+// descriptors, the upload of a host vector, and the error measure the baselines are checked with.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cusparse.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/timing.hpp"
+
+namespace sparsecc::bench {
+
+// A library call that reports CUSPARSE_STATUS_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED.
+class NotSupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  std::string error = fmt::format("{} ({})", cublasGetStatusName(status), cublasGetStatusString(status));
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
+  throw_cuda_error(call, error, file, line);
+}
+
+inline void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUSPARSE_STATUS_SUCCESS) return;
+  std::string error = fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status));
+  if (status == CUSPARSE_STATUS_NOT_SUPPORTED) throw NotSupported(fmt::format("{}: {}", call, error));
+  throw_cuda_error(call, error, file, line);
+}
+
+#define SPARSECC_CUBLAS_CHECK(call) ::sparsecc::bench::check_cublas((call), #call, __FILE__, __LINE__)
+#define SPARSECC_CUSPARSE_CHECK(call) ::sparsecc::bench::check_cusparse((call), #call, __FILE__, __LINE__)
+
+struct CublasHandle {
+  cublasHandle_t h = nullptr;
+  CublasHandle() { SPARSECC_CUBLAS_CHECK(cublasCreate(&h)); }
+  ~CublasHandle() { cublasDestroy(h); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+};
+
+struct CusparseHandle {
+  cusparseHandle_t h = nullptr;
+  CusparseHandle() { SPARSECC_CUSPARSE_CHECK(cusparseCreate(&h)); }
+  ~CusparseHandle() { cusparseDestroy(h); }
+  CusparseHandle(const CusparseHandle&) = delete;
+  CusparseHandle& operator=(const CusparseHandle&) = delete;
+};
+
+struct SpMat {
+  cusparseSpMatDescr_t d = nullptr;
+  SpMat() = default;
+  SpMat(const SpMat&) = delete;
+  SpMat& operator=(const SpMat&) = delete;
+  ~SpMat() { reset(); }
+  void reset() {
+    if (d) cusparseDestroySpMat(d);
+    d = nullptr;
+  }
+};
+
+struct DnMat {
+  cusparseDnMatDescr_t d = nullptr;
+  DnMat() = default;
+  DnMat(const DnMat&) = delete;
+  DnMat& operator=(const DnMat&) = delete;
+  ~DnMat() { reset(); }
+  void reset() {
+    if (d) cusparseDestroyDnMat(d);
+    d = nullptr;
+  }
+};
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer d(host.size() * sizeof(T));
+  d.upload(host.data(), host.size() * sizeof(T));
+  return d;
+}
+
+// ||C - C_ref||_2 / ||C_ref||_2 (the absolute norm when C_ref is zero).
+template <class T>
+double rel_l2_error(const std::vector<T>& c, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(c[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace sparsecc::bench
