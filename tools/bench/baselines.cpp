@@ -161,13 +161,6 @@ constexpr SpmmAlgorithm kSpmmAlgorithms[] = {
     {"cusparse_coo_alg4", CUSPARSE_SPMM_COO_ALG4, true, false},
 };
 
-// Descriptors and workspace of one operand set for one algorithm (row-major B and C).
-struct SpmmSet {
-  SpMat a;
-  DnMat b, c;
-  DeviceBuffer workspace;
-};
-
 Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmmAlgorithm& alg) {
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
   const float alpha = 1.0f, beta = 0.0f;

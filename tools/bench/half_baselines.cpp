@@ -208,13 +208,6 @@ constexpr CsrAlgorithm kCsrAlg1{"cusparse_csr_alg1", CUSPARSE_SPMM_CSR_ALG1, tru
 constexpr CsrAlgorithm kCsrAlg2{"cusparse_csr_alg2", CUSPARSE_SPMM_CSR_ALG2, false};
 constexpr CsrAlgorithm kCsrAlg3{"cusparse_csr_alg3", CUSPARSE_SPMM_CSR_ALG3, true};
 
-// Descriptors and workspace of one operand set.
-struct SpmmSet {
-  SpMat a;
-  DnMat b, c;
-  DeviceBuffer workspace;
-};
-
 // cusparseSpMM on CSR A with row-major B and C of the precision, fp32 compute.
 Case csr_case(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const CsrAlgorithm& alg) {
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());

@@ -79,6 +79,13 @@ struct DnMat {
   }
 };
 
+// The descriptors and workspace of one cusparseSpMM on one operand set.
+struct SpmmSet {
+  SpMat a;
+  DnMat b, c;
+  DeviceBuffer workspace;
+};
+
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host) {
   DeviceBuffer d(host.size() * sizeof(T));

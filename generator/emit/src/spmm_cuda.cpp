@@ -69,17 +69,8 @@ std::string cuda_float_literal(float v) {
 
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   if (plan.half()) return emit_spmm_half_cuda(plan, a);
-  if (const auto errors = check_plan(plan, a); !errors.empty())
-    throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
-  if (!is_c_identifier(plan.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
   EmittedKernel out;
-  out.language = KernelLanguage::cuda;
-  out.kernel_name = plan.kernel_name;
-  out.max_registers = plan.max_registers;
-  out.opt_level = plan.assembler_opt_level;
-  const std::vector<float> weights = spmm_kernel_values(plan, a);
-  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  const std::vector<float> weights = emit_detail::start_cuda_kernel(plan, a, out);
   std::string body;
   std::int64_t packed = 0;
   for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed);

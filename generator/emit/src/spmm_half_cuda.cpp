@@ -127,18 +127,9 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
 }  // namespace
 
 EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
-  if (const auto errors = check_plan(plan, a); !errors.empty())
-    throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
-  if (!plan.half()) throw UsageError("emit_spmm_half_cuda: the plan's dtype is f32");
-  if (!is_c_identifier(plan.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
   EmittedKernel out;
-  out.language = KernelLanguage::cuda;
-  out.kernel_name = plan.kernel_name;
-  out.max_registers = plan.max_registers;
-  out.opt_level = plan.assembler_opt_level;
-  const std::vector<float> weights = spmm_kernel_values(plan, a);
-  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  const std::vector<float> weights = emit_detail::start_cuda_kernel(plan, a, out);
+  if (!plan.half()) throw UsageError("emit_spmm_half_cuda: the plan's dtype is f32");
   out.fragment_words = spmm_fragment_words(plan, a);
   std::string body;
   std::int64_t packed = 0, fragment = 0;

@@ -1,5 +1,5 @@
-// The unrolled path of one block row as both CUDA C++ emitters write it (spmm_cuda.cpp for fp32,
-// spmm_half_cuda.cpp for fp16 / bf16): "if (live)" — a switch on the thread's group when there are
+// What the two CUDA C++ emitters (spmm_cuda.cpp for fp32, spmm_half_cuda.cpp for fp16 / bf16) share:
+// the start of a kernel, and the unrolled path of one block row: "if (live)" — a switch on the thread's group when there are
 // several — then per group its steps in order, each a B load followed by one operation per entry
 // (a multiply at an accumulator's first touch, a fused multiply-add after), and "break;" per case.
 #pragma once
@@ -10,9 +10,28 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 
 namespace sparsecc::emit_detail {
+
+// What both CUDA C++ emitters do first: refuse a plan that is not valid for `a` or whose kernel name
+// is not an identifier (UsageError), fill the kernel's name, register cap, assembler level and, in
+// streamed mode, its packed values; returns the weights the kernel uses (spmm_kernel_values).
+inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatrix& a, EmittedKernel& out) {
+  if (const auto errors = check_plan(plan, a); !errors.empty())
+    throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
+  if (!is_c_identifier(plan.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
+  out.language = KernelLanguage::cuda;
+  out.kernel_name = plan.kernel_name;
+  out.max_registers = plan.max_registers;
+  out.opt_level = plan.assembler_opt_level;
+  std::vector<float> weights = spmm_kernel_values(plan, a);
+  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  return weights;
+}
 
 // `load(k)` returns the text of the B load of step k; `entry(e, packed, first)` the text of entry e,
 // whose value is the `packed`-th of the emission order, `first` at its accumulator's first touch.
