@@ -12,17 +12,20 @@
 //   BF16          0: fp16, 1: bf16
 //   FRAGMENT_K    0 (no tensor-core fragments), 8 or 16 (mma.sync m16n8k8 / m16n8k16)
 //   PAIR32        1 when the row pitch is a compiled even N (32-bit loads of B pairs), else 0
+//   VEC8          1 when the row pitch is a compiled N divisible by 8: fragments load B rows as 16-byte
+//                 vectors and block rows without unrolled nonzeros store their tile directly
 //   STAGE         float offset in dynamic shared memory of the warps' fragment stages
 //   FRAGMENT_TABLE  the k of every fragment (a __device__ array), or nothing without fragments
-//   BODY          one case per block row: accumulators, each group's steps, the fragments, then the
-//                 epilogue (group reduction through shared memory, the fragment tile, bias, ReLU,
-//                 rounding to 16 bits, stores)
+//   BODY          one case per block row: accumulators, each group's steps, each group's share of the
+//                 fragments, then the epilogue (group reduction through shared memory, the groups'
+//                 fragment tiles, bias, ReLU, rounding to 16 bits, stores)
 // ABI: grid (ceil(n / (2 * N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan.
 // B is K x n and C is M x n, row-major, 16-bit; bias and values are float32 (values: the weights,
 // rounded to the dtype, of a streamed plan); fragments holds the packed tensor-core operands.
 // Columns >= n neither load nor store; every thread reaches every barrier and every mma.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
 #define SPCC_FRAGMENT_K /*@FRAGMENT_K*/8/*@end*/
+#define SPCC_VEC8 /*@VEC8*/0/*@end*/
 
 typedef unsigned short spcc_u16;
 typedef unsigned int spcc_u32;
@@ -86,73 +89,212 @@ __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1,
 
 #if SPCC_FRAGMENT_K
 // The lane's view of the fragments, set up in each block row's case that has fragments (values held
-// across the whole kernel were spilled by ptxas in kernels of hundreds of fragments): lane (g, q),
-// its B pointer at row 2q of the warp's columns, the columns left from there, the warp's stage.
+// across the whole kernel were spilled by ptxas in kernels of hundreds of fragments): lane (g, q), the
+// first of the warp's 64 columns (warps of every group cover the same columns), its B pointer, the
+// columns left from there, the warp's stage. The 16-byte path reads the 8 columns from SPCC_VCOL(g) of
+// the warp (the last 8 columns of B where those lie past n) at row 2q; the scalar path column g at
+// row 2q.
+#if SPCC_VEC8
+#define SPCC_VCOL(g) (8 * (((g) >> 1) + 4 * ((g) & 1)))
 #define SPCC_FRAGMENT_SETUP                                                                        \
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                                  \
-  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (threadIdx.x >> 5); \
+  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (t >> 5);         \
+  const long long wcols = ld - warp_col;                                                            \
+  const spcc_u16* bw = B + (SPCC_VCOL(g) < wcols ? warp_col + SPCC_VCOL(g) : ld - 8) + 2 * q * ld; \
+  float* st = red + SPCC_STAGE + (threadIdx.x >> 5) * 16 * 72;
+#else
+#define SPCC_FRAGMENT_SETUP                                                                        \
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                                  \
+  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (t >> 5);         \
   const spcc_u16* bw = B + warp_col + g + 2 * q * ld;                                             \
   const long long wcols = ld - warp_col - g;                                                        \
   float* st = red + SPCC_STAGE + (threadIdx.x >> 5) * 16 * 72;
+#endif
 #define SPCC_STAGE /*@STAGE*/0/*@end*/
+// Floats between the stages of warp w of group i and of group i + 1.
+#define SPCC_GROUP_STAGE ((T / 32) * 16 * 72)
 
-// One fragment times the warp's 64 columns of B: 8 mma.sync of m16n8k{FRAGMENT_K} into d[j] (columns
-// 8j .. 8j + 7 of the warp). Lane (g = lane / 4, q = lane % 4) reads its operand words from `a`, and
-// from B rows k0 + 2q, k0 + 2q + 1 (+ 8, + 9) of column warp_col + 8j + g; rows at or past `krows`
-// (beyond K) read as zero, columns at or past `cols` (beyond n, counted from warp_col + g; cols - 1
-// is column n - 1, at or after column 0 of B) as column n - 1.
-__device__ __forceinline__ void spcc_fragment(float (&d)[8][4], const spcc_u32* a, const spcc_u16* bp,
-                                              long long ld, long long cols, int krows, int q) {
+// One m16n8k{FRAGMENT_K} mma.sync with fp32 accumulation into d (a: the lane's A words, b0/b1 its B).
+__device__ __forceinline__ void spcc_mma(float (&d)[4], const spcc_u32 (&a)[SPCC_FRAGMENT_K / 4], spcc_u32 b0,
+                                         spcc_u32 b1) {
 #if SPCC_FRAGMENT_K == 8
-  const uint2 av = __ldg(reinterpret_cast<const uint2*>(a));
+#if SPCC_BF16
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0));
 #else
-  const uint4 av = __ldg(reinterpret_cast<const uint4*>(a));
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0));
 #endif
+#else
+#if SPCC_BF16
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+#endif
+}
+
+// The lane's A words of a fragment (one 8- or 16-byte load).
+__device__ __forceinline__ void spcc_load_a(spcc_u32 (&av)[SPCC_FRAGMENT_K / 4], const spcc_u32* a) {
+#if SPCC_FRAGMENT_K == 8
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(a));
+  av[0] = v.x; av[1] = v.y;
+#else
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(a));
+  av[0] = v.x; av[1] = v.y; av[2] = v.z; av[3] = v.w;
+#endif
+}
+
+#if SPCC_VEC8
+// The 16-byte path. Lane (g, q) loads B rows k0 + 2q, k0 + 2q + 1 (+ 8, + 9 for k16) at its 8 columns
+// SPCC_VCOL(g) + 0..7 of the warp (whole 128-byte rows per 8 lanes) and pairs the two rows' halves
+// with a byte permute: mma j (0..7) takes column SPCC_VCOL(g) + j as its n index g, so the accumulators
+// d[j] of lane (g, q) are columns 8q + j (d[j][0], d[j][2]: n index 2q) and 32 + 8q + j (d[j][1],
+// d[j][3]: n index 2q + 1) of rows g and g + 8. Each 16-byte store of a row then covers, over the 4
+// lanes of a row, 64 consecutive bytes of C.
+struct spcc_operands {
+  spcc_u32 a[SPCC_FRAGMENT_K / 4];
+  uint4 b[SPCC_FRAGMENT_K / 4];  // rows 2q, 2q + 1 (, 2q + 8, 2q + 9)
+};
+
+// Rows at or past `krows` (beyond K) read as zero.
+__device__ __forceinline__ void spcc_load_operands(spcc_operands& o, const spcc_u32* a, const spcc_u16* bp,
+                                                   long long ld, int krows, int q) {
+  spcc_load_a(o.a, a);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    spcc_u32 b0 = 0;
+  for (int i = 0; i < SPCC_FRAGMENT_K / 4; ++i) {
+    const int r = 2 * q + (i & 1) + 8 * (i >> 1);
+    o.b[i] = r < krows ? __ldg(reinterpret_cast<const uint4*>(bp + ((i & 1) + 8 * (i >> 1)) * ld))
+                       : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+__device__ __forceinline__ spcc_u32 spcc_word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ void spcc_multiply(float (&d)[8][4], const spcc_operands& o) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const spcc_u32 r0 = spcc_word(o.b[0], i), r1 = spcc_word(o.b[1], i);
 #if SPCC_FRAGMENT_K == 16
-    spcc_u32 b1 = 0;
-#endif
-    {
-      // Columns past n read column n - 1 instead: finite values whose products only reach output
-      // columns that are never stored. No predicate per column group, so nothing stays live across
-      // the fragments of a block row (eight of them did not fit the predicate registers and spilled).
-      const spcc_u16* p = bp + (8 * j < cols ? 8 * j : cols - 1);
-      if (2 * q < krows) b0 = __ldg(p);
-      if (2 * q + 1 < krows) b0 |= static_cast<spcc_u32>(__ldg(p + ld)) << 16;
-#if SPCC_FRAGMENT_K == 16
-      if (2 * q + 8 < krows) b1 = __ldg(p + 8 * ld);
-      if (2 * q + 9 < krows) b1 |= static_cast<spcc_u32>(__ldg(p + 9 * ld)) << 16;
-#endif
-    }
-#if SPCC_FRAGMENT_K == 8
-#if SPCC_BF16
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
-        : "r"(av.x), "r"(av.y), "r"(b0));
+    const spcc_u32 r8 = spcc_word(o.b[2], i), r9 = spcc_word(o.b[3], i);
+    spcc_mma(d[2 * i], o.a, __byte_perm(r0, r1, 0x5410), __byte_perm(r8, r9, 0x5410));
+    spcc_mma(d[2 * i + 1], o.a, __byte_perm(r0, r1, 0x7632), __byte_perm(r8, r9, 0x7632));
 #else
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-        : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
-        : "r"(av.x), "r"(av.y), "r"(b0));
-#endif
-#else
-#if SPCC_BF16
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
-        : "r"(av.x), "r"(av.y), "r"(av.z), "r"(av.w), "r"(b0), "r"(b1));
-#else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
-        : "r"(av.x), "r"(av.y), "r"(av.z), "r"(av.w), "r"(b0), "r"(b1));
-#endif
+    spcc_mma(d[2 * i], o.a, __byte_perm(r0, r1, 0x5410), 0u);
+    spcc_mma(d[2 * i + 1], o.a, __byte_perm(r0, r1, 0x7632), 0u);
 #endif
   }
 }
 
-// Hands the warp's 16 x 64 tile to its lanes' column pairs: lane l then reads rows r at st[r * 72 + 2l].
+// `count` fragments wholly inside K (operands from `a`, one fragment every 8 * FRAGMENT_K words; k
+// from `ks`), the next one's loads in flight while one multiplies.
+__device__ __forceinline__ void spcc_fragments(float (&d)[8][4], const spcc_u32* a, const int* ks, int count,
+                                               const spcc_u16* bw, long long ld, long long, int q) {
+  spcc_operands cur, next;
+  spcc_load_operands(cur, a, bw + __ldg(ks) * ld, ld, SPCC_FRAGMENT_K, q);
+  int k_next = __ldg(ks + (count > 1 ? 1 : 0));
+  for (int f = 0; f < count; ++f) {
+    const int after = f + 2 < count ? f + 2 : count - 1;
+    const int k_after = __ldg(ks + after);
+    const int nf = f + 1 < count ? f + 1 : f;
+    spcc_load_operands(next, a + nf * (8 * SPCC_FRAGMENT_K), bw + k_next * ld, ld, SPCC_FRAGMENT_K, q);
+    spcc_multiply(d, cur);
+    cur = next;
+    k_next = k_after;
+  }
+}
+
+// One fragment reaching past K: rows k0 + krows .. read as zero.
+__device__ __forceinline__ void spcc_fragment(float (&d)[8][4], const spcc_u32* a, const spcc_u16* bp,
+                                              long long ld, long long, int krows, int q) {
+  spcc_operands o;
+  spcc_load_operands(o, a, bp, ld, krows, q);
+  spcc_multiply(d, o);
+}
+
+// The warp's tile into its stage, row-major (row r, warp column c at st[r * 72 + c]).
+__device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], int g, int q) {
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {  // h: row g + 8 (h / 2), columns 32 (h % 2) + 8q + j
+    float* p = st + (g + 8 * (h >> 1)) * 72 + 8 * q + 32 * (h & 1);
+    *reinterpret_cast<float4*>(p) = make_float4(d[0][h], d[1][h], d[2][h], d[3][h]);
+    *reinterpret_cast<float4*>(p + 4) = make_float4(d[4][h], d[5][h], d[6][h], d[7][h]);
+  }
+  __syncwarp();
+}
+
+// Adds another warp's staged tile (same columns) to the lane's accumulators.
+__device__ __forceinline__ void spcc_add_stage(float (&d)[8][4], const float* st, int g, int q) {
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    const float* p = st + (g + 8 * (h >> 1)) * 72 + 8 * q + 32 * (h & 1);
+    const float4 u = *reinterpret_cast<const float4*>(p), v = *reinterpret_cast<const float4*>(p + 4);
+    d[0][h] = __fadd_rn(d[0][h], u.x); d[1][h] = __fadd_rn(d[1][h], u.y);
+    d[2][h] = __fadd_rn(d[2][h], u.z); d[3][h] = __fadd_rn(d[3][h], u.w);
+    d[4][h] = __fadd_rn(d[4][h], v.x); d[5][h] = __fadd_rn(d[5][h], v.y);
+    d[6][h] = __fadd_rn(d[6][h], v.z); d[7][h] = __fadd_rn(d[7][h], v.w);
+  }
+}
+
+// The epilogue of a block row without unrolled nonzeros, straight from the tile: row `row` of C (the
+// lane's row g, or g + 8 for h >= 2) gets bias, ReLU, rounding, and one 16-byte store of 8 columns.
+__device__ __forceinline__ void spcc_store_tile_row(spcc_u16* c, const float (&d)[8][4], int h, float bias,
+                                                    bool relu) {
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = __fadd_rn(d[j][h], bias);
+    if (relu) v[j] = fmaxf(v[j], 0.0f);
+  }
+  *reinterpret_cast<uint4*>(c) =
+      make_uint4(spcc_pack(v[0], v[1]), spcc_pack(v[2], v[3]), spcc_pack(v[4], v[5]), spcc_pack(v[6], v[7]));
+}
+#else
+// The scalar path (runtime N or N not divisible by 8). One fragment times the warp's 64 columns of B:
+// 8 mma.sync into d[j] (columns 8j .. 8j + 7 of the warp). Lane (g = lane / 4, q = lane % 4) reads
+// its operand words from `a`, and from B rows k0 + 2q, k0 + 2q + 1 (+ 8, + 9) of column
+// warp_col + 8j + g; rows at or past `krows` (beyond K) read as zero, columns at or past `cols`
+// (beyond n, counted from warp_col + g; cols - 1 is column n - 1, at or after column 0 of B) as
+// column n - 1.
+__device__ __forceinline__ void spcc_fragment(float (&d)[8][4], const spcc_u32* a, const spcc_u16* bp,
+                                              long long ld, long long cols, int krows, int q) {
+  spcc_u32 av[SPCC_FRAGMENT_K / 4];
+  spcc_load_a(av, a);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    spcc_u32 b0 = 0, b1 = 0;
+    // Columns past n read column n - 1 instead: finite values whose products only reach output
+    // columns that are never stored. No predicate per column group, so nothing stays live across
+    // the fragments of a block row (eight of them did not fit the predicate registers and spilled).
+    const spcc_u16* p = bp + (8 * j < cols ? 8 * j : cols - 1);
+    if (2 * q < krows) b0 = __ldg(p);
+    if (2 * q + 1 < krows) b0 |= static_cast<spcc_u32>(__ldg(p + ld)) << 16;
+#if SPCC_FRAGMENT_K == 16
+    if (2 * q + 8 < krows) b1 = __ldg(p + 8 * ld);
+    if (2 * q + 9 < krows) b1 |= static_cast<spcc_u32>(__ldg(p + 9 * ld)) << 16;
+#endif
+    spcc_mma(d[j], av, b0, b1);
+  }
+}
+
+// `count` fragments wholly inside K (operands from `a`, one every 8 * FRAGMENT_K words; k from `ks`).
+__device__ __forceinline__ void spcc_fragments(float (&d)[8][4], const spcc_u32* a, const int* ks, int count,
+                                               const spcc_u16* bw, long long ld, long long cols, int q) {
+  for (int f = 0; f < count; ++f)
+    spcc_fragment(d, a + f * (8 * SPCC_FRAGMENT_K), bw + __ldg(ks + f) * ld, ld, cols, SPCC_FRAGMENT_K, q);
+}
+
+// The warp's tile into its stage, row-major (row r, warp column c at st[r * 72 + c]).
 __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], int g, int q) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -161,7 +303,8 @@ __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], in
   }
   __syncwarp();
 }
-#endif
+#endif  // SPCC_VEC8
+#endif  // SPCC_FRAGMENT_K
 
 // The column k of every fragment, in fragment order: block rows run a rolled loop over their
 // fragments (straight-line fragments kept values live across hundreds of mma and ptxas spilled them).
@@ -197,9 +340,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
         SPCC_FRAGMENT_SETUP
         {
           float d[8][4] = {};
-          for (int f = 0; f < 1; ++f)
-            spcc_fragment(d, fragments + f * (8 * SPCC_FRAGMENT_K) + lane * (SPCC_FRAGMENT_K / 4),
-                          bw + __ldg(spcc_fragment_k + f) * ld, ld, wcols, 1, q);
+          spcc_fragments(d, fragments + lane * (SPCC_FRAGMENT_K / 4), spcc_fragment_k, 1, bw, ld, wcols, q);
           spcc_stage(st, d, g, q);
         }
 #endif

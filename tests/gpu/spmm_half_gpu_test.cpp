@@ -183,6 +183,24 @@ TEST(SpmmHalfGpu, PlantedBlocksEveryConfiguration) {
   // K and M not multiples of the tile: edge fragments read no B row past K.
   cases.push_back(half_case("planted/f16/edges-k-m", planted(45, 29, 0.1, 9), 33, "f16", "16x8:0.25"));
   cases.push_back(half_case("planted/f16/edges-k16", planted(45, 29, 0.1, 9), 33, "f16", "16x16:0.1"));
+  // The 16-byte path (compiled N divisible by 8): blocks alone (block rows store straight from the
+  // tiles), blocks beside unrolled nonzeros, several groups sharing a block row's fragments, a short
+  // last block row, fragments reaching past K, column tiles past N.
+  const CsrMatrix blocks_only = planted(77, 70, 0.0, 5);
+  for (const std::string dtype : {"f16", "bf16"}) {
+    cases.push_back(half_case("vec8/" + dtype + "/blocks-only", blocks_only, 200, dtype, "16x8:0.5", "f32",
+                              SpmmNMode::fixed, true));
+    cases.push_back(half_case("vec8/" + dtype + "/blocks-only-groups3", blocks_only, 72, dtype, "16x16:0.25",
+                              "f32", SpmmNMode::fixed, true));
+    cases.back().c.options.groups = 3;
+    cases.push_back(half_case("vec8/" + dtype + "/mixed-groups2", a, 136, dtype, "16x8:0.5", dtype));
+    cases.back().c.options.groups = 2;
+    cases.push_back(half_case("vec8/" + dtype + "/mixed-8x8", a, 64, dtype, "8x8:0.5"));
+  }
+  cases.push_back(half_case("vec8/f16/edges-k-m", planted(45, 29, 0.0, 9), 8, "f16", "16x8:0.25"));
+  cases.push_back(half_case("vec8/f16/edges-k16-groups2", planted(45, 29, 0.1, 9), 328, "f16", "16x16:0.1"));
+  cases.back().c.options.groups = 2;
+  cases.back().c.options.n_tile = 64;
   build_and_run_half(cases);
 }
 
@@ -207,10 +225,11 @@ TEST(SpmmHalfGpu, RealWeightsAsStoredAndRmbPruned) {
     if (a.nnz() <= limit)
       cases.push_back(half_case(name + "/f16/auto", a, 196, "f16", "auto", "f32", SpmmNMode::fixed, true));
     cases.push_back(half_case(name + "/rmb/f16/auto", sparse_rmb, 196, "f16", "auto"));
-    cases.push_back(half_case(name + "/rmb-dense/f16/auto", dense_rmb, 196, "f16", "auto", "f32", SpmmNMode::fixed,
+    // N = 392 takes the 16-byte fragment path, N = 196 the scalar one.
+    cases.push_back(half_case(name + "/rmb-dense/f16/auto", dense_rmb, 392, "f16", "auto", "f32", SpmmNMode::fixed,
                               true));
     cases.push_back(half_case(name + "/rmb-dense/bf16/16x8", dense_rmb, 196, "bf16", "16x8:1", "bf16"));
-    cases.push_back(half_case(name + "/rmb-dense/f16/16x16", dense_rmb, 196, "f16", "16x16:0.5", "f32",
+    cases.push_back(half_case(name + "/rmb-dense/f16/16x16", dense_rmb, 392, "f16", "16x16:0.5", "f32",
                               SpmmNMode::fixed, false, SpmmValueMode::streamed));
   }
   build_and_run_half(cases);

@@ -67,11 +67,18 @@ TEST(SpmmHalf, InterpreterMatchesTheReferenceForEveryConfiguration) {
   for (std::int64_t r = 0; r < a.rows; ++r) max_row = std::max(max_row, a.row_nnz(r));
   for (const std::string dtype : {"f16", "bf16"})
     for (const std::string bl : {"off", "auto", "16x8:0.5", "16x16:0.25", "8x8:0.5"})
-      for (const std::string acc : {std::string("f32"), dtype})
-        for (const bool bias : {false, true}) {
-          SCOPED_TRACE(dtype + " " + bl + " acc " + acc + (bias ? " bias+relu" : ""));
+      for (const std::string& acc : {std::string("f32"), dtype})
+        for (const bool bias : {false, true})
+          for (const int groups : {0, 3}) {
+          SCOPED_TRACE(dtype + " " + bl + " acc " + acc + (bias ? " bias+relu" : "") + " groups " +
+                       std::to_string(groups));
           const SpmmProblem pr{a.rows, a.cols, 37, SpmmNMode::fixed, bias, bias, dtype};
-          const SpmmPlan plan = plan_spmm(a, pr, with_blocklets(bl, acc));
+          SpmmOptions o = with_blocklets(bl, acc);
+          o.groups = groups;
+          const SpmmPlan plan = plan_spmm(a, pr, o);
+          if (groups) {
+            EXPECT_EQ(plan.groups, groups);
+          }
           const auto errors = check_plan(plan, a);
           ASSERT_TRUE(errors.empty()) << errors.front();
           EXPECT_EQ(plan.cols_per_thread, 2);
@@ -160,9 +167,13 @@ TEST(SpmmHalf, BadOptionsAreRefused) {
                UsageError);
   EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off", "bf16")),
                UsageError);
-  SpmmOptions grouped = with_blocklets("16x8:0.5");
-  grouped.groups = 2;
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, grouped), UsageError);
+  // Tensor-core tiles take whole warps and 16-row block rows.
+  SpmmOptions partial_warp = with_blocklets("16x8:0.5");
+  partial_warp.n_tile = 48;
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, partial_warp), UsageError);
+  SpmmOptions short_rows = with_blocklets("16x8:0.5");
+  short_rows.rows_per_block = 8;
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, short_rows), UsageError);
   // The PTX emitter writes fp32 kernels only.
   const SpmmPlan half = plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off"));
   EXPECT_THROW(emit_spmm(half, a, KernelLanguage::ptx), UsageError);
@@ -173,15 +184,66 @@ TEST(SpmmHalf, BadOptionsAreRefused) {
   EXPECT_THROW(spmm_kernel_values(p16, big), UsageError);
 }
 
+TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
+  SpmmBlockRow b;
+  b.fragments.resize(10);
+  std::size_t next = 0;
+  for (std::int32_t g = 0; g < 4; ++g) {
+    const auto [first, last] = spmm_group_fragments(b, 4, g);
+    EXPECT_EQ(first, next);
+    EXPECT_GE(last - first, 2u);
+    EXPECT_LE(last - first, 3u);
+    next = last;
+  }
+  EXPECT_EQ(next, 10u);
+  EXPECT_EQ(spmm_group_fragments(b, 1, 0), (std::pair<std::size_t, std::size_t>{0, 10}));
+  // Automatic plans keep one group; given groups split each block row's fragments, within 48 KiB of
+  // shared memory.
+  DenseMatrix d(32, 512);
+  SplitMix64 rng(4);
+  for (std::int64_t c0 = 0; c0 < 512; c0 += 32)
+    for (std::int64_t r = 0; r < 32; ++r)
+      for (std::int64_t c = c0; c < c0 + 8; ++c) d(r, c) = rng.uniform_pm1();
+  const CsrMatrix a = csr_from_dense(d, DType::f32);
+  const SpmmProblem pr{32, 512, 64, SpmmNMode::fixed, false, false, "f16"};
+  const SpmmPlan one = plan_spmm(a, pr, with_blocklets("16x8"));
+  EXPECT_EQ(one.fragment_count(), 32);
+  EXPECT_EQ(one.groups, 1);
+  SpmmOptions o = with_blocklets("16x8");
+  o.groups = 4;
+  const SpmmPlan four = plan_spmm(a, pr, o);
+  EXPECT_EQ(four.groups, 4);
+  EXPECT_TRUE(check_plan(four, a).empty());
+  EXPECT_EQ(four.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
+  o.groups = 11;  // 11 stages of 4.5 KiB
+  EXPECT_THROW(plan_spmm(a, pr, o), UsageError);
+}
+
 TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
-  const CsrMatrix a = planted(48, 56, 0.05, 13);
+  // Random entries beside the blocks (the tiles' stage meets the unrolled path), and blocks alone (on
+  // the 16-byte path their block rows store straight from the tiles); 45 rows and 61 columns leave a
+  // short last block row and a fragment reaching past K.
+  struct Config {
+    double density;
+    std::int64_t n;
+    std::int32_t groups;
+  };
+  for (const Config cfg : {Config{0.05, 33, 0}, Config{0.05, 64, 0}, Config{0.0, 64, 1}, Config{0.0, 200, 3},
+                           Config{0.05, 200, 2}})
   for (const std::string dtype : {"f16", "bf16"})
     for (const std::string bl : {"16x8:0.5", "16x16:0.25"}) {
-      SCOPED_TRACE(dtype + " " + bl);
-      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 33, SpmmNMode::fixed, true, true, dtype},
-                                      with_blocklets(bl));
+      SCOPED_TRACE(dtype + " " + bl + " density " + std::to_string(cfg.density) + " N " + std::to_string(cfg.n) +
+                   " groups " + std::to_string(cfg.groups));
+      const CsrMatrix a = planted(45, 61, cfg.density, 13);
+      SpmmOptions so = with_blocklets(bl);
+      so.groups = cfg.groups;
+      if (cfg.groups > 1) so.n_tile = 64;  // within 48 KiB of warp stages
+      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, cfg.n, SpmmNMode::fixed, true, true, dtype}, so);
       const EmittedKernel k = emit_spmm_cuda(plan, a);
       EXPECT_NE(k.source.find(bl[3] == '8' ? "m16n8k8" : "m16n8k16"), std::string::npos);
+      EXPECT_NE(k.source.find(cfg.n % 8 == 0 ? "#define SPCC_VEC8 1" : "#define SPCC_VEC8 0"), std::string::npos);
+      const bool direct = k.source.find("spcc_store_tile_row(cr") != std::string::npos;
+      EXPECT_EQ(direct, cfg.n % 8 == 0 && cfg.density == 0.0);
       EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
       EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
       CudaCompileOptions o;

@@ -58,6 +58,8 @@ struct Args {
   bool no_off = false;
   bool no_refill = false;
   int limit = 0;
+  int groups = 0;  // 0: automatic
+  int n_tile = 0;  // 0: automatic
   TimingOptions timing;
 };
 
@@ -104,12 +106,16 @@ struct Built {
   std::string skipped;  // why it was not built
 };
 
-Built build(const Problem& p, const std::string& dtype, const std::string& blocklets, std::int64_t max_nnz) {
+Built build(const Problem& p, const Args& args, const std::string& blocklets) {
+  const std::string& dtype = args.dtype;
+  const std::int64_t max_nnz = args.max_nnz;
   Built b;
   b.config = blocklets;
   SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, dtype};
   SpmmOptions o;
   set_blocklets(o, blocklets);
+  o.groups = args.groups;
+  o.n_tile = args.n_tile;
   b.plan = plan_spmm(p.a, pr, o);
   const std::int64_t unrolled = spmm_plan_nnz(b.plan);
   if (unrolled > max_nnz) {
@@ -152,6 +158,9 @@ int blocklet_bench_main(int argc, char** argv) {
   app.add_flag("--no-refill", args.no_refill,
                "rmb suite: keep the kept blocklets as sparse as the stored weights (no retraining stand-in)");
   app.add_option("--limit", args.limit, "only the first K problems");
+  app.add_option("--groups", args.groups, "thread groups of every executor (0: automatic)")->check(CLI::Range(0, 32));
+  app.add_option("--n-tile", args.n_tile, "threads per group (0: automatic; whole warps with blocklets)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--repetitions", args.timing.repetitions, "graph replays per timing")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -182,7 +191,7 @@ int blocklet_bench_main(int argc, char** argv) {
       pool.push_back(std::async(std::launch::async, [&] {
         for (std::size_t j; (j = next.fetch_add(1)) < work.size();) {
           try {
-            built[j] = build(problems[work[j].first], args.dtype, work[j].second, args.max_nnz);
+            built[j] = build(problems[work[j].first], args, work[j].second);
           } catch (const std::exception& e) {
             errors[j] = e.what();
           }

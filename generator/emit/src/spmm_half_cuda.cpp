@@ -30,28 +30,34 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
                     : std::pair{fmt::format("a{}x", i), fmt::format("a{}y", i)};
   };
   std::string s;
-  if (p.groups > 1) {
+  // Groups 1.. hand over their partial sums (where they have steps); the barrier also publishes the
+  // other groups' fragment stages.
+  const bool reduces = spmm_block_reduces(p, block);
+  if (reduces) {
     s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * 2 * T + 2 * t;\n",
                      p.rows_per_block);
     for (std::int32_t i = 0; i < rows; ++i) {
       const auto [v0, v1] = pair_of(i);
       s += fmt::format("        *reinterpret_cast<float2*>(r + {} * 2 * T) = make_float2({}, {});\n", i, v0, v1);
     }
-    s += "      }\n      __syncthreads();\n";
+    s += "      }\n";
   }
+  if (p.groups > 1 && (reduces || !block.fragments.empty())) s += "      __syncthreads();\n";
   s += "      if (live && group == 0) {\n        float v0, v1;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
     const auto [v0, v1] = pair_of(i);
     s += fmt::format("        v0 = {}; v1 = {};\n", v0, v1);
-    for (std::int32_t g = 1; g < p.groups; ++g) {
+    for (std::int32_t g = 1; g < (reduces ? p.groups : 1); ++g) {
       const std::int64_t at = std::int64_t{(g - 1) * p.rows_per_block + i} * 2;
       s += fmt::format("        v0 = __fadd_rn(v0, red[{0} * T + 2 * t]); v1 = __fadd_rn(v1, red[{0} * T + 2 * t + 1]);\n",
                        at);
     }
     if (!block.fragments.empty())
-      s += fmt::format(
-          "        v0 = __fadd_rn(v0, st[{0} * 72 + 2 * lane]); v1 = __fadd_rn(v1, st[{0} * 72 + 2 * lane + 1]);\n",
-          i);
+      for (std::int32_t g = 0; g < p.groups; ++g) {
+        const std::string at = g ? fmt::format("{} * SPCC_GROUP_STAGE + {} * 72", g, i) : fmt::format("{} * 72", i);
+        s += fmt::format("        v0 = __fadd_rn(v0, st[{0} + 2 * lane]); v1 = __fadd_rn(v1, st[{0} + 2 * lane + 1]);\n",
+                         at);
+      }
     if (p.problem.bias)
       s += fmt::format("        {{ const float bv = __ldg(bias + {}); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }}\n",
                        block.row_begin + i);
@@ -61,29 +67,73 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   return s + "      }\n";
 }
 
-// The fragments of one block row: a tile of fp32 accumulators, a rolled loop over the fragments that
-// lie wholly inside K (their k from spcc_fragment_k), one call for a last fragment that reaches past K,
-// then the stage.
-std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment) {
+// True when the 16-byte fragment path applies: N compiled in and divisible by 8.
+bool vec8(const SpmmPlan& p) { return p.problem.n_mode == SpmmNMode::fixed && p.problem.n % 8 == 0; }
+
+bool has_steps(const SpmmBlockRow& block) {
+  for (const auto& g : block.groups)
+    if (!g.steps.empty()) return true;
+  return false;
+}
+
+// The epilogue of a block row without unrolled nonzeros on the 16-byte path: group 0 adds the other
+// groups' staged tiles to its own and stores rows g and g + 8 of the lane's columns (8q .. 8q + 7 and
+// 32 + 8q .. 32 + 8q + 7 of the warp).
+std::string direct_store(const SpmmPlan& p, const SpmmBlockRow& block) {
+  const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
+  std::string s;
+  if (p.groups > 1) {
+    s += "        if (group > 0) spcc_stage(st, d, g, q);\n        __syncthreads();\n        if (group == 0) {\n";
+    for (std::int32_t g = 1; g < p.groups; ++g)
+      s += fmt::format("          spcc_add_stage(d, st + {} * SPCC_GROUP_STAGE, g, q);\n", g);
+  } else {
+    s += "        {\n";
+  }
+  s += fmt::format("          const long long c0 = warp_col + 8 * q;\n          spcc_u16* cr = C + ({} + g) * ld + c0;\n",
+                   block.row_begin);
+  const char* relu = p.problem.relu ? "true" : "false";
+  for (int half = 0; half < 2; ++half) {
+    const std::string row = half ? "g + 8" : "g";
+    const bool guarded = rows < kSpmmFragmentRows;
+    const std::string bias = p.problem.bias ? fmt::format("__ldg(bias + {} + {})", block.row_begin, row) : "0.0f";
+    s += guarded ? fmt::format("          if ({} < {}) {{\n", row, rows) : "          {\n";
+    s += fmt::format("            const float bv = {};\n", bias);
+    s += fmt::format("            if (c0 < ld) spcc_store_tile_row(cr{0}, d, {1}, bv, {2});\n"
+                     "            if (c0 + 32 < ld) spcc_store_tile_row(cr{0} + 32, d, {3}, bv, {2});\n          }}\n",
+                     half ? " + 8 * ld" : "", 2 * half, relu, 2 * half + 1);
+  }
+  return s + "        }\n";
+}
+
+// The fragments of one block row: a tile of fp32 accumulators per warp, each group's share
+// (spmm_group_fragments): a rolled loop over those wholly inside K (their k from spcc_fragment_k),
+// one call for a last fragment that reaches past K; then the tile goes to the stage (or, on the
+// 16-byte path without unrolled nonzeros, straight to C).
+std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment, bool direct) {
   if (block.fragments.empty()) return {};
   std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
   const std::int64_t words = 8 * p.fragment_k;  // per fragment: 32 lanes x fragment_k / 4
   const std::int64_t first = fragment;
-  std::int64_t inside = 0;
-  for (const SpmmFragment& f : block.fragments) inside += f.k + p.fragment_k <= p.problem.k;
-  if (inside > 0)
-    s += fmt::format(
-        "        for (int f = {0}; f < {1}; ++f)\n"
-        "          spcc_fragment(d, fragments + f * {2} + lane * {3}, bw + __ldg(spcc_fragment_k + f) * ld, ld, wcols, "
-        "{4}, q);\n",
-        first, first + inside, words, p.fragment_k / 4, p.fragment_k);
-  for (std::size_t i = static_cast<std::size_t>(inside); i < block.fragments.size(); ++i) {
-    const SpmmFragment& f = block.fragments[i];
-    s += fmt::format("        spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-                     (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, f.k, p.problem.k - f.k);
+  for (std::int32_t g = 0; g < p.groups; ++g) {
+    const auto [f0, f1] = spmm_group_fragments(block, p.groups, g);
+    if (f0 == f1) continue;
+    std::int64_t inside = 0;
+    for (std::size_t i = f0; i < f1; ++i) inside += block.fragments[i].k + p.fragment_k <= p.problem.k;
+    const auto at = first + static_cast<std::int64_t>(f0);
+    std::string body;
+    if (inside > 0)
+      body += fmt::format(
+          "          spcc_fragments(d, fragments + {} + lane * {}, spcc_fragment_k + {}, {}, bw, ld, wcols, q);\n",
+          at * words, p.fragment_k / 4, at, inside);
+    for (std::size_t i = f0 + static_cast<std::size_t>(inside); i < f1; ++i) {
+      const SpmmFragment& f = block.fragments[i];
+      body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+                          (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, f.k, p.problem.k - f.k);
+    }
+    s += p.groups > 1 ? fmt::format("        if (group == {}) {{\n{}        }}\n", g, body) : body;
   }
   fragment += static_cast<std::int64_t>(block.fragments.size());
-  return s + "        spcc_stage(st, d, g, q);\n      }\n";
+  return s + (direct ? direct_store(p, block) : "        spcc_stage(st, d, g, q);\n") + "      }\n";
 }
 
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
@@ -120,7 +170,8 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
                      : fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);", e.row, w1);
       });
   // The fragments' lane set-up is scoped to the fragments and the epilogue that reads their stage.
-  s += "      {\n" + fragments_code(p, block, fragment) + epilogue(p, block) + "      }\n";
+  const bool direct = !block.fragments.empty() && vec8(p) && !has_steps(block);
+  s += "      {\n" + fragments_code(p, block, fragment, direct) + (direct ? "" : epilogue(p, block)) + "      }\n";
   return s + "      break;\n    }\n";
 }
 
@@ -135,7 +186,10 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   std::int64_t packed = 0, fragment = 0;
   for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed, fragment);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
-  const std::int64_t stage = std::int64_t{plan.groups - 1} * plan.rows_per_block * plan.n_tile * 2;
+  // The stages follow the reduction buffer (spmm_shared_bytes), in floats.
+  const std::int64_t stage = plan.fragment_k ? (plan.shared_bytes / 4 - std::int64_t{plan.block_x / 32} *
+                                                                           kSpmmFragmentRows * kSpmmFragmentStagePitch)
+                                             : 0;
   std::string table;
   if (plan.fragment_k) {
     table = "static __device__ const int spcc_fragment_k[] = {";
@@ -151,6 +205,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
                                                      {"FRAGMENT_K", std::to_string(plan.fragment_k)},
                                                      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
+                                                     {"VEC8", vec8(plan) ? "1" : "0"},
                                                      {"STAGE", std::to_string(stage)},
                                                      {"FRAGMENT_TABLE", table},
                                                      {"BODY", body}};

@@ -105,6 +105,14 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
   return static_cast<std::int32_t>(g);
 }
 
+// Fragment plans: the n tile, fitted on the RMB-pruned MobileNet / ResNet-50 suite on an H100
+// (sparsecc_bench blocklets --n-tile): one warp per block for N > kFragmentOneWarpColumns (the
+// memory-bound layers of 50k columns ran 5-12 % faster with more, smaller blocks), else the usual
+// rule (layers of N <= 12544 ran 5-25 % slower with one warp). One group: splitting a block row's
+// fragments over several groups (added through shared memory) was 1.2-1.6x slower on every layer
+// tried, so automatic plans keep one and `groups` is honored when given.
+constexpr std::int64_t kFragmentOneWarpColumns = 32768;
+
 bool tensor_core_shape(BlockShape s) {
   return s == BlockShape{16, 8} || s == BlockShape{16, 16} || s == BlockShape{8, 8};
 }
@@ -229,11 +237,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     if (cfg.max_blocks > 0) {
       const BlockletDecomposition d = decompose_blocklets(a, cfg);
       if (!d.tiles.empty()) {
-        if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) || options.groups > 1 ||
+        if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) ||
             (options.n_tile % 32) != 0 || options.row_split != SpmmRowSplit::equal)
           throw UsageError(fmt::format(
-              "plan_spmm: tensor-core tiles need 16 rows per block, one group, equal rows and an n tile of "
-              "whole warps"));
+              "plan_spmm: tensor-core tiles need 16 rows per block, equal rows and an n tile of whole warps"));
         p.fragment_k = cfg.shape.bw;
         covered.assign(static_cast<std::size_t>(a.nnz()), 0);
         fragments = fragments_of(a, d, p.fragment_k, covered);
@@ -244,7 +251,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     }
   }
   const std::int64_t thread_columns = ceil_div(problem.n, p.cols_per_thread);
-  p.n_tile = options.n_tile ? options.n_tile : auto_n_tile(thread_columns);
+  p.n_tile = options.n_tile                                            ? options.n_tile
+             : p.fragment_k && problem.n > kFragmentOneWarpColumns ? 32
+                                                                   : auto_n_tile(thread_columns);
   if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
   const std::int64_t ny = p.fragment_k ? kSpmmFragmentRows
                           : options.rows_per_block
@@ -257,7 +266,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (blocks > kSpmmMaxBlockRows)
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
-  p.groups = p.fragment_k ? 1 : options.groups ? options.groups : auto_groups(a, blocks, ny, p.n_tile);
+  p.groups = options.groups  ? options.groups
+             : p.fragment_k ? 1
+                            : auto_groups(a, blocks, ny, p.n_tile);
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
     throw UsageError(
         fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
@@ -274,6 +285,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.rows_per_block = std::max(p.rows_per_block, 1);
   if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
   p.shared_bytes = spmm_shared_bytes(p);
+  if (p.shared_bytes > kSpmmMaxSharedBytes)
+    throw UsageError(fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "
+                                 "a block is launched with; take fewer groups or a smaller n tile",
+                                 p.groups, p.n_tile, p.shared_bytes, kSpmmMaxSharedBytes));
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const std::int32_t per_row = p.half() && p.accumulate == "f32" ? 2 : 1;

@@ -45,7 +45,7 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   const auto ny = static_cast<std::size_t>(plan.rows_per_block);
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));
   std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.groups));
-  std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows));
+  std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.groups));  // one per group
   std::int64_t packed_begin = 0;  // first packed value of the current block row
   std::size_t fragment_begin = 0;  // first fragment word of the current block row
   for (const auto& block : plan.blocks) {
@@ -73,29 +73,36 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
         if (half_acc)
           for (std::size_t i = 0; i < ny; ++i) acc[i] = static_cast<float>(hacc[i]);
       }
-      // Tensor-core fragments: each adds its exact product sum to the running fp32 tile value.
+      // Tensor-core fragments: each group's tile starts at zero, and each of its fragments adds its
+      // exact product sum to the running fp32 tile value.
       std::fill(tile.begin(), tile.end(), 0.0f);
-      for (std::size_t f = 0; f < block.fragments.size(); ++f) {
-        const std::uint32_t* w = &fragments[fragment_begin + f * words_per_fragment];
-        const std::int32_t k0 = block.fragments[f].k;
-        for (int r = 0; r < kSpmmFragmentRows; ++r) {
-          double sum = tile[static_cast<std::size_t>(r)];
-          for (int cc = 0; cc < fk; ++cc) {
-            if (k0 + cc >= pr.k) break;
-            // Inverse of spmm_fragment_words' lane layout: (r, cc) sits in lane 4 * (r % 8) + (cc % 8) / 2,
-            // register 2 * (cc / 8) + r / 8, half cc % 2.
-            const int lane = 4 * (r % 8) + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
-            const double a = fragment_weight(w[static_cast<std::size_t>(lane * (fk / 4) + reg)], cc % 2, bf16);
-            sum += a * store(b(k0 + cc, col));
+      for (std::int32_t g = 0; g < (block.fragments.empty() ? 0 : plan.groups); ++g) {
+        const auto [first, last] = spmm_group_fragments(block, plan.groups, g);
+        float* gt = &tile[static_cast<std::size_t>(g * kSpmmFragmentRows)];
+        for (std::size_t f = first; f < last; ++f) {
+          const std::uint32_t* w = &fragments[fragment_begin + f * words_per_fragment];
+          const std::int32_t k0 = block.fragments[f].k;
+          for (int r = 0; r < kSpmmFragmentRows; ++r) {
+            double sum = gt[r];
+            for (int cc = 0; cc < fk; ++cc) {
+              if (k0 + cc >= pr.k) break;
+              // Inverse of spmm_fragment_words' lane layout: (r, cc) sits in lane 4 * (r % 8) + (cc % 8) / 2,
+              // register 2 * (cc / 8) + r / 8, half cc % 2.
+              const int lane = 4 * (r % 8) + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
+              const double a = fragment_weight(w[static_cast<std::size_t>(lane * (fk / 4) + reg)], cc % 2, bf16);
+              sum += a * store(b(k0 + cc, col));
+            }
+            gt[r] = static_cast<float>(sum);
           }
-          tile[static_cast<std::size_t>(r)] = static_cast<float>(sum);
         }
       }
       for (std::int64_t r = block.row_begin; r < block.row_end; ++r) {
         const auto i = static_cast<std::size_t>(r - block.row_begin);
         float v = partial[i];
-        for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
-        if (!block.fragments.empty()) v += tile[i];
+        if (spmm_block_reduces(plan, block))
+          for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
+        if (!block.fragments.empty())
+          for (std::int32_t g = 0; g < plan.groups; ++g) v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
         if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(r)]);
         if (pr.relu) v = std::fmax(v, 0.0f);
         c(r, col) = store(v);

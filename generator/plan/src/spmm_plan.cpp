@@ -123,8 +123,24 @@ std::int64_t SpmmPlan::fragment_count() const {
   return n;
 }
 
+std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g) {
+  const std::size_t n = b.fragments.size(), gs = static_cast<std::size_t>(std::max(groups, 1));
+  const auto at = [&](std::size_t i) { return n * i / gs; };
+  return {at(static_cast<std::size_t>(g)), at(static_cast<std::size_t>(g) + 1)};
+}
+
+bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b) {
+  if (!plan.half()) return plan.groups > 1;
+  for (std::size_t g = 1; g < b.groups.size(); ++g)
+    if (!b.groups[g].steps.empty()) return true;
+  return false;
+}
+
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
-  const std::int64_t reduction = std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * p.cols_per_thread * 4;
+  bool reduces = false;
+  for (const auto& b : p.blocks) reduces = reduces || spmm_block_reduces(p, b);
+  const std::int64_t reduction =
+      reduces ? std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * p.cols_per_thread * 4 : 0;
   const std::int64_t stage =
       p.fragment_k ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
   return reduction + stage;
@@ -189,9 +205,8 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (p.fragment_k != 0) {
     if (!p.half() || (p.fragment_k != 8 && p.fragment_k != 16))
       err(fmt::format("fragment_k {} needs 8 or 16 and a half dtype", p.fragment_k));
-    if (p.rows_per_block != kSpmmFragmentRows || p.groups != 1 || p.n_tile % 32 != 0 ||
-        p.row_split != SpmmRowSplit::equal)
-      err("fragment plans need equal block rows of 16 rows, one group and whole warps");
+    if (p.rows_per_block != kSpmmFragmentRows || p.n_tile % 32 != 0 || p.row_split != SpmmRowSplit::equal)
+      err("fragment plans need equal block rows of 16 rows and groups of whole warps");
   }
   if (p.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)

@@ -16,8 +16,10 @@
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
 // 16x16, 8x8) and keeps the cheapest estimate when it saves at least 5 % over the unrolled path;
 // `forced` takes the given shape and fill threshold. With tiles the plan takes block rows of 16 rows
-// (equal split), one group, n tiles of whole warps, and one fragment per distinct 16-row x
-// fragment_k block of tiles (8x8 tiles at rows 0 and 8 of a block row share one fragment).
+// (equal split), n tiles of whole warps (automatic: one warp for N > 32768, else the rule above), one
+// group unless `groups` says otherwise, and one fragment per distinct 16-row x fragment_k block of
+// tiles (8x8 tiles at rows 0 and 8 of a block row share one fragment). Plans needing more than 48 KiB
+// of shared memory are refused.
 #pragma once
 
 #include <cstdint>

@@ -22,20 +22,22 @@
 // rounding to the dtype per output.
 //
 // Tensor-core fragments (blocklets): a plan may take dense tiles of A out of the unrolled path
-// (sparsecc/inspector/blocklets.hpp). Such plans have block rows of exactly 16 rows and one group;
-// every block row lists its fragments: 16 x fragment_k sub-matrices of A at column k (rows of the
-// block row beyond its end, and columns beyond K, are zero). Warp w of a block multiplies each
-// fragment by B[k .. k + fragment_k) [its 64 columns] with mma.sync m16n8k{fragment_k} (fp32
-// accumulation) into a 16 x 64 fp32 tile, which it hands to the unrolled path's accumulators through
-// shared memory before the epilogue. Fragment operands differ from lane to lane, so they cannot be
-// literals of SIMT code: the kernel reads them from the `fragments` array (16 * fragment_k / 2 words
-// of packed pairs each, in lane order: one 8- or 16-byte load per lane), whatever the value mode of
-// the unrolled path.
+// (sparsecc/inspector/blocklets.hpp). Such plans have block rows of exactly 16 rows and groups of
+// whole warps; every block row lists its fragments: 16 x fragment_k sub-matrices of A at column k
+// (rows of the block row beyond its end, and columns beyond K, are zero). Group g takes an equal,
+// contiguous share of them (spmm_group_fragments). Its warp w multiplies each by B[k .. k +
+// fragment_k) [the warp's 64 columns] with mma.sync m16n8k{fragment_k} (fp32 accumulation) into a
+// 16 x 64 fp32 tile of its own. The epilogue adds the groups' tiles, in group order, after the unrolled
+// path's partial sums (a block row without unrolled nonzeros stores straight from group 0's tile).
+// Fragment operands differ from lane to lane, so they cannot be literals of SIMT code: the kernel reads
+// them from the `fragments` array (16 * fragment_k / 2 words of packed pairs each, in lane order: one
+// 8- or 16-byte load per lane), whatever the value mode of the unrolled path.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sparsecc/matrix/csr.hpp"
@@ -129,13 +131,25 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
 // The hardware's registers per thread (the largest max_registers).
 inline constexpr std::int32_t kSpmmMaxRegisters = 255;
+// Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
+// to more).
+inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
 // Fragment plans: rows of a block row (the mma M), and the fp32 row pitch of a warp's 16 x 64 stage in
 // shared memory (64 columns and 8 of padding against bank conflicts).
 inline constexpr std::int32_t kSpmmFragmentRows = 16;
 inline constexpr std::int32_t kSpmmFragmentStagePitch = 72;
 
+// The fragments of block row `b` that group `g` of `groups` multiplies: [first, second) of b.fragments,
+// the g-th of `groups` equal contiguous shares (sizes differ by one at most, larger shares last).
+std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g);
+
+// Whether block row `b` hands partial sums from groups 1.. to group 0. Always for fp32 plans; half
+// plans skip the hand-over (and the interpreter the addition) where those groups have no steps.
+bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b);
+
 // Shared memory of a plan: the group reduction ((groups - 1) * rows_per_block * n_tile threads *
-// cols_per_thread floats), then with fragments one 16 x kSpmmFragmentStagePitch float stage per warp.
+// cols_per_thread floats, when some block row reduces), then with fragments one 16 x
+// kSpmmFragmentStagePitch float stage per warp.
 std::int64_t spmm_shared_bytes(const SpmmPlan& plan);
 
 // The fragments array, in emission order (block rows, then their fragments): for each fragment,
@@ -162,7 +176,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget. Half plans: dtype
 // f16 / bf16 with cols_per_thread 2 and accumulate f32 or the dtype. Fragment plans: a half dtype,
-// fragment_k 8 or 16, block rows of 16 rows at multiples of 16, one group, whole warps; each fragment
+// fragment_k 8 or 16, block rows of 16 rows at multiples of 16, groups of whole warps; each fragment
 // at a distinct multiple of fragment_k, its entries A's own (row, column) or -1 (a nonzero of A is
 // in exactly one step or fragment).
 std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
