@@ -70,35 +70,35 @@ TEST(SpmmHalf, InterpreterMatchesTheReferenceForEveryConfiguration) {
       for (const std::string& acc : {std::string("f32"), dtype})
         for (const bool bias : {false, true})
           for (const int groups : {0, 3}) {
-          SCOPED_TRACE(dtype + " " + bl + " acc " + acc + (bias ? " bias+relu" : "") + " groups " +
-                       std::to_string(groups));
-          const SpmmProblem pr{a.rows, a.cols, 37, SpmmNMode::fixed, bias, bias, dtype};
-          SpmmOptions o = with_blocklets(bl, acc);
-          o.groups = groups;
-          const SpmmPlan plan = plan_spmm(a, pr, o);
-          if (groups) {
-            EXPECT_EQ(plan.groups, groups);
+            SCOPED_TRACE(dtype + " " + bl + " acc " + acc + (bias ? " bias+relu" : "") + " groups " +
+                         std::to_string(groups));
+            const SpmmProblem pr{a.rows, a.cols, 37, SpmmNMode::fixed, bias, bias, dtype};
+            SpmmOptions o = with_blocklets(bl, acc);
+            o.groups = groups;
+            const SpmmPlan plan = plan_spmm(a, pr, o);
+            if (groups) {
+              EXPECT_EQ(plan.groups, groups);
+            }
+            const auto errors = check_plan(plan, a);
+            ASSERT_TRUE(errors.empty()) << errors.front();
+            EXPECT_EQ(plan.cols_per_thread, 2);
+            if (bl != "off") {
+              EXPECT_GT(plan.fragment_count(), 0);
+              EXPECT_EQ(plan.rows_per_block, 16);
+            }
+            SplitMix64 rng(99);
+            DenseMatrix b(a.cols, 37);
+            for (double& v : b.data) v = rng.uniform_pm1();
+            round_values(b, dtype);
+            std::vector<double> bv(static_cast<std::size_t>(a.rows));
+            for (double& v : bv) v = rng.uniform_pm1();
+            const DenseMatrix ref = spmm(round_values(a, dtype), b, bias ? &bv : nullptr, bias);
+            const DenseMatrix got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias ? &bv : nullptr,
+                                                   spmm_fragment_words(plan, a));
+            std::int64_t unwritten = 0;
+            EXPECT_LE(max_rel(got, ref, &unwritten), spmm_tolerance(dtype, acc, max_row));
+            EXPECT_EQ(unwritten, 0);
           }
-          const auto errors = check_plan(plan, a);
-          ASSERT_TRUE(errors.empty()) << errors.front();
-          EXPECT_EQ(plan.cols_per_thread, 2);
-          if (bl != "off") {
-            EXPECT_GT(plan.fragment_count(), 0);
-            EXPECT_EQ(plan.rows_per_block, 16);
-          }
-          SplitMix64 rng(99);
-          DenseMatrix b(a.cols, 37);
-          for (double& v : b.data) v = rng.uniform_pm1();
-          round_values(b, dtype);
-          std::vector<double> bv(static_cast<std::size_t>(a.rows));
-          for (double& v : bv) v = rng.uniform_pm1();
-          const DenseMatrix ref = spmm(round_values(a, dtype), b, bias ? &bv : nullptr, bias);
-          const DenseMatrix got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias ? &bv : nullptr,
-                                                 spmm_fragment_words(plan, a));
-          std::int64_t unwritten = 0;
-          EXPECT_LE(max_rel(got, ref, &unwritten), spmm_tolerance(dtype, acc, max_row));
-          EXPECT_EQ(unwritten, 0);
-        }
 }
 
 TEST(SpmmHalf, ToleranceFollowsThePrecision) {
