@@ -163,8 +163,6 @@ constexpr SpmmAlgorithm kSpmmAlgorithms[] = {
 
 Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmmAlgorithm& alg) {
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   // The handle may still name the stream of the previous algorithm's timing run, which is destroyed
   // by now; preprocessing on it crashes inside the driver.
   SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, nullptr));
@@ -179,26 +177,11 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
       SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
                                                 o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                                 CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-    SPARSECC_CUSPARSE_CHECK(
-        cusparseCreateDnMat(&d.b.d, p.K, p.N, p.N, o.b32.get(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-    SPARSECC_CUSPARSE_CHECK(
-        cusparseCreateDnMat(&d.c.d, p.M, p.N, p.N, o.c32.get(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-    std::size_t bytes = 0;
-    SPARSECC_CUSPARSE_CHECK(cusparseSpMM_bufferSize(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
-                                                    CUDA_R_32F, alg.alg, &bytes));
-    d.workspace = DeviceBuffer(bytes);
-    if (alg.preprocess)
-      SPARSECC_CUSPARSE_CHECK(cusparseSpMM_preprocess(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
-                                                      CUDA_R_32F, alg.alg, d.workspace.get()));
+    prepare_spmm(handle->h, d, p.M, p.K, p.N, o.b32.get(), o.c32.get(), CUDA_R_32F, alg.alg, alg.preprocess);
   }
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
-  return [handle, sets, alg](cudaStream_t stream, int set) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-    SpmmSet& d = (*sets)[static_cast<std::size_t>(set)];
-    SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, stream));
-    SPARSECC_CUSPARSE_CHECK(cusparseSpMM(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F,
-                                         alg.alg, d.workspace.get()));
+  return [handle, sets, a = alg.alg](cudaStream_t stream, int set) {
+    run_spmm(handle->h, (*sets)[static_cast<std::size_t>(set)], a, stream);
   };
 }
 

@@ -211,8 +211,6 @@ constexpr CsrAlgorithm kCsrAlg3{"cusparse_csr_alg3", CUSPARSE_SPMM_CSR_ALG3, tru
 // cusparseSpMM on CSR A with row-major B and C of the precision, fp32 compute.
 Case csr_case(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const CsrAlgorithm& alg) {
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   // The handle may still name the stream of the previous baseline's timing run, destroyed by now.
   SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, nullptr));
   for (std::size_t s = 0; s < p.sets.size(); ++s) {
@@ -221,27 +219,12 @@ Case csr_case(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const C
     SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
                                               o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                               CUSPARSE_INDEX_BASE_ZERO, p.type));
-    SPARSECC_CUSPARSE_CHECK(
-        cusparseCreateDnMat(&d.b.d, p.K, p.N, p.N, o.b.get(), p.type, CUSPARSE_ORDER_ROW));
-    SPARSECC_CUSPARSE_CHECK(
-        cusparseCreateDnMat(&d.c.d, p.M, p.N, p.N, o.c.get(), p.type, CUSPARSE_ORDER_ROW));
-    std::size_t bytes = 0;
-    SPARSECC_CUSPARSE_CHECK(cusparseSpMM_bufferSize(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
-                                                    CUDA_R_32F, alg.alg, &bytes));
-    d.workspace = DeviceBuffer(bytes);
-    if (alg.preprocess)
-      SPARSECC_CUSPARSE_CHECK(cusparseSpMM_preprocess(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d,
-                                                      CUDA_R_32F, alg.alg, d.workspace.get()));
+    prepare_spmm(handle->h, d, p.M, p.K, p.N, o.b.get(), o.c.get(), p.type, alg.alg, alg.preprocess);
   }
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
   Case c;
-  c.enqueue = [handle, sets, alg](cudaStream_t stream, int set) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-    SpmmSet& d = (*sets)[static_cast<std::size_t>(set)];
-    SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, stream));
-    SPARSECC_CUSPARSE_CHECK(cusparseSpMM(handle->h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F,
-                                         alg.alg, d.workspace.get()));
+  c.enqueue = [handle, sets, a = alg.alg](cudaStream_t stream, int set) {
+    run_spmm(handle->h, (*sets)[static_cast<std::size_t>(set)], a, stream);
   };
   use_set_outputs(c, p);
   c.state = sets;

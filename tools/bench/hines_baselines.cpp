@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "bench/hines_schedules.hpp"
+#include "bench/vendor_handles.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
@@ -20,22 +21,6 @@ namespace sparsecc::bench {
 namespace {
 
 constexpr int kBlock = 128;  // HINES_BLOCK of the kernels' launch bounds
-
-void check_cusparse(cusparseStatus_t status, const char* call, const char* file, int line) {
-  if (status != CUSPARSE_STATUS_SUCCESS)
-    throw_cuda_error(call,
-                     fmt::format("{} ({})", cusparseGetErrorName(status), cusparseGetErrorString(status)),
-                     file, line);
-}
-#define SPARSECC_CUSPARSE_CHECK(call) check_cusparse((call), #call, __FILE__, __LINE__)
-
-struct CusparseHandle {
-  cusparseHandle_t h = nullptr;
-  CusparseHandle() { SPARSECC_CUSPARSE_CHECK(cusparseCreate(&h)); }
-  ~CusparseHandle() { cusparseDestroy(h); }
-  CusparseHandle(const CusparseHandle&) = delete;
-  CusparseHandle& operator=(const CusparseHandle&) = delete;
-};
 
 struct Library {
   cudaLibrary_t lib = nullptr;

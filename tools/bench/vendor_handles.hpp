@@ -1,6 +1,7 @@
-// What the cuBLAS and cuSPARSE baselines (fp32: baselines.cpp, fp16 / bf16: half_baselines.cpp) share:
-// status checks that tell "not supported" (a skipped baseline) from a failure, owning handles and
-// descriptors, the upload of a host vector, and the error measure the baselines are checked with.
+// What the cuBLAS and cuSPARSE baselines (fp32: baselines.cpp, fp16 / bf16: half_baselines.cpp, Hines:
+// hines_baselines.cpp) share: status checks that tell "not supported" (a skipped baseline) from a
+// failure, owning handles and descriptors, a cusparseSpMM's preparation and launch, the upload of a
+// host vector, and the error measure the baselines are checked with.
 #pragma once
 
 #include <cublas_v2.h>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -85,6 +87,33 @@ struct SpmmSet {
   DnMat b, c;
   DeviceBuffer workspace;
 };
+
+// Completes `d`, whose A is described: B (k x n) and C (m x n), row-major, of `type`, at `b` and `c`;
+// the workspace of cusparseSpMM with `alg` (alpha 1, beta 0, fp32 compute) and, with `preprocess`, its
+// preprocessing.
+inline void prepare_spmm(cusparseHandle_t h, SpmmSet& d, std::int64_t m, std::int64_t k, std::int64_t n, void* b,
+                         void* c, cudaDataType type, cusparseSpMMAlg_t alg, bool preprocess) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  SPARSECC_CUSPARSE_CHECK(cusparseCreateDnMat(&d.b.d, k, n, n, b, type, CUSPARSE_ORDER_ROW));
+  SPARSECC_CUSPARSE_CHECK(cusparseCreateDnMat(&d.c.d, m, n, n, c, type, CUSPARSE_ORDER_ROW));
+  std::size_t bytes = 0;
+  SPARSECC_CUSPARSE_CHECK(
+      cusparseSpMM_bufferSize(h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F, alg, &bytes));
+  d.workspace = DeviceBuffer(bytes);
+  if (preprocess)
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMM_preprocess(h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F,
+                                                    alg, d.workspace.get()));
+}
+
+// One cusparseSpMM of the prepared set `d` on `stream`.
+inline void run_spmm(cusparseHandle_t h, SpmmSet& d, cusparseSpMMAlg_t alg, cudaStream_t stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  SPARSECC_CUSPARSE_CHECK(cusparseSetStream(h, stream));
+  SPARSECC_CUSPARSE_CHECK(
+      cusparseSpMM(h, op, op, &alpha, d.a.d, d.b.d, &beta, d.c.d, CUDA_R_32F, alg, d.workspace.get()));
+}
 
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host) {
