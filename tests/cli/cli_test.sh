@@ -154,6 +154,26 @@ cp "$tmp/p.npy" "$tmp/keep.npy"
 expect 2 "bad.mtx:4: "             -- prune "$tmp/bad.mtx" --pattern unstructured --sparsity 0.5 -o "$tmp/keep.npy"
 cmp -s "$tmp/p.npy" "$tmp/keep.npy" || { echo "FAIL: a failed prune changed an existing output"; failures=$((failures + 1)); }
 
+# `tune`: the search space without a GPU; a corrupt database is reported and ignored, and compile
+# falls back to the predictor's choice; with a GPU, tune then compile the recorded winner and verify.
+expect 0 '"candidates": \['        -- tune --space "$tmp/small.mtx" --n 40
+expect 0 '"rule": "n tile 64 is wider' -- tune --space "$tmp/small.mtx" --n 8
+expect 2 "--fit needs the timings"  -- tune --fit
+expect 2 "one --db FILE"            -- tune "$tmp/small.mtx" --n 8
+expect 2 "--n takes one N, or one per matrix" -- tune "$tmp/small.mtx" "$tmp/small.mtx" --n 8 9 10 --db "$tmp/t.json"
+echo '{"schema": 1, "records": [' >"$tmp/corrupt.json"
+expect 0 "ignoring tuning database .*corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
+expect 0 "no record in .*corrupt.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
+expect 0 "plan interpreter .* ok$"  -- verify --cpu "$tmp/pred.sccb"
+if [[ -e /dev/nvidia0 ]]; then
+  expect 0 "candidates in .* best R"  -- tune "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" --jobs 4
+  expect 0 "tuned plan R[0-9]+/.* from $tmp/tuning.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" -o "$tmp/tuned.sccb"
+  expect 0 "GPU .* ok$"               -- verify "$tmp/tuned.sccb"
+else
+  expect 2 "none is usable here"    -- tune "$tmp/small.mtx" --n 8 --db "$tmp/t.json"
+  [[ -e "$tmp/t.json" ]] && { echo "FAIL: a tune without a GPU wrote a database"; failures=$((failures + 1)); }
+fi
+
 # `bench` runs sparsecc_bench next to sparsecc, in ../bench/ or on PATH; alone, it names where it looked.
 mkdir "$tmp/lone"
 cp "$bin" "$tmp/lone/sparsecc"

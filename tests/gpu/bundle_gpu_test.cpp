@@ -13,6 +13,7 @@
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/runtime/executor.hpp"
 #include "sparsecc/runtime/sparsecc_runtime.h"
+#include "sparsecc/runtime/timing.hpp"
 #include "test_support.hpp"
 
 using namespace sparsecc;
@@ -143,6 +144,30 @@ TEST(GpuBundle, CubinRunsFixedN) {
   const double err = run_and_check(ctx, b, 37, [&](CUdeviceptr B, CUdeviceptr C) { ex.run(B, C, 37); });
   std::printf("[ cubin ] %s, max abs error %.3g vs fp64\n", ex.load_reason().c_str(), err);
   EXPECT_THROW(ex.run(1, 1, 36), std::invalid_argument);
+}
+
+// Steady-state timing through the driver API (the tuner's clock): a graph of launches replayed between
+// events gives positive, ordered per-launch samples, and the timed executor still computes C.
+TEST(GpuBundle, TimeLaunchesInAGraph) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  const rt::Bundle b = make_bundle(ctx.device().arch(), false, false, false, "fixed");
+  const auto ex = rt::SpmmExecutor::load_bytes(rt::bundle_bytes(b), "small.spcc", ctx);
+  rt::LaunchTimingOptions options;
+  options.launches_per_graph = 20;
+  options.repetitions = 5;
+  rt::LaunchTiming t;
+  run_and_check(ctx, b, 37, [&](CUdeviceptr B, CUdeviceptr C) {
+    t = rt::time_launches(ctx, [&](CUstream s) { ex.run(B, C, 37, s); }, options);
+  });
+  ASSERT_EQ(t.samples_us.size(), 5u);
+  EXPECT_GT(t.min_us, 0.0);
+  EXPECT_LE(t.min_us, t.median_us);
+  EXPECT_LE(t.median_us, t.max_us);
+  EXPECT_LT(t.median_us, 1000.0);  // a tiny kernel: microseconds, not milliseconds
+  std::printf("[ timing ] %.2f us per launch (min %.2f, max %.2f)\n", t.median_us, t.min_us, t.max_us);
+  options.repetitions = 0;
+  EXPECT_THROW(rt::time_launches(ctx, [](CUstream) {}, options), std::invalid_argument);
 }
 
 TEST(GpuBundle, PtxFallbackStreamedBiasReluRuntimeN) {

@@ -15,6 +15,7 @@
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/io/load.hpp"
 #include "spmm_options.hpp"
+#include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -74,6 +75,14 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   return o;
 }
 
+std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
+  const Tensor t = load_tensor(spec);
+  if (t.numel() != rows)
+    throw InputError(SourceLocation::in_file(spec),
+                     fmt::format("bias has {} values but the matrix has {} rows", t.numel(), rows));
+  return t.data;
+}
+
 namespace {
 
 struct CompileArgs {
@@ -84,20 +93,15 @@ struct CompileArgs {
   std::vector<std::string> ptxas;
   std::string output;
   bool plan_json = false;
+  std::string db;
+  std::string gpu;
 };
 
 int run_compile(const CompileArgs& args) {
   LoadOptions load;
   load.seed = args.spmm.seed;
   const CsrMatrix a = load_matrix(args.spmm.matrix, load);
-  std::vector<double> bias;
-  if (!args.spmm.bias.empty()) {
-    const Tensor t = load_tensor(args.spmm.bias);
-    if (t.numel() != a.rows)
-      throw InputError(SourceLocation::in_file(args.spmm.bias),
-                       fmt::format("bias has {} values but the matrix has {} rows", t.numel(), a.rows));
-    bias = t.data;
-  }
+  const std::vector<double> bias = args.spmm.bias.empty() ? std::vector<double>{} : load_bias(args.spmm.bias, a.rows);
   SpmmProblem problem;
   problem.m = a.rows;
   problem.k = a.cols;
@@ -106,8 +110,17 @@ int run_compile(const CompileArgs& args) {
   problem.bias = !bias.empty();
   problem.relu = args.spmm.relu;
   problem.dtype = args.spmm.dtype;
-  const SpmmPlan plan = plan_spmm(a, problem, spmm_options(args.spmm));
-  const std::string emit = plan.half() && !args.emit_given ? "cuda" : args.emit;
+  SpmmOptions plan_options = spmm_options(args.spmm);
+  std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
+  if (!args.db.empty()) {
+    // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
+    TunedChoice choice =
+        choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit), args.arch, args.gpu);
+    fmt::print(stderr, "sparsecc: {}\n", choice.how);
+    plan_options = choice.options;
+    emit = to_string(choice.emitter);
+  }
+  const SpmmPlan plan = plan_spmm(a, problem, plan_options);
   if (const auto problems = check_plan(plan, a); !problems.empty())
     throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
   if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
@@ -122,15 +135,8 @@ int run_compile(const CompileArgs& args) {
   const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
   const ResourceUsage usage = parse_ptxas_log(compiled.log);
 
-  rt::Bundle bundle;
-  bundle.metadata = spmm_bundle_metadata(plan, a, args.arch);
-  bundle.cubin = compiled.cubin;
-  bundle.ptx = compiled.ptx;
-  bundle.values = kernel.packed_values;
-  bundle.fragments = kernel.fragment_words;
-  bundle.bias.assign(bias.begin(), bias.end());
-  bundle.reference = csr_reference_bytes(a);
-  write_bundle(args.output, bundle);
+  write_bundle(args.output, make_spmm_bundle(plan, a, args.arch, compiled.cubin, compiled.ptx,
+                                            kernel.packed_values, kernel.fragment_words, bias));
 
   fmt::print(
       stderr,
@@ -180,6 +186,12 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--Xptxas", args->ptxas,
                   "Pass an option to ptxas (e.g. -O1 for faster assembly of very large kernels); repeatable");
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
+  cmd->add_option("--db", args->db,
+                  "Tuning database: compile its recorded winner for this matrix, problem and GPU, or else the "
+                  "predictor's choice");
+  cmd->add_option("--gpu", args->gpu,
+                  "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
+                  "capability)");
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
   cmd->callback([&run, args, cmd] {
     args->emit_given = cmd->count("--emit") > 0;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -33,5 +34,8 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& args);
 // The inspector's options from the command line (value mode, tiling overrides, accumulation,
 // blocklets). Throws UsageError for a bad --blocklets text.
 SpmmOptions spmm_options(const SpmmArgs& args);
+
+// The bias vector FILE[:TENSOR], one value per row: InputError naming the file when the count differs.
+std::vector<double> load_bias(const std::string& spec, std::int64_t rows);
 
 }  // namespace sparsecc::cli

@@ -8,8 +8,26 @@
 
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/runtime/device.hpp"
+#include "sparsecc/runtime/executor.hpp"
 
 namespace sparsecc::cli {
+
+// B on the device in an executor's dtype (f16 / bf16: rounded to it) and a C buffer, for running
+// executors of one problem, each on NaN-poisoned outputs.
+class SpmmGpuInputs {
+ public:
+  SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std::int64_t m);
+  // Poisons C, runs `exec` on B (n columns), waits, and returns C widened to double.
+  std::vector<double> run(const rt::Context& ctx, const rt::SpmmExecutor& exec, std::int64_t n);
+  CUdeviceptr b() const { return b_.get(); }
+  CUdeviceptr c() const { return c_.get(); }
+
+ private:
+  std::string dtype_;
+  std::size_t outputs_ = 0;
+  rt::DeviceBuffer b_, c_;
+};
 
 // Loads `bundle` (named `name` in errors) on device 0 and runs it on B (n columns) with C poisoned
 // with NaN first; returns C. f16 / bf16 bundles take B rounded to their dtype and return C widened. `how` receives the device and the image that ran ("GPU … (cubin image)").

@@ -108,4 +108,18 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   return md;
 }
 
+rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch,
+                            std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
+                            std::vector<std::uint32_t> fragments, const std::vector<double>& bias) {
+  rt::Bundle bundle;
+  bundle.metadata = spmm_bundle_metadata(plan, a, arch);
+  bundle.cubin = std::move(cubin);
+  bundle.ptx = std::move(ptx);
+  bundle.values = std::move(values);
+  bundle.fragments = std::move(fragments);
+  bundle.bias.assign(bias.begin(), bias.end());
+  bundle.reference = csr_reference_bytes(a);
+  return bundle;
+}
+
 }  // namespace sparsecc

@@ -27,4 +27,10 @@ std::string matrix_fingerprint(const CsrMatrix& a);
 // Metadata for `plan` compiled for `arch`; plan_summary records the options needed to re-plan.
 rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch);
 
+// The whole bundle of `plan` compiled for `arch`: the metadata, the cubin and PTX, the `values` and
+// `fragments` arrays the emitter packed, the bias (m values, or empty) and the verification section.
+rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch,
+                            std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
+                            std::vector<std::uint32_t> fragments, const std::vector<double>& bias);
+
 }  // namespace sparsecc

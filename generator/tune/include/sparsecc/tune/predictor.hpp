@@ -1,0 +1,127 @@
+// The no-GPU performance predictor: ranks candidate SpMM executor plans of one matrix by an analytic
+// estimate of their time on the GPU, without compiling or running them.
+//
+// Features (spmm_features; finite, non-negative, deterministic, computed from the plan and A alone).
+// All but `launch` and `imbalance` are nominal times in microseconds of one hardware limit, from the
+// H100 SXM's figures (132 SMs at 1.755 GHz; per SM 65536 registers, 2048 threads, 32 blocks, 228 KiB
+// of shared memory with 1 KiB reserved per block), so that a coefficient near 1 means "this limit
+// alone sets the time". Per thread, a group's path is its instructions: the address and load of B
+// for every step, the FMAs (two per entry for half plans summing in fp32), the value loads of
+// streamed plans, its fragments' operand loads, B loads, packing and mma, zeroing the accumulators,
+// then group 0's epilogue (the other groups' sums, bias, ReLU, store) or the hand-over of groups
+// 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
+// thread takes (max_registers rounded up to 8, allocated per warp in units of 256; fp32 plans the PTX
+// emitter writes in the split layout take 128, what ptxas gives those), block_x and shared_bytes. The
+// busiest SM runs ceil(grid / 132) blocks (grid = block rows x column tiles), in rounds of the
+// resident blocks.
+//   launch      1: the launch floor and fixed costs (about 0.9 us at batch 1).
+//   bound_us    the instruction-stream bound, max of two limits measured on the H100: latency, the
+//               rounds x the mean block row's path at 14 cycles an instruction (unrolled code runs
+//               cold: every instruction is fetched once, at about that rate per warp), and supply,
+//               the busiest SM's instructions at one a cycle, each group's counted once per SMSP its
+//               warps run on (min(ceil(n_tile / 32), 4)).
+//   fetch_us    instruction fetch from L2: the code bytes each SM fetches (every block row's code, 16
+//               bytes an instruction, is fetched by each of the min(column tiles, 132) SMs that run
+//               it) at 2 bytes a cycle. Big unrolled kernels (MBs of code) are bound by it.
+//   issue_us    the busiest SM's warp instructions (warps without a live column skipped) at 4 a cycle.
+//   dram_us     compulsory DRAM traffic at 3 TB/s: B and C once, streamed values and fragment
+//               operands once.
+//   reduce_us   the hand-over of groups 1.. to group 0 through shared memory, for plans that do it:
+//               waves x (a 64-cycle barrier + 2 cycles per row and extra group).
+//   imbalance   the largest block row's nonzeros over the mean, minus 1 (0 when balanced).
+// Predicted time: the sum over the predictor's features of coefficient x feature (at least 1e-3 us).
+//
+// Fit (fit_predictor): non-negative least squares on the relative error,
+//   minimise sum_i w_i ((sum_j c_j f_ij - t_i) / t_i)^2 + lambda sum_j s_j^2 c_j^2,  c_j >= 0,
+// with w_i = 1 / (samples of i's problem), so that every problem counts alike, s_j^2 the weighted
+// mean of (f_ij / t_i)^2 (a scale-free ridge) and lambda = 1e-4. Solved by cyclic projected
+// coordinate descent on the normal equations, from c = 0 in feature order until no coefficient moves
+// by more than 1e-13 of the largest: no randomness, the same samples give bit-identical coefficients.
+//
+// The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) were fitted
+// on 1721 plans of 35 problems timed on an H100 (sparsecc_bench --sweep, SparseRT problems 1-11). On
+// those the predicted best is within 10 % of the measured best on 74 % of the problems (the
+// inspector's fixed rule: 46 %) and 1.10x slower in geometric mean (the rule: 1.17x); the predicted
+// top 3 holds the measured best on 49 % (many candidates lie within 1-3 % of each other). Fitted on
+// the 26 ResNet-50 problems alone, the Transformer problems score 78 % / 67 %.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc::tune {
+
+// The version of the feature set (names, order and meaning); a predictor of another version is
+// refused by predictor_from_json. Bump when spmm_features changes.
+inline constexpr int kSpmmFeatureVersion = 1;
+
+// Analytic features of one candidate plan for matrix a (all finite, deterministic). Names are stable
+// strings, in the order spmm_features returns the values.
+std::vector<std::string> spmm_feature_names();
+// Throws UsageError when the plan's problem does not match A or it has no launch configuration.
+std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a);
+nlohmann::json features_json(const std::vector<double>& f);  // {name: value}; UsageError on a size mismatch
+// The values of an object {name: number} in spmm_feature_names() order (other keys are ignored);
+// throws UsageError naming a missing or non-numeric feature.
+std::vector<double> features_from_json(const nlohmann::json& j);
+
+struct Predictor {
+  int version = kSpmmFeatureVersion;  // bump when the feature set changes
+  std::string fitted_on;              // free text: GPU and data set
+  std::int64_t samples = 0;
+  std::vector<std::string> features;  // names, in the order of coefficients
+  std::vector<double> coefficients;
+  // Sum of coefficient x feature, `features` in spmm_feature_names() order (the predictor's own names
+  // are looked up there); at least 1e-3 us. Throws UsageError on a size mismatch or an unknown name.
+  double predict_us(const std::vector<double>& features) const;
+};
+
+// {"version", "fitted_on", "samples", "features": [names, in order], "coefficients": {name: value}}.
+nlohmann::json to_json(const Predictor& p);
+// Throws InputError naming `name` and the field: missing or mistyped fields, another version,
+// unknown features, coefficients that are not finite and non-negative.
+Predictor predictor_from_json(const nlohmann::json& j, const std::string& name);
+// The text of generator/tune/data/spmm_predictor.json, compiled into the library at configure time.
+const char* shipped_predictor_json();
+// Parsed once from shipped_predictor_json().
+const Predictor& shipped_predictor();
+
+// A timed candidate of one problem: `problem` groups candidates of the same matrix and N.
+struct PredictorSample {
+  std::string problem;
+  std::vector<double> features;  // spmm_feature_names() order
+  double median_us = 0;
+};
+
+// The fit described above over every sample. Throws UsageError for no samples, a sample whose
+// features are not the feature set's size or not finite, or a time that is not positive and finite.
+Predictor fit_predictor(const std::vector<PredictorSample>& samples, const std::string& fitted_on);
+
+// Indices of candidates sorted by predicted time, fastest first (stable: ties keep input order).
+std::vector<std::size_t> rank_candidates(const Predictor& p,
+                                         const std::vector<std::vector<double>>& features);
+
+struct PredictorEvaluation {
+  std::int64_t problems = 0;
+  double top1_within_10pct = 0;
+  double top3_contains_best = 0;
+  double geomean_top1_over_best = 0;
+  // One object a problem, in order of first appearance: problem, candidates, best_us (measured),
+  // chosen_us (measured time of the predicted best), ratio (chosen / best), best_rank (1-based place
+  // of the measured best in the predicted order), predicted_best_us.
+  nlohmann::json per_problem = nlohmann::json::array();
+};
+
+// Over problems grouped by `problem` (only those with >= 2 samples): fraction where the predicted
+// best's measured time is within 10 % of the measured best; fraction where the predicted top-3
+// contains the measured best (a candidate measured as fast as the best counts); geomean slowdown of
+// the top choice. All 0 when no problem has 2 samples.
+PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples);
+
+}  // namespace sparsecc::tune

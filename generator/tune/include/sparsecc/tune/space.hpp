@@ -1,0 +1,88 @@
+// Search spaces of the tuner: the plan parameters of one operation, declared as data with validity
+// rules, and the candidates they give for one matrix and problem.
+//
+// SpMM dimensions (sparsecc/inspector/spmm_inspector.hpp): rows per block, n tile, thread groups over
+// K, balancing strategy (equal panels or nnz-balanced), value mode (baked or streamed), emitter
+// (direct PTX or CUDA C++; fp32 only has both), and for f16 / bf16 the blocklet configuration (off,
+// the inspector's proposal, or a forced tensor-core shape at fill 1 and 0.5). Validity rules:
+//   - rows per block at most M and kSpmmMaxAccumulators; n tile at most the warp-rounded columns one
+//     block can use (ceil(N / cols_per_thread)); groups * n tile at most 1024 threads;
+//   - the plan must build (plan_spmm's own limits: 48 KiB of shared memory, 16-row block rows and
+//     whole warps with fragments) and its accumulators fit the 255-register budget;
+//   - baked plans only within the code-size budget (estimated instructions <= the inspector's baked
+//     budget); the CUDA C++ emitter for fp32 only up to `cuda_max_nnz` nonzeros (NVRTC compile time
+//     grows much faster than the PTX route's);
+//   - candidates whose plans come out the same (an automatic choice meeting an explicit one) are
+//     kept once.
+// The first candidate is always the default plan: what `sparsecc compile` builds without a tuning
+// database (every option automatic).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sparsecc/emit/emitted_kernel.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+
+namespace sparsecc::tune {
+
+// The values each SpMM dimension may take.
+struct SpmmSpaceDims {
+  std::vector<std::int32_t> rows_per_block{1, 2, 4, 8, 16};
+  std::vector<std::int32_t> n_tile{32, 64, 128, 256};
+  std::vector<std::int32_t> groups{1, 2, 4, 8};
+  std::vector<SpmmRowSplit> row_split{SpmmRowSplit::equal, SpmmRowSplit::balanced};
+  std::vector<SpmmValueMode> value_mode{SpmmValueMode::baked, SpmmValueMode::streamed};
+  std::vector<KernelLanguage> emitter{KernelLanguage::ptx, KernelLanguage::cuda};
+  // f16 / bf16 only: "off", "auto", or "BHxBW:FILL".
+  std::vector<std::string> blocklets{"off", "auto", "16x8:1", "16x8:0.5", "16x16:0.5", "8x8:0.5"};
+  std::int64_t cuda_max_nnz = 20000;
+};
+
+// One point of the space.
+struct SpmmCandidate {
+  std::string label;  // the plan it gives, e.g. "R4/T64/G1/equal/baked/ptx" (+ "/bl:16x8:0.5")
+  SpmmOptions options;  // reproduce `plan`: the automatic tiling of the default made explicit
+  KernelLanguage emitter = KernelLanguage::ptx;
+  bool is_default = false;
+  SpmmPlan plan;  // plan_spmm(a, problem, options)
+};
+
+struct SpmmSpace {
+  std::vector<SpmmCandidate> candidates;                    // the default plan first
+  std::vector<std::pair<std::string, std::string>> rejected;  // (point, the rule it breaks)
+  std::int64_t points = 0;                                  // points enumerated before the rules
+};
+
+// The space for A and `problem`. `base` carries what the user fixed (kernel name, accumulation,
+// register cap, ...); the dimensions override its tiling, split, value mode and blocklets. The
+// default candidate is plan_spmm(a, problem, base) with the emitter `default_emitter`.
+SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& base,
+                     KernelLanguage default_emitter, const SpmmSpaceDims& dims = {});
+
+// The label of a plan built with `emitter`: "R{rows per block}/T{n tile}/G{groups}/{split}/{values}/
+// {emitter}" (+ "/bl:{blocklets}" for f16 / bf16). `rows_per_block` > 0 names the requested rows per
+// block (a balanced plan's tallest block row may be taller), else the plan's.
+std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block = 0);
+
+// The options that reproduce a candidate, as JSON (rows_per_block, n_tile, groups, row_split,
+// value_mode, emitter, blocklets, accumulate, max_registers), and back. spmm_candidate_from_json
+// throws UsageError naming the field.
+nlohmann::json candidate_json(const SpmmCandidate& c);
+std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base);
+
+// The dimensions, the candidates (label, default flag) and the rejected points with their rules.
+nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims);
+
+// Candidates differing from `c` in one dimension by one step (the next or previous value of one
+// list of `dims`), that are in `space`: the neighbourhood of local search. Indices into
+// space.candidates.
+std::vector<std::size_t> spmm_neighbours(const SpmmSpace& space, std::size_t c, const SpmmSpaceDims& dims);
+
+}  // namespace sparsecc::tune

@@ -1,0 +1,90 @@
+// The build-time tuner: compiles the candidates of a search space in parallel on the CPU (a pool of
+// `jobs` threads), hands each compiled executor to a measurer (the GPU side: verify against the fp64
+// reference on poisoned outputs, then steady-state timing), and records the winner and the full
+// timing vector as a tuning-database record.
+//
+// Strategy: a space of at most `exhaustive_limit` candidates is searched exhaustively. A larger one
+// starts with the default plan and the predictor's shortlist (its `shortlist` fastest predictions),
+// then searches locally: the unmeasured neighbours (spmm_neighbours) of the best measured candidate,
+// until a round finds nothing faster or the budget is spent. The budget bounds the wall time of the
+// whole search: no compile starts that would end past it (by the expected compile time), and the
+// ones running are still measured. A candidate
+// counts only when it verified; the default plan is always measured first, so every record says how
+// much tuning gained.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/tune/database.hpp"
+#include "sparsecc/tune/predictor.hpp"
+#include "sparsecc/tune/space.hpp"
+
+namespace sparsecc::tune {
+
+// What the measurer reports for one compiled candidate. median_us is meaningful only when verified.
+struct Measurement {
+  bool verified = false;
+  double median_us = 0;
+  double rel_error = 0;
+  std::string error;  // why it did not verify or could not run
+};
+
+// The GPU side of the tuner (implemented over the runtime by the CLI; tests use fakes). Called from
+// one thread, in the order candidates finish compiling.
+class SpmmMeasurer {
+ public:
+  virtual ~SpmmMeasurer() = default;
+  virtual Measurement measure(const SpmmCandidate& candidate, const rt::Bundle& bundle) = 0;
+};
+
+// Turns a candidate into its executor bundle (emit + compile); the tuner calls it from its compile
+// threads. Throws on failure (the message is recorded). The default is compile_spmm_candidate.
+using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
+
+struct TuneOptions {
+  double budget_seconds = 0;          // 0: unlimited
+  // Expected wall time of one candidate's compile (0: unknown). With a budget, a compile that would
+  // end past it is not started (the default plan's always is); the estimate is raised to the mean of
+  // the compiles that finish.
+  double expected_compile_seconds = 0;
+  int jobs = 0;                       // compile threads; 0: the hardware's
+  std::size_t exhaustive_limit = 24;  // spaces up to this size are searched exhaustively
+  std::size_t shortlist = 8;          // predictor picks tried first in larger spaces
+  std::string arch = "sm_90";
+  const Predictor* predictor = nullptr;  // nullptr: shipped_predictor()
+};
+
+struct TuneProgress {
+  std::size_t done = 0;     // candidates measured (or failed)
+  std::size_t planned = 0;  // done + running + queued
+  double elapsed_seconds = 0;
+  double eta_seconds = 0;  // from the mean time per candidate so far
+  std::string label;       // the candidate just measured
+  bool verified = false;
+  double median_us = 0;
+  std::string best_label;
+  double best_us = 0;
+};
+
+// The bundle of a candidate: emit_spmm + compile_kernel for `arch`, with `bias` (m values or empty).
+rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
+                                  const std::vector<double>& bias);
+
+// The database key of an SpMM problem on a GPU: op "spmm", the matrix fingerprint, the problem's
+// parameters (m, k, n, n_mode, dtype, bias, relu) and the generator version.
+TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
+                          const std::string& compute_capability);
+
+// Searches `space` (for A) and returns the record: every measured candidate with its features, the
+// winner (the fastest verified; the default when none verified) and the default's time. `progress`,
+// when given, is called after every measurement. Throws UsageError for an empty space.
+TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,
+                       const SpmmBuilder& build, SpmmMeasurer& measurer, const TuneOptions& options,
+                       const std::function<void(const TuneProgress&)>& progress = {});
+
+}  // namespace sparsecc::tune

@@ -1,0 +1,424 @@
+#include "sparsecc/tune/predictor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
+
+namespace sparsecc::tune {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The H100 SXM figures the nominal times are computed with.
+constexpr double kSms = 132;
+constexpr double kCyclesPerUs = 1755;  // sustained SM clock under load, MHz
+constexpr std::int64_t kRegistersPerSm = 65536;
+constexpr std::int64_t kThreadsPerSm = 2048;
+constexpr std::int64_t kBlocksPerSm = 32;
+constexpr std::int64_t kSharedPerSm = 228 * 1024;
+constexpr std::int64_t kSharedReservedPerBlock = 1024;
+constexpr std::int64_t kRegisterAllocationUnit = 256;  // registers, per warp
+constexpr std::int64_t kSplitRegisters = 128;          // what ptxas gave split-layout kernels (86..158)
+constexpr double kColdCyclesPerInstruction = 14;       // a warp running code not yet in its SM's cache
+constexpr double kSupplyPerCycle = 1;                  // instructions an SM's cache hands its schedulers
+constexpr double kFetchBytesPerCycle = 2;              // instruction fetch per SM from L2
+constexpr double kIssuePerCycle = 4;                   // warp instructions per SM per cycle
+constexpr double kDramBytesPerUs = 3.0e6;
+constexpr double kBarrierCycles = 64;
+constexpr double kInstructionBytes = 16;
+
+const std::vector<std::string>& names() {
+  static const std::vector<std::string> n{"launch",  "bound_us",  "fetch_us", "issue_us",
+                                          "dram_us", "reduce_us", "imbalance"};
+  return n;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Registers a thread of the kernel takes: the plan's cap, or for fp32 plans that the PTX emitter
+// writes in the split layout (every block row a function) what ptxas typically gives those, under
+// the cap that lets one block fit the SM.
+std::int64_t kernel_registers(const SpmmPlan& p) {
+  std::int64_t regs = std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1});
+  if (!p.half()) {
+    const bool streamed = p.value_mode == SpmmValueMode::streamed;
+    const std::int64_t instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (streamed ? 2 : 1);
+    const std::int64_t split =
+        p.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions : kSpmmPtxRuntimeNSplitInstructions;
+    if (instructions > split)
+      regs = std::min<std::int64_t>(
+          kSplitRegisters,
+          std::min<std::int64_t>(kSpmmMaxRegisters, kRegistersPerSm / std::max(p.block_x, 1) / 8 * 8));
+  }
+  return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
+}
+
+// Blocks of the plan one SM holds at once (at least 1).
+std::int64_t resident_blocks(const SpmmPlan& p) {
+  const std::int64_t warps = std::max<std::int64_t>(1, ceil_div(p.block_x, 32));
+  const std::int64_t regs_per_warp =
+      ceil_div(kernel_registers(p) * 32, kRegisterAllocationUnit) * kRegisterAllocationUnit;
+  const std::int64_t by_threads = kThreadsPerSm / (warps * 32);
+  const std::int64_t by_registers = kRegistersPerSm / (warps * regs_per_warp);
+  const std::int64_t by_shared =
+      kSharedPerSm / (std::max<std::int64_t>(p.shared_bytes, 0) + kSharedReservedPerBlock);
+  return std::max<std::int64_t>(1, std::min({kBlocksPerSm, by_threads, by_registers, by_shared}));
+}
+
+// Warps with at least one live column, summed over the column tiles, for one thread group.
+std::int64_t live_warps_over_tiles(const SpmmPlan& p, std::int64_t n) {
+  const std::int64_t bc = std::max<std::int64_t>(1, p.block_columns());
+  const std::int64_t cpt = std::max<std::int32_t>(1, p.cols_per_thread);
+  const std::int64_t full = n / bc;
+  const std::int64_t warps_full = ceil_div(std::max(p.n_tile, 1), 32);
+  const std::int64_t rest_threads = ceil_div(n - full * bc, cpt);
+  return full * warps_full + ceil_div(rest_threads, 32);
+}
+
+double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }
+
+}  // namespace
+
+std::vector<std::string> spmm_feature_names() { return names(); }
+
+std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
+  const SpmmProblem& pr = plan.problem;
+  if (pr.m != a.rows || pr.k != a.cols)
+    throw UsageError(
+        fmt::format("spmm_features: the plan is for {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
+  if (plan.n_tile < 1 || plan.block_x < 1 || plan.cols_per_thread < 1)
+    throw UsageError("spmm_features: the plan has no launch configuration (n_tile, block_x)");
+  const std::int64_t n = std::max<std::int64_t>(pr.n, 1);
+  const std::int64_t tiles = std::max<std::int64_t>(1, plan.column_tiles(n));
+  const std::int64_t block_rows = std::max<std::int64_t>(1, plan.block_rows());
+  const std::int64_t grid = block_rows * tiles;
+  const std::int64_t groups = std::max(plan.groups, 1);
+  const std::int64_t resident = resident_blocks(plan);
+  const double waves = static_cast<double>(ceil_div(grid, resident * static_cast<std::int64_t>(kSms)));
+  const std::int64_t busiest = ceil_div(grid, static_cast<std::int64_t>(kSms));  // blocks of the busiest SM
+  const double rounds = static_cast<double>(ceil_div(busiest, resident));
+  const std::int64_t live_warps = live_warps_over_tiles(plan, n);  // one group's, all tiles
+  // SMSPs a group's warps run on, each fetching the group's code into its own instruction cache.
+  const double smsps_per_group =
+      static_cast<double>(std::clamp<std::int64_t>(ceil_div(plan.n_tile, 32), 1, 4));
+  const bool streamed = plan.value_mode == SpmmValueMode::streamed;
+  const double fma_per_entry = plan.half() && plan.accumulate == "f32" ? 2 : 1;
+  const double in_bytes = plan.half() ? 2 : 4;
+  const std::int64_t fk = plan.fragment_k;
+  const double fragment_instructions = fk ? 1.0 + 8.0 * (fk / 2 + fk / 4 + 1) : 0.0;
+  const double fragment_bytes = 32.0 * fk;  // one fragment's operand words: 8 * fk of 4 bytes
+
+  double code_instructions = 0;    // every block row's code
+  double thread_instructions = 0;  // summed over block rows and groups, per thread
+  double path_sum = 0;             // block rows' critical paths (their slowest group)
+  double supply_sum = 0;           // block rows' instructions times the SMSPs fetching them
+  double fragments = 0, unrolled_nnz = 0;
+  double max_nnz = 0, total_nnz = 0;
+  bool reduces_any = false;
+  for (const SpmmBlockRow& b : plan.blocks) {
+    const double rows = static_cast<double>(b.row_end - b.row_begin);
+    const bool reduces = groups > 1 && spmm_block_reduces(plan, b);
+    reduces_any = reduces_any || reduces;
+    // Group 0's epilogue: the other groups' sums, bias, ReLU, address and store per row.
+    const double epilogue0 = rows * (2.0 + (reduces ? 2.0 * static_cast<double>(groups - 1) : 0.0) +
+                                     (pr.bias ? 2.0 : 0.0) + (pr.relu ? 1.0 : 0.0));
+    const double hand_over = reduces ? rows : 0.0;  // groups 1..: one shared store per row
+    double block_code = epilogue0 + (reduces ? rows * static_cast<double>(groups - 1) : 0.0);
+    double block_path = 0;
+    for (std::int64_t g = 0; g < static_cast<std::int64_t>(b.groups.size()); ++g) {
+      const SpmmGroup& group = b.groups[static_cast<std::size_t>(g)];
+      const double steps = static_cast<double>(group.steps.size());
+      double entries = 0;
+      for (const SpmmStep& s : group.steps) entries += static_cast<double>(s.entries.size());
+      const auto [f0, f1] = spmm_group_fragments(b, plan.groups, static_cast<std::int32_t>(g));
+      const double frags = static_cast<double>(f1 - f0);
+      // Per thread: the B address and load of every step, the FMAs (two for a half pair summed in
+      // fp32), the value loads of streamed plans, the fragments, and zeroing the accumulators.
+      const double body = 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) +
+                          frags * fragment_instructions + rows;
+      const double path = body + (g == 0 ? epilogue0 : hand_over);
+      block_path = std::max(block_path, path);
+      supply_sum += path * smsps_per_group;
+      thread_instructions += path;
+      block_code += body + 2.0;  // the group's entry and exit branches
+      fragments += frags;
+      unrolled_nnz += entries;
+    }
+    path_sum += block_path;
+    code_instructions += block_code;
+    double nnz = 0;
+    if (b.row_begin >= 0 && b.row_end <= a.rows && b.row_begin <= b.row_end)
+      nnz = static_cast<double>(a.row_ptr[static_cast<std::size_t>(b.row_end)] -
+                                a.row_ptr[static_cast<std::size_t>(b.row_begin)]);
+    max_nnz = std::max(max_nnz, nnz);
+    total_nnz += nnz;
+  }
+  const double rows_d = static_cast<double>(block_rows);
+  const double busiest_d = static_cast<double>(busiest);
+  // Latency: rounds of resident blocks, each as long as the average block row's critical path run
+  // cold; supply: the busiest SM's instructions as its SMSPs fetch them.
+  const double latency_cycles = rounds * path_sum / rows_d * kColdCyclesPerInstruction;
+  const double supply_cycles = busiest_d * supply_sum / rows_d / kSupplyPerCycle;
+  const double code_bytes = code_instructions * kInstructionBytes;
+  const double fetch_bytes_per_sm = code_bytes * std::min<double>(static_cast<double>(tiles), kSms) / kSms;
+  // Issue: warp instructions of the average block times the blocks of the busiest SM.
+  const double warp_instructions = thread_instructions * static_cast<double>(live_warps);
+  const double issue_cycles = warp_instructions / static_cast<double>(grid) * busiest_d / kIssuePerCycle;
+  const double nd = static_cast<double>(n);
+  const double dram_bytes = static_cast<double>(pr.k) * nd * in_bytes +
+                            static_cast<double>(pr.m) * nd * in_bytes +
+                            (streamed ? unrolled_nnz * 4.0 : 0.0) + fragments * fragment_bytes;
+  const double reduce_cycles =
+      reduces_any ? kBarrierCycles + 2.0 * static_cast<double>(groups - 1) * plan.rows_per_block : 0.0;
+  const double mean_nnz = total_nnz / rows_d;
+
+  std::vector<double> f{1.0,
+                        std::max(latency_cycles, supply_cycles) / kCyclesPerUs,
+                        fetch_bytes_per_sm / kFetchBytesPerCycle / kCyclesPerUs,
+                        issue_cycles / kCyclesPerUs,
+                        dram_bytes / kDramBytesPerUs,
+                        waves * reduce_cycles / kCyclesPerUs,
+                        mean_nnz > 0 ? max_nnz / mean_nnz - 1.0 : 0.0};
+  for (double& v : f) v = finite_or_zero(v);
+  return f;
+}
+
+json features_json(const std::vector<double>& f) {
+  const auto& n = names();
+  if (f.size() != n.size())
+    throw UsageError(fmt::format("features_json: {} values for {} features", f.size(), n.size()));
+  json j = json::object();
+  for (std::size_t i = 0; i < n.size(); ++i) j[n[i]] = f[i];
+  return j;
+}
+
+std::vector<double> features_from_json(const json& j) {
+  if (!j.is_object()) throw UsageError("predictor features: expected an object {name: number}");
+  std::vector<double> f;
+  for (const std::string& name : names()) {
+    const auto it = j.find(name);
+    if (it == j.end()) throw UsageError(fmt::format("predictor features: feature '{}' is missing", name));
+    if (!it->is_number())
+      throw UsageError(fmt::format("predictor features: feature '{}' is not a number", name));
+    f.push_back(it->get<double>());
+  }
+  return f;
+}
+
+double Predictor::predict_us(const std::vector<double>& f) const {
+  const auto& all = names();
+  if (f.size() != all.size())
+    throw UsageError(fmt::format("predict_us: {} feature values for the {} features", f.size(), all.size()));
+  if (coefficients.size() != features.size())
+    throw UsageError(
+        fmt::format("predict_us: {} coefficients for {} features", coefficients.size(), features.size()));
+  double t = 0;
+  if (features == all) {
+    for (std::size_t i = 0; i < f.size(); ++i) t += coefficients[i] * f[i];
+  } else {
+    for (std::size_t i = 0; i < features.size(); ++i) {
+      const auto it = std::find(all.begin(), all.end(), features[i]);
+      if (it == all.end()) throw UsageError(fmt::format("predict_us: unknown feature '{}'", features[i]));
+      t += coefficients[i] * f[static_cast<std::size_t>(it - all.begin())];
+    }
+  }
+  return std::isfinite(t) ? std::max(t, 1e-3) : std::numeric_limits<double>::max();
+}
+
+json to_json(const Predictor& p) {
+  json c = json::object();
+  for (std::size_t i = 0; i < p.features.size() && i < p.coefficients.size(); ++i)
+    c[p.features[i]] = p.coefficients[i];
+  // nlohmann's object keeps keys sorted; the order of `features` is kept separately.
+  return {{"version", p.version},
+          {"fitted_on", p.fitted_on},
+          {"samples", p.samples},
+          {"features", p.features},
+          {"coefficients", c}};
+}
+
+Predictor predictor_from_json(const json& j, const std::string& name) {
+  const auto fail = [&](const std::string& field, const std::string& what) -> void {
+    throw InputError(SourceLocation::in_file(name), fmt::format("predictor field '{}': {}", field, what));
+  };
+  if (!j.is_object()) fail("(document)", "expected a JSON object");
+  for (const char* key : {"version", "fitted_on", "samples", "features", "coefficients"})
+    if (!j.contains(key)) fail(key, "missing");
+  Predictor p;
+  if (!j["version"].is_number_integer()) fail("version", "expected an integer");
+  p.version = j["version"].get<int>();
+  if (p.version != kSpmmFeatureVersion)
+    fail("version", fmt::format("{} is not this build's feature version {}; refit the predictor", p.version,
+                                kSpmmFeatureVersion));
+  if (!j["fitted_on"].is_string()) fail("fitted_on", "expected a string");
+  p.fitted_on = j["fitted_on"].get<std::string>();
+  if (!j["samples"].is_number_integer() || j["samples"].get<std::int64_t>() < 0)
+    fail("samples", "expected a non-negative integer");
+  p.samples = j["samples"].get<std::int64_t>();
+  const json& fs = j["features"];
+  const json& cs = j["coefficients"];
+  if (!fs.is_array() || fs.empty()) fail("features", "expected a non-empty array of feature names");
+  if (!cs.is_object()) fail("coefficients", "expected an object {feature: number}");
+  const auto& all = names();
+  for (const json& f : fs) {
+    if (!f.is_string()) fail("features", "expected feature names (strings)");
+    const std::string s = f.get<std::string>();
+    if (std::find(all.begin(), all.end(), s) == all.end())
+      fail("features", fmt::format("unknown feature '{}'", s));
+    if (std::find(p.features.begin(), p.features.end(), s) != p.features.end())
+      fail("features", fmt::format("feature '{}' listed twice", s));
+    const auto it = cs.find(s);
+    if (it == cs.end()) fail("coefficients." + s, "missing");
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+      fail("coefficients." + s, "expected a finite non-negative number");
+    p.features.push_back(s);
+    p.coefficients.push_back(it->get<double>());
+  }
+  for (const auto& [key, value] : cs.items())
+    if (std::find(p.features.begin(), p.features.end(), key) == p.features.end())
+      fail("coefficients." + key, "not in 'features'");
+  return p;
+}
+
+const Predictor& shipped_predictor() {
+  static const Predictor p = [] {
+    const std::string source = "generator/tune/data/spmm_predictor.json (built in)";
+    json j;
+    try {
+      j = json::parse(shipped_predictor_json());
+    } catch (const json::exception& e) {
+      throw InputError(SourceLocation::in_file(source), fmt::format("not JSON: {}", e.what()));
+    }
+    return predictor_from_json(j, source);
+  }();
+  return p;
+}
+
+Predictor fit_predictor(const std::vector<PredictorSample>& samples, const std::string& fitted_on) {
+  const auto& all = names();
+  const std::size_t d = all.size();
+  if (samples.empty()) throw UsageError("fit_predictor: no samples");
+  std::map<std::string, double> per_problem;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const PredictorSample& s = samples[i];
+    if (s.features.size() != d)
+      throw UsageError(fmt::format("fit_predictor: sample {} ({}) has {} features, expected {}", i, s.problem,
+                                   s.features.size(), d));
+    for (double v : s.features)
+      if (!std::isfinite(v))
+        throw UsageError(fmt::format("fit_predictor: sample {} ({}) has a non-finite feature", i, s.problem));
+    if (!(s.median_us > 0) || !std::isfinite(s.median_us))
+      throw UsageError(fmt::format("fit_predictor: sample {} ({}) has time {}, expected a positive number", i,
+                                   s.problem, s.median_us));
+    per_problem[s.problem] += 1;
+  }
+  // Normal equations of the weighted relative error: rows f_i / t_i, target 1, weight w_i.
+  std::vector<double> g(d * d, 0.0), h(d, 0.0);
+  double wsum = 0;
+  for (const PredictorSample& s : samples) {
+    const double w = 1.0 / per_problem[s.problem];
+    wsum += w;
+    for (std::size_t r = 0; r < d; ++r) {
+      const double ar = s.features[r] / s.median_us;
+      h[r] += w * ar;
+      for (std::size_t c = 0; c < d; ++c) g[r * d + c] += w * ar * (s.features[c] / s.median_us);
+    }
+  }
+  for (double& v : g) v /= wsum;
+  for (double& v : h) v /= wsum;
+  // Scale-free ridge: lambda * s_j^2 with s_j^2 = G_jj.
+  constexpr double kLambda = 1e-4;
+  for (std::size_t j = 0; j < d; ++j) g[j * d + j] *= 1.0 + kLambda;
+  // Cyclic projected coordinate descent from 0 (features that are 0 everywhere keep coefficient 0).
+  std::vector<double> c(d, 0.0);
+  for (int sweep = 0; sweep < 200000; ++sweep) {
+    double change = 0, size = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      const double gjj = g[j * d + j];
+      if (!(gjj > 0)) continue;
+      double grad = -h[j];
+      for (std::size_t k = 0; k < d; ++k) grad += g[j * d + k] * c[k];
+      const double next = std::max(0.0, c[j] - grad / gjj);
+      change = std::max(change, std::fabs(next - c[j]) * std::sqrt(gjj));
+      size = std::max(size, std::fabs(next) * std::sqrt(gjj));
+      c[j] = next;
+    }
+    if (change <= 1e-13 * std::max(size, 1e-300)) break;
+  }
+  Predictor p;
+  p.version = kSpmmFeatureVersion;
+  p.fitted_on = fitted_on;
+  p.samples = static_cast<std::int64_t>(samples.size());
+  p.features = all;
+  p.coefficients = c;
+  return p;
+}
+
+std::vector<std::size_t> rank_candidates(const Predictor& p,
+                                         const std::vector<std::vector<double>>& features) {
+  std::vector<double> t;
+  t.reserve(features.size());
+  for (const auto& f : features) t.push_back(p.predict_us(f));
+  std::vector<std::size_t> order(features.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return t[x] < t[y]; });
+  return order;
+}
+
+PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples) {
+  // Problems in order of first appearance.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::size_t>> members;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    auto [it, fresh] = members.try_emplace(samples[i].problem);
+    if (fresh) order.push_back(samples[i].problem);
+    it->second.push_back(i);
+  }
+  PredictorEvaluation e;
+  double top1 = 0, top3 = 0, log_sum = 0;
+  for (const std::string& problem : order) {
+    const auto& idx = members[problem];
+    if (idx.size() < 2) continue;
+    std::vector<std::vector<double>> f;
+    for (std::size_t i : idx) f.push_back(samples[i].features);
+    const std::vector<std::size_t> ranked = rank_candidates(p, f);
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t i : idx) best = std::min(best, samples[i].median_us);
+    const double chosen = samples[idx[ranked[0]]].median_us;
+    std::size_t best_rank = ranked.size();
+    for (std::size_t r = 0; r < ranked.size(); ++r)
+      if (samples[idx[ranked[r]]].median_us <= best) {
+        best_rank = r + 1;
+        break;
+      }
+    const double ratio = chosen / best;
+    ++e.problems;
+    top1 += ratio <= 1.10 ? 1 : 0;
+    top3 += best_rank <= 3 ? 1 : 0;
+    log_sum += std::log(ratio);
+    e.per_problem.push_back({{"problem", problem},
+                             {"candidates", idx.size()},
+                             {"best_us", best},
+                             {"chosen_us", chosen},
+                             {"ratio", ratio},
+                             {"best_rank", best_rank},
+                             {"predicted_best_us", p.predict_us(f[ranked[0]])}});
+  }
+  if (e.problems > 0) {
+    const auto np = static_cast<double>(e.problems);
+    e.top1_within_10pct = top1 / np;
+    e.top3_contains_best = top3 / np;
+    e.geomean_top1_over_best = std::exp(log_sum / np);
+  }
+  return e;
+}
+
+}  // namespace sparsecc::tune

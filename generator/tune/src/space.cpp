@@ -1,0 +1,239 @@
+#include "sparsecc/tune/space.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc::tune {
+
+namespace {
+
+const char* split_name(SpmmRowSplit s) { return s == SpmmRowSplit::balanced ? "balanced" : "equal"; }
+const char* values_name(SpmmValueMode v) { return v == SpmmValueMode::streamed ? "streamed" : "baked"; }
+
+// The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
+std::string blocklet_spec(const SpmmPlan& plan) {
+  if (plan.blocklets.shape.empty()) return "off";
+  if (plan.blocklets.chosen_by == "auto") return "auto";
+  return fmt::format("{}:{:g}", plan.blocklets.shape, plan.blocklets.fill_threshold);
+}
+
+// The coordinates of a candidate: one text per dimension, in SpmmSpaceDims order. Tiling values are
+// the requested ones (a balanced plan's tallest block row may exceed its requested rows per block).
+std::vector<std::string> coordinates(const SpmmCandidate& c) {
+  const SpmmPlan& p = c.plan;
+  return {std::to_string(c.options.rows_per_block), std::to_string(c.options.n_tile),
+          std::to_string(c.options.groups), split_name(p.row_split), values_name(p.value_mode),
+          to_string(c.emitter), blocklet_spec(p)};
+}
+
+// The texts of each dimension's values, in SpmmSpaceDims order.
+std::vector<std::vector<std::string>> dimension_texts(const SpmmSpaceDims& d) {
+  std::vector<std::vector<std::string>> out(7);
+  for (auto v : d.rows_per_block) out[0].push_back(std::to_string(v));
+  for (auto v : d.n_tile) out[1].push_back(std::to_string(v));
+  for (auto v : d.groups) out[2].push_back(std::to_string(v));
+  for (auto v : d.row_split) out[3].push_back(split_name(v));
+  for (auto v : d.value_mode) out[4].push_back(values_name(v));
+  for (auto v : d.emitter) out[5].push_back(to_string(v));
+  out[6] = d.blocklets;
+  return out;
+}
+
+// Empty when `emitter` may compile the problem, else the rule it breaks.
+std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, const SpmmSpaceDims& dims) {
+  if (emitter == KernelLanguage::ptx && half) return "the PTX emitter is fp32 only";
+  if (emitter == KernelLanguage::cuda && !half && a.nnz() > dims.cuda_max_nnz)
+    return fmt::format("CUDA C++ for fp32 only up to {} nonzeros (NVRTC compile time)", dims.cuda_max_nnz);
+  return {};
+}
+
+// Empty when the built plan is acceptable as a candidate, else the rule it breaks.
+std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage emitter, const SpmmOptions& base,
+                      const SpmmSpaceDims& dims) {
+  if (plan.estimated_registers > kSpmmMaxRegisters)
+    return fmt::format("{} estimated registers exceed {}", plan.estimated_registers, kSpmmMaxRegisters);
+  if (plan.value_mode == SpmmValueMode::baked && plan.estimated_instructions > base.baked_instruction_budget)
+    return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.estimated_instructions,
+                       base.baked_instruction_budget);
+  return emitter_rule(plan.half(), a, emitter, dims);
+}
+
+}  // namespace
+
+std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
+  std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.rows_per_block,
+                              plan.n_tile, plan.groups, split_name(plan.row_split), values_name(plan.value_mode),
+                              to_string(emitter));
+  if (plan.half()) s += "/bl:" + blocklet_spec(plan);
+  return s;
+}
+
+SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& base,
+                     KernelLanguage default_emitter, const SpmmSpaceDims& dims) {
+  SpmmSpace space;
+  std::map<std::string, std::size_t> seen;
+  const auto add = [&](const SpmmOptions& o, KernelLanguage emitter, bool is_default, const std::string& point) {
+    ++space.points;
+    SpmmCandidate c;
+    try {
+      c.plan = plan_spmm(a, problem, o);
+    } catch (const UsageError& e) {
+      space.rejected.emplace_back(point, e.what());
+      return;
+    }
+    if (const std::string rule = plan_rule(c.plan, a, emitter, base, dims); !rule.empty()) {
+      if (is_default) throw UsageError("the default plan is not a valid candidate: " + rule);
+      space.rejected.emplace_back(point, rule);
+      return;
+    }
+    // Automatic choices become explicit, so the options reproduce the plan on their own.
+    c.options = o;
+    if (c.options.rows_per_block == 0)
+      c.options.rows_per_block = c.plan.row_split == SpmmRowSplit::equal ? c.plan.rows_per_block : 0;
+    c.options.n_tile = c.plan.n_tile;
+    c.options.groups = c.plan.groups;
+    c.emitter = emitter;
+    c.is_default = is_default;
+    c.label = spmm_label(c.plan, emitter, c.options.rows_per_block);
+    if (seen.contains(c.label)) return;  // the same plan again
+    seen.emplace(c.label, space.candidates.size());
+    space.candidates.push_back(std::move(c));
+  };
+
+  add(base, default_emitter, true, "default");
+  const bool half = problem.dtype != "f32";
+  const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
+  const std::int64_t widest = std::max<std::int64_t>(32, (threads_for_n + 31) / 32 * 32);
+  const std::vector<std::string> blocklets = half ? dims.blocklets : std::vector<std::string>{"off"};
+  for (const std::string& bl : blocklets)
+    for (const KernelLanguage emitter : dims.emitter)
+      for (const SpmmValueMode values : dims.value_mode)
+        for (const SpmmRowSplit split : dims.row_split)
+          for (const std::int32_t r : dims.rows_per_block)
+            for (const std::int32_t t : dims.n_tile)
+              for (const std::int32_t g : dims.groups) {
+                const std::string point = fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, split_name(split),
+                                                      values_name(values), to_string(emitter),
+                                                      half ? "/bl:" + bl : std::string());
+                // Cheap rules first, without building the plan.
+                std::string rule = emitter_rule(half, a, emitter, dims);
+                if (!rule.empty()) {
+                } else if (r > std::max<std::int64_t>(a.rows, 1))
+                  rule = fmt::format("{} rows per block exceed M = {}", r, a.rows);
+                else if (r > kSpmmMaxAccumulators)
+                  rule = fmt::format("{} rows per block exceed {} accumulators", r, kSpmmMaxAccumulators);
+                else if (t > widest)
+                  rule = fmt::format("n tile {} is wider than the {} threads N needs", t, widest);
+                else if (std::int64_t{t} * g > 1024)
+                  rule = fmt::format("{} groups of {} threads exceed 1024", g, t);
+                if (!rule.empty()) {
+                  ++space.points;
+                  space.rejected.emplace_back(point, rule);
+                  continue;
+                }
+                SpmmOptions o = base;
+                o.rows_per_block = r;
+                o.n_tile = t;
+                o.groups = g;
+                o.row_split = split;
+                o.value_mode = values;
+                if (half) set_blocklets(o, bl);
+                add(o, emitter, false, point);
+              }
+  return space;
+}
+
+nlohmann::json candidate_json(const SpmmCandidate& c) {
+  const SpmmPlan& p = c.plan;
+  nlohmann::json j{{"rows_per_block", c.options.rows_per_block},
+                   {"n_tile", p.n_tile},
+                   {"groups", p.groups},
+                   {"row_split", split_name(p.row_split)},
+                   {"value_mode", values_name(p.value_mode)},
+                   {"emitter", to_string(c.emitter)},
+                   {"max_registers", c.options.max_registers}};
+  if (p.half()) {
+    j["blocklets"] = blocklet_spec(p);
+    j["accumulate"] = p.accumulate;
+  }
+  return j;
+}
+
+std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base) {
+  if (!j.is_object()) throw UsageError("tuning options: expected an object");
+  const auto integer = [&](const char* key) -> std::int32_t {
+    if (!j.contains(key) || !j[key].is_number_integer())
+      throw UsageError(fmt::format("tuning options: '{}' must be an integer", key));
+    return j[key].get<std::int32_t>();
+  };
+  const auto text = [&](const char* key) -> std::string {
+    if (!j.contains(key) || !j[key].is_string())
+      throw UsageError(fmt::format("tuning options: '{}' must be a string", key));
+    return j[key].get<std::string>();
+  };
+  SpmmOptions o = base;
+  o.rows_per_block = integer("rows_per_block");
+  o.n_tile = integer("n_tile");
+  o.groups = integer("groups");
+  if (j.contains("max_registers")) o.max_registers = integer("max_registers");
+  const std::string split = text("row_split");
+  if (split != "equal" && split != "balanced") throw UsageError("tuning options: 'row_split' is equal or balanced");
+  o.row_split = split == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  const std::string values = text("value_mode");
+  if (values != "baked" && values != "streamed")
+    throw UsageError("tuning options: 'value_mode' is baked or streamed");
+  o.value_mode = values == "streamed" ? SpmmValueMode::streamed : SpmmValueMode::baked;
+  if (j.contains("accumulate")) o.accumulate = text("accumulate");
+  // The plan records an automatic choice as "auto": replaying it re-runs the same proposal.
+  set_blocklets(o, j.contains("blocklets") ? text("blocklets") : std::string("off"));
+  return {o, parse_kernel_language(text("emitter"))};
+}
+
+nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
+  const auto texts = dimension_texts(dims);
+  static const char* const names[] = {"rows_per_block", "n_tile", "groups", "row_split",
+                                      "value_mode",     "emitter", "blocklets"};
+  nlohmann::json d = nlohmann::json::object();
+  for (std::size_t i = 0; i < texts.size(); ++i) d[names[i]] = texts[i];
+  d["cuda_max_nnz"] = dims.cuda_max_nnz;
+  nlohmann::json cands = nlohmann::json::array();
+  for (const SpmmCandidate& c : space.candidates)
+    cands.push_back({{"label", c.label}, {"default", c.is_default}, {"options", candidate_json(c)},
+                     {"estimated_registers", c.plan.estimated_registers},
+                     {"estimated_instructions", c.plan.estimated_instructions}});
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& [point, rule] : space.rejected) rejected.push_back({{"point", point}, {"rule", rule}});
+  return {{"op", "spmm"}, {"dimensions", d}, {"points", space.points}, {"candidates", cands},
+          {"rejected", rejected}};
+}
+
+std::vector<std::size_t> spmm_neighbours(const SpmmSpace& space, std::size_t c, const SpmmSpaceDims& dims) {
+  const auto texts = dimension_texts(dims);
+  const std::vector<std::string> at = coordinates(space.candidates.at(c));
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < space.candidates.size(); ++i) {
+    if (i == c) continue;
+    const std::vector<std::string> other = coordinates(space.candidates[i]);
+    int differing = -1, count = 0;
+    for (std::size_t d = 0; d < at.size(); ++d)
+      if (at[d] != other[d]) {
+        differing = static_cast<int>(d);
+        ++count;
+      }
+    if (count != 1) continue;
+    const auto& list = texts[static_cast<std::size_t>(differing)];
+    const auto p = std::find(list.begin(), list.end(), at[static_cast<std::size_t>(differing)]);
+    const auto q = std::find(list.begin(), list.end(), other[static_cast<std::size_t>(differing)]);
+    // One step along an ordered dimension; any other value of an unordered one (split, values,
+    // emitter, blocklets) or of a value outside the list (an automatic choice).
+    const bool ordered = differing <= 2;
+    if (!ordered || p == list.end() || q == list.end() || std::abs(static_cast<int>(p - q)) == 1) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace sparsecc::tune

@@ -1,0 +1,207 @@
+#include "sparsecc/tune/tuner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <future>
+#include <limits>
+#include <thread>
+
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/version.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
+
+namespace sparsecc::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Built {
+  rt::Bundle bundle;
+  double seconds = 0;
+  std::string error;
+};
+
+struct Running {
+  std::size_t index = 0;
+  std::future<Built> result;
+};
+
+}  // namespace
+
+rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
+                                  const std::vector<double>& bias) {
+  const EmittedKernel kernel = emit_spmm(c.plan, a, c.emitter, arch);
+  CudaCompileOptions options;
+  options.arch = arch;
+  CudaCompileResult compiled = compile_kernel(kernel, c.plan.kernel_name, options);
+  return make_spmm_bundle(c.plan, a, arch, std::move(compiled.cubin), std::move(compiled.ptx), kernel.packed_values,
+                          kernel.fragment_words, bias);
+}
+
+TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
+                          const std::string& compute_capability) {
+  TuningKey key;
+  key.op = "spmm";
+  key.fingerprint = matrix_fingerprint(a);
+  key.params = {{"m", problem.m},
+                {"k", problem.k},
+                {"n", problem.n},
+                {"n_mode", problem.n_mode == SpmmNMode::runtime ? "runtime" : "fixed"},
+                {"dtype", problem.dtype},
+                {"bias", problem.bias},
+                {"relu", problem.relu}};
+  key.gpu = gpu;
+  key.compute_capability = compute_capability;
+  key.generator_version = kVersion;
+  return key;
+}
+
+TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,
+                       const SpmmBuilder& build, SpmmMeasurer& measurer, const TuneOptions& options,
+                       const std::function<void(const TuneProgress&)>& progress) {
+  const std::size_t n = space.candidates.size();
+  if (n == 0) throw UsageError("tune: the search space has no candidates");
+  const Predictor& predictor = options.predictor ? *options.predictor : shipped_predictor();
+  const Clock::time_point t0 = Clock::now();
+
+  std::vector<std::vector<double>> features;
+  features.reserve(n);
+  for (const SpmmCandidate& c : space.candidates) features.push_back(spmm_features(c.plan, a));
+
+  std::size_t default_index = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (space.candidates[i].is_default) default_index = i;
+  const bool exhaustive = n <= options.exhaustive_limit;
+  std::deque<std::size_t> queue{default_index};
+  std::vector<char> queued(n, 0);
+  queued[default_index] = 1;
+  const std::vector<std::size_t> ranked = rank_candidates(predictor, features);
+  for (const std::size_t i : ranked) {
+    if (queued[i]) continue;
+    if (!exhaustive && queue.size() > options.shortlist) break;
+    queue.push_back(i);
+    queued[i] = 1;
+  }
+
+  TuningRecord record;
+  record.key = key;
+  const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::deque<Running> running;
+  std::size_t done = 0;
+  std::size_t best = n;
+  double best_us = std::numeric_limits<double>::infinity();
+  double round_start_best = best_us;
+  bool budget_hit = false;
+  double expected_compile = options.expected_compile_seconds;
+  double compile_total = 0;
+  std::size_t compiled = 0, started = 0;
+  // Whether the budget forbids starting another compile (the first, the default plan's, always starts).
+  const auto over_budget = [&] {
+    if (options.budget_seconds > 0 && started > 0 &&
+        seconds_since(t0) + expected_compile > options.budget_seconds)
+      budget_hit = true;
+    return budget_hit;
+  };
+
+  for (;;) {
+    while (running.size() < static_cast<std::size_t>(jobs) && !queue.empty() && !over_budget()) {
+      const std::size_t i = queue.front();
+      queue.pop_front();
+      ++started;
+      running.push_back({i, std::async(std::launch::async, [&build, &space, i] {
+                           Built b;
+                           const Clock::time_point c0 = Clock::now();
+                           try {
+                             b.bundle = build(space.candidates[i]);
+                           } catch (const std::exception& e) {
+                             b.error = std::string("compile: ") + e.what();
+                           }
+                           b.seconds = seconds_since(c0);
+                           return b;
+                         })});
+    }
+    if (running.empty()) {
+      // Local search: another round around the best, while the last one improved on it.
+      if (exhaustive || over_budget() || best == n || best_us >= round_start_best) break;
+      round_start_best = best_us;
+      for (const std::size_t i : spmm_neighbours(space, best, dims))
+        if (!queued[i]) {
+          queue.push_back(i);
+          queued[i] = 1;
+        }
+      if (queue.empty()) break;
+      continue;
+    }
+
+    Running r = std::move(running.front());
+    running.pop_front();
+    Built built = r.result.get();
+    compile_total += built.seconds;
+    expected_compile = std::max(expected_compile, compile_total / static_cast<double>(++compiled));
+    const SpmmCandidate& c = space.candidates[r.index];
+    CandidateTiming t;
+    t.label = c.label;
+    t.options = candidate_json(c);
+    t.features = features_json(features[r.index]);
+    t.compile_seconds = built.seconds;
+    t.median_us = std::numeric_limits<double>::quiet_NaN();
+    t.rel_error = std::numeric_limits<double>::quiet_NaN();
+    if (!built.error.empty()) {
+      t.error = built.error;
+    } else {
+      Measurement m;
+      try {
+        m = measurer.measure(c, built.bundle);
+      } catch (const std::exception& e) {
+        m.error = std::string("run: ") + e.what();
+      }
+      t.verified = m.verified;
+      t.rel_error = m.rel_error;
+      t.error = m.error;
+      if (m.verified) t.median_us = m.median_us;
+    }
+    if (t.verified && t.median_us < best_us) {
+      best_us = t.median_us;
+      best = r.index;
+    }
+    if (c.is_default && t.verified) record.default_us = t.median_us;
+    ++done;
+    record.timings.push_back(t);
+    if (progress) {
+      TuneProgress p;
+      p.done = done;
+      p.planned = done + running.size() + (budget_hit ? 0 : queue.size());
+      p.elapsed_seconds = seconds_since(t0);
+      p.eta_seconds = p.elapsed_seconds / static_cast<double>(done) * static_cast<double>(p.planned - done);
+      p.label = c.label;
+      p.verified = t.verified;
+      p.median_us = t.median_us;
+      p.best_label = best < n ? space.candidates[best].label : std::string();
+      p.best_us = best_us;
+      progress(p);
+    }
+  }
+
+  const std::size_t winner = best < n ? best : default_index;
+  record.winner = space.candidates[winner].label;
+  record.winner_options = candidate_json(space.candidates[winner]);
+  record.winner_us = best < n ? best_us : std::numeric_limits<double>::quiet_NaN();
+  record.strategy = exhaustive ? "exhaustive"
+                               : fmt::format("predictor shortlist of {} + local search", options.shortlist);
+  if (budget_hit) record.strategy += fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)",
+                                                 options.budget_seconds, done, n);
+  record.tuning_seconds = seconds_since(t0);
+  record.recorded_at = utc_timestamp();
+  return record;
+}
+
+}  // namespace sparsecc::tune

@@ -1,0 +1,276 @@
+// The tuner's search space and search: enumeration and validity rules, the candidates' options round
+// trip, neighbourhoods, and tune_spmm's strategy, budget and bookkeeping with fake compile and GPU
+// stages (timings from a known function of the plan, so the best candidate is known).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/tune/space.hpp"
+#include "sparsecc/tune/tuner.hpp"
+
+namespace sparsecc {
+namespace {
+
+CsrMatrix random_matrix(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if ((rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+  return csr_from_dense(d, DType::f32);
+}
+
+SpmmProblem problem(const CsrMatrix& a, std::int64_t n, const std::string& dtype = "f32") {
+  SpmmProblem p;
+  p.m = a.rows;
+  p.k = a.cols;
+  p.n = n;
+  p.dtype = dtype;
+  return p;
+}
+
+TEST(TuneSpace, DefaultFirstAndEveryCandidateIsAValidDistinctPlan) {
+  const CsrMatrix a = random_matrix(64, 96, 0.1, 1);
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 64), {}, KernelLanguage::ptx);
+  ASSERT_GT(space.candidates.size(), 10u);
+  EXPECT_TRUE(space.candidates.front().is_default);
+  EXPECT_EQ(space.candidates.front().label, tune::spmm_label(plan_spmm(a, problem(a, 64)), KernelLanguage::ptx));
+  std::set<std::string> labels;
+  for (const tune::SpmmCandidate& c : space.candidates) {
+    EXPECT_TRUE(check_plan(c.plan, a).empty()) << c.label;
+    EXPECT_TRUE(labels.insert(c.label).second) << "duplicate " << c.label;
+    EXPECT_LE(c.plan.n_tile, 64) << c.label;  // no wider than N needs
+    EXPECT_LE(std::int64_t{c.plan.n_tile} * c.plan.groups, 1024);
+    if (c.emitter == KernelLanguage::cuda) {
+      EXPECT_LE(a.nnz(), tune::SpmmSpaceDims{}.cuda_max_nnz);
+    }
+  }
+  EXPECT_EQ(std::count_if(space.candidates.begin(), space.candidates.end(),
+                          [](const tune::SpmmCandidate& c) { return c.is_default; }),
+            1);
+  // The rules say why points were left out.
+  bool wide = false, threads = false;
+  for (const auto& [point, rule] : space.rejected) wide |= rule.find("wider than") != std::string::npos;
+  for (const auto& [point, rule] : tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx).rejected)
+    threads |= rule.find("exceed 1024") != std::string::npos;
+  EXPECT_TRUE(wide);
+  EXPECT_TRUE(threads);
+  // Every point is a candidate, a rejection, or a repeat of a candidate's plan.
+  EXPECT_GE(space.points, static_cast<std::int64_t>(space.candidates.size() + space.rejected.size()));
+  const nlohmann::json j = tune::to_json(space, {});
+  EXPECT_EQ(j["candidates"].size(), space.candidates.size());
+  EXPECT_EQ(j["dimensions"]["n_tile"].size(), 4u);
+}
+
+TEST(TuneSpace, RulesLeaveOutWhatCannotRun) {
+  const CsrMatrix a = random_matrix(48, 64, 0.2, 2);
+  tune::SpmmSpaceDims dims;
+  dims.cuda_max_nnz = 10;  // below this matrix: no CUDA C++ candidates for fp32
+  const tune::SpmmSpace f32 = tune::spmm_space(a, problem(a, 300), {}, KernelLanguage::ptx, dims);
+  for (const tune::SpmmCandidate& c : f32.candidates) {
+    EXPECT_EQ(c.emitter, KernelLanguage::ptx) << c.label;
+    EXPECT_LE(c.plan.rows_per_block, 48) << c.label;
+  }
+  // Half precision: CUDA C++ only, blocklet settings in the space.
+  SpmmOptions half_base;
+  set_blocklets(half_base, "auto");
+  const tune::SpmmSpace f16 = tune::spmm_space(a, problem(a, 64, "f16"), half_base, KernelLanguage::cuda);
+  ASSERT_FALSE(f16.candidates.empty());
+  for (const tune::SpmmCandidate& c : f16.candidates) {
+    EXPECT_EQ(c.emitter, KernelLanguage::cuda) << c.label;
+    EXPECT_NE(c.label.find("/bl:"), std::string::npos) << c.label;
+  }
+  // A default that breaks a rule is an error, not a silent candidate.
+  EXPECT_THROW(tune::spmm_space(a, problem(a, 64, "f16"), half_base, KernelLanguage::ptx), UsageError);
+}
+
+TEST(TuneSpace, OptionsRoundTripToTheSamePlan) {
+  const CsrMatrix a = random_matrix(40, 70, 0.15, 3);
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 100), {}, KernelLanguage::ptx);
+  for (const tune::SpmmCandidate& c : space.candidates) {
+    const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
+    EXPECT_EQ(to_json(plan_spmm(a, problem(a, 100), options)), to_json(c.plan)) << c.label;
+    EXPECT_EQ(emitter, c.emitter);
+  }
+  EXPECT_THROW(tune::spmm_options_from_json({{"rows_per_block", "4"}}, {}), UsageError);
+  nlohmann::json bad = tune::candidate_json(space.candidates.front());
+  bad["row_split"] = "diagonal";
+  EXPECT_THROW(tune::spmm_options_from_json(bad, {}), UsageError);
+}
+
+TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {
+  const CsrMatrix a = random_matrix(64, 64, 0.1, 4);
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx);
+  for (std::size_t i = 0; i < space.candidates.size(); i += 7) {
+    const SpmmPlan& p = space.candidates[i].plan;
+    for (const std::size_t j : tune::spmm_neighbours(space, i, {})) {
+      const SpmmPlan& q = space.candidates[j].plan;
+      const int differing = (space.candidates[i].options.rows_per_block != space.candidates[j].options.rows_per_block) + (p.n_tile != q.n_tile) +
+                            (p.groups != q.groups) + (p.row_split != q.row_split) +
+                            (p.value_mode != q.value_mode) +
+                            (space.candidates[i].emitter != space.candidates[j].emitter);
+      EXPECT_EQ(differing, 1) << space.candidates[i].label << " vs " << space.candidates[j].label;
+      if (p.n_tile != q.n_tile) {
+        EXPECT_TRUE(p.n_tile == 2 * q.n_tile || q.n_tile == 2 * p.n_tile);
+      }
+    }
+  }
+}
+
+// A GPU stand-in: the time is a bowl around R8/T64/G2/baked, so the best candidate is known.
+class FakeMeasurer : public tune::SpmmMeasurer {
+ public:
+  std::vector<std::string> order;
+  std::string fail_verification;  // a label whose check fails
+  tune::Measurement measure(const tune::SpmmCandidate& c, const rt::Bundle& bundle) override {
+    order.push_back(c.label);
+    EXPECT_EQ(bundle.metadata.kernel, c.label);  // the builder's bundle reaches the measurer
+    tune::Measurement m;
+    if (c.label == fail_verification) {
+      m.error = "verification failed";
+      return m;
+    }
+    m.verified = true;
+    m.median_us = time_of(c.plan);
+    return m;
+  }
+  static double time_of(const SpmmPlan& p) {
+    const auto d = [](double x, double at) { return std::fabs(std::log2(x) - std::log2(at)); };
+    return 10 + 3 * d(p.rows_per_block, 8) + 2 * d(p.n_tile, 64) + d(p.groups, 2) +
+           (p.value_mode == SpmmValueMode::streamed ? 0.5 : 0) + (p.row_split == SpmmRowSplit::balanced ? 0.25 : 0);
+  }
+};
+
+tune::SpmmBuilder fake_builder(std::atomic<int>* calls = nullptr, const std::string& fail = {}) {
+  return [calls, fail](const tune::SpmmCandidate& c) {
+    if (calls) ++*calls;
+    if (c.label == fail) throw std::runtime_error("ptxas died");
+    rt::Bundle b;
+    b.metadata.kernel = c.label;
+    return b;
+  };
+}
+
+TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
+  const CsrMatrix a = random_matrix(64, 64, 0.1, 5);
+  tune::SpmmSpaceDims dims;
+  dims.rows_per_block = {4, 8};
+  dims.groups = {1, 2};
+  dims.row_split = {SpmmRowSplit::equal};
+  dims.value_mode = {SpmmValueMode::baked};
+  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
+  ASSERT_LE(space.candidates.size(), 24u);
+  FakeMeasurer gpu;
+  std::size_t calls = 0;
+  tune::TuneOptions options;
+  options.jobs = 3;
+  const tune::TuningRecord r =
+      tune::tune_spmm(a, space, dims, tune::spmm_tuning_key(a, problem(a, 128), "Fake GPU", "9.0"), fake_builder(),
+                      gpu, options, [&](const tune::TuneProgress& p) {
+                        ++calls;
+                        EXPECT_EQ(p.done, calls);
+                        EXPECT_LE(p.done, p.planned);
+                      });
+  EXPECT_EQ(r.strategy, "exhaustive");
+  EXPECT_EQ(r.timings.size(), space.candidates.size());
+  EXPECT_EQ(calls, space.candidates.size());
+  EXPECT_EQ(gpu.order.front(), space.candidates.front().label);  // the default first
+  double best = INFINITY;
+  std::string best_label;
+  for (const tune::SpmmCandidate& c : space.candidates)
+    if (FakeMeasurer::time_of(c.plan) < best) {
+      best = FakeMeasurer::time_of(c.plan);
+      best_label = c.label;
+    }
+  EXPECT_EQ(r.winner, best_label);
+  EXPECT_DOUBLE_EQ(r.winner_us, best);
+  EXPECT_DOUBLE_EQ(r.default_us, FakeMeasurer::time_of(space.candidates.front().plan));
+  for (const tune::CandidateTiming& t : r.timings) EXPECT_FALSE(t.features.empty());
+  EXPECT_EQ(r.key.op, "spmm");
+  EXPECT_EQ(r.key.gpu, "Fake GPU");
+}
+
+TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
+  const CsrMatrix a = random_matrix(128, 128, 0.08, 6);
+  tune::SpmmSpaceDims dims;
+  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
+  ASSERT_GT(space.candidates.size(), 24u);
+  FakeMeasurer gpu;
+  tune::TuneOptions options;
+  options.jobs = 2;
+  options.shortlist = 4;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), gpu, options);
+  EXPECT_NE(r.strategy.find("local search"), std::string::npos);
+  EXPECT_LT(r.timings.size(), space.candidates.size());  // not exhaustive
+  double best = INFINITY;
+  for (const tune::SpmmCandidate& c : space.candidates) best = std::min(best, FakeMeasurer::time_of(c.plan));
+  EXPECT_DOUBLE_EQ(r.winner_us, best);  // the bowl has no local minimum besides the best
+  std::set<std::string> measured(gpu.order.begin(), gpu.order.end());
+  EXPECT_EQ(measured.size(), gpu.order.size());  // nothing measured twice
+}
+
+TEST(TuneSearch, FailuresAreRecordedAndNeverWin) {
+  const CsrMatrix a = random_matrix(64, 64, 0.1, 7);
+  tune::SpmmSpaceDims dims;
+  dims.rows_per_block = {4, 8};
+  dims.n_tile = {64};
+  dims.groups = {2};
+  dims.row_split = {SpmmRowSplit::equal};
+  dims.value_mode = {SpmmValueMode::baked, SpmmValueMode::streamed};
+  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 64), {}, KernelLanguage::ptx, dims);
+  // The bowl's best and runner-up fail: one in compilation, one in verification.
+  const std::string best = "R8/T64/G2/equal/baked/ptx", second = "R8/T64/G2/equal/streamed/ptx";
+  FakeMeasurer gpu;
+  gpu.fail_verification = second;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(nullptr, best), gpu, {});
+  EXPECT_NE(r.winner, best);
+  EXPECT_NE(r.winner, second);
+  int failed = 0;
+  for (const tune::CandidateTiming& t : r.timings)
+    if (t.label == best || t.label == second) {
+      ++failed;
+      EXPECT_FALSE(t.verified);
+      EXPECT_TRUE(std::isnan(t.median_us));
+      EXPECT_NE(t.error.find(t.label == best ? "ptxas died" : "verification"), std::string::npos) << t.error;
+    }
+  EXPECT_EQ(failed, 2);
+}
+
+TEST(TuneSearch, TheBudgetStopsNewCompiles) {
+  const CsrMatrix a = random_matrix(64, 64, 0.1, 8);
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx);
+  std::atomic<int> calls{0};
+  const tune::SpmmBuilder slow = [&](const tune::SpmmCandidate& c) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return fake_builder(&calls)(c);
+  };
+  FakeMeasurer gpu;
+  tune::TuneOptions options;
+  options.jobs = 2;
+  options.budget_seconds = 0.05;
+  options.exhaustive_limit = 1000;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, {}, {}, slow, gpu, options);
+  EXPECT_LT(static_cast<std::size_t>(calls.load()), space.candidates.size());
+  EXPECT_EQ(r.timings.size(), static_cast<std::size_t>(calls.load()));  // what started was measured
+  EXPECT_NE(r.strategy.find("budget"), std::string::npos) << r.strategy;
+  EXPECT_EQ(r.timings.front().label, space.candidates.front().label);
+}
+
+TEST(TuneSearch, EmptySpaceIsAnError) {
+  const CsrMatrix a = random_matrix(8, 8, 0.5, 9);
+  FakeMeasurer gpu;
+  EXPECT_THROW(tune::tune_spmm(a, {}, {}, {}, fake_builder(), gpu, {}), UsageError);
+}
+
+}  // namespace
+}  // namespace sparsecc

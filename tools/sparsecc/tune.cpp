@@ -1,0 +1,362 @@
+// sparsecc tune MATRIX... --n N... --db tuning.json [--budget SECONDS] [--jobs J]: tunes the SpMM
+// executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
+//   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
+//   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
+//   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files.
+// With several matrices the budget is shared: each gets the time left over the matrices left.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <cmath>
+
+#include "cli.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
+#include "sparsecc/io/load.hpp"
+#include "sparsecc/runtime/driver.hpp"
+#include "sparsecc/tune/database.hpp"
+#include "sparsecc/tune/predictor.hpp"
+#include "sparsecc/tune/tuner.hpp"
+#include "tune_measure.hpp"
+#include "bench/suites.hpp"
+#include "spmm_options.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+struct TuneArgs {
+  std::vector<std::string> inputs;
+  std::vector<std::int64_t> n;
+  bool runtime_n = false;
+  bool relu = false;
+  std::string bias;
+  std::string dtype = "f32";
+  std::string accumulate = "f32";
+  std::uint64_t seed = 1;
+  std::vector<std::string> db;
+  double budget = 0;
+  int jobs = 0;
+  std::string arch = "sm_90";
+  std::size_t exhaustive_limit = 24;
+  std::size_t shortlist = 8;
+  std::string predictor;
+  bool space = false;
+  bool fit = false;
+  bool evaluate = false;
+  std::string output;
+  std::string suite;  // sparsert | rn50 | transformer
+  std::string data;
+  double sparsity = 0.9;
+  int batch = 1;
+  int first = 0;
+  int limit = 0;
+};
+
+// One matrix to tune: a file given on the command line, or a problem of a bench suite.
+struct TuneInput {
+  std::string name;
+  std::int64_t n = 0;
+  std::function<CsrMatrix()> load;
+};
+
+std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
+  std::vector<TuneInput> out;
+  if (!args.suite.empty()) {
+    if (!args.inputs.empty()) throw UsageError("--suite takes no matrices");
+    const std::string dir = args.data.empty() ? bench::default_data_dir() : args.data;
+    std::vector<bench::BenchProblem> problems;
+    if (args.suite == "sparsert") {
+      problems = bench::sparsert_suite(dir, args.sparsity, args.batch);
+    } else {
+      for (bench::BenchProblem& p : bench::dlmc_suite(dir))
+        if (p.name.starts_with(args.suite + "/")) {
+          p.N *= args.batch;
+          problems.push_back(std::move(p));
+        }
+    }
+    const auto first = std::min<std::size_t>(static_cast<std::size_t>(args.first), problems.size());
+    const std::size_t count = args.limit > 0 ? std::min<std::size_t>(args.limit, problems.size() - first)
+                                             : problems.size() - first;
+    for (std::size_t i = first; i < first + count; ++i) {
+      const bench::BenchProblem p = problems[i];
+      out.push_back({p.name, p.N, [p] { return bench::load_problem_matrix(p); }});
+    }
+    return out;
+  }
+  if (args.inputs.empty()) throw UsageError("tune: name at least one matrix, or a --suite");
+  if (args.n.size() != 1 && args.n.size() != args.inputs.size())
+    throw UsageError(fmt::format("--n takes one N, or one per matrix ({} matrices, {} values)", args.inputs.size(),
+                                 args.n.size()));
+  for (std::size_t i = 0; i < args.inputs.size(); ++i) {
+    const std::string input = args.inputs[i];
+    const std::uint64_t seed = args.seed;
+    out.push_back({input, args.n.size() == 1 ? args.n[0] : args.n[i], [input, seed] {
+                     LoadOptions load;
+                     load.seed = seed;
+                     return load_matrix(input, load);
+                   }});
+  }
+  return out;
+}
+
+std::string duration_text(double s) {
+  if (!std::isfinite(s)) return "?";
+  const auto t = static_cast<long long>(s + 0.5);
+  return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
+}
+
+// One line a candidate (plain) or a redrawn bar with the ETA (terminal).
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(::isatty(2) != 0) {}
+  void matrix(std::size_t index, std::size_t count, const std::string& name) {
+    finish();
+    prefix_ = fmt::format("[{}/{}] {}", index + 1, count, name);
+  }
+  void update(const tune::TuneProgress& p) {
+    const std::string result = p.verified ? fmt::format("{:.2f} us", p.median_us) : std::string("failed");
+    if (!tty_) {
+      fmt::print(stderr, "{}: {}/{} {} {} (best {} {:.2f} us, {} elapsed, ETA {})\n", prefix_, p.done, p.planned,
+                 p.label, result, p.best_label, p.best_us, duration_text(p.elapsed_seconds),
+                 duration_text(p.eta_seconds));
+      return;
+    }
+    constexpr int width = 24;
+    const int filled = p.planned ? static_cast<int>(width * p.done / p.planned) : 0;
+    fmt::print(stderr, "\r\033[K{} [{}{}] {}/{} best {:.2f} us ({}) ETA {}", prefix_, std::string(filled, '#'),
+               std::string(width - filled, '.'), p.done, p.planned, p.best_us, p.best_label,
+               duration_text(p.eta_seconds));
+    open_ = true;
+  }
+  void finish() {
+    if (open_) fmt::print(stderr, "\n");
+    open_ = false;
+  }
+  ~ProgressPrinter() { finish(); }
+
+ private:
+  bool tty_;
+  bool open_ = false;
+  std::string prefix_;
+};
+
+SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n, bool bias) {
+  SpmmProblem p;
+  p.m = a.rows;
+  p.k = a.cols;
+  p.n = n;
+  p.n_mode = args.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
+  p.bias = bias;
+  p.relu = args.relu;
+  p.dtype = args.dtype;
+  return p;
+}
+
+// The predictor's samples from every verified timing of the databases.
+std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs) {
+  std::vector<tune::PredictorSample> out;
+  for (const std::string& path : dbs) {
+    std::vector<std::string> warnings;
+    const tune::TuningDatabase db = tune::load_database(path, &warnings);
+    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+    for (const tune::TuningRecord& r : db.records)
+      for (const tune::CandidateTiming& t : r.timings)
+        if (t.verified && std::isfinite(t.median_us) && !t.features.empty())
+          out.push_back({tune::key_string(r.key), tune::features_from_json(t.features), t.median_us});
+  }
+  return out;
+}
+
+int run_fit(const TuneArgs& args) {
+  if (args.db.empty()) throw UsageError("--fit needs the timings: one or more --db files");
+  const std::vector<tune::PredictorSample> samples = samples_of(args.db);
+  if (samples.empty()) throw UsageError("--fit: the databases hold no verified timings with features");
+  std::string fitted_on;
+  for (const std::string& p : args.db) fitted_on += (fitted_on.empty() ? "" : ", ") + p;
+  const tune::Predictor p = tune::fit_predictor(samples, fitted_on);
+  const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
+  fmt::print(stderr, "fitted on {} timings of {} problems: top choice within 10 % of the best on {:.1f} %, "
+             "best in the top 3 on {:.1f} %\n",
+             samples.size(), e.problems, 100 * e.top1_within_10pct, 100 * e.top3_contains_best);
+  if (args.output.empty()) {
+    fmt::print("{}\n", to_json(p).dump(2));
+  } else {
+    write_file_atomic(args.output, to_json(p).dump(2) + "\n");
+    fmt::print(stderr, "wrote {}\n", args.output);
+  }
+  return kExitOk;
+}
+
+int run_evaluate(const TuneArgs& args) {
+  if (args.db.empty()) throw UsageError("--evaluate needs the timings: one or more --db files");
+  const std::vector<tune::PredictorSample> samples = samples_of(args.db);
+  tune::Predictor loaded;
+  if (!args.predictor.empty()) {
+    const Bytes bytes = read_file(args.predictor);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(SourceLocation::at_byte(args.predictor, static_cast<std::int64_t>(e.byte)),
+                       "not JSON: " + std::string(e.what()));
+    }
+    loaded = tune::predictor_from_json(j, args.predictor);
+  }
+  const tune::Predictor& p = args.predictor.empty() ? tune::shipped_predictor() : loaded;
+  const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
+  fmt::print("{} problems ({} timings): top choice within 10 % of the best on {:.1f} %, best in the top 3 on "
+             "{:.1f} %, top choice / best geomean {:.3f}\n",
+             e.problems, samples.size(), 100 * e.top1_within_10pct, 100 * e.top3_contains_best,
+             e.geomean_top1_over_best);
+  if (!args.output.empty()) write_file_atomic(args.output, e.per_problem.dump(1) + "\n");
+  return e.problems > 0 ? kExitOk : kExitCheckFailed;
+}
+
+int run_tune(const TuneArgs& args) {
+  if (args.fit) return run_fit(args);
+  if (args.evaluate) return run_evaluate(args);
+  if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
+  if (args.n.empty() && args.suite.empty()) throw UsageError("tune: --n is required (or a --suite)");
+  const std::vector<TuneInput> inputs = tune_inputs(args);
+  if (!args.bias.empty() && inputs.size() != 1) throw UsageError("--bias needs exactly one matrix");
+
+  tune::SpmmSpaceDims dims;
+  SpmmOptions base;
+  base.accumulate = args.dtype == "f32" ? std::string() : args.accumulate;
+  set_blocklets(base, args.dtype == "f32" ? "off" : "auto");
+  const KernelLanguage default_emitter = args.dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
+
+  std::unique_ptr<rt::Context> ctx;
+  if (!args.space) {
+    std::string why;
+    if (!rt::driver_available(&why))
+      throw UsageError("tune times candidates on a GPU, and none is usable here: " + why +
+                       " (without a GPU, `sparsecc compile --db` uses the predictor's choice)");
+    ctx = std::make_unique<rt::Context>(0);
+  }
+  tune::TuneOptions options;
+  options.jobs = args.jobs;
+  options.arch = args.arch;
+  options.exhaustive_limit = args.exhaustive_limit;
+  options.shortlist = args.shortlist;
+
+  ProgressPrinter printer;
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json spaces = nlohmann::json::array();
+  double default_total = 0, tuned_total = 0;
+  std::size_t gained = 0;
+  // Every matrix first: the budget is shared in proportion to their nonzeros (plus a fixed share for
+  // the measurements), as compile time grows with them.
+  std::vector<CsrMatrix> matrices;
+  for (const TuneInput& in : inputs) matrices.push_back(in.load());
+  const auto weight = [&](std::size_t i) { return static_cast<double>(matrices[i].nnz()) + 20000.0; };
+  double compile_seconds = 0, compiled_nnz = 0;  // compiles so far, for the next matrix's estimate
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& input = inputs[i].name;
+    const CsrMatrix& a = matrices[i];
+    const std::vector<double> bias = args.bias.empty() ? std::vector<double>{} : load_bias(args.bias, a.rows);
+    const SpmmProblem problem = problem_for(a, args, inputs[i].n, !bias.empty());
+    const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter, dims);
+    if (args.space) {
+      nlohmann::json j = tune::to_json(space, dims);
+      j["matrix"] = input;
+      spaces.push_back(std::move(j));
+      continue;
+    }
+    if (args.budget > 0) {
+      const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double weights = 0;
+      for (std::size_t j = i; j < inputs.size(); ++j) weights += weight(j);
+      options.budget_seconds = std::max(0.1, (args.budget - used) * weight(i) / weights);
+      options.expected_compile_seconds =
+          compiled_nnz > 0 ? compile_seconds / compiled_nnz * static_cast<double>(a.nnz()) : 0.0;
+    }
+    const tune::TuningKey key =
+        tune::spmm_tuning_key(a, problem, ctx->device().name,
+                              fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor));
+    GpuSpmmMeasurer measurer(*ctx, a, problem, bias, args.seed + 1);
+    printer.matrix(i, inputs.size(), input);
+    const tune::TuningRecord record = tune::tune_spmm(
+        a, space, dims, key,
+        [&](const tune::SpmmCandidate& c) { return tune::compile_spmm_candidate(c, a, args.arch, bias); },
+        measurer, options, [&](const tune::TuneProgress& p) { printer.update(p); });
+    printer.finish();
+    for (const tune::CandidateTiming& t : record.timings) {
+      compile_seconds += t.compile_seconds;
+      compiled_nnz += static_cast<double>(a.nnz());
+    }
+    std::vector<std::string> warnings;
+    tune::update_database(args.db[0], {record}, &warnings);
+    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+    fmt::print("{} (N = {}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us ({:.2f}x)\n", input, problem.n,
+               record.timings.size(), space.candidates.size(), record.tuning_seconds, record.strategy, record.winner,
+               record.winner_us, record.default_us, record.default_us / record.winner_us);
+    std::fflush(stdout);
+    if (std::isfinite(record.winner_us) && std::isfinite(record.default_us)) {
+      default_total += std::log(record.default_us);
+      tuned_total += std::log(record.winner_us);
+      ++gained;
+    }
+  }
+  if (args.space) {
+    fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
+    return kExitOk;
+  }
+  if (gained > 1)
+    fmt::print("geomean over {} matrices: tuned {:.3f}x faster than the default plan; {:.1f} s in all\n", gained,
+               std::exp((default_total - tuned_total) / static_cast<double>(gained)),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_tune(CLI::App& app, std::function<int()>& run) {
+  auto args = std::make_shared<TuneArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Tune SpMM executors on the GPU into a tuning database; fit or evaluate the no-GPU predictor");
+  cmd->add_option("inputs", args->inputs,
+                  "Matrices FILE[:TENSOR] to tune (with --fit / --evaluate: nothing; the timings come from --db)");
+  cmd->add_option("--n", args->n, "N (columns of B), one for all matrices or one per matrix")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_flag("--runtime-n", args->runtime_n, "Tune runtime-N executors (timed at N)");
+  cmd->add_option("--bias", args->bias, "Bias vector FILE[:TENSOR] (one matrix only)");
+  cmd->add_flag("--relu", args->relu, "Apply ReLU after the bias");
+  cmd->add_option("--dtype", args->dtype, "Element type of B and C")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--accumulate", args->accumulate, "Accumulation of f16 / bf16 executors (f32 or the dtype)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files (B takes seed + 1)")
+      ->capture_default_str();
+  cmd->add_option("--suite", args->suite,
+                  "Tune a bench suite instead of files: sparsert (SparseRT Table 1), rn50 or transformer (DLMC 90 %)")
+      ->check(CLI::IsMember({"sparsert", "rn50", "transformer"}));
+  cmd->add_option("--data", args->data, "Data folder of --suite (default: $SPARSECC_DATA_DIR or ../shared/data)");
+  cmd->add_option("--sparsity", args->sparsity, "--suite sparsert: 0.9 or 0.95")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "--suite: N times this batch")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--first", args->first, "--suite: skip this many problems")->check(CLI::Range(0, 100000));
+  cmd->add_option("--limit", args->limit, "--suite: at most this many problems (0: all)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate");
+  cmd->add_option("--budget", args->budget, "Wall-clock seconds for the whole run (0: no limit)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--jobs", args->jobs, "Compile threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--arch", args->arch, "GPU architecture of the cubins")->capture_default_str();
+  cmd->add_option("--exhaustive-limit", args->exhaustive_limit, "Search spaces up to this size exhaustively")
+      ->capture_default_str();
+  cmd->add_option("--shortlist", args->shortlist, "Predictor picks measured first in larger spaces")
+      ->capture_default_str();
+  cmd->add_flag("--space", args->space, "Print the search space of each matrix as JSON and stop (no GPU)");
+  cmd->add_flag("--fit", args->fit, "Fit the predictor to the timings in the --db files");
+  cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");
+  cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
+  cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON");
+  cmd->callback([&run, args] { run = [args] { return run_tune(*args); }; });
+}
+
+}  // namespace sparsecc::cli

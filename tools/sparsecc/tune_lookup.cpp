@@ -1,0 +1,72 @@
+#include "tune_lookup.hpp"
+
+#include <fmt/format.h>
+
+#include "sparsecc/runtime/device.hpp"
+#include "sparsecc/runtime/driver.hpp"
+#include "sparsecc/tune/database.hpp"
+#include "sparsecc/tune/predictor.hpp"
+#include "sparsecc/tune/space.hpp"
+#include "sparsecc/tune/tuner.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+// "sm_90a" -> "9.0".
+std::string compute_capability_of(const std::string& arch) {
+  std::string digits;
+  for (const char c : arch)
+    if (c >= '0' && c <= '9') digits += c;
+  if (digits.size() < 2) return {};
+  return digits.substr(0, digits.size() - 1) + "." + digits.back();
+}
+
+}  // namespace
+
+TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
+                              const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
+                              const std::string& gpu) {
+  std::string target_gpu = gpu;
+  std::string cc = compute_capability_of(arch);
+  if (target_gpu.empty() && rt::driver_available()) {
+    const rt::DeviceInfo d = rt::device_info(0);
+    target_gpu = d.name;
+    cc = fmt::format("{}.{}", d.cc_major, d.cc_minor);
+  }
+  std::vector<std::string> warnings;
+  const tune::TuningDatabase db = tune::load_database(db_path, &warnings);
+  for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  const tune::TuningKey key = tune::spmm_tuning_key(a, problem, target_gpu, cc);
+  const tune::TuningRecord* found = nullptr;
+  for (const tune::TuningRecord& r : db.records) {
+    tune::TuningKey k = r.key;
+    if (target_gpu.empty()) k.gpu.clear();  // any GPU of this compute capability
+    if (k == key) {
+      found = &r;
+      break;
+    }
+  }
+  TunedChoice choice;
+  if (found) {
+    auto [options, emitter] = tune::spmm_options_from_json(found->winner_options, base);
+    choice.options = options;
+    choice.emitter = emitter;
+    choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us; the default plan {:.2f} us)", found->winner,
+                             db_path, found->key.gpu, found->winner_us, found->default_us);
+    return choice;
+  }
+  const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
+  std::vector<std::vector<double>> features;
+  for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));
+  const tune::SpmmCandidate& best = space.candidates.at(tune::rank_candidates(tune::shipped_predictor(), features).front());
+  choice.options = best.options;
+  choice.emitter = best.emitter;
+  choice.how = fmt::format("no record in {} for this matrix and problem on {}: the predictor's choice {} of {} "
+                           "candidates",
+                           db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu, best.label,
+                           space.candidates.size());
+  return choice;
+}
+
+}  // namespace sparsecc::cli

@@ -1,0 +1,28 @@
+// How `sparsecc compile --db` picks its plan: the tuning database's recorded winner when a record's
+// key matches the problem (matrix fingerprint, parameters, GPU, compute capability, generator
+// version), else the predictor's top choice among the search space, so a build machine without a
+// GPU still compiles a well-chosen plan.
+#pragma once
+
+#include <string>
+
+#include "sparsecc/emit/emitted_kernel.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/matrix/csr.hpp"
+
+namespace sparsecc::cli {
+
+struct TunedChoice {
+  SpmmOptions options;
+  KernelLanguage emitter = KernelLanguage::ptx;
+  std::string how;  // a sentence for the user: where the choice came from
+};
+
+// `gpu` names the target GPU ("NVIDIA H100 80GB HBM3"); empty: the GPU of this machine when there is
+// one, else any GPU of the compute capability `arch` names (sm_90 -> 9.0). Warnings about the
+// database (corrupt, newer schema) go to stderr; they never stop the compile.
+TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
+                              const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
+                              const std::string& gpu);
+
+}  // namespace sparsecc::cli

@@ -1,0 +1,35 @@
+// The tuner's GPU side for the CLI: each compiled candidate is loaded through the runtime, run once
+// on NaN-poisoned outputs and checked against the fp64 reference (fresh random B, the problem's bias
+// and ReLU) within spmm_tolerance, and only then timed in steady state (rt::time_launches: a CUDA
+// graph of 100 launches, median of 21 replays).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/runtime/device.hpp"
+#include "sparsecc/tune/tuner.hpp"
+#include "spmm_run.hpp"
+
+namespace sparsecc::cli {
+
+class GpuSpmmMeasurer : public tune::SpmmMeasurer {
+ public:
+  // B is drawn from `seed` (uniform in [-1, 1], rounded to the dtype).
+  GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, const SpmmProblem& problem,
+                  const std::vector<double>& bias, std::uint64_t seed);
+  tune::Measurement measure(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) override;
+
+ private:
+  const rt::Context& ctx_;
+  SpmmProblem problem_;
+  std::int64_t max_row_nnz_ = 0;
+  DenseMatrix reference_;
+  std::unique_ptr<SpmmGpuInputs> inputs_;
+};
+
+}  // namespace sparsecc::cli
