@@ -30,9 +30,13 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   std::string target_gpu = gpu;
   std::string cc = compute_capability_of(arch);
   if (target_gpu.empty() && rt::driver_available()) {
-    const rt::DeviceInfo d = rt::device_info(0);
-    target_gpu = d.name;
-    cc = fmt::format("{}.{}", d.cc_major, d.cc_minor);
+    try {
+      const rt::DeviceInfo d = rt::device_info(0);
+      target_gpu = d.name;
+      cc = fmt::format("{}.{}", d.cc_major, d.cc_minor);
+    } catch (const std::exception&) {
+      // A driver without a usable device: match by the architecture, as on a build machine.
+    }
   }
   std::vector<std::string> warnings;
   const tune::TuningDatabase db = tune::load_database(db_path, &warnings);
