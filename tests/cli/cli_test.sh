@@ -158,6 +158,9 @@ cmp -s "$tmp/p.npy" "$tmp/keep.npy" || { echo "FAIL: a failed prune changed an e
 # falls back to the predictor's choice; with a GPU, tune then compile the recorded winner and verify.
 expect 0 '"candidates": \['        -- tune --space "$tmp/small.mtx" --n 40
 expect 0 '"rule": "n tile 64 is wider' -- tune --space "$tmp/small.mtx" --n 8
+expect 0 '"op": "hines"'            -- tune --space "$tmp/cell.swc" --resolution 5 --dtype f64
+expect 2 "timing Hines candidates"  -- tune "$tmp/cell.swc" --db "$tmp/h.json"
+expect 2 "f64 or f32, not f16"      -- tune --space "$tmp/cell.swc" --dtype f16
 expect 2 "--fit needs the timings"  -- tune --fit
 expect 2 "one --db FILE"            -- tune "$tmp/small.mtx" --n 8
 expect 2 "--n takes one N, or one per matrix" -- tune "$tmp/small.mtx" "$tmp/small.mtx" --n 8 9 10 --db "$tmp/t.json"

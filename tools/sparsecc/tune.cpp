@@ -3,10 +3,12 @@
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files.
-// With several matrices the budget is shared: each gets the time left over the matrices left.
+// With several matrices the budget is shared in proportion to their nonzeros. SWC inputs (--cells,
+// --resolution, --rhs, --dtype f64|f32): --space prints the Hines solver's search space.
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -16,8 +18,10 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/io/load.hpp"
+#include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/tune/database.hpp"
+#include "sparsecc/tune/hines_space.hpp"
 #include "sparsecc/tune/predictor.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "tune_measure.hpp"
@@ -54,6 +58,9 @@ struct TuneArgs {
   int batch = 1;
   int first = 0;
   int limit = 0;
+  int cells = 1;  // SWC inputs (Hines)
+  int resolution = 1;
+  int rhs = 1;
 };
 
 // One matrix to tune: a file given on the command line, or a problem of a bench suite.
@@ -216,9 +223,29 @@ int run_evaluate(const TuneArgs& args) {
   return e.problems > 0 ? kExitOk : kExitCheckFailed;
 }
 
+// SWC inputs: the Hines solver's search space of their forest.
+int run_hines_space(const TuneArgs& args) {
+  if (!args.space)
+    throw UsageError("tune: timing Hines candidates on a GPU is not implemented yet; --space prints the search space");
+  const std::string dtype = args.dtype == "f32" || args.dtype == "f64" ? args.dtype : std::string();
+  if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + args.dtype);
+  const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
+  const tune::HinesSpaceDims dims;
+  nlohmann::json j = tune::to_json(tune::hines_space(system, args.rhs, dtype, {}, dims), dims);
+  j["files"] = args.inputs;
+  j["cells"] = args.cells;
+  j["rhs"] = args.rhs;
+  j["dtype"] = dtype;
+  fmt::print("{}\n", j.dump(1));
+  return kExitOk;
+}
+
 int run_tune(const TuneArgs& args) {
   if (args.fit) return run_fit(args);
   if (args.evaluate) return run_evaluate(args);
+  if (!args.inputs.empty() && std::all_of(args.inputs.begin(), args.inputs.end(),
+                                          [](const std::string& f) { return f.ends_with(".swc"); }))
+    return run_hines_space(args);
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   if (args.n.empty() && args.suite.empty()) throw UsageError("tune: --n is required (or a --suite)");
   const std::vector<TuneInput> inputs = tune_inputs(args);
@@ -326,8 +353,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--runtime-n", args->runtime_n, "Tune runtime-N executors (timed at N)");
   cmd->add_option("--bias", args->bias, "Bias vector FILE[:TENSOR] (one matrix only)");
   cmd->add_flag("--relu", args->relu, "Apply ReLU after the bias");
-  cmd->add_option("--dtype", args->dtype, "Element type of B and C")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  cmd->add_option("--dtype", args->dtype, "Element type of B and C (SpMM), or of the Hines solve (f64 or f32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "f64"}))
       ->capture_default_str();
   cmd->add_option("--accumulate", args->accumulate, "Accumulation of f16 / bf16 executors (f32 or the dtype)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
@@ -342,6 +369,9 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--batch", args->batch, "--suite: N times this batch")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--first", args->first, "--suite: skip this many problems")->check(CLI::Range(0, 100000));
   cmd->add_option("--limit", args->limit, "--suite: at most this many problems (0: all)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--cells", args->cells, "SWC inputs: copies of the forest")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--resolution", args->resolution, "SWC inputs: compartments per segment")->check(CLI::Range(1, 1000));
+  cmd->add_option("--rhs", args->rhs, "SWC inputs: right-hand sides per solve")->check(CLI::Range(1, 1024));
   cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate");
   cmd->add_option("--budget", args->budget, "Wall-clock seconds for the whole run (0: no limit)")
       ->check(CLI::Range(0.0, 1e7));
