@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "sparsecc/common/dtype.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
 
 namespace sparsecc::cli {
@@ -59,6 +61,20 @@ std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string&
   how = fmt::format("GPU {} ({} image)", ctx.device().name, exec.loaded_from());
   SpmmGpuInputs inputs(bundle.metadata.dtype, b, bundle.metadata.m);
   return inputs.run(ctx, exec, n);
+}
+
+DenseMatrix random_check_input(std::int64_t k, std::int64_t n, std::uint64_t seed, const std::string& dtype) {
+  DenseMatrix b(k, n);
+  SplitMix64 rng(seed);
+  for (double& v : b.data) v = rng.uniform_pm1();
+  round_values(b, dtype);
+  return b;
+}
+
+double spmm_check_tolerance(const CsrMatrix& a, const std::string& dtype, const std::string& accumulate) {
+  std::int64_t max_row_nnz = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) max_row_nnz = std::max(max_row_nnz, a.row_nnz(r));
+  return spmm_tolerance(dtype, accumulate, max_row_nnz);
 }
 
 SpmmCheck compare_spmm(const std::vector<double>& got, const DenseMatrix& ref) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 #include "sparsecc/runtime/device.hpp"
@@ -33,6 +34,13 @@ class SpmmGpuInputs {
 // with NaN first; returns C. f16 / bf16 bundles take B rounded to their dtype and return C widened. `how` receives the device and the image that ran ("GPU … (cubin image)").
 std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string& name, const DenseMatrix& b,
                                     std::int64_t n, std::string& how);
+
+// B (k x n) for a check: uniform in [-1, 1) from `seed`, rounded to `dtype` (the executor's own inputs;
+// f32 is exact already).
+DenseMatrix random_check_input(std::int64_t k, std::int64_t n, std::uint64_t seed, const std::string& dtype);
+
+// spmm_tolerance for A's longest row.
+double spmm_check_tolerance(const CsrMatrix& a, const std::string& dtype, const std::string& accumulate);
 
 struct SpmmCheck {
   double rel_error = 0;        // max |C - ref| / max |ref| over the finite outputs

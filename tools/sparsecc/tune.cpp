@@ -201,18 +201,7 @@ int run_fit(const TuneArgs& args) {
 int run_evaluate(const TuneArgs& args) {
   if (args.db.empty()) throw UsageError("--evaluate needs the timings: one or more --db files");
   const std::vector<tune::PredictorSample> samples = samples_of(args.db);
-  tune::Predictor loaded;
-  if (!args.predictor.empty()) {
-    const Bytes bytes = read_file(args.predictor);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(bytes.begin(), bytes.end());
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(SourceLocation::at_byte(args.predictor, static_cast<std::int64_t>(e.byte)),
-                       "not JSON: " + std::string(e.what()));
-    }
-    loaded = tune::predictor_from_json(j, args.predictor);
-  }
+  const tune::Predictor loaded = args.predictor.empty() ? tune::Predictor{} : tune::load_predictor(args.predictor);
   const tune::Predictor& p = args.predictor.empty() ? tune::shipped_predictor() : loaded;
   const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
   fmt::print("{} problems ({} timings): top choice within 10 % of the best on {:.1f} %, best in the top 3 on "

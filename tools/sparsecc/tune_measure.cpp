@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
 #include "sparsecc/runtime/timing.hpp"
@@ -13,12 +10,8 @@ namespace sparsecc::cli {
 
 GpuSpmmMeasurer::GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, const SpmmProblem& problem,
                                  const std::vector<double>& bias, std::uint64_t seed)
-    : ctx_(ctx), problem_(problem) {
-  for (std::int64_t r = 0; r < a.rows; ++r) max_row_nnz_ = std::max(max_row_nnz_, a.row_nnz(r));
-  DenseMatrix b(a.cols, problem.n);
-  SplitMix64 rng(seed);
-  for (double& v : b.data) v = rng.uniform_pm1();
-  round_values(b, problem.dtype);
+    : ctx_(ctx), problem_(problem), a_(a) {
+  const DenseMatrix b = random_check_input(a.cols, problem.n, seed, problem.dtype);
   reference_ = spmm(round_values(a, problem.dtype), b, bias.empty() ? nullptr : &bias, problem.relu);
   ctx_.make_current();
   inputs_ = std::make_unique<SpmmGpuInputs>(problem.dtype, b, a.rows);
@@ -29,7 +22,7 @@ tune::Measurement GpuSpmmMeasurer::measure(const tune::SpmmCandidate& candidate,
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, candidate.label, ctx_);
   const SpmmCheck check = compare_spmm(inputs_->run(ctx_, exec, problem_.n), reference_);
   m.rel_error = check.rel_error;
-  const double tolerance = spmm_tolerance(problem_.dtype, candidate.plan.accumulate, max_row_nnz_);
+  const double tolerance = spmm_check_tolerance(a_, problem_.dtype, candidate.plan.accumulate);
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
     m.error = fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
                           check.unwritten, check.rel_error, tolerance);

@@ -19,7 +19,7 @@ namespace sparsecc::cli {
 
 class GpuSpmmMeasurer : public tune::SpmmMeasurer {
  public:
-  // B is drawn from `seed` (uniform in [-1, 1], rounded to the dtype).
+  // B is drawn from `seed` (random_check_input); `a` must outlive the measurer.
   GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, const SpmmProblem& problem,
                   const std::vector<double>& bias, std::uint64_t seed);
   tune::Measurement measure(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) override;
@@ -27,7 +27,7 @@ class GpuSpmmMeasurer : public tune::SpmmMeasurer {
  private:
   const rt::Context& ctx_;
   SpmmProblem problem_;
-  std::int64_t max_row_nnz_ = 0;
+  const CsrMatrix& a_;
   DenseMatrix reference_;
   std::unique_ptr<SpmmGpuInputs> inputs_;
 };

@@ -3,7 +3,6 @@
 // executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -12,7 +11,6 @@
 #include "spmm_run.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
@@ -72,19 +70,14 @@ int run_verify(const VerifyArgs& args) {
   if (matrix_fingerprint(a) != md.fingerprint)
     throw InputError(SourceLocation::in_file(args.bundle),
                      "the verification matrix does not match the fingerprint");
-  std::int64_t max_row_nnz = 0;
-  for (std::int64_t r = 0; r < a.rows; ++r) max_row_nnz = std::max(max_row_nnz, a.row_nnz(r));
-  const double tolerance = args.tolerance > 0 ? args.tolerance : spmm_tolerance(md.dtype, md.accumulate, max_row_nnz);
+  const double tolerance = args.tolerance > 0 ? args.tolerance : spmm_check_tolerance(a, md.dtype, md.accumulate);
 
   const std::int64_t n = args.n > 0 ? args.n : md.n;
   if (md.n_mode == "fixed" && n != md.n)
     throw UsageError(
         fmt::format("the bundle is compiled for N = {}; --n {} needs a runtime-N bundle", md.n, n));
   const std::uint64_t seed = args.seed ? args.seed : std::random_device{}();
-  DenseMatrix b(md.k, n);
-  SplitMix64 rng(seed);
-  for (double& v : b.data) v = rng.uniform_pm1();
-  round_values(b, md.dtype);  // the executor's own inputs (f32: exact already)
+  const DenseMatrix b = random_check_input(md.k, n, seed, md.dtype);
   const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
   const std::vector<double>* bias_ptr = md.bias ? &bias : nullptr;
   const DenseMatrix ref = spmm(round_values(a, md.dtype), b, bias_ptr, md.relu);

@@ -87,6 +87,9 @@ nlohmann::json to_json(const Predictor& p);
 // Throws InputError naming `name` and the field: missing or mistyped fields, another version,
 // unknown features, coefficients that are not finite and non-negative.
 Predictor predictor_from_json(const nlohmann::json& j, const std::string& name);
+// A predictor file (what `sparsecc tune --fit` writes): InputError naming the file, and the byte of a
+// JSON syntax error.
+Predictor load_predictor(const std::string& path);
 // The text of generator/tune/data/spmm_predictor.json, compiled into the library at configure time.
 const char* shipped_predictor_json();
 // Parsed once from shipped_predictor_json().
