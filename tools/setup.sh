@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libzip-dev
+          libonnx-dev libprotobuf-dev   # ONNX models (optional at build time)
           zipcmp zipmerge ziptool   # libzip's CMake package refers to these tools
           clang libclang-rt-14-dev) # libFuzzer targets
 [[ "${1:-}" == "--llvm" ]] && packages+=(llvm-dev)

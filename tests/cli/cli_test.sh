@@ -116,6 +116,48 @@ expect 2 "unrolled code needs the bases in shared memory" -- hines "$tmp/cell.sw
 expect 0 "soma trace within .* of the reference ok" -- demo
 expect 0 '"soma_trace_max_abs_diff_mv"' -- demo --json
 
+# embed: bundles (and a compile-model manifest's layers) into a header and source; bad input leaves
+# neither file behind and an existing pair unchanged; the same input gives the same bytes.
+expect 0 "wrote $tmp/cell.sccb"    -- hines "$tmp/cell.swc" --resolution 2 -o "$tmp/cell.sccb"
+mkdir -p "$tmp/gen/a" "$tmp/gen/b" "$tmp/other"
+expect 0 "wrote $tmp/gen/a/kernels.hpp and $tmp/gen/a/kernels.cpp: 2 layers in namespace cli::kernels" -- \
+  embed "$tmp/small.sccb" "$tmp/cell.sccb" --name cli::kernels -o "$tmp/gen/a/kernels.hpp"
+expect 0 "2 layers"                -- embed "$tmp/small.sccb" "$tmp/cell.sccb" --name cli::kernels -o "$tmp/gen/b/kernels"
+cmp -s "$tmp/gen/a/kernels.hpp" "$tmp/gen/b/kernels.hpp" && cmp -s "$tmp/gen/a/kernels.cpp" "$tmp/gen/b/kernels.cpp" ||
+  { echo "FAIL: embed wrote different files for the same input"; failures=$((failures + 1)); }
+for want in 'const sparsecc::rt::SpmmExecutor& small\(\);' 'const sparsecc::rt::HinesExecutor& cell\(\);' \
+            'std::span<const double> cap_over_dt\(\);' 'inline constexpr std::size_t kLayerCount = 2;'; do
+  grep -Eq "$want" "$tmp/gen/a/kernels.hpp" || { echo "FAIL: kernels.hpp lacks /$want/"; failures=$((failures + 1)); }
+done
+grep -q '#include "kernels.hpp"' "$tmp/gen/a/kernels.cpp" || { echo "FAIL: kernels.cpp does not include kernels.hpp"; failures=$((failures + 1)); }
+printf '{"layers": [{"name": "enc.fc1", "file": "small.sccb"}, {"name": "enc.fc2", "file": "%s"}]}\n' "$tmp/rt.sccb" \
+  >"$tmp/manifest.json"
+expect 0 "m.cpp: 3 layers in namespace m" -- embed --manifest "$tmp/manifest.json" "$tmp/cell.sccb" --name m -o "$tmp/gen/m.hpp"
+expect 0 "enc_fc2 +spmm, 3 x 4, N = 7 \(runtime\)" -- embed --manifest "$tmp/manifest.json" --name m -o "$tmp/gen/m2"
+grep -q 'kName = "enc.fc1";' "$tmp/gen/m.hpp" || { echo "FAIL: m.hpp lacks the manifest's layer name"; failures=$((failures + 1)); }
+cp "$tmp/small.sccb" "$tmp/other/small.sccb"
+cp "$tmp/gen/a/kernels.hpp" "$tmp/keep.hpp"
+cp "$tmp/gen/a/kernels.cpp" "$tmp/keep.cpp"
+expect 2 "trunc.sccb: byte 16: .*truncated" -- embed "$tmp/small.sccb" "$tmp/trunc.sccb" --name k -o "$tmp/gen/a/kernels.hpp"
+expect 2 "nosuch.sccb: cannot open" -- embed "$tmp/nosuch.sccb" --name k -o "$tmp/gen/a/kernels.hpp"
+expect 2 "layers \"small\" and \"small\" both get the C\+\+ name 'small'" -- \
+  embed "$tmp/small.sccb" "$tmp/other/small.sccb" --name k -o "$tmp/gen/a/kernels.hpp"
+expect 2 "small.sccb is given twice" -- embed --manifest "$tmp/manifest.json" "$tmp/small.sccb" --name k -o "$tmp/gen/a/kernels.hpp"
+expect 2 "namespace 'a b' is not valid C\+\+" -- embed "$tmp/small.sccb" --name "a b" -o "$tmp/gen/a/kernels.hpp"
+expect 2 "'class' is a keyword"    -- embed "$tmp/small.sccb" --name class -o "$tmp/gen/a/kernels.hpp"
+cmp -s "$tmp/keep.hpp" "$tmp/gen/a/kernels.hpp" && cmp -s "$tmp/keep.cpp" "$tmp/gen/a/kernels.cpp" ||
+  { echo "FAIL: a failed embed changed an existing output"; failures=$((failures + 1)); }
+expect 2 "must end in .hpp"        -- embed "$tmp/small.sccb" --name k -o "$tmp/gen/none.cpp"
+expect 2 "nodir does not exist"    -- embed "$tmp/small.sccb" --name k -o "$tmp/nodir/none.hpp"
+expect 2 "--name"                  -- embed "$tmp/small.sccb" -o "$tmp/gen/none.hpp"
+expect 2 "give bundle files, --manifest, or both" -- embed --name k -o "$tmp/gen/none.hpp"
+echo '{"layers": [' >"$tmp/bad_manifest.json"
+expect 2 "bad_manifest.json: byte [0-9]+: not valid JSON" -- embed --manifest "$tmp/bad_manifest.json" --name k -o "$tmp/gen/none.hpp"
+echo '{"layers": [{"name": "x"}]}' >"$tmp/bad_manifest.json"
+expect 2 "bad_manifest.json: layer 0 of the manifest has no \"file\"" -- embed --manifest "$tmp/bad_manifest.json" --name k -o "$tmp/gen/none.hpp"
+[[ -e "$tmp/gen/none.hpp" || -e "$tmp/gen/none.cpp" ]] && { echo "FAIL: a failed embed left an output behind"; failures=$((failures + 1)); }
+ls "$tmp/gen" "$tmp/gen/a" | grep -q '\.tmp\.' && { echo "FAIL: embed left a temporary file behind"; failures=$((failures + 1)); }
+
 # prune: patterns on the small matrix and on a 4-D float32 tensor (written with perl's pack, so no
 # NumPy is needed), the pruned .npy read back by inspect, and failures that leave no output behind.
 # npy_f32 FILE SHAPE VALUES...: a version 1.0 .npy of little-endian float32 values.

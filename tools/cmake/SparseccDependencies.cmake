@@ -3,13 +3,8 @@
 # used header-only, zlib and GoogleTest are linked statically, and so are libstdc++ and libgcc.
 
 find_package(CUDAToolkit 12.0 REQUIRED)
-# The compile driver assembles PTX through nvJitLink. FindCUDAToolkit names CUDA::nvJitLink only from CMake 3.26 on.
-if(NOT TARGET CUDA::nvJitLink)
-  find_library(SPARSECC_NVJITLINK_LIBRARY nvJitLink HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
-  add_library(CUDA::nvJitLink SHARED IMPORTED)
-  set_target_properties(CUDA::nvJitLink PROPERTIES IMPORTED_LOCATION ${SPARSECC_NVJITLINK_LIBRARY}
-                                                   INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
-endif()
+# The compile driver assembles PTX through nvJitLink.
+include(SparseccNvJitLink)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
@@ -38,6 +33,36 @@ endif()
 if(SPARSECC_WITH_LLVM)
   find_package(LLVM REQUIRED CONFIG)
   message(STATUS "sparsecc: LLVM ${LLVM_PACKAGE_VERSION} from ${LLVM_DIR}")
+endif()
+
+# ONNX models through Debian's libonnx-dev and libprotobuf-dev, when they are installed: without them
+# sparsecc builds all the same and reading an .onnx file is a usage error. The portable build goes
+# without (libonnx ships no static library). SPARSECC_HAVE_ONNX says what was found, and
+# SPARSECC_ONNX_LIBRARIES names what a target that uses libonnx's classes links.
+include(CMakeDependentOption)
+cmake_dependent_option(SPARSECC_WITH_ONNX "Read ONNX models (libonnx-dev and libprotobuf-dev, when installed)" ON
+                       "NOT SPARSECC_PORTABLE" OFF)
+set(SPARSECC_HAVE_ONNX OFF)
+set(SPARSECC_ONNX_LIBRARIES)
+if(SPARSECC_WITH_ONNX)
+  # libonnx's package refers to protobuf::libprotobuf, so Protobuf comes first.
+  find_package(Protobuf QUIET)
+  if(Protobuf_FOUND AND TARGET protobuf::libprotobuf)
+    find_package(ONNX CONFIG QUIET)
+  endif()
+  if(ONNX_FOUND AND TARGET onnx_proto)
+    set(SPARSECC_HAVE_ONNX ON)
+    set(SPARSECC_ONNX_LIBRARIES onnx_proto protobuf::libprotobuf)
+  endif()
+endif()
+if(SPARSECC_HAVE_ONNX)
+  message(STATUS "sparsecc: ONNX support on (libonnx ${ONNX_VERSION}, protobuf ${Protobuf_VERSION})")
+elseif(SPARSECC_PORTABLE)
+  message(STATUS "sparsecc: ONNX support off (portable build: libonnx has no static library)")
+elseif(SPARSECC_WITH_ONNX)
+  message(STATUS "sparsecc: ONNX support off (libonnx-dev or libprotobuf-dev not found)")
+else()
+  message(STATUS "sparsecc: ONNX support off (SPARSECC_WITH_ONNX=OFF)")
 endif()
 
 # Binaries find the CUDA libraries (NVRTC, cuBLAS, cuSPARSE) where the toolkit keeps them.

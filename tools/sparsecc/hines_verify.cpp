@@ -12,7 +12,6 @@
 #include "hines_verify.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
@@ -79,17 +78,7 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
   if (!cpu && rt::driver_available(&why)) {
     got = f32 ? run_on_gpu<float>(bundle, path, s, b, how) : run_on_gpu<double>(bundle, path, s, b, how);
   } else {
-    const auto& sum = md.plan_summary;
-    HinesOptions o;
-    o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
-                                                                                    : HinesDecomposition::fine;
-    o.k = std::max(2, sum.value("k", 3));
-    o.k_large = std::max(2, sum.value("k_large", o.k));
-    o.depth = sum.value("depth", -1);
-    o.code = sum.value("mode", std::string("tables"));
-    const HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
-    if (plan.base_size() != sum.value("base_size", -1))
-      throw std::runtime_error("re-planning the bundle's system does not reproduce its levels");
+    const HinesPlan plan = replan_hines_bundle(md, s);
     if (f32) {
       const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
       const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));

@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   cli::add_inspect(app, run);
   cli::add_compile(app, run);
+  cli::add_compile_model(app, run);
   cli::add_verify(app, run);
+  cli::add_embed(app, run);
   cli::add_hines(app, run);
   cli::add_prune(app, run);
   cli::add_tune(app, run);

@@ -28,36 +28,6 @@ struct VerifyArgs {
   bool cpu = false;
 };
 
-// The plan the bundle was compiled from, rebuilt by the (deterministic) inspector.
-SpmmPlan replan(const rt::BundleMetadata& md, const CsrMatrix& a) {
-  SpmmProblem problem;
-  problem.m = md.m;
-  problem.k = md.k;
-  problem.n = md.n;
-  problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
-  problem.bias = md.bias;
-  problem.relu = md.relu;
-  problem.dtype = md.dtype;
-  SpmmOptions o;
-  if (md.dtype != "f32") {
-    o.accumulate = md.accumulate;
-    // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
-    set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
-  }
-  const auto& s = md.plan_summary;
-  o.rows_per_block = s.value("rows_per_block", 0);
-  o.n_tile = s.value("n_tile", 0);
-  o.groups = s.value("groups", 0);
-  o.row_split =
-      s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
-  o.value_mode = md.values_mode == "baked" ? SpmmValueMode::baked : SpmmValueMode::streamed;
-  o.kernel_name = md.kernel;
-  SpmmPlan plan = plan_spmm(a, problem, o);
-  if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
-    throw std::runtime_error("re-planning the bundle's matrix does not reproduce its launch configuration");
-  return plan;
-}
-
 int run_verify(const VerifyArgs& args) {
   const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file
   const rt::BundleMetadata& md = bundle.metadata;
@@ -88,7 +58,7 @@ int run_verify(const VerifyArgs& args) {
   if (!args.cpu && rt::driver_available(&why)) {
     got = run_spmm_on_gpu(bundle, args.bundle, b, n, how);
   } else {
-    const SpmmPlan plan = replan(md, a);
+    const SpmmPlan plan = replan_spmm_bundle(md, a);
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr, spmm_fragment_words(plan, a)).data;
     how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }

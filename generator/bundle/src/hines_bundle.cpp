@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "section_bytes.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
+#include "sparsecc/inspector/hines_planner.hpp"
 
 namespace sparsecc {
 
@@ -110,6 +114,21 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
   b.ptx = std::move(ptx);
   rt::validate_bundle(b, "Hines bundle");
   return b;
+}
+
+HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s) {
+  const auto& sum = md.plan_summary;
+  HinesOptions o;
+  o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
+                                                                                  : HinesDecomposition::fine;
+  o.k = std::max(2, sum.value("k", 3));
+  o.k_large = std::max(2, sum.value("k_large", o.k));
+  o.depth = sum.value("depth", -1);
+  o.code = sum.value("mode", std::string("tables"));
+  HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
+  if (plan.base_size() != sum.value("base_size", -1))
+    throw std::runtime_error("re-planning the bundle's system does not reproduce its levels");
+  return plan;
 }
 
 }  // namespace sparsecc

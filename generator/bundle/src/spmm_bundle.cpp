@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "section_bytes.hpp"
 
 namespace sparsecc {
@@ -120,6 +122,35 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std:
   bundle.bias.assign(bias.begin(), bias.end());
   bundle.reference = csr_reference_bytes(a);
   return bundle;
+}
+
+SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
+  SpmmProblem problem;
+  problem.m = md.m;
+  problem.k = md.k;
+  problem.n = md.n;
+  problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
+  problem.bias = md.bias;
+  problem.relu = md.relu;
+  problem.dtype = md.dtype;
+  SpmmOptions o;
+  if (md.dtype != "f32") {
+    o.accumulate = md.accumulate;
+    // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
+    set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
+  }
+  const auto& s = md.plan_summary;
+  o.rows_per_block = s.value("rows_per_block", 0);
+  o.n_tile = s.value("n_tile", 0);
+  o.groups = s.value("groups", 0);
+  o.row_split =
+      s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  o.value_mode = md.values_mode == "baked" ? SpmmValueMode::baked : SpmmValueMode::streamed;
+  o.kernel_name = md.kernel;
+  SpmmPlan plan = plan_spmm(a, problem, o);
+  if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
+    throw std::runtime_error("re-planning the bundle's matrix does not reproduce its launch configuration");
+  return plan;
 }
 
 }  // namespace sparsecc

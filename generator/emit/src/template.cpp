@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 #include "sparsecc/common/error.hpp"
@@ -92,6 +93,12 @@ std::string KernelTemplate::render(const std::map<std::string, std::string>& val
 
 std::string template_dir() {
   if (const char* env = std::getenv("SPARSECC_TEMPLATE_DIR"); env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = self.parent_path().parent_path() / "share" / "sparsecc" / "templates";
+    if (std::filesystem::is_directory(installed, ec)) return installed.string();
+  }
   return SPARSECC_TEMPLATE_DIR;
 }
 

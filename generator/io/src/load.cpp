@@ -112,13 +112,16 @@ CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options) {
     throw_in_file(s.path, fmt::format("holds a single matrix; ':{}' names none", s.tensor));
   if (f == InputFormat::mtx) return read_mtx(s.path);
   if (f == InputFormat::smtx) return read_smtx(s.path, options.seed);
-  Tensor t = select_tensor(s, f, true);
+  return matrix_from_tensor(select_tensor(s, f, true), s.path);
+}
+
+CsrMatrix matrix_from_tensor(Tensor t, const std::string& file) {
   if (t.shape.size() != 2)
-    throw_at_byte(s.path, -1,
+    throw_at_byte(file, -1,
                   fmt::format("shape {} is not a matrix (2 dimensions needed)", shape_string(t.shape)),
                   t.name);
   if (t.shape[0] > kMaxMatrixDimension || t.shape[1] > kMaxMatrixDimension)
-    throw_at_byte(s.path, -1,
+    throw_at_byte(file, -1,
                   fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(t.shape),
                               kMaxMatrixDimension),
                   t.name);

@@ -27,4 +27,9 @@ HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> dat
 rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, const HinesSystem& system,
                         std::vector<unsigned char> cubin, std::string ptx, const std::string& arch);
 
+// The plan a Hines bundle was compiled from, rebuilt by the (deterministic) planner from its metadata
+// and its verification system `s` — for the plan interpreter, which checks an executor without a GPU.
+// Throws std::runtime_error when the re-plan does not reproduce the bundle's levels.
+HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s);
+
 }  // namespace sparsecc

@@ -33,4 +33,9 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std:
                             std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
                             std::vector<std::uint32_t> fragments, const std::vector<double>& bias);
 
+// The plan a bundle was compiled from, rebuilt by the (deterministic) inspector from its metadata and
+// its verification matrix `a` — for the plan interpreter, which checks an executor without a GPU.
+// Throws std::runtime_error when the re-plan does not reproduce the bundle's launch configuration.
+SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a);
+
 }  // namespace sparsecc

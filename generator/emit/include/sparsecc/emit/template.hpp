@@ -34,7 +34,9 @@ class KernelTemplate {
   std::vector<Piece> pieces_;
 };
 
-// The folder the build configured for templates/ (overridable with $SPARSECC_TEMPLATE_DIR).
+// Where the kernel templates are: $SPARSECC_TEMPLATE_DIR when set; else, for an installed program,
+// share/sparsecc/templates beside the bin/ folder holding the running executable; else the source
+// tree's templates/ the build configured.
 std::string template_dir();
 
 }  // namespace sparsecc

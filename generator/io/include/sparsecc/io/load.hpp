@@ -35,6 +35,10 @@ struct LoadOptions {
 // exactly one 2-D tensor may omit `:name`.
 CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options = {});
 
+// A 2-D tensor as a matrix: zeros dropped, the tensor's dtype kept as source_dtype. An InputError in
+// `file` naming the tensor when it is not 2-D or a dimension exceeds kMaxMatrixDimension.
+CsrMatrix matrix_from_tensor(Tensor t, const std::string& file);
+
 // A tensor of any rank from .npy, .npz or .safetensors. A container holding exactly one tensor may
 // omit `:name`.
 Tensor load_tensor(const std::string& spec);

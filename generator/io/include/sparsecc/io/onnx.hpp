@@ -1,0 +1,64 @@
+// ONNX models (a serialized ModelProto), read through libonnx's protobuf classes when sparsecc is
+// built with ONNX support (SPARSECC_WITH_ONNX and Debian's libonnx-dev), and handed on as plain
+// structs: the main graph's initializers and nodes, in file order. Subgraphs (If, Loop, Scan bodies)
+// are not read. Initializers of element type FLOAT, DOUBLE, FLOAT16 and BFLOAT16 are decoded from
+// raw_data (little-endian) or from the typed fields (float_data, double_data, int32_data holding
+// 16-bit patterns); other element types are listed with their shape only. Unlike the other tensor
+// readers, decoding keeps NaN and Inf (models hold them in masks and constants): callers that use a
+// tensor as a weight check its values. Errors are InputError naming the file and the tensor or node:
+// bytes that do not parse, a missing graph, duplicate initializer names, negative dimensions, a data
+// size that disagrees with the dimensions, segmented tensors, and initializers kept in external data
+// files (not supported).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/dense.hpp"
+
+namespace sparsecc {
+
+struct OnnxInitializer {
+  // name, shape (the dims) and, for a floating element type, dtype and values in C order.
+  Tensor tensor;
+  std::string data_type;  // ONNX's name of the element type: "FLOAT", "FLOAT16", "INT64", ...
+  bool floating = false;  // FLOAT, DOUBLE, FLOAT16 or BFLOAT16: tensor.data holds the values
+};
+
+struct OnnxNode {
+  std::string name;                 // may be empty
+  std::string op_type;              // "MatMul", "Gemm", "Conv", "Relu", ...
+  std::string domain;               // "" (or "ai.onnx") for the standard operators
+  std::vector<std::string> inputs;  // "" for an omitted optional input
+  std::vector<std::string> outputs;
+  // The attributes of types INT, FLOAT and INTS (transA, transB, alpha, beta, group, kernel_shape, ...).
+  std::map<std::string, std::int64_t> ints;
+  std::map<std::string, double> floats;
+  std::map<std::string, std::vector<std::int64_t>> int_lists;
+
+  std::int64_t int_attr(const std::string& attr, std::int64_t fallback) const;
+  double float_attr(const std::string& attr, double fallback) const;
+  // True for the standard operator `op` (empty or "ai.onnx" domain).
+  bool is(const std::string& op) const;
+};
+
+struct OnnxGraph {
+  std::string name;
+  std::vector<OnnxInitializer> initializers;     // graph.initializer, in file order
+  std::vector<std::string> sparse_initializers;  // names of graph.sparse_initializer (not decoded)
+  std::vector<OnnxNode> nodes;                   // in file (topological) order
+  std::vector<std::string> inputs;               // graph input names
+  std::vector<std::string> outputs;              // graph output names
+};
+
+// Whether this build of sparsecc reads ONNX; without it parse_onnx and read_onnx throw UsageError.
+bool onnx_available();
+
+// `file` names the input in messages. Inputs over 2 GiB (protobuf's limit) are an InputError.
+OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file);
+OnnxGraph read_onnx(const std::string& path);  // gzip-transparent
+
+}  // namespace sparsecc

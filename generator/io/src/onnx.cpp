@@ -1,0 +1,204 @@
+#include "sparsecc/io/onnx.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <optional>
+#include <set>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
+#include "sparsecc/io/npy.hpp"
+
+#if SPARSECC_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#endif
+
+namespace sparsecc {
+
+std::int64_t OnnxNode::int_attr(const std::string& attr, std::int64_t fallback) const {
+  const auto it = ints.find(attr);
+  return it == ints.end() ? fallback : it->second;
+}
+
+double OnnxNode::float_attr(const std::string& attr, double fallback) const {
+  const auto it = floats.find(attr);
+  return it == floats.end() ? fallback : it->second;
+}
+
+bool OnnxNode::is(const std::string& op) const {
+  return op_type == op && (domain.empty() || domain == "ai.onnx");
+}
+
+OnnxGraph read_onnx(const std::string& path) {
+  if (!onnx_available()) return parse_onnx({}, path);  // throws the UsageError without reading the file
+  return parse_onnx(read_input(path), path);
+}
+
+#if SPARSECC_HAVE_ONNX
+
+namespace {
+
+std::optional<DType> floating_type(std::int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT:
+      return DType::f32;
+    case onnx::TensorProto::DOUBLE:
+      return DType::f64;
+    case onnx::TensorProto::FLOAT16:
+      return DType::f16;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::bf16;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string type_name(std::int32_t t) {
+  if (onnx::TensorProto_DataType_IsValid(t))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t));
+  return fmt::format("element type {}", t);
+}
+
+// Decodes one initializer; releases its raw bytes once they are converted.
+OnnxInitializer convert(onnx::TensorProto& p, const std::string& file) {
+  OnnxInitializer out;
+  const std::string name = p.name();
+  auto fail = [&](const std::string& msg) { throw_at_byte(file, -1, msg, name); };
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
+    std::string location;
+    for (const auto& kv : p.external_data())
+      if (kv.key() == "location") location = kv.value();
+    fail(
+        fmt::format("data kept in an external file{}; external data is not supported (save the model "
+                    "with its weights inside the .onnx file)",
+                    location.empty() ? std::string() : fmt::format(" ('{}')", location)));
+  }
+  if (p.has_segment()) fail("segmented tensors are not supported");
+  out.tensor.name = name;
+  out.tensor.shape.assign(p.dims().begin(), p.dims().end());
+  out.data_type = type_name(p.data_type());
+  const auto& shape = out.tensor.shape;
+  std::int64_t numel = 1;
+  for (const auto d : shape)
+    if (d < 0) fail(fmt::format("negative dimension in shape {}", shape_string(shape)));
+  for (const auto d : shape)
+    if (d == 0) numel = 0;
+  if (numel != 0)
+    for (const auto d : shape)
+      if (__builtin_mul_overflow(numel, d, &numel))
+        fail(fmt::format("shape {} has too many elements", shape_string(shape)));
+
+  const auto dtype = floating_type(p.data_type());
+  if (!dtype) return out;
+  out.floating = true;
+  out.tensor.dtype = *dtype;
+  if (static_cast<std::uint64_t>(numel) > kMaxInputBytes / sizeof(double))
+    fail(fmt::format("shape {} exceeds the {} byte input limit", shape_string(shape), kMaxInputBytes));
+  const auto n = static_cast<std::size_t>(numel);
+  const bool fp16 = *dtype == DType::f16 || *dtype == DType::bf16;
+  const int typed = *dtype == DType::f32   ? p.float_data_size()
+                    : *dtype == DType::f64 ? p.double_data_size()
+                                           : p.int32_data_size();
+  const char* field = *dtype == DType::f32   ? "float_data"
+                      : *dtype == DType::f64 ? "double_data"
+                                             : "int32_data";
+  std::vector<double>& values = out.tensor.data;
+  if (p.has_raw_data()) {
+    if (typed > 0) fail(fmt::format("holds both raw_data and {}", field));
+    const std::string& raw = p.raw_data();
+    const std::size_t size = dtype_size(*dtype);
+    if (raw.size() != n * size)
+      fail(fmt::format("raw_data holds {} bytes; shape {} of {} needs {}", raw.size(), shape_string(shape),
+                       out.data_type, n * size));
+    values.resize(n);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(raw.data());
+    for (std::size_t i = 0; i < n; ++i) values[i] = load_le(*dtype, bytes + i * size);
+    p.clear_raw_data();
+    return out;
+  }
+  if (static_cast<std::size_t>(typed) != n)
+    fail(fmt::format("{} holds {} values; shape {} of {} needs {}", field, typed, shape_string(shape),
+                     out.data_type, n));
+  values.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int at = static_cast<int>(i);
+    if (*dtype == DType::f32) {
+      values[i] = p.float_data(at);
+    } else if (*dtype == DType::f64) {
+      values[i] = p.double_data(at);
+    } else if (fp16) {
+      // The 16-bit pattern sits in the low bits of each int32.
+      const auto bits = static_cast<std::uint16_t>(static_cast<std::uint32_t>(p.int32_data(at)) & 0xFFFFu);
+      values[i] = *dtype == DType::f16 ? half_bits_to_double(bits) : bf16_bits_to_double(bits);
+    }
+  }
+  return out;
+}
+
+OnnxNode convert(const onnx::NodeProto& p) {
+  OnnxNode node;
+  node.name = p.name();
+  node.op_type = p.op_type();
+  node.domain = p.domain();
+  node.inputs.assign(p.input().begin(), p.input().end());
+  node.outputs.assign(p.output().begin(), p.output().end());
+  for (const auto& a : p.attribute()) {
+    // Old exporters leave `type` unset; the field that is present tells then.
+    const auto t = a.type();
+    const bool untyped = t == onnx::AttributeProto::UNDEFINED;
+    if (t == onnx::AttributeProto::INT || (untyped && a.has_i()))
+      node.ints[a.name()] = a.i();
+    else if (t == onnx::AttributeProto::FLOAT || (untyped && a.has_f()))
+      node.floats[a.name()] = a.f();
+    else if (t == onnx::AttributeProto::INTS || (untyped && a.ints_size() > 0))
+      node.int_lists[a.name()].assign(a.ints().begin(), a.ints().end());
+  }
+  return node;
+}
+
+}  // namespace
+
+bool onnx_available() { return true; }
+
+OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file) {
+  if (data.size() > static_cast<std::size_t>(INT_MAX))
+    throw_in_file(file, fmt::format("{} bytes exceed protobuf's 2 GiB limit (models this large keep their "
+                                    "weights in external data files, which are not supported)",
+                                    data.size()));
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(data.data(), static_cast<int>(data.size())))
+    throw_in_file(file, "not an ONNX model: the protobuf does not parse (truncated or corrupt file?)");
+  if (!model.has_graph()) throw_in_file(file, "not an ONNX model: it holds no graph");
+  onnx::GraphProto& g = *model.mutable_graph();
+
+  OnnxGraph out;
+  out.name = g.name();
+  std::set<std::string> names;
+  for (auto& p : *g.mutable_initializer()) {
+    if (p.name().empty()) throw_in_file(file, "an initializer has no name");
+    if (!names.insert(p.name()).second) throw_at_byte(file, -1, "duplicate initializer name", p.name());
+    out.initializers.push_back(convert(p, file));
+  }
+  for (const auto& s : g.sparse_initializer()) {
+    const std::string& name = s.values().name();
+    if (!names.insert(name).second) throw_at_byte(file, -1, "duplicate initializer name", name);
+    out.sparse_initializers.push_back(name);
+  }
+  for (const auto& n : g.node()) out.nodes.push_back(convert(n));
+  for (const auto& v : g.input()) out.inputs.push_back(v.name());
+  for (const auto& v : g.output()) out.outputs.push_back(v.name());
+  return out;
+}
+
+#else
+
+bool onnx_available() { return false; }
+
+OnnxGraph parse_onnx(std::span<const unsigned char>, const std::string&) {
+  throw UsageError("this sparsecc was built without ONNX support (install libonnx-dev and rebuild)");
+}
+
+#endif
+
+}  // namespace sparsecc

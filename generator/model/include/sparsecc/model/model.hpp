@@ -1,0 +1,82 @@
+// Whole models: every weight matrix of a .npz, .safetensors or .onnx file as a layer the compiler can
+// build (out = A · in), with the orientation the operator implies, and every other tensor listed with
+// the reason it was left out.
+//
+// ONNX (main graph, standard operators, node order):
+// - MatMul(X, W), W a 2-D K×N initializer: out = W^T · in, A = W^T ("transposed").
+//   MatMul(W, X), the initializer first: Y = W · X, each column of X is an input, A = W ("as_stored").
+//   Both inputs initializers: skipped.
+// - Gemm(X, B, C), B the initializer: A = alpha · B when transB=1 ("as_stored"), alpha · B^T when
+//   transB=0 ("transposed"); transA=1 is skipped. C, when an initializer of M values (shape (M,) or
+//   (1, M)) or of one value (broadcast), gives the bias beta · C; a C of any other shape, or one that is
+//   not an initializer, skips the layer (its output could not be reproduced).
+// - Conv(X, W, B) with a 4-D OIHW weight and group=1: A = W reshaped to O × (I·kh·kw)
+//   ("oihw_flattened"), the weight of the im2col form; B, an initializer of O values, is the bias.
+//   Grouped convolutions, weights of other ranks and a kernel_shape that disagrees with W are skipped.
+// - relu: the op's first output feeds exactly one node input, that node is a Relu, and the output is
+//   not a graph output.
+// - A weight shared by several nodes gives one layer per node (each named after its node).
+// - A node input that names nothing (no initializer, graph input or node output) is an InputError when
+//   it is a weight or bias input of MatMul, Gemm or Conv, and ignored elsewhere.
+// npz / safetensors (file order): every 2-D tensor is a layer with A = W ("matrix", "as_stored"); a
+// tensor "<prefix>.bias" or "<prefix>_bias" with M values is its bias, where <prefix> is the layer name
+// (the tensor name less a trailing ".weight" or "_weight"). Those readers accept floating tensors of up
+// to 4 dimensions only; anything else in the file is an InputError from the reader.
+//
+// Skipped: tensors that are not 2-D (npz/safetensors), biases (listed as such), initializers that feed
+// no MatMul/Gemm/Conv weight input, non-floating weights, weights holding NaN or Inf (ONNX), layers the
+// select expression does not match, empty and all-zero weights, weights denser than max_density, and
+// matrices with a dimension over kMaxMatrixDimension. Skipped entries follow the file's tensor order;
+// a tensor skipped for several nodes is listed once per node. Layer names are made unique by a suffix
+// "#2", "#3", ... in layer order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+
+namespace sparsecc {
+
+struct ModelLayer {
+  std::string name;    // ONNX: the node's name (the initializer's name when the node has none);
+                       // npz/safetensors: the tensor name with a trailing ".weight"/"_weight" removed
+  std::string tensor;  // the weight tensor's name in the file
+  std::string op;      // "matmul" | "gemm" | "conv" (ONNX) or "matrix" (npz/safetensors: a 2-D tensor)
+  std::string layout;  // how A was made from the stored tensor: "as_stored" (A = W), "transposed"
+                       // (A = W^T: MatMul's K×N weight, Gemm with transB=0), "oihw_flattened"
+                       // (Conv: A = O × (I·kh·kw))
+  std::vector<std::int64_t> stored_shape;
+  CsrMatrix a;               // M = output features, K = input features: the layer computes out = A · in
+                             // (explicit zeros dropped; alpha folded in for Gemm)
+  std::vector<double> bias;  // M values or empty: Gemm's C (times beta), Conv's B; npz/safetensors:
+                             // the tensor "<prefix>.bias"/"<prefix>_bias" with M values
+  bool relu = false;         // ONNX: the op's output feeds exactly one node and it is a Relu
+  double density = 0;        // nnz / (M·K)
+};
+
+struct SkippedTensor {
+  std::string tensor;
+  std::string reason;
+};
+
+struct ModelContents {
+  std::string file;
+  std::string format;  // "npz" | "safetensors" | "onnx"
+  std::vector<ModelLayer> layers;
+  std::vector<SkippedTensor> skipped;
+};
+
+struct ModelReadOptions {
+  std::string select;        // ECMAScript regex; empty = all. A layer is kept when regex_search matches
+                             // its name or its tensor name
+  double max_density = 0.5;  // above this a weight is "dense" and skipped
+};
+
+// The format comes from the extension (.npz, .safetensors or .onnx, optionally followed by .gz); any
+// other is an InputError naming the file. An invalid select expression or a max_density outside
+// [0, 1] is a UsageError; so is an .onnx file when this build has no ONNX support.
+ModelContents read_model(const std::string& path, const ModelReadOptions& options = {});
+
+}  // namespace sparsecc

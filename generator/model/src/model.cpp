@@ -1,0 +1,432 @@
+#include "sparsecc/model/model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/io/load.hpp"
+#include "sparsecc/io/mtx.hpp"
+#include "sparsecc/io/npy.hpp"
+#include "sparsecc/io/npz.hpp"
+#include "sparsecc/io/onnx.hpp"
+#include "sparsecc/io/safetensors.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+// "npz", "safetensors" or "onnx" by extension (ignoring case and a trailing ".gz").
+std::optional<std::string> model_format(const std::string& path) {
+  std::string base = std::filesystem::path(path).filename().string();
+  std::transform(base.begin(), base.end(), base.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (base.ends_with(".gz")) base.resize(base.size() - 3);
+  for (const std::string format : {"npz", "safetensors", "onnx"})
+    if (base.size() > format.size() + 1 && base.ends_with("." + format)) return format;
+  return std::nullopt;
+}
+
+class Selector {
+ public:
+  explicit Selector(const std::string& pattern) : pattern_(pattern) {
+    if (pattern.empty()) return;
+    try {
+      re_.emplace(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("invalid --select expression '{}': {}", pattern, e.what()));
+    }
+  }
+  bool keeps(const std::string& name, const std::string& tensor) const {
+    return !re_ || std::regex_search(name, *re_) || std::regex_search(tensor, *re_);
+  }
+  std::string reason() const { return fmt::format("does not match --select '{}'", pattern_); }
+
+ private:
+  std::string pattern_;
+  std::optional<std::regex> re_;
+};
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+// Fills layer.a and layer.density from `w` (2-D, already in A's shape before the transpose that
+// `transposed` asks for; every value scaled by `alpha`), or returns why the layer is skipped.
+std::string build_matrix(ModelLayer& layer, Tensor w, bool transposed, double alpha,
+                         const ModelReadOptions& options, const std::string& file) {
+  const std::int64_t rows = w.shape[0], cols = w.shape[1];
+  if (rows > kMaxMatrixDimension || cols > kMaxMatrixDimension)
+    return fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(w.shape),
+                       kMaxMatrixDimension);
+  if (rows == 0 || cols == 0) return fmt::format("empty (shape {})", shape_string(layer.stored_shape));
+  if (alpha != 1.0) {
+    for (double& v : w.data) v *= alpha;
+    if (!all_finite(w.data)) return fmt::format("alpha={} makes a weight overflow", alpha);
+  }
+  CsrMatrix a = matrix_from_tensor(std::move(w), file);
+  if (transposed) a = transpose(a);
+  if (a.nnz() == 0) return "all zero";
+  const double density =
+      static_cast<double>(a.nnz()) / (static_cast<double>(rows) * static_cast<double>(cols));
+  if (density > options.max_density)
+    return fmt::format("density {:.4g} above {}", density, options.max_density);
+  layer.a = std::move(a);
+  layer.density = density;
+  return {};
+}
+
+// Layer names made unique in layer order: the second "fc" becomes "fc#2".
+void make_names_unique(std::vector<ModelLayer>& layers) {
+  std::set<std::string> used;
+  for (auto& l : layers) {
+    std::string name = l.name;
+    for (int k = 2; used.contains(name); ++k) name = fmt::format("{}#{}", l.name, k);
+    used.insert(name);
+    l.name = std::move(name);
+  }
+}
+
+// ---- npz / safetensors -------------------------------------------------------------------------
+
+std::string layer_name_of(const std::string& tensor) {
+  for (const std::string suffix : {".weight", "_weight"})
+    if (tensor.size() > suffix.size() && tensor.ends_with(suffix))
+      return tensor.substr(0, tensor.size() - suffix.size());
+  return tensor;
+}
+
+void read_container(ModelContents& out, const Selector& select, const ModelReadOptions& options) {
+  std::vector<Tensor> tensors = out.format == "npz" ? read_npz(out.file) : read_safetensors(out.file);
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
+
+  // Biases first: "<prefix>.bias" / "<prefix>_bias" with one value per row of the matrix "<prefix>[.weight]".
+  std::vector<std::optional<std::size_t>> bias_tensor(tensors.size());
+  std::map<std::size_t, std::string> bias_of, misfit;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& w = tensors[i];
+    if (w.shape.size() != 2) continue;
+    const std::string name = layer_name_of(w.name);
+    for (const std::string suffix : {".bias", "_bias"}) {
+      const auto it = index.find(name + suffix);
+      if (it == index.end() || it->second == i) continue;
+      if (tensors[it->second].numel() == w.shape[0]) {
+        bias_tensor[i] = it->second;
+        bias_of.emplace(it->second, name);
+        break;
+      }
+      misfit.emplace(it->second,
+                     fmt::format("named as the bias of layer '{}' but holds {} values for its {} outputs",
+                                 name, tensors[it->second].numel(), w.shape[0]));
+    }
+  }
+
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    Tensor& w = tensors[i];
+    auto skip = [&](const std::string& reason) { out.skipped.push_back({w.name, reason}); };
+    if (const auto it = bias_of.find(i); it != bias_of.end()) {
+      skip(fmt::format("bias of layer '{}'", it->second));
+      continue;
+    }
+    if (w.shape.size() != 2) {
+      const auto it = misfit.find(i);
+      skip(fmt::format("not 2-D (rank {}){}", w.shape.size(), it == misfit.end() ? "" : "; " + it->second));
+      continue;
+    }
+    ModelLayer layer;
+    layer.name = layer_name_of(w.name);
+    layer.tensor = w.name;
+    layer.op = "matrix";
+    layer.layout = "as_stored";
+    layer.stored_shape = w.shape;
+    if (!select.keeps(layer.name, layer.tensor)) {
+      skip(select.reason());
+      continue;
+    }
+    const std::string name = w.name;
+    if (std::string reason = build_matrix(layer, std::move(w), false, 1.0, options, out.file);
+        !reason.empty()) {
+      out.skipped.push_back({name, reason});
+      continue;
+    }
+    if (bias_tensor[i]) layer.bias = tensors[*bias_tensor[i]].data;
+    out.layers.push_back(std::move(layer));
+  }
+}
+
+// ---- ONNX ----------------------------------------------------------------------------------------
+
+class OnnxReader {
+ public:
+  OnnxReader(ModelContents& out, const Selector& select, const ModelReadOptions& options)
+      : out_(out), select_(select), options_(options), graph_(read_onnx(out.file)) {
+    for (std::size_t i = 0; i < graph_.initializers.size(); ++i)
+      init_.emplace(graph_.initializers[i].tensor.name, i);
+    known_.insert(graph_.sparse_initializers.begin(), graph_.sparse_initializers.end());
+    known_.insert(graph_.inputs.begin(), graph_.inputs.end());
+    for (const auto& n : graph_.nodes) {
+      known_.insert(n.outputs.begin(), n.outputs.end());
+      for (const auto& in : n.inputs) {
+        if (in.empty()) continue;
+        ++uses_[in];
+        user_[in] = &n;
+      }
+    }
+    graph_outputs_.insert(graph_.outputs.begin(), graph_.outputs.end());
+    notes_.resize(graph_.initializers.size());
+  }
+
+  void run() {
+    for (const auto& n : graph_.nodes) {
+      if (n.is("MatMul") && n.inputs.size() == 2)
+        matmul(n);
+      else if (n.is("Gemm") && n.inputs.size() >= 2)
+        gemm(n);
+      else if (n.is("Conv") && n.inputs.size() >= 2)
+        conv(n);
+      else
+        for (const auto& in : n.inputs)
+          if (const auto j = initializer(in))
+            feeds(*j, n.domain.empty() || n.domain == "ai.onnx" ? n.op_type : n.domain + "::" + n.op_type);
+    }
+    for (std::size_t j = 0; j < notes_.size(); ++j) {
+      const std::string& name = graph_.initializers[j].tensor.name;
+      const Notes& note = notes_[j];
+      for (const auto& r : note.reasons) out_.skipped.push_back({name, r});
+      if (note.layer || !note.reasons.empty()) continue;
+      for (const auto& b : note.bias_of) out_.skipped.push_back({name, fmt::format("bias of layer '{}'", b)});
+      if (!note.bias_of.empty()) continue;
+      if (note.feeds.empty())
+        out_.skipped.push_back({name, "feeds no node"});
+      else
+        out_.skipped.push_back(
+            {name, fmt::format("feeds {}, not a MatMul/Gemm/Conv weight", fmt::join(note.feeds, ", "))});
+    }
+    for (const auto& s : graph_.sparse_initializers)
+      out_.skipped.push_back({s, "sparse initializer (not read; store the weight as a dense initializer)"});
+  }
+
+ private:
+  struct Notes {
+    bool layer = false;                // some node made a layer of it
+    std::vector<std::string> reasons;  // one per node whose layer was skipped
+    std::vector<std::string> bias_of;  // layers it is the bias of
+    std::vector<std::string> feeds;    // other uses, for the message
+  };
+
+  std::optional<std::size_t> initializer(const std::string& name) const {
+    if (name.empty()) return std::nullopt;
+    const auto it = init_.find(name);
+    return it == init_.end() ? std::nullopt : std::optional<std::size_t>(it->second);
+  }
+
+  void feeds(std::size_t j, const std::string& what) {
+    auto& f = notes_[j].feeds;
+    if (std::find(f.begin(), f.end(), what) == f.end()) f.push_back(what);
+  }
+
+  static std::string label(const OnnxNode& n) {
+    return n.name.empty() ? n.op_type : fmt::format("{} '{}'", n.op_type, n.name);
+  }
+
+  // A weight or bias input must name something; other dangling references are left alone.
+  void require(const OnnxNode& n, const std::string& input, const char* role) const {
+    if (input.empty() || known_.contains(input) || init_.contains(input)) return;
+    throw_at_byte(out_.file, -1,
+                  fmt::format("{} input {} names no initializer, graph input or node output", label(n), role),
+                  input);
+  }
+
+  bool feeds_relu(const OnnxNode& n) const {
+    if (n.outputs.empty() || n.outputs[0].empty()) return false;
+    const std::string& y = n.outputs[0];
+    const auto it = uses_.find(y);
+    return it != uses_.end() && it->second == 1 && user_.at(y)->is("Relu") && !graph_outputs_.contains(y);
+  }
+
+  // The common part of every layer: selection, dtype, finite values, and A from the weight's values
+  // seen as a `shape` matrix (transposed, times alpha); false when skipped.
+  bool finish(ModelLayer& layer, const OnnxNode& n, std::size_t w, const std::vector<std::int64_t>& shape,
+              bool transposed, double alpha, const std::string& early_reason) {
+    const OnnxInitializer& init = graph_.initializers[w];
+    auto skip = [&](const std::string& reason) {
+      notes_[w].reasons.push_back(fmt::format("{}: {}", label(n), reason));
+      return false;
+    };
+    if (!select_.keeps(layer.name, layer.tensor)) return skip(select_.reason());
+    if (!init.floating) return skip(fmt::format("non-floating dtype {}", init.data_type));
+    if (!early_reason.empty()) return skip(early_reason);
+    if (!all_finite(init.tensor.data)) return skip("the weight holds NaN or Inf");
+    if (!all_finite(layer.bias)) return skip("the bias holds NaN or Inf");
+    Tensor matrix;
+    matrix.name = init.tensor.name;
+    matrix.dtype = init.tensor.dtype;
+    matrix.shape = shape;
+    matrix.data = init.tensor.data;
+    if (std::string reason = build_matrix(layer, std::move(matrix), transposed, alpha, options_, out_.file);
+        !reason.empty())
+      return skip(reason);
+    layer.relu = feeds_relu(n);
+    notes_[w].layer = true;
+    out_.layers.push_back(std::move(layer));
+    return true;
+  }
+
+  ModelLayer start(const OnnxNode& n, std::size_t w, const char* op, const char* layout) const {
+    ModelLayer layer;
+    layer.tensor = graph_.initializers[w].tensor.name;
+    layer.name = n.name.empty() ? layer.tensor : n.name;
+    layer.op = op;
+    layer.layout = layout;
+    layer.stored_shape = graph_.initializers[w].tensor.shape;
+    return layer;
+  }
+
+  // Y = X · W (A = W^T) or Y = W · X (A = W).
+  void matmul(const OnnxNode& n) {
+    require(n, n.inputs[0], "A");
+    require(n, n.inputs[1], "B");
+    const auto a = initializer(n.inputs[0]), b = initializer(n.inputs[1]);
+    if (a && b) {
+      for (const auto j : {*a, *b})
+        notes_[j].reasons.push_back(fmt::format("{}: both inputs are initializers", label(n)));
+      return;
+    }
+    if (!a && !b) return;
+    const std::size_t w = a ? *a : *b;
+    const bool transposed = !a;
+    ModelLayer layer = start(n, w, "matmul", transposed ? "transposed" : "as_stored");
+    const Tensor& t = graph_.initializers[w].tensor;
+    std::string reason;
+    if (t.shape.size() != 2) reason = fmt::format("weight of rank {} (2 needed)", t.shape.size());
+    finish(layer, n, w, t.shape, transposed, 1.0, reason);
+  }
+
+  // A per-output bias from an initializer of M values or one value (broadcast), times `scale`; the
+  // reason it cannot be used otherwise.
+  std::string bias(const std::string& input, const char* role, std::int64_t m, double scale,
+                   const std::vector<std::vector<std::int64_t>>& shapes, ModelLayer& layer) {
+    if (input.empty() || scale == 0.0) return {};
+    const auto c = initializer(input);
+    if (!c) return fmt::format("bias {} '{}' is computed, not an initializer", role, input);
+    const OnnxInitializer& init = graph_.initializers[*c];
+    if (!init.floating)
+      return fmt::format("bias {} '{}' has non-floating dtype {}", role, input, init.data_type);
+    const auto& shape = init.tensor.shape;
+    const bool per_output = std::find(shapes.begin(), shapes.end(), shape) != shapes.end();
+    if (init.tensor.numel() != 1 && !per_output)
+      return fmt::format("bias {} '{}' of shape {} is not one value per output ({} outputs)", role, input,
+                         shape_string(shape), m);
+    layer.bias.assign(static_cast<std::size_t>(m), 0.0);
+    for (std::int64_t i = 0; i < m; ++i)
+      layer.bias[static_cast<std::size_t>(i)] =
+          scale * init.tensor.data[per_output ? static_cast<std::size_t>(i) : 0];
+    return {};
+  }
+
+  // Y = alpha · X' · B' + beta · C.
+  void gemm(const OnnxNode& n) {
+    const std::string& x = n.inputs[0];
+    const std::string& b = n.inputs[1];
+    const std::string c = n.inputs.size() > 2 ? n.inputs[2] : std::string();
+    require(n, b, "B");
+    require(n, c, "C");
+    if (const auto j = initializer(x)) feeds(*j, label(n) + " as input A");
+    const auto w = initializer(b);
+    if (!w) {
+      if (const auto j = initializer(c)) feeds(*j, label(n) + " as bias C");
+      return;
+    }
+    const bool trans_b = n.int_attr("transB", 0) != 0;
+    ModelLayer layer = start(n, *w, "gemm", trans_b ? "as_stored" : "transposed");
+    if (const auto j = initializer(c)) notes_[*j].bias_of.push_back(layer.name);
+    const Tensor& t = graph_.initializers[*w].tensor;
+    const double alpha = n.float_attr("alpha", 1.0), beta = n.float_attr("beta", 1.0);
+    std::string reason;
+    if (n.int_attr("transA", 0) != 0) {
+      reason = "transA=1";
+    } else if (t.shape.size() != 2) {
+      reason = fmt::format("weight of rank {} (2 needed)", t.shape.size());
+    } else if (select_.keeps(layer.name, layer.tensor)) {
+      const std::int64_t m = trans_b ? t.shape[0] : t.shape[1];
+      reason = bias(c, "C", m, beta, {{m}, {1, m}}, layer);
+    }
+    finish(layer, n, *w, t.shape, !trans_b, alpha, reason);
+  }
+
+  // Y = conv(X, W) + B with W of shape (O, I, kh, kw): the im2col weight O × (I·kh·kw).
+  void conv(const OnnxNode& n) {
+    const std::string& x = n.inputs[0];
+    const std::string& b = n.inputs[1];
+    const std::string c = n.inputs.size() > 2 ? n.inputs[2] : std::string();
+    require(n, b, "W");
+    require(n, c, "B");
+    if (const auto j = initializer(x)) feeds(*j, label(n) + " as input X");
+    const auto w = initializer(b);
+    if (!w) {
+      if (const auto j = initializer(c)) feeds(*j, label(n) + " as bias B");
+      return;
+    }
+    ModelLayer layer = start(n, *w, "conv", "oihw_flattened");
+    if (const auto j = initializer(c)) notes_[*j].bias_of.push_back(layer.name);
+    const Tensor& t = graph_.initializers[*w].tensor;
+    const std::int64_t group = n.int_attr("group", 1);
+    std::string reason;
+    std::vector<std::int64_t> shape;
+    if (t.shape.size() != 4) {
+      reason = fmt::format("weight of rank {} (only 2-D convolutions, with 4-D OIHW weights, are read)",
+                           t.shape.size());
+    } else if (group != 1) {
+      reason = fmt::format("grouped convolution (group={})", group);
+    } else if (const auto k = n.int_lists.find("kernel_shape");
+               k != n.int_lists.end() && k->second != std::vector<std::int64_t>{t.shape[2], t.shape[3]}) {
+      reason = fmt::format("kernel_shape [{}] disagrees with the weight's shape {}",
+                           fmt::join(k->second, ", "), shape_string(t.shape));
+    } else {
+      shape = {t.shape[0], t.shape[1] * t.shape[2] * t.shape[3]};
+      if (select_.keeps(layer.name, layer.tensor))
+        reason = bias(c, "B", t.shape[0], 1.0, {{t.shape[0]}}, layer);
+    }
+    finish(layer, n, *w, shape, false, 1.0, reason);
+  }
+
+  ModelContents& out_;
+  const Selector& select_;
+  const ModelReadOptions& options_;
+  OnnxGraph graph_;
+  std::map<std::string, std::size_t> init_;
+  std::set<std::string> known_;
+  std::map<std::string, int> uses_;
+  std::map<std::string, const OnnxNode*> user_;
+  std::set<std::string> graph_outputs_;
+  std::vector<Notes> notes_;
+};
+
+}  // namespace
+
+ModelContents read_model(const std::string& path, const ModelReadOptions& options) {
+  if (!(options.max_density >= 0.0 && options.max_density <= 1.0))
+    throw UsageError(fmt::format("max density {} is outside [0, 1]", options.max_density));
+  const Selector select(options.select);
+  const auto format = model_format(path);
+  if (!format)
+    throw_in_file(path, "unknown model format (expected .npz, .safetensors or .onnx, optionally .gz)");
+  ModelContents out;
+  out.file = path;
+  out.format = *format;
+  if (*format == "onnx")
+    OnnxReader(out, select, options).run();
+  else
+    read_container(out, select, options);
+  make_names_unique(out.layers);
+  return out;
+}
+
+}  // namespace sparsecc

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end checks of sparsecc compile-model and embed on fixtures written by make_model_fixtures:
+# every layer of the .npz / .safetensors / .onnx model compiled, listed in the manifest and verified
+# (plan interpreter without a GPU), skipped tensors named with their reason, and bad models rejected
+# with exit status 2 and no output folder left behind.
+#   compile_model_test.sh PATH/TO/sparsecc PATH/TO/make_model_fixtures
+set -uo pipefail
+bin=$1
+fixtures=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN -- ARGS...: runs sparsecc ARGS; checks the exit status and the output.
+expect() {
+  local want=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    fail "sparsecc $* -> exit $rc (want $want), output must match /$pattern/:"
+    sed 's/^/    /' <<<"$out" | head -n 20
+  else
+    echo "ok:   sparsecc $* -> $rc"
+  fi
+}
+
+"$fixtures" "$tmp/in" || { echo "FAIL: make_model_fixtures"; exit 1; }
+
+formats=(npz safetensors)
+[[ -f "$tmp/in/model.onnx" ]] && formats+=(onnx)
+for f in "${formats[@]}"; do
+  out="$tmp/out_$f"
+  expect 0 "wrote 2 bundle" -- compile-model "$tmp/in/model.$f" --n 8 --jobs 2 -o "$out"
+  [[ -f "$out/manifest.json" ]] || fail "$f: no manifest.json"
+  layers=$(grep -c '"fingerprint"' "$out/manifest.json")
+  [[ $layers -eq 2 ]] || fail "$f: manifest lists $layers layers, want 2"
+  for b in "$out"/*.sccb; do
+    expect 0 "plan interpreter.* ok$" -- verify --cpu "$b"
+  done
+done
+# What each format implies: npz pairs fc1.bias and skips the dense and 1-D tensors; ONNX transposes
+# MatMul's weight, fuses the Relu and takes Gemm's C as the bias.
+expect 0 "skipped proj.weight: density 1 above 0.5" -- compile-model "$tmp/in/model.npz" --n 8 -o "$tmp/out_npz"
+grep -q '"bias": true' "$tmp/out_npz/manifest.json" || fail "npz: fc1.bias not used"
+if [[ -f "$tmp/in/model.onnx" ]]; then
+  grep -q '"layout": "transposed"' "$tmp/out_onnx/manifest.json" || fail "onnx: MatMul weight not transposed"
+  grep -q '"relu": true' "$tmp/out_onnx/manifest.json" || fail "onnx: Relu not fused"
+  expect 0 "skipped scale" -- compile-model "$tmp/in/model.onnx" --n 8 -o "$tmp/out_onnx"
+fi
+
+# --select, run-time N, and the embed of the manifest.
+expect 0 "wrote 1 bundle" -- compile-model "$tmp/in/model.npz" --select '^fc2' -o "$tmp/sel"
+grep -q '"n_mode": "runtime"' "$tmp/sel/manifest.json" || fail "select: not a run-time-N executor"
+expect 0 "" -- embed --manifest "$tmp/out_npz/manifest.json" --name fixture::net -o "$tmp/net.hpp"
+[[ -f "$tmp/net.hpp" && -f "$tmp/net.cpp" ]] || fail "embed: net.hpp / net.cpp not written"
+grep -q "namespace fc1" "$tmp/net.hpp" || fail "embed: no fc1 in the header"
+
+# Bad models: exit 2, the file named, nothing left behind.
+expect 2 "truncated.npz" -- compile-model "$tmp/in/truncated.npz" -o "$tmp/bad1"
+[[ ! -e "$tmp/bad1" ]] || fail "truncated.npz left $tmp/bad1"
+expect 2 "garbage.onnx" -- compile-model "$tmp/in/garbage.onnx" -o "$tmp/bad2"
+[[ ! -e "$tmp/bad2" ]] || fail "garbage.onnx left $tmp/bad2"
+expect 2 "no sparse weight" -- compile-model "$tmp/in/dense.npz" -o "$tmp/bad3"
+[[ ! -e "$tmp/bad3" ]] || fail "dense.npz left $tmp/bad3"
+expect 2 "missing.npz" -- compile-model "$tmp/in/missing.npz" -o "$tmp/bad4"
+expect 2 "select" -- compile-model "$tmp/in/model.npz" --select '(' -o "$tmp/bad5"
+# A folder compile-model did not write is never replaced; a failed run keeps the previous output.
+mkdir -p "$tmp/mine" && echo keep >"$tmp/mine/notes.txt"
+expect 2 "did not write" -- compile-model "$tmp/in/model.npz" -o "$tmp/mine"
+[[ -f "$tmp/mine/notes.txt" ]] || fail "compile-model replaced a user folder"
+before=$(cat "$tmp/out_npz/manifest.json")
+expect 2 "truncated.npz" -- compile-model "$tmp/in/truncated.npz" -o "$tmp/out_npz"
+[[ "$(cat "$tmp/out_npz/manifest.json")" == "$before" ]] || fail "a failed run changed the previous output"
+leftovers=$(find "$tmp" -maxdepth 1 -name '.*.tmp.*' -o -maxdepth 1 -name '.*.old.*' | wc -l)
+[[ $leftovers -eq 0 ]] || fail "temporary folders left behind"
+
+if ((failures)); then
+  echo "$failures compile-model check(s) failed"
+  exit 1
+fi
+echo "all compile-model checks passed"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The consumer-project test: install this build of sparsecc into a temporary prefix, configure the
+# out-of-tree project tests/consumer against it with find_package(sparsecc), build it (its kernels are
+# generated at build time by sparsecc_add_kernels), and run it. Without a GPU the check verifies
+# every executor through the plan interpreter.
+#   run.sh BUILD_DIR MAKE_MODEL_PROGRAM SWC_FILE
+set -euo pipefail
+build=$1 make_model=$2 swc=$3
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/sparsecc-consumer.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
+echo "installed sparsecc into $work/prefix ($(wc -l <"$work/install.log") files)"
+"$make_model" "$work/model.npz"
+generator=(-G Ninja)
+command -v ninja >/dev/null || generator=()
+cmake -S "$here" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_MODEL="$work/model.npz" -DCONSUMER_SWC="$swc" >"$work/configure.log" \
+  || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" -j "${JOBS:-2}" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+grep -E "sparsecc|compiled|wrote|skipped" "$work/build.log" | head -20 || true
+
+# The deployment program must not need the toolkit's compilers or math libraries.
+if ldd "$work/build/consumer_app" | grep -Ei "nvrtc|cublas|cusparse|nvJitLink"; then
+  echo "consumer_app links a CUDA toolkit library it must not need" >&2
+  exit 1
+fi
+"$work/build/consumer_app"
+"$work/build/consumer_check"

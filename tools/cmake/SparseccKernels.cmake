@@ -1,0 +1,116 @@
+# sparsecc_add_kernels: build-time kernel generation for a target.
+#
+#   sparsecc_add_kernels(<target>
+#     [MODEL <file>]            .npz, .safetensors or .onnx: every sparse 2-D weight becomes a layer
+#     [SELECT <regex>]          only layers whose name or tensor matches (sparsecc compile-model --select)
+#     [N <n>]                   the batch the executors are compiled for (default: N a run-time argument)
+#     [TUNING_DB <file>]        use the tuned winners recorded there (sparsecc tune)
+#     [SWC <files...>]          neuron morphologies: one Hines executor each, named by the file's stem
+#     [RESOLUTION <p>]          compartments per SWC segment (default 1)
+#     [NAMESPACE <ns>]          C++ namespace of the generated API (default <target>_kernels)
+#     [OUTPUT_DIR <dir>]        where the generated files go (default <binary dir>/sparsecc/<target>)
+#     [ARCH <sm_XX>]            GPU architecture of the cubins (default sm_90; PTX is kept for others)
+#     [MODEL_OPTIONS <args...>] further sparsecc compile-model options (e.g. --relu --values streamed)
+#     [HINES_OPTIONS <args...>] further sparsecc hines options (e.g. --dtype f32))
+#
+# At build time it runs `sparsecc compile-model`, `sparsecc hines` and `sparsecc embed` as one custom
+# command, re-run when the model, the database, the morphologies or the generator change, and adds
+# <ns>.hpp / <ns>.cpp to the target, with the folder holding them on its include path and
+# sparsecc::runtime (driver API only) linked — PUBLIC for a library target, so programs that link the
+# library include the header (namespace separators become '_' in the file name: a::b -> a_b.hpp). The generator is the sparsecc::sparsecc executable.
+function(sparsecc_add_kernels target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+                        "MODEL;SELECT;N;TUNING_DB;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
+                        "SWC;MODEL_OPTIONS;HINES_OPTIONS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "sparsecc_add_kernels: ${target} is not a target")
+  endif()
+  if(NOT arg_MODEL AND NOT arg_SWC)
+    message(FATAL_ERROR "sparsecc_add_kernels(${target}): give a MODEL, SWC files, or both")
+  endif()
+  if(NOT TARGET sparsecc::sparsecc)
+    message(FATAL_ERROR "sparsecc_add_kernels: the generator (sparsecc::sparsecc) is not known here")
+  endif()
+
+  set(ns "${target}_kernels")
+  if(arg_NAMESPACE)
+    set(ns "${arg_NAMESPACE}")
+  endif()
+  string(REPLACE "::" "_" stem "${ns}")
+  set(out "${CMAKE_CURRENT_BINARY_DIR}/sparsecc/${target}")
+  if(arg_OUTPUT_DIR)
+    set(out "${arg_OUTPUT_DIR}")
+  endif()
+  set(arch sm_90)
+  if(arg_ARCH)
+    set(arch "${arg_ARCH}")
+  endif()
+
+  set(header "${out}/${stem}.hpp")
+  set(source "${out}/${stem}.cpp")
+  set(commands)
+  set(depends)
+  set(embed_inputs)
+
+  # The generator: a target-level dependency when it is built here, and its file either way.
+  set(generator_target sparsecc::sparsecc)
+  get_target_property(aliased sparsecc::sparsecc ALIASED_TARGET)
+  if(aliased)
+    set(generator_target ${aliased})
+  endif()
+  list(APPEND depends ${generator_target} $<TARGET_FILE:sparsecc::sparsecc> ${SPARSECC_TEMPLATE_FILES})
+
+  if(arg_MODEL)
+    get_filename_component(model "${arg_MODEL}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" --arch ${arch} -o "${out}/model")
+    if(arg_SELECT)
+      list(APPEND cmd --select "${arg_SELECT}")
+    endif()
+    if(arg_N)
+      list(APPEND cmd --n ${arg_N})
+    endif()
+    if(arg_TUNING_DB)
+      get_filename_component(db "${arg_TUNING_DB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+      list(APPEND cmd --db "${db}")
+      list(APPEND depends "${db}")
+    endif()
+    list(APPEND cmd ${arg_MODEL_OPTIONS})
+    list(APPEND commands COMMAND ${cmd})
+    list(APPEND depends "${model}")
+    list(APPEND embed_inputs --manifest "${out}/model/manifest.json")
+  endif()
+
+  foreach(swc IN LISTS arg_SWC)
+    get_filename_component(swc_path "${swc}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    get_filename_component(swc_stem "${swc}" NAME_WE)
+    set(bundle "${out}/hines/${swc_stem}.sccb")
+    set(cmd $<TARGET_FILE:sparsecc::sparsecc> hines "${swc_path}" --arch ${arch} -o "${bundle}")
+    if(arg_RESOLUTION)
+      list(APPEND cmd --resolution ${arg_RESOLUTION})
+    endif()
+    list(APPEND cmd ${arg_HINES_OPTIONS})
+    list(APPEND commands COMMAND ${CMAKE_COMMAND} -E make_directory "${out}/hines" COMMAND ${cmd})
+    list(APPEND depends "${swc_path}")
+    list(APPEND embed_inputs "${bundle}")
+  endforeach()
+
+  add_custom_command(
+    OUTPUT "${header}" "${source}"
+    ${commands}
+    COMMAND $<TARGET_FILE:sparsecc::sparsecc> embed ${embed_inputs} --name ${ns} -o "${header}"
+    DEPENDS ${depends}
+    COMMENT "sparsecc: generating the kernels of ${target} (${ns})"
+    VERBATIM)
+  # A library target passes the generated header's folder and the runtime on to its users.
+  get_target_property(type ${target} TYPE)
+  set(scope PRIVATE)
+  if(type MATCHES "LIBRARY$")
+    set(scope PUBLIC)
+  endif()
+  target_sources(${target} PRIVATE "${header}" "${source}")
+  target_include_directories(${target} ${scope} "${out}")
+  target_link_libraries(${target} ${scope} sparsecc::runtime)
+endfunction()

@@ -1,0 +1,292 @@
+// sparsecc compile-model MODEL -o OUTDIR: every sparse weight matrix of a .npz, .safetensors or .onnx
+// model compiled to an SpMM executor bundle (layers in parallel), plus manifest.json naming each
+// layer, its shapes, op, file, fingerprint and plan. The folder is built beside OUTDIR and renamed
+// into place only when every layer compiled, so a failure leaves no half-written output.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/bundle/write_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
+#include "sparsecc/common/version.hpp"
+#include "sparsecc/model/model.hpp"
+#include "sparsecc/tune/tuner.hpp"
+#include "spmm_options.hpp"
+#include "tune_lookup.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The batch a runtime-N executor is planned for when --n is not given.
+constexpr std::int64_t kDefaultPlanningN = 64;
+
+struct CompileModelArgs {
+  std::string model;
+  std::string select;
+  double max_density = 0.5;
+  std::int64_t n = 0;  // 0: runtime N
+  bool relu = false;
+  std::string relu_select;
+  SpmmArgs spmm;  // values, dtype, accumulate, blocklets
+  std::string emit = "ptx";
+  bool emit_given = false;
+  std::string arch = "sm_90";
+  std::string db;
+  std::string gpu;
+  int jobs = 0;
+  std::string output;
+};
+
+struct LayerResult {
+  std::string file;  // relative to the output folder
+  nlohmann::json entry;
+  std::string report;
+};
+
+// A file name for layer `index`: its position (keeps names distinct and in model order) and its name
+// reduced to [A-Za-z0-9_.-].
+std::string layer_file_name(std::size_t index, const std::string& name) {
+  std::string safe;
+  for (char c : name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  if (safe.size() > 80) safe.resize(80);
+  return fmt::format("{:03d}_{}.sccb", index, safe);
+}
+
+LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::size_t index,
+                          const fs::path& folder) {
+  SpmmProblem problem;
+  problem.m = layer.a.rows;
+  problem.k = layer.a.cols;
+  problem.n = args.n > 0 ? args.n : kDefaultPlanningN;
+  problem.n_mode = args.n > 0 ? SpmmNMode::fixed : SpmmNMode::runtime;
+  problem.bias = !layer.bias.empty();
+  problem.relu = args.relu || layer.relu ||
+                 (!args.relu_select.empty() && std::regex_search(layer.name, std::regex(args.relu_select)));
+  problem.dtype = args.spmm.dtype;
+  SpmmOptions options = spmm_options(args.spmm);
+  std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
+  std::string choice = "automatic plan";
+  if (!args.db.empty()) {
+    const TunedChoice tuned =
+        choose_tuned_plan(args.db, layer.a, problem, options, parse_kernel_language(emit), args.arch, args.gpu);
+    options = tuned.options;
+    emit = to_string(tuned.emitter);
+    choice = tuned.how;
+  }
+  tune::SpmmCandidate candidate;
+  candidate.options = options;
+  candidate.emitter = parse_kernel_language(emit);
+  candidate.plan = plan_spmm(layer.a, problem, options);
+  if (const auto problems = check_plan(candidate.plan, layer.a); !problems.empty())
+    throw std::runtime_error(fmt::format("layer {}: the inspector produced an invalid plan: {}", layer.name,
+                                         problems.front()));
+  const auto t0 = std::chrono::steady_clock::now();
+  const rt::Bundle bundle = tune::compile_spmm_candidate(candidate, layer.a, args.arch, layer.bias);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  LayerResult r;
+  r.file = layer_file_name(index, layer.name);
+  write_bundle((folder / r.file).string(), bundle);
+  const rt::BundleMetadata& md = bundle.metadata;
+  r.entry = {{"name", layer.name},
+             {"tensor", layer.tensor},
+             {"op", layer.op},
+             {"layout", layer.layout},
+             {"stored_shape", layer.stored_shape},
+             {"m", md.m},
+             {"k", md.k},
+             {"n", md.n},
+             {"n_mode", md.n_mode},
+             {"nnz", md.nnz},
+             {"density", layer.density},
+             {"dtype", md.dtype},
+             {"bias", md.bias},
+             {"relu", md.relu},
+             {"file", r.file},
+             {"fingerprint", md.fingerprint},
+             {"kernel", md.kernel},
+             {"emitter", emit},
+             {"plan", md.plan_summary},
+             {"plan_choice", choice},
+             {"cubin_bytes", bundle.cubin.size()},
+             {"compile_seconds", seconds}};
+  r.report = fmt::format("  {} ({} {}, {}x{}, {} nonzeros, density {:.3f}{}{}): {} block rows x {} rows, n_tile {}, "
+                         "{} group(s), {} values, {} in {:.2f} s -> {}",
+                         layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density,
+                         md.bias ? ", bias" : "", md.relu ? ", ReLU" : "", md.block_rows,
+                         candidate.plan.rows_per_block, md.n_tile, candidate.plan.groups, md.values_mode, emit,
+                         seconds, r.file);
+  if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
+  return r;
+}
+
+// Removes a folder this command created, on every path out of run_compile_model that does not keep it.
+struct TemporaryFolder {
+  fs::path path;
+  bool keep = false;
+  ~TemporaryFolder() {
+    if (keep || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+int run_compile_model(const CompileModelArgs& args) {
+  if (!args.relu_select.empty()) {
+    try {
+      (void)std::regex(args.relu_select);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("--relu-select '{}' is not a regular expression: {}", args.relu_select, e.what()));
+    }
+  }
+  ModelReadOptions read_options;
+  read_options.select = args.select;
+  read_options.max_density = args.max_density;
+  const ModelContents model = read_model(args.model, read_options);
+  for (const SkippedTensor& s : model.skipped) fmt::print(stderr, "skipped {}: {}\n", s.tensor, s.reason);
+  if (model.layers.empty())
+    throw InputError(SourceLocation::in_file(args.model),
+                     fmt::format("no sparse weight matrix to compile ({} tensor(s) skipped, listed above)",
+                                 model.skipped.size()));
+
+  // The output folder: replaced only when it is one of ours (it holds a manifest) or empty.
+  const fs::path out = fs::path(args.output);
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec))
+      throw UsageError(fmt::format("{} exists and is not a folder", args.output));
+    if (!fs::is_empty(out, ec) && !fs::exists(out / "manifest.json", ec))
+      throw UsageError(fmt::format("{} is a folder that sparsecc compile-model did not write (no manifest.json); "
+                                   "refusing to replace it",
+                                   args.output));
+  }
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  TemporaryFolder staging{parent / fmt::format(".{}.tmp.{}", out.filename().string(), ::getpid())};
+  fs::remove_all(staging.path);
+  fs::create_directories(staging.path);
+
+  fmt::print(stderr, "{}: {} layer(s) to compile ({} format), N = {}\n", args.model, model.layers.size(),
+             model.format, args.n > 0 ? fmt::format("{}", args.n) : fmt::format("run-time (planned for {})", kDefaultPlanningN));
+
+  // Layers in parallel: each worker takes the next layer; the first failure stops new work.
+  std::vector<LayerResult> results(model.layers.size());
+  std::vector<std::string> errors(model.layers.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex print;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t jobs = std::min<std::size_t>(args.jobs > 0 ? static_cast<std::size_t>(args.jobs) : hw, model.layers.size());
+  auto worker = [&] {
+    for (std::size_t i; !failed && (i = next++) < model.layers.size();) {
+      try {
+        results[i] = compile_layer(args, model.layers[i], i, staging.path);
+        std::lock_guard lock(print);
+        fmt::print(stderr, "{}\n", results[i].report);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t + 1 < jobs; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (std::size_t i = 0; i < errors.size(); ++i)
+    if (!errors[i].empty())
+      throw UsageError(fmt::format("{}: layer {} (tensor {}): {}", args.model, model.layers[i].name,
+                                   model.layers[i].tensor, errors[i]));
+
+  nlohmann::json manifest = {{"format", "sparsecc-model-manifest"},
+                             {"version", 1},
+                             {"model", fs::absolute(args.model).string()},
+                             {"model_format", model.format},
+                             {"generator_version", std::string(kVersion)},
+                             {"arch", args.arch},
+                             {"n", args.n > 0 ? args.n : kDefaultPlanningN},
+                             {"n_mode", args.n > 0 ? "fixed" : "runtime"},
+                             {"layers", nlohmann::json::array()},
+                             {"skipped", nlohmann::json::array()}};
+  for (const LayerResult& r : results) manifest["layers"].push_back(r.entry);
+  for (const SkippedTensor& s : model.skipped) manifest["skipped"].push_back({{"tensor", s.tensor}, {"reason", s.reason}});
+  write_file_atomic((staging.path / "manifest.json").string(), manifest.dump(2) + "\n");
+
+  // Swap the finished folder in: the old one (ours) moves aside first and is removed after.
+  TemporaryFolder old{};
+  if (fs::exists(out, ec)) {
+    old.path = parent / fmt::format(".{}.old.{}", out.filename().string(), ::getpid());
+    fs::rename(out, old.path);
+  }
+  try {
+    fs::rename(staging.path, out);
+  } catch (...) {
+    if (!old.path.empty()) fs::rename(old.path, out, ec);  // put the previous output back
+    old.path.clear();
+    throw;
+  }
+  staging.keep = true;
+  fmt::print(stderr, "wrote {} bundle(s) and manifest.json to {}\n", results.size(), args.output);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_compile_model(CLI::App& app, std::function<int()>& run) {
+  auto args = std::make_shared<CompileModelArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile-model", "Compile every sparse weight matrix of a .npz, .safetensors or .onnx model into bundles");
+  cmd->add_option("model", args->model, "MODEL (.npz, .safetensors, .onnx)")->required();
+  cmd->add_option("--select", args->select,
+                  "Only layers whose name or tensor name matches this regular expression (ECMAScript)");
+  cmd->add_option("--max-density", args->max_density, "Weights denser than this are left to dense libraries")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--n", args->n,
+                  "Columns of B and C (the batch) the executors are compiled for; without it N is a run-time "
+                  "argument")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--relu", args->relu, "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
+  cmd->add_option("--relu-select", args->relu_select, "Apply ReLU after the layers whose name matches this regular expression");
+  cmd->add_option("--values", args->spmm.values, "Weights as code literals (baked), from an array (streamed), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->spmm.dtype, "Element type of B and C")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--accumulate", args->spmm.accumulate, "Accumulation for f16 / bf16: f32 or the dtype")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--blocklets", args->spmm.blocklets, "Tensor-core tiles for f16 / bf16: off, auto or BHxBW[:FILL]")
+      ->capture_default_str();
+  cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
+      ->check(CLI::IsMember({"ptx", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--arch", args->arch, "GPU architecture of the cubins (PTX is included for others)")
+      ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
+      ->capture_default_str();
+  cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
+  cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
+  cmd->add_option("--jobs", args->jobs, "Layers compiled at once (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")->required();
+  cmd->callback([&run, args, cmd] {
+    args->emit_given = cmd->count("--emit") > 0;
+    run = [args] { return run_compile_model(*args); };
+  });
+}
+
+}  // namespace sparsecc::cli

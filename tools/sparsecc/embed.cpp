@@ -1,0 +1,165 @@
+// sparsecc embed BUNDLE... [--manifest manifest.json] --name NAMESPACE -o OUT.hpp: writes OUT.hpp and
+// OUT.cpp, a header and source that hold the bundles as byte arrays with a typed API per layer and a
+// Kernels class that loads the executors through the runtime on first use (sparsecc/bundle/embed.hpp).
+// Layers are the manifest's (written by `sparsecc compile-model`, in its order and with its names, files
+// relative to the manifest's folder), then the BUNDLE arguments, named by their file stems.
+#include "sparsecc/bundle/embed.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
+
+namespace sparsecc::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EmbedArgs {
+  std::vector<std::string> bundles;
+  std::string manifest;
+  std::string name;
+  std::string output;
+};
+
+struct Input {
+  std::string path;  // as given (or as the manifest names it, joined to its folder)
+  std::string name;  // the layer's name
+};
+
+// The layers of a compile-model manifest: {"layers": [{"name": ..., "file": ...}, ...], ...}.
+std::vector<Input> manifest_layers(const std::string& path) {
+  const Bytes bytes = read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_at_byte(path, static_cast<std::int64_t>(e.byte), fmt::format("not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
+    throw_in_file(path, "not a sparsecc manifest: no \"layers\" array");
+  const fs::path dir = fs::path(path).parent_path();
+  std::vector<Input> out;
+  for (std::size_t i = 0; i < j["layers"].size(); ++i) {
+    const nlohmann::json& l = j["layers"][i];
+    for (const char* key : {"name", "file"})
+      if (!l.is_object() || !l.contains(key) || !l[key].is_string() || l[key].get<std::string>().empty())
+        throw_in_file(path, fmt::format("layer {} of the manifest has no \"{}\" string", i, key));
+    const fs::path file = l["file"].get<std::string>();
+    out.push_back({(file.is_absolute() ? file : dir / file).string(), l["name"].get<std::string>()});
+  }
+  if (out.empty()) throw_in_file(path, "the manifest lists no layers");
+  return out;
+}
+
+struct Outputs {
+  std::string header, source;
+};
+
+// OUT.hpp, or OUT without an extension: the header and the source beside it, in an existing folder.
+Outputs output_paths(const std::string& output) {
+  fs::path p(output);
+  if (p.filename().empty() || p.filename() == "." || p.filename() == "..")
+    throw UsageError(fmt::format("-o {}: give the header's path (OUT.hpp)", output));
+  if (p.extension() == ".hpp")
+    p.replace_extension();
+  else if (!p.extension().empty())
+    throw UsageError(
+        fmt::format("-o {}: the header must end in .hpp (or give the path without an extension)", output));
+  const Outputs out{p.string() + ".hpp", p.string() + ".cpp"};
+  std::error_code ec;
+  if (const fs::path dir = p.parent_path(); !dir.empty() && !fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("-o {}: folder {} does not exist", output, dir.string()));
+  for (const std::string& f : {out.header, out.source})
+    if (fs::is_directory(f, ec)) throw UsageError(fmt::format("-o {}: {} is a folder", output, f));
+  return out;
+}
+
+// Both files or neither: each is written completely beside its destination first, and the two are
+// renamed into place only when both were written (a rename within a folder does not fail halfway).
+void write_both(const Outputs& out, const EmbedSources& text) {
+  const std::string staged_header = fmt::format("{}.tmp.{}", out.header, static_cast<long>(::getpid()));
+  const std::string staged_source = fmt::format("{}.tmp.{}", out.source, static_cast<long>(::getpid()));
+  try {
+    write_file_atomic(staged_header, text.header);
+    write_file_atomic(staged_source, text.source);
+  } catch (...) {
+    std::remove(staged_header.c_str());
+    std::remove(staged_source.c_str());
+    throw;
+  }
+  for (const auto& [from, to] : {std::pair{staged_source, out.source}, std::pair{staged_header, out.header}})
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      const int e = errno;
+      std::remove(staged_header.c_str());
+      std::remove(staged_source.c_str());
+      throw std::runtime_error(fmt::format("{}: cannot rename into place: {}", to, std::strerror(e)));
+    }
+}
+
+int run_embed(const EmbedArgs& a) {
+  if (a.bundles.empty() && a.manifest.empty())
+    throw UsageError("embed: give bundle files, --manifest, or both");
+  const Outputs out = output_paths(a.output);
+  std::vector<Input> inputs;
+  if (!a.manifest.empty()) inputs = manifest_layers(a.manifest);
+  for (const std::string& b : a.bundles) inputs.push_back({b, fs::path(b).stem().string()});
+
+  std::vector<EmbeddedLayer> layers;
+  std::vector<fs::path> seen;
+  std::uint64_t total = 0;
+  std::string listing;  // printed once both files are written
+  for (const Input& in : inputs) {
+    EmbeddedLayer l{in.name, read_file(in.path)};
+    const fs::path canonical = fs::weakly_canonical(in.path);
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      if (seen[i] == canonical)
+        throw UsageError(fmt::format("embed: {} is given twice (as layers '{}' and '{}')", in.path,
+                                     layers[i].name, in.name));
+    seen.push_back(canonical);
+    // Parsed here under its path, so that a bad bundle is reported by file name (exit 2).
+    const rt::Bundle b = parse_embeddable_bundle(l.bytes, in.path);
+    const rt::BundleMetadata& md = b.metadata;
+    const std::string what = md.op == "hines"
+                                 ? fmt::format("hines, {} compartments in {} cells, R = {}", md.hines.rows,
+                                               md.hines.cells, md.hines.rhs)
+                                 : fmt::format("spmm, {} x {}, N = {} ({})", md.m, md.k, md.n, md.n_mode);
+    listing += fmt::format("  {:<28} {}, {}, {} bytes ({})\n", cpp_identifier(in.name), what, md.dtype,
+                           l.bytes.size(), in.path);
+    total += l.bytes.size();
+    layers.push_back(std::move(l));
+  }
+  const EmbedSources text = embed_bundles(layers, a.name, fs::path(out.header).filename().string());
+  write_both(out, text);
+  fmt::print("{}", listing);
+  fmt::print("wrote {} and {}: {} layer{} in namespace {}, {} bundle bytes\n", out.header, out.source,
+             layers.size(), layers.size() == 1 ? "" : "s", a.name, total);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_embed(CLI::App& app, std::function<int()>& run) {
+  auto args = std::make_shared<EmbedArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "embed", "Write a C++ header and source holding bundles as byte arrays, with a typed API per layer");
+  cmd->add_option("bundles", args->bundles, "Bundle files (.sccb); each layer is named by its file stem");
+  cmd->add_option("--manifest", args->manifest,
+                  "A manifest.json of sparsecc compile-model: embeds its layers first, by their names");
+  cmd->add_option("--name", args->name, "C++ namespace of the generated API (nested a::b allowed)")
+      ->required();
+  cmd->add_option("-o,--output", args->output, "Header to write (OUT.hpp; OUT.cpp is written beside it)")
+      ->required();
+  cmd->callback([&run, args] { run = [args]() -> int { return run_embed(*args); }; });
+}
+
+}  // namespace sparsecc::cli
