@@ -37,9 +37,9 @@ inline void prune(std::vector<float>& w, double keep) {
   for (std::size_t i = kept; i < order.size(); ++i) w[order[i]] = 0.0f;
 }
 
-// 512 -> 1024 -> 1024 -> 256, 90 % sparse, ReLU after the hidden layers.
+// 256 -> 512 -> 512 -> 128, 90 % sparse, ReLU after the hidden layers.
 inline std::vector<Layer> make_model() {
-  const int dims[] = {512, 1024, 1024, 256};
+  const int dims[] = {256, 512, 512, 128};
   std::vector<Layer> layers;
   std::uint64_t seed = 20261122;
   for (int i = 0; i < 3; ++i) {

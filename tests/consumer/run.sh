@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The consumer-project test: install this build of sparsecc into a temporary prefix, configure the
 # out-of-tree project tests/consumer against it with find_package(sparsecc), build it (its kernels are
-# generated at build time by sparsecc_add_kernels), and run it. Without a GPU the check verifies
+# generated at build time by sparsecc_add_kernels; a rebuild regenerates them only when an input
+# changed), and run it. Without a GPU the check verifies
 # every executor through the plan interpreter.
 #   run.sh BUILD_DIR MAKE_MODEL_PROGRAM SWC_FILE
 set -euo pipefail
@@ -13,6 +14,8 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
 echo "installed sparsecc into $work/prefix ($(wc -l <"$work/install.log") files)"
 "$make_model" "$work/model.npz"
+cp "$swc" "$work/example_cell.swc"
+swc=$work/example_cell.swc
 generator=(-G Ninja)
 command -v ninja >/dev/null || generator=()
 cmake -S "$here" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
@@ -20,6 +23,17 @@ cmake -S "$here" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j "${JOBS:-2}" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 grep -E "sparsecc|compiled|wrote|skipped" "$work/build.log" | head -20 || true
+
+# The kernels are generated again exactly when an input changes.
+cmake --build "$work/build" >"$work/rebuild.log" 2>&1
+if grep -q "generating the kernels" "$work/rebuild.log"; then
+  echo "a rebuild with nothing changed generated the kernels again" >&2
+  exit 1
+fi
+touch "$swc"
+cmake --build "$work/build" >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log"; exit 1; }
+grep -q "generating the kernels" "$work/rebuild.log" || { echo "a changed morphology did not regenerate the kernels" >&2; exit 1; }
+echo "rebuilds: nothing changed -> nothing generated; morphology touched -> kernels generated again"
 
 # The deployment program must not need the toolkit's compilers or math libraries.
 if ldd "$work/build/consumer_app" | grep -Ei "nvrtc|cublas|cusparse|nvJitLink"; then

@@ -6,8 +6,8 @@
 # cuSPARSE for the bench programs) are needed where the binaries run.
 #   tools/portable/build.sh [BUILD_DIR]     default: build-portable
 # Produces BUILD_DIR/tests/sparsecc_tests, BUILD_DIR/tests/sparsecc_gpu_tests,
-# BUILD_DIR/tools/sparsecc/sparsecc, BUILD_DIR/tools/bench/sparsecc_baselines and
-# BUILD_DIR/tools/bench/sparsecc_bench. Carry them to the GPU machine and run them there.
+# BUILD_DIR/tools/sparsecc/sparsecc, BUILD_DIR/tools/bench/sparsecc_baselines,
+# BUILD_DIR/tools/bench/sparsecc_bench and the examples BUILD_DIR/kernels_generated/{sparse_mlp,neuron_sim}. Carry them to the GPU machine and run them there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath -m "${1:-$root/build-portable}")
@@ -37,10 +37,10 @@ export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSECC_PORTABLE=ON \
   -DCMAKE_PREFIX_PATH="$deps/prefix"
 cmake --build "$build" -j "$jobs" --target sparsecc sparsecc_tests sparsecc_gpu_tests sparsecc_baselines \
-  sparsecc_spmm_bench
+  sparsecc_spmm_bench sparse_mlp neuron_sim
 echo "portable binaries:"
 for b in tools/sparsecc/sparsecc tests/sparsecc_tests tests/sparsecc_gpu_tests tools/bench/sparsecc_baselines \
-         tools/bench/sparsecc_bench; do
+         tools/bench/sparsecc_bench kernels_generated/sparse_mlp kernels_generated/neuron_sim; do
   echo "  $build/$b"
   ldd "$build/$b" | sed 's/^/      /'
 done
