@@ -12,20 +12,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# expect STATUS PATTERN -- ARGS...: runs sparsecc ARGS; checks the exit status and the output.
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [[ $rc -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "sparsecc $* -> exit $rc (want $want), output must match /$pattern/:"
-    sed 's/^/    /' <<<"$out" | head -n 20
-  else
-    echo "ok:   sparsecc $* -> $rc"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 
 "$fixtures" "$tmp/in" || { echo "FAIL: make_model_fixtures"; exit 1; }
 
