@@ -187,7 +187,8 @@ cmp -s "$tmp/p.npy" "$tmp/keep.npy" || { echo "FAIL: a failed prune changed an e
 expect 0 '"candidates": \['        -- tune --space "$tmp/small.mtx" --n 40
 expect 0 '"rule": "n tile 64 is wider' -- tune --space "$tmp/small.mtx" --n 8
 expect 0 '"op": "hines"'            -- tune --space "$tmp/cell.swc" --resolution 5 --dtype f64
-expect 2 "timing Hines candidates"  -- tune "$tmp/cell.swc" --db "$tmp/h.json"
+expect 2 "one --db FILE"            -- tune "$tmp/cell.swc"
+expect 0 "no record in .*h.json .*the planner's rules" -- hines "$tmp/cell.swc" --db "$tmp/h.json"
 expect 2 "f64 or f32, not f16"      -- tune --space "$tmp/cell.swc" --dtype f16
 expect 2 "--fit needs the timings"  -- tune --fit
 expect 2 "one --db FILE"            -- tune "$tmp/small.mtx" --n 8
@@ -200,7 +201,12 @@ if [[ -e /dev/nvidia0 ]]; then
   expect 0 "candidates in .* best R"  -- tune "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" --jobs 4
   expect 0 "tuned plan R[0-9]+/.* from $tmp/tuning.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" -o "$tmp/tuned.sccb"
   expect 0 "GPU .* ok$"               -- verify "$tmp/tuned.sccb"
+  expect 0 "candidates in .* best K"  -- tune "$tmp/cell.swc" --resolution 5 --db "$tmp/tuning.json" --jobs 4
+  expect 0 "tuned plan K[0-9]+/.* from $tmp/tuning.json" -- hines "$tmp/cell.swc" --resolution 5 --db "$tmp/tuning.json" -o "$tmp/tuned_hines.sccb"
+  expect 0 "GPU .* ok$"               -- verify "$tmp/tuned_hines.sccb"
 else
+  expect 2 "none is usable here"    -- tune "$tmp/cell.swc" --db "$tmp/h.json"
+  [[ -e "$tmp/h.json" ]] && { echo "FAIL: a Hines tune without a GPU wrote a database"; failures=$((failures + 1)); }
   expect 2 "none is usable here"    -- tune "$tmp/small.mtx" --n 8 --db "$tmp/t.json"
   [[ -e "$tmp/t.json" ]] && { echo "FAIL: a tune without a GPU wrote a database"; failures=$((failures + 1)); }
 fi

@@ -16,6 +16,7 @@
 #include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
+#include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -41,6 +42,8 @@ struct HinesArgs {
   int block_threads = 0;
   std::string code = "auto";
   std::int64_t code_budget = 16384;
+  std::string db;
+  std::string gpu;
 };
 
 // Componentwise backward error of x for A x = b (N x R): max over rows of |A x - b| over
@@ -137,6 +140,12 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)");
   cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
+  cmd->add_option("--db", a->db,
+                  "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
+                  "R, dtype and GPU; otherwise the rules");
+  cmd->add_option("--gpu", a->gpu,
+                  "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
+                  "capability)");
   cmd->add_flag("--plan-json", a->plan_json, "Print the plan as JSON");
   cmd->add_flag("--check", a->check,
                 "Run the plan's interpreter on the right-hand sides of a time step from random potentials "
@@ -157,6 +166,11 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       o.block_threads = a->block_threads;
       o.code = a->code;
       o.code_budget = a->code_budget;
+      if (!a->db.empty()) {
+        const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
+        fmt::print(stderr, "sparsecc: {}\n", tuned.how);
+        o = tuned.options;
+      }
       const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
       if (const auto errors = check_hines_plan(plan); !errors.empty())
         throw std::runtime_error("the planner produced an invalid plan: " + errors.front());

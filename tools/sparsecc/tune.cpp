@@ -4,7 +4,8 @@
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files.
 // With several matrices the budget is shared in proportion to their nonzeros. SWC inputs (--cells,
-// --resolution, --rhs, --dtype f64|f32): --space prints the Hines solver's search space.
+// --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
+// of its space), or --space prints that space.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "sparsecc/tune/hines_space.hpp"
 #include "sparsecc/tune/predictor.hpp"
 #include "sparsecc/tune/tuner.hpp"
+#include "sparsecc/tune/hines_tuner.hpp"
 #include "tune_measure.hpp"
 #include "bench/suites.hpp"
 #include "spmm_options.hpp"
@@ -212,20 +214,54 @@ int run_evaluate(const TuneArgs& args) {
   return e.problems > 0 ? kExitOk : kExitCheckFailed;
 }
 
-// SWC inputs: the Hines solver's search space of their forest.
-int run_hines_space(const TuneArgs& args) {
-  if (!args.space)
-    throw UsageError("tune: timing Hines candidates on a GPU is not implemented yet; --space prints the search space");
+// SWC inputs: the Hines solver of their forest — its search space (--space), or every candidate
+// timed on the GPU and the record merged into the database.
+int run_hines_tune(const TuneArgs& args) {
   const std::string dtype = args.dtype == "f32" || args.dtype == "f64" ? args.dtype : std::string();
   if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + args.dtype);
+  if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
   const tune::HinesSpaceDims dims;
-  nlohmann::json j = tune::to_json(tune::hines_space(system, args.rhs, dtype, {}, dims), dims);
-  j["files"] = args.inputs;
-  j["cells"] = args.cells;
-  j["rhs"] = args.rhs;
-  j["dtype"] = dtype;
-  fmt::print("{}\n", j.dump(1));
+  const tune::HinesSpace space = tune::hines_space(system, args.rhs, dtype, {}, dims);
+  if (args.space) {
+    nlohmann::json j = tune::to_json(space, dims);
+    j["files"] = args.inputs;
+    j["cells"] = args.cells;
+    j["rhs"] = args.rhs;
+    j["dtype"] = dtype;
+    fmt::print("{}\n", j.dump(1));
+    return kExitOk;
+  }
+  std::string why;
+  if (!rt::driver_available(&why))
+    throw UsageError("tune times candidates on a GPU, and none is usable here: " + why +
+                     " (without a GPU, `sparsecc hines` plans with its rules)");
+  const rt::Context ctx(0);
+  const tune::TuningKey key = tune::hines_tuning_key(system, args.rhs, dtype, ctx.device().name,
+                                                     fmt::format("{}.{}", ctx.device().cc_major, ctx.device().cc_minor));
+  tune::TuneOptions options;
+  options.jobs = args.jobs;
+  options.arch = args.arch;
+  options.budget_seconds = args.budget;
+  GpuHinesMeasurer measurer(ctx, system, args.rhs, dtype, args.seed + 1);
+  const std::string name = fmt::format("{}{} ({} compartments in {} cells, R = {}, {})", args.inputs.front(),
+                                       args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
+                                       system.size(), system.num_cells(), args.rhs, dtype);
+  ProgressPrinter printer;
+  printer.matrix(0, 1, name);
+  const tune::TuningRecord record = tune::tune_hines(
+      space, key, [&](const tune::HinesCandidate& c) { return tune::compile_hines_candidate(c, system, args.arch); },
+      measurer, options, [&](const tune::TuneProgress& p) { printer.update(p); });
+  printer.finish();
+  std::vector<std::string> warnings;
+  tune::update_database(args.db[0], {record}, &warnings);
+  for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  std::size_t failed = 0;
+  for (const tune::CandidateTiming& t : record.timings) failed += t.verified ? 0 : 1;
+  fmt::print("{}: {} of {} candidates in {:.1f} s ({}{}): best {} {:.2f} us per step, default {:.2f} us ({:.2f}x)\n",
+             name, record.timings.size(), space.candidates.size(), record.tuning_seconds, record.strategy,
+             failed ? fmt::format(", {} not verified", failed) : "", record.winner, record.winner_us,
+             record.default_us, record.default_us / record.winner_us);
   return kExitOk;
 }
 
@@ -234,7 +270,7 @@ int run_tune(const TuneArgs& args) {
   if (args.evaluate) return run_evaluate(args);
   if (!args.inputs.empty() && std::all_of(args.inputs.begin(), args.inputs.end(),
                                           [](const std::string& f) { return f.ends_with(".swc"); }))
-    return run_hines_space(args);
+    return run_hines_tune(args);
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   if (args.n.empty() && args.suite.empty()) throw UsageError("tune: --n is required (or a --suite)");
   const std::vector<TuneInput> inputs = tune_inputs(args);

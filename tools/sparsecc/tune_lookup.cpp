@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <utility>
+
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/tune/database.hpp"
+#include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/predictor.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "sparsecc/tune/tuner.hpp"
@@ -22,11 +26,9 @@ std::string compute_capability_of(const std::string& arch) {
   return digits.substr(0, digits.size() - 1) + "." + digits.back();
 }
 
-}  // namespace
-
-TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
-                              const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
-                              const std::string& gpu) {
+// The GPU a lookup is for, and its compute capability: `gpu` when given, else this machine's GPU,
+// else (a build machine) no name and the compute capability `arch` names.
+std::pair<std::string, std::string> lookup_target(const std::string& arch, const std::string& gpu) {
   std::string target_gpu = gpu;
   std::string cc = compute_capability_of(arch);
   if (target_gpu.empty() && rt::driver_available()) {
@@ -38,19 +40,30 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
       // A driver without a usable device: match by the architecture, as on a build machine.
     }
   }
+  return {target_gpu, cc};
+}
+
+// The record for `key` in the database at `path` (a copy), matching any GPU name when the key has none.
+std::optional<tune::TuningRecord> find_record(const std::string& path, const tune::TuningKey& key) {
   std::vector<std::string> warnings;
-  const tune::TuningDatabase db = tune::load_database(db_path, &warnings);
+  const tune::TuningDatabase db = tune::load_database(path, &warnings);
   for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
-  const tune::TuningKey key = tune::spmm_tuning_key(a, problem, target_gpu, cc);
-  const tune::TuningRecord* found = nullptr;
   for (const tune::TuningRecord& r : db.records) {
     tune::TuningKey k = r.key;
-    if (target_gpu.empty()) k.gpu.clear();  // any GPU of this compute capability
-    if (k == key) {
-      found = &r;
-      break;
-    }
+    if (key.gpu.empty()) k.gpu.clear();  // any GPU of this compute capability
+    if (k == key) return r;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
+                              const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
+                              const std::string& gpu) {
+  const auto [target_gpu, cc] = lookup_target(arch, gpu);
+  const std::optional<tune::TuningRecord> record = find_record(db_path, tune::spmm_tuning_key(a, problem, target_gpu, cc));
+  const tune::TuningRecord* found = record ? &*record : nullptr;
   TunedChoice choice;
   if (found) {
     auto [options, emitter] = tune::spmm_options_from_json(found->winner_options, base);
@@ -70,6 +83,24 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
                            "candidates",
                            db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu, best.label,
                            space.candidates.size());
+  return choice;
+}
+
+TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& system, std::int32_t rhs,
+                              const std::string& dtype, const HinesOptions& base, const std::string& arch,
+                              const std::string& gpu) {
+  const auto [target_gpu, cc] = lookup_target(arch, gpu);
+  const std::optional<tune::TuningRecord> record =
+      find_record(db_path, tune::hines_tuning_key(system, rhs, dtype, target_gpu, cc));
+  TunedHines choice{base, ""};
+  if (!record) {
+    choice.how = fmt::format("no record in {} for this forest and problem on {}: the planner's rules",
+                             db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu);
+    return choice;
+  }
+  choice.options = tune::hines_options_from_json(record->winner_options, base, db_path);
+  choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us per step; the default plan {:.2f} us)", record->winner,
+                           db_path, record->key.gpu, record->winner_us, record->default_us);
   return choice;
 }
 

@@ -8,7 +8,9 @@
 
 #include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/neuron/hines.hpp"
 
 namespace sparsecc::cli {
 
@@ -23,6 +25,18 @@ struct TunedChoice {
 // database (corrupt, newer schema) go to stderr; they never stop the compile.
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
                               const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
+                              const std::string& gpu);
+
+struct TunedHines {
+  HinesOptions options;
+  std::string how;
+};
+
+// `sparsecc hines --db`: the recorded winner's planner options (on `base`) when a record's key
+// matches the forest and problem on the target GPU (as for choose_tuned_plan), else `base` — the
+// planner's rules (there is no Hines predictor).
+TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& system, std::int32_t rhs,
+                              const std::string& dtype, const HinesOptions& base, const std::string& arch,
                               const std::string& gpu);
 
 }  // namespace sparsecc::cli

@@ -1,7 +1,8 @@
 // The tuner's GPU side for the CLI: each compiled candidate is loaded through the runtime, run once
-// on NaN-poisoned outputs and checked against the fp64 reference (fresh random B, the problem's bias
-// and ReLU) within spmm_tolerance, and only then timed in steady state (rt::time_launches: a CUDA
-// graph of 100 launches, median of 21 replays).
+// on NaN-poisoned outputs and checked against the reference — SpMM: fp64 on a fresh random B with
+// the problem's bias and ReLU, within spmm_tolerance; Hines: the extended-precision serial solve of
+// a random time step's right-hand sides, within the accuracy yardstick's bound — and only then timed
+// in steady state (rt::time_launches: a CUDA graph of 100 launches, median of 21 replays).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 #include "sparsecc/runtime/device.hpp"
+#include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "spmm_run.hpp"
 
@@ -30,6 +33,22 @@ class GpuSpmmMeasurer : public tune::SpmmMeasurer {
   const CsrMatrix& a_;
   DenseMatrix reference_;
   std::unique_ptr<SpmmGpuInputs> inputs_;
+};
+
+class GpuHinesMeasurer : public tune::HinesMeasurer {
+ public:
+  // The right-hand sides are a random passive step's (random_step_rhs from `seed`); `system` must
+  // outlive the measurer.
+  GpuHinesMeasurer(const rt::Context& ctx, const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
+                   std::uint64_t seed);
+  tune::Measurement measure(const tune::HinesCandidate& candidate, const rt::Bundle& bundle) override;
+
+ private:
+  const rt::Context& ctx_;
+  std::string dtype_;
+  std::vector<double> reference_;
+  double tolerance_ = 0;
+  rt::DeviceBuffer d_, u_, l_, b_, x_;
 };
 
 }  // namespace sparsecc::cli

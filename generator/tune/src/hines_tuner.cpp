@@ -1,0 +1,180 @@
+#include "sparsecc/tune/hines_tuner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <future>
+#include <limits>
+#include <thread>
+
+#include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/version.hpp"
+#include "sparsecc/compile/compile_hines.hpp"
+
+namespace sparsecc::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Compiled {
+  std::size_t index = 0;
+  std::future<std::pair<rt::Bundle, std::string>> result;  // the bundle, or why it failed
+  Clock::time_point started;
+};
+
+}  // namespace
+
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const std::string& arch) {
+  CudaCompileOptions co;
+  co.arch = arch;
+  const CompiledHines compiled = compile_hines(c.plan, co);
+  return hines_bundle(c.plan, compiled.schedule, system, compiled.code.cubin, compiled.code.ptx, arch);
+}
+
+nlohmann::json hines_options_json(const HinesOptions& o) {
+  return {{"decomposition", o.decomposition == HinesDecomposition::minimal ? "minimal" : "fine"},
+          {"k", o.k},
+          {"k_large", o.k_large},
+          {"depth", o.depth},
+          {"block_threads", o.block_threads},
+          {"code", o.code}};
+}
+
+HinesOptions hines_options_from_json(const nlohmann::json& j, HinesOptions base, const std::string& name) {
+  if (!j.is_object()) throw InputError(SourceLocation::in_file(name), "Hines options are not a JSON object");
+  const auto integer = [&](const char* key, std::int32_t& field) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number_integer())
+      throw InputError(SourceLocation::in_file(name), fmt::format("Hines option '{}' is not an integer", key));
+    field = j[key].get<std::int32_t>();
+  };
+  integer("k", base.k);
+  integer("k_large", base.k_large);
+  integer("depth", base.depth);
+  integer("block_threads", base.block_threads);
+  if (j.contains("decomposition")) {
+    const std::string d = j["decomposition"].is_string() ? j["decomposition"].get<std::string>() : "";
+    if (d != "fine" && d != "minimal")
+      throw InputError(SourceLocation::in_file(name), "Hines option 'decomposition' is neither fine nor minimal");
+    base.decomposition = d == "minimal" ? HinesDecomposition::minimal : HinesDecomposition::fine;
+  }
+  if (j.contains("code")) {
+    if (!j["code"].is_string()) throw InputError(SourceLocation::in_file(name), "Hines option 'code' is not a string");
+    base.code = j["code"].get<std::string>();
+  }
+  return base;
+}
+
+TuningKey hines_tuning_key(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const std::string& gpu,
+                           const std::string& compute_capability) {
+  TuningKey key;
+  key.op = "hines";
+  key.fingerprint = fmt::format("{:016x}", rt::fnv1a64(hines_reference_bytes(system)));
+  key.params = {{"rows", system.size()}, {"cells", system.num_cells()}, {"rhs", rhs}, {"dtype", dtype}};
+  key.gpu = gpu;
+  key.compute_capability = compute_capability;
+  key.generator_version = kVersion;
+  return key;
+}
+
+TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const HinesBuilder& build,
+                        HinesMeasurer& measurer, const TuneOptions& options,
+                        const std::function<void(const TuneProgress&)>& progress) {
+  const std::size_t n = space.candidates.size();
+  if (n == 0) throw UsageError("tune: the Hines search space has no candidates");
+  const Clock::time_point t0 = Clock::now();
+  const std::size_t jobs = options.jobs > 0 ? static_cast<std::size_t>(options.jobs)
+                                            : std::max(1u, std::thread::hardware_concurrency());
+  TuningRecord record;
+  record.key = key;
+  std::deque<Compiled> running;
+  std::size_t next = 0, done = 0, best = n;
+  double best_us = std::numeric_limits<double>::infinity(), compile_total = 0;
+  bool budget_hit = false;
+  const auto may_start = [&] {
+    if (next == 0 || options.budget_seconds <= 0) return true;
+    const double expected = std::max(options.expected_compile_seconds, done ? compile_total / static_cast<double>(done) : 0.0);
+    budget_hit = budget_hit || seconds_since(t0) + expected > options.budget_seconds;
+    return !budget_hit;
+  };
+  for (;;) {
+    while (running.size() < jobs && next < n && may_start()) {
+      const std::size_t i = next++;
+      running.push_back({i, std::async(std::launch::async,
+                                       [&build, &space, i]() -> std::pair<rt::Bundle, std::string> {
+                                         try {
+                                           return {build(space.candidates[i]), {}};
+                                         } catch (const std::exception& e) {
+                                           return {rt::Bundle{}, std::string("compile: ") + e.what()};
+                                         }
+                                       }),
+                         Clock::now()});
+    }
+    if (running.empty()) break;
+    Compiled c = std::move(running.front());
+    running.pop_front();
+    auto [bundle, error] = c.result.get();
+    const HinesCandidate& cand = space.candidates[c.index];
+    CandidateTiming t;
+    t.label = cand.label;
+    t.options = hines_options_json(cand.options);
+    t.compile_seconds = seconds_since(c.started);
+    compile_total += t.compile_seconds;
+    t.error = error;
+    if (error.empty()) {
+      Measurement m;
+      try {
+        m = measurer.measure(cand, bundle);
+      } catch (const std::exception& e) {
+        m.error = std::string("run: ") + e.what();
+      }
+      t.verified = m.verified;
+      t.rel_error = m.rel_error;
+      t.error = m.error;
+      if (m.verified) t.median_us = m.median_us;
+    }
+    if (t.verified && t.median_us < best_us) {
+      best_us = t.median_us;
+      best = c.index;
+    }
+    if (cand.is_default && t.verified) record.default_us = t.median_us;
+    ++done;
+    record.timings.push_back(t);
+    if (progress) {
+      TuneProgress p;
+      p.done = done;
+      p.planned = done + running.size() + (budget_hit ? 0 : n - next);
+      p.elapsed_seconds = seconds_since(t0);
+      p.eta_seconds = p.elapsed_seconds / static_cast<double>(done) * static_cast<double>(p.planned - done);
+      p.label = cand.label;
+      p.verified = t.verified;
+      p.median_us = t.median_us;
+      p.best_label = best < n ? space.candidates[best].label : std::string();
+      p.best_us = best_us;
+      progress(p);
+    }
+  }
+  std::size_t winner = best;
+  if (winner == n)
+    for (std::size_t i = 0; i < n; ++i)
+      if (space.candidates[i].is_default) winner = i;
+  if (winner == n) winner = 0;
+  record.winner = space.candidates[winner].label;
+  record.winner_options = hines_options_json(space.candidates[winner].options);
+  record.winner_us = best < n ? best_us : std::numeric_limits<double>::quiet_NaN();
+  record.strategy = "exhaustive";
+  if (budget_hit)
+    record.strategy += fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)", options.budget_seconds,
+                                   done, n);
+  record.tuning_seconds = seconds_since(t0);
+  record.recorded_at = utc_timestamp();
+  return record;
+}
+
+}  // namespace sparsecc::tune
