@@ -1,6 +1,7 @@
-// The no-GPU performance predictor: features of real plans, JSON round trips and errors, the shipped
-// coefficients, the fit (recovery of a known model, determinism), ranking and evaluation, and, when
-// timings recorded on a Hopper GPU are checked in, how well the shipped model ranks them.
+// The no-GPU performance predictor: features of real plans and the terms derived from them, JSON round
+// trips and errors, the shipped coefficients, the fit (recovery of a known model, determinism,
+// ranking despite per-problem constants), ranking and evaluation, and, when timings recorded on a
+// Hopper GPU are checked in, how well the shipped model ranks them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +119,27 @@ TEST(TunePredictor, FeaturesAreFiniteAndDeterministic) {
   EXPECT_THROW(spmm_features(empty, a), UsageError);
 }
 
+TEST(TunePredictor, TermsAreTheFeaturesAndTheDerivedTerms) {
+  const auto features = spmm_feature_names();
+  const auto terms = spmm_predictor_term_names();
+  ASSERT_GT(terms.size(), features.size());
+  EXPECT_TRUE(std::equal(features.begin(), features.end(), terms.begin()));
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    for (std::size_t j = i + 1; j < terms.size(); ++j) EXPECT_NE(terms[i], terms[j]);
+  const auto derived = std::find(terms.begin(), terms.end(), "bound_imbalance_us");
+  ASSERT_NE(derived, terms.end());
+  const CsrMatrix a = random_csr(96, 80, 0.1, 11, true);
+  const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, "f32"};
+  const std::vector<double> f = spmm_features(plan_spmm(a, pr, options(4, 64, 1)), a);
+  ASSERT_GT(f[index_of("imbalance")], 0.0);
+  const std::vector<double> x = spmm_predictor_terms(f);
+  ASSERT_EQ(x.size(), terms.size());
+  for (std::size_t i = 0; i < f.size(); ++i) EXPECT_EQ(x[i], f[i]) << terms[i];
+  EXPECT_DOUBLE_EQ(x[static_cast<std::size_t>(derived - terms.begin())],
+                   f[index_of("bound_us")] * f[index_of("imbalance")]);
+  EXPECT_THROW(spmm_predictor_terms({1.0, 2.0}), UsageError);
+}
+
 TEST(TunePredictor, MoreWorkCostsMore) {
   // The same tiling over twice the columns (a grid of more blocks than SMs either way): more issue
   // slots, DRAM traffic and code fetched.
@@ -193,6 +215,16 @@ TEST(TunePredictor, PredictorJsonRoundTripAndErrors) {
   f[index_of("fetch_us")] = 100.0;  // not in the predictor
   EXPECT_DOUBLE_EQ(sub2.predict_us(f), 6.5);
   EXPECT_THROW(sub2.predict_us({1.0}), UsageError);
+  // A derived term is computed from the features it is named after.
+  Predictor derived;
+  derived.features = {"bound_imbalance_us", "launch"};
+  derived.coefficients = {2.0, 0.5};
+  const Predictor derived2 = predictor_from_json(to_json(derived), "derived.json");
+  f[index_of("bound_us")] = 3.0;
+  f[index_of("imbalance")] = 0.25;
+  EXPECT_DOUBLE_EQ(derived2.predict_us(f), 2.0 * 3.0 * 0.25 + 0.5);
+  // The term values themselves are not accepted in place of the features.
+  EXPECT_THROW(derived2.predict_us(spmm_predictor_terms(f)), UsageError);
 
   const auto broken = [&](const std::function<void(json&)>& edit, const std::string& field) {
     json k = j;
@@ -221,6 +253,7 @@ TEST(TunePredictor, ShippedPredictorParsesAndPredictsPositiveTimes) {
   EXPECT_FALSE(p.fitted_on.empty());
   EXPECT_FALSE(p.features.empty());
   ASSERT_EQ(p.features.size(), p.coefficients.size());
+  EXPECT_EQ(p.features, spmm_predictor_term_names());
   const Predictor again = predictor_from_json(json::parse(shipped_predictor_json()), "shipped");
   EXPECT_EQ(again.coefficients, p.coefficients);
   // The shipped file is the one in the source tree.
@@ -239,9 +272,10 @@ TEST(TunePredictor, ShippedPredictorParsesAndPredictsPositiveTimes) {
   EXPECT_GT(p.predict_us(std::vector<double>(spmm_feature_names().size(), 0.0)), 0.0);
 }
 
-// Synthetic problems whose times follow a known non-negative linear model of the features.
+// Synthetic problems whose times follow a known non-negative linear model of the terms, plus a
+// constant a problem (offset x its index) that no term explains.
 std::vector<PredictorSample> synthetic_samples(const std::vector<double>& truth, int problems, int candidates,
-                                               std::uint64_t seed) {
+                                               std::uint64_t seed, double offset = 0.0) {
   SplitMix64 rng(seed);
   const std::size_t d = spmm_feature_names().size();
   std::vector<PredictorSample> out;
@@ -253,7 +287,9 @@ std::vector<PredictorSample> synthetic_samples(const std::vector<double>& truth,
       s.features.assign(d, 0.0);
       for (std::size_t i = 0; i < d; ++i)
         s.features[i] = i == 0 ? 1.0 : scale * (0.5 + 0.5 * (rng.uniform_pm1() + 1.0));
-      for (std::size_t i = 0; i < d; ++i) s.median_us += truth[i] * s.features[i];
+      const std::vector<double> x = spmm_predictor_terms(s.features);
+      s.median_us = offset * static_cast<double>(p);
+      for (std::size_t i = 0; i < x.size(); ++i) s.median_us += truth[i] * x[i];
       out.push_back(std::move(s));
     }
   }
@@ -261,7 +297,7 @@ std::vector<PredictorSample> synthetic_samples(const std::vector<double>& truth,
 }
 
 std::vector<double> truth_coefficients() {
-  std::vector<double> truth(spmm_feature_names().size(), 0.0);
+  std::vector<double> truth(spmm_predictor_term_names().size(), 0.0);
   for (std::size_t i = 0; i < truth.size(); ++i)
     truth[i] = i % 3 == 2 ? 0.0 : 0.3 + 0.2 * static_cast<double>(i);
   return truth;
@@ -274,8 +310,9 @@ TEST(TunePredictor, FitRecoversAKnownLinearModel) {
   EXPECT_EQ(p.version, kSpmmFeatureVersion);
   EXPECT_EQ(p.fitted_on, "synthetic");
   EXPECT_EQ(p.samples, static_cast<std::int64_t>(samples.size()));
-  EXPECT_EQ(p.features, spmm_feature_names());
+  EXPECT_EQ(p.features, spmm_predictor_term_names());
   ASSERT_EQ(p.coefficients.size(), truth.size());
+  EXPECT_GT(truth.back(), 0.0);  // the derived term is part of the model
   for (std::size_t i = 0; i < truth.size(); ++i) {
     EXPECT_GE(p.coefficients[i], 0.0);
     EXPECT_NEAR(p.coefficients[i], truth[i], 0.02 * (1.0 + truth[i])) << p.features[i];
@@ -288,6 +325,25 @@ TEST(TunePredictor, FitRecoversAKnownLinearModel) {
   EXPECT_LT(e.geomean_top1_over_best, 1.01);
   ASSERT_EQ(e.per_problem.size(), 12u);
   for (const json& row : e.per_problem) EXPECT_EQ(row["best_rank"], 1) << row.dump();
+}
+
+TEST(TunePredictor, FitRanksDespiteConstantsNoTermExplains) {
+  // Every problem's times are shifted by a constant of its own that no term explains, so no
+  // coefficients fit the times exactly: the fit's within-problem part still picks a candidate within
+  // 5 % of each problem's best, with the best in the top 3. (Fitted on the times alone, the top choice
+  // of one of these problems is 15 % slow, of two others 5 and 10 %.)
+  const auto samples = synthetic_samples(truth_coefficients(), 12, 16, 21, 4.0);
+  const Predictor p = fit_predictor(samples, "offsets");
+  for (double c : p.coefficients) {
+    EXPECT_GE(c, 0.0);
+    EXPECT_TRUE(std::isfinite(c));
+  }
+  const PredictorEvaluation e = evaluate_predictor(p, samples);
+  EXPECT_EQ(e.problems, 12);
+  EXPECT_EQ(e.top1_within_10pct, 1.0) << e.per_problem.dump(1);
+  EXPECT_EQ(e.top3_contains_best, 1.0) << e.per_problem.dump(1);
+  EXPECT_LT(e.geomean_top1_over_best, 1.01);
+  for (const json& row : e.per_problem) EXPECT_LT(row["ratio"].get<double>(), 1.05) << row.dump();
 }
 
 TEST(TunePredictor, FitIsDeterministicAndChecksItsInput) {
@@ -372,9 +428,10 @@ TEST(TunePredictor, EvaluateScoresEachProblemWithTwoOrMoreSamples) {
 
 // Timings of candidate plans recorded on an H100 (plan sweeps over the SparseRT problems 1-11, ResNet-50
 // and Transformer layers of DLMC, exported as predictor samples). Regression floors, a little under what
-// the shipped model reaches (fitted on ResNet-50 timings only: 77 % of top choices within 10 % of the
-// best, 1.09x geomean slowdown over all 35 problems), and a model fitted here on the ResNet-50 problems
-// of this file alone, scored on the Transformer problems it never saw (78 %).
+// the shipped model reaches (fitted on ResNet-50 timings only: 74 % of top choices within 10 % of the
+// best, the best in the top 3 on 43 %, 1.09x geomean slowdown over all 35 problems), and a model fitted
+// here on the ResNet-50 problems of this file alone, scored on the Transformer problems it never saw
+// (78 % / 67 %).
 TEST(TunePredictor, ShippedModelRanksRecordedH100Timings) {
   const auto path = test::source_dir() / "tests/data/tuning/h100_spmm_timings.json";
   if (!std::filesystem::exists(path))
@@ -396,11 +453,13 @@ TEST(TunePredictor, ShippedModelRanksRecordedH100Timings) {
             << e.top3_contains_best << ", geomean top-1 / best " << e.geomean_top1_over_best << "\n";
   ASSERT_GT(e.problems, 30);
   EXPECT_GE(e.top1_within_10pct, 0.7) << e.per_problem.dump(1);
+  EXPECT_GE(e.top3_contains_best, 0.4);
   EXPECT_LE(e.geomean_top1_over_best, 1.12);
   const PredictorEvaluation held_out = evaluate_predictor(fit_predictor(rn50, "ResNet-50 problems"), transformer);
   std::cout << "fitted on ResNet-50, scored on " << held_out.problems << " Transformer problems: top-1 within 10 % "
             << held_out.top1_within_10pct << ", top-3 holds the best " << held_out.top3_contains_best << "\n";
   EXPECT_GE(held_out.top1_within_10pct, 0.7);
+  EXPECT_GE(held_out.top3_contains_best, 0.6);
 }
 
 }  // namespace

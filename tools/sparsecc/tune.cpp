@@ -60,6 +60,7 @@ struct TuneArgs {
   int batch = 1;
   int first = 0;
   int limit = 0;
+  bool dtype_given = false;
   int cells = 1;  // SWC inputs (Hines)
   int resolution = 1;
   int rhs = 1;
@@ -217,8 +218,9 @@ int run_evaluate(const TuneArgs& args) {
 // SWC inputs: the Hines solver of their forest — its search space (--space), or every candidate
 // timed on the GPU and the record merged into the database.
 int run_hines_tune(const TuneArgs& args) {
-  const std::string dtype = args.dtype == "f32" || args.dtype == "f64" ? args.dtype : std::string();
-  if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + args.dtype);
+  const std::string given = args.dtype_given ? args.dtype : "f64";
+  const std::string dtype = given == "f32" || given == "f64" ? given : std::string();
+  if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + given);
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
   const tune::HinesSpaceDims dims;
@@ -411,7 +413,11 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");
   cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
   cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON");
-  cmd->callback([&run, args] { run = [args] { return run_tune(*args); }; });
+  cmd->callback([&run, args, cmd] {
+    // SWC inputs default to the Hines solver's f64 (the dtype default is SpMM's f32).
+    args->dtype_given = cmd->count("--dtype") > 0;
+    run = [args] { return run_tune(*args); };
+  });
 }
 
 }  // namespace sparsecc::cli

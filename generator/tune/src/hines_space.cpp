@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <future>
 #include <set>
+#include <thread>
 
 #include "sparsecc/common/error.hpp"
 
@@ -14,61 +17,119 @@ std::string hines_label(const HinesOptions& o, const HinesPlan& plan) {
   return fmt::format("K{}/KL{}/D{}/BT{}", o.k, o.k_large ? o.k_large : o.k, plan.depth(), plan.block_threads);
 }
 
+struct Planned {
+  std::string point;
+  std::string error;  // why the point is rejected; empty when candidate holds its plan
+  HinesCandidate candidate;
+};
+
+Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const HinesOptions& o,
+                   bool is_default, const std::string& point) {
+  Planned p;
+  p.point = point;
+  try {
+    p.candidate.plan = plan_hines(system, rhs, dtype, o);
+  } catch (const UsageError& e) {
+    p.error = e.what();
+    return p;
+  }
+  if (const auto errors = check_hines_plan(p.candidate.plan); !errors.empty()) {
+    p.error = is_default ? "the default Hines plan is invalid: " + errors.front() : errors.front();
+    return p;
+  }
+  p.candidate.options = o;
+  p.candidate.is_default = is_default;
+  p.candidate.label = hines_label(o, p.candidate.plan);
+  return p;
+}
+
+// Equal for equal plans of one system (the system and R are the space's): the execution choices and
+// every level's K and junctions (which determine its chains, domain and gathers) and the base.
+std::string plan_signature(const HinesPlan& plan) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](std::int64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ static_cast<std::uint8_t>(v >> (8 * i))) * 1099511628211ull;
+  };
+  for (const HinesLevel& l : plan.levels) {
+    mix(l.k);
+    mix(static_cast<std::int64_t>(l.junctions.size()));
+    for (const std::int32_t j : l.junctions) mix(j);
+  }
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{:016x}", to_string(plan.decomposition), plan.depth(), plan.grid_levels,
+                     plan.block_threads, plan.threads_per_block, to_string(plan.code), plan.base_size(), h);
+}
+
 }  // namespace
 
 HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
                        const HinesOptions& base, const HinesSpaceDims& dims) {
   HinesSpace space;
-  std::set<std::string> seen;  // plans already taken, as JSON text
-  const auto add = [&](const HinesOptions& o, bool is_default, const std::string& point) {
+  std::set<std::string> seen;  // plans already taken, by plan_signature
+  const auto add = [&](Planned&& p) {
     ++space.points;
-    HinesCandidate c;
-    try {
-      c.plan = plan_hines(system, rhs, dtype, o);
-    } catch (const UsageError& e) {
-      if (is_default) throw;
-      space.rejected.emplace_back(point, e.what());
+    if (!p.error.empty()) {
+      space.rejected.emplace_back(p.point, p.error);
       return;
     }
-    if (const auto errors = check_hines_plan(c.plan); !errors.empty()) {
-      if (is_default) throw UsageError("the default Hines plan is invalid: " + errors.front());
-      space.rejected.emplace_back(point, errors.front());
-      return;
-    }
-    if (!seen.insert(to_json(c.plan).dump()).second) return;  // the same plan again
-    c.options = o;
-    c.is_default = is_default;
-    c.label = hines_label(o, c.plan);
-    space.candidates.push_back(std::move(c));
+    if (!seen.insert(plan_signature(p.candidate.plan)).second) return;  // the same plan again
+    space.candidates.push_back(std::move(p.candidate));
   };
 
-  add(base, true, "default");
+  // The default plan; its errors are the caller's.
+  Planned d = plan_point(system, rhs, dtype, base, true, "default");
+  if (!d.error.empty()) throw UsageError(d.error);
+  add(std::move(d));
+
+  // One task per (K, K large, block threads): the depth rule's plan, then one level fewer and more.
+  // Plans of large forests take a while each, so the tasks run in parallel, a chunk of them at a
+  // time (bounding the plans alive at once), and are taken in order, which keeps the space
+  // deterministic.
+  struct Triple {
+    std::int32_t k, k_large, threads;
+  };
+  std::vector<Triple> triples;
   for (const std::int32_t k : dims.k)
     for (const std::int32_t k_large : dims.k_large)
-      for (const std::int32_t threads : dims.block_threads) {
-        HinesOptions o = base;
-        o.k = k;
-        o.k_large = k_large;
-        o.block_threads = threads;
-        o.depth = -1;
-        // The depth rule's choice for these options, then one level fewer or more.
-        std::int32_t rule_depth = -1;
-        try {
-          rule_depth = plan_hines(system, rhs, dtype, o).depth();
-        } catch (const UsageError&) {
-        }
-        for (const std::int32_t offset : dims.depth_offset) {
-          const std::string point = fmt::format("K{}/KL{}/D{}{:+d}/BT{}", k, k_large, "rule", offset, threads);
-          const std::int32_t depth = rule_depth + offset;
-          if (offset != 0 && (rule_depth < 0 || depth < 0 || depth > kHinesMaxDepth)) {
-            ++space.points;
-            space.rejected.emplace_back(point, fmt::format("depth {} is outside 0..{}", depth, kHinesMaxDepth));
-            continue;
-          }
-          o.depth = offset == 0 ? -1 : depth;
-          add(o, false, point);
-        }
+      for (const std::int32_t threads : dims.block_threads) triples.push_back({k, k_large, threads});
+  const auto run_triple = [&](const Triple& t) {
+    std::vector<Planned> out;
+    HinesOptions o = base;
+    o.k = t.k;
+    o.k_large = t.k_large;
+    o.block_threads = t.threads;
+    o.depth = -1;
+    Planned rule = plan_point(system, rhs, dtype, o, false,
+                              fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", 0, t.threads));
+    const std::int32_t rule_depth = rule.error.empty() ? rule.candidate.plan.depth() : -1;
+    for (const std::int32_t offset : dims.depth_offset) {
+      const std::string point = fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", offset, t.threads);
+      if (offset == 0) {
+        out.push_back(rule);
+        continue;
       }
+      const std::int32_t depth = rule_depth + offset;
+      if (rule_depth < 0 || depth < 0 || depth > kHinesMaxDepth) {
+        Planned bad;
+        bad.point = point;
+        bad.error = fmt::format("depth {} is outside 0..{}", depth, kHinesMaxDepth);
+        out.push_back(std::move(bad));
+        continue;
+      }
+      HinesOptions od = o;
+      od.depth = depth;
+      out.push_back(plan_point(system, rhs, dtype, od, false, point));
+    }
+    return out;
+  };
+  const std::size_t chunk = std::max(1u, std::thread::hardware_concurrency());
+  for (std::size_t first = 0; first < triples.size(); first += chunk) {
+    const std::size_t last = std::min(triples.size(), first + chunk);
+    std::vector<std::future<std::vector<Planned>>> running;
+    for (std::size_t i = first; i < last; ++i)
+      running.push_back(std::async(std::launch::async, run_triple, std::cref(triples[i])));
+    for (auto& f : running)
+      for (Planned& p : f.get()) add(std::move(p));
+  }
   return space;
 }
 

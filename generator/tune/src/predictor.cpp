@@ -42,6 +42,16 @@ const std::vector<std::string>& names() {
   return n;
 }
 
+// The features followed by the terms derived from them (see spmm_predictor_terms).
+const std::vector<std::string>& term_names() {
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> t = names();
+    t.push_back("bound_imbalance_us");
+    return t;
+  }();
+  return n;
+}
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Registers a thread of the kernel takes: the plan's cap, or for fp32 plans that the PTX emitter
@@ -89,6 +99,17 @@ double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }
 }  // namespace
 
 std::vector<std::string> spmm_feature_names() { return names(); }
+
+std::vector<std::string> spmm_predictor_term_names() { return term_names(); }
+
+std::vector<double> spmm_predictor_terms(const std::vector<double>& f) {
+  if (f.size() != names().size())
+    throw UsageError(
+        fmt::format("spmm_predictor_terms: {} feature values for the {} features", f.size(), names().size()));
+  std::vector<double> t = f;
+  t.push_back(f[1] * f[6]);  // bound_imbalance_us = bound_us x imbalance
+  return t;
+}
 
 std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const SpmmProblem& pr = plan.problem;
@@ -215,20 +236,21 @@ std::vector<double> features_from_json(const json& j) {
 }
 
 double Predictor::predict_us(const std::vector<double>& f) const {
-  const auto& all = names();
-  if (f.size() != all.size())
-    throw UsageError(fmt::format("predict_us: {} feature values for the {} features", f.size(), all.size()));
+  const auto& all = term_names();
+  if (f.size() != names().size())
+    throw UsageError(fmt::format("predict_us: {} feature values for the {} features", f.size(), names().size()));
   if (coefficients.size() != features.size())
     throw UsageError(
-        fmt::format("predict_us: {} coefficients for {} features", coefficients.size(), features.size()));
+        fmt::format("predict_us: {} coefficients for {} terms", coefficients.size(), features.size()));
+  const std::vector<double> x = spmm_predictor_terms(f);
   double t = 0;
   if (features == all) {
-    for (std::size_t i = 0; i < f.size(); ++i) t += coefficients[i] * f[i];
+    for (std::size_t i = 0; i < x.size(); ++i) t += coefficients[i] * x[i];
   } else {
     for (std::size_t i = 0; i < features.size(); ++i) {
       const auto it = std::find(all.begin(), all.end(), features[i]);
-      if (it == all.end()) throw UsageError(fmt::format("predict_us: unknown feature '{}'", features[i]));
-      t += coefficients[i] * f[static_cast<std::size_t>(it - all.begin())];
+      if (it == all.end()) throw UsageError(fmt::format("predict_us: unknown term '{}'", features[i]));
+      t += coefficients[i] * x[static_cast<std::size_t>(it - all.begin())];
     }
   }
   return std::isfinite(t) ? std::max(t, 1e-3) : std::numeric_limits<double>::max();
@@ -278,16 +300,16 @@ Predictor predictor_from_json(const json& j, const std::string& name) {
   p.samples = j["samples"].get<std::int64_t>();
   const json& fs = j["features"];
   const json& cs = j["coefficients"];
-  if (!fs.is_array() || fs.empty()) fail("features", "expected a non-empty array of feature names");
+  if (!fs.is_array() || fs.empty()) fail("features", "expected a non-empty array of term names");
   if (!cs.is_object()) fail("coefficients", "expected an object {feature: number}");
-  const auto& all = names();
+  const auto& all = term_names();
   for (const json& f : fs) {
-    if (!f.is_string()) fail("features", "expected feature names (strings)");
+    if (!f.is_string()) fail("features", "expected term names (strings)");
     const std::string s = f.get<std::string>();
     if (std::find(all.begin(), all.end(), s) == all.end())
-      fail("features", fmt::format("unknown feature '{}'", s));
+      fail("features", fmt::format("unknown term '{}'", s));
     if (std::find(p.features.begin(), p.features.end(), s) != p.features.end())
-      fail("features", fmt::format("feature '{}' listed twice", s));
+      fail("features", fmt::format("term '{}' listed twice", s));
     const auto it = cs.find(s);
     if (it == cs.end()) fail("coefficients." + s, "missing");
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
@@ -316,41 +338,75 @@ const Predictor& shipped_predictor() {
 }
 
 Predictor fit_predictor(const std::vector<PredictorSample>& samples, const std::string& fitted_on) {
-  const auto& all = names();
+  const std::size_t nf = names().size();
+  const auto& all = term_names();
   const std::size_t d = all.size();
   if (samples.empty()) throw UsageError("fit_predictor: no samples");
-  std::map<std::string, double> per_problem;
+  // Samples by problem, problems in order of first appearance, samples in input order.
+  std::vector<std::vector<std::size_t>> problems;
+  std::map<std::string, std::size_t> problem_index;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const PredictorSample& s = samples[i];
-    if (s.features.size() != d)
+    if (s.features.size() != nf)
       throw UsageError(fmt::format("fit_predictor: sample {} ({}) has {} features, expected {}", i, s.problem,
-                                   s.features.size(), d));
+                                   s.features.size(), nf));
     for (double v : s.features)
       if (!std::isfinite(v))
         throw UsageError(fmt::format("fit_predictor: sample {} ({}) has a non-finite feature", i, s.problem));
     if (!(s.median_us > 0) || !std::isfinite(s.median_us))
       throw UsageError(fmt::format("fit_predictor: sample {} ({}) has time {}, expected a positive number", i,
                                    s.problem, s.median_us));
-    per_problem[s.problem] += 1;
+    const auto [it, fresh] = problem_index.try_emplace(s.problem, problems.size());
+    if (fresh) problems.emplace_back();
+    problems[it->second].push_back(i);
   }
-  // Normal equations of the weighted relative error: rows f_i / t_i, target 1, weight w_i.
+  // Normal equations. A problem's rows are a_i = x_i / t_i (target 1, weight 1 / n_p) for the
+  // relative error of the times, and the same rows with the problem's constant eliminated, a_i and
+  // the target each minus u_i (sum_k u_k a_k) / (sum_k u_k^2) with u_i = 1 / t_i, for the relative
+  // error of the differences (weight alpha / n_p).
+  constexpr double kRankWeight = 5;  // alpha
   std::vector<double> g(d * d, 0.0), h(d, 0.0);
-  double wsum = 0;
-  for (const PredictorSample& s : samples) {
-    const double w = 1.0 / per_problem[s.problem];
-    wsum += w;
-    for (std::size_t r = 0; r < d; ++r) {
-      const double ar = s.features[r] / s.median_us;
-      h[r] += w * ar;
-      for (std::size_t c = 0; c < d; ++c) g[r * d + c] += w * ar * (s.features[c] / s.median_us);
+  std::vector<double> a, pa(d), row(d);
+  for (const std::vector<std::size_t>& members : problems) {
+    const std::size_t n = members.size();
+    const double w = 1.0 / static_cast<double>(n);
+    a.assign(n * d, 0.0);
+    std::vector<double> u(n);
+    double uu = 0, uy = 0;
+    std::fill(pa.begin(), pa.end(), 0.0);
+    for (std::size_t r = 0; r < n; ++r) {
+      const PredictorSample& s = samples[members[r]];
+      const std::vector<double> x = spmm_predictor_terms(s.features);
+      u[r] = 1.0 / s.median_us;
+      for (std::size_t j = 0; j < d; ++j) a[r * d + j] = x[j] / s.median_us;
+      uu += u[r] * u[r];
+      uy += u[r];
+      for (std::size_t j = 0; j < d; ++j) pa[j] += u[r] * a[r * d + j];
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      const double* ar = &a[r * d];
+      // Relative error of the times.
+      for (std::size_t j = 0; j < d; ++j) {
+        h[j] += w * ar[j];
+        for (std::size_t k = 0; k < d; ++k) g[j * d + k] += w * ar[j] * ar[k];
+      }
+      // Relative error of the differences: the row and target projected off u.
+      const double scale = u[r] / uu;
+      for (std::size_t j = 0; j < d; ++j) row[j] = ar[j] - scale * pa[j];
+      const double y = 1.0 - scale * uy;
+      for (std::size_t j = 0; j < d; ++j) {
+        h[j] += kRankWeight * w * row[j] * y;
+        for (std::size_t k = 0; k < d; ++k) g[j * d + k] += kRankWeight * w * row[j] * row[k];
+      }
     }
   }
-  for (double& v : g) v /= wsum;
-  for (double& v : h) v /= wsum;
+  const double norm = static_cast<double>(problems.size()) * (1.0 + kRankWeight);
+  for (double& v : g) v /= norm;
+  for (double& v : h) v /= norm;
   // Scale-free ridge: lambda * s_j^2 with s_j^2 = G_jj.
   constexpr double kLambda = 1e-4;
   for (std::size_t j = 0; j < d; ++j) g[j * d + j] *= 1.0 + kLambda;
-  // Cyclic projected coordinate descent from 0 (features that are 0 everywhere keep coefficient 0).
+  // Cyclic projected coordinate descent from 0 (terms that are 0 everywhere keep coefficient 0).
   std::vector<double> c(d, 0.0);
   for (int sweep = 0; sweep < 200000; ++sweep) {
     double change = 0, size = 0;

@@ -29,21 +29,35 @@
 //   reduce_us   the hand-over of groups 1.. to group 0 through shared memory, for plans that do it:
 //               waves x (a 64-cycle barrier + 2 cycles per row and extra group).
 //   imbalance   the largest block row's nonzeros over the mean, minus 1 (0 when balanced).
-// Predicted time: the sum over the predictor's features of coefficient x feature (at least 1e-3 us).
 //
-// Fit (fit_predictor): non-negative least squares on the relative error,
-//   minimise sum_i w_i ((sum_j c_j f_ij - t_i) / t_i)^2 + lambda sum_j s_j^2 c_j^2,  c_j >= 0,
-// with w_i = 1 / (samples of i's problem), so that every problem counts alike, s_j^2 the weighted
-// mean of (f_ij / t_i)^2 (a scale-free ridge) and lambda = 1e-4. Solved by cyclic projected
-// coordinate descent on the normal equations, from c = 0 in feature order until no coefficient moves
-// by more than 1e-13 of the largest: no randomness, the same samples give bit-identical coefficients.
+// Terms (spmm_predictor_terms): the predictor's inputs, the features above and, derived from them
+// (so stored features need no recomputation), bound_imbalance_us = bound_us x imbalance: the time the
+// slowest block row adds to the instruction-stream bound, which takes the mean block row's path.
+// Predicted time: the sum over the predictor's terms of coefficient x term (at least 1e-3 us).
+//
+// Fit (fit_predictor): non-negative least squares on the relative error of the times and of their
+// differences within a problem (what ranking its candidates needs),
+//   minimise sum_p (1 / n_p) sum_{i in p} [ r_i^2 + alpha (r_i + d_p / t_i)^2 ] + ridge,  c_j >= 0,
+//   r_i = (sum_j c_j x_ij - t_i) / t_i,
+// over the coefficients c and a free constant d_p (microseconds) a problem: the first part scores
+// the predicted times, the second only their differences within a problem (the constant a problem
+// shifts all its candidates by does not change their order). n_p is the number of samples of i's
+// problem p, so that every problem counts alike; alpha = 5 (kRankWeight); the ridge is lambda x
+// s_j^2 c_j^2 with s_j^2 the weighted mean of the objective's squared j-th column (scale-free) and
+// lambda = 1e-4. The d_p are eliminated in closed form (each problem's columns projected off its
+// 1 / t_i); the rest is solved by cyclic projected coordinate descent on the normal equations, from
+// c = 0 in term order until no coefficient moves by more than 1e-13 of the largest: no randomness,
+// the same samples in the same order give bit-identical coefficients. alpha was chosen, with the
+// bound_imbalance_us term, by cross-validation over the ResNet-50 timings (problems of one matrix
+// shape held out at a time).
 //
 // The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) were fitted
-// on 1721 plans of 35 problems timed on an H100 (sparsecc_bench --sweep, SparseRT problems 1-11). On
-// those the predicted best is within 10 % of the measured best on 74 % of the problems (the
-// inspector's fixed rule: 46 %) and 1.10x slower in geometric mean (the rule: 1.17x); the predicted
-// top 3 holds the measured best on 49 % (many candidates lie within 1-3 % of each other). Fitted on
-// the 26 ResNet-50 problems alone, the Transformer problems score 78 % / 67 %.
+// on ResNet-50 timings only (DLMC 90 %, H100: plan sweeps of SparseRT problems 1-8 and two tuning runs
+// over the 54 layers; 80 problems, 2290 timed plans). Held out by matrix shape, the fit puts its top
+// choice within 10 % of the measured best on 66 % of those problems (the features alone fitted on the
+// times only: 59 %) and the measured best in its top 3 on 35 % (30 %); on the 15 Transformer problems
+// timed on the H100 (sweeps and tuning runs, none fitted on) 80 % / 67 % (73 % / 60 %). Many
+// candidates lie within 1-3 % of each other, about as far apart as two timings of one plan.
 #pragma once
 
 #include <cstddef>
@@ -71,21 +85,27 @@ nlohmann::json features_json(const std::vector<double>& f);  // {name: value}; U
 // throws UsageError naming a missing or non-numeric feature.
 std::vector<double> features_from_json(const nlohmann::json& j);
 
+// The predictor's terms: the features (spmm_feature_names() order) followed by the derived terms.
+std::vector<std::string> spmm_predictor_term_names();
+// The terms' values for features in spmm_feature_names() order; UsageError on a size mismatch.
+std::vector<double> spmm_predictor_terms(const std::vector<double>& features);
+
 struct Predictor {
   int version = kSpmmFeatureVersion;  // bump when the feature set changes
   std::string fitted_on;              // free text: GPU and data set
   std::int64_t samples = 0;
-  std::vector<std::string> features;  // names, in the order of coefficients
+  std::vector<std::string> features;  // term names (spmm_predictor_term_names()), in the order of coefficients
   std::vector<double> coefficients;
-  // Sum of coefficient x feature, `features` in spmm_feature_names() order (the predictor's own names
-  // are looked up there); at least 1e-3 us. Throws UsageError on a size mismatch or an unknown name.
+  // Sum of coefficient x term for `features` in spmm_feature_names() order (the predictor's terms are
+  // computed from them and looked up by name); at least 1e-3 us. Throws UsageError on a size mismatch
+  // or an unknown name.
   double predict_us(const std::vector<double>& features) const;
 };
 
-// {"version", "fitted_on", "samples", "features": [names, in order], "coefficients": {name: value}}.
+// {"version", "fitted_on", "samples", "features": [term names, in order], "coefficients": {name: value}}.
 nlohmann::json to_json(const Predictor& p);
 // Throws InputError naming `name` and the field: missing or mistyped fields, another version,
-// unknown features, coefficients that are not finite and non-negative.
+// unknown terms, coefficients that are not finite and non-negative.
 Predictor predictor_from_json(const nlohmann::json& j, const std::string& name);
 // A predictor file (what `sparsecc tune --fit` writes): InputError naming the file, and the byte of a
 // JSON syntax error.
