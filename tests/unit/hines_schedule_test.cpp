@@ -146,6 +146,29 @@ TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
     }
 }
 
+// A decomposition deep enough to leave no base rows (every junction eliminated) still emits a module
+// that compiles, and its plan solves the system.
+TEST(HinesSchedule, EmptyBaseCompiles) {
+  const HinesSystem cell = assemble_hines(make_demo_neuron());
+  HinesPlan plan;
+  bool found = false;
+  for (int depth = 1; depth <= kHinesMaxDepth && !found; ++depth) {
+    HinesOptions o;
+    o.k = 6;
+    o.depth = depth;
+    try {
+      plan = plan_hines(cell, 2, "f32", o);
+    } catch (const UsageError&) {
+      break;
+    }
+    found = plan.base_size() == 0;
+  }
+  ASSERT_TRUE(found) << "no depth leaves an empty base";
+  EXPECT_TRUE(check_hines_plan(plan).empty());
+  const CompiledHines c = compile_hines(plan);
+  EXPECT_FALSE(c.code.cubin.empty());
+}
+
 // The code mode: auto unrolls the bases within the budget and keeps tables above it, forced modes are
 // honoured or refused with a reason, and the unrolled module carries one function per distinct base
 // structure with the parents as immediates, deterministically.

@@ -429,7 +429,7 @@ TEST(TunePredictor, EvaluateScoresEachProblemWithTwoOrMoreSamples) {
 // Timings of candidate plans recorded on an H100 (plan sweeps over the SparseRT problems 1-11, ResNet-50
 // and Transformer layers of DLMC, exported as predictor samples). Regression floors, a little under what
 // the shipped model reaches (fitted on ResNet-50 timings only: 74 % of top choices within 10 % of the
-// best, the best in the top 3 on 43 %, 1.09x geomean slowdown over all 35 problems), and a model fitted
+// best, the best in the top 3 on 49 %, 1.09x geomean slowdown over all 35 problems), and a model fitted
 // here on the ResNet-50 problems of this file alone, scored on the Transformer problems it never saw
 // (78 % / 67 %).
 TEST(TunePredictor, ShippedModelRanksRecordedH100Timings) {
