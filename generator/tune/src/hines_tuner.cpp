@@ -127,18 +127,7 @@ TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const Hin
     t.compile_seconds = seconds_since(c.started);
     compile_total += t.compile_seconds;
     t.error = error;
-    if (error.empty()) {
-      Measurement m;
-      try {
-        m = measurer.measure(cand, bundle);
-      } catch (const std::exception& e) {
-        m.error = std::string("run: ") + e.what();
-      }
-      t.verified = m.verified;
-      t.rel_error = m.rel_error;
-      t.error = m.error;
-      if (m.verified) t.median_us = m.median_us;
-    }
+    if (error.empty()) record_measurement(t, [&] { return measurer.measure(cand, bundle); });
     if (t.verified && t.median_us < best_us) {
       best_us = t.median_us;
       best = c.index;
@@ -146,19 +135,9 @@ TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const Hin
     if (cand.is_default && t.verified) record.default_us = t.median_us;
     ++done;
     record.timings.push_back(t);
-    if (progress) {
-      TuneProgress p;
-      p.done = done;
-      p.planned = done + running.size() + (budget_hit ? 0 : n - next);
-      p.elapsed_seconds = seconds_since(t0);
-      p.eta_seconds = p.elapsed_seconds / static_cast<double>(done) * static_cast<double>(p.planned - done);
-      p.label = cand.label;
-      p.verified = t.verified;
-      p.median_us = t.median_us;
-      p.best_label = best < n ? space.candidates[best].label : std::string();
-      p.best_us = best_us;
-      progress(p);
-    }
+    if (progress)
+      progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : n - next), seconds_since(t0), t,
+                             best < n ? space.candidates[best].label : std::string(), best_us));
   }
   std::size_t winner = best;
   if (winner == n)

@@ -37,6 +37,34 @@ struct Running {
 
 }  // namespace
 
+void record_measurement(CandidateTiming& t, const std::function<Measurement()>& measure) {
+  Measurement m;
+  try {
+    m = measure();
+  } catch (const std::exception& e) {
+    m.error = std::string("run: ") + e.what();
+  }
+  t.verified = m.verified;
+  t.rel_error = m.rel_error;
+  t.error = m.error;
+  if (m.verified) t.median_us = m.median_us;
+}
+
+TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
+                           const std::string& best_label, double best_us) {
+  TuneProgress p;
+  p.done = done;
+  p.planned = planned;
+  p.elapsed_seconds = elapsed_seconds;
+  p.eta_seconds = done ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(planned - done) : 0.0;
+  p.label = t.label;
+  p.verified = t.verified;
+  p.median_us = t.median_us;
+  p.best_label = best_label;
+  p.best_us = best_us;
+  return p;
+}
+
 rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
                                   const std::vector<double>& bias) {
   const EmittedKernel kernel = emit_spmm(c.plan, a, c.emitter, arch);
@@ -158,16 +186,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     if (!built.error.empty()) {
       t.error = built.error;
     } else {
-      Measurement m;
-      try {
-        m = measurer.measure(c, built.bundle);
-      } catch (const std::exception& e) {
-        m.error = std::string("run: ") + e.what();
-      }
-      t.verified = m.verified;
-      t.rel_error = m.rel_error;
-      t.error = m.error;
-      if (m.verified) t.median_us = m.median_us;
+      record_measurement(t, [&] { return measurer.measure(c, built.bundle); });
     }
     if (t.verified && t.median_us < best_us) {
       best_us = t.median_us;
@@ -176,19 +195,9 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     if (c.is_default && t.verified) record.default_us = t.median_us;
     ++done;
     record.timings.push_back(t);
-    if (progress) {
-      TuneProgress p;
-      p.done = done;
-      p.planned = done + running.size() + (budget_hit ? 0 : queue.size());
-      p.elapsed_seconds = seconds_since(t0);
-      p.eta_seconds = p.elapsed_seconds / static_cast<double>(done) * static_cast<double>(p.planned - done);
-      p.label = c.label;
-      p.verified = t.verified;
-      p.median_us = t.median_us;
-      p.best_label = best < n ? space.candidates[best].label : std::string();
-      p.best_us = best_us;
-      progress(p);
-    }
+    if (progress)
+      progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0), t,
+                             best < n ? space.candidates[best].label : std::string(), best_us));
   }
 
   const std::size_t winner = best < n ? best : default_index;

@@ -71,6 +71,13 @@ struct TuneProgress {
   double best_us = 0;
 };
 
+// Shared by the tuners: runs `measure` (its exceptions become the error "run: ...") and records the
+// outcome in `t` (the time only when verified).
+void record_measurement(CandidateTiming& t, const std::function<Measurement()>& measure);
+// The progress report after `done` of `planned` candidates, `t` the one just measured.
+TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
+                           const std::string& best_label, double best_us);
+
 // The bundle of a candidate: emit_spmm + compile_kernel for `arch`, with `bias` (m values or empty).
 rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
                                   const std::vector<double>& bias);
