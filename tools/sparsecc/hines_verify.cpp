@@ -23,29 +23,48 @@ namespace sparsecc::cli {
 
 namespace {
 
-template <typename Real>
-std::vector<double> run_on_gpu(const rt::Bundle& bundle, const std::string& path, const HinesSystem& s,
-                               const std::vector<double>& b, std::string& how) {
-  const rt::Context ctx(0);
-  const rt::HinesExecutor ex = rt::HinesExecutor::load(bundle, path, ctx);
-  const auto buffer = [](const std::vector<double>& v) {
-    const std::vector<Real> host(v.begin(), v.end());
-    rt::DeviceBuffer d(host.size() * sizeof(Real));
-    d.upload(host.data(), host.size() * sizeof(Real));
+// The values on the device in the solver's dtype.
+rt::DeviceBuffer device_copy(const std::vector<double>& v, const std::string& dtype) {
+  if (dtype == "f32") {
+    const std::vector<float> f(v.begin(), v.end());
+    rt::DeviceBuffer d(f.size() * sizeof(float));
+    d.upload(f.data(), f.size() * sizeof(float));
     return d;
-  };
-  rt::DeviceBuffer d = buffer(s.diag), u = buffer(s.upper), l = buffer(s.lower), bb = buffer(b);
-  rt::DeviceBuffer x(b.size() * sizeof(Real));
-  x.fill32(0x7fc00000u);  // NaN in every fp32 word and every fp64 word
-  ex.run(d.get(), u.get(), l.get(), bb.get(), x.get());
-  ctx.synchronize();
-  std::vector<Real> out(b.size());
-  x.download(out.data(), out.size() * sizeof(Real));
-  how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
-  return std::vector<double>(out.begin(), out.end());
+  }
+  rt::DeviceBuffer d(v.size() * sizeof(double));
+  d.upload(v.data(), v.size() * sizeof(double));
+  return d;
 }
 
 }  // namespace
+
+HinesGpuInputs::HinesGpuInputs(const HinesSystem& s, const std::vector<double>& b, const std::string& dtype)
+    : dtype_(dtype),
+      count_(b.size()),
+      d_(device_copy(s.diag, dtype)),
+      u_(device_copy(s.upper, dtype)),
+      l_(device_copy(s.lower, dtype)),
+      b_(device_copy(b, dtype)),
+      x_(b_.size()) {}
+
+std::vector<double> HinesGpuInputs::run(const rt::Context& ctx, const rt::HinesExecutor& exec) {
+  x_.fill32(0x7fc00000u);  // NaN in every fp32 word and every fp64 word
+  enqueue(exec, nullptr);
+  ctx.synchronize();
+  std::vector<double> x(count_);
+  if (dtype_ == "f32") {
+    std::vector<float> f(count_);
+    x_.download(f.data(), f.size() * sizeof(float));
+    x.assign(f.begin(), f.end());
+  } else {
+    x_.download(x.data(), x.size() * sizeof(double));
+  }
+  return x;
+}
+
+void HinesGpuInputs::enqueue(const rt::HinesExecutor& exec, CUstream stream) const {
+  exec.run(d_.get(), u_.get(), l_.get(), b_.get(), x_.get(), stream);
+}
 
 int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance, bool cpu) {
   const rt::BundleMetadata& md = bundle.metadata;
@@ -76,7 +95,11 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
   std::vector<double> got;
   std::string how, why;
   if (!cpu && rt::driver_available(&why)) {
-    got = f32 ? run_on_gpu<float>(bundle, path, s, b, how) : run_on_gpu<double>(bundle, path, s, b, how);
+    const rt::Context ctx(0);
+    const rt::HinesExecutor ex = rt::HinesExecutor::load(bundle, path, ctx);
+    HinesGpuInputs inputs(s, b, md.dtype);
+    got = inputs.run(ctx, ex);
+    how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
   } else {
     const HinesPlan plan = replan_hines_bundle(md, s);
     if (f32) {

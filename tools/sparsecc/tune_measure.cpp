@@ -39,59 +39,27 @@ tune::Measurement GpuSpmmMeasurer::measure(const tune::SpmmCandidate& candidate,
   return m;
 }
 
-namespace {
-
-// The values on the device in the solver's dtype.
-rt::DeviceBuffer device_copy(const std::vector<double>& v, const std::string& dtype) {
-  if (dtype == "f32") {
-    const std::vector<float> f(v.begin(), v.end());
-    rt::DeviceBuffer d(f.size() * sizeof(float));
-    d.upload(f.data(), f.size() * sizeof(float));
-    return d;
-  }
-  rt::DeviceBuffer d(v.size() * sizeof(double));
-  d.upload(v.data(), v.size() * sizeof(double));
-  return d;
-}
-
-}  // namespace
-
 GpuHinesMeasurer::GpuHinesMeasurer(const rt::Context& ctx, const HinesSystem& system, std::int32_t rhs,
                                    const std::string& dtype, std::uint64_t seed)
-    : ctx_(ctx), dtype_(dtype) {
+    : ctx_(ctx) {
   const std::vector<double> b = random_step_rhs(system, static_cast<std::size_t>(rhs), seed);
   const HinesAccuracy acc = hines_accuracy(system, b, rhs);
   reference_ = acc.ref;
   tolerance_ = acc.tolerance(dtype);
   ctx_.make_current();
-  d_ = device_copy(system.diag, dtype);
-  u_ = device_copy(system.upper, dtype);
-  l_ = device_copy(system.lower, dtype);
-  b_ = device_copy(b, dtype);
-  x_ = rt::DeviceBuffer(b_.size());
+  inputs_ = std::make_unique<HinesGpuInputs>(system, b, dtype);
 }
 
 tune::Measurement GpuHinesMeasurer::measure(const tune::HinesCandidate& candidate, const rt::Bundle& bundle) {
   tune::Measurement m;
   const rt::HinesExecutor exec = rt::HinesExecutor::load(bundle, candidate.label, ctx_);
-  x_.fill32(0x7fc00000u);  // NaN in every f32 and f64 word
-  exec.run(d_.get(), u_.get(), l_.get(), b_.get(), x_.get());
-  ctx_.synchronize();
-  std::vector<double> x(reference_.size());
-  if (dtype_ == "f32") {
-    std::vector<float> f(x.size());
-    x_.download(f.data(), f.size() * sizeof(float));
-    x.assign(f.begin(), f.end());
-  } else {
-    x_.download(x.data(), x.size() * sizeof(double));
-  }
+  const std::vector<double> x = inputs_->run(ctx_, exec);
   m.rel_error = hines_max_rel_error(x, reference_);  // infinite when an output is not finite
   if (!(m.rel_error <= tolerance_)) {
     m.error = fmt::format("verification failed: max relative error {:.3e} (tolerance {:.1e})", m.rel_error, tolerance_);
     return m;
   }
-  const rt::LaunchTiming t = rt::time_launches(
-      ctx_, [&](CUstream s) { exec.run(d_.get(), u_.get(), l_.get(), b_.get(), x_.get(), s); });
+  const rt::LaunchTiming t = rt::time_launches(ctx_, [&](CUstream s) { inputs_->enqueue(exec, s); });
   m.verified = true;
   m.median_us = t.median_us;
   return m;

@@ -16,6 +16,7 @@
 #include "sparsecc/neuron/hines.hpp"
 #include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/tuner.hpp"
+#include "hines_verify.hpp"
 #include "spmm_run.hpp"
 
 namespace sparsecc::cli {
@@ -45,10 +46,9 @@ class GpuHinesMeasurer : public tune::HinesMeasurer {
 
  private:
   const rt::Context& ctx_;
-  std::string dtype_;
   std::vector<double> reference_;
   double tolerance_ = 0;
-  rt::DeviceBuffer d_, u_, l_, b_, x_;
+  std::unique_ptr<HinesGpuInputs> inputs_;
 };
 
 }  // namespace sparsecc::cli
