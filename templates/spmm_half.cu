@@ -306,8 +306,9 @@ __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], in
 #endif  // SPCC_VEC8
 #endif  // SPCC_FRAGMENT_K
 
-// The column k of every fragment, in fragment order: block rows run a rolled loop over their
-// fragments (straight-line fragments kept values live across hundreds of mma and ptxas spilled them).
+// The column k of every fragment, in fragment order: a group's share of more than 32 fragments runs
+// a rolled loop over them (straight-line fragments kept values live across hundreds of mma and ptxas
+// spilled them); shorter shares are straight-line calls with k in the address.
 /*@FRAGMENT_TABLE*/static __device__ const int spcc_fragment_k[] = {0};/*@end*/
 
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)

@@ -105,10 +105,19 @@ std::string direct_store(const SpmmPlan& p, const SpmmBlockRow& block) {
   return s + "        }\n";
 }
 
+// On the 16-byte path, a group's share of at most this many fragments wholly inside K is straight-line
+// code, its k baked into the addresses; a longer one, or any share on the scalar path (where
+// straight-line bf16 fragments spilled), is a rolled loop reading k from spcc_fragment_k. Measured on the
+// H100 (RMB suite, batch 16): straight-line shares were 3-19 % faster on the layers of up to 8
+// fragments per block row (no dependent load of k before B's, every load visible to the scheduler)
+// and even at 14-29 (ResNet-50 3x3 block groups 2-3), without spills; the rolled loop exists for
+// the block rows of hundreds of fragments, where straight-line code spilled.
+constexpr std::int64_t kStraightFragments = 32;
+
 // The fragments of one block row: a tile of fp32 accumulators per warp, each group's share
-// (spmm_group_fragments): a rolled loop over those wholly inside K (their k from spcc_fragment_k),
-// one call for a last fragment that reaches past K; then the tile goes to the stage (or, on the
-// 16-byte path without unrolled nonzeros, straight to C).
+// (spmm_group_fragments): straight-line calls or a rolled loop over those wholly inside K (see
+// kStraightFragments), one call for a last fragment that reaches past K; then the tile goes to the
+// stage (or, on the 16-byte path without unrolled nonzeros, straight to C).
 std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment, bool direct) {
   if (block.fragments.empty()) return {};
   std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
@@ -121,7 +130,12 @@ std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::in
     for (std::size_t i = f0; i < f1; ++i) inside += block.fragments[i].k + p.fragment_k <= p.problem.k;
     const auto at = first + static_cast<std::int64_t>(f0);
     std::string body;
-    if (inside > 0)
+    if (inside > 0 && inside <= kStraightFragments && vec8(p)) {
+      for (std::size_t i = f0; i < f0 + static_cast<std::size_t>(inside); ++i)
+        body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+                            (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, block.fragments[i].k,
+                            p.fragment_k);
+    } else if (inside > 0)
       body += fmt::format(
           "          spcc_fragments(d, fragments + {} + lane * {}, spcc_fragment_k + {}, {}, bw, ld, wcols, q);\n",
           at * words, p.fragment_k / 4, at, inside);
