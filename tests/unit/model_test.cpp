@@ -104,6 +104,26 @@ TEST(Model, ContainersListMatricesWithBiases) {
   }
 }
 
+TEST(Model, ContainersSkipTensorsOfOtherDtypes) {
+  // A PyTorch checkpoint as safetensors: BatchNorm's int64 step counter beside the layers.
+  test::TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  std::vector<Tensor> tensors = {test::make_tensor("fc.weight", {2, 3}, {1, 0, 0, 0, 0, 2}),
+                                 test::make_tensor("bn.num_batches_tracked", {}, {0}, DType::f64),
+                                 test::make_tensor("fc.bias", {2}, {1, 2})};
+  Bytes bytes = format_safetensors(tensors);
+  const std::string from = R"("dtype":"F64")", to = R"("dtype":"I64")";
+  const auto at = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  ASSERT_NE(at, bytes.end());
+  std::copy(to.begin(), to.end(), at);
+  test::write_bytes(path, bytes);
+  const ModelContents m = read_model(path);
+  ASSERT_EQ(m.layers.size(), 1u);
+  EXPECT_EQ(m.layers[0].name, "fc");
+  EXPECT_EQ(m.layers[0].bias, (std::vector<double>{1, 2}));
+  EXPECT_EQ(reason_for(m, "bn.num_batches_tracked"), "dtype I64 (only floating-point tensors are read)");
+}
+
 TEST(Model, SelectAndMaxDensity) {
   test::TempDir dir;
   const std::string path = dir.file("m.safetensors");

@@ -120,6 +120,44 @@ TEST(Npz, MissingTensorListsTheAvailableOnes) {
                            {"m.npz: tensor 'c': not in the archive (available: a, b)"});
 }
 
+// A .npy payload of `t` (float64) relabelled as dtype `descr` of the same 8-byte width ("<i8", "<u8",
+// "<c8"): a well-formed tensor of a dtype the reader does not decode.
+Bytes relabelled_npy(const Tensor& t, const std::string& descr) {
+  Bytes b = format_npy(t);
+  const std::string from = "'<f8'";
+  const auto at = std::search(b.begin(), b.end(), from.begin(), from.end());
+  EXPECT_NE(at, b.end());
+  std::copy(descr.begin(), descr.end(), at + 1);
+  return b;
+}
+
+TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
+  const Bytes w = format_npy(test::make_tensor("w", {2, 2}, {1, 0, 0, 2}));
+  const Bytes steps = relabelled_npy(test::make_tensor("s", {}, {0}, DType::f64), "<i8");
+  const Bytes mask = relabelled_npy(test::make_tensor("m", {3}, {0, 0, 0}, DType::f64), "<c8");
+  const Bytes z = make_zip({{"w.npy", w}, {"step.npy", steps}, {"mask.npy", mask}});
+  test::expect_input_error([&] { parse_npz(z, "m.npz"); },
+                           {"m.npz: tensor 'step'", "unsupported dtype '<i8' (expected float16, float32 or float64)"});
+  EXPECT_EQ(parse_npz_tensor(z, "m.npz", "w").data, (std::vector<double>{1, 0, 0, 2}));
+  const auto all = parse_npz(z, "m.npz", true);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_TRUE(all[0].unread_dtype.empty());
+  EXPECT_EQ(all[1].unread_dtype, "<i8");
+  EXPECT_TRUE(all[1].shape.empty());
+  EXPECT_TRUE(all[1].data.empty());
+  EXPECT_EQ(all[2].unread_dtype, "<c8");
+  EXPECT_EQ(all[2].shape, (std::vector<std::int64_t>{3}));
+  // Kept unread, the data size is still checked against the dtype's width.
+  Bytes cut = steps;
+  cut.pop_back();
+  test::expect_input_error([&] { parse_npz(make_zip({{"step.npy", cut}}), "m.npz", true); },
+                           {"tensor 'step'", "shape () needs 8 bytes of data, 7 present"});
+  // Structured and object dtypes are never kept.
+  test::expect_input_error(
+      [&] { parse_npz(make_zip({{"o.npy", relabelled_npy(test::make_tensor("o", {1}, {0}, DType::f64), "|O8")}}), "m.npz", true); },
+      {"unsupported dtype '|O8'"});
+}
+
 TEST(Npz, ZipErrors) {
   const Bytes good = format_npy(test::make_tensor("x", {2}, {1, 2}));
   const auto list = [](Bytes b) { return [b] { parse_npz(b, "m.npz"); }; };

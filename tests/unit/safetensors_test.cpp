@@ -160,6 +160,32 @@ TEST(Safetensors, HeaderErrors) {
       {"tensor 'b'", "byte " + std::to_string(8 + overlap.size() + 4), "data overlaps tensor 'a'"});
 }
 
+TEST(Safetensors, OtherDtypesAreLaidOutButNotRead) {
+  // A checkpoint with an int64 step counter and a boolean mask beside a float weight.
+  const std::string h = R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                        R"( "step": {"dtype": "I64", "shape": [], "data_offsets": [8, 16]},)"
+                        R"( "mask": {"dtype": "BOOL", "shape": [3], "data_offsets": [16, 19]}})";
+  Bytes data = encode(DType::f32, {1, 2});
+  data.resize(19, 1);
+  const Bytes f = st(h, data);
+  EXPECT_EQ(list_safetensors(f, "m.safetensors"), (std::vector<std::string>{"w", "step", "mask"}));
+  EXPECT_EQ(parse_safetensors_tensor(f, "m.safetensors", "w").data, (std::vector<double>{1, 2}));
+  test::expect_input_error([&] { parse_safetensors_tensor(f, "m.safetensors", "step"); },
+                           {"m.safetensors: tensor 'step': byte 8: unsupported dtype 'I64'"});
+  test::expect_input_error([&] { parse_safetensors(f, "m.safetensors"); }, {"tensor 'step'", "'I64'"});
+  const auto all = parse_safetensors(f, "m.safetensors", true);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_TRUE(all[0].unread_dtype.empty());
+  EXPECT_EQ(all[1].unread_dtype, "I64");
+  EXPECT_TRUE(all[1].data.empty());
+  EXPECT_EQ(all[2].unread_dtype, "BOOL");
+  EXPECT_EQ(all[2].shape, (std::vector<std::int64_t>{3}));
+  // Their sizes are checked like any other's.
+  const std::string wrong = R"({"step": {"dtype": "I64", "shape": [2], "data_offsets": [0, 8]}})";
+  test::expect_input_error([&] { parse_safetensors(st(wrong, Bytes(8, 0)), "m.safetensors", true); },
+                           {"tensor 'step'", "shape (2,) of I64 needs 16 bytes, data_offsets [0,8] span 8"});
+}
+
 TEST(Safetensors, NonFiniteValuesNameTheFlatIndex) {
   const std::string h = R"({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}})";
   const Bytes data = encode(DType::bf16, {1, 2, std::numeric_limits<double>::quiet_NaN(), 4});

@@ -38,6 +38,8 @@ void for_each_fortran_offset(const std::vector<std::int64_t>& shape, std::int64_
 
 struct NpyHeader {
   DType dtype = DType::f32;
+  std::string unread;         // a dtype kept unread (parse_npy's keep_unread), else empty
+  std::int64_t unread_size = 0;  // its bytes per element
   bool big_endian = false;
   bool fortran_order = false;
   std::vector<std::int64_t> shape;
@@ -47,8 +49,9 @@ struct NpyHeader {
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (64, 32), }
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, const std::string& file, std::int64_t base, const std::string& tensor)
-      : s_(text), file_(file), base_(base), tensor_(tensor) {}
+  HeaderParser(std::string_view text, const std::string& file, std::int64_t base, const std::string& tensor,
+               bool keep_unread)
+      : s_(text), file_(file), base_(base), tensor_(tensor), keep_unread_(keep_unread) {}
 
   NpyHeader parse() {
     NpyHeader h;
@@ -153,11 +156,29 @@ class HeaderParser {
         h.dtype = DType::f32;
       else if (d[2] == '8')
         h.dtype = DType::f64;
-      else
+      else if (!keep_unread(h, d))
         fail_at(at, fmt::format("unsupported dtype '{}' (expected float16, float32 or float64)", d));
       return;
     }
-    fail_at(at, fmt::format("unsupported dtype '{}' (expected float16, float32 or float64)", d));
+    if (!keep_unread(h, d))
+      fail_at(at, fmt::format("unsupported dtype '{}' (expected float16, float32 or float64)", d));
+  }
+
+  // A fixed-size NumPy dtype other than float16/32/64 ("<i8", "|b1", "<c8", "<U10", "|S4", "<f16"),
+  // kept unread when asked: its element size, so that the data size can still be checked.
+  bool keep_unread(NpyHeader& h, const std::string& d) const {
+    if (!keep_unread_ || d.size() < 3 || std::string_view("<>|=").find(d[0]) == std::string_view::npos ||
+        std::string_view("biucfUS").find(d[1]) == std::string_view::npos)
+      return false;
+    std::int64_t n = 0;
+    for (std::size_t i = 2; i < d.size(); ++i) {
+      if (d[i] < '0' || d[i] > '9' || n > 1'000'000) return false;
+      n = n * 10 + (d[i] - '0');
+    }
+    if (n < 1) return false;
+    h.unread = d;
+    h.unread_size = d[1] == 'U' ? 4 * n : n;
+    return true;
   }
 
   std::int64_t parse_int() {
@@ -197,6 +218,7 @@ class HeaderParser {
   const std::string& file_;
   std::int64_t base_;
   const std::string& tensor_;
+  bool keep_unread_ = false;
   std::size_t pos_ = 0;
 };
 
@@ -282,7 +304,8 @@ void check_writable(const Tensor& t) {
   }
 }
 
-Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, const std::string& tensor) {
+Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, const std::string& tensor,
+                 bool keep_unread) {
   const std::string name = tensor.empty() ? tensor_name_from_path(file) : tensor;
   const std::int64_t size = static_cast<std::int64_t>(d.size());
   if (d.size() < 6 || !std::equal(kMagic, kMagic + 6, d.begin()))
@@ -302,12 +325,13 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
         fmt::format("header length {} exceeds the {} bytes present after it", header_len, d.size() - prefix),
         name);
   const std::string_view text(reinterpret_cast<const char*>(d.data() + prefix), header_len);
-  const NpyHeader h = HeaderParser(text, file, static_cast<std::int64_t>(prefix), name).parse();
+  const NpyHeader h = HeaderParser(text, file, static_cast<std::int64_t>(prefix), name, keep_unread).parse();
 
   const std::int64_t data_byte = static_cast<std::int64_t>(prefix + header_len);
   const std::int64_t numel = checked_numel(h.shape, file, data_byte, name);
   std::int64_t nbytes = 0;
-  if (__builtin_mul_overflow(numel, static_cast<std::int64_t>(dtype_size(h.dtype)), &nbytes))
+  const std::int64_t element = h.unread.empty() ? static_cast<std::int64_t>(dtype_size(h.dtype)) : h.unread_size;
+  if (__builtin_mul_overflow(numel, element, &nbytes))
     throw_at_byte(file, data_byte, fmt::format("shape {} is too large", shape_string(h.shape)), name);
   const std::int64_t present = size - data_byte;
   if (nbytes > present)
@@ -324,6 +348,10 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
   t.name = name;
   t.dtype = h.dtype;
   t.shape = h.shape;
+  if (!h.unread.empty()) {
+    t.unread_dtype = h.unread;
+    return t;
+  }
   t.data = decode_tensor_data(h.dtype, d.subspan(static_cast<std::size_t>(data_byte)), h.shape,
                               h.fortran_order, h.big_endian, file, data_byte, name);
   return t;

@@ -68,7 +68,7 @@ class Archive {
         name);
   }
 
-  Tensor read(const Entry& e) const {
+  Tensor read(const Entry& e, bool keep_unread = false) const {
     zip_file_t* f = zip_fopen_index(za_, e.index, 0);
     if (!f) throw_at_byte(file_, -1, fmt::format("cannot open entry: {}", zip_strerror(za_)), e.name);
     Bytes buf(e.size);
@@ -93,7 +93,7 @@ class Archive {
     if (!error.empty()) throw_at_byte(file_, -1, "corrupt entry: " + error, e.name);
     if (got < e.size)
       throw_at_byte(file_, -1, fmt::format("entry truncated: {} of {} bytes", got, e.size), e.name);
-    return parse_npy(buf, file_, e.name);
+    return parse_npy(buf, file_, e.name, keep_unread);
   }
 
  private:
@@ -162,14 +162,16 @@ Tensor read_npz_tensor(const std::string& path, const std::string& name) {
   return parse_npz_tensor(read_input(path), path, name);
 }
 
-std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file) {
+std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file, bool keep_unread) {
   Archive a(data, file);
   std::vector<Tensor> out;
-  for (const auto& e : a.entries()) out.push_back(a.read(e));
+  for (const auto& e : a.entries()) out.push_back(a.read(e, keep_unread));
   return out;
 }
 
-std::vector<Tensor> read_npz(const std::string& path) { return parse_npz(read_input(path), path); }
+std::vector<Tensor> read_npz(const std::string& path, bool keep_unread) {
+  return parse_npz(read_input(path), path, keep_unread);
+}
 
 Bytes format_npz(const std::vector<Tensor>& tensors, bool compress) {
   std::set<std::string> names;

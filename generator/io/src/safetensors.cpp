@@ -1,6 +1,7 @@
 #include "sparsecc/io/safetensors.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,7 +24,17 @@ struct Info {
   std::vector<std::int64_t> shape;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
+  std::string unread;  // one of the format's other dtypes: laid out and checked, never decoded
 };
+
+// The format's dtypes that are not read, with their bytes per element.
+std::int64_t unread_size(const std::string& tag) {
+  static const std::map<std::string, std::int64_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
+      {"U16", 2},  {"I32", 4}, {"U32", 4}, {"I64", 8},     {"U64", 8}};
+  const auto it = sizes.find(tag);
+  return it == sizes.end() ? 0 : it->second;
+}
 
 struct Layout {
   std::vector<Info> tensors;
@@ -74,6 +85,8 @@ Info parse_entry(const std::string& name, const Json& v, const std::string& file
     info.dtype = DType::f32;
   else if (tag == "F64")
     info.dtype = DType::f64;
+  else if (unread_size(tag) > 0)
+    info.unread = tag;  // an error only when the tensor itself is read (see decode)
   else
     fail(fmt::format("unsupported dtype '{}' (expected F16, BF16, F32 or F64)", tag));
 
@@ -97,7 +110,9 @@ Info parse_entry(const std::string& name, const Json& v, const std::string& file
 
   const std::int64_t numel = checked_numel(info.shape, file, kHeaderByte, name);
   std::int64_t nbytes = 0;
-  if (__builtin_mul_overflow(numel, static_cast<std::int64_t>(dtype_size(info.dtype)), &nbytes) ||
+  const std::int64_t element =
+      info.unread.empty() ? static_cast<std::int64_t>(dtype_size(info.dtype)) : unread_size(info.unread);
+  if (__builtin_mul_overflow(numel, element, &nbytes) ||
       static_cast<std::uint64_t>(nbytes) != info.end - info.begin)
     fail(fmt::format("shape {} of {} needs {} bytes, data_offsets {} span {}", shape_string(info.shape), tag,
                      nbytes, off->dump(), info.end - info.begin));
@@ -166,11 +181,18 @@ Layout parse_layout(std::span<const unsigned char> d, const std::string& file) {
   return out;
 }
 
-Tensor decode(const Layout& l, const Info& info, const std::string& file) {
+Tensor decode(const Layout& l, const Info& info, const std::string& file, bool keep_unread = false) {
   Tensor t;
   t.name = info.name;
   t.dtype = info.dtype;
   t.shape = info.shape;
+  if (!info.unread.empty()) {
+    if (!keep_unread)
+      throw_at_byte(file, kHeaderByte,
+                    fmt::format("unsupported dtype '{}' (expected F16, BF16, F32 or F64)", info.unread), info.name);
+    t.unread_dtype = info.unread;
+    return t;
+  }
   t.data =
       decode_tensor_data(info.dtype, l.buffer.subspan(info.begin, info.end - info.begin), info.shape, false,
                          false, file, l.data_byte + static_cast<std::int64_t>(info.begin), info.name);
@@ -209,15 +231,16 @@ Tensor read_safetensors_tensor(const std::string& path, const std::string& name)
   return parse_safetensors_tensor(read_input(path), path, name);
 }
 
-std::vector<Tensor> parse_safetensors(std::span<const unsigned char> data, const std::string& file) {
+std::vector<Tensor> parse_safetensors(std::span<const unsigned char> data, const std::string& file,
+                                      bool keep_unread) {
   const Layout l = parse_layout(data, file);
   std::vector<Tensor> out;
-  for (const auto& info : l.tensors) out.push_back(decode(l, info, file));
+  for (const auto& info : l.tensors) out.push_back(decode(l, info, file, keep_unread));
   return out;
 }
 
-std::vector<Tensor> read_safetensors(const std::string& path) {
-  return parse_safetensors(read_input(path), path);
+std::vector<Tensor> read_safetensors(const std::string& path, bool keep_unread) {
+  return parse_safetensors(read_input(path), path, keep_unread);
 }
 
 Bytes format_safetensors(const std::vector<Tensor>& tensors) {

@@ -103,7 +103,9 @@ std::string layer_name_of(const std::string& tensor) {
 }
 
 void read_container(ModelContents& out, const Selector& select, const ModelReadOptions& options) {
-  std::vector<Tensor> tensors = out.format == "npz" ? read_npz(out.file) : read_safetensors(out.file);
+  // Tensors of other dtypes (a checkpoint's int64 step counters, boolean masks) are listed as skipped.
+  std::vector<Tensor> tensors =
+      out.format == "npz" ? read_npz(out.file, true) : read_safetensors(out.file, true);
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
 
@@ -112,11 +114,11 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
   std::map<std::size_t, std::string> bias_of, misfit;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& w = tensors[i];
-    if (w.shape.size() != 2) continue;
+    if (w.shape.size() != 2 || !w.unread_dtype.empty()) continue;
     const std::string name = layer_name_of(w.name);
     for (const std::string suffix : {".bias", "_bias"}) {
       const auto it = index.find(name + suffix);
-      if (it == index.end() || it->second == i) continue;
+      if (it == index.end() || it->second == i || !tensors[it->second].unread_dtype.empty()) continue;
       if (tensors[it->second].numel() == w.shape[0]) {
         bias_tensor[i] = it->second;
         bias_of.emplace(it->second, name);
@@ -131,6 +133,10 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Tensor& w = tensors[i];
     auto skip = [&](const std::string& reason) { out.skipped.push_back({w.name, reason}); };
+    if (!w.unread_dtype.empty()) {
+      skip(fmt::format("dtype {} (only floating-point tensors are read)", w.unread_dtype));
+      continue;
+    }
     if (const auto it = bias_of.find(i); it != bias_of.end()) {
       skip(fmt::format("bias of layer '{}'", it->second));
       continue;

@@ -25,9 +25,11 @@ Tensor parse_npz_tensor(std::span<const unsigned char> data, const std::string& 
                         const std::string& name);
 Tensor read_npz_tensor(const std::string& path, const std::string& name);
 
-// Every tensor, in archive order.
-std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file);
-std::vector<Tensor> read_npz(const std::string& path);
+// Every tensor, in archive order; with `keep_unread`, tensors of dtypes other than float16/32/64 come
+// back unread (Tensor::unread_dtype, see parse_npy) instead of failing the archive.
+std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file,
+                              bool keep_unread = false);
+std::vector<Tensor> read_npz(const std::string& path, bool keep_unread = false);
 
 // An archive of `<name>.npy` entries (C order), deflated when `compress`. Names must be non-empty
 // and distinct (UsageError otherwise). write_npz replaces `path` atomically.

@@ -31,6 +31,10 @@ struct Tensor {
   DType dtype = DType::f32;
   std::vector<std::int64_t> shape;
   std::vector<double> data;
+  // Set only by container readers asked to keep tensors of dtypes they do not read (integers,
+  // booleans, complex, strings): the dtype as the file names it ("<i8", "I64"); `shape` is set (and
+  // its byte size checked), `data` is empty.
+  std::string unread_dtype;
 
   // Number of elements; -1 when a dimension is negative or the product overflows int64.
   std::int64_t numel() const {
