@@ -310,6 +310,56 @@ TEST(ModelOnnx, MatMulWeightIsTransposed) {
 #endif
 }
 
+TEST(ModelOnnx, MatMulThenAddFoldsTheBias) {
+  REQUIRE_ONNX();
+#if SPARSECC_HAVE_ONNX
+  test::TempDir dir;
+  OnnxModel m;
+  const std::int64_t k = 5, n = 7;
+  // fc1: X · W + b (b of shape (1, 7)), then Relu: bias and ReLU fused.
+  add_initializer(m.g, "W", {k, n}, sparse_values(k, n, 21));
+  add_initializer(m.g, "b", {1, n}, {1, 2, 3, 4, 5, 6, 7});
+  add_node(m.g, "MatMul", "fc1", {"x", "W"}, {"h"});
+  add_node(m.g, "Add", "fc1_add", {"b", "h"}, {"hb"});
+  add_node(m.g, "Relu", "act", {"hb"}, {"r"});
+  // fc2: W2 · r + c (c of shape (3, 1), one value per row of W2).
+  add_initializer(m.g, "W2", {3, n}, sparse_values(3, n, 22));
+  add_initializer(m.g, "c", {3, 1}, {-1, -2, -3});
+  add_node(m.g, "MatMul", "fc2", {"W2", "r"}, {"y2"});
+  add_node(m.g, "Add", "fc2_add", {"y2", "c"}, {"y"});
+  // fc3: an Add whose constant is not one value per output stays outside the layer.
+  add_initializer(m.g, "W3", {k, n}, sparse_values(k, n, 23));
+  add_initializer(m.g, "d", {2, n}, std::vector<double>(2 * n, 1.0));
+  add_node(m.g, "MatMul", "fc3", {"x", "W3"}, {"h3"});
+  add_node(m.g, "Add", "fc3_add", {"h3", "d"}, {"z"});
+  // fc4: the MatMul's output is also a graph output, so the Add cannot be folded.
+  add_initializer(m.g, "W4", {k, n}, sparse_values(k, n, 24));
+  add_initializer(m.g, "e", {n}, std::vector<double>(n, 1.0));
+  add_node(m.g, "MatMul", "fc4", {"x", "W4"}, {"h4"});
+  add_node(m.g, "Add", "fc4_add", {"h4", "e"}, {"z4"});
+  m.output("y");
+  m.output("z");
+  m.output("h4");
+  m.output("z4");
+
+  const ModelContents c = read_model(m.save(dir, "m.onnx"), {.select = "", .max_density = 1.0});
+  ASSERT_EQ(c.layers.size(), 4u);
+  EXPECT_EQ(c.layers[0].name, "fc1");
+  EXPECT_EQ(c.layers[0].bias, (std::vector<double>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_TRUE(c.layers[0].relu);
+  EXPECT_EQ(c.layers[1].name, "fc2");
+  EXPECT_EQ(c.layers[1].layout, "as_stored");
+  EXPECT_EQ(c.layers[1].bias, (std::vector<double>{-1, -2, -3}));
+  EXPECT_FALSE(c.layers[1].relu);
+  EXPECT_TRUE(c.layers[2].bias.empty());
+  EXPECT_TRUE(c.layers[3].bias.empty());
+  EXPECT_EQ(reason_for(c, "b"), "bias of layer 'fc1'");
+  EXPECT_EQ(reason_for(c, "c"), "bias of layer 'fc2'");
+  EXPECT_EQ(reason_for(c, "d"), "feeds Add, not a MatMul/Gemm/Conv weight");
+  EXPECT_EQ(reason_for(c, "e"), "feeds Add, not a MatMul/Gemm/Conv weight");
+#endif
+}
+
 TEST(ModelOnnx, GemmOrientationAlphaBetaAndBias) {
   REQUIRE_ONNX();
 #if SPARSECC_HAVE_ONNX
@@ -481,7 +531,7 @@ TEST(ModelOnnx, SkipReasons) {
   ASSERT_EQ(c.layers.size(), 1u);
   EXPECT_EQ(c.layers[0].name, "attn.q");
   EXPECT_EQ(reason_for(c, "dense"), "MatMul 'fc_dense': density 0.75 above 0.5");
-  EXPECT_EQ(reason_for(c, "shift"), "feeds Add, not a MatMul/Gemm/Conv weight");
+  EXPECT_EQ(reason_for(c, "shift"), "bias of layer 'fc_dense'");  // folded from the Add, as a Gemm's C is
   EXPECT_EQ(reason_for(c, "other"), "");  // attn.q is a layer (selected by its name)
   EXPECT_EQ(reason_for(c, "shape"), "feeds Reshape, not a MatMul/Gemm/Conv weight");
   EXPECT_EQ(reason_for(c, "unused"), "feeds no node");

@@ -250,17 +250,23 @@ class OnnxReader {
                   input);
   }
 
-  bool feeds_relu(const OnnxNode& n) const {
-    if (n.outputs.empty() || n.outputs[0].empty()) return false;
+  // The node that alone consumes n's first output, when that output is no graph output.
+  const OnnxNode* sole_user(const OnnxNode& n) const {
+    if (n.outputs.empty() || n.outputs[0].empty()) return nullptr;
     const std::string& y = n.outputs[0];
     const auto it = uses_.find(y);
-    return it != uses_.end() && it->second == 1 && user_.at(y)->is("Relu") && !graph_outputs_.contains(y);
+    return it != uses_.end() && it->second == 1 && !graph_outputs_.contains(y) ? user_.at(y) : nullptr;
+  }
+
+  bool feeds_relu(const OnnxNode& n) const {
+    const OnnxNode* u = sole_user(n);
+    return u && u->is("Relu");
   }
 
   // The common part of every layer: selection, dtype, finite values, and A from the weight's values
   // seen as a `shape` matrix (transposed, times alpha); false when skipped.
   bool finish(ModelLayer& layer, const OnnxNode& n, std::size_t w, const std::vector<std::int64_t>& shape,
-              bool transposed, double alpha, const std::string& early_reason) {
+              bool transposed, double alpha, const std::string& early_reason, const OnnxNode* last = nullptr) {
     const OnnxInitializer& init = graph_.initializers[w];
     auto skip = [&](const std::string& reason) {
       notes_[w].reasons.push_back(fmt::format("{}: {}", label(n), reason));
@@ -279,7 +285,7 @@ class OnnxReader {
     if (std::string reason = build_matrix(layer, std::move(matrix), transposed, alpha, options_, out_.file);
         !reason.empty())
       return skip(reason);
-    layer.relu = feeds_relu(n);
+    layer.relu = feeds_relu(last ? *last : n);
     notes_[w].layer = true;
     out_.layers.push_back(std::move(layer));
     return true;
@@ -311,8 +317,32 @@ class OnnxReader {
     ModelLayer layer = start(n, w, "matmul", transposed ? "transposed" : "as_stored");
     const Tensor& t = graph_.initializers[w].tensor;
     std::string reason;
-    if (t.shape.size() != 2) reason = fmt::format("weight of rank {} (2 needed)", t.shape.size());
-    finish(layer, n, w, t.shape, transposed, 1.0, reason);
+    const OnnxNode* add = nullptr;
+    if (t.shape.size() != 2)
+      reason = fmt::format("weight of rank {} (2 needed)", t.shape.size());
+    else if (select_.keeps(layer.name, layer.tensor))
+      add = fold_add(n, transposed, transposed ? t.shape[1] : t.shape[0], layer);
+    finish(layer, n, w, t.shape, transposed, 1.0, reason, add);
+  }
+
+  // MatMul followed by Add of a per-output initializer (how Linear layers of three-dimensional
+  // activations are exported): the Add's constant becomes the layer's bias, and its ReLU is looked
+  // for after the Add. Y = X · W broadcasts a bias of shape (M) or (1, M); Y = W · X one of shape
+  // (M, 1); one value broadcasts either way. The Add that alone consumes the MatMul's output is
+  // folded, or nothing is (the layer then has no bias, and the Add stays the graph's business).
+  const OnnxNode* fold_add(const OnnxNode& n, bool transposed, std::int64_t m, ModelLayer& layer) {
+    const OnnxNode* add = sole_user(n);
+    if (!add || !add->is("Add") || add->inputs.size() != 2) return nullptr;
+    const std::string& other = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
+    const auto c = initializer(other);
+    if (!c || !graph_.initializers[*c].floating) return nullptr;
+    const auto shapes = transposed ? std::vector<std::vector<std::int64_t>>{{m}, {1, m}}
+                                   : std::vector<std::vector<std::int64_t>>{{m, 1}};
+    const Tensor& b = graph_.initializers[*c].tensor;
+    if (b.numel() != 1 && std::find(shapes.begin(), shapes.end(), b.shape) == shapes.end()) return nullptr;
+    if (!bias(other, "of the Add", m, 1.0, shapes, layer).empty()) return nullptr;
+    notes_[*c].bias_of.push_back(layer.name);
+    return add;
   }
 
   // A per-output bias from an initializer of M values or one value (broadcast), times `scale`; the

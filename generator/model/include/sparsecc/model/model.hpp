@@ -5,7 +5,10 @@
 // ONNX (main graph, standard operators, node order):
 // - MatMul(X, W), W a 2-D K×N initializer: out = W^T · in, A = W^T ("transposed").
 //   MatMul(W, X), the initializer first: Y = W · X, each column of X is an input, A = W ("as_stored").
-//   Both inputs initializers: skipped.
+//   Both inputs initializers: skipped. When the MatMul's output feeds only an Add whose other input
+//   is an initializer of one value per output (shape (M,) or (1, M) for MatMul(X, W), (M, 1) for
+//   MatMul(W, X)) or of one value, that Add is folded: its constant is the bias, and relu is looked
+//   for after the Add. Any other Add is left to the graph (the layer has no bias).
 // - Gemm(X, B, C), B the initializer: A = alpha · B when transB=1 ("as_stored"), alpha · B^T when
 //   transB=0 ("transposed"); transA=1 is skipped. C, when an initializer of M values (shape (M,) or
 //   (1, M)) or of one value (broadcast), gives the bias beta · C; a C of any other shape, or one that is
@@ -13,15 +16,15 @@
 // - Conv(X, W, B) with a 4-D OIHW weight and group=1: A = W reshaped to O × (I·kh·kw)
 //   ("oihw_flattened"), the weight of the im2col form; B, an initializer of O values, is the bias.
 //   Grouped convolutions, weights of other ranks and a kernel_shape that disagrees with W are skipped.
-// - relu: the op's first output feeds exactly one node input, that node is a Relu, and the output is
-//   not a graph output.
+// - relu: the op's first output (a folded Add's, for MatMul) feeds exactly one node input, that node
+//   is a Relu, and the output is not a graph output.
 // - A weight shared by several nodes gives one layer per node (each named after its node).
 // - A node input that names nothing (no initializer, graph input or node output) is an InputError when
 //   it is a weight or bias input of MatMul, Gemm or Conv, and ignored elsewhere.
 // npz / safetensors (file order): every 2-D tensor is a layer with A = W ("matrix", "as_stored"); a
 // tensor "<prefix>.bias" or "<prefix>_bias" with M values is its bias, where <prefix> is the layer name
-// (the tensor name less a trailing ".weight" or "_weight"). Those readers accept floating tensors of up
-// to 4 dimensions only; anything else in the file is an InputError from the reader.
+// (the tensor name less a trailing ".weight" or "_weight"). Tensors of non-floating dtypes are listed
+// as skipped; tensors of more than 4 dimensions are an InputError from the reader.
 //
 // Skipped: tensors that are not 2-D (npz/safetensors), biases (listed as such), initializers that feed
 // no MatMul/Gemm/Conv weight input, non-floating weights, weights holding NaN or Inf (ONNX), layers the
