@@ -222,6 +222,7 @@ int run_hines_tune(const TuneArgs& args) {
   const std::string dtype = given == "f32" || given == "f64" ? given : std::string();
   if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + given);
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
+  const auto t0 = std::chrono::steady_clock::now();  // --budget covers the planning of the space too
   const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
   const tune::HinesSpaceDims dims;
   const tune::HinesSpace space = tune::hines_space(system, args.rhs, dtype, {}, dims);
@@ -244,7 +245,12 @@ int run_hines_tune(const TuneArgs& args) {
   tune::TuneOptions options;
   options.jobs = args.jobs;
   options.arch = args.arch;
-  options.budget_seconds = args.budget;
+  if (args.budget > 0) {
+    const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    options.budget_seconds = std::max(0.1, args.budget - used);
+    fmt::print(stderr, "space of {} candidates planned in {:.1f} s; {:.1f} s of the budget left\n",
+               space.candidates.size(), used, options.budget_seconds);
+  }
   GpuHinesMeasurer measurer(ctx, system, args.rhs, dtype, args.seed + 1);
   const std::string name = fmt::format("{}{} ({} compartments in {} cells, R = {}, {})", args.inputs.front(),
                                        args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
