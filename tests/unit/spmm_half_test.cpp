@@ -197,8 +197,9 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
   }
   EXPECT_EQ(next, 10u);
   EXPECT_EQ(spmm_group_fragments(b, 1, 0), (std::pair<std::size_t, std::size_t>{0, 10}));
-  // Automatic plans keep one group; given groups split each block row's fragments, within 48 KiB of
-  // shared memory.
+  // Automatic plans take two groups only for long block rows on a grid short of warps (here 16
+  // fragments per block row and 2 warps), else one; given groups split each block row's fragments,
+  // within 48 KiB of shared memory.
   DenseMatrix d(32, 512);
   SplitMix64 rng(4);
   for (std::int64_t c0 = 0; c0 < 512; c0 += 32)
@@ -208,7 +209,14 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
   const SpmmProblem pr{32, 512, 64, SpmmNMode::fixed, false, false, "f16"};
   const SpmmPlan one = plan_spmm(a, pr, with_blocklets("16x8"));
   EXPECT_EQ(one.fragment_count(), 32);
-  EXPECT_EQ(one.groups, 1);
+  EXPECT_EQ(one.groups, 2);
+  EXPECT_TRUE(check_plan(one, a).empty());
+  const SpmmProblem wide{32, 512, 65536, SpmmNMode::fixed, false, false, "f16"};  // 2048 warps
+  EXPECT_EQ(plan_spmm(a, wide, with_blocklets("16x8")).groups, 1);
+  DenseMatrix shorter = d;  // 15 fragments per block row
+  for (std::int64_t r = 0; r < 32; ++r)
+    for (std::int64_t c = 480; c < 488; ++c) shorter(r, c) = 0;
+  EXPECT_EQ(plan_spmm(csr_from_dense(shorter, DType::f32), pr, with_blocklets("16x8")).groups, 1);
   SpmmOptions o = with_blocklets("16x8");
   o.groups = 4;
   const SpmmPlan four = plan_spmm(a, pr, o);

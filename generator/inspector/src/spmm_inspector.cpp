@@ -115,10 +115,25 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
 // Fragment plans: the n tile, fitted on the RMB-pruned MobileNet / ResNet-50 suite on an H100
 // (sparsecc_bench blocklets --n-tile): one warp per block for N > kFragmentOneWarpColumns (the
 // memory-bound layers of 50k columns ran 5-12 % faster with more, smaller blocks), else the usual
-// rule (layers of N <= 12544 ran 5-25 % slower with one warp). One group: splitting a block row's
-// fragments over several groups (added through shared memory) was 1.2-1.6x slower on every layer
-// tried, so automatic plans keep one and `groups` is honored when given.
+// rule (layers of N <= 12544 ran 5-25 % slower with one warp). Groups: splitting a block row's
+// fragments over two groups (added through shared memory) pays only where the grid is short of warps
+// and block rows are long: the ResNet-50 3x3 layer of block group 3 (800 warps, 29 fragments per
+// block row) ran 5 % faster with two; every other layer of the suite 11-79 % slower. So two groups
+// when the grid has fewer than kFragmentSplitWarps warps and block rows average kFragmentSplitMin
+// fragments or more, else one; `groups` is honored when given. (Before the fragments were
+// straight-line code, more groups were 1.2-1.6x slower on every layer tried.)
 constexpr std::int64_t kFragmentOneWarpColumns = 32768;
+constexpr std::int64_t kFragmentSplitWarps = 1056;  // 8 per SM of a 132-SM H100
+constexpr std::int64_t kFragmentSplitMin = 16;
+
+std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments, std::int64_t thread_columns,
+                             std::int32_t n_tile) {
+  std::int64_t total = 0;
+  for (const auto& f : fragments) total += static_cast<std::int64_t>(f.size());
+  const auto rows = static_cast<std::int64_t>(fragments.size());
+  const std::int64_t warps = rows * ceil_div(thread_columns, n_tile) * ceil_div(n_tile, 32);
+  return rows > 0 && total >= kFragmentSplitMin * rows && warps < kFragmentSplitWarps ? 2 : 1;
+}
 
 bool tensor_core_shape(BlockShape s) {
   return s == BlockShape{16, 8} || s == BlockShape{16, 16} || s == BlockShape{8, 8};
@@ -274,7 +289,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
   p.groups = options.groups  ? options.groups
-             : p.fragment_k ? 1
+             : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
                             : auto_groups(a, blocks, ny, p.n_tile);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
