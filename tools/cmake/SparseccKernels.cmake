@@ -11,7 +11,9 @@
 #     [OUTPUT_DIR <dir>]        where the generated files go (default <binary dir>/sparsecc/<target>)
 #     [ARCH <sm_XX>]            GPU architecture of the cubins (default sm_90; PTX is kept for others)
 #     [MODEL_OPTIONS <args...>] further sparsecc compile-model options (e.g. --relu --values streamed)
-#     [HINES_OPTIONS <args...>] further sparsecc hines options (e.g. --dtype f32))
+#     [HINES_OPTIONS <args...>] further sparsecc hines options (e.g. --dtype f32)
+#     [EMBED_OPTIONS <args...>] further sparsecc embed options (e.g. --strip ptx,reference: a binary
+#                               about a third the size, for GPUs of the cubins' architecture only))
 #
 # At build time it runs `sparsecc compile-model`, `sparsecc hines` and `sparsecc embed` as one custom
 # command, re-run when the model, the database, the morphologies or the generator change, and adds
@@ -21,7 +23,7 @@
 function(sparsecc_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
                         "MODEL;SELECT;N;TUNING_DB;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
-                        "SWC;MODEL_OPTIONS;HINES_OPTIONS")
+                        "SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -100,7 +102,7 @@ function(sparsecc_add_kernels target)
   add_custom_command(
     OUTPUT "${header}" "${source}"
     ${commands}
-    COMMAND $<TARGET_FILE:sparsecc::sparsecc> embed ${embed_inputs} --name ${ns} -o "${header}"
+    COMMAND $<TARGET_FILE:sparsecc::sparsecc> embed ${embed_inputs} --name ${ns} ${arg_EMBED_OPTIONS} -o "${header}"
     DEPENDS ${depends}
     COMMENT "sparsecc: generating the kernels of ${target} (${ns})"
     VERBATIM)

@@ -3,6 +3,7 @@
 // Kernels class that loads the executors through the runtime on first use (sparsecc/bundle/embed.hpp).
 // Layers are the manifest's (written by `sparsecc compile-model`, in its order and with its names, files
 // relative to the manifest's folder), then the BUNDLE arguments, named by their file stems.
+// --strip ptx,reference leaves those sections out of the embedded bytes (EmbedOptions).
 #include "sparsecc/bundle/embed.hpp"
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ struct EmbedArgs {
   std::string manifest;
   std::string name;
   std::string output;
+  std::vector<std::string> strip;  // "ptx", "reference"
 };
 
 struct Input {
@@ -114,9 +116,11 @@ int run_embed(const EmbedArgs& a) {
   if (!a.manifest.empty()) inputs = manifest_layers(a.manifest);
   for (const std::string& b : a.bundles) inputs.push_back({b, fs::path(b).stem().string()});
 
+  EmbedOptions options;
+  for (const std::string& s : a.strip) (s == "ptx" ? options.strip_ptx : options.strip_reference) = true;
   std::vector<EmbeddedLayer> layers;
   std::vector<fs::path> seen;
-  std::uint64_t total = 0;
+  std::uint64_t total = 0, given = 0;
   std::string listing;  // printed once both files are written
   for (const Input& in : inputs) {
     EmbeddedLayer l{in.name, read_file(in.path)};
@@ -126,7 +130,9 @@ int run_embed(const EmbedArgs& a) {
         throw UsageError(fmt::format("embed: {} is given twice (as layers '{}' and '{}')", in.path,
                                      layers[i].name, in.name));
     seen.push_back(canonical);
-    // Parsed here under its path, so that a bad bundle is reported by file name (exit 2).
+    // Parsed (and stripped) here under its path, so that a bad bundle is reported by file name (exit 2).
+    given += l.bytes.size();
+    l.bytes = stripped_bundle(l.bytes, in.path, options);
     const rt::Bundle b = parse_embeddable_bundle(l.bytes, in.path);
     const rt::BundleMetadata& md = b.metadata;
     const std::string what = md.op == "hines"
@@ -141,8 +147,9 @@ int run_embed(const EmbedArgs& a) {
   const EmbedSources text = embed_bundles(layers, a.name, fs::path(out.header).filename().string());
   write_both(out, text);
   fmt::print("{}", listing);
-  fmt::print("wrote {} and {}: {} layer{} in namespace {}, {} bundle bytes\n", out.header, out.source,
-             layers.size(), layers.size() == 1 ? "" : "s", a.name, total);
+  fmt::print("wrote {} and {}: {} layer{} in namespace {}, {} bundle bytes{}\n", out.header, out.source,
+             layers.size(), layers.size() == 1 ? "" : "s", a.name, total,
+             total == given ? std::string() : fmt::format(" ({} before --strip)", given));
   return kExitOk;
 }
 
@@ -157,6 +164,12 @@ void add_embed(CLI::App& app, std::function<int()>& run) {
                   "A manifest.json of sparsecc compile-model: embeds its layers first, by their names");
   cmd->add_option("--name", args->name, "C++ namespace of the generated API (nested a::b allowed)")
       ->required();
+  cmd->add_option("--strip", args->strip,
+                  "Sections to leave out of the embedded bundles: ptx (the fallback for other GPU "
+                  "architectures; kept where a bundle has no cubin), reference (what verify checks "
+                  "against; SpMM bundles only)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"ptx", "reference"}));
   cmd->add_option("-o,--output", args->output, "Header to write (OUT.hpp; OUT.cpp is written beside it)")
       ->required();
   cmd->callback([&run, args] { run = [args]() -> int { return run_embed(*args); }; });

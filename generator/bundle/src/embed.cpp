@@ -150,7 +150,7 @@ constexpr std::size_t kByteLayoutLimit = std::size_t{1} << 20;
 
 struct Layer {
   std::string name, ident;
-  std::span<const unsigned char> bytes;  // the bundle file, as given
+  std::vector<unsigned char> bytes;  // the bundle file as embedded (after EmbedOptions)
   rt::Bundle bundle;
   HinesSystem system;  // op "hines": the verification section's system
   bool hines() const { return bundle.metadata.op == "hines"; }
@@ -428,8 +428,24 @@ rt::Bundle parse_embeddable_bundle(std::span<const unsigned char> bytes, const s
   return b;
 }
 
+std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes, const std::string& name,
+                                           const EmbedOptions& options) {
+  rt::Bundle b = parse_embeddable_bundle(bytes, name);
+  bool changed = false;
+  if (options.strip_ptx && !b.cubin.empty() && !b.ptx.empty()) {
+    b.ptx.clear();
+    changed = true;
+  }
+  if (options.strip_reference && b.metadata.op == "spmm" && !b.reference.empty()) {
+    b.reference.clear();
+    changed = true;
+  }
+  if (!changed) return {bytes.begin(), bytes.end()};
+  return rt::bundle_bytes(b, name);
+}
+
 EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::string& ns,
-                           const std::string& header_name) {
+                           const std::string& header_name, const EmbedOptions& options) {
   if (layers.empty()) throw UsageError("embed: no bundles to embed");
   validate_namespace(ns);
   validate_header_name(header_name);
@@ -443,9 +459,9 @@ EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::
       throw UsageError(fmt::format("embed: layers {} and {} both get the C++ name '{}'; rename one",
                                    string_literal(it->second), string_literal(in.name), l.ident));
     const std::string what = fmt::format("layer {}", string_literal(in.name));
-    l.bundle = parse_embeddable_bundle(in.bytes, what);
+    l.bytes = stripped_bundle(in.bytes, what, options);
+    l.bundle = parse_embeddable_bundle(l.bytes, what);
     if (l.hines()) l.system = hines_system_from_reference_bytes(l.bundle.reference, what);
-    l.bytes = in.bytes;
     parsed.push_back(std::move(l));
   }
   return {make_header(parsed, ns), make_source(parsed, ns, header_name)};

@@ -32,6 +32,15 @@ struct EmbeddedLayer {
   std::vector<unsigned char> bytes;  // the bundle file
 };
 
+// Sections left out of the embedded bytes (the bundle is written again, with its own checksum): the
+// PTX (the fallback for GPUs of another architecture than the cubin's; a bundle keeps it when it
+// has no cubin) and the verification section of SpMM bundles (what `sparsecc verify` checks against;
+// a Hines bundle keeps its own, which holds the system). Together they are most of an SpMM bundle.
+struct EmbedOptions {
+  bool strip_ptx = false;
+  bool strip_reference = false;
+};
+
 struct EmbedSources {
   std::string header;
   std::string source;
@@ -53,6 +62,11 @@ rt::Bundle parse_embeddable_bundle(std::span<const unsigned char> bytes, const s
 // for no layers, a bad namespace or header name, or two layers with the same identifier (naming
 // both); rt::BundleError or InputError naming the layer for a bad bundle.
 EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::string& ns,
-                           const std::string& header_name);
+                           const std::string& header_name, const EmbedOptions& options = {});
+
+// The bundle `bytes` without the sections `options` leaves out (unchanged when there are none to
+// leave out); `name` names it in errors.
+std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes, const std::string& name,
+                                           const EmbedOptions& options);
 
 }  // namespace sparsecc
