@@ -108,10 +108,10 @@ std::string direct_store(const SpmmPlan& p, const SpmmBlockRow& block) {
 // On the 16-byte path, a group's share of at most this many fragments wholly inside K is straight-line
 // code, its k baked into the addresses; a longer one, or any share on the scalar path (where
 // straight-line bf16 fragments spilled), is a rolled loop reading k from spcc_fragment_k. Measured on the
-// H100 (RMB suite, batch 16): straight-line shares were 3-19 % faster on the layers of up to 8
+// H100 (RMB suite, batch 16): straight-line shares were 1-18 % faster on the layers of up to 8
 // fragments per block row (no dependent load of k before B's, every load visible to the scheduler)
-// and even at 14-29 (ResNet-50 3x3 block groups 2-3), without spills; the rolled loop exists for
-// the block rows of hundreds of fragments, where straight-line code spilled.
+// and no slower at 14-29 (ResNet-50 3x3 block groups 2-3), without spills; the rolled loop exists
+// for the block rows of hundreds of fragments, where straight-line code spilled.
 constexpr std::int64_t kStraightFragments = 32;
 
 // The fragments of one block row: a tile of fp32 accumulators per warp, each group's share
