@@ -201,9 +201,10 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed, fragment);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   // The stages follow the reduction buffer (spmm_shared_bytes), in floats.
-  const std::int64_t stage = plan.fragment_k ? (plan.shared_bytes / 4 - std::int64_t{plan.block_x / 32} *
-                                                                           kSpmmFragmentRows * kSpmmFragmentStagePitch)
-                                             : 0;
+  const std::int64_t stage =
+      spmm_fragment_stages(plan)
+          ? (plan.shared_bytes / 4 - std::int64_t{plan.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch)
+          : 0;
   std::string table;
   if (plan.fragment_k) {
     table = "static __device__ const int spcc_fragment_k[] = {";

@@ -142,8 +142,18 @@ std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
   const std::int64_t reduction =
       reduces ? std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * p.cols_per_thread * 4 : 0;
   const std::int64_t stage =
-      p.fragment_k ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
+      spmm_fragment_stages(p) ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
   return reduction + stage;
+}
+
+bool spmm_fragment_stages(const SpmmPlan& p) {
+  if (!p.fragment_k) return false;
+  if (p.groups > 1 || p.problem.n_mode != SpmmNMode::fixed || p.problem.n % 8 != 0) return true;
+  for (const auto& b : p.blocks)
+    if (!b.fragments.empty())
+      for (const auto& g : b.groups)
+        if (!g.steps.empty()) return true;
+  return false;
 }
 
 float spmm_weight(const SpmmPlan& plan, double v) {

@@ -148,9 +148,15 @@ std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, 
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b);
 
 // Shared memory of a plan: the group reduction ((groups - 1) * rows_per_block * n_tile threads *
-// cols_per_thread floats, when some block row reduces), then with fragments one 16 x
+// cols_per_thread floats, when some block row reduces), then, where spmm_fragment_stages, one 16 x
 // kSpmmFragmentStagePitch float stage per warp.
 std::int64_t spmm_shared_bytes(const SpmmPlan& plan);
+
+// True when a fragment plan hands warp tiles over through shared memory: several groups, the scalar
+// path (runtime N, or N not a multiple of 8), or a block row with both fragments and unrolled
+// nonzeros. Otherwise every block row stores its tiles straight to C and the plan needs no stage (a
+// kernel without shared memory keeps the whole L1 as cache and fits more blocks on an SM).
+bool spmm_fragment_stages(const SpmmPlan& plan);
 
 // The fragments array, in emission order (block rows, then their fragments): for each fragment,
 // 32 lanes x (fragment_k / 4) words, lane-major; each word packs two weights of the dtype (low half
