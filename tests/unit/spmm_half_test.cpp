@@ -212,7 +212,16 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
   EXPECT_EQ(one.groups, 2);
   EXPECT_TRUE(check_plan(one, a).empty());
   const SpmmProblem wide{32, 512, 65536, SpmmNMode::fixed, false, false, "f16"};  // 2048 warps
-  EXPECT_EQ(plan_spmm(a, wide, with_blocklets("16x8")).groups, 1);
+  const SpmmPlan direct = plan_spmm(a, wide, with_blocklets("16x8"));
+  EXPECT_EQ(direct.groups, 1);
+  // One group on the 16-byte path, fragments only: tiles go straight to C, no stage in shared memory.
+  EXPECT_FALSE(spmm_fragment_stages(direct));
+  EXPECT_EQ(direct.shared_bytes, 0);
+  SpmmProblem scalar = wide;
+  scalar.n_mode = SpmmNMode::runtime;  // the scalar path stages every tile
+  const SpmmPlan staged = plan_spmm(a, scalar, with_blocklets("16x8"));
+  EXPECT_TRUE(spmm_fragment_stages(staged));
+  EXPECT_EQ(staged.shared_bytes, std::int64_t{staged.block_x / 32} * 16 * 72 * 4);
   DenseMatrix shorter = d;  // 15 fragments per block row
   for (std::int64_t r = 0; r < 32; ++r)
     for (std::int64_t c = 480; c < 488; ++c) shorter(r, c) = 0;
