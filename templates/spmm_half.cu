@@ -14,7 +14,8 @@
 //   PAIR32        1 when the row pitch is a compiled even N (32-bit loads of B pairs), else 0
 //   VEC8          1 when the row pitch is a compiled N divisible by 8: fragments load B rows as 16-byte
 //                 vectors and block rows without unrolled nonzeros store their tile directly
-//   STAGE         float offset in dynamic shared memory of the warps' fragment stages
+//   STAGE         float offset in dynamic shared memory of the warps' fragment stages (plans whose
+//                 block rows all store their tiles straight to C have none: 0, never dereferenced)
 //   FRAGMENT_TABLE  the k of every fragment (a __device__ array), or nothing without fragments
 //   BODY          one case per block row: accumulators, each group's steps, each group's share of the
 //                 fragments, then the epilogue (group reduction through shared memory, the groups'
