@@ -63,14 +63,13 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
                               const std::string& gpu) {
   const auto [target_gpu, cc] = lookup_target(arch, gpu);
   const std::optional<tune::TuningRecord> record = find_record(db_path, tune::spmm_tuning_key(a, problem, target_gpu, cc));
-  const tune::TuningRecord* found = record ? &*record : nullptr;
   TunedChoice choice;
-  if (found) {
-    auto [options, emitter] = tune::spmm_options_from_json(found->winner_options, base);
+  if (record) {
+    auto [options, emitter] = tune::spmm_options_from_json(record->winner_options, base);
     choice.options = options;
     choice.emitter = emitter;
-    choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us; the default plan {:.2f} us)", found->winner,
-                             db_path, found->key.gpu, found->winner_us, found->default_us);
+    choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us; the default plan {:.2f} us)", record->winner,
+                             db_path, record->key.gpu, record->winner_us, record->default_us);
     return choice;
   }
   const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);

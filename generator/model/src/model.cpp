@@ -334,13 +334,11 @@ class OnnxReader {
     const OnnxNode* add = sole_user(n);
     if (!add || !add->is("Add") || add->inputs.size() != 2) return nullptr;
     const std::string& other = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
-    const auto c = initializer(other);
-    if (!c || !graph_.initializers[*c].floating) return nullptr;
     const auto shapes = transposed ? std::vector<std::vector<std::int64_t>>{{m}, {1, m}}
                                    : std::vector<std::vector<std::int64_t>>{{m, 1}};
-    const Tensor& b = graph_.initializers[*c].tensor;
-    if (b.numel() != 1 && std::find(shapes.begin(), shapes.end(), b.shape) == shapes.end()) return nullptr;
-    if (!bias(other, "of the Add", m, 1.0, shapes, layer).empty()) return nullptr;
+    // bias() refuses what is no per-output floating initializer (and then leaves the layer alone).
+    const auto c = initializer(other);
+    if (!c || !bias(other, "of the Add", m, 1.0, shapes, layer).empty()) return nullptr;
     notes_[*c].bias_of.push_back(layer.name);
     return add;
   }

@@ -128,13 +128,8 @@ TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const Hin
     compile_total += t.compile_seconds;
     t.error = error;
     if (error.empty()) record_measurement(t, [&] { return measurer.measure(cand, bundle); });
-    if (t.verified && t.median_us < best_us) {
-      best_us = t.median_us;
-      best = c.index;
-    }
-    if (cand.is_default && t.verified) record.default_us = t.median_us;
+    tally_timing(record, t, c.index, cand.is_default, best, best_us);
     ++done;
-    record.timings.push_back(t);
     if (progress)
       progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : n - next), seconds_since(t0), t,
                              best < n ? space.candidates[best].label : std::string(), best_us));

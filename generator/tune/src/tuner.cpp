@@ -50,6 +50,16 @@ void record_measurement(CandidateTiming& t, const std::function<Measurement()>& 
   if (m.verified) t.median_us = m.median_us;
 }
 
+void tally_timing(TuningRecord& record, const CandidateTiming& t, std::size_t index, bool is_default,
+                  std::size_t& best, double& best_us) {
+  if (t.verified && t.median_us < best_us) {
+    best_us = t.median_us;
+    best = index;
+  }
+  if (is_default && t.verified) record.default_us = t.median_us;
+  record.timings.push_back(t);
+}
+
 TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
                            const std::string& best_label, double best_us) {
   TuneProgress p;
@@ -188,13 +198,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     } else {
       record_measurement(t, [&] { return measurer.measure(c, built.bundle); });
     }
-    if (t.verified && t.median_us < best_us) {
-      best_us = t.median_us;
-      best = r.index;
-    }
-    if (c.is_default && t.verified) record.default_us = t.median_us;
+    tally_timing(record, t, r.index, c.is_default, best, best_us);
     ++done;
-    record.timings.push_back(t);
     if (progress)
       progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0), t,
                              best < n ? space.candidates[best].label : std::string(), best_us));

@@ -74,6 +74,10 @@ struct TuneProgress {
 // Shared by the tuners: runs `measure` (its exceptions become the error "run: ...") and records the
 // outcome in `t` (the time only when verified).
 void record_measurement(CandidateTiming& t, const std::function<Measurement()>& measure);
+// Adds the measured timing `t` of candidate `index` to `record` (its time becomes the default's when
+// `is_default` and it verified), and makes it `best` when it verified faster than `best_us`.
+void tally_timing(TuningRecord& record, const CandidateTiming& t, std::size_t index, bool is_default,
+                  std::size_t& best, double& best_us);
 // The progress report after `done` of `planned` candidates, `t` the one just measured.
 TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
                            const std::string& best_label, double best_us);
