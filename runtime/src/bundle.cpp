@@ -166,7 +166,17 @@ void validate(const BundleMetadata& md, const std::string& name) {
   check_range(name, "tile_nnz", md.tile_nnz, 0, half ? md.nnz : 0);
   check_range(name, "fragment_words", md.fragment_words, 0, half ? kIntMax : 0);
   check_one_of(name, "layout", md.layout, {"row_major"});
-  check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed"});
+  check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed", "rolled"});
+  if (md.values_mode == "rolled") {
+    if (half) fail_key(name, "values_mode", "\"rolled\" is fp32 only");
+    for (const auto& [key, most] : {std::pair{"groups", 1024}, {"rows_per_block", 64}}) {
+      const auto it = md.plan_summary.find(key);
+      if (it == md.plan_summary.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1 ||
+          it->get<std::int64_t>() > most)
+        fail_key(name, std::string("plan_summary.") + key,
+                 "a rolled bundle needs an integer in 1.." + std::to_string(most));
+    }
+  }
   check_range(name, "block_rows", md.block_rows, 1, kMaxBlockRows);
   check_range(name, "block_x", md.block_x, 1, 1024);
   check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
@@ -174,6 +184,37 @@ void validate(const BundleMetadata& md, const std::string& name) {
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
   if (half && md.params != kSpmmHalfParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
+}
+
+// A rolled bundle's step table against its metadata: the header's record indices start at 0 and
+// never fall, the records fill the rest exactly, and every step's k is a column of A. (The kernel
+// trusts the table: a bad one would read out of bounds.)
+void check_rolled_table(const Bundle& b, const std::string& name, std::int64_t offset) {
+  const BundleMetadata& md = b.metadata;
+  const std::int64_t groups = md.plan_summary.at("groups").get<std::int64_t>();
+  const std::int64_t rows = md.plan_summary.at("rows_per_block").get<std::int64_t>();
+  const std::int64_t slots = md.block_rows * groups + 1;
+  const std::int64_t header = (slots + 3) / 4 * 4, record = (1 + rows + 3) / 4 * 4;
+  const auto size = static_cast<std::int64_t>(b.values.size());
+  const auto word = [&](std::int64_t i) { return std::bit_cast<std::int32_t>(b.values[std::size_t(i)]); };
+  if (size < header)
+    fail_section(name, SectionKind::values, offset,
+                 "holds " + std::to_string(size) + " words, fewer than the step table's header of " +
+                     std::to_string(header));
+  for (std::int64_t i = 0; i < slots; ++i)
+    if (word(i) < (i ? word(i - 1) : 0) || (i == 0 && word(0) != 0))
+      fail_section(name, SectionKind::values, offset, "step table header entry " + std::to_string(i) + " (" +
+                                                          std::to_string(word(i)) + ") is out of order");
+  if (header + std::int64_t{word(slots - 1)} * record != size)
+    fail_section(name, SectionKind::values, offset,
+                 "holds " + std::to_string(size) + " words but the step table's header and " +
+                     std::to_string(word(slots - 1)) + " records of " + std::to_string(record) + " take " +
+                     std::to_string(header + std::int64_t{word(slots - 1)} * record));
+  for (std::int64_t at = header; at < size; at += record)
+    if (word(at) < 0 || word(at) >= md.k)
+      fail_section(name, SectionKind::values, offset,
+                   "step table record " + std::to_string((at - header) / record) + " has k " +
+                       std::to_string(word(at)) + ", outside 0.." + std::to_string(md.k - 1));
 }
 
 // A Hines bundle's tables and permutation against its metadata.
@@ -224,6 +265,7 @@ void check_payload(const Bundle& b, const std::string& name,
     if (!b.values.empty() || !b.bias.empty()) throw BundleError(name + ": a Hines bundle has values or bias sections");
     return check_hines_payload(b, name, offsets);
   }
+  if (md.values_mode == "rolled") check_rolled_table(b, name, at(SectionKind::values));
   const bool streamed = md.values_mode == "streamed";
   const std::int64_t unrolled = md.nnz - md.tile_nnz;  // the nonzeros the values section holds
   if (streamed && !b.values.empty() && b.values.size() != std::size_t(unrolled))
@@ -236,7 +278,7 @@ void check_payload(const Bundle& b, const std::string& name,
                      std::to_string(md.fragment_words));
   if (streamed && b.values.empty() && unrolled > 0)
     throw BundleError(name + ": values_mode is \"streamed\" but there is no values section");
-  if (!streamed && !b.values.empty())
+  if (md.values_mode == "baked" && !b.values.empty())
     fail_section(name, SectionKind::values, at(SectionKind::values), "present but values_mode is \"baked\"");
   if (md.bias && b.bias.size() != std::size_t(md.m)) {
     if (b.bias.empty()) throw BundleError(name + ": metadata bias is true but there is no bias section");
@@ -446,7 +488,7 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
       {SectionKind::metadata, bytes_of(meta)}};
   if (!b.cubin.empty()) sections.emplace_back(SectionKind::cubin, bytes_of(b.cubin));
   if (!b.ptx.empty()) sections.emplace_back(SectionKind::ptx, bytes_of(b.ptx));
-  if (b.metadata.values_mode == "streamed") sections.emplace_back(SectionKind::values, bytes_of(b.values));
+  if (b.metadata.values_mode != "baked") sections.emplace_back(SectionKind::values, bytes_of(b.values));
   if (b.metadata.bias) sections.emplace_back(SectionKind::bias, bytes_of(b.bias));
   if (!b.reference.empty()) sections.emplace_back(SectionKind::reference, bytes_of(b.reference));
   if (!b.tables.empty()) sections.emplace_back(SectionKind::tables, bytes_of(b.tables));
@@ -575,7 +617,7 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
     check_payload(b, name, offsets);
     return b;
   }
-  if ((b.metadata.values_mode == "streamed") != present(SectionKind::values))
+  if ((b.metadata.values_mode != "baked") != present(SectionKind::values))
     throw BundleError(name + ": values_mode is \"" + b.metadata.values_mode +
                       "\" but the values section is " +
                       (present(SectionKind::values) ? "present" : "missing"));

@@ -84,9 +84,7 @@ inline DenseMatrix random_b(std::int64_t k, std::int64_t n, std::uint64_t seed) 
 }
 
 inline const char* mode_name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
-inline const char* value_mode_name(SpmmValueMode m) {
-  return m == SpmmValueMode::baked ? "baked" : "streamed";
-}
+inline const char* value_mode_name(SpmmValueMode m) { return to_string(m); }
 
 // plan -> check -> emit -> compile for `arch` -> bundle. Throws (UsageError, CompileError,
 // BundleError) when a stage fails; a plan that check_plan rejects is returned unemitted.
@@ -146,7 +144,7 @@ inline std::vector<std::shared_future<SpmmBuilt>> build_all(const std::vector<Sp
 
 // The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame (the split
 // PTX layout's call may take kSpmmPtxSplitCallStackBytes), a non-empty cubin and PTX, values present
-// exactly in streamed mode.
+// exactly in streamed mode (with nonzeros) and rolled mode (the step table; always CUDA C++).
 inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
                                      << (b.plan_errors.empty() ? "" : b.plan_errors.front());
@@ -157,8 +155,13 @@ inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_LE(b.usage.stack_frame_bytes, b.emitted.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes) << c.name;
   EXPECT_FALSE(b.compiled.cubin.empty()) << c.name;
   EXPECT_FALSE(b.compiled.ptx.empty()) << c.name;
-  EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode == SpmmValueMode::baked || spmm_plan_nnz(b.plan) == 0)
+  EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode == SpmmValueMode::baked ||
+                                         (b.plan.value_mode == SpmmValueMode::streamed && spmm_plan_nnz(b.plan) == 0))
       << c.name;
+  if (b.plan.value_mode == SpmmValueMode::rolled) {
+    EXPECT_EQ(b.bundle.values, spmm_rolled_table(b.plan, c.a)) << c.name;
+    EXPECT_EQ(b.emitted.language, KernelLanguage::cuda) << c.name;
+  }
   if (b.plan.value_mode == SpmmValueMode::streamed) {
     EXPECT_EQ(b.bundle.values.size(), static_cast<std::size_t>(c.a.nnz() - b.bundle.metadata.tile_nnz)) << c.name;
   }

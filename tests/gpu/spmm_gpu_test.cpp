@@ -2,8 +2,9 @@
 // emit_spmm_ptx -> NVRTC or nvJitLink for the device's arch (ptxas: no spills, no stack frame) -> rt::Bundle
 // -> SpmmExecutor, run on a NaN-poisoned C for each n and compared with the fp64 reference (max error
 // relative to max |ref| <= 1e-5) and with interpret_spmm bit for bit (so both emitters give the same
-// bits). Cases: edge cases on random matrices and every MobileNet v1 1x1 layer through both emitters,
-// every DLMC rn50 / transformer 0.9 matrix through the PTX route and those up to an nnz limit also
+// bits). Cases: edge cases on random matrices (rolled plans among them) and every MobileNet v1 1x1
+// layer through both emitters, every DLMC rn50 / transformer 0.9 matrix through the PTX route (the
+// large rn50 layers at N = 49 plan rolled and compile as CUDA C++) and those up to an nnz limit also
 // through NVRTC (all with SPARSECC_GPU_ALL=1), and a bundle file round trip. GPU tests skip with the reason
 // when no driver or device is present; SpmmGpuPipelineCpu runs the build half without a device.
 #include <gtest/gtest.h>
@@ -122,6 +123,19 @@ std::vector<SpmmCase> edge_cases() {
   cs.push_back(make_case("wide_256x512_auto_runtime", random_csr(256, 512, 0.1, 15), 196, M::runtime, true,
                          true, {}, {49, 196, 3136}));
   cs = both_emitters(cs);
+  // Rolled plans (one emitter: they are always CUDA C++): tilings, runtime N, bias and ReLU, empty
+  // block rows, no nonzeros at all, columns not a multiple of the block's 2 T.
+  cs.push_back(make_case("rolled_r1_g8_n49_bias_relu", random_csr(200, 700, 0.15, 17), 49, M::fixed, true, true,
+                         opts(1, 8, V::rolled)));
+  cs.push_back(make_case("rolled_r3_g3_runtime_bias_relu", odd, 100, M::runtime, true, true,
+                         opts(3, 3, V::rolled, SpmmRowSplit::equal, 32), kRuntimeNs));
+  cs.push_back(make_case("rolled_r4_t64_n3136", odd, 3136, M::fixed, false, false,
+                         opts(4, 2, V::rolled, SpmmRowSplit::equal, 64)));
+  cs.push_back(make_case("rolled_empty_row_block", with_empty_row_block(), 49, M::fixed, true, false,
+                         opts(4, 2, V::rolled)));
+  cs.push_back(make_case("rolled_one_nonzero_n1", one_nonzero(), 1, M::fixed, false, true, opts(1, 4, V::rolled)));
+  cs.push_back(make_case("rolled_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 49, M::fixed, true, true,
+                         opts(1, 1, V::rolled)));
   // Large enough for the split PTX layout (one function per block row, assembled in modules).
   SpmmCase split = make_case("split_layout_1000x700_gy2_bias_relu", random_csr(1000, 700, 0.06, 16), 196,
                              M::fixed, true, true, opts(8, 2, V::baked));

@@ -84,8 +84,7 @@ SpmmOptions plan_options(const Args& args) {
   o.max_registers = args.max_registers;
   if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
   o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
-  if (args.values == "baked") o.value_mode = SpmmValueMode::baked;
-  if (args.values == "streamed") o.value_mode = SpmmValueMode::streamed;
+  if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
   return o;
 }
 
@@ -134,7 +133,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"max_registers", plan.max_registers},
           {"assembler_opt_level", plan.assembler_opt_level},
           {"block_x", plan.block_x},
-          {"values", plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed"},
+          {"values", to_string(plan.value_mode)},
           {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
           {"shared_bytes", plan.shared_bytes},
           {"estimated_instructions", plan.estimated_instructions}};
@@ -145,7 +144,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 std::string plan_column(const SpmmPlan& plan) {
   return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
                      plan.max_registers, plan.assembler_opt_level,
-                     plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed",
+                     to_string(plan.value_mode),
                      plan.row_split == SpmmRowSplit::balanced ? "/bal" : "");
 }
 
@@ -647,8 +646,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 3));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
   app.add_option("--values", args.values,
-                 "plan: weights baked into the code, streamed from an array, or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+                 "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();
   app.add_flag("--sweep", args.sweep,
                "also try a grid of plans per problem (rows per block, groups, n tile, register cap), "

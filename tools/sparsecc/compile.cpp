@@ -31,8 +31,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("--bias", a.bias, "Bias vector FILE[:TENSOR] (one value per row of A)");
   cmd->add_flag("--relu", a.relu, "Apply ReLU after the bias");
   cmd->add_option("--values", a.values,
-                  "Weights as code literals (baked), read from an array (streamed), or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+                  "Weights as code literals (baked), read from an array (streamed), a loop over a step table (rolled, fp32), "
+                  "or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed for the values of pattern-only .smtx files")->capture_default_str();
   cmd->add_option("--rows-per-block", a.rows_per_block, "Rows of A per thread block (0: automatic)")
@@ -68,8 +69,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.max_registers = a.max_registers;
   if (a.assembler_opt >= 0) o.assembler_opt_level = a.assembler_opt;
   o.row_split = a.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
-  if (a.values == "baked") o.value_mode = SpmmValueMode::baked;
-  if (a.values == "streamed") o.value_mode = SpmmValueMode::streamed;
+  if (a.values != "auto") o.value_mode = parse_value_mode(a.values, "--values");
   o.accumulate = a.accumulate;
   set_blocklets(o, a.dtype == "f32" && a.blocklets == "auto" ? "off" : a.blocklets);
   return o;
@@ -146,8 +146,8 @@ int run_compile(const CompileArgs& args) {
       "B -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.block_rows(), plan.rows_per_block, plan.n_tile, plan.groups,
-      plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed", emit, emit_seconds,
-      emit == "ptx" ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
+      to_string(plan.value_mode), to_string(kernel.language), emit_seconds,
+      kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
       usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
       args.output);

@@ -91,6 +91,10 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   candidate.options = options;
   candidate.emitter = parse_kernel_language(emit);
   candidate.plan = plan_spmm(layer.a, problem, options);
+  if (candidate.plan.value_mode == SpmmValueMode::rolled) {  // a rolled kernel is CUDA C++ whatever was asked
+    candidate.emitter = KernelLanguage::cuda;
+    emit = to_string(candidate.emitter);
+  }
   if (const auto problems = check_plan(candidate.plan, layer.a); !problems.empty())
     throw std::runtime_error(fmt::format("layer {}: the inspector produced an invalid plan: {}", layer.name,
                                          problems.front()));
@@ -262,8 +266,8 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_flag("--relu", args->relu, "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
   cmd->add_option("--relu-select", args->relu_select, "Apply ReLU after the layers whose name matches this regular expression");
-  cmd->add_option("--values", args->spmm.values, "Weights as code literals (baked), from an array (streamed), or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "auto"}))
+  cmd->add_option("--values", args->spmm.values, "Weights as code literals (baked), from an array (streamed), a step table loop (rolled, fp32), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();
   cmd->add_option("--dtype", args->spmm.dtype, "Element type of B and C")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))

@@ -1,7 +1,8 @@
 // sparsecc demo: needs no input. Builds the embedded defaults — a deterministic magnitude-pruned
 // 1024x1024 layer at 90 % sparsity and a deterministic branching neuron — inspects both and runs the
 // fp64 references, checking each against an independent computation; then compiles the layer's SpMM
-// executor (direct PTX, nvJitLink) and the neuron's Hines executor (CUDA C++, NVRTC) and runs them —
+// executor (the automatic plan: for this layer at N = 64 a rolled kernel, CUDA C++ through NVRTC; unrolled
+// plans go through direct PTX and nvJitLink) and the neuron's Hines executor (CUDA C++, NVRTC) and runs them —
 // on the GPU when there is one, else through their plan interpreters, saying which — against the
 // references. Exit 1 if a check fails.
 #include <fmt/format.h>
@@ -65,7 +66,7 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, "f32"};
   const SpmmPlan plan = plan_spmm(a, problem);
   auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel kernel = emit_spmm_ptx(plan, a);
+  const EmittedKernel kernel = emit_spmm(plan, a, KernelLanguage::ptx);
   CudaCompileOptions options;
   options.extra.push_back(kPtxasVerbose);
   const CudaCompileResult compiled = compile_kernel(kernel, "demo_layer", options);
@@ -91,7 +92,11 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   LayerResult r;
   r.ok = check.unwritten == 0 && rel <= kExecutorTolerance && !compiled.cubin.empty();
   r.json = {{"plan",
-             {{"rows_per_block", plan.rows_per_block}, {"n_tile", plan.n_tile}, {"groups", plan.groups}}},
+             {{"rows_per_block", plan.rows_per_block},
+              {"n_tile", plan.n_tile},
+              {"groups", plan.groups},
+              {"value_mode", to_string(plan.value_mode)},
+              {"emitter", to_string(kernel.language)}}},
             {"generate_compile_seconds", gen_s},
             {"cubin_bytes", compiled.cubin.size()},
             {"registers", usage.registers},
@@ -101,10 +106,11 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
             {"ok", r.ok}};
   if (!quiet)
     fmt::print(
-        "   executor: plan R{}/T{}/G{}, PTX generated and assembled in {:.2f} s, cubin {} bytes ({:.1f} "
+        "   executor: plan R{}/T{}/G{} {}, {} generated and compiled in {:.2f} s, cubin {} bytes ({:.1f} "
         "bytes/nonzero), {} registers;\n   run on the {}: max relative error vs fp64 {:.2e} "
         "(tolerance {:.0e}) {}\n\n",
-        plan.rows_per_block, plan.n_tile, plan.groups, gen_s, compiled.cubin.size(),
+        plan.rows_per_block, plan.n_tile, plan.groups, to_string(plan.value_mode),
+        kernel.language == KernelLanguage::ptx ? "PTX" : "CUDA C++", gen_s, compiled.cubin.size(),
         static_cast<double>(compiled.cubin.size()) / static_cast<double>(std::max<std::int64_t>(a.nnz(), 1)),
         usage.registers, how, rel, kExecutorTolerance, r.ok ? "ok" : "FAILED");
   return r;

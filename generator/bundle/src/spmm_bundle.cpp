@@ -81,7 +81,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.n_tile = plan.block_columns();
   md.bias = plan.problem.bias;
   md.relu = plan.problem.relu;
-  md.values_mode = plan.value_mode == SpmmValueMode::baked ? "baked" : "streamed";
+  md.values_mode = to_string(plan.value_mode);
   md.arch = arch;
   md.kernel = plan.kernel_name;
   md.block_rows = plan.block_rows();
@@ -145,7 +145,7 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.groups = s.value("groups", 0);
   o.row_split =
       s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
-  o.value_mode = md.values_mode == "baked" ? SpmmValueMode::baked : SpmmValueMode::streamed;
+  o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
   o.kernel_name = md.kernel;
   SpmmPlan plan = plan_spmm(a, problem, o);
   if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)

@@ -335,6 +335,8 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
   if (plan.half())
     throw UsageError(fmt::format("the PTX emitter writes fp32 kernels; {} plans take the CUDA C++ emitter (--emit cuda)",
                                  plan.problem.dtype));
+  if (plan.value_mode == SpmmValueMode::rolled)
+    throw UsageError("the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
   if (!is_c_identifier(plan.kernel_name))
     throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.kernel_name));
   if (!isa_versions().count(arch))
@@ -371,7 +373,9 @@ namespace sparsecc {
 
 EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
                         const std::string& arch) {
-  return language == KernelLanguage::ptx ? emit_spmm_ptx(plan, a, arch) : emit_spmm_cuda(plan, a);
+  // A rolled kernel is a small loop: NVRTC compiles it in well under a second, so it has no PTX form.
+  const bool ptx = language == KernelLanguage::ptx && plan.value_mode != SpmmValueMode::rolled;
+  return ptx ? emit_spmm_ptx(plan, a, arch) : emit_spmm_cuda(plan, a);
 }
 
 }  // namespace sparsecc

@@ -18,7 +18,7 @@ namespace sparsecc::emit_detail {
 
 // What both CUDA C++ emitters do first: refuse a plan that is not valid for `a` or whose kernel name
 // is not an identifier (UsageError), fill the kernel's name, register cap, assembler level and, in
-// streamed mode, its packed values; returns the weights the kernel uses (spmm_kernel_values).
+// streamed and rolled mode, the values array it reads; returns the weights the kernel uses (spmm_kernel_values).
 inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatrix& a, EmittedKernel& out) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
@@ -29,7 +29,7 @@ inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatri
   out.max_registers = plan.max_registers;
   out.opt_level = plan.assembler_opt_level;
   std::vector<float> weights = spmm_kernel_values(plan, a);
-  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  if (plan.value_mode != SpmmValueMode::baked) out.packed_values = weights;
   return weights;
 }
 

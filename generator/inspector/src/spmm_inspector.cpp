@@ -112,6 +112,31 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
   return static_cast<std::int32_t>(g);
 }
 
+// Rolled plans (a loop over a step table instead of unrolled code). Automatic value mode: rolled for
+// fp32 layers of at least kRolledNnz nonzeros and kRolledRowNnz per row on average whose N fits one
+// warp of two columns a thread (N <= kRolledColumns): their unrolled code is megabytes that each SM
+// fetches for a single column tile, and a prototype on an H100 ran them 1.2-1.5x faster rolled (DLMC
+// ResNet-50 at N = 49: 512x2048 9.2 -> 6.6 us, 512x4608 17.5 -> 11.8 us, 2048x1024 13.2 -> 10.9 us),
+// while 2048x512 (51 per row) only tied and N = 196 or 256 ran 1.4x slower. Tiling: one row per
+// block row, a warp of columns, and the groups that bring the grid to about kRolledWarps warps
+// (4..16 of them, a power of two).
+constexpr std::int64_t kRolledNnz = 100000;
+constexpr std::int64_t kRolledRowNnz = 96;
+constexpr std::int64_t kRolledColumns = 64;
+constexpr std::int64_t kRolledWarps = 4096;
+
+bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
+  return problem.dtype == "f32" && problem.n <= kRolledColumns && a.nnz() >= kRolledNnz &&
+         a.nnz() >= kRolledRowNnz * a.rows;
+}
+
+std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile) {
+  std::int32_t g = 4;
+  while (g < 16 && blocks * tiles * g * ceil_div(n_tile, 32) < kRolledWarps && 2 * g * n_tile <= 1024) g *= 2;
+  while (g > 1 && g * n_tile > 1024) g /= 2;
+  return g;
+}
+
 // Fragment plans: the n tile, fitted on the RMB-pruned MobileNet / ResNet-50 suite on an H100
 // (sparsecc_bench blocklets --n-tile): one warp per block for N > kFragmentOneWarpColumns (the
 // memory-bound layers of 50k columns ran 5-12 % faster with more, smaller blocks), else the usual
@@ -245,7 +270,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.problem = problem;
   p.kernel_name = options.kernel_name;
   p.row_split = options.row_split;
-  p.cols_per_thread = problem.dtype == "f32" ? 1 : 2;
+  const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
+                                         : options.blocklets == SpmmBlockletMode::off && auto_rolled(a, problem);
+  if (rolled && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
+    throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
+  if (rolled && options.row_split != SpmmRowSplit::equal)
+    throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
+  p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
   p.accumulate = options.accumulate.empty() ? "f32" : options.accumulate;
   if (p.accumulate != "f32" && p.accumulate != problem.dtype)
     throw UsageError(fmt::format("plan_spmm: accumulation in {} needs dtype {} (or f32 accumulation)",
@@ -280,7 +311,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   const std::int64_t ny = p.fragment_k ? kSpmmFragmentRows
                           : options.rows_per_block
                               ? options.rows_per_block
-                              : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
+                          : rolled ? 1
+                                   : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
@@ -290,8 +322,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
                                  blocks, ny, kSpmmMaxBlockRows));
   p.groups = options.groups  ? options.groups
              : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
+             : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile)
                             : auto_groups(a, blocks, ny, p.n_tile);
-  if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && p.groups > 1) {
+  if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
     if (wide > p.n_tile && ceil_div(thread_columns, wide) * blocks >= kWideGrid) {
@@ -321,15 +354,19 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
                                  p.groups, p.n_tile, p.shared_bytes, kSpmmMaxSharedBytes));
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
-  const std::int32_t per_row = p.half() && p.accumulate == "f32" ? 2 : 1;
+  const std::int32_t per_row = (p.half() && p.accumulate == "f32") || rolled ? 2 : 1;
   p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
+  // A rolled kernel keeps a batch of step records (kSpmmRolledBatch of them) and their B loads in flight.
+  const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight
+                                 : rolled     ? std::int64_t{kSpmmRolledBatch} * ((1 + ny + 3) / 4 * 4 + 2)
+                                              : kLoadsInFlight;
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
   p.max_registers = options.max_registers
                         ? options.max_registers
                         : static_cast<std::int32_t>(std::min<std::int64_t>(
                               kSpmmMaxRegisters,
-                              ceil_div(p.estimated_registers + (p.fragment_k ? kFragmentLoadsInFlight : kLoadsInFlight), 8) * 8));
+                              ceil_div(p.estimated_registers + in_flight, 8) * 8));
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
                                  p.estimated_registers, kSpmmMaxRegisters));
@@ -342,10 +379,11 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(fmt::format("plan_spmm: assembler optimization level {} is outside 0..3",
                                  p.assembler_opt_level));
   // A plan whose nonzeros all sit in fragments has no unrolled values to stream.
-  p.value_mode = options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget ||
-                                                     spmm_plan_nnz(p) == 0
-                                                 ? SpmmValueMode::baked
-                                                 : SpmmValueMode::streamed);
+  p.value_mode = rolled ? SpmmValueMode::rolled
+                 : options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget ||
+                                                       spmm_plan_nnz(p) == 0
+                                                   ? SpmmValueMode::baked
+                                                   : SpmmValueMode::streamed);
   if (p.value_mode == SpmmValueMode::streamed)
     for (const auto& b : p.blocks)
       for (const auto& g : b.groups)

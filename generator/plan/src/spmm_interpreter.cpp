@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "sparsecc/common/dtype.hpp"
@@ -48,12 +49,34 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.groups));  // one per group
   std::int64_t packed_begin = 0;  // first packed value of the current block row
   std::size_t fragment_begin = 0;  // first fragment word of the current block row
-  for (const auto& block : plan.blocks) {
+  // Rolled plans: the table's header and record size (the interpreter reads the table as the kernel
+  // does, so that a wrong table fails here).
+  const bool rolled = plan.value_mode == SpmmValueMode::rolled;
+  const std::int64_t header = rolled ? spmm_rolled_header_words(plan) : 0;
+  const std::int32_t record = rolled ? spmm_rolled_record_words(plan) : 0;
+  if (rolled && static_cast<std::int64_t>(values.size()) < header)
+    throw UsageError(fmt::format("interpret_spmm: a step table of {} words has no room for its {}-word header",
+                                 values.size(), header));
+  const auto word = [&](std::int64_t i) { return std::bit_cast<std::int32_t>(values.at(static_cast<std::size_t>(i))); };
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) {
+    const SpmmBlockRow& block = plan.blocks[bi];
     for (std::int64_t col = 0; col < n; ++col) {
       std::int64_t p = packed_begin;
       for (std::size_t g = 0; g < block.groups.size(); ++g) {
         float* acc = &partial[g * ny];
         double* hacc = &half_partial[g * ny];
+        if (rolled) {  // every step multiplies into every row, from zero
+          std::fill(acc, acc + ny, 0.0f);
+          const std::int64_t slot = static_cast<std::int64_t>(bi) * plan.groups + static_cast<std::int64_t>(g);
+          for (std::int64_t r = word(slot); r < word(slot + 1); ++r) {
+            const std::int64_t at = header + r * record;
+            const std::int32_t k = word(at);
+            if (k < 0 || k >= pr.k) throw UsageError(fmt::format("interpret_spmm: step table record {} has k {}", r, k));
+            const float x = static_cast<float>(b(k, col));
+            for (std::size_t i = 0; i < ny; ++i) acc[i] = std::fmaf(x, values.at(static_cast<std::size_t>(at + 1) + i), acc[i]);
+          }
+          continue;
+        }
         std::vector<char> touched(ny, 0);
         std::fill(acc, acc + ny, 0.0f);
         std::fill(hacc, hacc + ny, 0.0);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "sparsecc/common/dtype.hpp"
@@ -15,8 +16,9 @@ namespace {
 using json = nlohmann::json;
 
 const char* name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
-const char* name(SpmmValueMode m) { return m == SpmmValueMode::baked ? "baked" : "streamed"; }
 const char* name(SpmmRowSplit s) { return s == SpmmRowSplit::equal ? "equal" : "balanced"; }
+
+const char* name(SpmmValueMode m) { return to_string(m); }
 
 template <typename E>
 E parse_enum(const json& j, const char* key, E a, E b) {
@@ -117,6 +119,50 @@ std::int64_t spmm_plan_nnz(const SpmmPlan& plan) {
   return n;
 }
 
+const char* to_string(SpmmValueMode mode) {
+  switch (mode) {
+    case SpmmValueMode::baked: return "baked";
+    case SpmmValueMode::streamed: return "streamed";
+    case SpmmValueMode::rolled: return "rolled";
+  }
+  return "?";
+}
+
+SpmmValueMode parse_value_mode(const std::string& word, const std::string& what) {
+  for (const SpmmValueMode m : {SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled})
+    if (word == to_string(m)) return m;
+  throw UsageError(fmt::format("{}: '{}' is not baked, streamed or rolled", what, word));
+}
+
+std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.rows_per_block + 3) / 4 * 4; }
+
+std::int64_t spmm_rolled_header_words(const SpmmPlan& plan) {
+  return (plan.block_rows() * plan.groups + 1 + 3) / 4 * 4;
+}
+
+std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a) {
+  const std::int64_t header = spmm_rolled_header_words(plan);
+  const std::int32_t words = spmm_rolled_record_words(plan);
+  std::vector<float> out(static_cast<std::size_t>(header), 0.0f);
+  const auto bits = [](std::int64_t v) { return std::bit_cast<float>(static_cast<std::int32_t>(v)); };
+  std::int64_t records = 0;
+  std::size_t at = 0;
+  for (const auto& b : plan.blocks)
+    for (const auto& g : b.groups) {
+      out[at++] = bits(records);
+      for (const auto& s : g.steps) {
+        const std::size_t r0 = out.size();
+        out.resize(r0 + static_cast<std::size_t>(words), 0.0f);
+        out[r0] = bits(s.k);
+        for (const auto& e : s.entries)
+          out[r0 + 1 + static_cast<std::size_t>(e.row)] = spmm_weight(plan, a.values.at(static_cast<std::size_t>(e.value_index)));
+        ++records;
+      }
+    }
+  out[at] = bits(records);
+  return out;
+}
+
 std::int64_t SpmmPlan::fragment_count() const {
   std::int64_t n = 0;
   for (const auto& b : blocks) n += static_cast<std::int64_t>(b.fragments.size());
@@ -164,6 +210,7 @@ float spmm_weight(const SpmmPlan& plan, double v) {
 }
 
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (plan.value_mode == SpmmValueMode::rolled) return spmm_rolled_table(plan, a);
   std::vector<float> out;
   if (plan.value_mode == SpmmValueMode::streamed) {
     for (std::int64_t i : plan.packed_order) out.push_back(spmm_weight(plan, a.values.at(i)));
@@ -204,8 +251,11 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.n < 1) err("n must be positive");
   if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
     err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
-  if (p.cols_per_thread != (p.half() ? 2 : 1))
-    err(fmt::format("cols_per_thread {} does not fit dtype {}", p.cols_per_thread, pr.dtype));
+  const bool rolled = p.value_mode == SpmmValueMode::rolled;
+  if (p.cols_per_thread != (p.half() || rolled ? 2 : 1))
+    err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.cols_per_thread, pr.dtype, rolled ? " (rolled)" : ""));
+  if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
+  if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
   if (p.accumulate != "f32" && p.accumulate != pr.dtype)
     err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
   if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
@@ -243,7 +293,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
     for_each_entry(p, [&](auto&, auto&, auto&, const SpmmEntry& e) { order.push_back(e.value_index); });
     if (order != p.packed_order) err("packed_order is not the emission order");
   } else if (!p.packed_order.empty()) {
-    err("packed_order must be empty in baked mode");
+    err("packed_order must be empty outside streamed mode");
   }
   return errors;
 }
@@ -315,7 +365,7 @@ SpmmPlan plan_from_json(const json& j) {
                  pr.at("n"),    parse_enum(pr, "n_mode", SpmmNMode::fixed, SpmmNMode::runtime),
                  pr.at("bias"), pr.at("relu"),
                  pr.at("dtype")};
-    p.value_mode = parse_enum(j, "value_mode", SpmmValueMode::baked, SpmmValueMode::streamed);
+    p.value_mode = parse_value_mode(j.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
     p.kernel_name = j.at("kernel_name");
     p.row_split = parse_enum(j, "row_split", SpmmRowSplit::equal, SpmmRowSplit::balanced);
     p.rows_per_block = j.at("rows_per_block");

@@ -35,6 +35,12 @@ constexpr double kIssuePerCycle = 4;                   // warp instructions per 
 constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kBarrierCycles = 64;
 constexpr double kInstructionBytes = 16;
+// Rolled plans (not in the fitted timings; modelled on the same scale): the loop's code, fetched once,
+// and per batch of kSpmmRolledBatch step records two dependent round trips to L2 (the records, then
+// the B rows they name), counted in cold-instruction equivalents so the latency term's coefficient
+// applies.
+constexpr double kRolledCodeInstructions = 256;
+constexpr double kRolledRoundTripCycles = 600;
 
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n{"launch",  "bound_us",  "fetch_us", "issue_us",
@@ -59,7 +65,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // the cap that lets one block fit the SM.
 std::int64_t kernel_registers(const SpmmPlan& p) {
   std::int64_t regs = std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1});
-  if (!p.half()) {
+  if (!p.half() && p.value_mode != SpmmValueMode::rolled) {  // rolled kernels are small CUDA C++ loops
     const bool streamed = p.value_mode == SpmmValueMode::streamed;
     const std::int64_t instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (streamed ? 2 : 1);
     const std::int64_t split =
@@ -132,6 +138,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const double smsps_per_group =
       static_cast<double>(std::clamp<std::int64_t>(ceil_div(plan.n_tile, 32), 1, 4));
   const bool streamed = plan.value_mode == SpmmValueMode::streamed;
+  const bool rolled = plan.value_mode == SpmmValueMode::rolled;
+  const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
   const double fma_per_entry = plan.half() && plan.accumulate == "f32" ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
   const std::int64_t fk = plan.fragment_k;
@@ -164,18 +172,25 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
       const double frags = static_cast<double>(f1 - f0);
       // Per thread: the B address and load of every step, the FMAs (two for a half pair summed in
       // fp32), the value loads of streamed plans, the fragments, and zeroing the accumulators.
-      const double body = 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) +
-                          frags * fragment_instructions + rows;
-      const double path = body + (g == 0 ? epilogue0 : hand_over);
+      // Rolled: per step its record loads, the k, two B addresses and loads, two FMAs a row of the
+      // block row (zeros included), and the batches' round trips.
+      const double ny = static_cast<double>(plan.rows_per_block);
+      const double body =
+          rolled ? steps * (record_loads + 5.0 + 2.0 * ny) + 2.0 * ny
+                 : 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) + frags * fragment_instructions + rows;
+      const double waits = rolled ? std::ceil(steps / kSpmmRolledBatch) * 2.0 * kRolledRoundTripCycles /
+                                        kColdCyclesPerInstruction
+                                  : 0.0;
+      const double path = body + waits + (g == 0 ? epilogue0 : hand_over);
       block_path = std::max(block_path, path);
       supply_sum += path * smsps_per_group;
       thread_instructions += path;
-      block_code += body + 2.0;  // the group's entry and exit branches
+      if (!rolled) block_code += body + 2.0;  // the group's entry and exit branches
       fragments += frags;
       unrolled_nnz += entries;
     }
     path_sum += block_path;
-    code_instructions += block_code;
+    if (!rolled) code_instructions += block_code;
     double nnz = 0;
     if (b.row_begin >= 0 && b.row_end <= a.rows && b.row_begin <= b.row_end)
       nnz = static_cast<double>(a.row_ptr[static_cast<std::size_t>(b.row_end)] -
@@ -183,6 +198,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
     max_nnz = std::max(max_nnz, nnz);
     total_nnz += nnz;
   }
+  if (rolled) code_instructions = kRolledCodeInstructions;
   const double rows_d = static_cast<double>(block_rows);
   const double busiest_d = static_cast<double>(busiest);
   // Latency: rounds of resident blocks, each as long as the average block row's critical path run
@@ -197,7 +213,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const double nd = static_cast<double>(n);
   const double dram_bytes = static_cast<double>(pr.k) * nd * in_bytes +
                             static_cast<double>(pr.m) * nd * in_bytes +
-                            (streamed ? unrolled_nnz * 4.0 : 0.0) + fragments * fragment_bytes;
+                            (streamed ? unrolled_nnz * 4.0 : 0.0) + fragments * fragment_bytes +
+                            (rolled ? record_loads * 16.0 * static_cast<double>(spmm_plan_loads(plan)) : 0.0);
   const double reduce_cycles =
       reduces_any ? kBarrierCycles + 2.0 * static_cast<double>(groups - 1) * plan.rows_per_block : 0.0;
   const double mean_nnz = total_nnz / rows_d;

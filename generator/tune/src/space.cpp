@@ -12,7 +12,7 @@ namespace sparsecc::tune {
 namespace {
 
 const char* split_name(SpmmRowSplit s) { return s == SpmmRowSplit::balanced ? "balanced" : "equal"; }
-const char* values_name(SpmmValueMode v) { return v == SpmmValueMode::streamed ? "streamed" : "baked"; }
+const char* values_name(SpmmValueMode v) { return to_string(v); }
 
 // The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
 std::string blocklet_spec(const SpmmPlan& plan) {
@@ -44,8 +44,10 @@ std::vector<std::vector<std::string>> dimension_texts(const SpmmSpaceDims& d) {
 }
 
 // Empty when `emitter` may compile the problem, else the rule it breaks.
-std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, const SpmmSpaceDims& dims) {
+std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, const SpmmSpaceDims& dims,
+                         bool rolled = false) {
   if (emitter == KernelLanguage::ptx && half) return "the PTX emitter is fp32 only";
+  if (rolled) return emitter == KernelLanguage::ptx ? "rolled plans compile as CUDA C++" : "";
   if (emitter == KernelLanguage::cuda && !half && a.nnz() > dims.cuda_max_nnz)
     return fmt::format("CUDA C++ for fp32 only up to {} nonzeros (NVRTC compile time)", dims.cuda_max_nnz);
   return {};
@@ -59,7 +61,17 @@ std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage e
   if (plan.value_mode == SpmmValueMode::baked && plan.estimated_instructions > base.baked_instruction_budget)
     return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.estimated_instructions,
                        base.baked_instruction_budget);
-  return emitter_rule(plan.half(), a, emitter, dims);
+  return emitter_rule(plan.half(), a, emitter, dims, plan.value_mode == SpmmValueMode::rolled);
+}
+
+// Empty when a rolled point fits the problem, else the rule it breaks (checked before planning).
+std::string rolled_rule(bool half, const SpmmProblem& problem, std::int32_t rows, SpmmRowSplit split,
+                        const SpmmSpaceDims& dims) {
+  if (half) return "rolled plans are fp32 only";
+  if (problem.n > dims.rolled_max_n) return fmt::format("rolled plans only for N <= {}", dims.rolled_max_n);
+  if (rows > dims.rolled_max_rows) return fmt::format("rolled plans take at most {} rows per block", dims.rolled_max_rows);
+  if (split != SpmmRowSplit::equal) return "rolled plans take equal row panels";
+  return {};
 }
 
 }  // namespace
@@ -85,6 +97,8 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       space.rejected.emplace_back(point, e.what());
       return;
     }
+    // A default that comes out rolled compiles as CUDA C++ whatever emitter was asked for.
+    if (is_default && c.plan.value_mode == SpmmValueMode::rolled) emitter = KernelLanguage::cuda;
     if (const std::string rule = plan_rule(c.plan, a, emitter, base, dims); !rule.empty()) {
       if (is_default) throw UsageError("the default plan is not a valid candidate: " + rule);
       space.rejected.emplace_back(point, rule);
@@ -120,7 +134,9 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
                                                       values_name(values), to_string(emitter),
                                                       half ? "/bl:" + bl : std::string());
                 // Cheap rules first, without building the plan.
-                std::string rule = emitter_rule(half, a, emitter, dims);
+                const bool rolled = values == SpmmValueMode::rolled;
+                std::string rule = emitter_rule(half, a, emitter, dims, rolled);
+                if (rule.empty() && rolled) rule = rolled_rule(half, problem, r, split, dims);
                 if (!rule.empty()) {
                 } else if (r > std::max<std::int64_t>(a.rows, 1))
                   rule = fmt::format("{} rows per block exceed M = {}", r, a.rows);
@@ -183,10 +199,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   const std::string split = text("row_split");
   if (split != "equal" && split != "balanced") throw UsageError("tuning options: 'row_split' is equal or balanced");
   o.row_split = split == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
-  const std::string values = text("value_mode");
-  if (values != "baked" && values != "streamed")
-    throw UsageError("tuning options: 'value_mode' is baked or streamed");
-  o.value_mode = values == "streamed" ? SpmmValueMode::streamed : SpmmValueMode::baked;
+  o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");
   if (j.contains("accumulate")) o.accumulate = text("accumulate");
   // The plan records an automatic choice as "auto": replaying it re-runs the same proposal.
   set_blocklets(o, j.contains("blocklets") ? text("blocklets") : std::string("off"));

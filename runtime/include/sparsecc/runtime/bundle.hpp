@@ -19,7 +19,10 @@
 //      1  metadata  JSON text (BundleMetadata), required
 //      2  cubin     machine code for metadata.arch          } at least one of the two
 //      3  ptx       PTX text (driver JIT on other devices)  }
-//      4  values    float32[nnz - tile_nnz], present iff values_mode is "streamed"
+//      4  values    present iff values_mode is not "baked": "streamed": float32[nnz - tile_nnz];
+//                   "rolled": the step table (int32 record indices, then per step its k as int32
+//                   bits and plan_summary.rows_per_block float32 weights; see the generator's
+//                   spmm_rolled_table), checked against the metadata when loaded
 //      5  bias      float32[m], present iff bias is true
 //      6  reference optional verification data written by the generator (the matrix in CSR, for
 //                   `sparsecc verify`); opaque to the runtime, which never reads it
@@ -116,7 +119,7 @@ struct BundleMetadata {
   std::string layout = "row_major";
   bool bias = false;
   bool relu = false;
-  std::string values_mode = "baked";  // "baked" | "streamed"
+  std::string values_mode = "baked";  // "baked" | "streamed" | "rolled" (fp32 only)
   std::string arch = "sm_90";         // architecture of the cubin
   std::string kernel;
   std::int64_t block_rows = 1;  // grid y: one block row of A each (at most kMaxBlockRows)

@@ -21,7 +21,7 @@ struct EmittedKernel {
   std::string kernel_name;           // the extern "C" / .entry symbol
   std::int32_t max_registers = 0;    // register cap for the assembler (-maxrregcount); 0: none
   std::int32_t opt_level = 3;        // ptxas -O level
-  std::vector<float> packed_values;  // the `values` argument in streamed mode; empty when baked
+  std::vector<float> packed_values;  // the `values` argument (streamed values, rolled step table); empty when baked
   std::vector<std::uint32_t> fragment_words;  // the `fragments` argument of tensor-core plans; else empty
 };
 

@@ -1,7 +1,8 @@
 // CUDA C++ emitter for SpMM plans: renders templates/spmm_unrolled.cu into one SparseRT-style kernel
 // with the plan's nonzeros unrolled into straight-line code. Baked mode writes every weight as an exact
 // float literal (hex float, or __int_as_float for denormals); streamed mode reads values[p] with a
-// compile-time index p into the packed value array. Same plan and matrix, same bytes.
+// compile-time index p into the packed value array. Rolled plans render templates/spmm_rolled.cu, a
+// loop over the plan's step table (emit_spmm_rolled_cuda). Same plan and matrix, same bytes.
 #pragma once
 
 #include <string>
@@ -17,6 +18,8 @@ namespace sparsecc {
 // Half-precision plans (dtype f16 / bf16) render templates/spmm_half.cu (emit_spmm_half_cuda).
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a);
+// Rolled plans (value mode rolled): the kernel and, as packed_values, the step table it reads.
+EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 
 // A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
 std::string cuda_float_literal(float v);

@@ -47,6 +47,7 @@ std::string ptx_float_literal(float v);
 namespace sparsecc {
 
 // The plan's kernel from the emitter `language` names (emit_spmm_ptx for `arch`, or emit_spmm_cuda).
+// Rolled plans always take emit_spmm_cuda (the kernel is a small loop; the result says which language).
 EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
                         const std::string& arch = "sm_90");
 

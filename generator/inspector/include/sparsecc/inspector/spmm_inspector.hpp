@@ -9,8 +9,12 @@
 //   row split      = equal row panels (magnitude-pruned masks are uniform; SparseRT section 3);
 //                  `balanced` keeps the same number of block rows and moves their borders so their
 //                  nnz are about equal, each at most 2 * Ny rows (and at most 64);
-//   value mode     = baked when the estimated instructions (B loads + FMAs) are at most
-//                  baked_instruction_budget, else streamed.
+//   value mode     = rolled for fp32 layers of at least 100,000 nonzeros, 96 a row on average, at
+//                  N <= 64 (their unrolled code, megabytes fetched for one column tile, sets the
+//                  time); else baked when the estimated instructions (B loads + FMAs) are at most
+//                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,
+//                  one row per block row and the groups (4..16) that bring the grid to about 4096
+//                  warps, unless the options say otherwise.
 // Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
 // (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,

@@ -32,6 +32,19 @@
 // Fragment operands differ from lane to lane, so they cannot be literals of SIMT code: the kernel reads
 // them from the `fragments` array (16 * fragment_k / 2 words of packed pairs each, in lane order: one
 // 8- or 16-byte load per lane), whatever the value mode of the unrolled path.
+//
+// Rolled plans (value mode `rolled`, fp32 only): the same block rows, groups and steps, but the kernel
+// is a loop over a step table instead of straight-line code, so its size does not grow with A (an
+// unrolled kernel of 100k+ nonzeros is megabytes of code that every SM fetches while it runs; at small
+// N that fetch sets the time). Every thread owns two columns, blockIdx.x * 2 T + t and + T
+// (cols_per_thread 2, coalesced per warp). The `values` array is the table (spmm_rolled_table): a
+// header of block_rows * groups + 1 int32 record indices (where each (block row, group) begins,
+// padded to a multiple of 4 words), then one record a step of spmm_rolled_record_words words: the
+// step's k (int32), then one weight per row of the block row (0 for rows without an entry), padded
+// with zeros. Integer words are stored as their bit patterns. A step multiplies B[k] into every row of
+// its block row, zeros included: the sums equal the unrolled ones (adding x * 0 changes at most the
+// sign of a zero), but a non-finite B[k] reaches every row of the block row, not just the rows with an
+// entry at k.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +58,8 @@
 namespace sparsecc {
 
 enum class SpmmNMode { fixed, runtime };       // N compiled in, or read from the kernel's `n` argument
-enum class SpmmValueMode { baked, streamed };  // weights as literals, or read from `values`
+// Weights as literals, read from `values` in emission order, or a loop over a step table (above).
+enum class SpmmValueMode { baked, streamed, rolled };
 enum class SpmmRowSplit { equal, balanced };   // equal row panels, or nnz-balanced (SparseRT (b))
 
 struct SpmmProblem {
@@ -106,7 +120,7 @@ struct SpmmPlan {
   std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
-  std::int32_t cols_per_thread = 1;        // 1 for f32, 2 for f16 / bf16
+  std::int32_t cols_per_thread = 1;        // 1 for unrolled f32, 2 for f16 / bf16 and rolled plans
   std::int32_t fragment_k = 0;             // 8 or 16 with tensor-core fragments, else 0
   SpmmBlocklets blocklets;
   std::int32_t estimated_registers = 0;
@@ -134,6 +148,8 @@ inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 // Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
 // to more).
 inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
+// Rolled plans: step records a thread loads before it multiplies them (its B loads in flight).
+inline constexpr std::int32_t kSpmmRolledBatch = 8;
 // Fragment plans: rows of a block row (the mma M), and the fp32 row pitch of a warp's 16 x 64 stage in
 // shared memory (64 columns and 8 of padding against bank conflicts).
 inline constexpr std::int32_t kSpmmFragmentRows = 16;
@@ -163,6 +179,18 @@ bool spmm_fragment_stages(const SpmmPlan& plan);
 // first) at the positions mma.sync's A operand gives that lane. Empty without fragments.
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a);
 
+// "baked", "streamed", "rolled"; parse_value_mode throws UsageError naming `what` on another word.
+const char* to_string(SpmmValueMode mode);
+SpmmValueMode parse_value_mode(const std::string& word, const std::string& what = "value mode");
+
+// Rolled plans: words of one step record (the k and rows_per_block weights, rounded up to a multiple of
+// 4 so that records load as 16-byte vectors), and of the header (block_rows * groups + 1 record
+// indices, rounded up to a multiple of 4).
+std::int32_t spmm_rolled_record_words(const SpmmPlan& plan);
+std::int64_t spmm_rolled_header_words(const SpmmPlan& plan);
+// The step table of a rolled plan (layout above), as the float words of the `values` array.
+std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a);
+
 // A weight as the kernel uses it: rounded to the plan's dtype (exact in float). Throws UsageError
 // when it overflows the dtype.
 float spmm_weight(const SpmmPlan& plan, double v);
@@ -172,15 +200,16 @@ std::int64_t spmm_plan_loads(const SpmmPlan& plan);
 std::int64_t spmm_plan_nnz(const SpmmPlan& plan);
 
 // The `values` array the kernel reads, as float32: in streamed mode A's values in emission order
-// (packed_order); in baked mode A's CSR values (the literals the kernel carries). Half plans round
-// every value to the dtype (spmm_weight).
+// (packed_order); in baked mode A's CSR values (the literals the kernel carries); in rolled mode the
+// step table (spmm_rolled_table). Half plans round every value to the dtype (spmm_weight).
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover 0..M exactly once in order, every nonzero of A appears exactly once
 // at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
-// emission order in streamed mode, and the accumulators fit the register budget. Half plans: dtype
+// emission order in streamed mode, and the accumulators fit the register budget. Rolled plans: dtype
+// f32, no fragments, cols_per_thread 2. Half plans: dtype
 // f16 / bf16 with cols_per_thread 2 and accumulate f32 or the dtype. Fragment plans: a half dtype,
 // fragment_k 8 or 16, block rows of 16 rows at multiples of 16, groups of whole warps; each fragment
 // at a distinct multiple of fragment_k, its entries A's own (row, column) or -1 (a nonzero of A is

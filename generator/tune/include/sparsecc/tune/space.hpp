@@ -2,7 +2,7 @@
 // rules, and the candidates they give for one matrix and problem.
 //
 // SpMM dimensions (sparsecc/inspector/spmm_inspector.hpp): rows per block, n tile, thread groups over
-// K, balancing strategy (equal panels or nnz-balanced), value mode (baked or streamed), emitter
+// K, balancing strategy (equal panels or nnz-balanced), value mode (baked, streamed or rolled), emitter
 // (direct PTX or CUDA C++; fp32 only has both), and for f16 / bf16 the blocklet configuration (off,
 // the inspector's proposal, or a forced tensor-core shape at fill 1 and 0.5). Validity rules:
 //   - rows per block at most M and kSpmmMaxAccumulators; n tile at most the warp-rounded columns one
@@ -11,7 +11,8 @@
 //     whole warps with fragments) and its accumulators fit the 255-register budget;
 //   - baked plans only within the code-size budget (estimated instructions <= the inspector's baked
 //     budget); the CUDA C++ emitter for fp32 only up to `cuda_max_nnz` nonzeros (NVRTC compile time
-//     grows much faster than the PTX route's);
+//     grows much faster than the PTX route's), except for rolled plans, which are CUDA C++ only, fp32,
+//     at N <= rolled_max_n, with equal panels of at most rolled_max_rows rows;
 //   - candidates whose plans come out the same (an automatic choice meeting an explicit one) are
 //     kept once.
 // The first candidate is always the default plan: what `sparsecc compile` builds without a tuning
@@ -38,11 +39,16 @@ struct SpmmSpaceDims {
   std::vector<std::int32_t> n_tile{32, 64, 128, 256};
   std::vector<std::int32_t> groups{1, 2, 4, 8};
   std::vector<SpmmRowSplit> row_split{SpmmRowSplit::equal, SpmmRowSplit::balanced};
-  std::vector<SpmmValueMode> value_mode{SpmmValueMode::baked, SpmmValueMode::streamed};
+  std::vector<SpmmValueMode> value_mode{SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled};
   std::vector<KernelLanguage> emitter{KernelLanguage::ptx, KernelLanguage::cuda};
   // f16 / bf16 only: "off", "auto", or "BHxBW:FILL".
   std::vector<std::string> blocklets{"off", "auto", "16x8:1", "16x8:0.5", "16x16:0.5", "8x8:0.5"};
   std::int64_t cuda_max_nnz = 20000;
+  // Rolled plans (fp32, always CUDA C++, any size): only at N <= rolled_max_n, where their loop can
+  // beat unrolled code, with equal row panels of at most rolled_max_rows rows (every step multiplies
+  // into every row of its block row, so taller block rows multiply mostly zeros).
+  std::int64_t rolled_max_n = 64;
+  std::int32_t rolled_max_rows = 4;
 };
 
 // One point of the space.

@@ -1,0 +1,37 @@
+// CUDA C++ emitter for rolled SpMM plans: renders templates/spmm_rolled.cu with the plan's shape; the
+// steps themselves go to the table the kernel reads (spmm_rolled_table), not into the code.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/template.hpp"
+#include "unrolled_groups.hpp"
+
+namespace sparsecc {
+
+EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (plan.value_mode != SpmmValueMode::rolled)
+    throw UsageError("emit_spmm_rolled_cuda: the plan's value mode is not rolled");
+  if (plan.row_split != SpmmRowSplit::equal)
+    throw UsageError("emit_spmm_rolled_cuda: rolled plans take equal row panels");
+  EmittedKernel out;
+  emit_detail::start_cuda_kernel(plan, a, out);  // the table goes to out.packed_values
+  const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
+  const std::map<std::string, std::string> values = {
+      {"BLOCK_X", std::to_string(plan.block_x)},
+      {"KERNEL_NAME", plan.kernel_name},
+      {"N_TILE", std::to_string(plan.n_tile)},
+      {"ROWS", std::to_string(plan.rows_per_block)},
+      {"GROUPS", std::to_string(plan.groups)},
+      {"BATCH", std::to_string(kSpmmRolledBatch)},
+      {"HEADER", std::to_string(spmm_rolled_header_words(plan))},
+      {"M", std::to_string(plan.problem.m)},
+      {"BIAS", plan.problem.bias ? "true" : "false"},
+      {"RELU", plan.problem.relu ? "true" : "false"},
+      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"}};
+  out.source = KernelTemplate::load("spmm_rolled.cu").render(values);
+  return out;
+}
+
+}  // namespace sparsecc

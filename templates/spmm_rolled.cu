@@ -1,0 +1,118 @@
+// SpMM skeleton, rolled: C = A*B (+bias[row]) (ReLU) for one fixed sparse A whose steps are read from a
+// table instead of being unrolled into code (generator/emit/src/spmm_rolled_cuda.cpp fills it from a
+// rolled SpMM plan; the table is spmm_rolled_table in generator/plan). The code does not grow with
+// A: a large layer at small N spends its time on the table's loads, not on fetching megabytes of
+// unrolled instructions. The defaults between the markers make a valid one-row example, so the file
+// compiles on its own (nvcc -arch=sm_90 -c templates/spmm_rolled.cu).
+//   BLOCK_X       threads per block (groups * N_TILE)
+//   KERNEL_NAME   the extern "C" symbol the runtime looks up
+//   N_TILE        threads per group; each owns two columns, t and t + N_TILE of the block's 2 N_TILE
+//   ROWS          rows per block row (accumulators per column); block row y owns rows y * ROWS ..
+//   GROUPS        thread groups splitting a block row's steps (K), summed through shared memory
+//   BATCH         step records a thread loads (with their B loads) before it multiplies them
+//   HEADER        words of the table's header: block rows * GROUPS + 1 record indices, padded to 4
+//   M             rows of A and C
+//   LD            the column count of B and C: the compiled N, or the argument n
+//   BIAS, RELU    the epilogue
+// Table (`values`): the header's int32 record index where each (block row, group) begins, then one
+// record of RECORD words a step: k (int32 bits), ROWS weights (0 for rows without an entry), zeros.
+// ABI: grid (ceil(n / (2 N_TILE)), block rows), block (BLOCK_X), dynamic shared memory
+// (GROUPS - 1) * ROWS * 2 N_TILE floats. Columns >= n neither load nor store but reach the barrier.
+extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
+/*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
+                                     const float* __restrict__ bias, const float* __restrict__ values,
+                                     int n) {
+  constexpr int T = /*@N_TILE*/32/*@end*/;
+  constexpr int R = /*@ROWS*/1/*@end*/;
+  constexpr int G = /*@GROUPS*/1/*@end*/;
+  constexpr int U = /*@BATCH*/8/*@end*/;
+  constexpr long long H = /*@HEADER*/4/*@end*/;
+  constexpr long long M = /*@M*/1/*@end*/;
+  constexpr bool kBias = /*@BIAS*/false/*@end*/;
+  constexpr bool kRelu = /*@RELU*/false/*@end*/;
+  constexpr int S = (1 + R + 3) / 4 * 4;  // words of a step record
+  constexpr int Q = S / 4;                // its 16-byte loads
+  const long long ld = /*@LD*/n/*@end*/;
+  const int t = threadIdx.x % T;
+  const int group = threadIdx.x / T;
+  const long long col = static_cast<long long>(blockIdx.x) * 2 * T + t;
+  const bool live0 = col < ld, live1 = col + T < ld;
+  const int* head = reinterpret_cast<const int*>(values);
+  const int slot = static_cast<int>(blockIdx.y) * G + group;
+  const int first = __ldg(head + slot), last = __ldg(head + slot + 1);
+  const float4* rec = reinterpret_cast<const float4*>(values + H) + static_cast<long long>(first) * Q;
+  const float* b = B + col;
+  float a0[R], a1[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = 0.0f;
+  int i = first;
+  for (; i + U <= last; i += U, rec += U * Q) {
+    float w[U][S];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const float4 v = __ldg(rec + u * Q + q);
+        w[u][4 * q] = v.x, w[u][4 * q + 1] = v.y, w[u][4 * q + 2] = v.z, w[u][4 * q + 3] = v.w;
+      }
+    float x0[U], x1[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long k = __float_as_int(w[u][0]);
+      x0[u] = live0 ? __ldg(b + k * ld) : 0.0f;
+      x1[u] = live1 ? __ldg(b + k * ld + T) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        a0[r] = __fmaf_rn(x0[u], w[u][1 + r], a0[r]);
+        a1[r] = __fmaf_rn(x1[u], w[u][1 + r], a1[r]);
+      }
+  }
+  for (; i < last; ++i, rec += Q) {
+    float w[S];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      const float4 v = __ldg(rec + q);
+      w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
+    }
+    const long long k = __float_as_int(w[0]);
+    const float x0 = live0 ? __ldg(b + k * ld) : 0.0f;
+    const float x1 = live1 ? __ldg(b + k * ld + T) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      a0[r] = __fmaf_rn(x0, w[1 + r], a0[r]);
+      a1[r] = __fmaf_rn(x1, w[1 + r], a1[r]);
+    }
+  }
+  // Groups 1.. hand their sums to group 0 (added in group order), which adds the bias, applies ReLU
+  // and stores.
+  extern __shared__ float red[];
+  if (G > 1) {
+    if (group > 0) {
+      float* to = red + (group - 1) * R * 2 * T + t;
+#pragma unroll
+      for (int r = 0; r < R; ++r) to[2 * r * T] = a0[r], to[(2 * r + 1) * T] = a1[r];
+    }
+    __syncthreads();
+  }
+  if (group != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const long long row = static_cast<long long>(blockIdx.y) * R + r;
+    if (row >= M) break;
+    float v0 = a0[r], v1 = a1[r];
+    for (int g = 1; g < G; ++g) {
+      v0 = __fadd_rn(v0, red[((g - 1) * R + r) * 2 * T + t]);
+      v1 = __fadd_rn(v1, red[((g - 1) * R + r) * 2 * T + T + t]);
+    }
+    if (kBias) {
+      const float s = __ldg(bias + row);
+      v0 = __fadd_rn(v0, s), v1 = __fadd_rn(v1, s);
+    }
+    if (kRelu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
+    if (live0) C[row * ld + col] = v0;
+    if (live1) C[row * ld + col + T] = v1;
+  }
+}

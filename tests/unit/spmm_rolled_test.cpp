@@ -1,0 +1,237 @@
+// Rolled SpMM plans: the automatic rule, the step table, the interpreter against the fp64 reference
+// and against the unrolled plan of the same tiling, the CUDA C++ emitter (NVRTC, no spills), and the
+// bundle and runtime checks of the table.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <tuple>
+
+#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/compile/nvrtc.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/io/load.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+#include "test_support.hpp"
+
+namespace sparsecc {
+namespace {
+
+CsrMatrix random_sparse(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if (r % 5 != 3 && (rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();  // some empty rows
+  return csr_from_dense(d, DType::f32);
+}
+
+DenseMatrix random_b(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(rows, cols);
+  for (auto& v : d.data) v = rng.uniform_pm1();
+  return d;
+}
+
+SpmmOptions rolled_options(std::int32_t rows, std::int32_t groups, std::int32_t n_tile) {
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::rolled;
+  o.rows_per_block = rows;
+  o.groups = groups;
+  o.n_tile = n_tile;
+  return o;
+}
+
+std::vector<double> bias_for(std::int64_t m) {
+  std::vector<double> bias(static_cast<std::size_t>(m));
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.125 * static_cast<double>(i % 9) - 0.5;
+  return bias;
+}
+
+TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
+  const CsrMatrix wide = random_sparse(64, 2048, 0.1, 1);  // about 205 nonzeros a row
+  const CsrMatrix big = random_sparse(640, 2048, 0.1, 2);  // 100k+ nonzeros, 4 rows in 5 filled
+  ASSERT_GE(big.nnz(), 100000);
+  const SpmmPlan p = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(p.cols_per_thread, 2);
+  EXPECT_EQ(p.rows_per_block, 1);
+  EXPECT_EQ(p.n_tile, 32);
+  EXPECT_EQ(p.groups, 8);  // 640 block rows x 8 groups: about 4096 warps
+  EXPECT_EQ(p.block_columns(), 64);
+  EXPECT_TRUE(check_plan(p, big).empty());
+  // Too few nonzeros, too wide an N, half precision: unrolled.
+  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+            SpmmValueMode::rolled);
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+            SpmmValueMode::rolled);
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f16"}).value_mode,
+            SpmmValueMode::rolled);
+  // Rolled plans refuse what their kernel cannot do.
+  SpmmOptions balanced = rolled_options(2, 2, 32);
+  balanced.row_split = SpmmRowSplit::balanced;
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}, balanced),
+               UsageError);
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "bf16"},
+                         rolled_options(1, 2, 32)),
+               UsageError);
+}
+
+TEST(SpmmRolled, TableLayout) {
+  // 3 x 4: row 0 = [1 0 2 0], row 1 = [0 0 3 0], row 2 = [0 4 0 0]; block rows of 2 rows, 1 group.
+  DenseMatrix d(3, 4);
+  d(0, 0) = 1, d(0, 2) = 2, d(1, 2) = 3, d(2, 1) = 4;
+  const CsrMatrix a = csr_from_dense(d, DType::f32);
+  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 1, 32));
+  ASSERT_TRUE(check_plan(p, a).empty());
+  EXPECT_EQ(spmm_rolled_record_words(p), 4);
+  EXPECT_EQ(spmm_rolled_header_words(p), 4);  // 2 block rows x 1 group + 1, padded
+  const std::vector<float> t = spmm_rolled_table(p, a);
+  const auto word = [&](std::size_t i) { return std::bit_cast<std::int32_t>(t.at(i)); };
+  ASSERT_EQ(t.size(), 4u + 3u * 4u);  // steps k 0 and k 2 of block row 0, k 1 of block row 1
+  EXPECT_EQ(word(0), 0);
+  EXPECT_EQ(word(1), 2);
+  EXPECT_EQ(word(2), 3);
+  EXPECT_EQ(word(4), 0);
+  EXPECT_EQ(t[5], 1.0f);
+  EXPECT_EQ(t[6], 0.0f);
+  EXPECT_EQ(word(8), 2);
+  EXPECT_EQ(t[9], 2.0f);
+  EXPECT_EQ(t[10], 3.0f);
+  EXPECT_EQ(word(12), 1);
+  EXPECT_EQ(t[13], 4.0f);
+  EXPECT_EQ(t[14], 0.0f);  // the block row's second row does not exist
+  EXPECT_EQ(spmm_kernel_values(p, a), t);
+}
+
+// Every rolled tiling matches the fp64 reference, and the unrolled plan of the same tiling bit for bit
+// (up to the sign of zeros): the zeros a rolled step adds change nothing else.
+TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
+  struct Case {
+    std::int64_t m, k, n;
+    double density;
+    std::int32_t rows, groups, n_tile;
+    bool bias, relu;
+    SpmmNMode mode;
+  };
+  const Case cases[] = {{37, 64, 49, 0.15, 1, 1, 32, false, false, SpmmNMode::fixed},
+                        {37, 64, 1, 0.15, 2, 3, 32, true, true, SpmmNMode::fixed},
+                        {64, 300, 65, 0.1, 3, 8, 32, true, false, SpmmNMode::runtime},
+                        {100, 128, 130, 0.2, 4, 2, 64, false, true, SpmmNMode::fixed},
+                        {9, 5, 7, 0.0, 1, 4, 32, true, false, SpmmNMode::fixed},
+                        {1, 1, 1, 1.0, 1, 1, 32, false, false, SpmmNMode::fixed}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}x{} N {} R{} G{} T{}", c.m, c.k, c.n, c.rows, c.groups, c.n_tile));
+    const CsrMatrix a = random_sparse(c.m, c.k, c.density, static_cast<std::uint64_t>(c.m * 7 + c.n));
+    const SpmmProblem problem{c.m, c.k, c.n, c.mode, c.bias, c.relu, "f32"};
+    const SpmmPlan p = plan_spmm(a, problem, rolled_options(c.rows, c.groups, c.n_tile));
+    ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
+    const DenseMatrix b = random_b(c.k, c.n, 11);
+    const std::vector<double> bias = bias_for(c.m);
+    const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, c.bias ? &bias : nullptr);
+    const DenseMatrix want = spmm(a, b, c.bias ? &bias : nullptr, c.relu);
+    for (double v : got.data) ASSERT_FALSE(std::isnan(v));
+    EXPECT_LE(test::rel_l2_error(got.data, want.data), 1e-6);
+    SpmmOptions unrolled = rolled_options(c.rows, c.groups, c.n_tile);
+    unrolled.value_mode = SpmmValueMode::baked;
+    const SpmmPlan u = plan_spmm(a, problem, unrolled);
+    const DenseMatrix same = interpret_spmm(u, spmm_kernel_values(u, a), b, c.bias ? &bias : nullptr);
+    EXPECT_EQ(same.data, got.data);  // -0.0 == 0.0
+  }
+}
+
+TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
+  const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
+  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 2, 32));
+  const DenseMatrix b = random_b(30, 8, 3);
+  std::vector<float> t = spmm_kernel_values(p, a);
+  EXPECT_THROW(interpret_spmm(p, std::vector<float>(t.begin(), t.begin() + 2), b), UsageError);
+  std::vector<float> bad_k = t;
+  bad_k[static_cast<std::size_t>(spmm_rolled_header_words(p))] = std::bit_cast<float>(std::int32_t{30});
+  EXPECT_THROW(interpret_spmm(p, bad_k, b), UsageError);
+  std::vector<float> short_records = t;
+  short_records.resize(short_records.size() - 4);
+  EXPECT_THROW(interpret_spmm(p, short_records, b), std::out_of_range);
+}
+
+TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
+  const CsrMatrix a = random_sparse(70, 500, 0.12, 9);
+  for (const auto& [rows, groups, mode] : {std::tuple{1, 8, SpmmNMode::fixed}, std::tuple{4, 2, SpmmNMode::runtime}}) {
+    const SpmmPlan p = plan_spmm(a, {70, 500, 49, mode, true, true, "f32"}, rolled_options(rows, groups, 32));
+    const EmittedKernel e = emit_spmm_cuda(p, a);
+    EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);  // deterministic
+    EXPECT_EQ(e.packed_values, spmm_rolled_table(p, a));
+    EXPECT_NE(e.source.find("constexpr int G = " + std::to_string(groups) + ";"), std::string::npos);
+    // The code does not carry the matrix: no weight literal, whatever the values.
+    EXPECT_EQ(e.source.find("0x1."), std::string::npos);
+    // Asked for PTX, the dispatcher still writes CUDA C++; the PTX emitter itself refuses.
+    EXPECT_EQ(emit_spmm(p, a, KernelLanguage::ptx).language, KernelLanguage::cuda);
+    EXPECT_THROW(emit_spmm_ptx(p, a), UsageError);
+    CudaCompileOptions options;
+    options.extra.push_back(kPtxasVerbose);
+    const CudaCompileResult r = compile_cuda(e.source, e.kernel_name + ".cu", options);
+    const ResourceUsage u = parse_ptxas_log(r.log);
+    ASSERT_TRUE(u.found) << r.log;
+    EXPECT_EQ(u.stack_frame_bytes, 0);
+    EXPECT_EQ(u.spill_store_bytes + u.spill_load_bytes, 0);
+    EXPECT_LE(u.registers, p.max_registers);
+  }
+}
+
+TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
+  const CsrMatrix a = random_sparse(40, 90, 0.2, 13);
+  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, "f32"}, rolled_options(2, 4, 32));
+  rt::Bundle b;
+  b.metadata = spmm_bundle_metadata(p, a, "sm_90");
+  EXPECT_EQ(b.metadata.values_mode, "rolled");
+  EXPECT_EQ(b.metadata.n_tile, 64);  // columns a block covers
+  b.ptx = "// not compiled in this test\n";
+  b.values = spmm_rolled_table(p, a);
+  const std::vector<unsigned char> bytes = rt::bundle_bytes(b, "r.sccb");
+  EXPECT_EQ(rt::parse_bundle(bytes, "r.sccb"), b);
+  // The same options come back from the metadata.
+  const SpmmPlan again = replan_spmm_bundle(b.metadata, a);
+  EXPECT_EQ(to_json(again), to_json(p));
+
+  const auto rejects = [&](const std::function<void(rt::Bundle&)>& spoil, const std::string& part) {
+    rt::Bundle bad = b;
+    spoil(bad);
+    try {
+      rt::validate_bundle(bad, "r.sccb");
+      ADD_FAILURE() << "accepted a bundle that should fail with: " << part;
+    } catch (const rt::BundleError& e) {
+      EXPECT_NE(std::string(e.what()).find("r.sccb"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what() << "\n  lacks: " << part;
+    }
+  };
+  const std::size_t header = static_cast<std::size_t>(spmm_rolled_header_words(p));
+  rejects([](rt::Bundle& x) { x.values[1] = std::bit_cast<float>(std::int32_t{-1}); }, "out of order");
+  rejects([&](rt::Bundle& x) { x.values[header] = std::bit_cast<float>(std::int32_t{90}); }, "has k 90");
+  rejects([](rt::Bundle& x) { x.values.resize(x.values.size() - 4); }, "records of 4");
+  rejects([](rt::Bundle& x) { x.values.resize(2); }, "fewer than the step table's header");
+  rejects([](rt::Bundle& x) { x.values.clear(); }, "values");
+  rejects([](rt::Bundle& x) { x.metadata.plan_summary.erase("groups"); }, "plan_summary.groups");
+}
+
+TEST(SpmmRolled, RealDlmcLayerMatchesReference) {
+  SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group4_1_1.smtx.gz");
+  const CsrMatrix a = load_matrix(file.string());  // 512 x 2048, 104,857 nonzeros
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, "f32"});
+  ASSERT_EQ(p.value_mode, SpmmValueMode::rolled);
+  const DenseMatrix b = random_b(a.cols, 49, 21);
+  const std::vector<double> bias = bias_for(a.rows);
+  const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, &bias);
+  EXPECT_LE(test::rel_l2_error(got.data, spmm(a, b, &bias, true).data), 1e-6);
+}
+
+}  // namespace
+}  // namespace sparsecc
