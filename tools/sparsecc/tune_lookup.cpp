@@ -73,15 +73,23 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
     return choice;
   }
   const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
+  // The predictor was fitted on unrolled plans only: it ranks the candidates of the default plan's kind
+  // (rolled, or unrolled) and leaves the choice between the kinds to the inspector's rule.
+  const auto rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
+  std::vector<const tune::SpmmCandidate*> kind;
   std::vector<std::vector<double>> features;
-  for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));
-  const tune::SpmmCandidate& best = space.candidates.at(tune::rank_candidates(tune::shipped_predictor(), features).front());
+  for (const tune::SpmmCandidate& c : space.candidates)
+    if (rolled(c) == rolled(space.candidates.front())) {
+      kind.push_back(&c);
+      features.push_back(tune::spmm_features(c.plan, a));
+    }
+  const tune::SpmmCandidate& best = *kind.at(tune::rank_candidates(tune::shipped_predictor(), features).front());
   choice.options = best.options;
   choice.emitter = best.emitter;
   choice.how = fmt::format("no record in {} for this matrix and problem on {}: the predictor's choice {} of {} "
-                           "candidates",
+                           "{} candidates",
                            db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu, best.label,
-                           space.candidates.size());
+                           kind.size(), rolled(space.candidates.front()) ? "rolled" : "unrolled");
   return choice;
 }
 
