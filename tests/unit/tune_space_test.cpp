@@ -91,6 +91,39 @@ TEST(TuneSpace, RulesLeaveOutWhatCannotRun) {
   EXPECT_THROW(tune::spmm_space(a, problem(a, 64, "f16"), half_base, KernelLanguage::ptx), UsageError);
 }
 
+TEST(TuneSpace, RolledPointsOnlyAtSmallNInFp32) {
+  const CsrMatrix a = random_matrix(48, 300, 0.1, 4);
+  tune::SpmmSpaceDims dims;
+  dims.cuda_max_nnz = 10;  // unrolled CUDA C++ ruled out: rolled points still compile as CUDA C++
+  const tune::SpmmSpace small_n = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims);
+  std::size_t rolled = 0;
+  for (const tune::SpmmCandidate& c : small_n.candidates) {
+    if (c.plan.value_mode != SpmmValueMode::rolled) continue;
+    ++rolled;
+    EXPECT_EQ(c.emitter, KernelLanguage::cuda) << c.label;
+    EXPECT_EQ(c.plan.row_split, SpmmRowSplit::equal) << c.label;
+    EXPECT_LE(c.plan.rows_per_block, dims.rolled_max_rows) << c.label;
+    EXPECT_NE(c.label.find("/rolled/cuda"), std::string::npos) << c.label;
+    const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
+    EXPECT_EQ(to_json(plan_spmm(a, problem(a, 49), options)), to_json(c.plan)) << c.label;
+  }
+  EXPECT_GT(rolled, 10u);
+  bool ptx_rule = false, rows_rule = false;
+  for (const auto& [point, rule] : small_n.rejected) {
+    ptx_rule |= rule == "rolled plans compile as CUDA C++";
+    rows_rule |= rule.find("rolled plans take at most") != std::string::npos;
+  }
+  EXPECT_TRUE(ptx_rule);
+  EXPECT_TRUE(rows_rule);
+  for (const auto& [n, dtype] : {std::pair<std::int64_t, std::string>{65, "f32"}, {49, "f16"}}) {
+    SpmmOptions base;
+    if (dtype != "f32") set_blocklets(base, "off");
+    const auto language = dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
+    for (const tune::SpmmCandidate& c : tune::spmm_space(a, problem(a, n, dtype), base, language).candidates)
+      EXPECT_NE(c.plan.value_mode, SpmmValueMode::rolled) << n << " " << dtype << " " << c.label;
+  }
+}
+
 TEST(TuneSpace, OptionsRoundTripToTheSamePlan) {
   const CsrMatrix a = random_matrix(40, 70, 0.15, 3);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 100), {}, KernelLanguage::ptx);
