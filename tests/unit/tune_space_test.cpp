@@ -299,6 +299,28 @@ TEST(TuneSearch, TheBudgetStopsNewCompiles) {
   EXPECT_EQ(r.timings.front().label, space.candidates.front().label);
 }
 
+// Unrolled compiles that would overrun the budget are passed over, not the cheap rolled ones behind them.
+TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
+  const CsrMatrix a = random_matrix(64, 300, 0.1, 10);
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx);
+  ASSERT_NE(space.candidates.front().plan.value_mode, SpmmValueMode::rolled);
+  const auto is_rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = std::count_if(space.candidates.begin(), space.candidates.end(), is_rolled);
+  ASSERT_GT(rolled, 0);
+  FakeMeasurer gpu;
+  tune::TuneOptions options;
+  options.jobs = 2;
+  options.budget_seconds = 30;
+  options.expected_compile_seconds = 100;  // no unrolled compile fits after the default's
+  options.exhaustive_limit = 1000;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, {}, {}, fake_builder(), gpu, options);
+  ASSERT_EQ(r.timings.size(), static_cast<std::size_t>(rolled) + 1);
+  EXPECT_EQ(r.timings.front().label, space.candidates.front().label);  // the default, unrolled
+  for (std::size_t i = 1; i < r.timings.size(); ++i)
+    EXPECT_NE(r.timings[i].label.find("/rolled/"), std::string::npos) << r.timings[i].label;
+  EXPECT_NE(r.strategy.find("budget"), std::string::npos) << r.strategy;
+}
+
 TEST(TuneSearch, EmptySpaceIsAnError) {
   const CsrMatrix a = random_matrix(8, 8, 0.5, 9);
   FakeMeasurer gpu;

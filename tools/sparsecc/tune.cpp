@@ -346,6 +346,7 @@ int run_tune(const TuneArgs& args) {
         measurer, options, [&](const tune::TuneProgress& p) { printer.update(p); });
     printer.finish();
     for (const tune::CandidateTiming& t : record.timings) {
+      if (t.options.value("value_mode", std::string()) == "rolled") continue;  // not a guide to unrolled compiles
       compile_seconds += t.compile_seconds;
       compiled_nnz += static_cast<double>(a.nnz());
     }

@@ -48,9 +48,10 @@ using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 
 struct TuneOptions {
   double budget_seconds = 0;          // 0: unlimited
-  // Expected wall time of one candidate's compile (0: unknown). With a budget, a compile that would
-  // end past it is not started (the default plan's always is); the estimate is raised to the mean of
-  // the compiles that finish.
+  // Expected wall time of one unrolled candidate's compile (0: unknown). With a budget, a compile
+  // that would end past it is not started (the default plan's always is) and the next queued one that
+  // fits is (rolled candidates are expected to take a second); the estimate is raised to the mean of
+  // the unrolled compiles that finish.
   double expected_compile_seconds = 0;
   int jobs = 0;                       // compile threads; 0: the hardware's
   std::size_t exhaustive_limit = 24;  // spaces up to this size are searched exhaustively
