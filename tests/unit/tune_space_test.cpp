@@ -319,6 +319,19 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   for (std::size_t i = 1; i < r.timings.size(); ++i)
     EXPECT_NE(r.timings[i].label.find("/rolled/"), std::string::npos) << r.timings[i].label;
   EXPECT_NE(r.strategy.find("budget"), std::string::npos) << r.strategy;
+
+  // A rolled default in a large space: the predictor's (unrolled) shortlist cannot start, the local
+  // search around the default still walks its rolled neighbours (the fake time falls towards R8/T64/G2).
+  SpmmOptions base;
+  base.value_mode = SpmmValueMode::rolled;
+  const tune::SpmmSpace from_rolled = tune::spmm_space(a, problem(a, 49), base, KernelLanguage::ptx);
+  ASSERT_EQ(from_rolled.candidates.front().plan.value_mode, SpmmValueMode::rolled);
+  options.exhaustive_limit = 4;
+  FakeMeasurer gpu2;
+  const tune::TuningRecord walked = tune::tune_spmm(a, from_rolled, {}, {}, fake_builder(), gpu2, options);
+  ASSERT_GT(walked.timings.size(), 2u);
+  for (const auto& t : walked.timings) EXPECT_NE(t.label.find("/rolled/"), std::string::npos) << t.label;
+  EXPECT_LT(walked.winner_us, walked.default_us);
 }
 
 TEST(TuneSearch, EmptySpaceIsAnError) {

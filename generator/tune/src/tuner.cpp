@@ -157,7 +157,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   for (;;) {
     // Start queued candidates in order, passing over those whose compile would end past the budget
     // (a cheaper one further on may still fit); the budget is spent when none fits.
-    while (running.size() < static_cast<std::size_t>(jobs) && !queue.empty() && !budget_hit) {
+    while (running.size() < static_cast<std::size_t>(jobs) && !queue.empty()) {
       const auto next = std::find_if(queue.begin(), queue.end(), fits);
       if (next == queue.end()) {
         budget_hit = true;
@@ -180,14 +180,16 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     }
     if (running.empty()) {
       // Local search: another round around the best, while the last one improved on it.
-      if (exhaustive || budget_hit || best == n || best_us >= round_start_best) break;
+      // Neighbours that the budget cannot take are passed over (a rolled best's rolled neighbours
+      // compile in a second where its unrolled ones would overrun).
+      if (exhaustive || best == n || best_us >= round_start_best) break;
       round_start_best = best_us;
       for (const std::size_t i : spmm_neighbours(space, best, dims))
         if (!queued[i]) {
           queue.push_back(i);
           queued[i] = 1;
         }
-      if (queue.empty()) break;
+      if (std::none_of(queue.begin(), queue.end(), fits)) break;
       continue;
     }
 
