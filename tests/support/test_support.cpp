@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
 
 namespace sparsecc::test {
 
@@ -89,6 +90,17 @@ void expect_input_error(const std::function<void()>& fn, const std::vector<std::
     for (const auto& p : parts)
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
   }
+}
+
+CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed, std::int64_t empty_every,
+                     std::int64_t empty_at) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c)
+      if (!(empty_every > 0 && r % empty_every == empty_at) && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
+        d(r, c) = rng.uniform_pm1();
+  return csr_from_dense(d, DType::f32);
 }
 
 Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,

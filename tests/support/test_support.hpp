@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
 
 namespace sparsecc::test {
@@ -43,6 +44,12 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
 // Runs `fn` and expects an InputError whose message contains every string of `parts`.
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts);
+
+// A random m x k float32 matrix in CSR: each entry of a row is nonzero with probability `density`,
+// uniform in [-1, 1) (SplitMix64 from `seed`, drawn row by row); with empty_every > 0 the rows r with
+// r % empty_every == empty_at are empty (and draw nothing).
+CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed,
+                     std::int64_t empty_every = 0, std::int64_t empty_at = 0);
 
 Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
                    DType dtype = DType::f32);

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
+#include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "test_support.hpp"
@@ -21,19 +21,7 @@ constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the
 // A random m x k matrix of the given density; every third row empty when empty_rows is set.
 CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed,
                      bool empty_rows = false) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(m, k);
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t c = 0; c < k; ++c)
-      if (!(empty_rows && r % 3 == 1) && (rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
-  return csr_from_dense(d, DType::f32);
-}
-
-DenseMatrix random_dense(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(rows, cols);
-  for (auto& v : d.data) v = rng.uniform_pm1();
-  return d;
+  return test::random_csr(m, k, density, seed, empty_rows ? 3 : 0, 1);
 }
 
 SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias = false, bool relu = false,

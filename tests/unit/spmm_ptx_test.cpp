@@ -12,7 +12,6 @@
 #include <regex>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -22,14 +21,9 @@
 namespace sparsecc {
 namespace {
 
+// Random matrices with every fifth row (from row 2) empty.
 CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(m, k);
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t c = 0; c < k; ++c)
-      if (r % 5 != 2 && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
-        d(r, c) = rng.uniform_pm1();
-  return csr_from_dense(d, DType::f32);
+  return test::random_csr(m, k, density, seed, 5, 2);
 }
 
 std::size_t count(const std::string& text, const std::string& what) {

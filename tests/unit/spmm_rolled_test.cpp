@@ -11,13 +11,13 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
+#include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/bundle.hpp"
@@ -26,20 +26,9 @@
 namespace sparsecc {
 namespace {
 
+// Random matrices with every fifth row (from row 3) empty.
 CsrMatrix random_sparse(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(m, k);
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t c = 0; c < k; ++c)
-      if (r % 5 != 3 && (rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();  // some empty rows
-  return csr_from_dense(d, DType::f32);
-}
-
-DenseMatrix random_b(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(rows, cols);
-  for (auto& v : d.data) v = rng.uniform_pm1();
-  return d;
+  return test::random_csr(m, k, density, seed, 5, 3);
 }
 
 SpmmOptions rolled_options(std::int32_t rows, std::int32_t groups, std::int32_t n_tile) {
@@ -135,7 +124,7 @@ TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
     const SpmmProblem problem{c.m, c.k, c.n, c.mode, c.bias, c.relu, "f32"};
     const SpmmPlan p = plan_spmm(a, problem, rolled_options(c.rows, c.groups, c.n_tile));
     ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
-    const DenseMatrix b = random_b(c.k, c.n, 11);
+    const DenseMatrix b = random_dense(c.k, c.n, 11);
     const std::vector<double> bias = bias_for(c.m);
     const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, c.bias ? &bias : nullptr);
     const DenseMatrix want = spmm(a, b, c.bias ? &bias : nullptr, c.relu);
@@ -152,7 +141,7 @@ TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
 TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
   const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
   const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 2, 32));
-  const DenseMatrix b = random_b(30, 8, 3);
+  const DenseMatrix b = random_dense(30, 8, 3);
   std::vector<float> t = spmm_kernel_values(p, a);
   EXPECT_THROW(interpret_spmm(p, std::vector<float>(t.begin(), t.begin() + 2), b), UsageError);
   std::vector<float> bad_k = t;
@@ -227,7 +216,7 @@ TEST(SpmmRolled, RealDlmcLayerMatchesReference) {
   const CsrMatrix a = load_matrix(file.string());  // 512 x 2048, 104,857 nonzeros
   const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, "f32"});
   ASSERT_EQ(p.value_mode, SpmmValueMode::rolled);
-  const DenseMatrix b = random_b(a.cols, 49, 21);
+  const DenseMatrix b = random_dense(a.cols, 49, 21);
   const std::vector<double> bias = bias_for(a.rows);
   const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, &bias);
   EXPECT_LE(test::rel_l2_error(got.data, spmm(a, b, &bias, true).data), 1e-6);

@@ -10,22 +10,13 @@
 #include <thread>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/random.hpp"
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "sparsecc/tune/tuner.hpp"
+#include "test_support.hpp"
 
 namespace sparsecc {
 namespace {
-
-CsrMatrix random_matrix(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
-  SplitMix64 rng(seed);
-  DenseMatrix d(m, k);
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t c = 0; c < k; ++c)
-      if ((rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
-  return csr_from_dense(d, DType::f32);
-}
 
 SpmmProblem problem(const CsrMatrix& a, std::int64_t n, const std::string& dtype = "f32") {
   SpmmProblem p;
@@ -37,7 +28,7 @@ SpmmProblem problem(const CsrMatrix& a, std::int64_t n, const std::string& dtype
 }
 
 TEST(TuneSpace, DefaultFirstAndEveryCandidateIsAValidDistinctPlan) {
-  const CsrMatrix a = random_matrix(64, 96, 0.1, 1);
+  const CsrMatrix a = test::random_csr(64, 96, 0.1, 1);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 64), {}, KernelLanguage::ptx);
   ASSERT_GT(space.candidates.size(), 10u);
   EXPECT_TRUE(space.candidates.front().is_default);
@@ -70,7 +61,7 @@ TEST(TuneSpace, DefaultFirstAndEveryCandidateIsAValidDistinctPlan) {
 }
 
 TEST(TuneSpace, RulesLeaveOutWhatCannotRun) {
-  const CsrMatrix a = random_matrix(48, 64, 0.2, 2);
+  const CsrMatrix a = test::random_csr(48, 64, 0.2, 2);
   tune::SpmmSpaceDims dims;
   dims.cuda_max_nnz = 10;  // below this matrix: no CUDA C++ candidates for fp32
   const tune::SpmmSpace f32 = tune::spmm_space(a, problem(a, 300), {}, KernelLanguage::ptx, dims);
@@ -92,7 +83,7 @@ TEST(TuneSpace, RulesLeaveOutWhatCannotRun) {
 }
 
 TEST(TuneSpace, RolledPointsOnlyAtSmallNInFp32) {
-  const CsrMatrix a = random_matrix(48, 300, 0.1, 4);
+  const CsrMatrix a = test::random_csr(48, 300, 0.1, 4);
   tune::SpmmSpaceDims dims;
   dims.cuda_max_nnz = 10;  // unrolled CUDA C++ ruled out: rolled points still compile as CUDA C++
   const tune::SpmmSpace small_n = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims);
@@ -125,7 +116,7 @@ TEST(TuneSpace, RolledPointsOnlyAtSmallNInFp32) {
 }
 
 TEST(TuneSpace, OptionsRoundTripToTheSamePlan) {
-  const CsrMatrix a = random_matrix(40, 70, 0.15, 3);
+  const CsrMatrix a = test::random_csr(40, 70, 0.15, 3);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 100), {}, KernelLanguage::ptx);
   for (const tune::SpmmCandidate& c : space.candidates) {
     const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
@@ -139,7 +130,7 @@ TEST(TuneSpace, OptionsRoundTripToTheSamePlan) {
 }
 
 TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {
-  const CsrMatrix a = random_matrix(64, 64, 0.1, 4);
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 4);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx);
   for (std::size_t i = 0; i < space.candidates.size(); i += 7) {
     const SpmmPlan& p = space.candidates[i].plan;
@@ -192,7 +183,7 @@ tune::SpmmBuilder fake_builder(std::atomic<int>* calls = nullptr, const std::str
 }
 
 TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
-  const CsrMatrix a = random_matrix(64, 64, 0.1, 5);
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
   tune::SpmmSpaceDims dims;
   dims.rows_per_block = {4, 8};
   dims.groups = {1, 2};
@@ -232,7 +223,7 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
 }
 
 TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
-  const CsrMatrix a = random_matrix(128, 128, 0.08, 6);
+  const CsrMatrix a = test::random_csr(128, 128, 0.08, 6);
   tune::SpmmSpaceDims dims;
   dims.emitter = {KernelLanguage::ptx};
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
@@ -252,7 +243,7 @@ TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
 }
 
 TEST(TuneSearch, FailuresAreRecordedAndNeverWin) {
-  const CsrMatrix a = random_matrix(64, 64, 0.1, 7);
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 7);
   tune::SpmmSpaceDims dims;
   dims.rows_per_block = {4, 8};
   dims.n_tile = {64};
@@ -280,7 +271,7 @@ TEST(TuneSearch, FailuresAreRecordedAndNeverWin) {
 }
 
 TEST(TuneSearch, TheBudgetStopsNewCompiles) {
-  const CsrMatrix a = random_matrix(64, 64, 0.1, 8);
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 8);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx);
   std::atomic<int> calls{0};
   const tune::SpmmBuilder slow = [&](const tune::SpmmCandidate& c) {
@@ -301,7 +292,7 @@ TEST(TuneSearch, TheBudgetStopsNewCompiles) {
 
 // Unrolled compiles that would overrun the budget are passed over, not the cheap rolled ones behind them.
 TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
-  const CsrMatrix a = random_matrix(64, 300, 0.1, 10);
+  const CsrMatrix a = test::random_csr(64, 300, 0.1, 10);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx);
   ASSERT_NE(space.candidates.front().plan.value_mode, SpmmValueMode::rolled);
   const auto is_rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
@@ -335,7 +326,7 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
 }
 
 TEST(TuneSearch, EmptySpaceIsAnError) {
-  const CsrMatrix a = random_matrix(8, 8, 0.5, 9);
+  const CsrMatrix a = test::random_csr(8, 8, 0.5, 9);
   FakeMeasurer gpu;
   EXPECT_THROW(tune::tune_spmm(a, {}, {}, {}, fake_builder(), gpu, {}), UsageError);
 }
