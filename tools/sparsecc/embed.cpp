@@ -132,8 +132,8 @@ int run_embed(const EmbedArgs& a) {
     seen.push_back(canonical);
     // Parsed (and stripped) here under its path, so that a bad bundle is reported by file name (exit 2).
     given += l.bytes.size();
-    l.bytes = stripped_bundle(l.bytes, in.path, options);
-    const rt::Bundle b = parse_embeddable_bundle(l.bytes, in.path);
+    rt::Bundle b = parse_embeddable_bundle(l.bytes, in.path);
+    if (strip_bundle(b, options)) l.bytes = rt::bundle_bytes(b, in.path);
     const rt::BundleMetadata& md = b.metadata;
     const std::string what = md.op == "hines"
                                  ? fmt::format("hines, {} compartments in {} cells, R = {}", md.hines.rows,

@@ -428,9 +428,7 @@ rt::Bundle parse_embeddable_bundle(std::span<const unsigned char> bytes, const s
   return b;
 }
 
-std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes, const std::string& name,
-                                           const EmbedOptions& options) {
-  rt::Bundle b = parse_embeddable_bundle(bytes, name);
+bool strip_bundle(rt::Bundle& b, const EmbedOptions& options) {
   bool changed = false;
   if (options.strip_ptx && !b.cubin.empty() && !b.ptx.empty()) {
     b.ptx.clear();
@@ -440,7 +438,13 @@ std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes,
     b.reference.clear();
     changed = true;
   }
-  if (!changed) return {bytes.begin(), bytes.end()};
+  return changed;
+}
+
+std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes, const std::string& name,
+                                           const EmbedOptions& options) {
+  rt::Bundle b = parse_embeddable_bundle(bytes, name);
+  if (!strip_bundle(b, options)) return {bytes.begin(), bytes.end()};
   return rt::bundle_bytes(b, name);
 }
 
@@ -459,8 +463,9 @@ EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::
       throw UsageError(fmt::format("embed: layers {} and {} both get the C++ name '{}'; rename one",
                                    string_literal(it->second), string_literal(in.name), l.ident));
     const std::string what = fmt::format("layer {}", string_literal(in.name));
-    l.bytes = stripped_bundle(in.bytes, what, options);
-    l.bundle = parse_embeddable_bundle(l.bytes, what);
+    l.bundle = parse_embeddable_bundle(in.bytes, what);
+    l.bytes = strip_bundle(l.bundle, options) ? rt::bundle_bytes(l.bundle, what)
+                                              : in.bytes;
     if (l.hines()) l.system = hines_system_from_reference_bytes(l.bundle.reference, what);
     parsed.push_back(std::move(l));
   }

@@ -64,6 +64,9 @@ rt::Bundle parse_embeddable_bundle(std::span<const unsigned char> bytes, const s
 EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::string& ns,
                            const std::string& header_name, const EmbedOptions& options = {});
 
+// Clears the sections of `b` that `options` leaves out; true when it cleared any.
+bool strip_bundle(rt::Bundle& b, const EmbedOptions& options);
+
 // The bundle `bytes` without the sections `options` leaves out (unchanged when there are none to
 // leave out); `name` names it in errors.
 std::vector<unsigned char> stripped_bundle(std::span<const unsigned char> bytes, const std::string& name,
