@@ -84,7 +84,6 @@ inline DenseMatrix random_b(std::int64_t k, std::int64_t n, std::uint64_t seed) 
 }
 
 inline const char* mode_name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
-inline const char* value_mode_name(SpmmValueMode m) { return to_string(m); }
 
 // plan -> check -> emit -> compile for `arch` -> bundle. Throws (UsageError, CompileError,
 // BundleError) when a stage fails; a plan that check_plan rejects is returned unemitted.
@@ -236,7 +235,7 @@ inline std::vector<float> run_and_check(const rt::Context& ctx, const rt::SpmmEx
       "max rel err %.2e  bit-exact %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
       static_cast<long long>(c.a.nnz()), n, mode_name(c.problem.n_mode),
-      value_mode_name(built.plan.value_mode), built.compiled.seconds,
+      to_string(built.plan.value_mode), built.compiled.seconds,
       c.a.nnz() ? static_cast<double>(built.compiled.cubin.size()) / static_cast<double>(c.a.nnz()) : 0.0,
       r.max_rel_error, r.mismatches == 0 ? "yes" : "no");
   std::fflush(stdout);

@@ -122,7 +122,7 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       "max rel err %.2e (tol %.1e) interp %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
       static_cast<long long>(c.a.nnz()), n, plan.problem.dtype.c_str(), plan.accumulate.c_str(),
-      value_mode_name(plan.value_mode), static_cast<long long>(plan.blocklets.tiles),
+      to_string(plan.value_mode), static_cast<long long>(plan.blocklets.tiles),
       c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
       rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within bound" : "DIFFERS");
   std::fflush(stdout);

@@ -18,8 +18,6 @@ using json = nlohmann::json;
 const char* name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
 const char* name(SpmmRowSplit s) { return s == SpmmRowSplit::equal ? "equal" : "balanced"; }
 
-const char* name(SpmmValueMode m) { return to_string(m); }
-
 template <typename E>
 E parse_enum(const json& j, const char* key, E a, E b) {
   const std::string s = j.at(key).get<std::string>();
@@ -329,7 +327,7 @@ json to_json(const SpmmPlan& p) {
             {"bias", pr.bias},
             {"relu", pr.relu},
             {"dtype", pr.dtype}}},
-          {"value_mode", name(p.value_mode)},
+          {"value_mode", to_string(p.value_mode)},
           {"kernel_name", p.kernel_name},
           {"row_split", name(p.row_split)},
           {"rows_per_block", p.rows_per_block},

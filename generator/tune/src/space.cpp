@@ -12,7 +12,6 @@ namespace sparsecc::tune {
 namespace {
 
 const char* split_name(SpmmRowSplit s) { return s == SpmmRowSplit::balanced ? "balanced" : "equal"; }
-const char* values_name(SpmmValueMode v) { return to_string(v); }
 
 // The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
 std::string blocklet_spec(const SpmmPlan& plan) {
@@ -26,7 +25,7 @@ std::string blocklet_spec(const SpmmPlan& plan) {
 std::vector<std::string> coordinates(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   return {std::to_string(c.options.rows_per_block), std::to_string(c.options.n_tile),
-          std::to_string(c.options.groups), split_name(p.row_split), values_name(p.value_mode),
+          std::to_string(c.options.groups), split_name(p.row_split), to_string(p.value_mode),
           to_string(c.emitter), blocklet_spec(p)};
 }
 
@@ -37,7 +36,7 @@ std::vector<std::vector<std::string>> dimension_texts(const SpmmSpaceDims& d) {
   for (auto v : d.n_tile) out[1].push_back(std::to_string(v));
   for (auto v : d.groups) out[2].push_back(std::to_string(v));
   for (auto v : d.row_split) out[3].push_back(split_name(v));
-  for (auto v : d.value_mode) out[4].push_back(values_name(v));
+  for (auto v : d.value_mode) out[4].push_back(to_string(v));
   for (auto v : d.emitter) out[5].push_back(to_string(v));
   out[6] = d.blocklets;
   return out;
@@ -78,7 +77,7 @@ std::string rolled_rule(bool half, const SpmmProblem& problem, std::int32_t rows
 
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
   std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.rows_per_block,
-                              plan.n_tile, plan.groups, split_name(plan.row_split), values_name(plan.value_mode),
+                              plan.n_tile, plan.groups, split_name(plan.row_split), to_string(plan.value_mode),
                               to_string(emitter));
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
@@ -131,7 +130,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
             for (const std::int32_t t : dims.n_tile)
               for (const std::int32_t g : dims.groups) {
                 const std::string point = fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, split_name(split),
-                                                      values_name(values), to_string(emitter),
+                                                      to_string(values), to_string(emitter),
                                                       half ? "/bl:" + bl : std::string());
                 // Cheap rules first, without building the plan.
                 const bool rolled = values == SpmmValueMode::rolled;
@@ -169,7 +168,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
                    {"n_tile", p.n_tile},
                    {"groups", p.groups},
                    {"row_split", split_name(p.row_split)},
-                   {"value_mode", values_name(p.value_mode)},
+                   {"value_mode", to_string(p.value_mode)},
                    {"emitter", to_string(c.emitter)},
                    {"max_registers", c.options.max_registers}};
   if (p.half()) {
