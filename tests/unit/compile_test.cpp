@@ -83,6 +83,49 @@ TEST(Compile, ResourceReportIsParsedFromTheLog) {
   EXPECT_LE(assembled.registers, 16);
 }
 
+TEST(Compile, ResourceUsageIsReadFromTheCubinWhenTheLogHasNone) {
+  // A kernel without a stack frame and one with a dynamically indexed local array (a 256-byte frame).
+  const char* stacked = R"(
+extern "C" __global__ void stacked(float* a, int n) {
+  float local[64];
+  for (int j = 0; j < 64; ++j) local[j] = a[j * n + threadIdx.x];
+  float s = 0.0f;
+  for (int j = 0; j < n; ++j) s += local[(j * 7 + threadIdx.x) & 63];
+  a[threadIdx.x] = s;
+}
+)";
+  CudaCompileOptions o;
+  o.extra.push_back(kPtxasVerbose);
+  for (const char* source : {kKernel, stacked}) {
+    CudaCompileResult r = compile_cuda(source, "k.cu", o);
+    const ResourceUsage logged = parse_ptxas_log(r.log), read = read_cubin_resource_usage(r.cubin);
+    ASSERT_TRUE(logged.found) << r.log;
+    ASSERT_TRUE(read.found);
+    EXPECT_TRUE(read.from_cubin);
+    EXPECT_FALSE(logged.from_cubin);
+    EXPECT_EQ(read.registers, logged.registers);
+    EXPECT_EQ(read.stack_frame_bytes, logged.stack_frame_bytes);
+    // Spills are known from a cubin only when there is no frame to hold them.
+    EXPECT_EQ(read.spill_store_bytes, logged.stack_frame_bytes == 0 ? 0 : -1);
+    r.log.clear();  // what the assembler hands back when it prints no report
+    const ResourceUsage fallback = resource_usage(r);
+    EXPECT_TRUE(fallback.found && fallback.from_cubin);
+    EXPECT_EQ(fallback.registers, logged.registers);
+  }
+  const CudaCompileResult stack = compile_cuda(stacked, "k.cu", o);
+  EXPECT_GE(parse_ptxas_log(stack.log).stack_frame_bytes, 256) << stack.log;
+
+  // Not a cubin, a truncated one, a cubin whose attribute list is cut: nothing found, no overread.
+  const CudaCompileResult r = compile_cuda(kKernel, "scale.cu", o);
+  EXPECT_FALSE(read_cubin_resource_usage({}).found);
+  const std::vector<unsigned char> text = {'n', 'o', 't', ' ', 'e', 'l', 'f'};
+  EXPECT_FALSE(read_cubin_resource_usage(text).found);
+  for (std::size_t n : {std::size_t{16}, r.cubin.size() / 2, r.cubin.size() - 1}) {
+    const std::vector<unsigned char> cut(r.cubin.begin(), r.cubin.begin() + static_cast<std::ptrdiff_t>(n));
+    (void)read_cubin_resource_usage(cut);  // any answer, but a bounded read
+  }
+}
+
 TEST(Compile, ParsesNvJitLinkVerboseSummary) {
   // nvJitLink -verbose adds a summary per function of the linked cubin after ptxas's own report.
   const std::string log =

@@ -132,7 +132,8 @@ TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
       const ResourceUsage u = parse_ptxas_log(c.code.log);
       ASSERT_TRUE(u.found) << c.code.log;
       EXPECT_EQ(to_string(plan.code), std::string(code));
-      std::printf("%s %s R %d: %d registers, %d bytes spilled\n", code, dtype, r, u.registers, u.spill_store_bytes);
+      std::printf("%s %s R %d: %d registers, %lld bytes spilled\n", code, dtype, r, u.registers,
+                  static_cast<long long>(u.spill_store_bytes));
       EXPECT_LE(u.spill_store_bytes, r == 1 ? 16 : 64) << code << " " << dtype << " R " << r << ", " << plan.block_threads << " threads\n" << c.code.log;
       const rt::Bundle b = hines_bundle(plan, c.schedule, concatenate_hines(std::vector<HinesSystem>(3, cell)),
                                         c.code.cubin, c.code.ptx, "sm_90");

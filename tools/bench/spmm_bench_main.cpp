@@ -178,7 +178,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
         const CudaCompileResult r = compile_kernel(k, name, o);
         b.seconds = seconds_since(t1);
         b.compile_seconds = r.seconds;
-        b.usage = parse_ptxas_log(r.log);
+        b.usage = resource_usage(r);
         b.bundle.metadata = metadata;
         b.bundle.cubin = r.cubin;
         b.bundle.ptx = r.ptx;

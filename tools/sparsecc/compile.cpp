@@ -133,7 +133,7 @@ int run_compile(const CompileArgs& args) {
   options.extra.push_back(kPtxasVerbose);
   for (const auto& o : args.ptxas) options.extra.push_back("-Xptxas=" + o);
   const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
-  const ResourceUsage usage = parse_ptxas_log(compiled.log);
+  const ResourceUsage usage = resource_usage(compiled);
 
   write_bundle(args.output, make_spmm_bundle(plan, a, args.arch, compiled.cubin, compiled.ptx,
                                             kernel.packed_values, kernel.fragment_words, bias));
@@ -142,14 +142,15 @@ int run_compile(const CompileArgs& args) {
       stderr,
       "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows, n_tile {}, {} group(s), {} "
       "values; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, "
-      "stack {} B, spills {} "
-      "B -> {}\n",
+      "stack {} B, spills {} -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.block_rows(), plan.rows_per_block, plan.n_tile, plan.groups,
       to_string(plan.value_mode), to_string(kernel.language), emit_seconds,
       kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
-      usage.registers, usage.stack_frame_bytes, usage.spill_store_bytes + usage.spill_load_bytes,
+      usage.registers, usage.stack_frame_bytes,
+      usage.spill_store_bytes < 0 ? std::string("unknown (no ptxas report; they lie in the stack frame)")
+                                  : fmt::format("{} B", usage.spill_store_bytes + usage.spill_load_bytes),
       args.output);
   if (plan.half())
     fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.accumulate,

@@ -71,7 +71,7 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   options.extra.push_back(kPtxasVerbose);
   const CudaCompileResult compiled = compile_kernel(kernel, "demo_layer", options);
   const double gen_s = seconds_since(t0);
-  const ResourceUsage usage = parse_ptxas_log(compiled.log);
+  const ResourceUsage usage = resource_usage(compiled);
 
   std::vector<double> got;
   std::string how, why;

@@ -1,6 +1,7 @@
 #include "sparsecc/compile/resource_usage.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <regex>
 #include <sstream>
 
@@ -48,6 +49,58 @@ ResourceUsage parse_ptxas_log(const std::string& log) {
     }
   }
   return u;
+}
+
+// .nv.info is a list of attributes: a format byte, an attribute byte, then for format 4 (EIFMT_SVAL)
+// a 16-bit size and that many bytes, for format 3 (EIFMT_HVAL) 2 bytes, for 2 (EIFMT_BVAL) 1, for 1
+// (EIFMT_NVAL) none. EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) carry a function's symbol
+// index and a 32-bit value.
+ResourceUsage read_cubin_resource_usage(std::span<const unsigned char> cubin) {
+  constexpr unsigned char kSval = 4, kHval = 3, kBval = 2, kNval = 1;
+  constexpr unsigned char kRegCount = 0x2f, kFrameSize = 0x11;
+  ResourceUsage u;
+  const auto sections = elf_sections(cubin);
+  const auto info = sections.find(".nv.info");
+  if (info == sections.end()) return u;
+  const std::vector<unsigned char>& b = info->second;
+  bool regs = false;
+  for (std::size_t at = 0; at + 2 <= b.size();) {
+    const unsigned char format = b[at], attribute = b[at + 1];
+    at += 2;
+    std::size_t size = 0;
+    if (format == kSval) {
+      if (at + 2 > b.size()) return {};
+      size = static_cast<std::size_t>(b[at] | (b[at + 1] << 8));
+      at += 2;
+    } else if (format == kHval) {
+      size = 2;
+    } else if (format == kBval) {
+      size = 1;
+    } else if (format != kNval) {
+      return {};  // not an attribute list this reader knows
+    }
+    if (size > b.size() - at) return {};
+    if (format == kSval && size == 8 && (attribute == kRegCount || attribute == kFrameSize)) {
+      std::uint32_t value = 0;
+      std::memcpy(&value, b.data() + at + 4, 4);
+      if (attribute == kRegCount) {
+        regs = true;
+        u.registers = std::max(u.registers, static_cast<std::int32_t>(value));
+      } else {
+        u.stack_frame_bytes = std::max<std::int64_t>(u.stack_frame_bytes, value);
+      }
+    }
+    at += size;
+  }
+  if (!regs) return {};
+  u.found = u.from_cubin = true;
+  u.spill_store_bytes = u.spill_load_bytes = u.stack_frame_bytes == 0 ? 0 : -1;
+  return u;
+}
+
+ResourceUsage resource_usage(const CudaCompileResult& compiled) {
+  const ResourceUsage logged = parse_ptxas_log(compiled.log);
+  return logged.found ? logged : read_cubin_resource_usage(compiled.cubin);
 }
 
 }  // namespace sparsecc
