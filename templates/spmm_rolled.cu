@@ -2,14 +2,16 @@
 // table instead of being unrolled into code (generator/emit/src/spmm_rolled_cuda.cpp fills it from a
 // rolled SpMM plan; the table is spmm_rolled_table in generator/plan). The code does not grow with
 // A: a large layer at small N spends its time on the table's loads, not on fetching megabytes of
-// unrolled instructions. The defaults between the markers make a valid one-row example, so the file
+// unrolled instructions. Groups of whole warps load 32 records at a time, one a lane, and shuffle
+// them round. The defaults between the markers make a valid one-row example, so the file
 // compiles on its own (nvcc -arch=sm_90 -c templates/spmm_rolled.cu).
 //   BLOCK_X       threads per block (groups * N_TILE)
 //   KERNEL_NAME   the extern "C" symbol the runtime looks up
 //   N_TILE        threads per group; each owns two columns, t and t + N_TILE of the block's 2 N_TILE
 //   ROWS          rows per block row (accumulators per column); block row y owns rows y * ROWS ..
 //   GROUPS        thread groups splitting a block row's steps (K), summed through shared memory
-//   BATCH         step records a thread loads (with their B loads) before it multiplies them
+//   BATCH         steps whose B loads are in flight at once before they are multiplied (groups
+//                 narrower than a warp: records a thread loads with their B loads)
 //   HEADER        words of the table's header: block rows * GROUPS + 1 record indices, padded to 4
 //   M             rows of A and C
 //   LD            the column count of B and C: the compiled N, or the argument n
@@ -40,50 +42,96 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const int* head = reinterpret_cast<const int*>(values);
   const int slot = static_cast<int>(blockIdx.y) * G + group;
   const int first = __ldg(head + slot), last = __ldg(head + slot + 1);
-  const float4* rec = reinterpret_cast<const float4*>(values + H) + static_cast<long long>(first) * Q;
   const float* b = B + col;
   float a0[R], a1[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = 0.0f;
   int i = first;
-  for (; i + U <= last; i += U, rec += U * Q) {
-    float w[U][S];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
+  if constexpr (T % 32 == 0) {
+    // A group is whole warps: a warp's lanes load 32 consecutive records at once, one each, and
+    // hand every step's k and weights round by shuffles, so a warp waits for the table once per 32
+    // steps and only for B once per batch. Columns past n read column 0 of B (never stored), so
+    // the loads need no predicate between the shuffles.
+    const int lane = threadIdx.x & 31;
+    const float4* at = reinterpret_cast<const float4*>(values + H);
+    const float* b0 = B + (live0 ? col : 0);
+    const float* b1 = B + (live1 ? col + T : 0);
+    for (; i < last; i += 32) {
+      const int count = min(32, last - i);
+      float mine[S];
 #pragma unroll
       for (int q = 0; q < Q; ++q) {
-        const float4 v = __ldg(rec + u * Q + q);
-        w[u][4 * q] = v.x, w[u][4 * q + 1] = v.y, w[u][4 * q + 2] = v.z, w[u][4 * q + 3] = v.w;
+        const float4 v = lane < count ? __ldg(at + static_cast<long long>(i + lane) * Q + q) : float4{};
+        mine[4 * q] = v.x, mine[4 * q + 1] = v.y, mine[4 * q + 2] = v.z, mine[4 * q + 3] = v.w;
       }
-    float x0[U], x1[U];
+      const int kmine = __float_as_int(mine[0]);
+      // Whole batches; a last partial one loads its missing steps' B again from the last step's k
+      // and leaves them out of the sums (a select), so it waits for B once, not once a step.
+      for (int s = 0; s < count; s += U) {
+        long long k[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long k = __float_as_int(w[u][0]);
-      x0[u] = live0 ? __ldg(b + k * ld) : 0.0f;
-      x1[u] = live1 ? __ldg(b + k * ld + T) : 0.0f;
+        for (int u = 0; u < U; ++u) k[u] = __shfl_sync(0xffffffffu, kmine, min(s + u, count - 1));
+        float x0[U], x1[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) x0[u] = __ldg(b0 + k[u] * ld), x1[u] = __ldg(b1 + k[u] * ld);
+        float w[U][R];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int r = 0; r < R; ++r) w[u][r] = __shfl_sync(0xffffffffu, mine[1 + r], min(s + u, count - 1));
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (s + u < count) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              a0[r] = __fmaf_rn(x0[u], w[u][r], a0[r]);
+              a1[r] = __fmaf_rn(x1[u], w[u][r], a1[r]);
+            }
+          }
+      }
     }
+  } else {
+    // Groups narrower than a warp: each thread loads a batch of records itself.
+    const float4* rec = reinterpret_cast<const float4*>(values + H) + static_cast<long long>(first) * Q;
+    for (; i + U <= last; i += U, rec += U * Q) {
+      float w[U][S];
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+          const float4 v = __ldg(rec + u * Q + q);
+          w[u][4 * q] = v.x, w[u][4 * q + 1] = v.y, w[u][4 * q + 2] = v.z, w[u][4 * q + 3] = v.w;
+        }
+      float x0[U], x1[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long k = __float_as_int(w[u][0]);
+        x0[u] = live0 ? __ldg(b + k * ld) : 0.0f;
+        x1[u] = live1 ? __ldg(b + k * ld + T) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          a0[r] = __fmaf_rn(x0[u], w[u][1 + r], a0[r]);
+          a1[r] = __fmaf_rn(x1[u], w[u][1 + r], a1[r]);
+        }
+    }
+    for (; i < last; ++i, rec += Q) {
+      float w[S];
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const float4 v = __ldg(rec + q);
+        w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
+      }
+      const long long k = __float_as_int(w[0]);
+      const float x0 = live0 ? __ldg(b + k * ld) : 0.0f;
+      const float x1 = live1 ? __ldg(b + k * ld + T) : 0.0f;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        a0[r] = __fmaf_rn(x0[u], w[u][1 + r], a0[r]);
-        a1[r] = __fmaf_rn(x1[u], w[u][1 + r], a1[r]);
+        a0[r] = __fmaf_rn(x0, w[1 + r], a0[r]);
+        a1[r] = __fmaf_rn(x1, w[1 + r], a1[r]);
       }
-  }
-  for (; i < last; ++i, rec += Q) {
-    float w[S];
-#pragma unroll
-    for (int q = 0; q < Q; ++q) {
-      const float4 v = __ldg(rec + q);
-      w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
-    }
-    const long long k = __float_as_int(w[0]);
-    const float x0 = live0 ? __ldg(b + k * ld) : 0.0f;
-    const float x1 = live1 ? __ldg(b + k * ld + T) : 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      a0[r] = __fmaf_rn(x0, w[1 + r], a0[r]);
-      a1[r] = __fmaf_rn(x1, w[1 + r], a1[r]);
     }
   }
   // Groups 1.. hand their sums to group 0 (added in group order), which adds the bias, applies ReLU

@@ -133,6 +133,12 @@ std::vector<SpmmCase> edge_cases() {
                          opts(4, 2, V::rolled, SpmmRowSplit::equal, 64)));
   cs.push_back(make_case("rolled_empty_row_block", with_empty_row_block(), 49, M::fixed, true, false,
                          opts(4, 2, V::rolled)));
+  // Half-warp groups (each thread loads its records); one group of about 205 steps a row (chunks
+  // of 32, the last of about 13: a whole batch and a partial one).
+  cs.push_back(make_case("rolled_r2_t16_runtime_bias_relu", odd, 100, M::runtime, true, true,
+                         opts(2, 2, V::rolled, SpmmRowSplit::equal, 16), kRuntimeNs));
+  cs.push_back(make_case("rolled_r1_g1_long_rows", random_csr(64, 2048, 0.1, 21), 49, M::fixed, false, false,
+                         opts(1, 1, V::rolled)));
   cs.push_back(make_case("rolled_one_nonzero_n1", one_nonzero(), 1, M::fixed, false, true, opts(1, 4, V::rolled)));
   cs.push_back(make_case("rolled_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 49, M::fixed, true, true,
                          opts(1, 1, V::rolled)));

@@ -58,7 +58,17 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
   EXPECT_EQ(p.groups, 8);  // 640 block rows x 8 groups: about 4096 warps
   EXPECT_EQ(p.block_columns(), 64);
   EXPECT_TRUE(check_plan(p, big).empty());
-  // Too few nonzeros, too wide an N, half precision: unrolled.
+  // 52k nonzeros at about 51 a row: rolled, 4 groups for 1024 block rows; at about 26 a row, or
+  // too few nonzeros, too wide an N, half precision: unrolled.
+  const CsrMatrix tall = random_sparse(1024, 512, 0.125, 3),
+                  taller = random_sparse(2048, 512, 0.0625, 4);  // 4 rows in 5 filled
+  ASSERT_GE(tall.nnz(), 50000);
+  ASSERT_GE(taller.nnz(), 50000);
+  const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  EXPECT_EQ(t.value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(t.groups, 4);
+  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+            SpmmValueMode::rolled);
   EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
             SpmmValueMode::rolled);
   EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, "f32"}).value_mode,
@@ -117,7 +127,8 @@ TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
                         {64, 300, 65, 0.1, 3, 8, 32, true, false, SpmmNMode::runtime},
                         {100, 128, 130, 0.2, 4, 2, 64, false, true, SpmmNMode::fixed},
                         {9, 5, 7, 0.0, 1, 4, 32, true, false, SpmmNMode::fixed},
-                        {1, 1, 1, 1.0, 1, 1, 32, false, false, SpmmNMode::fixed}};
+                        {1, 1, 1, 1.0, 1, 1, 32, false, false, SpmmNMode::fixed},
+                        {50, 90, 40, 0.3, 2, 2, 16, true, true, SpmmNMode::runtime}};
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{}x{} N {} R{} G{} T{}", c.m, c.k, c.n, c.rows, c.groups, c.n_tile));
     const CsrMatrix a = random_sparse(c.m, c.k, c.density, static_cast<std::uint64_t>(c.m * 7 + c.n));
@@ -154,8 +165,11 @@ TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
 
 TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
   const CsrMatrix a = random_sparse(70, 500, 0.12, 9);
-  for (const auto& [rows, groups, mode] : {std::tuple{1, 8, SpmmNMode::fixed}, std::tuple{4, 2, SpmmNMode::runtime}}) {
-    const SpmmPlan p = plan_spmm(a, {70, 500, 49, mode, true, true, "f32"}, rolled_options(rows, groups, 32));
+  // Warp-wide groups (their warps share records by shuffles) and half-warp groups (each thread
+  // loads its records).
+  for (const auto& [rows, groups, mode, n_tile] : {std::tuple{1, 8, SpmmNMode::fixed, 32}, std::tuple{4, 2, SpmmNMode::runtime, 32},
+                                                   std::tuple{2, 2, SpmmNMode::runtime, 16}}) {
+    const SpmmPlan p = plan_spmm(a, {70, 500, 49, mode, true, true, "f32"}, rolled_options(rows, groups, n_tile));
     const EmittedKernel e = emit_spmm_cuda(p, a);
     EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);  // deterministic
     EXPECT_EQ(e.packed_values, spmm_rolled_table(p, a));

@@ -114,14 +114,16 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
 
 // Rolled plans (a loop over a step table instead of unrolled code). Automatic value mode: rolled for
 // fp32 layers of at least kRolledNnz nonzeros and kRolledRowNnz per row on average whose N fits one
-// warp of two columns a thread (N <= kRolledColumns): their unrolled code is megabytes that each SM
-// fetches for a single column tile, and a prototype on an H100 ran them 1.2-1.5x faster rolled (DLMC
-// ResNet-50 at N = 49: 512x2048 9.2 -> 6.6 us, 512x4608 17.5 -> 11.8 us, 2048x1024 13.2 -> 10.9 us),
-// while 2048x512 (51 per row) only tied and N = 196 or 256 ran 1.4x slower. Tiling: one row per
-// block row, a warp of columns, and the groups that bring the grid to about kRolledWarps warps
-// (4..16 of them, a power of two).
-constexpr std::int64_t kRolledNnz = 100000;
-constexpr std::int64_t kRolledRowNnz = 96;
+// warp of two columns a thread (N <= kRolledColumns): their unrolled code is a megabyte or more that
+// each SM fetches for a single column tile. Measured on an H100 with the warp-wide table loads
+// (SparseRT suite, batch 1, rolled against the unrolled default): 105k nonzeros at 51 and 205 per
+// row 1.20x and 1.26x faster, 52k nonzeros at 51 per row 1.08x and 1.34x, at 102 per row 1.18x;
+// at 25 per row (2048x512 at 95 %) rolled lost (6.0 against 5.6 us), and N = 196 or 256 ran
+// 1.4-1.7x slower (every column tile reads the table again). Tiling: one row per block row, a warp
+// of columns, and the groups that bring the grid to about kRolledWarps warps (4..16 of them, a
+// power of two; the measured best of 4, 8, 16 and 32 on all ten layers tried).
+constexpr std::int64_t kRolledNnz = 50000;
+constexpr std::int64_t kRolledRowNnz = 48;
 constexpr std::int64_t kRolledColumns = 64;
 constexpr std::int64_t kRolledWarps = 4096;
 

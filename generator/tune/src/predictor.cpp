@@ -140,6 +140,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const bool streamed = plan.value_mode == SpmmValueMode::streamed;
   const bool rolled = plan.value_mode == SpmmValueMode::rolled;
   const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
+  const bool warp_groups = plan.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
   const double fma_per_entry = plan.half() && plan.accumulate == "f32" ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
   const std::int64_t fk = plan.fragment_k;
@@ -172,15 +173,20 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
       const double frags = static_cast<double>(f1 - f0);
       // Per thread: the B address and load of every step, the FMAs (two for a half pair summed in
       // fp32), the value loads of streamed plans, the fragments, and zeroing the accumulators.
-      // Rolled: per step its record loads, the k, two B addresses and loads, two FMAs a row of the
-      // block row (zeros included), and the batches' round trips.
+      // Rolled: per step its record loads (a warp-wide group: one shuffle for k and one a row
+      // instead), the k, two B addresses and loads, two FMAs a row of the block row (zeros
+      // included), and the round trips.
       const double ny = static_cast<double>(plan.rows_per_block);
+      const double step_words = warp_groups ? 1.0 + ny : record_loads;
       const double body =
-          rolled ? steps * (record_loads + 5.0 + 2.0 * ny) + 2.0 * ny
+          rolled ? steps * (step_words + 5.0 + 2.0 * ny) + 2.0 * ny
                  : 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) + frags * fragment_instructions + rows;
-      // Round trips: one pair per batch, and one per step of the remainder (its loop is not batched).
-      const double batches = std::floor(steps / kSpmmRolledBatch) + std::fmod(steps, kSpmmRolledBatch);
-      const double waits = rolled ? batches * 2.0 * kRolledRoundTripCycles / kColdCyclesPerInstruction : 0.0;
+      // Round trips. A warp-wide group: one for the table per 32 steps and one for B per batch
+      // (the last one partial). Narrower: the table and B once each per batch, and once per step
+      // of the remainder (that loop is not batched).
+      const double trips = warp_groups ? std::ceil(steps / 32.0) + std::ceil(steps / kSpmmRolledBatch)
+                                       : 2.0 * (std::floor(steps / kSpmmRolledBatch) + std::fmod(steps, kSpmmRolledBatch));
+      const double waits = rolled ? trips * kRolledRoundTripCycles / kColdCyclesPerInstruction : 0.0;
       const double path = body + (g == 0 ? epilogue0 : hand_over);
       block_path = std::max(block_path, path + waits);
       // A rolled loop sits in every SMSP's cache: its instructions are supplied 4 at a time.
