@@ -337,13 +337,29 @@ TEST(ModelOnnx, MatMulThenAddFoldsTheBias) {
   add_initializer(m.g, "e", {n}, std::vector<double>(n, 1.0));
   add_node(m.g, "MatMul", "fc4", {"x", "W4"}, {"h4"});
   add_node(m.g, "Add", "fc4_add", {"h4", "e"}, {"z4"});
+  // fc5 / fc6: rank-3 activations: X · W5 + f with f of shape (1, 1, 7), W6 · r + g with g of
+  // shape (1, 3, 1).
+  add_initializer(m.g, "W5", {k, n}, sparse_values(k, n, 25));
+  add_initializer(m.g, "f", {1, 1, n}, {7, 6, 5, 4, 3, 2, 1});
+  add_node(m.g, "MatMul", "fc5", {"x", "W5"}, {"h5"});
+  add_node(m.g, "Add", "fc5_add", {"h5", "f"}, {"z5"});
+  add_initializer(m.g, "W6", {3, n}, sparse_values(3, n, 26));
+  add_initializer(m.g, "g", {1, 3, 1}, {0.5, 0.25, 0.125});
+  add_node(m.g, "MatMul", "fc6", {"W6", "r"}, {"y6"});
+  add_node(m.g, "Add", "fc6_add", {"g", "y6"}, {"z6"});
   m.output("y");
   m.output("z");
   m.output("h4");
   m.output("z4");
+  m.output("z5");
+  m.output("z6");
 
   const ModelContents c = read_model(m.save(dir, "m.onnx"), {.select = "", .max_density = 1.0});
-  ASSERT_EQ(c.layers.size(), 4u);
+  ASSERT_EQ(c.layers.size(), 6u);
+  EXPECT_EQ(c.layers[4].bias, (std::vector<double>{7, 6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(c.layers[5].bias, (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_EQ(reason_for(c, "f"), "bias of layer 'fc5'");
+  EXPECT_EQ(reason_for(c, "g"), "bias of layer 'fc6'");
   EXPECT_EQ(c.layers[0].name, "fc1");
   EXPECT_EQ(c.layers[0].bias, (std::vector<double>{1, 2, 3, 4, 5, 6, 7}));
   EXPECT_TRUE(c.layers[0].relu);

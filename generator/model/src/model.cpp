@@ -327,15 +327,15 @@ class OnnxReader {
 
   // MatMul followed by Add of a per-output initializer (how Linear layers of three-dimensional
   // activations are exported): the Add's constant becomes the layer's bias, and its ReLU is looked
-  // for after the Add. Y = X · W broadcasts a bias of shape (M) or (1, M); Y = W · X one of shape
-  // (M, 1); one value broadcasts either way. The Add that alone consumes the MatMul's output is
+  // for after the Add. Y = X · W broadcasts a bias of shape (M), (1, M) or (1, 1, M) (activations
+  // of rank 3); Y = W · X one of shape (M, 1) or (1, M, 1); one value broadcasts either way. The Add that alone consumes the MatMul's output is
   // folded, or nothing is (the layer then has no bias, and the Add stays the graph's business).
   const OnnxNode* fold_add(const OnnxNode& n, bool transposed, std::int64_t m, ModelLayer& layer) {
     const OnnxNode* add = sole_user(n);
     if (!add || !add->is("Add") || add->inputs.size() != 2) return nullptr;
     const std::string& other = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
-    const auto shapes = transposed ? std::vector<std::vector<std::int64_t>>{{m}, {1, m}}
-                                   : std::vector<std::vector<std::int64_t>>{{m, 1}};
+    const auto shapes = transposed ? std::vector<std::vector<std::int64_t>>{{m}, {1, m}, {1, 1, m}}
+                                   : std::vector<std::vector<std::int64_t>>{{m, 1}, {1, m, 1}};
     // bias() refuses what is no per-output floating initializer (and then leaves the layer alone).
     const auto c = initializer(other);
     if (!c || !bias(other, "of the Add", m, 1.0, shapes, layer).empty()) return nullptr;
