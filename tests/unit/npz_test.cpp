@@ -131,6 +131,24 @@ Bytes relabelled_npy(const Tensor& t, const std::string& descr) {
   return b;
 }
 
+// The same for a descr of any length: the header is rebuilt with its length field and padding.
+Bytes redescribed_npy(const Tensor& t, const std::string& descr) {
+  const Bytes b = format_npy(t);
+  const std::size_t len = b[8] | (b[9] << 8);
+  std::string header(b.begin() + 10, b.begin() + 10 + static_cast<std::ptrdiff_t>(len));
+  header.replace(header.find("'<f8'"), 5, "'" + descr + "'");
+  while (!header.empty() && (header.back() == '\n' || header.back() == ' ')) header.pop_back();
+  header += ' ';
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  Bytes out(b.begin(), b.begin() + 8);
+  out.push_back(static_cast<unsigned char>(header.size() & 0xff));
+  out.push_back(static_cast<unsigned char>(header.size() >> 8));
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), b.begin() + 10 + static_cast<std::ptrdiff_t>(len), b.end());
+  return out;
+}
+
 TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   const Bytes w = format_npy(test::make_tensor("w", {2, 2}, {1, 0, 0, 2}));
   const Bytes steps = relabelled_npy(test::make_tensor("s", {}, {0}, DType::f64), "<i8");
@@ -152,10 +170,34 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   cut.pop_back();
   test::expect_input_error([&] { parse_npz(make_zip({{"step.npy", cut}}), "m.npz", true); },
                            {"tensor 'step'", "shape () needs 8 bytes of data, 7 present"});
-  // Structured and object dtypes are never kept.
-  test::expect_input_error(
-      [&] { parse_npz(make_zip({{"o.npy", relabelled_npy(test::make_tensor("o", {1}, {0}, DType::f64), "|O8")}}), "m.npz", true); },
-      {"unsupported dtype '|O8'"});
+  // Datetimes and timedeltas (8 bytes, a unit) are kept unread with their size checked; object
+  // arrays (a pickle of unknown length) are kept unread and never unpickled; without keep_unread
+  // both are errors, and so are malformed units.
+  const Bytes when = redescribed_npy(test::make_tensor("t", {2}, {0, 0}, DType::f64), "<M8[D]");
+  const Bytes span = redescribed_npy(test::make_tensor("d", {1}, {0}, DType::f64), "<m8");
+  Bytes object = redescribed_npy(test::make_tensor("o", {1}, {0}, DType::f64), "|O");
+  object.insert(object.end(), {0x80, 0x02, ']', '.'});  // a pickle's bytes: a different length
+  const auto kept = parse_npz(make_zip({{"w.npy", w}, {"when.npy", when}, {"span.npy", span}, {"o.npy", object}}),
+                              "m.npz", true);
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_EQ(kept[1].unread_dtype, "<M8[D]");
+  EXPECT_EQ(kept[1].shape, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(kept[2].unread_dtype, "<m8");
+  EXPECT_EQ(kept[3].unread_dtype, "|O");
+  EXPECT_TRUE(kept[3].data.empty());
+  Bytes short_when = when;
+  short_when.pop_back();
+  test::expect_input_error([&] { parse_npz(make_zip({{"when.npy", short_when}}), "m.npz", true); },
+                           {"tensor 'when'", "needs 16 bytes of data, 15 present"});
+  test::expect_input_error([&] { parse_npz(make_zip({{"when.npy", when}}), "m.npz"); },
+                           {"tensor 'when'", "unsupported dtype '<M8[D]'"});
+  test::expect_input_error([&] { parse_npz(make_zip({{"o.npy", object}}), "m.npz"); },
+                           {"tensor 'o'", "unsupported dtype '|O'"});
+  // Bad units are not a dtype: an empty one, one of other characters, none after the width.
+  for (const char* bad : {"<M8[]", "<M8[-s]", "<M[D]", "<M8[D"}) {
+    const Bytes t = redescribed_npy(test::make_tensor("t", {1}, {0}, DType::f64), bad);
+    test::expect_input_error([&] { parse_npz(make_zip({{"t.npy", t}}), "m.npz", true); }, {"unsupported dtype"});
+  }
 }
 
 TEST(Npz, ZipErrors) {

@@ -1,6 +1,7 @@
 #include "sparsecc/io/npy.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <string_view>
@@ -164,16 +165,33 @@ class HeaderParser {
       fail_at(at, fmt::format("unsupported dtype '{}' (expected float16, float32 or float64)", d));
   }
 
-  // A fixed-size NumPy dtype other than float16/32/64 ("<i8", "|b1", "<c8", "<U10", "|S4", "<f16"),
-  // kept unread when asked: its element size, so that the data size can still be checked.
+  // A NumPy dtype other than float16/32/64, kept unread when asked: fixed-size ones ("<i8", "|b1",
+  // "<c8", "<U10", "|S4", "<f16", datetimes "<M8[ns]" and timedeltas "<m8[s]") with their element
+  // size, so that the data size can still be checked; object arrays ("|O"), whose data is a pickle
+  // of unknown length, with size -1 (never unpickled, not checked).
   bool keep_unread(NpyHeader& h, const std::string& d) const {
-    if (!keep_unread_ || d.size() < 3 || std::string_view("<>|=").find(d[0]) == std::string_view::npos ||
-        std::string_view("biucfUS").find(d[1]) == std::string_view::npos)
+    if (!keep_unread_ || d.size() < 2 || std::string_view("<>|=").find(d[0]) == std::string_view::npos)
       return false;
+    if (d[1] == 'O' && (d.size() == 2 || d.substr(2) == "8")) {
+      h.unread = d;
+      h.unread_size = -1;
+      return true;
+    }
+    if (std::string_view("biucfUSMm").find(d[1]) == std::string_view::npos) return false;
+    std::string_view width = std::string_view(d).substr(2);
+    // A datetime's or timedelta's unit: "[ns]", "[D]", "[25s]".
+    if ((d[1] == 'M' || d[1] == 'm') && !width.empty() && width.back() == ']') {
+      const std::size_t open = width.find('[');
+      if (open == std::string_view::npos || open + 2 >= width.size()) return false;
+      for (const char c : width.substr(open + 1, width.size() - open - 2))
+        if (!std::isalnum(static_cast<unsigned char>(c))) return false;
+      width = width.substr(0, open);
+    }
+    if (width.empty()) return false;
     std::int64_t n = 0;
-    for (std::size_t i = 2; i < d.size(); ++i) {
-      if (d[i] < '0' || d[i] > '9' || n > 1'000'000) return false;
-      n = n * 10 + (d[i] - '0');
+    for (const char c : width) {
+      if (c < '0' || c > '9' || n > 1'000'000) return false;
+      n = n * 10 + (c - '0');
     }
     if (n < 1) return false;
     h.unread = d;
@@ -329,6 +347,13 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
 
   const std::int64_t data_byte = static_cast<std::int64_t>(prefix + header_len);
   const std::int64_t numel = checked_numel(h.shape, file, data_byte, name);
+  if (h.unread_size < 0) {  // an object array: its pickle is left alone
+    Tensor t;
+    t.name = name;
+    t.shape = h.shape;
+    t.unread_dtype = h.unread;
+    return t;
+  }
   std::int64_t nbytes = 0;
   const std::int64_t element = h.unread.empty() ? static_cast<std::int64_t>(dtype_size(h.dtype)) : h.unread_size;
   if (__builtin_mul_overflow(numel, element, &nbytes))

@@ -40,7 +40,8 @@ void check_writable(const Tensor& t);
 // Parses a whole .npy file. `file` names it in messages; the tensor is called `tensor`, or the file's
 // stem when that is empty. bfloat16 does not exist in NumPy, so the dtype is f16, f32 or f64.
 // With `keep_unread`, a well-formed tensor of another NumPy dtype (bool, integers, complex, other
-// float widths, fixed-size strings) comes back with `unread_dtype` set and no data instead of an error.
+// float widths, fixed-size strings, datetimes and timedeltas, and object arrays, whose pickled data
+// is never read) comes back with `unread_dtype` set and no data instead of an error.
 Tensor parse_npy(std::span<const unsigned char> data, const std::string& file,
                  const std::string& tensor = {}, bool keep_unread = false);
 Tensor read_npy(const std::string& path);  // gzip-transparent
