@@ -121,7 +121,7 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t n
 // at 25 per row (2048x512 at 95 %) rolled lost (6.0 against 5.6 us), and N = 196 or 256 ran
 // 1.4-1.7x slower (every column tile reads the table again). Tiling: one row per block row, a warp
 // of columns, and the groups that bring the grid to about kRolledWarps warps (4..16 of them, a
-// power of two; the measured best of 4, 8, 16 and 32 on all ten layers tried).
+// power of two: the faster of 4 and 8 on all ten layers tried; 16 and 32 were slower on each).
 constexpr std::int64_t kRolledNnz = 50000;
 constexpr std::int64_t kRolledRowNnz = 48;
 constexpr std::int64_t kRolledColumns = 64;

@@ -328,8 +328,9 @@ class OnnxReader {
   // MatMul followed by Add of a per-output initializer (how Linear layers of three-dimensional
   // activations are exported): the Add's constant becomes the layer's bias, and its ReLU is looked
   // for after the Add. Y = X · W broadcasts a bias of shape (M), (1, M) or (1, 1, M) (activations
-  // of rank 3); Y = W · X one of shape (M, 1) or (1, M, 1); one value broadcasts either way. The Add that alone consumes the MatMul's output is
-  // folded, or nothing is (the layer then has no bias, and the Add stays the graph's business).
+  // of rank 3); Y = W · X one of shape (M, 1) or (1, M, 1); one value broadcasts either way. The
+  // Add that alone consumes the MatMul's output is folded, or nothing is (the layer then has no
+  // bias, and the Add stays the graph's business).
   const OnnxNode* fold_add(const OnnxNode& n, bool transposed, std::int64_t m, ModelLayer& layer) {
     const OnnxNode* add = sole_user(n);
     if (!add || !add->is("Add") || add->inputs.size() != 2) return nullptr;

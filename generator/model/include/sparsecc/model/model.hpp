@@ -7,8 +7,9 @@
 //   MatMul(W, X), the initializer first: Y = W · X, each column of X is an input, A = W ("as_stored").
 //   Both inputs initializers: skipped. When the MatMul's output feeds only an Add whose other input
 //   is an initializer of one value per output (shape (M,), (1, M) or (1, 1, M) for MatMul(X, W),
-//   (M, 1) or (1, M, 1) for MatMul(W, X)) or of one value, that Add is folded: its constant is the bias, and relu is looked
-//   for after the Add. Any other Add is left to the graph (the layer has no bias).
+//   (M, 1) or (1, M, 1) for MatMul(W, X)) or of one value, that Add is folded: its constant is the
+//   bias, and relu is looked for after the Add. Any other Add is left to the graph (the layer has no
+//   bias).
 // - Gemm(X, B, C), B the initializer: A = alpha · B when transB=1 ("as_stored"), alpha · B^T when
 //   transB=0 ("transposed"); transA=1 is skipped. C, when an initializer of M values (shape (M,) or
 //   (1, M)) or of one value (broadcast), gives the bias beta · C; a C of any other shape, or one that is
