@@ -323,6 +323,13 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   ASSERT_GT(walked.timings.size(), 2u);
   for (const auto& t : walked.timings) EXPECT_NE(t.label.find("/rolled/"), std::string::npos) << t.label;
   EXPECT_LT(walked.winner_us, walked.default_us);
+  // Once the local search settles, the budget left goes to every other rolled point: all of them
+  // are timed, and the strategy says so and why it stopped.
+  const auto rolled_points =
+      std::count_if(from_rolled.candidates.begin(), from_rolled.candidates.end(), is_rolled);
+  EXPECT_EQ(walked.timings.size(), static_cast<std::size_t>(rolled_points));
+  EXPECT_NE(walked.strategy.find("more rolled points"), std::string::npos) << walked.strategy;
+  EXPECT_NE(walked.strategy.find("would end past it"), std::string::npos) << walked.strategy;
 }
 
 TEST(TuneSearch, EmptySpaceIsAnError) {

@@ -143,6 +143,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   double best_us = std::numeric_limits<double>::infinity();
   double round_start_best = best_us;
   bool budget_hit = false;
+  bool rolled_swept = false;
+  std::size_t swept = 0;
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
@@ -182,15 +184,28 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       // Local search: another round around the best, while the last one improved on it.
       // Neighbours that the budget cannot take are passed over (a rolled best's rolled neighbours
       // compile in a second where its unrolled ones would overrun).
-      if (exhaustive || best == n || best_us >= round_start_best) break;
-      round_start_best = best_us;
-      for (const std::size_t i : spmm_neighbours(space, best, dims))
-        if (!queued[i]) {
-          queue.push_back(i);
-          queued[i] = 1;
-        }
-      if (std::none_of(queue.begin(), queue.end(), fits)) break;
-      continue;
+      if (!exhaustive && best < n && best_us < round_start_best) {
+        round_start_best = best_us;
+        for (const std::size_t i : spmm_neighbours(space, best, dims))
+          if (!queued[i]) {
+            queue.push_back(i);
+            queued[i] = 1;
+          }
+        if (std::any_of(queue.begin(), queue.end(), fits)) continue;
+      }
+      // The search has settled. Where the budget held unrolled candidates back, the rolled points
+      // not yet queued (each compiles in well under a second) get what is left of it, once.
+      if (!exhaustive && budget_hit && !rolled_swept) {
+        rolled_swept = true;
+        for (std::size_t i = 0; i < n; ++i)
+          if (!queued[i] && rolled(i)) {
+            queue.push_back(i);
+            queued[i] = 1;
+            ++swept;
+          }
+        if (std::any_of(queue.begin(), queue.end(), fits)) continue;
+      }
+      break;
     }
 
     Running r = std::move(running.front());
@@ -226,8 +241,16 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   record.winner_us = best < n ? best_us : std::numeric_limits<double>::quiet_NaN();
   record.strategy = exhaustive ? "exhaustive"
                                : fmt::format("predictor shortlist of {} + local search", options.shortlist);
-  if (budget_hit) record.strategy += fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)",
-                                                 options.budget_seconds, done, n);
+  if (swept) record.strategy += fmt::format(" + {} more rolled points", swept);
+  if (budget_hit) {
+    const double spent = seconds_since(t0);
+    record.strategy += spent < 0.9 * options.budget_seconds
+                           ? fmt::format(" (stopped after {} of {} candidates at {:.1f} s of the {:.1f} s budget: the "
+                                         "others' compiles, about {:.0f} s each, would end past it)",
+                                         done, n, spent, options.budget_seconds, expected_compile)
+                           : fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)",
+                                         options.budget_seconds, done, n);
+  }
   record.tuning_seconds = seconds_since(t0);
   record.recorded_at = utc_timestamp();
   return record;
