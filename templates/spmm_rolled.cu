@@ -13,6 +13,7 @@
 //   BATCH         steps whose B loads are in flight at once before they are multiplied (groups
 //                 narrower than a warp: records a thread loads with their B loads)
 //   HEADER        words of the table's header: block rows * GROUPS + 1 record indices, padded to 4
+//   RECORD        words of a step record: 1 + ROWS, padded to 4 (spmm_rolled_record_words)
 //   M             rows of A and C
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   BIAS, RELU    the epilogue
@@ -32,7 +33,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   constexpr long long M = /*@M*/1/*@end*/;
   constexpr bool kBias = /*@BIAS*/false/*@end*/;
   constexpr bool kRelu = /*@RELU*/false/*@end*/;
-  constexpr int S = (1 + R + 3) / 4 * 4;  // words of a step record
+  constexpr int S = /*@RECORD*/4/*@end*/;  // words of a step record
   constexpr int Q = S / 4;                // its 16-byte loads
   const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;

@@ -13,10 +13,8 @@ namespace sparsecc {
 EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   if (plan.value_mode != SpmmValueMode::rolled)
     throw UsageError("emit_spmm_rolled_cuda: the plan's value mode is not rolled");
-  if (plan.row_split != SpmmRowSplit::equal)
-    throw UsageError("emit_spmm_rolled_cuda: rolled plans take equal row panels");
   EmittedKernel out;
-  emit_detail::start_cuda_kernel(plan, a, out);  // the table goes to out.packed_values
+  emit_detail::start_cuda_kernel(plan, a, out);  // checks the plan; the table goes to out.packed_values
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   const std::map<std::string, std::string> values = {
       {"BLOCK_X", std::to_string(plan.block_x)},
@@ -26,6 +24,7 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"GROUPS", std::to_string(plan.groups)},
       {"BATCH", std::to_string(kSpmmRolledBatch)},
       {"HEADER", std::to_string(spmm_rolled_header_words(plan))},
+      {"RECORD", std::to_string(spmm_rolled_record_words(plan))},
       {"M", std::to_string(plan.problem.m)},
       {"BIAS", plan.problem.bias ? "true" : "false"},
       {"RELU", plan.problem.relu ? "true" : "false"},

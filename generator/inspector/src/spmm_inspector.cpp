@@ -358,7 +358,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const std::int32_t per_row = (p.half() && p.accumulate == "f32") || rolled ? 2 : 1;
   p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
-  // A rolled kernel keeps a batch of step records (kSpmmRolledBatch of them) and their B loads in flight.
+  // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
   const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight
                                  : rolled     ? std::int64_t{kSpmmRolledBatch} * ((1 + ny + 3) / 4 * 4 + 2)
                                               : kLoadsInFlight;

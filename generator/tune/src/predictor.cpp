@@ -36,9 +36,9 @@ constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kBarrierCycles = 64;
 constexpr double kInstructionBytes = 16;
 // Rolled plans (not in the fitted timings; modelled on the same scale, and ranked only against each
-// other by `compile --db`): the loop's code, fetched once, and per batch of kSpmmRolledBatch step
-// records (and per step of the remainder) two dependent round trips to L2 (the records, then the B
-// rows they name), counted in cold-instruction equivalents so the latency term's coefficient applies.
+// other by `compile --db`): the loop's code, fetched once, and the cost of one round trip to L2 (for
+// the step records or for the B rows they name; see the round trips in spmm_features), counted in
+// cold-instruction equivalents so the latency term's coefficient applies.
 constexpr double kRolledCodeInstructions = 256;
 constexpr double kRolledRoundTripCycles = 400;
 

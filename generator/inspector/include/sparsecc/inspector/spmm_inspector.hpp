@@ -9,7 +9,7 @@
 //   row split      = equal row panels (magnitude-pruned masks are uniform; SparseRT section 3);
 //                  `balanced` keeps the same number of block rows and moves their borders so their
 //                  nnz are about equal, each at most 2 * Ny rows (and at most 64);
-//   value mode     = rolled for fp32 layers of at least 100,000 nonzeros, 96 a row on average, at
+//   value mode     = rolled for fp32 layers of at least 50,000 nonzeros, 48 a row on average, at
 //                  N <= 64 (their unrolled code, megabytes fetched for one column tile, sets the
 //                  time); else baked when the estimated instructions (B loads + FMAs) are at most
 //                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,

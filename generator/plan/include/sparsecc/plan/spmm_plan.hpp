@@ -148,7 +148,7 @@ inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 // Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
 // to more).
 inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
-// Rolled plans: step records a thread loads before it multiplies them (its B loads in flight).
+// Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
 // Fragment plans: rows of a block row (the mma M), and the fp32 row pitch of a warp's 16 x 64 stage in
 // shared memory (64 columns and 8 of padding against bank conflicts).
