@@ -142,8 +142,8 @@ inline std::vector<std::shared_future<SpmmBuilt>> build_all(const std::vector<Sp
   return futures;
 }
 
-// The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame (the split
-// PTX layout's call may take kSpmmPtxSplitCallStackBytes), a non-empty cubin and PTX, values present
+// The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame (either
+// PTX layout), a non-empty cubin and PTX, values present
 // exactly in streamed mode (with nonzeros) and rolled mode (the step table; always CUDA C++).
 inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
@@ -152,7 +152,7 @@ inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   ASSERT_TRUE(b.usage.found) << c.name << ": no ptxas report in the log nor attributes in the cubin:\n" << b.compiled.log;
   EXPECT_EQ(b.usage.spill_store_bytes, 0) << c.name;
   EXPECT_EQ(b.usage.spill_load_bytes, 0) << c.name;
-  EXPECT_LE(b.usage.stack_frame_bytes, b.emitted.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes) << c.name;
+  EXPECT_EQ(b.usage.stack_frame_bytes, 0) << c.name;
   EXPECT_FALSE(b.compiled.cubin.empty()) << c.name;
   EXPECT_FALSE(b.compiled.ptx.empty()) << c.name;
   EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode == SpmmValueMode::baked ||

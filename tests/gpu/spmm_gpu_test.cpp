@@ -146,6 +146,14 @@ std::vector<SpmmCase> edge_cases() {
   SpmmCase split = make_case("split_layout_1000x700_gy2_bias_relu", random_csr(1000, 700, 0.06, 16), 196,
                              M::fixed, true, true, opts(8, 2, V::baked));
   cs.push_back(split);
+  split.name = "split_layout_fixed_streamed_gy2_bias";
+  split.problem.relu = false;
+  split.options = opts(8, 2, V::streamed);
+  cs.push_back(split);
+  split.name = "split_layout_1024_threads_gy4";  // the register cap a block of 1024 threads fits (64)
+  split.problem.relu = true;
+  split.options = opts(16, 4, V::baked, SpmmRowSplit::equal, 256);
+  cs.push_back(split);
   split.name = "split_layout_runtime_streamed";
   split.problem.n_mode = M::runtime;
   split.options = opts(4, 1, V::streamed);

@@ -108,12 +108,16 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   EXPECT_EQ(count(e.source, ".extern .func"), 0u);
   ASSERT_GT(p.groups, 1);
   EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
+  // Seven register parameters, no return, and the split layout's register cap.
+  EXPECT_EQ(count(e.modules[1], "(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, "
+                                ".param .b64 p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn"),
+            count(e.modules[1], ".visible .func"));
+  EXPECT_EQ(e.max_registers, std::min(p.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.block_x / 8 * 8));
 }
 
-// `capped`: a split kernel whose case functions had to be capped to fit the block's registers; their
-// calling convention may then save a few registers to the stack.
-void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::string& label,
-                           bool capped = false) {
+// No spills and no stack frame in either layout, and at most the layout's register cap (for split
+// kernels the plan's plus kSpmmPtxSplitExtraRegisters, within what lets a block fit the SM).
+void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::string& label) {
   const EmittedKernel e = emit_spmm_ptx(p, a);
   CudaCompileOptions options;
   options.extra.push_back(kPtxasVerbose);
@@ -131,12 +135,9 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
       static_cast<long long>(u.spill_load_bytes));
   EXPECT_FALSE(r.cubin.empty());
   EXPECT_EQ(r.ptx, e.source);
-  if (capped) {
-    EXPECT_LE(u.registers, 65536 / p.block_x) << label;
-    EXPECT_LE(u.spill_store_bytes, 64) << label;
-    return;
-  }
-  EXPECT_LE(u.stack_frame_bytes, e.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes) << label;
+  EXPECT_LE(u.registers, e.modules.empty() ? p.max_registers : spmm_ptx_split_registers(p)) << label;
+  EXPECT_LE(u.registers, 65536 / p.block_x) << label;
+  EXPECT_EQ(u.stack_frame_bytes, 0) << label;
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
 }
@@ -159,7 +160,7 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   const CsrMatrix wide = random_csr(256, 512, 0.1, 15);
   o = {};
   expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, "f32"}, o), wide,
-                        "random 256x512 runtime inline");
+                        "random 256x512 runtime split");
   expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, "f32"}, o), wide,
                         "random 256x512 fixed inline");
   const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
@@ -167,9 +168,12 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   o.groups = 2;
   expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
                         big, "random 1000x1000 split");
-  o.groups = 4;  // 512 threads a block: the case functions must fit 128 registers
+  o.groups = 4;  // 512 threads a block
   expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
-                        big, "random 1000x1000 split 512 thr", true);
+                        big, "random 1000x1000 split 512 thr");
+  o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+                        big, "random 1000x1000 split 512 thr r200");
 }
 
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and
@@ -190,7 +194,7 @@ void expect_same_split_assembly(const CsrMatrix& a, const SpmmProblem& problem, 
   ASSERT_TRUE(up.found) << parallel.log;
   EXPECT_EQ(up.registers, us.registers);
   EXPECT_EQ(up.spill_store_bytes, 0);
-  EXPECT_LE(up.stack_frame_bytes, kSpmmPtxSplitCallStackBytes);
+  EXPECT_EQ(up.stack_frame_bytes, 0);
   EXPECT_EQ(parallel.cubin, again.cubin);
   // The same machine code and the same kernel attributes (the per-function records of the other
   // .nv.info sections only come in another order).

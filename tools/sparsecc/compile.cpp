@@ -163,8 +163,7 @@ int run_compile(const CompileArgs& args) {
                                  plan.blocklets.nnz_covered, a.nnz(),
                                  a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
                                  plan.blocklets.explicit_zeros));
-  const std::int64_t call_frame = kernel.modules.empty() ? 0 : kSpmmPtxSplitCallStackBytes;
-  if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > call_frame)
+  if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > 0)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
   return kExitOk;
 }

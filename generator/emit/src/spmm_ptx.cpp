@@ -37,7 +37,7 @@ constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
   put(o,
       "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
-      "%redr, %flag;\n");
+      "%redr, %flag, %info;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
@@ -74,7 +74,7 @@ class PtxWriter {
     std::int64_t packed = 0;
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
       put(o, "$Lb{}:\n", bi);
-      case_body(o, bi, packed, "bra $Lexit", true);
+      case_body(o, bi, packed, false);
     }
     put(o, "$Lexit:\n  ret;\n}}\n");
     return fmt::to_string(o);
@@ -112,15 +112,11 @@ class PtxWriter {
     prologue(kernel);
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
       put(kernel, "$Lb{}:\n  {{\n", bi);
-      for (const char* name : {"b", "c", "bias", "vals", "ldb"}) put(kernel, "  .param .b64 q_{};\n", name);
-      for (const char* name : {"flag", "grp", "redr", "redw"}) put(kernel, "  .param .b32 q_{};\n", name);
-      for (const char* name : {"b", "c", "bias", "vals", "ldb"})
-        put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
-      for (const char* name : {"flag", "grp", "redr", "redw"})
-        put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
-      put(kernel,
-          "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_flag, q_grp, q_redr, q_redw);\n  }}\n  "
-          "ret;\n",
+      for (const char* name : kWideArgs) put(kernel, "  .param .b64 q_{};\n", name);
+      for (const char* name : kNarrowArgs) put(kernel, "  .param .b32 q_{};\n", name);
+      for (const char* name : kWideArgs) put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
+      for (const char* name : kNarrowArgs) put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
+      put(kernel, "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_info, q_redr);\n  }}\n  ret;\n",
           p_.kernel_name, bi);
     }
     put(kernel, "}}\n");
@@ -141,17 +137,25 @@ class PtxWriter {
     put(o, ".version {}\n.target {}\n.address_size 64\n\n", isa_versions().at(arch_), arch_);
   }
 
+  // A case function takes seven parameters, all passed in registers (with more, the ABI passes the
+  // last on the stack and the entry gets a stack frame): the B and C pointers at the thread's
+  // column, bias, values, N * 4, `info` (live flag | group << 1) and the group's reduction slot.
+  // They stay in registers while it runs (an entry reads its own parameters from the constant bank
+  // when it needs them), which is why the split layout's cap is higher (spmm_ptx_split_registers).
+  // It never returns (it ends the thread with exit), so under a cap it has no callee-saved
+  // registers to keep on the stack.
+  static constexpr const char* kWideArgs[] = {"b", "c", "bias", "vals", "ldb"};
+  static constexpr const char* kNarrowArgs[] = {"info", "redr"};
+
   std::string signature(std::size_t bi) const {
     return fmt::format(
         "{}_case{}(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, .param .b64 "
-        "p_ldb, "
-        ".param .b32 p_flag, .param .b32 p_grp, .param .b32 p_redr, .param .b32 p_redw)",
+        "p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn",
         p_.kernel_name, bi);
   }
 
-  // `cap`: the plan's register cap in the text (.maxnreg). The split layout has none: a linked
-  // entry's cap must hold for the case functions it calls, and under a cap their calling convention
-  // saves registers to the stack.
+  // `cap`: the plan's register cap in the text (.maxnreg). The split layout takes the cap as an
+  // assembler option instead (a .func has no .maxnreg; see emit_spmm_ptx).
   void entry_open(Out& o, bool cap) {
     if (p_.groups > 1) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
     put(o,
@@ -165,12 +169,13 @@ class PtxWriter {
   void case_function(Out& o, std::size_t bi, std::int64_t& packed) {
     put(o, ".visible .func {}\n{{\n", signature(bi));
     declare_case_registers(o, p_, steps_[bi], entries_[bi]);
-    for (const char* name : {"b", "c", "bias", "vals", "ldb"})
-      put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
-    for (const char* name : {"flag", "grp", "redr", "redw"}) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
+    for (const char* name : kWideArgs) put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
+    for (const char* name : kNarrowArgs) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
+    put(o, "  and.b32 %flag, %info, 1;\n  shr.u32 %grp, %info, 1;\n");
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
+    reduction_slot(o);
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
-    case_body(o, bi, packed, "ret", false);
+    case_body(o, bi, packed, true);
     put(o, "}}\n\n");
   }
 
@@ -190,17 +195,26 @@ class PtxWriter {
     put(o, "  setp.lt.s64 %live, %col, %ld;\n  shl.b64 %ldb, %ld, 2;\n  shl.b64 %u, %col, 2;\n");
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
     put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
-    if (p_.groups > 1) {
-      // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t]; group 0 reads them.
-      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4;
+    // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot).
+    if (p_.groups > 1)
       put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, 4, %red;\n", k);
-      put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
-    } else {
-      put(o, "  mov.u32 %redr, 0;\n  mov.u32 %redw, 0;\n");
-    }
-    put(o, "  selp.u32 %flag, 1, 0, %live;\n  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
+    else
+      put(o, "  mov.u32 %redr, 0;\n");
+    reduction_slot(o);
+    put(o, "  selp.u32 %flag, 1, 0, %live;\n  shl.b32 %info, %grp, 1;\n  or.b32 %info, %info, %flag;\n");
+    put(o, "  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(o, "{}$Lb{}", bi ? ", " : "", bi);
     put(o, ";\n  brx.idx %cx, $Lcases;\n");
+  }
+
+  // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t]: %redw from %redr.
+  void reduction_slot(Out& o) {
+    if (p_.groups > 1) {
+      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4;
+      put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
+    } else {
+      put(o, "  mov.u32 %redw, 0;\n");
+    }
   }
 
   // Address of B[k][col] or C[row][col] from the base `base` (fixed N: an immediate offset when it
@@ -228,12 +242,13 @@ class PtxWriter {
     return "[%bp]";
   }
 
-  // One block row: zero the accumulators, jump to the thread's group, its steps, then the epilogue;
-  // `leave` ends the thread's work (a branch to the kernel's exit, or ret). `jump_table`: reach the
-  // group through brx.idx; otherwise through compare-and-branch. Case functions of the split layout
-  // take the latter: ptxas keeps a jump table in constant bank 2, and those offsets are not
-  // relocated when modules assembled on their own are linked (see assemble_ptx_modules).
-  void case_body(Out& o, std::size_t bi, std::int64_t& packed, const char* leave, bool jump_table) {
+  // One block row: zero the accumulators, jump to the thread's group, its steps, then the epilogue.
+  // Inline (`in_function` false), a thread reaches its group through brx.idx and leaves by a branch
+  // to the kernel's exit. A case function of the split layout reaches it through compare-and-branch
+  // (ptxas keeps a jump table in constant bank 2, and those offsets are not relocated when modules
+  // assembled on their own are linked; see assemble_ptx_modules) and leaves by exit.
+  void case_body(Out& o, std::size_t bi, std::int64_t& packed, bool in_function) {
+    const bool jump_table = !in_function;
     const SpmmBlockRow& block = p_.blocks[bi];
     const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
     for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %a{}, 0f00000000;\n", i);
@@ -286,12 +301,13 @@ class PtxWriter {
       if (p_.groups > 1 && !jump_table) put(o, "$Ln{}g{}:\n", bi, gi);
     }
     put(o, "$Le{}:\n", bi);
-    epilogue(o, block, rows, leave);
+    epilogue(o, block, rows, in_function);
   }
 
   // Groups 1.. leave their sums in shared memory, every thread reaches the barrier, then the live
   // threads of group 0 add them in group order, add the bias, apply ReLU and store.
-  void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, const char* leave) {
+  void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
+    const char* leave = in_function ? "exit" : "bra $Lexit";
     if (p_.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");
       for (std::int32_t i = 0; i < rows; ++i)
@@ -327,6 +343,11 @@ class PtxWriter {
 
 }  // namespace
 
+std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan) {
+  const std::int32_t fit = 65536 / std::max(plan.block_x, 1) / 8 * 8;
+  return std::min({plan.max_registers + kSpmmPtxSplitExtraRegisters, kSpmmMaxRegisters, fit});
+}
+
 std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }
 
 EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
@@ -354,10 +375,7 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
   out.opt_level = plan.assembler_opt_level;
   if (instructions > split) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
-    // The linked kernel's register count is its largest case function's, and a block of block_x
-    // threads must fit the SM's 64k registers: cap the case functions (in steps of 8) when needed.
-    const std::int32_t fit = 65536 / plan.block_x / 8 * 8;
-    if (fit < kSpmmMaxRegisters) out.max_registers = fit;
+    out.max_registers = spmm_ptx_split_registers(plan);
   } else {
     out.source = writer.inline_module();
     out.max_registers = plan.max_registers;

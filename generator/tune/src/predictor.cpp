@@ -27,7 +27,6 @@ constexpr std::int64_t kBlocksPerSm = 32;
 constexpr std::int64_t kSharedPerSm = 228 * 1024;
 constexpr std::int64_t kSharedReservedPerBlock = 1024;
 constexpr std::int64_t kRegisterAllocationUnit = 256;  // registers, per warp
-constexpr std::int64_t kSplitRegisters = 128;          // what ptxas gave split-layout kernels (86..158)
 constexpr double kColdCyclesPerInstruction = 14;       // a warp running code not yet in its SM's cache
 constexpr double kSupplyPerCycle = 1;                  // instructions an SM's cache hands its schedulers
 constexpr double kFetchBytesPerCycle = 2;              // instruction fetch per SM from L2
@@ -60,20 +59,18 @@ const std::vector<std::string>& term_names() {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Registers a thread of the kernel takes: the plan's cap, or for fp32 plans that the PTX emitter
-// writes in the split layout (every block row a function) what ptxas typically gives those, under
-// the cap that lets one block fit the SM.
+// Registers a thread of the kernel takes: the plan's cap, or what lets one block fit the SM where
+// that is less (ptxas keeps to it through .maxntid); fp32 plans that the PTX emitter writes in the
+// split layout (every block row a function) take the split layout's cap.
 std::int64_t kernel_registers(const SpmmPlan& p) {
-  std::int64_t regs = std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1});
+  std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1}),
+                                             kRegistersPerSm / std::max(p.block_x, 1) / 8 * 8);
   if (!p.half() && p.value_mode != SpmmValueMode::rolled) {  // rolled kernels are small CUDA C++ loops
     const bool streamed = p.value_mode == SpmmValueMode::streamed;
     const std::int64_t instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (streamed ? 2 : 1);
     const std::int64_t split =
         p.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions : kSpmmPtxRuntimeNSplitInstructions;
-    if (instructions > split)
-      regs = std::min<std::int64_t>(
-          kSplitRegisters,
-          std::min<std::int64_t>(kSpmmMaxRegisters, kRegistersPerSm / std::max(p.block_x, 1) / 8 * 8));
+    if (instructions > split) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p), p.estimated_registers);
   }
   return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
 }

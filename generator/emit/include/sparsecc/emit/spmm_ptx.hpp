@@ -24,16 +24,24 @@ namespace sparsecc {
 // layout (EmittedKernel::modules): every block row a function of its own, in modules of about
 // kSpmmPtxModuleInstructions, so that assembly time stays linear in the number of nonzeros. One
 // function's assembly time grows faster than linearly with its size: 52k nonzeros take 17 s inline
-// against 4-7 s split on one core. Kernels up to about 35k nonzeros stay inline, where ptxas makes
-// the faster code. The entry calls the case of its block row: one call per thread and an 8-byte
-// stack frame for it.
+// against 4-7 s split on one core. The entry calls the case of its block row, one call per thread;
+// the case functions never return and take the plan's register cap, so neither layout has a stack
+// frame.
 inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
 // Runtime N computes an address per load; ptxas hoists those across a long function and spills, so
 // runtime-N kernels split sooner.
 inline constexpr std::int64_t kSpmmPtxRuntimeNSplitInstructions = 4000;
 inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
-// The stack frame the split layout's call takes (no spills); inline kernels have none.
-inline constexpr std::int64_t kSpmmPtxSplitCallStackBytes = 8;
+// Registers the split layout's case functions get beyond the plan's cap: their seven parameters
+// stay in registers where an entry reads its own from the constant bank. Measured on an H100 against
+// the plan's cap itself (p07-p10, p19, p20 of the SparseRT suite): +32 was 1.14x faster in geomean
+// (up to 1.41x), +16 1.05x.
+inline constexpr std::int32_t kSpmmPtxSplitExtraRegisters = 32;
+
+// The register cap of a split-layout kernel: the plan's cap plus kSpmmPtxSplitExtraRegisters, at most
+// what lets a block of block_x threads fit the SM's 64k registers (the linked kernel takes its
+// largest case function's count), in steps of 8.
+std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan);
 
 // `arch` selects the .target (sm_80 ... sm_120, sm_90a) and the PTX ISA version. Throws UsageError
 // when the plan is not valid for `a`, the kernel name is not a C identifier or the arch is unknown.
