@@ -25,8 +25,8 @@ namespace sparsecc {
 // kSpmmPtxModuleInstructions, so that assembly time stays linear in the number of nonzeros. One
 // function's assembly time grows faster than linearly with its size: 52k nonzeros take 17 s inline
 // against 4-7 s split on one core. The entry calls the case of its block row, one call per thread;
-// the case functions never return and take the plan's register cap, so neither layout has a stack
-// frame.
+// the case functions never return and are assembled under a register cap (spmm_ptx_split_registers),
+// so neither layout has a stack frame.
 inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
 // Runtime N computes an address per load; ptxas hoists those across a long function and spills, so
 // runtime-N kernels split sooner.
@@ -35,7 +35,7 @@ inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
 // Registers the split layout's case functions get beyond the plan's cap: their seven parameters
 // stay in registers where an entry reads its own from the constant bank. Measured on an H100 against
 // the plan's cap itself (p07-p10, p19, p20 of the SparseRT suite): +32 was 1.14x faster in geomean
-// (up to 1.41x), +16 1.05x.
+// (0.92-1.41x), +16 1.03x.
 inline constexpr std::int32_t kSpmmPtxSplitExtraRegisters = 32;
 
 // The register cap of a split-layout kernel: the plan's cap plus kSpmmPtxSplitExtraRegisters, at most
