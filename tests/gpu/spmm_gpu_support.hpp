@@ -143,8 +143,8 @@ inline std::vector<std::shared_future<SpmmBuilt>> build_all(const std::vector<Sp
 }
 
 // The build-half assertions: a valid plan, a ptxas report with no spills and no stack frame (either
-// PTX layout), a non-empty cubin and PTX, values present
-// exactly in streamed mode (with nonzeros) and rolled mode (the step table; always CUDA C++).
+// PTX layout), a non-empty cubin and PTX, values present exactly in streamed mode (with nonzeros)
+// and rolled mode (the step table; always CUDA C++).
 inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
                                      << (b.plan_errors.empty() ? "" : b.plan_errors.front());
