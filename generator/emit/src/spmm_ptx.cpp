@@ -343,6 +343,14 @@ class PtxWriter {
 
 }  // namespace
 
+bool spmm_ptx_splits(const SpmmPlan& plan) {
+  if (plan.half() || plan.value_mode == SpmmValueMode::rolled) return false;
+  const std::int64_t instructions =
+      spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
+  return instructions > (plan.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions
+                                                                 : kSpmmPtxRuntimeNSplitInstructions);
+}
+
 std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan) {
   const std::int32_t fit = 65536 / std::max(plan.block_x, 1) / 8 * 8;
   return std::min({plan.max_registers + kSpmmPtxSplitExtraRegisters, kSpmmMaxRegisters, fit});
@@ -368,12 +376,8 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
   const std::vector<float> weights = spmm_kernel_values(plan, a);
   if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
   PtxWriter writer(plan, weights, arch);
-  const std::int64_t instructions =
-      spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
-  const std::int64_t split = plan.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions
-                                                                     : kSpmmPtxRuntimeNSplitInstructions;
   out.opt_level = plan.assembler_opt_level;
-  if (instructions > split) {
+  if (spmm_ptx_splits(plan)) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
     out.max_registers = spmm_ptx_split_registers(plan);
   } else {

@@ -65,13 +65,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 std::int64_t kernel_registers(const SpmmPlan& p) {
   std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1}),
                                              kRegistersPerSm / std::max(p.block_x, 1) / 8 * 8);
-  if (!p.half() && p.value_mode != SpmmValueMode::rolled) {  // rolled kernels are small CUDA C++ loops
-    const bool streamed = p.value_mode == SpmmValueMode::streamed;
-    const std::int64_t instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (streamed ? 2 : 1);
-    const std::int64_t split =
-        p.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions : kSpmmPtxRuntimeNSplitInstructions;
-    if (instructions > split) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p), p.estimated_registers);
-  }
+  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p), p.estimated_registers);
   return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
 }
 

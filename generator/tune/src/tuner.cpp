@@ -126,12 +126,17 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   std::deque<std::size_t> queue{default_index};
   std::vector<char> queued(n, 0);
   queued[default_index] = 1;
+  const auto enqueue = [&](std::size_t i) {  // false when it was queued before
+    if (queued[i]) return false;
+    queue.push_back(i);
+    queued[i] = 1;
+    return true;
+  };
   const std::vector<std::size_t> ranked = rank_candidates(predictor, features);
   for (const std::size_t i : ranked) {
     if (queued[i]) continue;
     if (!exhaustive && queue.size() > options.shortlist) break;
-    queue.push_back(i);
-    queued[i] = 1;
+    enqueue(i);
   }
 
   TuningRecord record;
@@ -186,11 +191,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       // compile in a second where its unrolled ones would overrun).
       if (!exhaustive && best < n && best_us < round_start_best) {
         round_start_best = best_us;
-        for (const std::size_t i : spmm_neighbours(space, best, dims))
-          if (!queued[i]) {
-            queue.push_back(i);
-            queued[i] = 1;
-          }
+        for (const std::size_t i : spmm_neighbours(space, best, dims)) enqueue(i);
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
       }
       // The search has settled. Where the budget held unrolled candidates back, the rolled points
@@ -198,11 +199,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       if (!exhaustive && budget_hit && !rolled_swept) {
         rolled_swept = true;
         for (std::size_t i = 0; i < n; ++i)
-          if (!queued[i] && rolled(i)) {
-            queue.push_back(i);
-            queued[i] = 1;
-            ++swept;
-          }
+          if (rolled(i) && enqueue(i)) ++swept;
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
       }
       break;

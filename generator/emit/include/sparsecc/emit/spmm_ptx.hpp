@@ -38,6 +38,10 @@ inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
 // (0.92-1.41x), +16 1.03x.
 inline constexpr std::int32_t kSpmmPtxSplitExtraRegisters = 32;
 
+// Whether emit_spmm_ptx writes the plan in the split layout: an unrolled fp32 plan above
+// kSpmmPtxSplitInstructions (kSpmmPtxRuntimeNSplitInstructions for runtime N) instructions.
+bool spmm_ptx_splits(const SpmmPlan& plan);
+
 // The register cap of a split-layout kernel: the plan's cap plus kSpmmPtxSplitExtraRegisters, at most
 // what lets a block of block_x threads fit the SM's 64k registers (the linked kernel takes its
 // largest case function's count), in steps of 8.
