@@ -79,7 +79,13 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    (more rows share each B load, but the grid must cover the SMs: the unrolled code is
 //    instruction-fetch bound, and every SM fetches only its own block rows' code);
 //  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1; matrices above kLargeNnz
-//    keep blocks to 256 threads (their long unrolled bodies take ~140 registers a thread).
+//    keep blocks to 256 threads (their long unrolled bodies need registers), or 512 where the grid
+//    is one wave (at most kOneWaveBlocks blocks, so an SM holds one block and would run only 8 warps):
+//    measured on an H100 at batch 1 (same run, 4 groups against 2 at an n tile of 128), the
+//    512x2048 Transformer layer at N = 256 12.74 -> 11.01 us (90 %) and 7.67 -> 6.73 (95 %), the
+//    DLMC ResNet-50 layers at N = 196 256x2304 8.18 -> 7.30, 1024x512 5.63 -> 4.48 and 512x1024
+//    5.94 -> 5.58; two-wave grids lost (2048x512 at N = 256 9.56 -> 11.17), and so did 8 groups of
+//    64 columns (2048x512 at N = 49, 95 %: 4.10 -> 6.22), which the cap of 4 groups rules out.
 //  - wide tiles instead of groups: where that rule splits K over groups but the block's threads,
 //    spent on columns instead (an n tile of up to 256, fewer or no groups), still leave a grid of
 //    kWideGrid blocks or more, they are. Fitted on the tuning runs of the SparseRT suite at batch 16
@@ -88,6 +94,7 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 constexpr std::int64_t kGridTarget = 100;
 constexpr std::int64_t kGroupNnz = 256;
 constexpr std::int64_t kLargeNnz = 40000;
+constexpr std::int64_t kOneWaveBlocks = 132;  // the SMs of an H100
 constexpr std::int32_t kWideTile = 256;
 constexpr std::int64_t kWideGrid = 200;
 
@@ -102,12 +109,14 @@ std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
   return 1;
 }
 
-std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny, std::int32_t n_tile) {
+std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t ny,
+                         std::int32_t n_tile) {
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
   if (per_block < kGroupNnz) return 1;
   std::int64_t g = 4;
-  // At most 1024 threads (256 for large matrices) and 48 KiB of reduction buffer.
-  const std::int64_t threads = a.nnz() > kLargeNnz ? 256 : 1024;
+  // At most 1024 threads (256 for large matrices, 512 in a one-wave grid) and 48 KiB of reduction
+  // buffer.
+  const std::int64_t threads = a.nnz() <= kLargeNnz ? 1024 : blocks * tiles <= kOneWaveBlocks ? 512 : 256;
   while (g > 1 && (g * n_tile > threads || (g - 1) * ny * n_tile * 4 > 48 * 1024)) --g;
   return static_cast<std::int32_t>(g);
 }
@@ -325,7 +334,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.groups = options.groups  ? options.groups
              : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
              : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile)
-                            : auto_groups(a, blocks, ny, p.n_tile);
+                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), ny, p.n_tile);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
