@@ -203,23 +203,82 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
                         EXPECT_EQ(p.done, calls);
                         EXPECT_LE(p.done, p.planned);
                       });
-  EXPECT_EQ(r.strategy, "exhaustive");
-  EXPECT_EQ(r.timings.size(), space.candidates.size());
-  EXPECT_EQ(calls, space.candidates.size());
-  EXPECT_EQ(gpu.order.front(), space.candidates.front().label);  // the default first
   double best = INFINITY;
-  std::string best_label;
-  for (const tune::SpmmCandidate& c : space.candidates)
-    if (FakeMeasurer::time_of(c.plan) < best) {
-      best = FakeMeasurer::time_of(c.plan);
-      best_label = c.label;
+  std::size_t best_index = 0;
+  for (std::size_t i = 0; i < space.candidates.size(); ++i)
+    if (FakeMeasurer::time_of(space.candidates[i].plan) < best) {
+      best = FakeMeasurer::time_of(space.candidates[i].plan);
+      best_index = i;
     }
-  EXPECT_EQ(r.winner, best_label);
+  // Every candidate, then the best one's register-cap variants (timed alike here: the winner stays).
+  const auto variants = tune::spmm_register_variants(a, space.candidates[best_index], dims);
+  ASSERT_EQ(variants.size(), 2u);
+  EXPECT_EQ(r.strategy, "exhaustive + the winner at 2 higher register caps");
+  ASSERT_EQ(r.timings.size(), space.candidates.size() + 2);
+  EXPECT_EQ(calls, space.candidates.size() + 2);
+  EXPECT_EQ(r.timings[space.candidates.size()].label, variants[0].label);
+  EXPECT_EQ(r.timings.back().label, variants[1].label);
+  EXPECT_EQ(gpu.order.front(), space.candidates.front().label);  // the default first
+  EXPECT_EQ(r.winner, space.candidates[best_index].label);
   EXPECT_DOUBLE_EQ(r.winner_us, best);
   EXPECT_DOUBLE_EQ(r.default_us, FakeMeasurer::time_of(space.candidates.front().plan));
   for (const tune::CandidateTiming& t : r.timings) EXPECT_FALSE(t.features.empty());
   EXPECT_EQ(r.key.op, "spmm");
   EXPECT_EQ(r.key.gpu, "Fake GPU");
+}
+
+// The register cap is tried last, on the winner: the variants re-plan with a higher cap and nothing
+// else, only for unrolled fp32 PTX plans, and a variant that wins is what the database replays.
+TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
+  tune::SpmmSpaceDims dims;
+  dims.rows_per_block = {4, 8};
+  dims.groups = {1, 2};
+  dims.row_split = {SpmmRowSplit::equal};
+  dims.value_mode = {SpmmValueMode::baked};
+  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
+  const tune::SpmmCandidate& c = space.candidates.front();
+  const auto variants = tune::spmm_register_variants(a, c, dims);
+  ASSERT_EQ(variants.size(), dims.register_headroom.size());
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const std::int32_t cap = c.plan.max_registers + dims.register_headroom[i];
+    EXPECT_EQ(variants[i].plan.max_registers, cap);
+    EXPECT_EQ(variants[i].label, c.label + "/r" + std::to_string(cap));
+    SpmmPlan same = variants[i].plan;
+    same.max_registers = c.plan.max_registers;
+    EXPECT_EQ(to_json(same).dump(), to_json(c.plan).dump());  // nothing else changes
+  }
+  // No variants where the emitter does not cap registers, or for rolled plans.
+  tune::SpmmCandidate cuda = c;
+  cuda.emitter = KernelLanguage::cuda;
+  EXPECT_TRUE(tune::spmm_register_variants(a, cuda, dims).empty());
+  SpmmOptions rolled_options;
+  rolled_options.value_mode = SpmmValueMode::rolled;
+  const tune::SpmmSpace rolled = tune::spmm_space(a, problem(a, 49), rolled_options, KernelLanguage::ptx, dims);
+  EXPECT_TRUE(tune::spmm_register_variants(a, rolled.candidates.front(), dims).empty());
+  // Caps past 255 are left out.
+  tune::SpmmSpaceDims high = dims;
+  high.register_headroom = {255};
+  EXPECT_TRUE(tune::spmm_register_variants(a, c, high).empty());
+
+  // A GPU on which every register helps: the highest cap of the best plan wins, and its options
+  // rebuild that plan.
+  class MoreRegisters : public FakeMeasurer {
+   public:
+    tune::Measurement measure(const tune::SpmmCandidate& x, const rt::Bundle& b) override {
+      tune::Measurement m = FakeMeasurer::measure(x, b);
+      m.median_us -= 0.001 * x.plan.max_registers;
+      return m;
+    }
+  } gpu;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), gpu, {});
+  ASSERT_EQ(r.timings.size(), space.candidates.size() + 2);
+  EXPECT_EQ(r.winner, r.timings.back().label);
+  const auto [options, emitter] = tune::spmm_options_from_json(r.winner_options, {});
+  EXPECT_EQ(emitter, KernelLanguage::ptx);
+  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).max_registers, options.max_registers);
+  EXPECT_EQ(r.winner.substr(r.winner.rfind("/r") + 2), std::to_string(options.max_registers));
 }
 
 TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/spmm_ptx.hpp"
 
 namespace sparsecc::tune {
 
@@ -162,6 +163,32 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   return space;
 }
 
+std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const SpmmCandidate& c,
+                                                  const SpmmSpaceDims& dims) {
+  std::vector<SpmmCandidate> out;
+  const SpmmPlan& p = c.plan;
+  if (c.emitter != KernelLanguage::ptx || p.half() || p.value_mode == SpmmValueMode::rolled) return out;
+  // What the assembler is given: the plan's cap, or the split layout's (see spmm_ptx_split_registers).
+  const auto given = [](const SpmmPlan& plan) {
+    return spmm_ptx_splits(plan) ? spmm_ptx_split_registers(plan) : plan.max_registers;
+  };
+  std::vector<std::int32_t> seen{given(p)};
+  for (const std::int32_t extra : dims.register_headroom) {
+    const std::int32_t cap = p.max_registers + extra;
+    if (extra <= 0 || cap > kSpmmMaxRegisters) continue;
+    SpmmCandidate v;
+    v.options = c.options;
+    v.options.max_registers = cap;
+    v.plan = plan_spmm(a, p.problem, v.options);
+    if (std::find(seen.begin(), seen.end(), given(v.plan)) != seen.end()) continue;
+    seen.push_back(given(v.plan));
+    v.emitter = c.emitter;
+    v.label = fmt::format("{}/r{}", c.label, cap);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 nlohmann::json candidate_json(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   nlohmann::json j{{"rows_per_block", c.options.rows_per_block},
@@ -212,6 +239,7 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
   nlohmann::json d = nlohmann::json::object();
   for (std::size_t i = 0; i < texts.size(); ++i) d[names[i]] = texts[i];
   d["cuda_max_nnz"] = dims.cuda_max_nnz;
+  d["register_headroom_of_the_winner"] = dims.register_headroom;
   nlohmann::json cands = nlohmann::json::array();
   for (const SpmmCandidate& c : space.candidates)
     cands.push_back({{"label", c.label}, {"default", c.is_default}, {"options", candidate_json(c)},

@@ -112,6 +112,13 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
                        const std::function<void(const TuneProgress&)>& progress) {
   const std::size_t n = space.candidates.size();
   if (n == 0) throw UsageError("tune: the search space has no candidates");
+  // Candidates n.. are the winner's register-cap variants, made once the search has settled (a
+  // deque: the compile threads hold references into it while it grows).
+  std::deque<SpmmCandidate> variants;
+  const auto candidate = [&](std::size_t i) -> const SpmmCandidate& {
+    return i < n ? space.candidates[i] : variants[i - n];
+  };
+  constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
   const Predictor& predictor = options.predictor ? *options.predictor : shipped_predictor();
   const Clock::time_point t0 = Clock::now();
 
@@ -144,16 +151,16 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::deque<Running> running;
   std::size_t done = 0;
-  std::size_t best = n;
+  std::size_t best = none;
   double best_us = std::numeric_limits<double>::infinity();
   double round_start_best = best_us;
   bool budget_hit = false;
-  bool rolled_swept = false;
-  std::size_t swept = 0;
+  bool rolled_swept = false, caps_tried = false;
+  std::size_t swept = 0, capped = 0;
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
-  const auto rolled = [&](std::size_t i) { return space.candidates[i].plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = [&](std::size_t i) { return candidate(i).plan.value_mode == SpmmValueMode::rolled; };
   // Whether the budget lets candidate i start: its compile must end within it (the first compile, the
   // default plan's, always starts). Rolled kernels are small loops and compile in well under a second.
   const auto fits = [&](std::size_t i) {
@@ -173,11 +180,11 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       const std::size_t i = *next;
       queue.erase(next);
       ++started;
-      running.push_back({i, std::async(std::launch::async, [&build, &space, i] {
+      running.push_back({i, std::async(std::launch::async, [&build, c = &candidate(i)] {
                            Built b;
                            const Clock::time_point c0 = Clock::now();
                            try {
-                             b.bundle = build(space.candidates[i]);
+                             b.bundle = build(*c);
                            } catch (const std::exception& e) {
                              b.error = std::string("compile: ") + e.what();
                            }
@@ -189,7 +196,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       // Local search: another round around the best, while the last one improved on it.
       // Neighbours that the budget cannot take are passed over (a rolled best's rolled neighbours
       // compile in a second where its unrolled ones would overrun).
-      if (!exhaustive && best < n && best_us < round_start_best) {
+      if (!exhaustive && best < n && best_us < round_start_best && !caps_tried) {
         round_start_best = best_us;
         for (const std::size_t i : spmm_neighbours(space, best, dims)) enqueue(i);
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
@@ -202,6 +209,18 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
           if (rolled(i) && enqueue(i)) ++swept;
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
       }
+      // Last, the winner with more registers (the cap is not a dimension of the space).
+      if (!caps_tried && best < n) {
+        caps_tried = true;
+        for (SpmmCandidate& v : spmm_register_variants(a, space.candidates[best], dims)) {
+          features.push_back(spmm_features(v.plan, a));
+          variants.push_back(std::move(v));
+          queued.push_back(0);
+          enqueue(n + variants.size() - 1);
+          ++capped;
+        }
+        if (std::any_of(queue.begin(), queue.end(), fits)) continue;
+      }
       break;
     }
 
@@ -212,7 +231,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       compile_total += built.seconds;
       expected_compile = std::max(expected_compile, compile_total / static_cast<double>(++compiled));
     }
-    const SpmmCandidate& c = space.candidates[r.index];
+    const SpmmCandidate& c = candidate(r.index);
     CandidateTiming t;
     t.label = c.label;
     t.options = candidate_json(c);
@@ -229,16 +248,17 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     ++done;
     if (progress)
       progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0), t,
-                             best < n ? space.candidates[best].label : std::string(), best_us));
+                             best != none ? candidate(best).label : std::string(), best_us));
   }
 
-  const std::size_t winner = best < n ? best : default_index;
-  record.winner = space.candidates[winner].label;
-  record.winner_options = candidate_json(space.candidates[winner]);
-  record.winner_us = best < n ? best_us : std::numeric_limits<double>::quiet_NaN();
+  const std::size_t winner = best != none ? best : default_index;
+  record.winner = candidate(winner).label;
+  record.winner_options = candidate_json(candidate(winner));
+  record.winner_us = best != none ? best_us : std::numeric_limits<double>::quiet_NaN();
   record.strategy = exhaustive ? "exhaustive"
                                : fmt::format("predictor shortlist of {} + local search", options.shortlist);
   if (swept) record.strategy += fmt::format(" + {} more rolled points", swept);
+  if (capped) record.strategy += fmt::format(" + the winner at {} higher register cap{}", capped, capped > 1 ? "s" : "");
   if (budget_hit) {
     const double spent = seconds_since(t0);
     record.strategy += spent < 0.9 * options.budget_seconds

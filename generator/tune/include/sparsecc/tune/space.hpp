@@ -49,6 +49,10 @@ struct SpmmSpaceDims {
   // into every row of its block row, so taller block rows multiply mostly zeros).
   std::int64_t rolled_max_n = 64;
   std::int32_t rolled_max_rows = 4;
+  // Registers added to the winner's automatic cap once the search has settled (spmm_register_variants):
+  // not a dimension of the space, whose candidates each hold a whole plan, but a last step of the
+  // search around its best point.
+  std::vector<std::int32_t> register_headroom{16, 32};
 };
 
 // One point of the space.
@@ -85,6 +89,13 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
 
 // The dimensions, the candidates (label, default flag) and the rejected points with their rules.
 nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims);
+
+// The winner `c` again with a higher register cap, one candidate for each of dims.register_headroom
+// (added to c's cap): only unrolled fp32 plans of the PTX emitter (the one that caps registers), and
+// only caps that change what the assembler is given (at most kSpmmMaxRegisters, and for the split
+// layout what a block fits). Labels end in "/r{cap}"; the options carry the cap.
+std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const SpmmCandidate& c,
+                                                  const SpmmSpaceDims& dims);
 
 // Candidates differing from `c` in one dimension by one step (the next or previous value of one
 // list of `dims`), that are in `space`: the neighbourhood of local search. Indices into
