@@ -89,7 +89,23 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   const SpmmPlan tall = plan_spmm(a, problem_for(a, 3136));  // 49 column tiles of 64
   EXPECT_EQ(tall.n_tile, 64);
   EXPECT_EQ(tall.rows_per_block, 16);  // 4 block rows x 49 tiles: 196 blocks
+  // N = 196: tiles of 128 leave one row per block row (64 x 2 blocks); tiles of 64 would give 4
+  // column tiles and block rows of 2 (32 x 4 blocks), but of ~51 nonzeros, too few for groups: 128.
   EXPECT_EQ(plan_spmm(a, problem_for(a, 196)).n_tile, 128);
+  // The same shape with ~410 nonzeros a block row of 2 takes the narrow tile (and 4 groups).
+  const CsrMatrix heavy = random_csr(64, 2048, 0.1, 3);
+  const SpmmPlan narrow = plan_spmm(heavy, problem_for(heavy, 196));
+  EXPECT_EQ(narrow.n_tile, 64);
+  EXPECT_EQ(narrow.rows_per_block, 2);
+  EXPECT_EQ(narrow.groups, 4);
+  // Where 128 already gives 16 rows a block row, it stays (more tiles would only double the grid),
+  // and so it does above kLargeNnz nonzeros.
+  const CsrMatrix tall_a = random_csr(2048, 64, 0.1, 3);
+  const SpmmPlan kept = plan_spmm(tall_a, problem_for(tall_a, 196));
+  EXPECT_EQ(kept.n_tile, 128);
+  EXPECT_EQ(kept.rows_per_block, 16);
+  const CsrMatrix large = random_csr(256, 2048, 0.1, 3);  // ~52k nonzeros
+  EXPECT_EQ(plan_spmm(large, problem_for(large, 196)).n_tile, 128);
   EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
 
   const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 16 block rows of ~400 nonzeros

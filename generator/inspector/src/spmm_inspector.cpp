@@ -74,7 +74,19 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 // The automatic tiling, fitted to a sweep of 51 plans on each of 18 SparseRT problems on an H100
 // (sparsecc_bench --sweep; 2.3 % above the sweep's best plan in geometric mean on those problems):
 //  - n tile: 64 columns for N > 1024 (more column tiles) and for N <= 64, else N rounded up to a
-//    warp, at most 128;
+//    warp, at most 128; but 64 (kNarrowTile) for fp32 unrolled plans of at most kLargeNnz nonzeros
+//    where the extra column tiles let the rule below take taller block rows (each B load then feeds
+//    more rows) that still hold kGroupNnz nonzeros (so the groups keep the block's threads).
+//    Measured on an H100 at batch 1 against the 128 tile in the same run (µs): SparseRT p03 3.21 ->
+//    3.04 (90 %) and 2.95 -> 2.69 (95 %), p05 3.89 -> 3.86 and 3.17 -> 2.96, p11 3.34 -> 3.14 and
+//    3.40 -> 2.87, p17 2.80 -> 2.61 (90 %), p18 3.49 -> 3.31 and 3.40 -> 2.85; DLMC ResNet-50
+//    128x512 at N = 784 3.22 -> 2.92, 256x1024 at N = 196 3.88 -> 3.74, 128x1152 at N = 784 5.80 ->
+//    5.61, a Transformer 512x512 at N = 256 3.46 -> 3.16. What the two conditions leave out lost:
+//    block rows too light for groups (p17 at 95 %, one group of 64 threads, 2.25 -> 2.50) and the
+//    large one-wave layers, whose 512-thread blocks of 128-column tiles it would halve (SparseRT p10
+//    10.82 -> 11.22 and 6.68 -> 7.28, DLMC 256x2304 at N = 196 7.34 -> 7.77, 512x1024 5.57 -> 6.13);
+//    where the 128 tile already had 16 rows the narrow one only doubled the grid (p06 0.94x, p09
+//    0.65x in an earlier run);
 //  - rows per block: the most of 16, 8, 4, 2, 1 that still gives a grid of kGridTarget blocks
 //    (more rows share each B load, but the grid must cover the SMs: the unrolled code is
 //    instruction-fetch bound, and every SM fetches only its own block rows' code);
@@ -92,6 +104,7 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    (H100): 1.23x in geometric mean over the 13 problems it changes (no loss above 1 %); none of
 //    the recorded batch-1 problems (SparseRT, DLMC ResNet-50 and Transformer) changes.
 constexpr std::int64_t kGridTarget = 100;
+constexpr std::int32_t kNarrowTile = 64;
 constexpr std::int64_t kGroupNnz = 256;
 constexpr std::int64_t kLargeNnz = 40000;
 constexpr std::int64_t kOneWaveBlocks = 132;  // the SMs of an H100
@@ -319,6 +332,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
              : p.fragment_k && problem.n > kFragmentOneWarpColumns ? 32
                                                                    : auto_n_tile(thread_columns);
   if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
+  if (!options.n_tile && !options.rows_per_block && !p.fragment_k && !p.half() && !rolled && p.n_tile > kNarrowTile &&
+      a.nnz() <= kLargeNnz) {
+    const std::int64_t narrow_rows = auto_rows_per_block(a.rows, ceil_div(thread_columns, kNarrowTile));
+    if (narrow_rows > auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile)) &&
+        a.nnz() / ceil_div(a.rows, narrow_rows) >= kGroupNnz)
+      p.n_tile = kNarrowTile;
+  }
   const std::int64_t ny = p.fragment_k ? kSpmmFragmentRows
                           : options.rows_per_block
                               ? options.rows_per_block
