@@ -182,14 +182,21 @@ tune::SpmmBuilder fake_builder(std::atomic<int>* calls = nullptr, const std::str
   };
 }
 
-TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
-  const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
+// A space of a few PTX baked plans (rows per block 4 or 8, 1 or 2 groups), small enough to search
+// exhaustively.
+tune::SpmmSpaceDims small_dims() {
   tune::SpmmSpaceDims dims;
   dims.rows_per_block = {4, 8};
   dims.groups = {1, 2};
   dims.row_split = {SpmmRowSplit::equal};
   dims.value_mode = {SpmmValueMode::baked};
   dims.emitter = {KernelLanguage::ptx};
+  return dims;
+}
+
+TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
+  const tune::SpmmSpaceDims dims = small_dims();
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
   ASSERT_LE(space.candidates.size(), 24u);
   FakeMeasurer gpu;
@@ -231,12 +238,7 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
 // else, only for unrolled fp32 PTX plans, and a variant that wins is what the database replays.
 TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
-  tune::SpmmSpaceDims dims;
-  dims.rows_per_block = {4, 8};
-  dims.groups = {1, 2};
-  dims.row_split = {SpmmRowSplit::equal};
-  dims.value_mode = {SpmmValueMode::baked};
-  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpaceDims dims = small_dims();
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
   const tune::SpmmCandidate& c = space.candidates.front();
   const auto variants = tune::spmm_register_variants(a, c, dims);
