@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sparsecc/common/error.hpp"
@@ -121,6 +122,52 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   EXPECT_EQ(static_cast<std::int64_t>(s.packed_order.size()), a.nnz());
 }
 
+// Rows 0..63 hold `heavy` nonzeros, the rest `light` (columns spread over k).
+CsrMatrix uneven_csr(std::int64_t m, std::int64_t k, std::int64_t heavy, std::int64_t light) {
+  CsrMatrix a;
+  a.rows = m;
+  a.cols = k;
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t count = r < 64 ? heavy : light;
+    for (std::int64_t j = 0; j < count; ++j) {
+      a.col_idx.push_back(static_cast<std::int32_t>((j * k / count + r) % k));
+      a.values.push_back(0.5 + 0.01 * static_cast<double>((r + j) % 17));
+    }
+    std::sort(a.col_idx.end() - count, a.col_idx.end());
+    a.row_ptr.push_back(a.nnz());
+  }
+  return a;
+}
+
+// The automatic row split: balanced where the equal panels of an fp32 unrolled plan are uneven (the
+// heaviest 35 % above the mean or more, block rows of 4 rows or more, N below 4096), equal
+// otherwise, and what the options say when they say it.
+TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
+  const CsrMatrix skewed = uneven_csr(512, 512, 200, 30);  // 16-row panels: 3200 nonzeros against 480
+  const SpmmPlan p = plan_spmm(skewed, problem_for(skewed, 256));
+  EXPECT_EQ(p.row_split, SpmmRowSplit::balanced);
+  EXPECT_EQ(p.block_rows(), 32);
+  EXPECT_NEAR(interp_error(p, skewed, 256, 7), 0.0, kTolerance);
+  std::int64_t heaviest = 0;
+  for (const SpmmBlockRow& b : p.blocks)
+    heaviest = std::max(heaviest, skewed.row_ptr[b.row_end] - skewed.row_ptr[b.row_begin]);
+  EXPECT_LT(heaviest, 3200);
+  SpmmOptions equal;
+  equal.row_split = SpmmRowSplit::equal;
+  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 256), equal).row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 4096)).row_split, SpmmRowSplit::equal);  // batch-16 widths
+  const CsrMatrix even = uneven_csr(512, 512, 40, 40);
+  EXPECT_EQ(plan_spmm(even, problem_for(even, 256)).row_split, SpmmRowSplit::equal);
+  // Block rows of fewer than 4 rows (96 rows at N = 49 take one row each) and rolled plans stay equal.
+  const CsrMatrix rows = uneven_csr(96, 512, 200, 30);
+  const SpmmPlan single = plan_spmm(rows, problem_for(rows, 49));
+  ASSERT_LT(single.rows_per_block, 4);
+  EXPECT_EQ(single.row_split, SpmmRowSplit::equal);
+  SpmmOptions rolled;
+  rolled.value_mode = SpmmValueMode::rolled;
+  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 49), rolled).row_split, SpmmRowSplit::equal);
+}
+
 TEST(SpmmPlan, RejectsBadConfigurations) {
   const CsrMatrix a = random_csr(100, 20, 0.3, 5);
   SpmmOptions o;
@@ -166,6 +213,7 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
   };
   SpmmOptions o;
   o.rows_per_block = 4;
+  o.row_split = SpmmRowSplit::equal;  // the automatic split would balance these panels
   const SpmmPlan equal = plan_spmm(a, problem_for(a, 32), o);
   o.row_split = SpmmRowSplit::balanced;
   const SpmmPlan balanced = plan_spmm(a, problem_for(a, 32), o);

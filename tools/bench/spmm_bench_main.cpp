@@ -64,6 +64,7 @@ struct Args {
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
+  bool equal_rows = false;
   std::string values = "auto";  // baked | streamed | auto
   bool compile_only = false;
   bool sweep = false;
@@ -83,7 +84,8 @@ SpmmOptions plan_options(const Args& args) {
   o.groups = args.groups;
   o.max_registers = args.max_registers;
   if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
-  o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  if (args.balanced && args.equal_rows) throw UsageError("--balanced and --equal-rows exclude each other");
+  if (args.balanced || args.equal_rows) o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
   return o;
 }
@@ -97,6 +99,7 @@ std::string describe_overrides(const Args& args) {
   if (args.max_registers > 0) parts.push_back(fmt::format("max registers {}", args.max_registers));
   if (args.assembler_opt >= 0) parts.push_back(fmt::format("ptxas -O{}", args.assembler_opt));
   if (args.balanced) parts.push_back("balanced rows");
+  if (args.equal_rows) parts.push_back("equal row panels");
   if (args.values != "auto") parts.push_back(args.values + " values");
   std::string words;
   for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
@@ -645,6 +648,7 @@ int main(int argc, char** argv) {
   app.add_option("--assembler-opt", args.assembler_opt, "plan: ptxas optimization level 0..3 (-1: automatic)")
       ->check(CLI::Range(-1, 3));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
+  app.add_flag("--equal-rows", args.equal_rows, "plan: equal row panels even where the rule would balance them");
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))

@@ -22,7 +22,8 @@ struct SpmmArgs {
   std::int32_t groups = 0;
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
-  bool balanced = false;
+  bool balanced = false;    // --balanced; with neither flag the inspector's rule decides
+  bool equal_rows = false;  // --equal-rows
   std::string dtype = "f32";       // f32 | f16 | bf16
   std::string accumulate = "f32";  // f32 | the dtype
   std::string blocklets = "auto";  // off | auto | BHxBW[:FILL]; auto is off for f32

@@ -103,6 +103,17 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    kWideGrid blocks or more, they are. Fitted on the tuning runs of the SparseRT suite at batch 16
 //    (H100): 1.23x in geometric mean over the 13 problems it changes (no loss above 1 %); none of
 //    the recorded batch-1 problems (SparseRT, DLMC ResNet-50 and Transformer) changes.
+//  - row split: equal panels of rows per block, but panels balanced by nonzeros (a block row may
+//    then take up to twice the rows) for fp32 unrolled plans at N below kBalanceMaxColumns with
+//    block rows of kBalanceMinRows rows or more whose equal panels are uneven: the heaviest holds
+//    kBalanceImbalance more nonzeros than the mean or more. Chosen from the H100 tuning runs of the
+//    54 DLMC ResNet-50 layers (batch 1) and 20 DLMC Transformer layers (N = 256), which timed both
+//    splits of the same plans, and measured against equal panels in one run (batch 1) on the 28
+//    problems it changes there (12 of the SparseRT suite at 90 and 95 %, 11 DLMC ResNet-50 layers,
+//    5 Transformer layers the fit had not seen): 1.043x in geometric mean (0.966-1.135x; the three
+//    losses, at most 3.4 %, are a 256x2304 and a 1024x256 layer at N = 196 and a 512x128 one at N
+//    = 784); at batch 16 (N of 4096 and more, many column tiles) it lost (SparseRT p11 at N = 4096
+//    0.85x, p04 0.95x), and single-row block rows cannot be evened out by moving panel borders.
 constexpr std::int64_t kGridTarget = 100;
 constexpr std::int32_t kNarrowTile = 64;
 constexpr std::int64_t kGroupNnz = 256;
@@ -110,6 +121,19 @@ constexpr std::int64_t kLargeNnz = 40000;
 constexpr std::int64_t kOneWaveBlocks = 132;  // the SMs of an H100
 constexpr std::int32_t kWideTile = 256;
 constexpr std::int64_t kWideGrid = 200;
+constexpr double kBalanceImbalance = 0.35;
+constexpr std::int64_t kBalanceMinRows = 4;
+constexpr std::int64_t kBalanceMaxColumns = 4096;
+
+// The heaviest equal panel of ny rows over the mean panel, minus 1 (0 for an empty matrix).
+double equal_panel_imbalance(const CsrMatrix& a, std::int64_t ny) {
+  if (a.nnz() == 0 || a.rows == 0) return 0;
+  const std::int64_t blocks = ceil_div(a.rows, ny);
+  std::int64_t heaviest = 0;
+  for (std::int64_t b = 0; b < blocks; ++b)
+    heaviest = std::max(heaviest, a.row_ptr[std::min(a.rows, (b + 1) * ny)] - a.row_ptr[b * ny]);
+  return static_cast<double>(heaviest) * static_cast<double>(blocks) / static_cast<double>(a.nnz()) - 1.0;
+}
 
 std::int32_t auto_n_tile(std::int64_t n) {
   if (n > 1024) return 64;
@@ -293,12 +317,12 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   SpmmPlan p;
   p.problem = problem;
   p.kernel_name = options.kernel_name;
-  p.row_split = options.row_split;
+  p.row_split = options.row_split.value_or(SpmmRowSplit::equal);
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
                                          : options.blocklets == SpmmBlockletMode::off && auto_rolled(a, problem);
   if (rolled && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
-  if (rolled && options.row_split != SpmmRowSplit::equal)
+  if (rolled && p.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
   p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
   p.accumulate = options.accumulate.empty() ? "f32" : options.accumulate;
@@ -315,7 +339,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       const BlockletDecomposition d = decompose_blocklets(a, cfg);
       if (!d.tiles.empty()) {
         if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) ||
-            (options.n_tile % 32) != 0 || options.row_split != SpmmRowSplit::equal)
+            (options.n_tile % 32) != 0 || p.row_split != SpmmRowSplit::equal)
           throw UsageError(fmt::format(
               "plan_spmm: tensor-core tiles need 16 rows per block, equal rows and an n tile of whole warps"));
         p.fragment_k = cfg.shape.bw;
@@ -367,6 +391,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(
         fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
   p.block_x = p.n_tile * p.groups;
+  if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
+      problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
+    p.row_split = SpmmRowSplit::balanced;
   const std::int64_t cap =
       p.row_split == SpmmRowSplit::equal ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
   const auto borders = row_borders(a, blocks, ny, cap, p.row_split);

@@ -45,7 +45,7 @@ struct SpmmOptions {
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;
-  SpmmRowSplit row_split = SpmmRowSplit::equal;
+  std::optional<SpmmRowSplit> row_split;           // empty: automatic (plan_spmm's rule)
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
