@@ -166,6 +166,17 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   SpmmOptions rolled;
   rolled.value_mode = SpmmValueMode::rolled;
   EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 49), rolled).row_split, SpmmRowSplit::equal);
+  // The automatic groups fit the reduction buffer to the tallest block row of the balanced split
+  // (up to twice the 32 rows asked for), not to the rows asked for.
+  SpmmOptions tall;
+  tall.rows_per_block = 32;
+  const SpmmPlan t = plan_spmm(skewed, problem_for(skewed, 256), tall);
+  EXPECT_EQ(t.row_split, SpmmRowSplit::balanced);
+  EXPECT_GT(t.rows_per_block, 32);
+  EXPECT_GT(t.groups, 1);
+  EXPECT_LE(t.shared_bytes, kSpmmMaxSharedBytes);
+  EXPECT_TRUE(check_plan(t, skewed).empty());
+  EXPECT_NEAR(interp_error(t, skewed, 256, 8), 0.0, kTolerance);
 }
 
 TEST(SpmmPlan, RejectsBadConfigurations) {

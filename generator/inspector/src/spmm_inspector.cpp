@@ -146,7 +146,8 @@ std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
   return 1;
 }
 
-std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t ny,
+// `tallest`: rows of the tallest block row (the reduction buffer holds that many rows a group).
+std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t tallest,
                          std::int32_t n_tile) {
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
   if (per_block < kGroupNnz) return 1;
@@ -154,7 +155,7 @@ std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t t
   // At most 1024 threads (256 for large matrices, 512 in a one-wave grid) and 48 KiB of reduction
   // buffer.
   const std::int64_t threads = a.nnz() <= kLargeNnz ? 1024 : blocks * tiles <= kOneWaveBlocks ? 512 : 256;
-  while (g > 1 && (g * n_tile > threads || (g - 1) * ny * n_tile * 4 > 48 * 1024)) --g;
+  while (g > 1 && (g * n_tile > threads || (g - 1) * tallest * n_tile * 4 > 48 * 1024)) --g;
   return static_cast<std::int32_t>(g);
 }
 
@@ -375,10 +376,20 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (blocks > kSpmmMaxBlockRows)
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
+  // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
+  // block row, which a balanced split may make up to twice Ny.
+  if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
+      problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
+    p.row_split = SpmmRowSplit::balanced;
+  const std::int64_t cap =
+      p.row_split == SpmmRowSplit::equal ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
+  const auto borders = row_borders(a, blocks, ny, cap, p.row_split);
+  std::int64_t tallest = 1;
+  for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
   p.groups = options.groups  ? options.groups
              : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
              : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile)
-                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), ny, p.n_tile);
+                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
@@ -391,12 +402,6 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(
         fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
   p.block_x = p.n_tile * p.groups;
-  if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
-      problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
-    p.row_split = SpmmRowSplit::balanced;
-  const std::int64_t cap =
-      p.row_split == SpmmRowSplit::equal ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
-  const auto borders = row_borders(a, blocks, ny, cap, p.row_split);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = borders[b], end = borders[b + 1];
     p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups, covered),
