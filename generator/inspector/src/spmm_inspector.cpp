@@ -113,7 +113,9 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    5 Transformer layers the fit had not seen): 1.043x in geometric mean (0.966-1.135x; the three
 //    losses, at most 3.4 %, are a 256x2304 and a 1024x256 layer at N = 196 and a 512x128 one at N
 //    = 784); at batch 16 (N of 4096 and more, many column tiles) it lost (SparseRT p11 at N = 4096
-//    0.85x, p04 0.95x), and single-row block rows cannot be evened out by moving panel borders.
+//    0.85x, p04 0.95x); below 4096 it changes two plans of the 95 % suite at batch 16 (p06 at N =
+//    3136 0.97x, p08 at N = 784 1.01x). Single-row block rows cannot be evened out by moving panel
+//    borders.
 constexpr std::int64_t kGridTarget = 100;
 constexpr std::int32_t kNarrowTile = 64;
 constexpr std::int64_t kGroupNnz = 256;
