@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -177,6 +178,56 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   EXPECT_LE(t.shared_bytes, kSpmmMaxSharedBytes);
   EXPECT_TRUE(check_plan(t, skewed).empty());
   EXPECT_NEAR(interp_error(t, skewed, 256, 8), 0.0, kTolerance);
+}
+
+// Any combination of plan options either plans (a plan that passes check_plan and, in fp32,
+// computes the product) or is refused with a UsageError; nothing else escapes, on random and skewed
+// matrices. Automatic groups always fit their reduction buffer in shared memory (a balanced split's
+// block rows may be twice as tall as asked; rolled and half plans keep two columns a thread).
+TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
+  std::mt19937_64 rng(2026);
+  const auto pick = [&](std::initializer_list<std::int32_t> v) {
+    return *(v.begin() + static_cast<std::ptrdiff_t>(rng() % v.size()));
+  };
+  const CsrMatrix mats[] = {random_csr(1, 1, 1.0, 11), random_csr(37, 50, 0.1, 12, true),
+                            random_csr(130, 70, 0.3, 13), uneven_csr(200, 96, 60, 3),
+                            random_csr(40, 9, 0.0, 14)};
+  int planned = 0, refused = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const CsrMatrix& a = mats[rng() % std::size(mats)];
+    SpmmOptions o;
+    o.rows_per_block = pick({0, 0, 1, 2, 5, 16, 32, 64, 65});
+    o.n_tile = pick({0, 0, 1, 32, 33, 256, 1024, 2048});
+    o.groups = pick({0, 0, 1, 2, 3, 8, 16});
+    if (rng() % 3 == 0) o.row_split = rng() % 2 ? SpmmRowSplit::equal : SpmmRowSplit::balanced;
+    if (rng() % 3 == 0)
+      o.value_mode = pick({0, 1, 2}) == 0 ? SpmmValueMode::baked
+                     : rng() % 2          ? SpmmValueMode::streamed
+                                          : SpmmValueMode::rolled;
+    if (rng() % 4 == 0) o.max_registers = pick({0, 16, 64, 255, 256});
+    const std::int64_t n = pick({1, 2, 49, 64, 65, 300});
+    SpmmProblem problem = problem_for(a, n, rng() % 2 != 0, rng() % 2 != 0,
+                                      rng() % 3 == 0 ? SpmmNMode::runtime : SpmmNMode::fixed);
+    if (rng() % 4 == 0) problem.dtype = "f16";
+    SpmmPlan p;
+    try {
+      p = plan_spmm(a, problem, o);
+    } catch (const UsageError& e) {
+      EXPECT_FALSE(o.groups == 0 && std::string(e.what()).find("shared memory") != std::string::npos)
+          << "trial " << trial << ": automatic groups refused: " << e.what();
+      ++refused;
+      continue;
+    }
+    ++planned;
+    const auto errors = check_plan(p, a);
+    ASSERT_TRUE(errors.empty()) << "trial " << trial << ": " << errors.front();
+    EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes) << "trial " << trial;
+    if (problem.dtype == "f32") {
+      EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(planned, 500);
+  EXPECT_GT(refused, 100);
 }
 
 TEST(SpmmPlan, RejectsBadConfigurations) {

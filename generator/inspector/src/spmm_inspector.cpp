@@ -148,16 +148,21 @@ std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
   return 1;
 }
 
-// `tallest`: rows of the tallest block row (the reduction buffer holds that many rows a group).
+// Whether g groups keep the reduction buffer (g - 1 slabs of the tallest block row's rows by the
+// block's columns, spmm_shared_bytes) within the shared memory a block is launched with.
+bool reduction_fits(std::int64_t g, std::int64_t tallest, std::int64_t n_tile, std::int64_t cols_per_thread) {
+  return (g - 1) * tallest * n_tile * cols_per_thread * 4 <= kSpmmMaxSharedBytes;
+}
+
 std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t tallest,
-                         std::int32_t n_tile) {
+                         std::int32_t n_tile, std::int32_t cols_per_thread) {
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
   if (per_block < kGroupNnz) return 1;
   std::int64_t g = 4;
   // At most 1024 threads (256 for large matrices, 512 in a one-wave grid) and 48 KiB of reduction
   // buffer.
   const std::int64_t threads = a.nnz() <= kLargeNnz ? 1024 : blocks * tiles <= kOneWaveBlocks ? 512 : 256;
-  while (g > 1 && (g * n_tile > threads || (g - 1) * tallest * n_tile * 4 > 48 * 1024)) --g;
+  while (g > 1 && (g * n_tile > threads || !reduction_fits(g, tallest, n_tile, cols_per_thread))) --g;
   return static_cast<std::int32_t>(g);
 }
 
@@ -181,10 +186,10 @@ bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
          a.nnz() >= kRolledRowNnz * a.rows;
 }
 
-std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile) {
+std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile, std::int64_t tallest) {
   std::int32_t g = 4;
   while (g < 16 && blocks * tiles * g * ceil_div(n_tile, 32) < kRolledWarps && 2 * g * n_tile <= 1024) g *= 2;
-  while (g > 1 && g * n_tile > 1024) g /= 2;
+  while (g > 1 && (g * n_tile > 1024 || !reduction_fits(g, tallest, n_tile, 2))) g /= 2;
   return g;
 }
 
@@ -390,8 +395,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
   p.groups = options.groups  ? options.groups
              : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
-             : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile)
-                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile);
+             : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile, tallest)
+                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile,
+                                          p.cols_per_thread);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
