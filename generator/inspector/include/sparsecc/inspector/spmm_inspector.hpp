@@ -1,20 +1,25 @@
 // The SpMM inspector: reads a fixed sparse A and a problem shape and builds the executor plan
 // (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule:
-//   rows_per_block Ny = 4 (best at 2-4 rows per block on H200, sparsert-codegen.md section 9.4),
-//                  capped at M;
-//   n_tile T       = N rounded up to a multiple of 32, at most 128;
-//   groups Gy      = 1, unless the grid (block rows x column tiles) has fewer than 132 blocks (one
-//                  per SM) and the average block row has at least 256 nonzeros: then the largest
-//                  Gy <= min(4, 1024 / T) that leaves every group at least 128 nonzeros on average;
-//   row split      = equal row panels (magnitude-pruned masks are uniform; SparseRT section 3);
-//                  `balanced` keeps the same number of block rows and moves their borders so their
-//                  nnz are about equal, each at most 2 * Ny rows (and at most 64);
+//   rows_per_block Ny = the most of 16, 8, 4, 2, 1 that still gives a grid of 100 blocks, capped at
+//                  M (1 for rolled plans);
+//   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
+//                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
+//                  taller block rows that still hold 256 nonzeros;
+//   groups Gy      = 4 when a block row holds 256 nonzeros on average, else 1; fewer while the block
+//                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid) or
+//                  the reduction buffer of the tallest block row 48 KiB; where Gy > 1 and the
+//                  threads spent on columns instead (an n tile of up to 256) still give a grid of
+//                  200 blocks, they are;
+//   row split      = equal row panels, but balanced by nonzeros (each block row at most 2 * Ny rows)
+//                  for fp32 unrolled plans at N < 4096 with Ny >= 4 whose heaviest equal panel holds
+//                  35 % more nonzeros than the mean; `balanced` / `equal` options force either;
 //   value mode     = rolled for fp32 layers of at least 50,000 nonzeros, 48 a row on average, at
 //                  N <= 64 (their unrolled code, megabytes fetched for one column tile, sets the
 //                  time); else baked when the estimated instructions (B loads + FMAs) are at most
 //                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,
 //                  one row per block row and the groups (4..16) that bring the grid to about 4096
-//                  warps, unless the options say otherwise.
+//                  warps (fewer where their reduction buffer would pass 48 KiB), unless the options
+//                  say otherwise.
 // Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
 // (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
