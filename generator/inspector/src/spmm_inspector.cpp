@@ -148,10 +148,10 @@ std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
   return 1;
 }
 
-// Whether g groups keep the reduction buffer (g - 1 slabs of the tallest block row's rows by the
-// block's columns, spmm_shared_bytes) within the shared memory a block is launched with.
+// Whether g groups keep the reduction buffer of the tallest block row within the shared memory a
+// block is launched with.
 bool reduction_fits(std::int64_t g, std::int64_t tallest, std::int64_t n_tile, std::int64_t cols_per_thread) {
-  return (g - 1) * tallest * n_tile * cols_per_thread * 4 <= kSpmmMaxSharedBytes;
+  return spmm_reduction_bytes(g, tallest, n_tile, cols_per_thread) <= kSpmmMaxSharedBytes;
 }
 
 std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t tallest,
@@ -384,7 +384,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
-  // block row, which a balanced split may make up to twice Ny.
+  // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
   if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
       problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
     p.row_split = SpmmRowSplit::balanced;
@@ -414,9 +414,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     const std::int64_t begin = borders[b], end = borders[b + 1];
     p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups, covered),
                         fragments.empty() ? std::vector<SpmmFragment>{} : std::move(fragments[b])});
-    p.rows_per_block = std::max(p.rows_per_block, static_cast<std::int32_t>(end - begin));
   }
-  p.rows_per_block = std::max(p.rows_per_block, 1);
+  p.rows_per_block = static_cast<std::int32_t>(tallest);
   if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
   p.shared_bytes = spmm_shared_bytes(p);
   if (p.shared_bytes > kSpmmMaxSharedBytes)

@@ -180,11 +180,16 @@ bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b) {
   return false;
 }
 
+std::int64_t spmm_reduction_bytes(std::int64_t groups, std::int64_t rows, std::int64_t n_tile,
+                                  std::int64_t cols_per_thread) {
+  return (groups - 1) * rows * n_tile * cols_per_thread * 4;
+}
+
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
   bool reduces = false;
   for (const auto& b : p.blocks) reduces = reduces || spmm_block_reduces(p, b);
   const std::int64_t reduction =
-      reduces ? std::int64_t{p.groups - 1} * p.rows_per_block * p.n_tile * p.cols_per_thread * 4 : 0;
+      reduces ? spmm_reduction_bytes(p.groups, p.rows_per_block, p.n_tile, p.cols_per_thread) : 0;
   const std::int64_t stage =
       spmm_fragment_stages(p) ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
   return reduction + stage;

@@ -168,6 +168,11 @@ bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b);
 // kSpmmFragmentStagePitch float stage per warp.
 std::int64_t spmm_shared_bytes(const SpmmPlan& plan);
 
+// The group reduction's buffer alone: (groups - 1) slabs of rows x n_tile threads x cols_per_thread
+// floats (what the inspector sizes its automatic groups by).
+std::int64_t spmm_reduction_bytes(std::int64_t groups, std::int64_t rows, std::int64_t n_tile,
+                                  std::int64_t cols_per_thread);
+
 // True when a fragment plan hands warp tiles over through shared memory: several groups, the scalar
 // path (runtime N, or N not a multiple of 8), or a block row with both fragments and unrolled
 // nonzeros. Otherwise every block row stores its tiles straight to C and the plan needs no stage (a
