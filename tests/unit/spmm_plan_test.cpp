@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
@@ -183,7 +184,8 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
 // Any combination of plan options either plans (a plan that passes check_plan and, in fp32,
 // computes the product) or is refused with a UsageError; nothing else escapes, on random and skewed
 // matrices. Automatic groups always fit their reduction buffer in shared memory (a balanced split's
-// block rows may be twice as tall as asked; rolled and half plans keep two columns a thread).
+// block rows may be twice as tall as asked; rolled and half plans keep two columns a thread). A
+// bundle's metadata re-plans to the same block rows, groups and steps (what `verify` interprets).
 TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
   std::mt19937_64 rng(2026);
   const auto pick = [&](std::initializer_list<std::int32_t> v) {
@@ -222,6 +224,8 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     const auto errors = check_plan(p, a);
     ASSERT_TRUE(errors.empty()) << "trial " << trial << ": " << errors.front();
     EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes) << "trial " << trial;
+    const SpmmPlan again = replan_spmm_bundle(spmm_bundle_metadata(p, a, "sm_90"), a);
+    EXPECT_EQ(to_json(again).at("blocks"), to_json(p).at("blocks")) << "trial " << trial;
     if (problem.dtype == "f32") {
       EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance) << "trial " << trial;
     }

@@ -90,6 +90,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.generator_version = kVersion;
   md.fingerprint = matrix_fingerprint(a);
   md.plan_summary = {{"rows_per_block", plan.rows_per_block},
+                     {"panel_rows", plan.panel_rows},
                      {"n_tile", plan.n_tile},
                      {"groups", plan.groups},
                      {"max_registers", plan.max_registers},
@@ -140,7 +141,9 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
     set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
   }
   const auto& s = md.plan_summary;
-  o.rows_per_block = s.value("rows_per_block", 0);
+  // The panel rows, not the tallest block row: a balanced split cuts its block rows from panels of
+  // panel_rows rows and may make one up to twice as tall.
+  o.rows_per_block = s.value("panel_rows", s.value("rows_per_block", 0));
   o.n_tile = s.value("n_tile", 0);
   o.groups = s.value("groups", 0);
   o.row_split =

@@ -416,6 +416,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
                         fragments.empty() ? std::vector<SpmmFragment>{} : std::move(fragments[b])});
   }
   p.rows_per_block = static_cast<std::int32_t>(tallest);
+  p.panel_rows = static_cast<std::int32_t>(ny);
   if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
   p.shared_bytes = spmm_shared_bytes(p);
   if (p.shared_bytes > kSpmmMaxSharedBytes)

@@ -336,6 +336,7 @@ json to_json(const SpmmPlan& p) {
           {"kernel_name", p.kernel_name},
           {"row_split", name(p.row_split)},
           {"rows_per_block", p.rows_per_block},
+          {"panel_rows", p.panel_rows},
           {"n_tile", p.n_tile},
           {"groups", p.groups},
           {"block_x", p.block_x},
@@ -372,6 +373,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.kernel_name = j.at("kernel_name");
     p.row_split = parse_enum(j, "row_split", SpmmRowSplit::equal, SpmmRowSplit::balanced);
     p.rows_per_block = j.at("rows_per_block");
+    p.panel_rows = j.value("panel_rows", p.rows_per_block);
     p.n_tile = j.at("n_tile");
     p.groups = j.at("groups");
     p.block_x = j.at("block_x");
