@@ -4,12 +4,14 @@
 // (nvcc -arch=sm_90 -c templates/spmm_unrolled.cu).
 //   BLOCK_X       threads per block (groups * N_TILE)
 //   KERNEL_NAME   the extern "C" symbol the runtime looks up
-//   N_TILE        threads per group, one output column each
+//   N_TILE        threads per group
+//   COLS          output columns a thread computes: 1, or 2 adjacent ones (a compiled even N; B and
+//                 C 8-byte aligned: one float2 load of B a step, one float2 store a row)
 //   LD            the column count of B and C: the compiled N, or the argument n
-//   BODY          one case per block row, self-contained: accumulators (one float per row, indexed
-//                 only by name), each group's steps, then the epilogue (group reduction through
-//                 shared memory, bias, ReLU, stores)
-// ABI: grid (ceil(n / N_TILE), block rows), block (BLOCK_X), dynamic shared memory from the plan:
+//   BODY          one case per block row, self-contained: accumulators (one float per row and
+//                 column, indexed only by name), each group's steps, then the epilogue (group
+//                 reduction through shared memory, bias, ReLU, stores)
+// ABI: grid (ceil(n / (COLS N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan:
 // column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
@@ -17,10 +19,11 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
                                      const float* __restrict__ bias, const float* __restrict__ values,
                                      int n) {
   constexpr int T = /*@N_TILE*/32/*@end*/;
+  constexpr int CPT = /*@COLS*/1/*@end*/;
   const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
-  const long long col = static_cast<long long>(blockIdx.x) * T + t;
+  const long long col = (static_cast<long long>(blockIdx.x) * T + t) * CPT;
   const bool live = col < ld;
   const float* b = B + col;
   float* c = C + col;

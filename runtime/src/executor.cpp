@@ -76,12 +76,20 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   ex.values_ = upload(bundle.values);
   ex.fragments_ = upload(bundle.fragments);
   ex.metadata_ = std::move(bundle.metadata);
+  // fp32 kernels with two adjacent columns a thread load and store them as one 64-bit word.
+  const auto cols = ex.metadata_.plan_summary.find("cols_per_thread");
+  if (ex.metadata_.dtype == "f32" && ex.metadata_.values_mode != "rolled" && cols != ex.metadata_.plan_summary.end() &&
+      *cols == 2)
+    ex.operand_alignment_ = 8;
   return ex;
 }
 
 void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) const {
   const BundleMetadata& md = metadata_;
   if (!B || !C) throw std::invalid_argument("SpmmExecutor::run: B and C must not be null");
+  if (B % operand_alignment_ != 0 || C % operand_alignment_ != 0)
+    throw std::invalid_argument("SpmmExecutor::run: B and C must be aligned to " +
+                                std::to_string(operand_alignment_) + " bytes (two columns a thread)");
   if (n < 1)
     throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " must be at least 1");
   if (md.n_mode == "fixed" && n != md.n)

@@ -56,6 +56,12 @@ SpmmOptions opts(std::int32_t ny, std::int32_t gy, std::optional<SpmmValueMode> 
   return o;
 }
 
+// `o` with two adjacent fp32 columns a thread.
+SpmmOptions pairs(SpmmOptions o) {
+  o.cols_per_thread = 2;
+  return o;
+}
+
 // A random 37 x 53 matrix with rows 4..11 empty: with Ny = 4, block rows 1 and 2 hold nothing.
 CsrMatrix with_empty_row_block() {
   DenseMatrix d = dense_from_csr(random_csr(37, 53, 0.2, 11));
@@ -122,6 +128,19 @@ std::vector<SpmmCase> edge_cases() {
                          opts(4, 3, V::streamed, SpmmRowSplit::balanced), kRuntimeNs));
   cs.push_back(make_case("wide_256x512_auto_runtime", random_csr(256, 512, 0.1, 15), 196, M::runtime, true,
                          true, {}, {49, 196, 3136}));
+  // Two columns a thread (fixed even N): one pair, a last tile only partly live, group reductions
+  // of float2, empty block rows, balanced rows, no nonzeros.
+  cs.push_back(make_case("pairs_n2_baked", odd, 2, M::fixed, false, false, pairs(opts(0, 1, V::baked))));
+  cs.push_back(make_case("pairs_n50_streamed_gy3_bias", odd, 50, M::fixed, true, false,
+                         pairs(opts(4, 3, V::streamed, SpmmRowSplit::equal, 32))));
+  cs.push_back(make_case("pairs_n3136_baked_gy2_bias_relu", odd, 3136, M::fixed, true, true,
+                         pairs(opts(8, 2, V::baked))));
+  cs.push_back(make_case("pairs_empty_row_block_gy3", with_empty_row_block(), 64, M::fixed, true, true,
+                         pairs(opts(4, 3, V::baked))));
+  cs.push_back(make_case("pairs_balanced_ny16_n196", skewed_rows(), 196, M::fixed, true, false,
+                         pairs(opts(16, 2, V::baked, SpmmRowSplit::balanced))));
+  cs.push_back(make_case("pairs_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 2, M::fixed, true, true,
+                         pairs({})));
   cs = both_emitters(cs);
   // Rolled plans (one emitter: they are always CUDA C++): tilings, runtime N, bias and ReLU, empty
   // block rows, no nonzeros at all, columns not a multiple of the block's 2 T.
@@ -154,6 +173,14 @@ std::vector<SpmmCase> edge_cases() {
   split.problem.relu = true;
   split.options = opts(16, 4, V::baked, SpmmRowSplit::equal, 256);
   cs.push_back(split);
+  split.name = "split_layout_pairs_gy2_bias_relu";
+  split.options = pairs(opts(8, 2, V::baked));
+  cs.push_back(split);
+  split.name = "split_layout_pairs_streamed_gy4_bias";
+  split.problem.relu = false;
+  split.options = pairs(opts(8, 4, V::streamed));
+  cs.push_back(split);
+  split.problem.relu = true;
   split.name = "split_layout_runtime_streamed";
   split.problem.n_mode = M::runtime;
   split.options = opts(4, 1, V::streamed);
@@ -335,4 +362,20 @@ TEST(SpmmGpu, BundleFileRoundTrip) {
           << "n=" << n << ": the file bundle computes different bits";
     }
   }
+}
+
+// An executor with two columns a thread loads and stores 64-bit pairs: run() refuses B or C off an
+// 8-byte boundary (the kernel would fault or read the wrong pairs) and takes aligned ones.
+TEST(SpmmGpu, PairsRefuseMisalignedPointers) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  const SpmmCase c = make_case("pairs_alignment", random_csr(37, 53, 0.2, 12), 64, SpmmNMode::fixed, false, false,
+                               pairs({}));
+  const SpmmBuilt b = build_all({c}, ctx.device().arch())[0].get();
+  expect_clean_build(c, b);
+  const auto ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);
+  rt::DeviceBuffer db((53 * 64 + 2) * sizeof(float)), dc((37 * 64 + 2) * sizeof(float));
+  EXPECT_THROW(ex.run(db.get() + 4, dc.get(), 64), std::invalid_argument);
+  EXPECT_THROW(ex.run(db.get(), dc.get() + 4, 64), std::invalid_argument);
+  run_and_check(ctx, ex, c, b, 64);
 }

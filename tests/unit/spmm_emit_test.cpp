@@ -145,6 +145,13 @@ TEST(SpmmEmit, NvrtcCompilesSmallPlansWithoutSpills) {
   o.row_split = SpmmRowSplit::balanced;
   expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, true, false, "f32"}, o), a,
                        "random balanced Ny=16");
+  o.cols_per_thread = 2;
+  o.groups = 3;
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a,
+                       "random balanced Ny=16 pairs Gy=3");
+  o.value_mode = SpmmValueMode::streamed;
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), a,
+                       "random balanced Ny=16 pairs streamed");
 }
 
 TEST(SpmmEmit, NvrtcCompilesRealDlmcLayerWithoutSpills) {

@@ -207,6 +207,7 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
                      : rng() % 2          ? SpmmValueMode::streamed
                                           : SpmmValueMode::rolled;
     if (rng() % 4 == 0) o.max_registers = pick({0, 16, 64, 255, 256});
+    if (rng() % 3 == 0) o.cols_per_thread = pick({1, 2, 2, 3});
     const std::int64_t n = pick({1, 2, 49, 64, 65, 300});
     SpmmProblem problem = problem_for(a, n, rng() % 2 != 0, rng() % 2 != 0,
                                       rng() % 3 == 0 ? SpmmNMode::runtime : SpmmNMode::fixed);

@@ -174,6 +174,48 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
   expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
                         big, "random 1000x1000 split 512 thr r200");
+  // Two columns a thread: inline and split layouts, baked and streamed, reduced through shared memory.
+  o = {};
+  o.cols_per_thread = 2;
+  o.groups = 3;
+  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a, "pairs Gy=3");
+  o.groups = 2;
+  o.rows_per_block = 16;
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o), big,
+                        "pairs 1000x1000 split Ny=16");
+  o.value_mode = SpmmValueMode::streamed;
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, "f32"}, o), big,
+                        "pairs 1000x1000 split streamed");
+}
+
+// Two columns a thread load B and store C as 64-bit pairs and keep a second accumulator a row; the
+// thread's first column is even. Plans that cannot take pairs are refused.
+TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
+  const CsrMatrix a = random_csr(37, 64, 0.15, 3);
+  SpmmOptions o;
+  o.cols_per_thread = 2;
+  o.groups = 2;
+  const SpmmPlan p = plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, false, "f32"}, o);
+  EXPECT_TRUE(p.fp32_pairs());
+  EXPECT_EQ(p.block_columns(), 2 * p.n_tile);
+  const std::string s = emit_spmm_ptx(p, a).source;
+  EXPECT_EQ(s, emit_spmm_ptx(p, a).source);
+  EXPECT_NE(s.find("shl.b64 %col, %col, 1;"), std::string::npos);
+  EXPECT_NE(s.find("ld.global.nc.v2.f32 {%x0, %z0}"), std::string::npos);
+  EXPECT_NE(s.find("st.shared.v2.f32"), std::string::npos);
+  EXPECT_NE(s.find("ld.shared.v2.f32 {%y, %v}"), std::string::npos);
+  EXPECT_NE(s.find("st.global.v2.f32"), std::string::npos);
+  EXPECT_EQ(s.find("ld.global.nc.f32 %x"), std::string::npos);
+  std::size_t fmas = 0;
+  for (std::size_t at = s.find("%e"); at != std::string::npos; at = s.find("%e", at + 1)) ++fmas;
+  EXPECT_GT(fmas, static_cast<std::size_t>(a.nnz()));  // every entry also updates a second accumulator
+  for (const std::int64_t n : {49, 51}) {
+    EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, "f32"}, o), UsageError) << n;
+  }
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::runtime, false, false, "f32"}, o), UsageError);
+  o.value_mode = SpmmValueMode::rolled;
+  o.cols_per_thread = 1;
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), UsageError);
 }
 
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and

@@ -217,14 +217,16 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
       best = FakeMeasurer::time_of(space.candidates[i].plan);
       best_index = i;
     }
-  // Every candidate, then the best one's register-cap variants (timed alike here: the winner stays).
+  // Every candidate, then the best one's register-cap variants and its two-column variant (timed
+  // alike here: the winner stays).
   const auto variants = tune::spmm_register_variants(a, space.candidates[best_index], dims);
   ASSERT_EQ(variants.size(), 2u);
-  EXPECT_EQ(r.strategy, "exhaustive + the winner at 2 higher register caps");
-  ASSERT_EQ(r.timings.size(), space.candidates.size() + 2);
-  EXPECT_EQ(calls, space.candidates.size() + 2);
+  EXPECT_EQ(r.strategy, "exhaustive + the winner at 2 higher register caps + the winner with two columns a thread");
+  ASSERT_EQ(r.timings.size(), space.candidates.size() + 3);
+  EXPECT_EQ(calls, space.candidates.size() + 3);
   EXPECT_EQ(r.timings[space.candidates.size()].label, variants[0].label);
-  EXPECT_EQ(r.timings.back().label, variants[1].label);
+  EXPECT_EQ(r.timings[space.candidates.size() + 1].label, variants[1].label);
+  EXPECT_EQ(r.timings.back().label, space.candidates[best_index].label + "/c2");
   EXPECT_EQ(gpu.order.front(), space.candidates.front().label);  // the default first
   EXPECT_EQ(r.winner, space.candidates[best_index].label);
   EXPECT_DOUBLE_EQ(r.winner_us, best);
@@ -274,13 +276,68 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
       return m;
     }
   } gpu;
-  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), gpu, {});
+  tune::SpmmSpaceDims caps_only = dims;
+  caps_only.try_column_pairs = false;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, caps_only, {}, fake_builder(), gpu, {});
   ASSERT_EQ(r.timings.size(), space.candidates.size() + 2);
   EXPECT_EQ(r.winner, r.timings.back().label);
   const auto [options, emitter] = tune::spmm_options_from_json(r.winner_options, {});
   EXPECT_EQ(emitter, KernelLanguage::ptx);
   EXPECT_EQ(plan_spmm(a, problem(a, 128), options).max_registers, options.max_registers);
   EXPECT_EQ(r.winner.substr(r.winner.rfind("/r") + 2), std::to_string(options.max_registers));
+}
+
+// The winner with two columns a thread: the same rows, n tile, groups and split, only for unrolled
+// fp32 plans at a fixed even N; a pair variant that wins is what the database replays.
+TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
+  const CsrMatrix a = test::random_csr(200, 96, 0.2, 3);
+  const tune::SpmmSpaceDims dims = small_dims();
+  for (const SpmmRowSplit split : {SpmmRowSplit::equal, SpmmRowSplit::balanced}) {
+    SpmmOptions base;
+    base.row_split = split;
+    const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 130), base, KernelLanguage::ptx, dims);
+    for (const tune::SpmmCandidate& c : space.candidates) {
+      const auto v = tune::spmm_pair_variant(a, c, dims);
+      ASSERT_TRUE(v) << c.label;
+      EXPECT_EQ(v->label, c.label + "/c2");
+      EXPECT_TRUE(v->plan.fp32_pairs());
+      EXPECT_EQ(v->plan.block_columns(), 2 * c.plan.block_columns());
+      EXPECT_EQ(to_json(v->plan).at("blocks"), to_json(c.plan).at("blocks")) << c.label;  // same rows and steps
+      const auto [o, emitter] = tune::spmm_options_from_json(tune::candidate_json(*v), {});
+      EXPECT_EQ(to_json(plan_spmm(a, problem(a, 130), o)).dump(), to_json(v->plan).dump()) << c.label;
+    }
+  }
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
+  const tune::SpmmCandidate& c = space.candidates.front();
+  tune::SpmmSpaceDims off = dims;
+  off.try_column_pairs = false;
+  EXPECT_FALSE(tune::spmm_pair_variant(a, c, off));
+  // Odd N, runtime N, f16 and rolled plans have none.
+  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims).candidates.front(), dims));
+  SpmmProblem runtime = problem(a, 128);
+  runtime.n_mode = SpmmNMode::runtime;
+  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, runtime, {}, KernelLanguage::ptx, dims).candidates.front(), dims));
+  SpmmProblem half = problem(a, 128);
+  half.dtype = "f16";
+  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, half, {}, KernelLanguage::cuda, dims).candidates.front(), dims));
+  SpmmOptions rolled_options;
+  rolled_options.value_mode = SpmmValueMode::rolled;
+  EXPECT_FALSE(tune::spmm_pair_variant(
+      a, tune::spmm_space(a, problem(a, 48), rolled_options, KernelLanguage::ptx, dims).candidates.front(), dims));
+
+  // A GPU on which pairs are faster: the pair variant of the best plan wins and replays as pairs.
+  class PairsFaster : public FakeMeasurer {
+   public:
+    tune::Measurement measure(const tune::SpmmCandidate& x, const rt::Bundle& b) override {
+      tune::Measurement m = FakeMeasurer::measure(x, b);
+      if (x.plan.fp32_pairs()) m.median_us *= 0.9;
+      return m;
+    }
+  } gpu;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), gpu, {});
+  EXPECT_EQ(r.winner.substr(r.winner.size() - 3), "/c2");
+  const auto [options, emitter] = tune::spmm_options_from_json(r.winner_options, {});
+  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).cols_per_thread, 2);
 }
 
 TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {

@@ -61,6 +61,7 @@ struct Args {
   std::int32_t rows_per_block = 0;
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
+  std::int32_t cols_per_thread = 0;
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
@@ -82,6 +83,7 @@ SpmmOptions plan_options(const Args& args) {
   o.rows_per_block = args.rows_per_block;
   o.n_tile = args.n_tile;
   o.groups = args.groups;
+  o.cols_per_thread = args.cols_per_thread;
   o.max_registers = args.max_registers;
   if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
   if (args.balanced && args.equal_rows) throw UsageError("--balanced and --equal-rows exclude each other");
@@ -96,6 +98,7 @@ std::string describe_overrides(const Args& args) {
   if (args.rows_per_block > 0) parts.push_back(fmt::format("rows per block {}", args.rows_per_block));
   if (args.n_tile > 0) parts.push_back(fmt::format("n tile {}", args.n_tile));
   if (args.groups > 0) parts.push_back(fmt::format("groups {}", args.groups));
+  if (args.cols_per_thread > 0) parts.push_back(fmt::format("{} columns a thread", args.cols_per_thread));
   if (args.max_registers > 0) parts.push_back(fmt::format("max registers {}", args.max_registers));
   if (args.assembler_opt >= 0) parts.push_back(fmt::format("ptxas -O{}", args.assembler_opt));
   if (args.balanced) parts.push_back("balanced rows");
@@ -133,6 +136,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"rows_per_block", plan.rows_per_block},
           {"n_tile", plan.n_tile},
           {"groups", plan.groups},
+          {"cols_per_thread", plan.cols_per_thread},
           {"max_registers", plan.max_registers},
           {"assembler_opt_level", plan.assembler_opt_level},
           {"block_x", plan.block_x},
@@ -143,12 +147,12 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
-// "/bal" for balanced rows).
+// "/bal" for balanced rows, "/c2" for two fp32 columns a thread).
 std::string plan_column(const SpmmPlan& plan) {
-  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
+  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
                      plan.max_registers, plan.assembler_opt_level,
                      to_string(plan.value_mode),
-                     plan.row_split == SpmmRowSplit::balanced ? "/bal" : "");
+                     plan.row_split == SpmmRowSplit::balanced ? "/bal" : "", plan.fp32_pairs() ? "/c2" : "");
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
@@ -641,6 +645,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   app.add_option("--n-tile", args.n_tile, "plan: columns of C per thread group (0: automatic)")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--cols-per-thread", args.cols_per_thread,
+                 "plan: columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
+      ->check(CLI::Range(0, 2));
   app.add_option("--groups", args.groups, "plan: thread groups splitting K (0: automatic)")
       ->check(CLI::Range(0, 32));
   app.add_option("--max-registers", args.max_registers, "plan: register cap per thread (0: automatic)")

@@ -41,6 +41,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("--n-tile", a.n_tile, "Columns of C per thread group (0: automatic)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--groups", a.groups, "Thread groups splitting K (0: automatic)")->check(CLI::Range(0, 32));
+  cmd->add_option("--cols-per-thread", a.cols_per_thread,
+                  "Columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
+      ->check(CLI::Range(0, 2));
   cmd->add_option("--max-registers", a.max_registers,
                   "Register cap per thread for the assembler (0: automatic; PTX route)")
       ->check(CLI::Range(0, 255));
@@ -69,6 +72,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.rows_per_block = a.rows_per_block;
   o.n_tile = a.n_tile;
   o.groups = a.groups;
+  o.cols_per_thread = a.cols_per_thread;
   o.max_registers = a.max_registers;
   if (a.assembler_opt >= 0) o.assembler_opt_level = a.assembler_opt;
   if (a.balanced && a.equal_rows) throw UsageError("--balanced and --equal-rows exclude each other");

@@ -93,6 +93,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"panel_rows", plan.panel_rows},
                      {"n_tile", plan.n_tile},
                      {"groups", plan.groups},
+                     {"cols_per_thread", plan.cols_per_thread},
                      {"max_registers", plan.max_registers},
                      {"assembler_opt_level", plan.assembler_opt_level},
                      {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
@@ -146,6 +147,7 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.rows_per_block = s.value("panel_rows", s.value("rows_per_block", 0));
   o.n_tile = s.value("n_tile", 0);
   o.groups = s.value("groups", 0);
+  o.cols_per_thread = s.value("cols_per_thread", 0);
   o.row_split =
       s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
   o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");

@@ -16,26 +16,42 @@ namespace sparsecc {
 namespace {
 
 // Groups 1.. leave their sums in shared memory; group 0 adds them in group order, then adds the bias,
-// applies ReLU and stores. Every thread reaches the barrier.
+// applies ReLU and stores. Every thread reaches the barrier. With fp32 pairs a row's two columns
+// (a<i>, e<i>) travel as one float2.
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
+  const bool pairs = p.fp32_pairs();
   std::string s;
   if (p.groups > 1) {
-    s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
-                     p.rows_per_block);
-    for (std::int32_t i = 0; i < rows; ++i) s += fmt::format("        r[{} * T] = a{};\n", i, i);
+    s += pairs ? fmt::format("      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
+                             "(group - 1) * {} * T + t;\n",
+                             p.rows_per_block)
+               : fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
+                             p.rows_per_block);
+    for (std::int32_t i = 0; i < rows; ++i)
+      s += pairs ? fmt::format("        r[{0} * T] = make_float2(a{0}, e{0});\n", i)
+                 : fmt::format("        r[{0} * T] = a{0};\n", i);
     s += "      }\n      __syncthreads();\n";
   }
   s += "      if (live && group == 0) {\n";
+  if (pairs && p.groups > 1) s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
-    const std::string v = fmt::format("a{}", i);
-    for (std::int32_t g = 1; g < p.groups; ++g)
-      s +=
-          fmt::format("        {0} = __fadd_rn({0}, red[{1} * T + t]);\n", v, (g - 1) * p.rows_per_block + i);
-    if (p.problem.bias)
-      s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", v, block.row_begin + i);
-    if (p.problem.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", v);
-    s += fmt::format("        c[{} * ld] = {};\n", block.row_begin + i, v);
+    const std::string v = fmt::format("a{}", i), u = fmt::format("e{}", i);
+    for (std::int32_t g = 1; g < p.groups; ++g) {
+      const std::int64_t at = std::int64_t{g - 1} * p.rows_per_block + i;
+      if (pairs)
+        s += fmt::format("        {0} = __fadd_rn({0}, r[{2} * T].x); {1} = __fadd_rn({1}, r[{2} * T].y);\n", v, u, at);
+      else
+        s += fmt::format("        {0} = __fadd_rn({0}, red[{1} * T + t]);\n", v, at);
+    }
+    for (const std::string& x : pairs ? std::vector<std::string>{v, u} : std::vector<std::string>{v}) {
+      if (p.problem.bias)
+        s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, block.row_begin + i);
+      if (p.problem.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
+    }
+    s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n",
+                             block.row_begin + i, v, u)
+               : fmt::format("        c[{} * ld] = {};\n", block.row_begin + i, v);
   }
   return s + "      }\n";
 }
@@ -45,17 +61,33 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
                        std::int64_t& packed) {
   const SpmmBlockRow& block = p.blocks[bi];
-  std::string s = fmt::format("    case {}: {{\n      float x", bi);
-  for (std::int64_t i = 0; i < block.row_end - block.row_begin; ++i) s += fmt::format(", a{} = 0.0f", i);
+  const bool pairs = p.fp32_pairs();
+  const bool streamed = p.value_mode == SpmmValueMode::streamed;
+  // Pairs: x holds B's two columns, z a streamed weight used for both.
+  std::string s = fmt::format("    case {}: {{\n      {}", bi,
+                              !pairs ? "float x" : streamed ? "float2 x;\n      float z" : "float2 x;\n      float");
+  for (std::int64_t i = 0; i < block.row_end - block.row_begin; ++i)
+    s += pairs ? fmt::format("{0}a{1} = 0.0f, e{1} = 0.0f", i || streamed ? ", " : " ", i) : fmt::format(", a{} = 0.0f", i);
   s += ";\n";
   s += emit_detail::unrolled_groups(
-      p, block, packed, [](std::int32_t k) { return fmt::format("        x = __ldg(b + {} * ld);", k); },
+      p, block, packed,
+      [&](std::int32_t k) {
+        return pairs ? fmt::format("        x = __ldg(reinterpret_cast<const float2*>(b + {} * ld));", k)
+                     : fmt::format("        x = __ldg(b + {} * ld);", k);
+      },
       [&](const SpmmEntry& e, std::int64_t at, bool first) {
         const std::string w = p.value_mode == SpmmValueMode::streamed
                                   ? fmt::format("__ldg(values + {})", at)
                                   : cuda_float_literal(weights[static_cast<std::size_t>(e.value_index)]);
-        return first ? fmt::format(" a{} = __fmul_rn(x, {});", e.row, w)
-                     : fmt::format(" a{0} = __fmaf_rn(x, {1}, a{0});", e.row, w);
+        if (!pairs)
+          return first ? fmt::format(" a{} = __fmul_rn(x, {});", e.row, w)
+                       : fmt::format(" a{0} = __fmaf_rn(x, {1}, a{0});", e.row, w);
+        // Streamed: one load of the weight for both columns.
+        const std::string z = streamed ? fmt::format(" z = {};", w) : "";
+        const std::string wz = z.empty() ? w : "z";
+        return first ? fmt::format("{0} a{1} = __fmul_rn(x.x, {2}); e{1} = __fmul_rn(x.y, {2});", z, e.row, wz)
+                     : fmt::format("{0} a{1} = __fmaf_rn(x.x, {2}, a{1}); e{1} = __fmaf_rn(x.y, {2}, e{1});", z,
+                                   e.row, wz);
       });
   return s + epilogue(p, block) + "      break;\n    }\n";
 }
@@ -79,6 +111,7 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
                                                      {"KERNEL_NAME", plan.kernel_name},
                                                      {"N_TILE", std::to_string(plan.n_tile)},
+                                                     {"COLS", std::to_string(plan.cols_per_thread)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);

@@ -34,12 +34,15 @@ void put(Out& out, fmt::format_string<Args...> f, Args&&... args) {
 constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::max();
 
 // Register set of the case code, declared by whatever holds it (the entry, or a case function).
+// With fp32 pairs the second column has its own accumulators (%e) and B values (%z).
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
   put(o,
       "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
       "%redr, %flag, %info;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
+  if (p.fp32_pairs())
+    put(o, ", %v, %e<{}>, %z<{}>", p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
   put(o, ";\n");
 }
@@ -188,6 +191,7 @@ class PtxWriter {
     put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.n_tile);
     put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.n_tile);
     put(o, "  add.s64 %col, %col, %u;\n");
+    if (pairs_) put(o, "  shl.b64 %col, %col, 1;\n");  // the first of the thread's two columns
     if (fixed_)
       put(o, "  mov.u64 %ld, {};\n", p_.problem.n);
     else
@@ -197,7 +201,7 @@ class PtxWriter {
     put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
     // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot).
     if (p_.groups > 1)
-      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, 4, %red;\n", k);
+      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k, 4 * p_.cols_per_thread);
     else
       put(o, "  mov.u32 %redr, 0;\n");
     reduction_slot(o);
@@ -207,10 +211,11 @@ class PtxWriter {
     put(o, ";\n  brx.idx %cx, $Lcases;\n");
   }
 
-  // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t]: %redw from %redr.
+  // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t] (pairs: a float2
+  // there): %redw from %redr.
   void reduction_slot(Out& o) {
     if (p_.groups > 1) {
-      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4;
+      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4 * p_.cols_per_thread;
       put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
     } else {
       put(o, "  mov.u32 %redw, 0;\n");
@@ -252,6 +257,8 @@ class PtxWriter {
     const SpmmBlockRow& block = p_.blocks[bi];
     const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
     for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %a{}, 0f00000000;\n", i);
+    if (pairs_)
+      for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %e{}, 0f00000000;\n", i);
     bool any = false;
     for (const auto& g : block.groups) any = any || !g.steps.empty();
     if (any) {
@@ -279,7 +286,10 @@ class PtxWriter {
         const std::string addr = b_address(o, step.k, prev_k);
         prev_k = step.k;
         const std::size_t xs = x++;
-        put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
+        if (pairs_)
+          put(o, "  ld.global.nc.v2.f32 {{%x{0}, %z{0}}}, {1};\n", xs, addr);
+        else
+          put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
         for (const auto& e : step.entries) {
           std::string weight;
           if (p_.value_mode == SpmmValueMode::streamed) {
@@ -290,10 +300,13 @@ class PtxWriter {
           }
           ++packed;
           auto& seen = touched[static_cast<std::size_t>(e.row)];
-          if (seen)
-            put(o, "  fma.rn.f32 %a{0}, %x{1}, {2}, %a{0};\n", e.row, xs, weight);
-          else
-            put(o, "  mul.rn.f32 %a{}, %x{}, {};\n", e.row, xs, weight);
+          for (std::int32_t c = 0; c < p_.cols_per_thread; ++c) {
+            const auto [acc, x] = kColumnRegs[c];
+            if (seen)
+              put(o, "  fma.rn.f32 %{0}{1}, %{2}{3}, {4}, %{0}{1};\n", acc, e.row, x, xs, weight);
+            else
+              put(o, "  mul.rn.f32 %{}{}, %{}{}, {};\n", acc, e.row, x, xs, weight);
+          }
           seen = 1;
         }
       }
@@ -308,32 +321,51 @@ class PtxWriter {
   // threads of group 0 add them in group order, add the bias, apply ReLU and store.
   void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
     const char* leave = in_function ? "exit" : "bra $Lexit";
+    const std::int64_t slot = std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread;  // bytes of a row's slots
     if (p_.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");
-      for (std::int32_t i = 0; i < rows; ++i)
-        put(o, "  @%p st.shared.f32 [%redw+{}], %a{};\n", std::int64_t{i} * p_.n_tile * 4, i);
+      for (std::int32_t i = 0; i < rows; ++i) {
+        if (pairs_)
+          put(o, "  @%p st.shared.v2.f32 [%redw+{}], {{%a{}, %e{}}};\n", i * slot, i, i);
+        else
+          put(o, "  @%p st.shared.f32 [%redw+{}], %a{};\n", i * slot, i);
+      }
       put(o, "  bar.sync 0;\n  @%helper {};\n", leave);
     }
     put(o, "  @!%live {};\n", leave);
     for (std::int32_t i = 0; i < rows; ++i) {
       for (std::int32_t g = 1; g < p_.groups; ++g) {
-        put(o, "  ld.shared.f32 %y, [%redr+{}];\n",
-            (std::int64_t{g - 1} * p_.rows_per_block + i) * p_.n_tile * 4);
-        put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
+        const std::int64_t at = (std::int64_t{g - 1} * p_.rows_per_block + i) * slot;
+        if (pairs_) {
+          put(o, "  ld.shared.v2.f32 {{%y, %v}}, [%redr+{}];\n", at);
+          put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n  add.rn.f32 %e{0}, %e{0}, %v;\n", i);
+        } else {
+          put(o, "  ld.shared.f32 %y, [%redr+{}];\n", at);
+          put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
+        }
       }
       if (p_.problem.bias) {
         put(o, "  ld.global.nc.f32 %y, [%bias+{}];\n", (block.row_begin + i) * 4);
         put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
+        if (pairs_) put(o, "  add.rn.f32 %e{0}, %e{0}, %y;\n", i);
       }
       if (p_.problem.relu) put(o, "  max.f32 %a{0}, %a{0}, 0f00000000;\n", i);
+      if (p_.problem.relu && pairs_) put(o, "  max.f32 %e{0}, %e{0}, 0f00000000;\n", i);
       const std::string addr = address(o, "%c", block.row_begin + i);
-      put(o, "  st.global.f32 {}, %a{};\n", addr, i);
+      if (pairs_)
+        put(o, "  st.global.v2.f32 {}, {{%a{}, %e{}}};\n", addr, i, i);
+      else
+        put(o, "  st.global.f32 {}, %a{};\n", addr, i);
     }
     put(o, "  {};\n", leave);
   }
 
+  // Accumulator and B register names of a thread's first and (fp32 pairs) second column.
+  static constexpr std::pair<const char*, const char*> kColumnRegs[] = {{"a", "x"}, {"e", "z"}};
+
   const SpmmPlan& p_;
   const std::vector<float>& w_;
+  bool pairs_ = p_.fp32_pairs();
   std::string arch_;
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;

@@ -333,6 +333,15 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (rolled && p.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
   p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
+  if (options.cols_per_thread != 0 && options.cols_per_thread != p.cols_per_thread) {
+    if (options.cols_per_thread != 2 || p.cols_per_thread != 1)
+      throw UsageError(fmt::format("plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
+                                   rolled ? "rolled" : problem.dtype, p.cols_per_thread));
+    if (problem.n_mode != SpmmNMode::fixed || problem.n % 2 != 0)
+      throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})",
+                                   problem.n, problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
+    p.cols_per_thread = 2;
+  }
   p.accumulate = options.accumulate.empty() ? "f32" : options.accumulate;
   if (p.accumulate != "f32" && p.accumulate != problem.dtype)
     throw UsageError(fmt::format("plan_spmm: accumulation in {} needs dtype {} (or f32 accumulation)",
@@ -425,11 +434,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
                                  p.groups, p.n_tile, p.shared_bytes, kSpmmMaxSharedBytes));
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
-  const std::int32_t per_row = (p.half() && p.accumulate == "f32") || rolled ? 2 : 1;
+  const bool pairs = !p.half() && !rolled && p.cols_per_thread == 2;  // two FMAs an entry
+  const std::int32_t per_row = (p.half() && p.accumulate == "f32") || rolled || pairs ? 2 : 1;
   p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
   // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
   const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight
                                  : rolled     ? std::int64_t{kSpmmRolledBatch} * ((1 + ny + 3) / 4 * 4 + 2)
+                                 : pairs      ? 2 * kLoadsInFlight  // a pair of floats a load
                                               : kLoadsInFlight;
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
@@ -441,9 +452,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
                                  p.estimated_registers, kSpmmMaxRegisters));
-  // B loads + FMAs; a fragment takes its operand load and, for each of the warp's 8 column groups,
+  // B loads + FMAs (two an entry with fp32 pairs); a fragment takes its operand load and, for each of the warp's 8 column groups,
   // fragment_k / 2 B loads, their packing and one mma.
-  p.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) +
+  p.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (pairs ? 2 : 1) +
                              p.fragment_count() * (1 + 8 * (p.fragment_k / 2 + p.fragment_k / 4 + 1));
   p.assembler_opt_level = options.assembler_opt_level.value_or(3);
   if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)

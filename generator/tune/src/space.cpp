@@ -189,6 +189,30 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
   return out;
 }
 
+std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
+                                               const SpmmSpaceDims& dims) {
+  const SpmmPlan& p = c.plan;
+  if (!dims.try_column_pairs || p.half() || p.value_mode == SpmmValueMode::rolled || p.fp32_pairs() ||
+      p.problem.n_mode != SpmmNMode::fixed || p.problem.n % 2 != 0)
+    return std::nullopt;
+  SpmmCandidate v;
+  v.options = c.options;
+  v.options.cols_per_thread = 2;
+  // The winner's rows and split as they were asked for (a balanced split's rows_per_block is its
+  // tallest block row, not the panel height it was cut from).
+  v.options.rows_per_block = p.panel_rows;
+  v.options.row_split = p.row_split;
+  try {
+    v.plan = plan_spmm(a, p.problem, v.options);
+  } catch (const UsageError&) {
+    return std::nullopt;
+  }
+  if (!plan_rule(v.plan, a, c.emitter, c.options, dims).empty()) return std::nullopt;  // c's budget
+  v.emitter = c.emitter;
+  v.label = c.label + "/c2";
+  return v;
+}
+
 nlohmann::json candidate_json(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   nlohmann::json j{{"rows_per_block", c.options.rows_per_block},
@@ -198,6 +222,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
                    {"value_mode", to_string(p.value_mode)},
                    {"emitter", to_string(c.emitter)},
                    {"max_registers", c.options.max_registers}};
+  if (p.fp32_pairs()) j["cols_per_thread"] = 2;
   if (p.half()) {
     j["blocklets"] = blocklet_spec(p);
     j["accumulate"] = p.accumulate;
@@ -222,6 +247,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   o.n_tile = integer("n_tile");
   o.groups = integer("groups");
   if (j.contains("max_registers")) o.max_registers = integer("max_registers");
+  if (j.contains("cols_per_thread")) o.cols_per_thread = integer("cols_per_thread");
   const std::string split = text("row_split");
   if (split != "equal" && split != "balanced") throw UsageError("tuning options: 'row_split' is equal or balanced");
   o.row_split = split == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;

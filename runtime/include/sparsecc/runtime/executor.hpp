@@ -50,7 +50,9 @@ class SpmmExecutor {
   const std::string& load_reason() const { return load_reason_; }
 
   // Enqueues C = A·B (+bias, ReLU as planned) on `stream`. Throws std::invalid_argument for a null
-  // pointer, n < 1, or (fixed mode) n other than metadata.n; DriverError when the launch fails.
+  // pointer, n < 1, (fixed mode) n other than metadata.n, or B or C not aligned to the loads the
+  // kernel makes (8 bytes for fp32 kernels with two columns a thread; cudaMalloc's pointers are);
+  // DriverError when the launch fails.
   void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr) const;
 
  private:
@@ -58,6 +60,7 @@ class SpmmExecutor {
 
   const Context* ctx_ = nullptr;
   BundleMetadata metadata_;
+  unsigned operand_alignment_ = 1;  // bytes B and C must be aligned to
   std::string loaded_from_;
   std::string load_reason_;
   std::unique_ptr<Module> module_;

@@ -47,6 +47,9 @@ struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
   std::int32_t n_tile = 0;          // T; 0: automatic
   std::int32_t groups = 0;          // Gy; 0: automatic
+  // Columns of C a thread computes: 0 automatic; 2 only for unrolled fp32 plans at a fixed even N
+  // (adjacent pairs, one 64-bit load of B a step); f16 / bf16 and rolled plans always take 2.
+  std::int32_t cols_per_thread = 0;
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;

@@ -122,7 +122,7 @@ struct SpmmPlan {
   std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
-  std::int32_t cols_per_thread = 1;        // 1 for unrolled f32, 2 for f16 / bf16 and rolled plans
+  std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32
   std::int32_t fragment_k = 0;             // 8 or 16 with tensor-core fragments, else 0
   SpmmBlocklets blocklets;
   std::int32_t estimated_registers = 0;
@@ -132,6 +132,8 @@ struct SpmmPlan {
   // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
   std::int32_t assembler_opt_level = 3;
 
+  // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
+  bool fp32_pairs() const { return !half() && cols_per_thread == 2 && value_mode != SpmmValueMode::rolled; }
   std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
   std::int64_t block_columns() const { return std::int64_t{n_tile} * cols_per_thread; }  // C columns a block covers
   std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,8 @@ struct SpmmSpaceDims {
   // not a dimension of the space, whose candidates each hold a whole plan, but a last step of the
   // search around its best point.
   std::vector<std::int32_t> register_headroom{16, 32};
+  // Also the winner with two adjacent columns a thread (spmm_pair_variant), in the same last step.
+  bool try_column_pairs = true;
 };
 
 // One point of the space.
@@ -96,6 +99,14 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims);
 // layout what a block fits). Labels end in "/r{cap}"; the options carry the cap.
 std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims);
+
+// The winner `c` with two adjacent columns a thread (SpmmOptions::cols_per_thread 2) and the same rows,
+// n tile, groups and split, when dims.try_column_pairs and the plan can take it: an unrolled fp32 plan
+// at a fixed even N within the baked code budget (the pair's FMAs are twice as many). Measured on an
+// H100 it helps the largest layers at wide N (the 105k-nonzero Transformer layers at N = 4096, about
+// 10 %) and costs elsewhere, so it is a tuning choice, not an automatic one. Label: c's + "/c2".
+std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
+                                               const SpmmSpaceDims& dims);
 
 // Candidates differing from `c` in one dimension by one step (the next or previous value of one
 // list of `dims`), that are in `space`: the neighbourhood of local search. Indices into
