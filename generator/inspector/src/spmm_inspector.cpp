@@ -452,8 +452,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
                                  p.estimated_registers, kSpmmMaxRegisters));
-  // B loads + FMAs (two an entry with fp32 pairs); a fragment takes its operand load and, for each of the warp's 8 column groups,
-  // fragment_k / 2 B loads, their packing and one mma.
+  // B loads + FMAs (two an entry with fp32 pairs); a fragment takes its operand load and, for each
+  // of the warp's 8 column groups, fragment_k / 2 B loads, their packing and one mma.
   p.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (pairs ? 2 : 1) +
                              p.fragment_count() * (1 + 8 * (p.fragment_k / 2 + p.fragment_k / 4 + 1));
   p.assembler_opt_level = options.assembler_opt_level.value_or(3);

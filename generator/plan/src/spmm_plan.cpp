@@ -257,7 +257,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   const bool rolled = p.value_mode == SpmmValueMode::rolled;
   if (p.cols_per_thread != (p.half() || rolled ? 2 : 1) && !p.fp32_pairs())
     err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.cols_per_thread, pr.dtype, rolled ? " (rolled)" : ""));
-  if (p.fp32_pairs() && (pr.n_mode != SpmmNMode::fixed || pr.n % 2 != 0 || p.problem.dtype != "f32"))
+  if (p.fp32_pairs() && (pr.n_mode != SpmmNMode::fixed || pr.n % 2 != 0))
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");

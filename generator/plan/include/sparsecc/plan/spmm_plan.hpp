@@ -115,7 +115,7 @@ struct SpmmPlan {
   std::int32_t rows_per_block = 0;         // Ny: accumulators per thread (tallest block row)
   std::int32_t panel_rows = 0;             // rows of the equal panels the block rows were cut from
                                            // (a balanced block row holds up to twice that)
-  std::int32_t n_tile = 0;                 // T: threads per group, one output column each
+  std::int32_t n_tile = 0;                 // T: threads per group, cols_per_thread output columns each
   std::int32_t groups = 1;                 // Gy: thread groups splitting K
   std::int32_t block_x = 0;                // groups * n_tile
   std::int64_t shared_bytes = 0;           // (groups - 1) * rows_per_block * n_tile * 4
