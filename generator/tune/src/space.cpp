@@ -192,9 +192,8 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
 std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                const SpmmSpaceDims& dims) {
   const SpmmPlan& p = c.plan;
-  if (!dims.try_column_pairs || p.half() || p.value_mode == SpmmValueMode::rolled || p.fp32_pairs() ||
-      p.problem.n_mode != SpmmNMode::fixed || p.problem.n % 2 != 0)
-    return std::nullopt;
+  // Half, rolled and pair plans have two columns a thread already; plan_spmm refuses odd and runtime N.
+  if (!dims.try_column_pairs || p.cols_per_thread != 1) return std::nullopt;
   SpmmCandidate v;
   v.options = c.options;
   v.options.cols_per_thread = 2;
