@@ -194,6 +194,14 @@ expect 2 "--fit needs the timings"  -- tune --fit
 expect 2 "one --db FILE"            -- tune "$tmp/small.mtx" --n 8
 expect 2 "--n takes one N, or one per matrix" -- tune "$tmp/small.mtx" "$tmp/small.mtx" --n 8 9 10 --db "$tmp/t.json"
 echo '{"schema": 1, "records": [' >"$tmp/corrupt.json"
+expect 2 "--refresh-features: name the tuning database with one --db FILE" -- tune --refresh-features "$tmp/small.mtx"
+expect 2 "--refresh-features: name the matrices" -- tune --refresh-features --db "$tmp/corrupt.json"
+expect 2 "nothere.json: no such tuning database" -- tune --refresh-features "$tmp/small.mtx" --db "$tmp/nothere.json"
+cp "$tmp/corrupt.json" "$tmp/corrupt_copy.json"
+expect 2 "corrupt_copy.json" -- tune --refresh-features "$tmp/small.mtx" --db "$tmp/corrupt_copy.json"
+cmp -s "$tmp/corrupt.json" "$tmp/corrupt_copy.json" || { echo "FAIL: --refresh-features changed a damaged database"; failures=$((failures + 1)); }
+echo '{"schema": 1, "records": []}' >"$tmp/empty_db.json"
+expect 2 "none of the 0 records of .*empty_db.json is for the 1 matrices given" -- tune --refresh-features "$tmp/small.mtx" --db "$tmp/empty_db.json"
 expect 0 "ignoring tuning database .*corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "no record in .*corrupt.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "plan interpreter .* ok$"  -- verify --cpu "$tmp/pred.sccb"

@@ -2,7 +2,9 @@
 // executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
-//   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files.
+//   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
+//   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
+//                          build's feature set, for the records of the matrices given (files or a --suite).
 // With several matrices the budget is shared in proportion to their nonzeros. SWC inputs (--cells,
 // --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
 // of its space), or --space prints that space.
@@ -12,12 +14,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <cmath>
 
 #include "cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/runtime/driver.hpp"
@@ -53,6 +58,7 @@ struct TuneArgs {
   bool space = false;
   bool fit = false;
   bool evaluate = false;
+  bool refresh_features = false;
   std::string output;
   std::string suite;  // sparsert | rn50 | transformer
   std::string data;
@@ -166,19 +172,83 @@ SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n
   return p;
 }
 
-// The predictor's samples from every verified timing of the databases.
+// The predictor's samples of the databases (tune::predictor_samples), with a warning for each file
+// whose timings hold another version's features.
 std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs) {
   std::vector<tune::PredictorSample> out;
   for (const std::string& path : dbs) {
     std::vector<std::string> warnings;
     const tune::TuningDatabase db = tune::load_database(path, &warnings);
     for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
-    for (const tune::TuningRecord& r : db.records)
-      for (const tune::CandidateTiming& t : r.timings)
-        if (t.verified && std::isfinite(t.median_us) && !t.features.empty())
-          out.push_back({tune::key_string(r.key), tune::features_from_json(t.features), t.median_us});
+    std::size_t stale = 0;
+    for (tune::PredictorSample& s : tune::predictor_samples(db, &stale)) out.push_back(std::move(s));
+    if (stale > 0)
+      fmt::print(stderr,
+                 "sparsecc: warning: {}: {} timings hold another version's predictor features and were skipped; "
+                 "`sparsecc tune --refresh-features MATRICES... --db {}` recomputes them\n",
+                 path, stale, path);
   }
   return out;
+}
+
+// --refresh-features: every SpMM timing of the records whose matrix is given gets the features of
+// this build's feature set, recomputed from its options (re-planned) and the matrix; the records are
+// merged back into the database (a temporary renamed over it). A timing whose options no longer plan
+// loses its features (the fit skips it) and is counted.
+int run_refresh_features(const TuneArgs& args) {
+  if (args.db.size() != 1) throw UsageError("--refresh-features: name the tuning database with one --db FILE");
+  if (args.inputs.empty() && args.suite.empty())
+    throw UsageError("--refresh-features: name the matrices of the records (files, or a --suite)");
+  std::vector<TuneInput> inputs;
+  if (!args.suite.empty()) {
+    inputs = tune_inputs(args);
+  } else {
+    for (const std::string& input : args.inputs)
+      inputs.push_back({input, 0, [input, seed = args.seed] {
+                          LoadOptions load;
+                          load.seed = seed;
+                          return load_matrix(input, load);
+                        }});
+  }
+  std::map<std::string, CsrMatrix> matrices;  // by fingerprint
+  for (const TuneInput& in : inputs) {
+    CsrMatrix a = in.load();
+    std::string fingerprint = matrix_fingerprint(a);
+    matrices.emplace(std::move(fingerprint), std::move(a));
+  }
+  if (!std::filesystem::exists(args.db[0]))
+    throw InputError(SourceLocation::in_file(args.db[0]), "no such tuning database");
+  std::vector<std::string> warnings;
+  const tune::TuningDatabase db = tune::load_database(args.db[0], &warnings);
+  if (!warnings.empty()) {  // damaged: nothing to refresh, and nothing is written
+    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: error: {}\n", w);
+    return kExitBadInput;
+  }
+  std::vector<tune::TuningRecord> refreshed;
+  std::size_t timings = 0, unplanned = 0, other = 0;
+  for (const tune::TuningRecord& record : db.records) {
+    const auto it = record.key.op == "spmm" ? matrices.find(record.key.fingerprint) : matrices.end();
+    if (it == matrices.end()) {
+      ++other;
+      continue;
+    }
+    tune::TuningRecord r = record;
+    unplanned += tune::refresh_spmm_features(r, it->second);
+    timings += r.timings.size();
+    refreshed.push_back(std::move(r));
+  }
+  if (refreshed.empty())
+    throw UsageError(fmt::format("--refresh-features: none of the {} records of {} is for the {} matrices given",
+                                 db.records.size(), args.db[0], matrices.size()));
+  tune::update_database(args.db[0], refreshed, &warnings);
+  for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  fmt::print("{}: features (version {}) of {} timings in {} records recomputed{}; {} records left as they were "
+             "(no matrix given, or not SpMM)\n",
+             args.db[0], tune::kSpmmFeatureVersion, timings - unplanned, refreshed.size(),
+             unplanned ? fmt::format(", {} timings whose options no longer plan left without features", unplanned)
+                       : std::string(),
+             other);
+  return kExitOk;
 }
 
 int run_fit(const TuneArgs& args) {
@@ -276,6 +346,7 @@ int run_hines_tune(const TuneArgs& args) {
 int run_tune(const TuneArgs& args) {
   if (args.fit) return run_fit(args);
   if (args.evaluate) return run_evaluate(args);
+  if (args.refresh_features) return run_refresh_features(args);
   if (!args.inputs.empty() && std::all_of(args.inputs.begin(), args.inputs.end(),
                                           [](const std::string& f) { return f.ends_with(".swc"); }))
     return run_hines_tune(args);
@@ -418,6 +489,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--space", args->space, "Print the search space of each matrix as JSON and stop (no GPU)");
   cmd->add_flag("--fit", args->fit, "Fit the predictor to the timings in the --db files");
   cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");
+  cmd->add_flag("--refresh-features", args->refresh_features,
+                "Recompute the predictor features of the timings in --db for the matrices given (files or --suite)");
   cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
   cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON");
   cmd->callback([&run, args, cmd] {

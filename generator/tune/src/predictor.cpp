@@ -32,6 +32,7 @@ constexpr double kSupplyPerCycle = 1;                  // instructions an SM's c
 constexpr double kFetchBytesPerCycle = 2;              // instruction fetch per SM from L2
 constexpr double kIssuePerCycle = 4;                   // warp instructions per SM per cycle
 constexpr double kDramBytesPerUs = 3.0e6;
+constexpr double kL2BytesPerUs = 5.5e6;  // L2 to the SMs, reads
 constexpr double kBarrierCycles = 64;
 constexpr double kInstructionBytes = 16;
 // Rolled plans (not in the fitted timings; modelled on the same scale, and ranked only against each
@@ -42,8 +43,8 @@ constexpr double kRolledCodeInstructions = 256;
 constexpr double kRolledRoundTripCycles = 400;
 
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n{"launch",  "bound_us",  "fetch_us", "issue_us",
-                                          "dram_us", "reduce_us", "imbalance"};
+  static const std::vector<std::string> n{"launch",  "bound_us",  "fetch_us",  "issue_us",
+                                          "dram_us", "reduce_us", "imbalance", "l2_us"};
   return n;
 }
 
@@ -143,6 +144,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   double path_sum = 0;             // block rows' critical paths (their slowest group)
   double supply_sum = 0;           // block rows' instructions times the SMSPs fetching them
   double fragments = 0, unrolled_nnz = 0;
+  double steps_all = 0;  // steps of every group of every block row
   double max_nnz = 0, total_nnz = 0;
   bool reduces_any = false;
   for (const SpmmBlockRow& b : plan.blocks) {
@@ -158,6 +160,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
     for (std::int64_t g = 0; g < static_cast<std::int64_t>(b.groups.size()); ++g) {
       const SpmmGroup& group = b.groups[static_cast<std::size_t>(g)];
       const double steps = static_cast<double>(group.steps.size());
+      steps_all += steps;
       double entries = 0;
       for (const SpmmStep& s : group.steps) entries += static_cast<double>(s.entries.size());
       const auto [f0, f1] = spmm_group_fragments(b, plan.groups, static_cast<std::int32_t>(g));
@@ -213,6 +216,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
                             static_cast<double>(pr.m) * nd * in_bytes +
                             (streamed ? unrolled_nnz * 4.0 : 0.0) + fragments * fragment_bytes +
                             (rolled ? record_loads * 16.0 * static_cast<double>(spmm_plan_loads(plan)) : 0.0);
+  // Every step reads its row of B across the columns of each column tile: N columns in all.
+  const double l2_bytes = steps_all * nd * in_bytes;
   const double reduce_cycles =
       reduces_any ? kBarrierCycles + 2.0 * static_cast<double>(groups - 1) * plan.rows_per_block : 0.0;
   const double mean_nnz = total_nnz / rows_d;
@@ -223,7 +228,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
                         issue_cycles / kCyclesPerUs,
                         dram_bytes / kDramBytesPerUs,
                         waves * reduce_cycles / kCyclesPerUs,
-                        mean_nnz > 0 ? max_nnz / mean_nnz - 1.0 : 0.0};
+                        mean_nnz > 0 ? max_nnz / mean_nnz - 1.0 : 0.0,
+                        l2_bytes / kL2BytesPerUs};
   for (double& v : f) v = finite_or_zero(v);
   return f;
 }

@@ -15,6 +15,7 @@
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 
 namespace sparsecc::tune {
 
@@ -101,6 +102,60 @@ TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const 
   key.compute_capability = compute_capability;
   key.generator_version = kVersion;
   return key;
+}
+
+SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
+  const nlohmann::json& p = key.params;
+  SpmmProblem problem;
+  try {
+    if (key.op != "spmm") throw UsageError("op is " + key.op);
+    problem.m = p.at("m").get<std::int64_t>();
+    problem.k = p.at("k").get<std::int64_t>();
+    problem.n = p.at("n").get<std::int64_t>();
+    problem.n_mode = p.at("n_mode").get<std::string>() == "runtime" ? SpmmNMode::runtime : SpmmNMode::fixed;
+    problem.dtype = p.at("dtype").get<std::string>();
+    problem.bias = p.at("bias").get<bool>();
+    problem.relu = p.at("relu").get<bool>();
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("record {}: not an SpMM problem ({})", key_string(key), e.what()));
+  }
+  if (problem.m != a.rows || problem.k != a.cols)
+    throw UsageError(fmt::format("record {}: the key is for {}x{}, the matrix is {}x{}", key_string(key), problem.m,
+                                 problem.k, a.rows, a.cols));
+  return problem;
+}
+
+std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale) {
+  std::vector<PredictorSample> out;
+  for (const TuningRecord& r : db.records)
+    for (const CandidateTiming& t : r.timings) {
+      if (!t.verified || !std::isfinite(t.median_us) || t.features.empty()) continue;
+      if (t.options.value("value_mode", std::string()) == "rolled") continue;
+      std::vector<double> features;
+      try {
+        features = features_from_json(t.features);
+      } catch (const UsageError&) {
+        if (stale) ++*stale;
+        continue;
+      }
+      out.push_back({key_string(r.key), std::move(features), t.median_us});
+    }
+  return out;
+}
+
+std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a) {
+  const SpmmProblem problem = spmm_problem_of_key(record.key, a);
+  std::size_t unplanned = 0;
+  for (CandidateTiming& t : record.timings) {
+    try {
+      const SpmmPlan plan = plan_spmm(a, problem, spmm_options_from_json(t.options, SpmmOptions{}).first);
+      t.features = features_json(spmm_features(plan, a));
+    } catch (const UsageError&) {
+      t.features = nlohmann::json::object();
+      ++unplanned;
+    }
+  }
+  return unplanned;
 }
 
 // What the budget expects a rolled candidate's compile to take (NVRTC of a small loop: 0.1-0.4 s

@@ -29,6 +29,9 @@
 //   reduce_us   the hand-over of groups 1.. to group 0 through shared memory, for plans that do it:
 //               waves x (a 64-cycle barrier + 2 cycles per row and extra group).
 //   imbalance   the largest block row's nonzeros over the mean, minus 1 (0 when balanced).
+//   l2_us       B read from L2 by the SMs at 5.5 TB/s: every step of every group reads its row of B
+//               across the columns of each column tile, N columns in all. Short block rows (few
+//               rows, so few nonzeros share a row of B) and many groups read B more often.
 //
 // Terms (spmm_predictor_terms): the predictor's inputs, the features above and, derived from them
 // (so stored features need no recomputation), bound_imbalance_us = bound_us x imbalance: the time the
@@ -73,7 +76,7 @@ namespace sparsecc::tune {
 
 // The version of the feature set (names, order and meaning); a predictor of another version is
 // refused by predictor_from_json. Bump when spmm_features changes.
-inline constexpr int kSpmmFeatureVersion = 1;
+inline constexpr int kSpmmFeatureVersion = 2;
 
 // Analytic features of one candidate plan for matrix a (all finite, deterministic). Names are stable
 // strings, in the order spmm_features returns the values.

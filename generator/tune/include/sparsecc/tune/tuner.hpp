@@ -92,6 +92,22 @@ rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, co
 TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
                           const std::string& compute_capability);
 
+// The SpMM problem a key describes (its params), for its matrix a. Throws UsageError naming the key
+// when the params are not an SpMM problem's or are for another shape than a's.
+SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a);
+
+// Recomputes the predictor features of every timing of an SpMM record with this build's feature set
+// (spmm_features of its options re-planned for a), so that databases recorded before a change of
+// the feature set can be fitted again. A timing whose options no longer plan loses its features
+// (the fit skips it). Returns how many did.
+std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a);
+
+// The predictor's samples in a database: every verified timing of an unrolled plan with features,
+// grouped by the record's key_string. Rolled plans are left out (modelled on their own scale, ranked
+// only against each other); timings whose features are another feature set's are left out and
+// counted in *stale (when given): refresh_spmm_features recomputes them.
+std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale = nullptr);
+
 // Searches `space` (for A) and returns the record: every measured candidate with its features, the
 // winner (the fastest verified; the default when none verified) and the default's time. `progress`,
 // when given, is called after every measurement. Throws UsageError for an empty space.
