@@ -440,6 +440,34 @@ TEST(TunePredictor, EvaluateScoresEachProblemWithTwoOrMoreSamples) {
   EXPECT_DOUBLE_EQ(e.per_problem[1]["chosen_us"].get<double>(), 13.0);
   EXPECT_DOUBLE_EQ(e.per_problem[1]["best_us"].get<double>(), 10.0);
 
+  // The tuner's variants of a plan (register caps, two columns a thread) are not ranked: the best is
+  // the fastest of all samples, and the plan it varies holds it.
+  std::vector<PredictorSample> v{sample("v", 1, 10.0), sample("v", 2, 9.5), sample("v", 3, 9.8)};
+  v[0].plan = "A";
+  v[1].plan = "B";
+  v[2].plan = "C";
+  v.push_back(sample("v", 0.5, 12.0));  // predicted fastest of all, but a variant of A
+  v.back().plan = "A";
+  v.back().variant = true;
+  v.push_back(sample("v", 9, 8.0));  // the best: a variant of B, ranked second
+  v.back().plan = "B";
+  v.back().variant = true;
+  const PredictorEvaluation folded = evaluate_predictor(p, v);
+  ASSERT_EQ(folded.problems, 1);
+  EXPECT_EQ(folded.per_problem[0]["candidates"], 3);
+  EXPECT_DOUBLE_EQ(folded.per_problem[0]["chosen_us"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(folded.per_problem[0]["best_us"].get<double>(), 8.0);
+  EXPECT_EQ(folded.per_problem[0]["best_rank"], 2);
+  EXPECT_DOUBLE_EQ(folded.top3_contains_best, 1.0);
+  EXPECT_DOUBLE_EQ(folded.top1_within_10pct, 0.0);  // 10 against 8
+  const PredictorEvaluation unfolded = evaluate_predictor(p, v, false);
+  EXPECT_EQ(unfolded.per_problem[0]["candidates"], 5);
+  EXPECT_DOUBLE_EQ(unfolded.per_problem[0]["chosen_us"].get<double>(), 12.0);
+  EXPECT_EQ(unfolded.per_problem[0]["best_rank"], 5);
+  v.back().plan = "Z";  // the best varies no ranked plan: no rank holds it
+  EXPECT_EQ(evaluate_predictor(p, v).per_problem[0]["best_rank"], 4);
+  EXPECT_DOUBLE_EQ(evaluate_predictor(p, v).top3_contains_best, 0.0);
+
   const PredictorEvaluation none = evaluate_predictor(p, {sample("only", 1, 1.0)});
   EXPECT_EQ(none.problems, 0);
   EXPECT_EQ(none.top1_within_10pct, 0.0);
@@ -529,13 +557,33 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
         << shipped.features[i];
 
   const PredictorEvaluation e = evaluate_predictor(shipped, transformer);
+  const PredictorEvaluation every = evaluate_predictor(shipped, transformer, false);
   std::cout << "shipped predictor on " << e.problems << " Transformer layers: top-1 within 10 % "
             << e.top1_within_10pct << ", top-3 holds the best " << e.top3_contains_best
-            << ", geomean top-1 / best " << e.geomean_top1_over_best << "\n";
-  ASSERT_GE(e.problems, 40);
-  EXPECT_GE(e.top1_within_10pct, 0.8) << e.per_problem.dump(1);
-  EXPECT_GE(e.top3_contains_best, 0.85) << e.per_problem.dump(1);
-  EXPECT_LE(e.geomean_top1_over_best, 1.05);
+            << ", geomean top-1 / best " << e.geomean_top1_over_best << "; variants ranked as plans: "
+            << every.top1_within_10pct << ", " << every.top3_contains_best << "\n";
+  ASSERT_EQ(e.problems, 96);
+  EXPECT_GE(e.top1_within_10pct, 0.95) << e.per_problem.dump(1);
+  EXPECT_GE(e.top3_contains_best, 0.88) << e.per_problem.dump(1);
+  EXPECT_LE(e.geomean_top1_over_best, 1.02);
+  EXPECT_GE(every.top1_within_10pct, 0.85);
+  EXPECT_GE(every.top3_contains_best, 0.8);
+
+  // The rerun of the 15 ResNet-50 layers the first run's budget left one timing: on them the shipped
+  // fit is out of sample too, and refitted with them it ranks the Transformer layers' top 3 worse
+  // (the README's Tuning section gives the figures).
+  const auto rerun_path = dir / "h100_dlmc_rn50_b1_rerun_tune.json";
+  ASSERT_TRUE(std::filesystem::exists(rerun_path));
+  std::vector<PredictorSample> rerun = predictor_samples(load_database(rerun_path.string(), &warnings));
+  ASSERT_TRUE(warnings.empty());
+  const PredictorEvaluation on_rerun = evaluate_predictor(shipped, rerun);
+  EXPECT_EQ(on_rerun.problems, 15);
+  EXPECT_GE(on_rerun.top1_within_10pct, 0.5);
+  std::vector<PredictorSample> both = rn50;
+  both.insert(both.end(), rerun.begin(), rerun.end());
+  const PredictorEvaluation refit = evaluate_predictor(fit_predictor(both, "both ResNet-50 runs"), transformer);
+  EXPECT_GE(refit.top1_within_10pct, 0.85);
+  EXPECT_LT(refit.top3_contains_best, e.top3_contains_best);
 }
 
 }  // namespace

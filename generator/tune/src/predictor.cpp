@@ -133,7 +133,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const bool rolled = plan.value_mode == SpmmValueMode::rolled;
   const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
   const bool warp_groups = plan.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
-  const double fma_per_entry = plan.half() && plan.accumulate == "f32" ? 2 : 1;
+  // Two FMAs an entry where a thread owns two columns summed separately (half in fp32, fp32 pairs).
+  const double fma_per_entry = (plan.half() && plan.accumulate == "f32") || plan.fp32_pairs() ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
   const std::int64_t fk = plan.fragment_k;
   const double fragment_instructions = fk ? 1.0 + 8.0 * (fk / 2 + fk / 4 + 1) : 0.0;
@@ -165,8 +166,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
       for (const SpmmStep& s : group.steps) entries += static_cast<double>(s.entries.size());
       const auto [f0, f1] = spmm_group_fragments(b, plan.groups, static_cast<std::int32_t>(g));
       const double frags = static_cast<double>(f1 - f0);
-      // Per thread: the B address and load of every step, the FMAs (two for a half pair summed in
-      // fp32), the value loads of streamed plans, the fragments, and zeroing the accumulators.
+      // Per thread: the B address and load of every step, the FMAs (two for a pair of columns summed
+      // apart), the value loads of streamed plans, the fragments, and zeroing the accumulators.
       // Rolled: per step its record loads (a warp-wide group: one shuffle for k and one a row
       // instead), the k, two B addresses and loads, two FMAs a row of the block row (zeros
       // included), and the round trips.
@@ -463,7 +464,8 @@ std::vector<std::size_t> rank_candidates(const Predictor& p,
   return order;
 }
 
-PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples) {
+PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples,
+                                       bool fold_variants) {
   // Problems in order of first appearance.
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::size_t>> members;
@@ -472,23 +474,37 @@ PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<Pre
     if (fresh) order.push_back(samples[i].problem);
     it->second.push_back(i);
   }
+  // The plan a sample times: its own, unless it is a tuner's variant of another (folded).
+  const auto plan_of = [&](std::size_t i) {
+    return fold_variants && !samples[i].plan.empty() ? samples[i].plan : fmt::format("#{}", i);
+  };
   PredictorEvaluation e;
   double top1 = 0, top3 = 0, log_sum = 0;
   for (const std::string& problem : order) {
-    const auto& idx = members[problem];
+    const auto& all = members[problem];
+    std::vector<std::size_t> idx;  // the ranked samples
+    for (std::size_t i : all)
+      if (!(fold_variants && samples[i].variant)) idx.push_back(i);
     if (idx.size() < 2) continue;
     std::vector<std::vector<double>> f;
     for (std::size_t i : idx) f.push_back(samples[i].features);
     const std::vector<std::size_t> ranked = rank_candidates(p, f);
     double best = std::numeric_limits<double>::infinity();
-    for (std::size_t i : idx) best = std::min(best, samples[i].median_us);
+    std::size_t best_sample = all.front();
+    for (std::size_t i : all)
+      if (samples[i].median_us < best) {
+        best = samples[i].median_us;
+        best_sample = i;
+      }
     const double chosen = samples[idx[ranked[0]]].median_us;
-    std::size_t best_rank = ranked.size();
-    for (std::size_t r = 0; r < ranked.size(); ++r)
-      if (samples[idx[ranked[r]]].median_us <= best) {
+    std::size_t best_rank = ranked.size() + 1;  // past the end: the best is a variant of no ranked plan
+    for (std::size_t r = 0; r < ranked.size(); ++r) {
+      const std::size_t i = idx[ranked[r]];
+      if (samples[i].median_us <= best || plan_of(i) == plan_of(best_sample)) {
         best_rank = r + 1;
         break;
       }
+    }
     const double ratio = chosen / best;
     ++e.problems;
     top1 += ratio <= 1.10 ? 1 : 0;

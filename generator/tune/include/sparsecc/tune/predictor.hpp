@@ -6,9 +6,9 @@
 // H100 SXM's figures (132 SMs at 1.755 GHz; per SM 65536 registers, 2048 threads, 32 blocks, 228 KiB
 // of shared memory with 1 KiB reserved per block), so that a coefficient near 1 means "this limit
 // alone sets the time". Per thread, a group's path is its instructions: the address and load of B
-// for every step, the FMAs (two per entry for half plans summing in fp32), the value loads of
-// streamed plans, its fragments' operand loads, B loads, packing and mma, zeroing the accumulators,
-// then group 0's epilogue (the other groups' sums, bias, ReLU, store) or the hand-over of groups
+// for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
+// columns a thread), the value loads of streamed plans, its fragments' operand loads, B loads,
+// packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias, ReLU, store) or the hand-over of groups
 // 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
 // thread takes (max_registers rounded up to 8, allocated per warp in units of 256; fp32 plans the PTX
 // emitter writes in the split layout take 128, what ptxas gives those), block_x and shared_bytes. The
@@ -123,6 +123,12 @@ struct PredictorSample {
   std::string problem;
   std::vector<double> features;  // spmm_feature_names() order
   double median_us = 0;
+  // The tuner's variants of its winner (a raised register cap, two columns a thread) time a plan of
+  // the search space again with a knob the predictor does not choose: `variant` marks them and
+  // `plan` names the plan they vary (the label without the variant suffixes; empty: the sample is
+  // its own plan).
+  bool variant = false;
+  std::string plan;
 };
 
 // The fit described above over every sample. Throws UsageError for no samples, a sample whose
@@ -140,14 +146,19 @@ struct PredictorEvaluation {
   double geomean_top1_over_best = 0;
   // One object a problem, in order of first appearance: problem, candidates, best_us (measured),
   // chosen_us (measured time of the predicted best), ratio (chosen / best), best_rank (1-based place
-  // of the measured best in the predicted order), predicted_best_us.
+  // of the measured best, or of the plan it is a variant of, in the predicted order; candidates + 1
+  // when it is a variant of no ranked plan), predicted_best_us.
   nlohmann::json per_problem = nlohmann::json::array();
 };
 
-// Over problems grouped by `problem` (only those with >= 2 samples): fraction where the predicted
-// best's measured time is within 10 % of the measured best; fraction where the predicted top-3
-// contains the measured best (a candidate measured as fast as the best counts); geomean slowdown of
-// the top choice. All 0 when no problem has 2 samples.
-PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples);
+// Over problems grouped by `problem` (only those with >= 2 ranked samples): fraction where the
+// predicted best's measured time is within 10 % of the measured best; fraction where the predicted
+// top-3 contains the measured best (a candidate measured as fast as the best counts); geomean
+// slowdown of the top choice. With fold_variants (the default), what the predictor is used for:
+// variants are not ranked (it chooses among the search space's plans), the best is the fastest of
+// all samples, and a ranked plan whose variant is the best counts as holding it. Without, every
+// sample is ranked as a candidate of its own. All 0 when no problem has 2 ranked samples.
+PredictorEvaluation evaluate_predictor(const Predictor& p, const std::vector<PredictorSample>& samples,
+                                       bool fold_variants = true);
 
 }  // namespace sparsecc::tune

@@ -105,7 +105,8 @@ std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a);
 // The predictor's samples in a database: every verified timing of an unrolled plan with features,
 // grouped by the record's key_string. Rolled plans are left out (modelled on their own scale, ranked
 // only against each other); timings whose features are another feature set's are left out and
-// counted in *stale (when given): refresh_spmm_features recomputes them.
+// counted in *stale (when given): refresh_spmm_features recomputes them. The winner's variants
+// (labels ending in /r{cap} or /c2) are marked as such, with the label of the plan they vary.
 std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale = nullptr);
 
 // Searches `space` (for A) and returns the record: every measured candidate with its features, the
