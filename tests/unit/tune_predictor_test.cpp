@@ -139,6 +139,14 @@ TEST(TunePredictor, TermsAreTheFeaturesAndTheDerivedTerms) {
   for (std::size_t i = 0; i < f.size(); ++i) EXPECT_EQ(x[i], f[i]) << terms[i];
   EXPECT_DOUBLE_EQ(x[static_cast<std::size_t>(derived - terms.begin())],
                    f[index_of("bound_us")] * f[index_of("imbalance")]);
+  // Fetch past 10 us: 0 below, the excess above.
+  const auto excess = std::find(terms.begin(), terms.end(), "fetch_excess_us");
+  ASSERT_NE(excess, terms.end());
+  std::vector<double> g = f;
+  g[index_of("fetch_us")] = 4.0;
+  EXPECT_EQ(spmm_predictor_terms(g)[static_cast<std::size_t>(excess - terms.begin())], 0.0);
+  g[index_of("fetch_us")] = 31.5;
+  EXPECT_DOUBLE_EQ(spmm_predictor_terms(g)[static_cast<std::size_t>(excess - terms.begin())], 21.5);
   EXPECT_THROW(spmm_predictor_terms({1.0, 2.0}), UsageError);
 }
 
@@ -526,27 +534,31 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
 }
 
 // Tuning databases recorded on an H100 (tests/data/tuning): `sparsecc tune --suite rn50` over the 54
-// DLMC ResNet-50 90 % layers at batch 1 and the DLMC Transformer 90 % layers at N = 256, their features
-// refreshed with `tune --refresh-features`. The shipped predictor is the fit of the ResNet-50 file
-// alone (the test refits it and compares), and is scored on the Transformer file, which it never saw:
-// regression floors a little under what it reaches there (see the README's Tuning section).
+// DLMC ResNet-50 90 % layers at batch 1, a rerun of the 15 layers whose share of that run's budget
+// timed one plan, and the 96 DLMC Transformer 90 % layers at N = 256, their features refreshed with
+// `tune --refresh-features`. The shipped predictor is the fit of the two ResNet-50 files (the test
+// refits them and compares) and is scored on the Transformer file, which it never saw: regression
+// floors a little under what it reaches there (see the README's Tuning section).
 TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   const auto dir = test::source_dir() / "tests/data/tuning";
-  const auto rn50_path = dir / "h100_dlmc_rn50_b1_tune.json";
+  const std::vector<std::filesystem::path> rn50_paths{dir / "h100_dlmc_rn50_b1_tune.json",
+                                                      dir / "h100_dlmc_rn50_b1_rerun_tune.json"};
   const auto transformer_path = dir / "h100_dlmc_transformer_b1_tune.json";
-  for (const auto& p : {rn50_path, transformer_path})
+  for (const auto& p : {rn50_paths[0], rn50_paths[1], transformer_path})
     if (!std::filesystem::exists(p))
       GTEST_SKIP() << "no recorded tuning database (" << p.string() << "); record one on a Hopper GPU to run this";
   std::vector<std::string> warnings;
-  const TuningDatabase rn50_db = load_database(rn50_path.string(), &warnings);
-  const TuningDatabase transformer_db = load_database(transformer_path.string(), &warnings);
-  ASSERT_TRUE(warnings.empty()) << warnings.front();
   std::size_t stale = 0;
-  const std::vector<PredictorSample> rn50 = predictor_samples(rn50_db, &stale);
-  const std::vector<PredictorSample> transformer = predictor_samples(transformer_db, &stale);
+  std::vector<PredictorSample> rn50;
+  for (const auto& p : rn50_paths)
+    for (PredictorSample& s : predictor_samples(load_database(p.string(), &warnings), &stale))
+      rn50.push_back(std::move(s));
+  const std::vector<PredictorSample> transformer =
+      predictor_samples(load_database(transformer_path.string(), &warnings), &stale);
+  ASSERT_TRUE(warnings.empty()) << warnings.front();
   EXPECT_EQ(stale, 0u);
-  ASSERT_GT(rn50.size(), 300u);
-  ASSERT_GT(transformer.size(), 300u);
+  ASSERT_GT(rn50.size(), 500u);
+  ASSERT_GT(transformer.size(), 900u);
 
   const Predictor fitted = fit_predictor(rn50, "ResNet-50");
   const Predictor& shipped = shipped_predictor();
@@ -565,25 +577,13 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   ASSERT_EQ(e.problems, 96);
   EXPECT_GE(e.top1_within_10pct, 0.95) << e.per_problem.dump(1);
   EXPECT_GE(e.top3_contains_best, 0.88) << e.per_problem.dump(1);
-  EXPECT_LE(e.geomean_top1_over_best, 1.02);
+  EXPECT_LE(e.geomean_top1_over_best, 1.03);
   EXPECT_GE(every.top1_within_10pct, 0.85);
   EXPECT_GE(every.top3_contains_best, 0.8);
-
-  // The rerun of the 15 ResNet-50 layers the first run's budget left one timing: on them the shipped
-  // fit is out of sample too, and refitted with them it ranks the Transformer layers' top 3 worse
-  // (the README's Tuning section gives the figures).
-  const auto rerun_path = dir / "h100_dlmc_rn50_b1_rerun_tune.json";
-  ASSERT_TRUE(std::filesystem::exists(rerun_path));
-  std::vector<PredictorSample> rerun = predictor_samples(load_database(rerun_path.string(), &warnings));
-  ASSERT_TRUE(warnings.empty());
-  const PredictorEvaluation on_rerun = evaluate_predictor(shipped, rerun);
-  EXPECT_EQ(on_rerun.problems, 15);
-  EXPECT_GE(on_rerun.top1_within_10pct, 0.5);
-  std::vector<PredictorSample> both = rn50;
-  both.insert(both.end(), rerun.begin(), rerun.end());
-  const PredictorEvaluation refit = evaluate_predictor(fit_predictor(both, "both ResNet-50 runs"), transformer);
-  EXPECT_GE(refit.top1_within_10pct, 0.85);
-  EXPECT_LT(refit.top3_contains_best, e.top3_contains_best);
+  // In sample, on the ResNet-50 problems.
+  const PredictorEvaluation own = evaluate_predictor(shipped, rn50);
+  EXPECT_EQ(own.problems, 47);
+  EXPECT_GE(own.top1_within_10pct, 0.85);
 }
 
 }  // namespace
