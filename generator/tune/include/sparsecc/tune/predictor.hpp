@@ -58,13 +58,13 @@
 // bound_imbalance_us term, by cross-validation over the ResNet-50 timings (problems of one matrix
 // shape held out at a time).
 //
-// The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) were fitted
-// on ResNet-50 timings only (DLMC 90 %, H100: plan sweeps of SparseRT problems 1-8 and two tuning runs
-// over the 54 layers; 80 problems, 2290 timed plans). Held out by matrix shape, the fit puts its top
-// choice within 10 % of the measured best on 66 % of those problems (the features alone fitted on the
-// times only: 59 %) and the measured best in its top 3 on 35 % (30 %); on the 15 Transformer problems
-// timed on the H100 (sweeps and tuning runs, none fitted on) 80 % / 67 % (73 % / 60 %). Many
-// candidates lie within 1-3 % of each other, about as far apart as two timings of one plan.
+// The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) are the fit
+// of two H100 tuning databases of the DLMC ResNet-50 90 % layers at batch 1 (tests/data/tuning; 47
+// problems, 615 timed unrolled plans). Held out one layer group at a time, that fit puts its top
+// choice within 10 % of the measured best on 91.5 % of those problems and the best in its top 3 on
+// 59.6 %; on the 96 DLMC Transformer layers at N = 256 (tuned on the same GPU, never fitted on)
+// 97.9 % / 90.6 % (evaluate_predictor's default, variants folded). Many candidates lie within 1-3 %
+// of each other, about as far apart as two timings of one plan.
 #pragma once
 
 #include <cstddef>
