@@ -580,6 +580,16 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   EXPECT_LE(e.geomean_top1_over_best, 1.03);
   EXPECT_GE(every.top1_within_10pct, 0.85);
   EXPECT_GE(every.top3_contains_best, 0.8);
+  // A later check, recorded after the model was fixed: the 95 % attention layers. Its top choice
+  // holds up; its top 3 do not (35 %, the README says why).
+  const auto later_path = dir / "h100_dlmc_transformer95_attn_b1_tune.json";
+  ASSERT_TRUE(std::filesystem::exists(later_path));
+  const PredictorEvaluation later =
+      evaluate_predictor(shipped, predictor_samples(load_database(later_path.string(), &warnings)));
+  ASSERT_TRUE(warnings.empty());
+  EXPECT_EQ(later.problems, 17);
+  EXPECT_GE(later.top1_within_10pct, 0.85);
+  EXPECT_LE(later.geomean_top1_over_best, 1.05);
   // In sample, on the ResNet-50 problems.
   const PredictorEvaluation own = evaluate_predictor(shipped, rn50);
   EXPECT_EQ(own.problems, 47);
