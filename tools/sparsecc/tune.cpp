@@ -199,6 +199,8 @@ int run_refresh_features(const TuneArgs& args) {
   if (args.db.size() != 1) throw UsageError("--refresh-features: name the tuning database with one --db FILE");
   if (args.inputs.empty() && args.suite.empty())
     throw UsageError("--refresh-features: name the matrices of the records (files, or a --suite)");
+  if (!std::filesystem::exists(args.db[0]))
+    throw InputError(SourceLocation::in_file(args.db[0]), "no such tuning database");
   std::vector<TuneInput> inputs;
   if (!args.suite.empty()) {
     inputs = tune_inputs(args);
@@ -216,8 +218,6 @@ int run_refresh_features(const TuneArgs& args) {
     std::string fingerprint = matrix_fingerprint(a);
     matrices.emplace(std::move(fingerprint), std::move(a));
   }
-  if (!std::filesystem::exists(args.db[0]))
-    throw InputError(SourceLocation::in_file(args.db[0]), "no such tuning database");
   std::vector<std::string> warnings;
   const tune::TuningDatabase db = tune::load_database(args.db[0], &warnings);
   if (!warnings.empty()) {  // damaged: nothing to refresh, and nothing is written

@@ -8,8 +8,8 @@
 // alone sets the time". Per thread, a group's path is its instructions: the address and load of B
 // for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
 // columns a thread), the value loads of streamed plans, its fragments' operand loads, B loads,
-// packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias, ReLU, store) or the hand-over of groups
-// 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
+// packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias,
+// ReLU, store) or the hand-over of groups 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
 // thread takes (max_registers rounded up to 8, allocated per warp in units of 256; fp32 plans the PTX
 // emitter writes in the split layout take 128, what ptxas gives those), block_x and shared_bytes. The
 // busiest SM runs ceil(grid / 132) blocks (grid = block rows x column tiles), in rounds of the
