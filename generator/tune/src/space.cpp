@@ -212,6 +212,18 @@ std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCan
   return v;
 }
 
+std::string spmm_variant_base_label(const std::string& label) {
+  std::string plan = label;
+  for (bool more = true; more;) {
+    const std::size_t slash = plan.rfind('/');
+    const std::string last = slash == std::string::npos ? std::string() : plan.substr(slash + 1);
+    more = last == "c2" ||
+           (last.size() > 1 && last[0] == 'r' && last.find_first_not_of("0123456789", 1) == std::string::npos);
+    if (more) plan.erase(slash);
+  }
+  return plan;
+}
+
 nlohmann::json candidate_json(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   nlohmann::json j{{"rows_per_block", c.options.rows_per_block},

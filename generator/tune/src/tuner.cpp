@@ -139,17 +139,8 @@ std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::si
         continue;
       }
       PredictorSample sample{key_string(r.key), std::move(features), t.median_us};
-      // The winner's variants (spmm_register_variants, spmm_pair_variant) append /r{cap} and /c2.
-      std::string plan = t.label;
-      for (bool more = true; more;) {
-        const std::size_t slash = plan.rfind('/');
-        const std::string last = slash == std::string::npos ? std::string() : plan.substr(slash + 1);
-        more = last == "c2" || (last.size() > 1 && last[0] == 'r' &&
-                                last.find_first_not_of("0123456789", 1) == std::string::npos);
-        if (more) plan.erase(slash);
-      }
-      sample.variant = plan != t.label;
-      sample.plan = std::move(plan);
+      sample.plan = spmm_variant_base_label(t.label);
+      sample.variant = sample.plan != t.label;
       out.push_back(std::move(sample));
     }
   return out;

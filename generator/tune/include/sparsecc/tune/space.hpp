@@ -108,6 +108,10 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
 std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                const SpmmSpaceDims& dims);
 
+// The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant)
+// times again: `label` without their suffixes (/r{cap}, /c2); a plan's own label is returned as is.
+std::string spmm_variant_base_label(const std::string& label);
+
 // Candidates differing from `c` in one dimension by one step (the next or previous value of one
 // list of `dims`), that are in `space`: the neighbourhood of local search. Indices into
 // space.candidates.
