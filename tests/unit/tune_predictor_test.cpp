@@ -535,16 +535,18 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
 
 // Tuning databases recorded on an H100 (tests/data/tuning): `sparsecc tune --suite rn50` over the 54
 // DLMC ResNet-50 90 % layers at batch 1, a rerun of the 15 layers whose share of that run's budget
-// timed one plan, and the 96 DLMC Transformer 90 % layers at N = 256, their features refreshed with
-// `tune --refresh-features`. The shipped predictor is the fit of the two ResNet-50 files (the test
-// refits them and compares) and is scored on the Transformer file, which it never saw: regression
-// floors a little under what it reaches there (see the README's Tuning section).
+// timed one plan, a run over the 54 ResNet-50 95 % layers, and the 96 DLMC Transformer 90 % layers at
+// N = 256, their features refreshed with `tune --refresh-features`. The shipped predictor is the fit
+// of the three ResNet-50 files (the test refits them and compares) and is scored on the Transformer
+// files, which it never saw: regression floors a little under what it reaches there (see the
+// README's Tuning section).
 TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   const auto dir = test::source_dir() / "tests/data/tuning";
   const std::vector<std::filesystem::path> rn50_paths{dir / "h100_dlmc_rn50_b1_tune.json",
-                                                      dir / "h100_dlmc_rn50_b1_rerun_tune.json"};
+                                                      dir / "h100_dlmc_rn50_b1_rerun_tune.json",
+                                                      dir / "h100_dlmc_rn50_95_b1_tune.json"};
   const auto transformer_path = dir / "h100_dlmc_transformer_b1_tune.json";
-  for (const auto& p : {rn50_paths[0], rn50_paths[1], transformer_path})
+  for (const auto& p : {rn50_paths[0], rn50_paths[1], rn50_paths[2], transformer_path})
     if (!std::filesystem::exists(p))
       GTEST_SKIP() << "no recorded tuning database (" << p.string() << "); record one on a Hopper GPU to run this";
   std::vector<std::string> warnings;
@@ -557,7 +559,7 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
       predictor_samples(load_database(transformer_path.string(), &warnings), &stale);
   ASSERT_TRUE(warnings.empty()) << warnings.front();
   EXPECT_EQ(stale, 0u);
-  ASSERT_GT(rn50.size(), 500u);
+  ASSERT_GT(rn50.size(), 1100u);
   ASSERT_GT(transformer.size(), 900u);
 
   const Predictor fitted = fit_predictor(rn50, "ResNet-50");
@@ -576,23 +578,24 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
             << every.top1_within_10pct << ", " << every.top3_contains_best << "\n";
   ASSERT_EQ(e.problems, 96);
   EXPECT_GE(e.top1_within_10pct, 0.95) << e.per_problem.dump(1);
-  EXPECT_GE(e.top3_contains_best, 0.88) << e.per_problem.dump(1);
+  EXPECT_GE(e.top3_contains_best, 0.9) << e.per_problem.dump(1);
   EXPECT_LE(e.geomean_top1_over_best, 1.03);
   EXPECT_GE(every.top1_within_10pct, 0.85);
   EXPECT_GE(every.top3_contains_best, 0.8);
-  // A later check, recorded after the model was fixed: the 95 % attention layers. Its top choice
-  // holds up; its top 3 do not (35 %, the README says why).
+  // The 95 % attention layers, recorded after the features were fixed (the ResNet-50 fit at 90 %
+  // alone held their top choice but put the best in its top 3 on 35 %).
   const auto later_path = dir / "h100_dlmc_transformer95_attn_b1_tune.json";
   ASSERT_TRUE(std::filesystem::exists(later_path));
   const PredictorEvaluation later =
       evaluate_predictor(shipped, predictor_samples(load_database(later_path.string(), &warnings)));
   ASSERT_TRUE(warnings.empty());
   EXPECT_EQ(later.problems, 17);
-  EXPECT_GE(later.top1_within_10pct, 0.85);
-  EXPECT_LE(later.geomean_top1_over_best, 1.05);
+  EXPECT_GE(later.top1_within_10pct, 0.95) << later.per_problem.dump(1);
+  EXPECT_GE(later.top3_contains_best, 0.9) << later.per_problem.dump(1);
+  EXPECT_LE(later.geomean_top1_over_best, 1.02);
   // In sample, on the ResNet-50 problems.
   const PredictorEvaluation own = evaluate_predictor(shipped, rn50);
-  EXPECT_EQ(own.problems, 47);
+  EXPECT_EQ(own.problems, 86);
   EXPECT_GE(own.top1_within_10pct, 0.85);
 }
 

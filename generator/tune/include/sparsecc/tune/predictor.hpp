@@ -59,12 +59,13 @@
 // shape held out at a time).
 //
 // The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) are the fit
-// of two H100 tuning databases of the DLMC ResNet-50 90 % layers at batch 1 (tests/data/tuning; 47
-// problems, 615 timed unrolled plans). Held out one layer group at a time, that fit puts its top
-// choice within 10 % of the measured best on 91.5 % of those problems and the best in its top 3 on
-// 59.6 %; on the 96 DLMC Transformer layers at N = 256 (tuned on the same GPU, never fitted on)
-// 97.9 % / 90.6 % (evaluate_predictor's default, variants folded). Many candidates lie within 1-3 %
-// of each other, about as far apart as two timings of one plan.
+// of three H100 tuning databases of the DLMC ResNet-50 layers at batch 1 (tests/data/tuning: two at
+// 90 %, one at 95 %; 86 problems, 1151 timed unrolled plans). On the 96 DLMC Transformer 90 % layers
+// at N = 256 and the 17 Transformer 95 % attention layers with two or more timed plans (tuned on the
+// same GPU, never fitted on) it puts its top choice within 10 % of the measured best on 97.9 % and
+// 100 % and the best in its top 3 on 94.8 % and 94.1 % (evaluate_predictor's default, variants
+// folded); the fit of the 90 % databases alone reached 97.9 % / 90.6 % and 88.2 % / 35.3 %. Many
+// candidates lie within 1-3 % of each other, about as far apart as two timings of one plan.
 #pragma once
 
 #include <cstddef>
