@@ -70,6 +70,10 @@ expect 2 "missing.npy: cannot open" -- compile "$tmp/small.mtx" --n 5 --bias "$t
 expect 0 "compiled .*runtime N"    -- compile "$tmp/small.mtx" --n 7 --runtime-n --values streamed -o "$tmp/rt.sccb"
 expect 0 "N=19 .* ok"              -- verify "$tmp/rt.sccb" --cpu --n 19
 expect 2 "compiled for N = 5"      -- verify "$tmp/small.sccb" --cpu --n 6
+expect 0 '"row_split":"clustered"' -- compile "$tmp/small.mtx" --n 5 --clustered-rows --plan-json -o "$tmp/clu.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/clu.sccb" --cpu
+expect 2 "exclude each other"      -- compile "$tmp/small.mtx" --n 5 --clustered-rows --balanced -o "$tmp/x.sccb"
+expect 2 "clustered rows need an fp32 plan" -- compile "$tmp/small.mtx" --n 5 --clustered-rows --dtype f16 -o "$tmp/x.sccb"
 head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"

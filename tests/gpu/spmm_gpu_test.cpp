@@ -141,6 +141,14 @@ std::vector<SpmmCase> edge_cases() {
                          pairs(opts(16, 2, V::baked, SpmmRowSplit::balanced))));
   cs.push_back(make_case("pairs_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 2, M::fixed, true, true,
                          pairs({})));
+  // Clustered rows (stores and bias reads at the regrouped rows): empty rows, odd shapes, runtime N,
+  // groups, streamed values.
+  cs.push_back(make_case("clustered_empty_row_block_bias_relu", with_empty_row_block(), 49, M::fixed, true, true,
+                         opts(4, 1, V::baked, SpmmRowSplit::clustered)));
+  cs.push_back(make_case("clustered_odd_n3136_gy3", odd, 3136, M::fixed, true, false,
+                         opts(0, 3, V::baked, SpmmRowSplit::clustered)));
+  cs.push_back(make_case("clustered_skewed_runtime_streamed_gy2", skewed_rows(), 49, M::runtime, true, true,
+                         opts(16, 2, V::streamed, SpmmRowSplit::clustered, 32), kRuntimeNs));
   cs = both_emitters(cs);
   // Rolled plans (one emitter: they are always CUDA C++): tilings, runtime N, bias and ReLU, empty
   // block rows, no nonzeros at all, columns not a multiple of the block's 2 T.
@@ -328,6 +336,31 @@ TEST(SpmmGpu, DlmcTransformerSparse90) {
   SPARSECC_GPU_OR_SKIP();
   SPARSECC_DATA_OR_SKIP(dir, "dlmc/transformer/magnitude_pruning/0.9");
   run_dlmc(dir, "transformer_0.9", 0, 256, false);
+}
+
+// Clustered rows on real layers, both emitters: the DLMC ResNet-50 and Transformer layers of the
+// SparseRT suite at their batch-1 N, and two MobileNet layers with their biases.
+TEST(SpmmGpu, ClusteredRowsOnRealLayers) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(dlmc, "dlmc");
+  rt::Context ctx(0);
+  const std::pair<const char*, std::int64_t> layers[] = {
+      {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1", 3136},
+      {"rn50/magnitude_pruning/0.9/bottleneck_3_block_group1_1_1", 3136},
+      {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group3_1_1", 196},
+      {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected", 256},
+      {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256}};
+  std::vector<SpmmCase> cases;
+  for (const auto& [layer, n] : layers) {
+    LoadOptions lo;
+    lo.seed = 1;
+    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    cases.push_back(make_case(std::string("clustered/") + layer, std::move(a), n, SpmmNMode::fixed, true, true,
+                              opts(0, 0, std::nullopt, SpmmRowSplit::clustered)));
+  }
+  std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 4});
+  checked.push_back(cases.back());  // 52k nonzeros: the PTX route only (NVRTC takes minutes)
+  build_and_run(ctx, checked);
 }
 
 // write_bundle -> SpmmExecutor::load_file gives the same C, bit for bit, as the in-memory bundle.

@@ -66,6 +66,7 @@ struct Args {
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
   bool equal_rows = false;
+  bool clustered_rows = false;
   std::string values = "auto";  // baked | streamed | auto
   bool compile_only = false;
   bool sweep = false;
@@ -86,8 +87,11 @@ SpmmOptions plan_options(const Args& args) {
   o.cols_per_thread = args.cols_per_thread;
   o.max_registers = args.max_registers;
   if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
-  if (args.balanced && args.equal_rows) throw UsageError("--balanced and --equal-rows exclude each other");
-  if (args.balanced || args.equal_rows) o.row_split = args.balanced ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  if (args.balanced + args.equal_rows + args.clustered_rows > 1)
+    throw UsageError("--balanced, --equal-rows and --clustered-rows exclude each other");
+  if (args.balanced) o.row_split = SpmmRowSplit::balanced;
+  if (args.equal_rows) o.row_split = SpmmRowSplit::equal;
+  if (args.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
   return o;
 }
@@ -103,6 +107,7 @@ std::string describe_overrides(const Args& args) {
   if (args.assembler_opt >= 0) parts.push_back(fmt::format("ptxas -O{}", args.assembler_opt));
   if (args.balanced) parts.push_back("balanced rows");
   if (args.equal_rows) parts.push_back("equal row panels");
+  if (args.clustered_rows) parts.push_back("clustered rows");
   if (args.values != "auto") parts.push_back(args.values + " values");
   std::string words;
   for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
@@ -141,18 +146,21 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"assembler_opt_level", plan.assembler_opt_level},
           {"block_x", plan.block_x},
           {"values", to_string(plan.value_mode)},
-          {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
+          {"row_split", to_string(plan.row_split)},
           {"shared_bytes", plan.shared_bytes},
           {"estimated_instructions", plan.estimated_instructions}};
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
-// "/bal" for balanced rows, "/c2" for two fp32 columns a thread).
+// "/bal" for balanced rows, "/clu" for clustered rows, "/c2" for two fp32 columns a thread).
 std::string plan_column(const SpmmPlan& plan) {
   return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
                      plan.max_registers, plan.assembler_opt_level,
                      to_string(plan.value_mode),
-                     plan.row_split == SpmmRowSplit::balanced ? "/bal" : "", plan.fp32_pairs() ? "/c2" : "");
+                     plan.row_split == SpmmRowSplit::balanced    ? "/bal"
+                     : plan.row_split == SpmmRowSplit::clustered ? "/clu"
+                                                                 : "",
+                     plan.fp32_pairs() ? "/c2" : "");
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
@@ -656,6 +664,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 3));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
   app.add_flag("--equal-rows", args.equal_rows, "plan: equal row panels even where the rule would balance them");
+  app.add_flag("--clustered-rows", args.clustered_rows,
+               "plan: equal panels of rows regrouped so that a panel's rows share columns (fp32 unrolled)");
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))

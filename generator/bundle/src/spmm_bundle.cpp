@@ -96,7 +96,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"cols_per_thread", plan.cols_per_thread},
                      {"max_registers", plan.max_registers},
                      {"assembler_opt_level", plan.assembler_opt_level},
-                     {"row_split", plan.row_split == SpmmRowSplit::equal ? "equal" : "balanced"},
+                     {"row_split", to_string(plan.row_split)},
                      {"block_rows", plan.block_rows()},
                      {"loads", spmm_plan_loads(plan)},
                      {"estimated_registers", plan.estimated_registers},
@@ -148,8 +148,7 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.n_tile = s.value("n_tile", 0);
   o.groups = s.value("groups", 0);
   o.cols_per_thread = s.value("cols_per_thread", 0);
-  o.row_split =
-      s.value("row_split", std::string("equal")) == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
   o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
   o.kernel_name = md.kernel;
   SpmmPlan plan = plan_spmm(a, problem, o);

@@ -37,6 +37,7 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   if (pairs && p.groups > 1) s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
     const std::string v = fmt::format("a{}", i), u = fmt::format("e{}", i);
+    const std::int64_t row = spmm_row(p, block.row_begin + i);
     for (std::int32_t g = 1; g < p.groups; ++g) {
       const std::int64_t at = std::int64_t{g - 1} * p.rows_per_block + i;
       if (pairs)
@@ -46,12 +47,12 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
     }
     for (const std::string& x : pairs ? std::vector<std::string>{v, u} : std::vector<std::string>{v}) {
       if (p.problem.bias)
-        s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, block.row_begin + i);
+        s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, row);
       if (p.problem.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
     }
     s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n",
-                             block.row_begin + i, v, u)
-               : fmt::format("        c[{} * ld] = {};\n", block.row_begin + i, v);
+                             row, v, u)
+               : fmt::format("        c[{} * ld] = {};\n", row, v);
   }
   return s + "      }\n";
 }

@@ -334,6 +334,7 @@ class PtxWriter {
     }
     put(o, "  @!%live {};\n", leave);
     for (std::int32_t i = 0; i < rows; ++i) {
+      const std::int64_t row = spmm_row(p_, block.row_begin + i);
       for (std::int32_t g = 1; g < p_.groups; ++g) {
         const std::int64_t at = (std::int64_t{g - 1} * p_.rows_per_block + i) * slot;
         if (pairs_) {
@@ -345,13 +346,13 @@ class PtxWriter {
         }
       }
       if (p_.problem.bias) {
-        put(o, "  ld.global.nc.f32 %y, [%bias+{}];\n", (block.row_begin + i) * 4);
+        put(o, "  ld.global.nc.f32 %y, [%bias+{}];\n", row * 4);
         put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
         if (pairs_) put(o, "  add.rn.f32 %e{0}, %e{0}, %y;\n", i);
       }
       if (p_.problem.relu) put(o, "  max.f32 %a{0}, %a{0}, 0f00000000;\n", i);
       if (p_.problem.relu && pairs_) put(o, "  max.f32 %e{0}, %e{0}, 0f00000000;\n", i);
-      const std::string addr = address(o, "%c", block.row_begin + i);
+      const std::string addr = address(o, "%c", row);
       if (pairs_)
         put(o, "  st.global.v2.f32 {}, {{%a{}, %e{}}};\n", addr, i, i);
       else

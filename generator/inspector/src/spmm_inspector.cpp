@@ -8,6 +8,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/inspector/row_clusters.hpp"
 
 namespace sparsecc {
 
@@ -28,7 +29,7 @@ std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, s
   std::vector<std::int64_t> borders{0};
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t r = borders.back();
-    if (split == SpmmRowSplit::equal) {
+    if (split != SpmmRowSplit::balanced) {
       borders.push_back(std::min(m, r + ny));
       continue;
     }
@@ -327,11 +328,15 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.kernel_name = options.kernel_name;
   p.row_split = options.row_split.value_or(SpmmRowSplit::equal);
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
-                                         : options.blocklets == SpmmBlockletMode::off && auto_rolled(a, problem);
+                                         : options.blocklets == SpmmBlockletMode::off &&
+                                               options.row_split != SpmmRowSplit::clustered && auto_rolled(a, problem);
   if (rolled && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
   if (rolled && p.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
+  const bool clustered = p.row_split == SpmmRowSplit::clustered;
+  if (clustered && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
+    throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
   p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
   if (options.cols_per_thread != 0 && options.cols_per_thread != p.cols_per_thread) {
     if (options.cols_per_thread != 2 || p.cols_per_thread != 1)
@@ -392,14 +397,23 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (blocks > kSpmmMaxBlockRows)
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
                                  blocks, ny, kSpmmMaxBlockRows));
+  // Clustered rows: the block rows are equal panels of A's rows regrouped by cluster_rows, planned as
+  // the regrouped matrix; its nonzeros' indices are mapped back to A's below.
+  CsrMatrix regrouped;
+  std::vector<std::int64_t> source_index;
+  if (clustered) {
+    p.row_order = cluster_rows(a, ny);
+    regrouped = permute_rows(a, p.row_order, &source_index);
+  }
+  const CsrMatrix& rows = clustered ? regrouped : a;
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
   // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
   if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
       problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
     p.row_split = SpmmRowSplit::balanced;
   const std::int64_t cap =
-      p.row_split == SpmmRowSplit::equal ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
-  const auto borders = row_borders(a, blocks, ny, cap, p.row_split);
+      p.row_split != SpmmRowSplit::balanced ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
+  const auto borders = row_borders(rows, blocks, ny, cap, p.row_split);
   std::int64_t tallest = 1;
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
   p.groups = options.groups  ? options.groups
@@ -421,9 +435,14 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.block_x = p.n_tile * p.groups;
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = borders[b], end = borders[b + 1];
-    p.blocks.push_back({begin, end, block_groups(a, begin, end, p.groups, covered),
+    p.blocks.push_back({begin, end, block_groups(rows, begin, end, p.groups, covered),
                         fragments.empty() ? std::vector<SpmmFragment>{} : std::move(fragments[b])});
   }
+  if (clustered)
+    for (auto& b : p.blocks)
+      for (auto& g : b.groups)
+        for (auto& s : g.steps)
+          for (auto& e : s.entries) e.value_index = source_index[static_cast<std::size_t>(e.value_index)];
   p.rows_per_block = static_cast<std::int32_t>(tallest);
   p.panel_rows = static_cast<std::int32_t>(ny);
   if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;

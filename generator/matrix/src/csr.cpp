@@ -72,6 +72,34 @@ DenseMatrix dense_from_csr(const CsrMatrix& a) {
   return d;
 }
 
+CsrMatrix permute_rows(const CsrMatrix& a, const std::vector<std::int64_t>& order,
+                       std::vector<std::int64_t>* source_index) {
+  validate(a);
+  if (static_cast<std::int64_t>(order.size()) != a.rows)
+    throw UsageError(fmt::format("permute_rows: {} rows ordered, the matrix has {}", order.size(), a.rows));
+  std::vector<char> taken(order.size(), 0);
+  CsrMatrix out;
+  out.rows = a.rows;
+  out.cols = a.cols;
+  out.source_dtype = a.source_dtype;
+  out.row_ptr.reserve(order.size() + 1);
+  out.col_idx.reserve(a.col_idx.size());
+  out.values.reserve(a.values.size());
+  if (source_index) source_index->clear();
+  for (const std::int64_t r : order) {
+    if (r < 0 || r >= a.rows || taken[static_cast<std::size_t>(r)])
+      throw UsageError(fmt::format("permute_rows: row {} is out of range or ordered twice", r));
+    taken[static_cast<std::size_t>(r)] = 1;
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      out.col_idx.push_back(a.col_idx[i]);
+      out.values.push_back(a.values[i]);
+      if (source_index) source_index->push_back(i);
+    }
+    out.row_ptr.push_back(static_cast<std::int64_t>(out.col_idx.size()));
+  }
+  return out;
+}
+
 CsrMatrix transpose(const CsrMatrix& a) {
   validate(a);
   if (a.rows > std::numeric_limits<std::int32_t>::max())

@@ -126,9 +126,10 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
           for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
         if (!block.fragments.empty())
           for (std::int32_t g = 0; g < plan.groups; ++g) v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
-        if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(r)]);
+        const std::int64_t row = spmm_row(plan, r);
+        if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
         if (pr.relu) v = std::fmax(v, 0.0f);
-        c(r, col) = store(v);
+        c(row, col) = store(v);
       }
     }
     for (const auto& g : block.groups)

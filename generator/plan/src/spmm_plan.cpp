@@ -16,14 +16,12 @@ namespace {
 using json = nlohmann::json;
 
 const char* name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
-const char* name(SpmmRowSplit s) { return s == SpmmRowSplit::equal ? "equal" : "balanced"; }
 
-template <typename E>
-E parse_enum(const json& j, const char* key, E a, E b) {
-  const std::string s = j.at(key).get<std::string>();
-  if (s == name(a)) return a;
-  if (s == name(b)) return b;
-  throw UsageError(fmt::format("SpMM plan: bad {} '{}'", key, s));
+SpmmNMode parse_n_mode(const json& j) {
+  const std::string s = j.at("n_mode").get<std::string>();
+  if (s == name(SpmmNMode::fixed)) return SpmmNMode::fixed;
+  if (s == name(SpmmNMode::runtime)) return SpmmNMode::runtime;
+  throw UsageError(fmt::format("SpMM plan: bad n_mode '{}'", s));
 }
 
 // Calls fn(block, group, step, entry) for every entry in emission order.
@@ -44,7 +42,7 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
   std::int64_t total = 0;
   std::vector<std::int64_t> group_nnzs;
   std::int64_t max_col = 0;  // most nonzeros of one step (one column), for the balance bound
-  for (std::int64_t r = b.row_begin; r < b.row_end && r < a.rows; ++r) total += a.row_nnz(r);
+  for (std::int64_t r = b.row_begin; r < b.row_end && r < a.rows; ++r) total += a.row_nnz(spmm_row(p, r));
   std::int64_t last_k = -1;
   for (std::size_t gi = 0; gi < b.groups.size(); ++gi) {
     std::int64_t group_nnz = 0;
@@ -54,9 +52,12 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
       last_k = s.k;
       std::int32_t last_row = -1;
       for (const auto& e : s.entries) {
-        const std::int64_t row = b.row_begin + e.row;
-        if (e.row <= last_row || row >= b.row_end) err(fmt::format("k {}: bad row {}", s.k, e.row));
+        if (e.row <= last_row || b.row_begin + e.row >= b.row_end) {
+          err(fmt::format("k {}: bad row {}", s.k, e.row));
+          continue;
+        }
         last_row = e.row;
+        const std::int64_t row = spmm_row(p, b.row_begin + e.row);
         if (e.value_index < 0 || e.value_index >= a.nnz() || e.value_index < a.row_ptr[row] ||
             e.value_index >= a.row_ptr[row + 1] || a.col_idx[e.value_index] != s.k) {
           err(fmt::format("k {} row {}: value index {} is not A[{}][{}]", s.k, e.row, e.value_index, row,
@@ -130,6 +131,21 @@ SpmmValueMode parse_value_mode(const std::string& word, const std::string& what)
   for (const SpmmValueMode m : {SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled})
     if (word == to_string(m)) return m;
   throw UsageError(fmt::format("{}: '{}' is not baked, streamed or rolled", what, word));
+}
+
+const char* to_string(SpmmRowSplit split) {
+  switch (split) {
+    case SpmmRowSplit::equal: return "equal";
+    case SpmmRowSplit::balanced: return "balanced";
+    case SpmmRowSplit::clustered: return "clustered";
+  }
+  return "?";
+}
+
+SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
+  for (const SpmmRowSplit s : {SpmmRowSplit::equal, SpmmRowSplit::balanced, SpmmRowSplit::clustered})
+    if (word == to_string(s)) return s;
+  throw UsageError(fmt::format("{}: '{}' is not equal, balanced or clustered", what, word));
 }
 
 std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.rows_per_block + 3) / 4 * 4; }
@@ -261,6 +277,20 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
+  if (p.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
+    err("clustered rows need an fp32 unrolled plan");
+  if (p.row_split == SpmmRowSplit::clustered) {
+    std::vector<char> taken(static_cast<std::size_t>(std::max<std::int64_t>(pr.m, 0)), 0);
+    bool permutation = static_cast<std::int64_t>(p.row_order.size()) == pr.m;
+    for (std::size_t i = 0; permutation && i < p.row_order.size(); ++i) {
+      const std::int64_t r = p.row_order[i];
+      permutation = r >= 0 && r < pr.m && !taken[static_cast<std::size_t>(r)];
+      if (permutation) taken[static_cast<std::size_t>(r)] = 1;
+    }
+    if (!permutation) err(fmt::format("row_order is not a permutation of the {} rows", pr.m));
+  } else if (!p.row_order.empty()) {
+    err("row_order must be empty unless the rows are clustered");
+  }
   if (p.accumulate != "f32" && p.accumulate != pr.dtype)
     err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
   if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
@@ -336,7 +366,8 @@ json to_json(const SpmmPlan& p) {
             {"dtype", pr.dtype}}},
           {"value_mode", to_string(p.value_mode)},
           {"kernel_name", p.kernel_name},
-          {"row_split", name(p.row_split)},
+          {"row_split", to_string(p.row_split)},
+          {"row_order", p.row_order},
           {"rows_per_block", p.rows_per_block},
           {"panel_rows", p.panel_rows},
           {"n_tile", p.n_tile},
@@ -368,12 +399,13 @@ SpmmPlan plan_from_json(const json& j) {
     SpmmPlan p;
     const json& pr = j.at("problem");
     p.problem = {pr.at("m"),    pr.at("k"),
-                 pr.at("n"),    parse_enum(pr, "n_mode", SpmmNMode::fixed, SpmmNMode::runtime),
+                 pr.at("n"),    parse_n_mode(pr),
                  pr.at("bias"), pr.at("relu"),
                  pr.at("dtype")};
     p.value_mode = parse_value_mode(j.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
     p.kernel_name = j.at("kernel_name");
-    p.row_split = parse_enum(j, "row_split", SpmmRowSplit::equal, SpmmRowSplit::balanced);
+    p.row_split = parse_row_split(j.at("row_split").get<std::string>(), "SpMM plan: row_split");
+    p.row_order = j.value("row_order", std::vector<std::int64_t>{});
     p.rows_per_block = j.at("rows_per_block");
     p.panel_rows = j.value("panel_rows", p.rows_per_block);
     p.n_tile = j.at("n_tile");

@@ -200,8 +200,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
     if (!rolled) code_instructions += block_code;
     double nnz = 0;
     if (b.row_begin >= 0 && b.row_end <= a.rows && b.row_begin <= b.row_end)
-      nnz = static_cast<double>(a.row_ptr[static_cast<std::size_t>(b.row_end)] -
-                                a.row_ptr[static_cast<std::size_t>(b.row_begin)]);
+      for (std::int64_t r = b.row_begin; r < b.row_end; ++r) nnz += static_cast<double>(a.row_nnz(spmm_row(plan, r)));
     max_nnz = std::max(max_nnz, nnz);
     total_nnz += nnz;
   }

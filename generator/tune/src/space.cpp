@@ -12,7 +12,6 @@ namespace sparsecc::tune {
 
 namespace {
 
-const char* split_name(SpmmRowSplit s) { return s == SpmmRowSplit::balanced ? "balanced" : "equal"; }
 
 // The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
 std::string blocklet_spec(const SpmmPlan& plan) {
@@ -26,7 +25,7 @@ std::string blocklet_spec(const SpmmPlan& plan) {
 std::vector<std::string> coordinates(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   return {std::to_string(c.options.rows_per_block), std::to_string(c.options.n_tile),
-          std::to_string(c.options.groups), split_name(p.row_split), to_string(p.value_mode),
+          std::to_string(c.options.groups), to_string(p.row_split), to_string(p.value_mode),
           to_string(c.emitter), blocklet_spec(p)};
 }
 
@@ -36,7 +35,7 @@ std::vector<std::vector<std::string>> dimension_texts(const SpmmSpaceDims& d) {
   for (auto v : d.rows_per_block) out[0].push_back(std::to_string(v));
   for (auto v : d.n_tile) out[1].push_back(std::to_string(v));
   for (auto v : d.groups) out[2].push_back(std::to_string(v));
-  for (auto v : d.row_split) out[3].push_back(split_name(v));
+  for (auto v : d.row_split) out[3].push_back(to_string(v));
   for (auto v : d.value_mode) out[4].push_back(to_string(v));
   for (auto v : d.emitter) out[5].push_back(to_string(v));
   out[6] = d.blocklets;
@@ -74,11 +73,28 @@ std::string rolled_rule(bool half, const SpmmProblem& problem, std::int32_t rows
   return {};
 }
 
+// c's plan re-planned with `options` as a variant labelled c's label + suffix, when it builds and
+// stays within c's budget (the space's validity rules).
+std::optional<SpmmCandidate> variant_of(const CsrMatrix& a, const SpmmCandidate& c, const SpmmOptions& options,
+                                        const SpmmSpaceDims& dims, const char* suffix) {
+  SpmmCandidate v;
+  v.options = options;
+  try {
+    v.plan = plan_spmm(a, c.plan.problem, v.options);
+  } catch (const UsageError&) {
+    return std::nullopt;
+  }
+  if (!plan_rule(v.plan, a, c.emitter, c.options, dims).empty()) return std::nullopt;
+  v.emitter = c.emitter;
+  v.label = c.label + suffix;
+  return v;
+}
+
 }  // namespace
 
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
   std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.rows_per_block,
-                              plan.n_tile, plan.groups, split_name(plan.row_split), to_string(plan.value_mode),
+                              plan.n_tile, plan.groups, to_string(plan.row_split), to_string(plan.value_mode),
                               to_string(emitter));
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
@@ -130,7 +146,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
           for (const std::int32_t r : dims.rows_per_block)
             for (const std::int32_t t : dims.n_tile)
               for (const std::int32_t g : dims.groups) {
-                const std::string point = fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, split_name(split),
+                const std::string point = fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, to_string(split),
                                                       to_string(values), to_string(emitter),
                                                       half ? "/bl:" + bl : std::string());
                 // Cheap rules first, without building the plan.
@@ -194,22 +210,27 @@ std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCan
   const SpmmPlan& p = c.plan;
   // Half, rolled and pair plans have two columns a thread already; plan_spmm refuses odd and runtime N.
   if (!dims.try_column_pairs || p.cols_per_thread != 1) return std::nullopt;
-  SpmmCandidate v;
-  v.options = c.options;
-  v.options.cols_per_thread = 2;
+  SpmmOptions o = c.options;
+  o.cols_per_thread = 2;
   // The winner's rows and split as they were asked for (a balanced split's rows_per_block is its
   // tallest block row, not the panel height it was cut from).
-  v.options.rows_per_block = p.panel_rows;
-  v.options.row_split = p.row_split;
-  try {
-    v.plan = plan_spmm(a, p.problem, v.options);
-  } catch (const UsageError&) {
+  o.rows_per_block = p.panel_rows;
+  o.row_split = p.row_split;
+  return variant_of(a, c, o, dims, "/c2");
+}
+
+std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const SpmmCandidate& c,
+                                                  const SpmmSpaceDims& dims) {
+  const SpmmPlan& p = c.plan;
+  if (!dims.try_clustered_rows || p.half() || p.value_mode == SpmmValueMode::rolled || p.cols_per_thread != 1)
     return std::nullopt;
-  }
-  if (!plan_rule(v.plan, a, c.emitter, c.options, dims).empty()) return std::nullopt;  // c's budget
-  v.emitter = c.emitter;
-  v.label = c.label + "/c2";
-  return v;
+  SpmmOptions o = c.options;
+  o.rows_per_block = p.panel_rows;
+  o.n_tile = p.n_tile;
+  o.groups = p.groups;
+  o.value_mode = p.value_mode;
+  o.row_split = SpmmRowSplit::clustered;
+  return variant_of(a, c, o, dims, "/clu");
 }
 
 std::string spmm_variant_base_label(const std::string& label) {
@@ -217,7 +238,7 @@ std::string spmm_variant_base_label(const std::string& label) {
   for (bool more = true; more;) {
     const std::size_t slash = plan.rfind('/');
     const std::string last = slash == std::string::npos ? std::string() : plan.substr(slash + 1);
-    more = last == "c2" ||
+    more = last == "c2" || last == "clu" ||
            (last.size() > 1 && last[0] == 'r' && last.find_first_not_of("0123456789", 1) == std::string::npos);
     if (more) plan.erase(slash);
   }
@@ -229,7 +250,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   nlohmann::json j{{"rows_per_block", c.options.rows_per_block},
                    {"n_tile", p.n_tile},
                    {"groups", p.groups},
-                   {"row_split", split_name(p.row_split)},
+                   {"row_split", to_string(p.row_split)},
                    {"value_mode", to_string(p.value_mode)},
                    {"emitter", to_string(c.emitter)},
                    {"max_registers", c.options.max_registers}};
@@ -259,9 +280,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   o.groups = integer("groups");
   if (j.contains("max_registers")) o.max_registers = integer("max_registers");
   if (j.contains("cols_per_thread")) o.cols_per_thread = integer("cols_per_thread");
-  const std::string split = text("row_split");
-  if (split != "equal" && split != "balanced") throw UsageError("tuning options: 'row_split' is equal or balanced");
-  o.row_split = split == "balanced" ? SpmmRowSplit::balanced : SpmmRowSplit::equal;
+  o.row_split = parse_row_split(text("row_split"), "tuning options: 'row_split'");
   o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");
   if (j.contains("accumulate")) o.accumulate = text("accumulate");
   // The plan records an automatic choice as "auto": replaying it re-runs the same proposal.

@@ -13,6 +13,9 @@
 //   row split      = equal row panels, but balanced by nonzeros (each block row at most 2 * Ny rows)
 //                  for fp32 unrolled plans at N < 4096 with Ny >= 4 whose heaviest equal panel holds
 //                  35 % more nonzeros than the mean; `balanced` / `equal` options force either;
+//                  `clustered` (never automatic; fp32 unrolled plans) takes equal panels of the rows
+//                  regrouped by cluster_rows (sparsecc/inspector/row_clusters.hpp) into the plan's
+//                  row_order;
 //   value mode     = rolled for fp32 layers of at least 50,000 nonzeros, 48 a row on average, at
 //                  N <= 64 (their unrolled code, megabytes fetched for one column tile, sets the
 //                  time); else baked when the estimated instructions (B loads + FMAs) are at most
@@ -53,7 +56,7 @@ struct SpmmOptions {
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;
-  std::optional<SpmmRowSplit> row_split;           // empty: automatic (plan_spmm's rule)
+  std::optional<SpmmRowSplit> row_split;           // empty: automatic (equal or balanced, plan_spmm's rule)
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";

@@ -31,6 +31,12 @@ DenseMatrix dense_from_csr(const CsrMatrix& a);
 
 CsrMatrix transpose(const CsrMatrix& a);
 
+// A with its rows reordered: row i of the result is row order[i] of a (order a permutation of
+// 0..a.rows; UsageError otherwise). When `source_index` is given it receives, for every nonzero of
+// the result, its index in a.
+CsrMatrix permute_rows(const CsrMatrix& a, const std::vector<std::int64_t>& order,
+                       std::vector<std::int64_t>* source_index = nullptr);
+
 // Fills the values of a pattern-only matrix (DLMC .smtx) deterministically from a seed:
 // uniform in [-1, 1) excluding exact zeros, stored as float32-representable numbers.
 void fill_values_uniform(CsrMatrix& a, std::uint64_t seed);

@@ -3,12 +3,12 @@
 // B and C (half precision, below).
 //
 // Grid (ceil(n / n_tile), blocks.size()): column tiles along x, so that consecutive blocks run the same
-// block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows
-// [row_begin, row_end) of C; inside it thread group g (threadIdx.x / n_tile) owns a contiguous,
-// nnz-balanced range of k and thread t of the group owns output column blockIdx.x * n_tile + t. A group
-// runs its steps in order: load B[k][col] once, then one FMA per entry into accumulator `row`.
-// Groups 1.. hand their partial sums to group 0 through shared memory (added in group order), then
-// group 0 adds bias and applies ReLU and stores.
+// block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows [row_begin, row_end)
+// of C (positions of row_order in clustered plans); inside it thread group g (threadIdx.x / n_tile)
+// owns a contiguous, nnz-balanced range of k and thread t of the group owns output column
+// blockIdx.x * n_tile + t. A group runs its steps in order: load B[k][col] once, then one FMA per
+// entry into accumulator `row`. Groups 1.. hand their partial sums to group 0 through shared memory
+// (added in group order), then group 0 adds bias and applies ReLU and stores.
 //
 // Value order: entry.value_index indexes the CSR value array of A. The emission order is blocks,
 // then groups, then steps, then entries; in streamed mode the kernel reads values[p] for the p-th
@@ -60,7 +60,9 @@ namespace sparsecc {
 enum class SpmmNMode { fixed, runtime };       // N compiled in, or read from the kernel's `n` argument
 // Weights as literals, read from `values` in emission order, or a loop over a step table (above).
 enum class SpmmValueMode { baked, streamed, rolled };
-enum class SpmmRowSplit { equal, balanced };   // equal row panels, or nnz-balanced (SparseRT (b))
+// Equal row panels; nnz-balanced panels (SparseRT (b)); or equal panels of the rows regrouped so that
+// a panel's rows share columns (row_order below: fewer distinct k a block row, so fewer loads of B).
+enum class SpmmRowSplit { equal, balanced, clustered };
 
 struct SpmmProblem {
   std::int64_t m = 0, k = 0, n = 0;  // in runtime-N mode, n is the N the defaults were chosen for
@@ -120,6 +122,11 @@ struct SpmmPlan {
   std::int32_t block_x = 0;                // groups * n_tile
   std::int64_t shared_bytes = 0;           // (groups - 1) * rows_per_block * n_tile * 4
   std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
+  // Clustered plans (fp32 unrolled only): block rows cover positions 0..M, and position p computes row
+  // row_order[p] of A and C (a permutation of 0..M; entries' value indices are A's own). Empty for
+  // the other splits: position p is row p. The rows are literals of the code, so the order costs
+  // nothing at run time.
+  std::vector<std::int64_t> row_order;
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
   std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32
@@ -159,6 +166,12 @@ inline constexpr std::int32_t kSpmmRolledBatch = 8;
 inline constexpr std::int32_t kSpmmFragmentRows = 16;
 inline constexpr std::int32_t kSpmmFragmentStagePitch = 72;
 
+// The row of A and C that position `position` of the block rows computes (row_order above; throws
+// std::out_of_range past a short row_order, which check_plan reports).
+inline std::int64_t spmm_row(const SpmmPlan& plan, std::int64_t position) {
+  return plan.row_order.empty() ? position : plan.row_order.at(static_cast<std::size_t>(position));
+}
+
 // The fragments of block row `b` that group `g` of `groups` multiplies: [first, second) of b.fragments,
 // the g-th of `groups` equal contiguous shares (sizes differ by one at most, larger shares last).
 std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g);
@@ -191,6 +204,9 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
 // "baked", "streamed", "rolled"; parse_value_mode throws UsageError naming `what` on another word.
 const char* to_string(SpmmValueMode mode);
 SpmmValueMode parse_value_mode(const std::string& word, const std::string& what = "value mode");
+// "equal", "balanced", "clustered"; parse_row_split likewise.
+const char* to_string(SpmmRowSplit split);
+SpmmRowSplit parse_row_split(const std::string& word, const std::string& what = "row split");
 
 // Rolled plans: words of one step record (the k and rows_per_block weights, rounded up to a multiple of
 // 4 so that records load as 16-byte vectors), and of the header (block_rows * groups + 1 record
@@ -214,8 +230,9 @@ std::int64_t spmm_plan_nnz(const SpmmPlan& plan);
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
-// fields agree, block rows cover 0..M exactly once in order, every nonzero of A appears exactly once
-// at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// fields agree, block rows cover positions 0..M exactly once in order, row_order is a permutation of
+// 0..M exactly when the split is clustered (fp32 unrolled plans only), every nonzero of A appears
+// exactly once at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget. Rolled plans: dtype
 // f32, no fragments, cols_per_thread 2. Half plans: dtype

@@ -54,8 +54,10 @@ struct SpmmSpaceDims {
   // not a dimension of the space, whose candidates each hold a whole plan, but a last step of the
   // search around its best point.
   std::vector<std::int32_t> register_headroom{16, 32};
-  // Also the winner with two adjacent columns a thread (spmm_pair_variant), in the same last step.
+  // Also the winner with two adjacent columns a thread (spmm_pair_variant) and with clustered rows
+  // (spmm_cluster_variant), in the same last step.
   bool try_column_pairs = true;
+  bool try_clustered_rows = true;
 };
 
 // One point of the space.
@@ -108,8 +110,18 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
 std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                const SpmmSpaceDims& dims);
 
-// The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant)
-// times again: `label` without their suffixes (/r{cap}, /c2); a plan's own label is returned as is.
+// The winner `c` with its rows regrouped (SpmmRowSplit::clustered: equal panels of c's panel height
+// whose rows share columns; same n tile, groups and value mode), when dims.try_clustered_rows and c is
+// an unrolled fp32 plan of one column a thread that builds that way within c's budget. Measured on an
+// H100 (SparseRT suite, batch 1, equal panels on both sides) it ranges from 0.81x to 1.23x a problem
+// (the 2048x512 Transformer layer at N = 256 gains most), so it is a tuning choice. Label: c's +
+// "/clu" (its options record the split as clustered).
+std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const SpmmCandidate& c,
+                                                  const SpmmSpaceDims& dims);
+
+// The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant,
+// spmm_cluster_variant) times again: `label` without their suffixes (/r{cap}, /c2, /clu); a plan's
+// own label is returned as is.
 std::string spmm_variant_base_label(const std::string& label);
 
 // Candidates differing from `c` in one dimension by one step (the next or previous value of one
