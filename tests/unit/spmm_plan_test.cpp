@@ -111,6 +111,22 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   EXPECT_EQ(plan_spmm(large, problem_for(large, 196)).n_tile, 128);
   EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
 
+  // Above kLargeNnz, a wide tile whose grid is one wave more than half full: the 2048 x 512
+  // Transformer layer at N = 256 takes 128 blocks of 256 columns x 2 groups (512 threads) instead of
+  // 256 blocks of 128 x 2; the 512 x 2048 one (64 block rows of 8) keeps its one-wave T128/G4.
+  const CsrMatrix ffn1 = random_csr(2048, 512, 0.1, 5);
+  const SpmmPlan one_wave = plan_spmm(ffn1, problem_for(ffn1, 256));
+  EXPECT_EQ(one_wave.rows_per_block, 16);
+  EXPECT_EQ(one_wave.n_tile, 256);
+  EXPECT_EQ(one_wave.groups, 2);
+  EXPECT_EQ(one_wave.column_tiles(256) * one_wave.block_rows(), 128);
+  const CsrMatrix ffn2 = random_csr(512, 2048, 0.1, 5);
+  const SpmmPlan kept_g4 = plan_spmm(ffn2, problem_for(ffn2, 256));
+  EXPECT_EQ(kept_g4.n_tile, 128);
+  EXPECT_EQ(kept_g4.groups, 4);
+  const CsrMatrix small_ffn = random_csr(2048, 512, 0.03, 5);  // ~31k nonzeros: not large
+  EXPECT_EQ(plan_spmm(small_ffn, problem_for(small_ffn, 256)).n_tile, 128);
+
   const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 16 block rows of ~400 nonzeros
   const SpmmPlan g = plan_spmm(wide, problem_for(wide, 49));
   EXPECT_EQ(g.groups, 4);

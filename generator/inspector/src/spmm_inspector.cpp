@@ -103,7 +103,12 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    spent on columns instead (an n tile of up to 256, fewer or no groups), still leave a grid of
 //    kWideGrid blocks or more, they are. Fitted on the tuning runs of the SparseRT suite at batch 16
 //    (H100): 1.23x in geometric mean over the 13 problems it changes (no loss above 1 %); none of
-//    the recorded batch-1 problems (SparseRT, DLMC ResNet-50 and Transformer) changes.
+//    the recorded batch-1 problems (SparseRT, DLMC ResNet-50 and Transformer) changes. Matrices
+//    above kLargeNnz whose wide grid would instead be one wave, more than half full (the 2048x512
+//    Transformer layers at N = 256: 128 blocks), take the wide tile with the one-wave rule's groups
+//    (T256/G2: one block of 512 threads an SM). The H100 tuning runs chose that tiling on 11 of the
+//    12 such layers at 95 % (1.06-1.20x over the T128/G2 default) and T256 with 2 or 4 groups on
+//    all 12 at 90 % (1.03-1.17x).
 //  - row split: equal panels of rows per block, but panels balanced by nonzeros (a block row may
 //    then take up to twice the rows) for fp32 unrolled plans at N below kBalanceMaxColumns with
 //    block rows of kBalanceMinRows rows or more whose equal panels are uneven: the heaviest holds
@@ -424,9 +429,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
-    if (wide > p.n_tile && ceil_div(thread_columns, wide) * blocks >= kWideGrid) {
+    const std::int64_t wide_grid = ceil_div(thread_columns, wide) * blocks;
+    if (wide > p.n_tile && wide_grid >= kWideGrid) {
       p.groups = std::max(1, p.n_tile * p.groups / wide);
       p.n_tile = wide;
+    } else if (wide > p.n_tile && a.nnz() > kLargeNnz && wide_grid <= kOneWaveBlocks && 2 * wide_grid > kOneWaveBlocks) {
+      p.n_tile = wide;  // one wave of wide blocks, with the groups of the one-wave rule
+      p.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.cols_per_thread);
     }
   }
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)

@@ -9,7 +9,8 @@
 //                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid) or
 //                  the reduction buffer of the tallest block row 48 KiB; where Gy > 1 and the
 //                  threads spent on columns instead (an n tile of up to 256) still give a grid of
-//                  200 blocks, they are;
+//                  200 blocks, they are; above 40,000 nonzeros, where the widest tile's grid
+//                  is one wave more than half full, it takes that tile and the one-wave groups;
 //   row split      = equal row panels, but balanced by nonzeros (each block row at most 2 * Ny rows)
 //                  for fp32 unrolled plans at N < 4096 with Ny >= 4 whose heaviest equal panel holds
 //                  35 % more nonzeros than the mean; `balanced` / `equal` options force either;
