@@ -11,6 +11,9 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
+#include "sparsecc/matrix/prune.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/spmm.hpp"
 
 namespace sparsecc::test {
 
@@ -69,6 +72,19 @@ double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b) 
   }
   if (den == 0) return num == 0 ? 0.0 : INFINITY;
   return std::sqrt(num / den);
+}
+
+SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias, bool relu, SpmmNMode mode) {
+  return {a.rows, a.cols, n, mode, bias, relu, "f32"};
+}
+
+double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {
+  const DenseMatrix b = random_dense(a.cols, n, seed);
+  std::vector<double> bias(static_cast<std::size_t>(a.rows));
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25 * static_cast<double>(i % 7) - 0.75;
+  const auto* bias_ptr = p.problem.bias ? &bias : nullptr;
+  const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, bias_ptr);
+  return rel_l2_error(got.data, spmm(a, b, bias_ptr, p.problem.relu).data);
 }
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {

@@ -12,6 +12,7 @@
 
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
 
 namespace sparsecc::test {
 
@@ -41,6 +42,14 @@ void write_bytes(const std::string& path, const std::vector<unsigned char>& byte
 // ||a - b||_2 / ||b||_2 (0 when both are zero; +inf on size mismatch or NaN).
 double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// An fp32 SpMM problem of A's shape: N, bias, ReLU and N mode.
+SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias = false, bool relu = false,
+                        SpmmNMode mode = SpmmNMode::fixed);
+
+// Runs the plan through the interpreter (NaN-poisoned output) on a random B (seed) of n columns, with
+// a fixed bias when the problem has one, and returns its rel L2 error against the fp64 reference.
+double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed);
 
 // Runs `fn` and expects an InputError whose message contains every string of `parts`.
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts);

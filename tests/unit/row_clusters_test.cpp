@@ -12,15 +12,15 @@
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
-#include "sparsecc/matrix/prune.hpp"
-#include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
-#include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
 namespace {
+
+using test::interp_error;
+using test::problem_for;
 
 constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the fp64 reference
 
@@ -44,20 +44,6 @@ bool is_permutation_of_rows(const std::vector<std::int64_t>& order, std::int64_t
   std::vector<std::int64_t> want(static_cast<std::size_t>(m));
   std::iota(want.begin(), want.end(), 0);
   return sorted == want;
-}
-
-double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {
-  const DenseMatrix b = random_dense(a.cols, n, seed);
-  std::vector<double> bias(static_cast<std::size_t>(a.rows));
-  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25 * static_cast<double>(i % 7) - 0.75;
-  const auto* bias_ptr = p.problem.bias ? &bias : nullptr;
-  const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, bias_ptr);  // NaN-poisoned
-  return test::rel_l2_error(got.data, spmm(a, b, bias_ptr, p.problem.relu).data);
-}
-
-SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias = false, bool relu = false,
-                        SpmmNMode mode = SpmmNMode::fixed) {
-  return {a.rows, a.cols, n, mode, bias, relu, "f32"};
 }
 
 SpmmOptions clustered(std::int32_t rows_per_block = 0, std::int32_t groups = 0) {

@@ -13,11 +13,13 @@
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
-#include "sparsecc/reference/spmm.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
 namespace {
+
+using test::interp_error;
+using test::problem_for;
 
 constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the fp64 reference
 
@@ -25,22 +27,6 @@ constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the
 CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed,
                      bool empty_rows = false) {
   return test::random_csr(m, k, density, seed, empty_rows ? 3 : 0, 1);
-}
-
-SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias = false, bool relu = false,
-                        SpmmNMode mode = SpmmNMode::fixed) {
-  return {a.rows, a.cols, n, mode, bias, relu, "f32"};
-}
-
-// Runs the plan through the interpreter and returns its rel L2 error against the fp64 reference.
-double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {
-  const DenseMatrix b = random_dense(a.cols, n, seed);
-  std::vector<double> bias(static_cast<std::size_t>(a.rows));
-  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25 * static_cast<double>(i % 7) - 0.75;
-  const auto* bias_ptr = p.problem.bias ? &bias : nullptr;
-  const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, bias_ptr);
-  const DenseMatrix want = spmm(a, b, bias_ptr, p.problem.relu);
-  return test::rel_l2_error(got.data, want.data);
 }
 
 struct Shape {
