@@ -10,7 +10,8 @@
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   BODY          one case per block row, self-contained: accumulators (one float per row and
 //                 column, indexed only by name), each group's steps, then the epilogue (group
-//                 reduction through shared memory, bias, ReLU, stores)
+//                 reduction through shared memory, bias, ReLU, stores); staged steps copy B to
+//                 shared memory with cp.async from `stage` and read it back from `red`
 // ABI: grid (ceil(n / (COLS N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan:
 // column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().
@@ -28,6 +29,8 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const float* b = B + col;
   float* c = C + col;
   extern __shared__ float red[];
+  // Staged steps: the shared-memory address of the thread's slot 0, less the plan's stage offset.
+  [[maybe_unused]] const unsigned stage = static_cast<unsigned>(__cvta_generic_to_shared(red)) + threadIdx.x * 4u * CPT;
   switch (blockIdx.y) {
 /*@BODY*/
     case 0: {

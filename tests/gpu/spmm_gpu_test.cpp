@@ -7,6 +7,7 @@
 // large rn50 layers at N = 49 plan rolled and compile as CUDA C++) and those up to an nnz limit also
 // through NVRTC (all with SPARSECC_GPU_ALL=1), and a bundle file round trip. GPU tests skip with the reason
 // when no driver or device is present; SpmmGpuPipelineCpu runs the build half without a device.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_skip.hpp"
@@ -59,6 +61,12 @@ SpmmOptions opts(std::int32_t ny, std::int32_t gy, std::optional<SpmmValueMode> 
 // `o` with two adjacent fp32 columns a thread.
 SpmmOptions pairs(SpmmOptions o) {
   o.cols_per_thread = 2;
+  return o;
+}
+
+// `o` with the steps of at least `min_entries` nonzeros staged in shared memory (cp.async).
+SpmmOptions staged(SpmmOptions o, std::int32_t min_entries = 1) {
+  o.stage_min_entries = min_entries;
   return o;
 }
 
@@ -149,6 +157,21 @@ std::vector<SpmmCase> edge_cases() {
                          opts(0, 3, V::baked, SpmmRowSplit::clustered)));
   cs.push_back(make_case("clustered_skewed_runtime_streamed_gy2", skewed_rows(), 49, M::runtime, true, true,
                          opts(16, 2, V::streamed, SpmmRowSplit::clustered, 32), kRuntimeNs));
+  // Staged steps (cp.async copies of B to shared memory, waited for by commit): empty block rows,
+  // more staged steps than a commit (odd: up to 53 steps a group), groups, runtime N (tails without
+  // copies), streamed values, pairs (8-byte copies), clustered rows, a slot cap below the steps.
+  cs.push_back(make_case("staged_empty_row_block_bias_relu", with_empty_row_block(), 49, M::fixed, true, true,
+                         staged(opts(4, 1, V::baked))));
+  cs.push_back(make_case("staged_odd_n3136_gy3_bias", odd, 3136, M::fixed, true, false,
+                         staged(opts(0, 3, V::baked))));
+  cs.push_back(make_case("staged2_odd_runtime_streamed_gy2_bias_relu", odd, 100, M::runtime, true, true,
+                         staged(opts(8, 2, V::streamed, SpmmRowSplit::equal, 32), 2), kRuntimeNs));
+  cs.push_back(make_case("staged_pairs_n50_streamed_gy3_bias", odd, 50, M::fixed, true, false,
+                         staged(pairs(opts(4, 3, V::streamed, SpmmRowSplit::equal, 32)))));
+  cs.push_back(make_case("staged_clustered_skewed_n49_gy2", skewed_rows(), 49, M::fixed, true, true,
+                         staged(opts(16, 2, V::baked, SpmmRowSplit::clustered, 32))));
+  cs.push_back(make_case("staged_capped_1024_threads_n3136", random_csr(64, 300, 0.3, 18), 3136, M::fixed, false,
+                         true, staged(opts(16, 4, V::baked, SpmmRowSplit::equal, 256))));
   cs = both_emitters(cs);
   // Rolled plans (one emitter: they are always CUDA C++): tilings, runtime N, bias and ReLU, empty
   // block rows, no nonzeros at all, columns not a multiple of the block's 2 T.
@@ -187,6 +210,12 @@ std::vector<SpmmCase> edge_cases() {
   split.name = "split_layout_pairs_streamed_gy4_bias";
   split.problem.relu = false;
   split.options = pairs(opts(8, 4, V::streamed));
+  cs.push_back(split);
+  split.name = "split_layout_staged_gy2_bias";  // case functions find their slots from %redr
+  split.options = staged(opts(8, 2, V::baked));
+  cs.push_back(split);
+  split.name = "split_layout_staged_pairs_gy1_bias";
+  split.options = staged(pairs(opts(8, 1, V::baked)), 2);
   cs.push_back(split);
   split.problem.relu = true;
   split.name = "split_layout_runtime_streamed";
@@ -360,6 +389,32 @@ TEST(SpmmGpu, ClusteredRowsOnRealLayers) {
   }
   std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 4});
   checked.push_back(cases.back());  // 52k nonzeros: the PTX route only (NVRTC takes minutes)
+  build_and_run(ctx, checked);
+}
+
+// Staged steps on real layers: the DLMC ResNet-50 and Transformer layers of the SparseRT suite at
+// their batch-1 N through both emitters (the 52k-nonzero one through PTX only), with every step
+// staged that the slots hold and with only steps of two or more nonzeros.
+TEST(SpmmGpu, StagedStepsOnRealLayers) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(dlmc, "dlmc");
+  rt::Context ctx(0);
+  const std::tuple<const char*, std::int64_t, std::int32_t> layers[] = {
+      {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1", 3136, 1},
+      {"rn50/magnitude_pruning/0.9/bottleneck_3_block_group1_1_1", 3136, 2},
+      {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group2_1_1", 784, 1},
+      {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected", 256, 2},
+      {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256, 1}};
+  std::vector<SpmmCase> cases;
+  for (const auto& [layer, n, min_entries] : layers) {
+    LoadOptions lo;
+    lo.seed = 1;
+    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    cases.push_back(make_case(fmt::format("staged{}/{}", min_entries, layer), std::move(a), n, SpmmNMode::fixed,
+                              true, true, staged({}, min_entries)));
+  }
+  std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 4});
+  checked.push_back(cases.back());
   build_and_run(ctx, checked);
 }
 

@@ -217,19 +217,24 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
       best = FakeMeasurer::time_of(space.candidates[i].plan);
       best_index = i;
     }
-  // Every candidate, then the best one's register-cap variants, its two-column variant and its
-  // clustered-rows variant (timed alike here: the winner stays).
+  // Every candidate, then the best one's register-cap variants, its two-column variant, its
+  // clustered-rows variant and its staged-steps variants (timed alike here: the winner stays).
   const auto variants = tune::spmm_register_variants(a, space.candidates[best_index], dims);
   ASSERT_EQ(variants.size(), 2u);
+  const auto staged = tune::spmm_stage_variants(a, space.candidates[best_index], dims);
+  ASSERT_EQ(staged.size(), 2u);
   EXPECT_EQ(r.strategy,
             "exhaustive + the winner at 2 higher register caps + the winner with two columns a thread + the "
-            "winner with clustered rows");
-  ASSERT_EQ(r.timings.size(), space.candidates.size() + 4);
-  EXPECT_EQ(calls, space.candidates.size() + 4);
-  EXPECT_EQ(r.timings[space.candidates.size()].label, variants[0].label);
-  EXPECT_EQ(r.timings[space.candidates.size() + 1].label, variants[1].label);
-  EXPECT_EQ(r.timings[space.candidates.size() + 2].label, space.candidates[best_index].label + "/c2");
-  EXPECT_EQ(r.timings.back().label, space.candidates[best_index].label + "/clu");
+            "winner with clustered rows + the winner with staged steps (2)");
+  const std::size_t n = space.candidates.size();
+  ASSERT_EQ(r.timings.size(), n + 6);
+  EXPECT_EQ(calls, n + 6);
+  EXPECT_EQ(r.timings[n].label, variants[0].label);
+  EXPECT_EQ(r.timings[n + 1].label, variants[1].label);
+  EXPECT_EQ(r.timings[n + 2].label, space.candidates[best_index].label + "/c2");
+  EXPECT_EQ(r.timings[n + 3].label, space.candidates[best_index].label + "/clu");
+  EXPECT_EQ(r.timings[n + 4].label, space.candidates[best_index].label + "/st1");
+  EXPECT_EQ(r.timings.back().label, space.candidates[best_index].label + "/st2");
   EXPECT_EQ(gpu.order.front(), space.candidates.front().label);  // the default first
   EXPECT_EQ(r.winner, space.candidates[best_index].label);
   EXPECT_DOUBLE_EQ(r.winner_us, best);
@@ -282,6 +287,7 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   tune::SpmmSpaceDims caps_only = dims;
   caps_only.try_column_pairs = false;
   caps_only.try_clustered_rows = false;
+  caps_only.stage_min_entries.clear();
   const tune::TuningRecord r = tune::tune_spmm(a, space, caps_only, {}, fake_builder(), gpu, {});
   ASSERT_EQ(r.timings.size(), space.candidates.size() + 2);
   EXPECT_EQ(r.winner, r.timings.back().label);

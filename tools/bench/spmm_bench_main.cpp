@@ -67,6 +67,7 @@ struct Args {
   bool balanced = false;
   bool equal_rows = false;
   bool clustered_rows = false;
+  std::int32_t stage_dense = 0;
   std::string values = "auto";  // baked | streamed | auto
   bool compile_only = false;
   bool sweep = false;
@@ -93,6 +94,7 @@ SpmmOptions plan_options(const Args& args) {
   if (args.equal_rows) o.row_split = SpmmRowSplit::equal;
   if (args.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
+  o.stage_min_entries = args.stage_dense;
   return o;
 }
 
@@ -108,6 +110,7 @@ std::string describe_overrides(const Args& args) {
   if (args.balanced) parts.push_back("balanced rows");
   if (args.equal_rows) parts.push_back("equal row panels");
   if (args.clustered_rows) parts.push_back("clustered rows");
+  if (args.stage_dense > 0) parts.push_back(fmt::format("staged steps of {} or more nonzeros", args.stage_dense));
   if (args.values != "auto") parts.push_back(args.values + " values");
   std::string words;
   for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
@@ -152,15 +155,17 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
-// "/bal" for balanced rows, "/clu" for clustered rows, "/c2" for two fp32 columns a thread).
+// "/bal" for balanced rows, "/clu" for clustered rows, "/c2" for two fp32 columns a thread, "/stN:S"
+// for staged steps of N or more nonzeros in S slots).
 std::string plan_column(const SpmmPlan& plan) {
-  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
+  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
                      plan.max_registers, plan.assembler_opt_level,
                      to_string(plan.value_mode),
                      plan.row_split == SpmmRowSplit::balanced    ? "/bal"
                      : plan.row_split == SpmmRowSplit::clustered ? "/clu"
                                                                  : "",
-                     plan.fp32_pairs() ? "/c2" : "");
+                     plan.fp32_pairs() ? "/c2" : "",
+                     plan.stage_slots > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries, plan.stage_slots) : "");
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
@@ -666,6 +671,10 @@ int main(int argc, char** argv) {
   app.add_flag("--equal-rows", args.equal_rows, "plan: equal row panels even where the rule would balance them");
   app.add_flag("--clustered-rows", args.clustered_rows,
                "plan: equal panels of rows regrouped so that a panel's rows share columns (fp32 unrolled)");
+  app.add_option("--stage-dense", args.stage_dense,
+                 "plan: copy B of steps with at least this many nonzeros to shared memory with cp.async (fp32 "
+                 "unrolled; 0: none)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))

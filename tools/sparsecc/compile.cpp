@@ -57,6 +57,11 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_flag("--clustered-rows", a.clustered_rows,
                 "Equal panels of rows regrouped so that a panel's rows share columns (fewer loads of B; "
                 "fp32 unrolled plans)");
+  cmd->add_option("--stage-dense", a.stage_dense,
+                  "Copy B of the steps with at least this many nonzeros of their block row to shared memory "
+                  "with cp.async at the start of each group (ASpT-style dense column segments; fp32 unrolled "
+                  "plans; 0: none)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--dtype", a.dtype, "Element type of B and C (f16 / bf16: weights rounded to it)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
@@ -84,6 +89,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   if (a.equal_rows) o.row_split = SpmmRowSplit::equal;
   if (a.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (a.values != "auto") o.value_mode = parse_value_mode(a.values, "--values");
+  o.stage_min_entries = a.stage_dense;
   o.accumulate = a.accumulate;
   set_blocklets(o, a.dtype == "f32" && a.blocklets == "auto" ? "off" : a.blocklets);
   return o;

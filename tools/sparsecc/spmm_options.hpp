@@ -26,6 +26,7 @@ struct SpmmArgs {
   bool balanced = false;    // --balanced; with neither flag the inspector's rule decides
   bool equal_rows = false;  // --equal-rows
   bool clustered_rows = false;  // --clustered-rows
+  std::int32_t stage_dense = 0;  // --stage-dense
   std::string dtype = "f32";       // f32 | f16 | bf16
   std::string accumulate = "f32";  // f32 | the dtype
   std::string blocklets = "auto";  // off | auto | BHxBW[:FILL]; auto is off for f32

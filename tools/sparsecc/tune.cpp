@@ -280,7 +280,7 @@ int run_evaluate(const TuneArgs& args) {
   const tune::PredictorEvaluation every = tune::evaluate_predictor(p, samples, false);
   fmt::print("{} problems ({} timings): top choice within 10 % of the best on {:.1f} %, best in the top 3 on "
              "{:.1f} %, top choice / best geomean {:.3f} (the search space's plans ranked; with the tuner's "
-             "register-cap, two-column and clustered-rows variants ranked as plans of their own: {:.1f} %, "
+             "register-cap, two-column, clustered-rows and staged-steps variants ranked as plans of their own: {:.1f} %, "
              "{:.1f} %, {:.3f})\n",
              e.problems, samples.size(), 100 * e.top1_within_10pct, 100 * e.top3_contains_best,
              e.geomean_top1_over_best, 100 * every.top1_within_10pct, 100 * every.top3_contains_best,

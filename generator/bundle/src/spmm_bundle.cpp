@@ -101,6 +101,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"loads", spmm_plan_loads(plan)},
                      {"estimated_registers", plan.estimated_registers},
                      {"estimated_instructions", plan.estimated_instructions}};
+  if (plan.stage_slots > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries;
   if (plan.half()) {
     md.plan_summary["n_tile"] = plan.n_tile;  // threads per group; metadata n_tile counts columns
     md.plan_summary["blocklets"] = plan.blocklets.shape.empty() ? std::string("off")
@@ -150,6 +151,7 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.cols_per_thread = s.value("cols_per_thread", 0);
   o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
   o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
+  o.stage_min_entries = s.value("stage_min_entries", 0);
   o.kernel_name = md.kernel;
   SpmmPlan plan = plan_spmm(a, problem, o);
   if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)

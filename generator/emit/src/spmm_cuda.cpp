@@ -64,6 +64,9 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   const SpmmBlockRow& block = p.blocks[bi];
   const bool pairs = p.fp32_pairs();
   const bool streamed = p.value_mode == SpmmValueMode::streamed;
+  const std::int64_t stage_offset = spmm_stage_offset(p);
+  const std::int64_t slot_bytes = std::int64_t{p.block_x} * 4 * p.cols_per_thread;
+  const std::string commit = "        asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n";
   // Pairs: x holds B's two columns, z a streamed weight used for both.
   std::string s = fmt::format("    case {}: {{\n      {}", bi,
                               !pairs ? "float x" : streamed ? "float2 x;\n      float z" : "float2 x;\n      float");
@@ -89,6 +92,28 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
         return first ? fmt::format("{0} a{1} = __fmul_rn(x.x, {2}); e{1} = __fmul_rn(x.y, {2});", z, e.row, wz)
                      : fmt::format("{0} a{1} = __fmaf_rn(x.x, {2}, a{1}); e{1} = __fmaf_rn(x.y, {2}, e{1});", z,
                                    e.row, wz);
+      },
+      // Staged steps: the copies of the thread's B values to its slots (`stage` in the template is
+      // the shared address of slot 0 less the offset), then each read waits for its commit.
+      [&](const SpmmGroup& g, const std::vector<char>& staged) {
+        std::string c;
+        std::int64_t j = 0;
+        for (std::size_t si = 0; si < g.steps.size(); ++si) {
+          if (!staged[si]) continue;
+          c += fmt::format(
+              "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], {};\" :: \"r\"(stage + {}u), \"l\"(b + {} * ld) "
+              ": \"memory\");\n",
+              4 * p.cols_per_thread, stage_offset + j * slot_bytes, g.steps[si].k);
+          if (++j % kSpmmStageChunk == 0) c += commit;
+        }
+        return j % kSpmmStageChunk != 0 ? c + commit : c;
+      },
+      [&](std::int64_t slot, std::int64_t wait) {
+        std::string c;
+        if (wait >= 0) c += fmt::format("        asm volatile(\"cp.async.wait_group {};\" ::: \"memory\");\n", wait);
+        const std::int64_t at = (stage_offset + slot * slot_bytes) / 4;
+        return c + (pairs ? fmt::format("        x = *reinterpret_cast<const float2*>(red + {} + threadIdx.x * 2);", at)
+                          : fmt::format("        x = red[{} + threadIdx.x];", at));
       });
   return s + epilogue(p, block) + "      break;\n    }\n";
 }

@@ -38,7 +38,7 @@ constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
   put(o,
       "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
-      "%redr, %flag, %info;\n");
+      "%redr, %flag, %info, %stg;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.fp32_pairs())
@@ -160,7 +160,7 @@ class PtxWriter {
   // `cap`: the plan's register cap in the text (.maxnreg). The split layout takes the cap as an
   // assembler option instead (a .func has no .maxnreg; see emit_spmm_ptx).
   void entry_open(Out& o, bool cap) {
-    if (p_.groups > 1) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
+    if (shares_) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
     put(o,
         ".visible .entry {0}(\n  .param .u64 {0}_B,\n  .param .u64 {0}_C,\n  .param .u64 {0}_bias,\n"
         "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n",
@@ -177,6 +177,7 @@ class PtxWriter {
     put(o, "  and.b32 %flag, %info, 1;\n  shr.u32 %grp, %info, 1;\n");
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
     reduction_slot(o);
+    stage_slot(o);
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
     case_body(o, bi, packed, true);
     put(o, "}}\n\n");
@@ -199,12 +200,14 @@ class PtxWriter {
     put(o, "  setp.lt.s64 %live, %col, %ld;\n  shl.b64 %ldb, %ld, 2;\n  shl.b64 %u, %col, 2;\n");
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
     put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
-    // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot).
-    if (p_.groups > 1)
+    // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot); staged
+    // steps find the thread's slots from there too (stage_slot).
+    if (shares_)
       put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k, 4 * p_.cols_per_thread);
     else
       put(o, "  mov.u32 %redr, 0;\n");
     reduction_slot(o);
+    stage_slot(o);
     put(o, "  selp.u32 %flag, 1, 0, %live;\n  shl.b32 %info, %grp, 1;\n  or.b32 %info, %info, %flag;\n");
     put(o, "  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(o, "{}$Lb{}", bi ? ", " : "", bi);
@@ -220,6 +223,36 @@ class PtxWriter {
     } else {
       put(o, "  mov.u32 %redw, 0;\n");
     }
+  }
+
+  // Staged plans: %stg, the thread's first slot less the stage offset (see SpmmPlan): red + x * 4 *
+  // cols_per_thread for thread x = group * T + t, from %redr = red + t * 4 * cols_per_thread.
+  void stage_slot(Out& o) {
+    if (p_.stage_slots > 0) put(o, "  mad.lo.u32 %stg, %grp, {}, %redr;\n", std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread);
+  }
+
+  // Byte offset of slot j from %stg.
+  std::int64_t slot_offset(std::int64_t j) const {
+    return spmm_stage_offset(p_) + j * p_.block_x * 4 * p_.cols_per_thread;
+  }
+
+  // The cp.async copies of a group's staged steps into its slots, kSpmmStageChunk steps a commit.
+  void stage_copies(Out& o, const SpmmGroup& group, const std::vector<char>& staged) {
+    const int bytes = 4 * p_.cols_per_thread;
+    std::int64_t j = 0;
+    for (std::size_t si = 0; si < group.steps.size(); ++si) {
+      if (!staged[si]) continue;
+      std::string addr;
+      if (fixed_) {
+        addr = address(o, "%b", group.steps[si].k);
+      } else {
+        put(o, "  mad.wide.u32 %q, %ldw, {}, %b;\n", group.steps[si].k);
+        addr = "[%q]";
+      }
+      put(o, "  cp.async.ca.shared.global [%stg+{}], {}, {};\n", slot_offset(j), addr, bytes);
+      if (++j % kSpmmStageChunk == 0) put(o, "  cp.async.commit_group;\n");
+    }
+    if (j % kSpmmStageChunk != 0) put(o, "  cp.async.commit_group;\n");
   }
 
   // Address of B[k][col] or C[row][col] from the base `base` (fixed N: an immediate offset when it
@@ -281,15 +314,30 @@ class PtxWriter {
       // (and those of a group without steps past the last one, to the epilogue).
       if (p_.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
       std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
-      std::int64_t prev_k = -1;
-      for (const auto& step : group.steps) {
-        const std::string addr = b_address(o, step.k, prev_k);
-        prev_k = step.k;
+      const std::vector<char> staged = spmm_staged_steps(p_, group);
+      const auto commits = static_cast<std::int64_t>(
+          (std::count(staged.begin(), staged.end(), 1) + kSpmmStageChunk - 1) / kSpmmStageChunk);
+      stage_copies(o, group, staged);
+      std::int64_t prev_k = -1, slot = 0;
+      for (std::size_t si = 0; si < group.steps.size(); ++si) {
+        const SpmmStep& step = group.steps[si];
         const std::size_t xs = x++;
-        if (pairs_)
-          put(o, "  ld.global.nc.v2.f32 {{%x{0}, %z{0}}}, {1};\n", xs, addr);
-        else
-          put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
+        if (staged[si]) {
+          // The first step of a commit waits for it (and the commits before it).
+          if (slot % kSpmmStageChunk == 0) put(o, "  cp.async.wait_group {};\n", commits - 1 - slot / kSpmmStageChunk);
+          if (pairs_)
+            put(o, "  ld.shared.v2.f32 {{%x{0}, %z{0}}}, [%stg+{1}];\n", xs, slot_offset(slot));
+          else
+            put(o, "  ld.shared.f32 %x{}, [%stg+{}];\n", xs, slot_offset(slot));
+          ++slot;
+        } else {
+          const std::string addr = b_address(o, step.k, prev_k);
+          prev_k = step.k;
+          if (pairs_)
+            put(o, "  ld.global.nc.v2.f32 {{%x{0}, %z{0}}}, {1};\n", xs, addr);
+          else
+            put(o, "  ld.global.nc.f32 %x{}, {};\n", xs, addr);
+        }
         for (const auto& e : step.entries) {
           std::string weight;
           if (p_.value_mode == SpmmValueMode::streamed) {
@@ -367,6 +415,7 @@ class PtxWriter {
   const SpmmPlan& p_;
   const std::vector<float>& w_;
   bool pairs_ = p_.fp32_pairs();
+  bool shares_ = p_.groups > 1 || p_.stage_slots > 0;  // the kernel takes dynamic shared memory
   std::string arch_;
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;

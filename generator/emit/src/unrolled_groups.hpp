@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,20 +37,35 @@ inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatri
 
 // `load(k)` returns the text of the B load of step k; `entry(e, packed, first)` the text of entry e,
 // whose value is the `packed`-th of the emission order, `first` at its accumulator's first touch.
-// `packed` advances by the entries written.
-template <class Load, class Entry>
+// `packed` advances by the entries written. Staged plans (SpmmPlan): `copies(group, staged)` returns
+// the text that starts a group's copies (spmm_staged_steps flags), and `staged_load(slot, wait)` the
+// text of a staged step's read of its slot, `wait` the commits still allowed in flight (-1: no wait
+// before it).
+template <class Load, class Entry, class Copies, class StagedLoad>
 std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& packed, Load load,
-                            Entry entry) {
+                            Entry entry, Copies copies, StagedLoad staged_load) {
   std::string s;
   bool any = false;
   for (const auto& g : block.groups) any = any || !g.steps.empty();
   if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
   for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
-    if (block.groups[gi].steps.empty()) continue;
+    const SpmmGroup& group = block.groups[gi];
+    if (group.steps.empty()) continue;
     if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
+    const std::vector<char> staged = spmm_staged_steps(p, group);
+    const auto commits = (static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1)) + kSpmmStageChunk - 1) /
+                         kSpmmStageChunk;
+    if (commits > 0) s += copies(group, staged);
     std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
-    for (const auto& step : block.groups[gi].steps) {
-      s += load(step.k);
+    std::int64_t slot = 0;
+    for (std::size_t si = 0; si < group.steps.size(); ++si) {
+      const SpmmStep& step = group.steps[si];
+      if (staged[si]) {
+        s += staged_load(slot, slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1);
+        ++slot;
+      } else {
+        s += load(step.k);
+      }
       for (const auto& e : step.entries) {
         s += entry(e, packed, !touched[e.row]);
         ++packed;
@@ -60,6 +77,16 @@ std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::i
   }
   if (any) s += "      }\n";
   return s;
+}
+
+// The same for plans without staged steps (check_plan refuses them outside fp32 unrolled plans).
+template <class Load, class Entry>
+std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& packed, Load load,
+                            Entry entry) {
+  const auto none = [](auto&&...) -> std::string {
+    throw std::logic_error("unrolled_groups: staged steps in a plan whose emitter does not stage");
+  };
+  return unrolled_groups(p, block, packed, load, entry, none, none);
 }
 
 }  // namespace sparsecc::emit_detail

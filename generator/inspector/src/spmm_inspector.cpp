@@ -334,7 +334,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.row_split = options.row_split.value_or(SpmmRowSplit::equal);
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
                                          : options.blocklets == SpmmBlockletMode::off &&
-                                               options.row_split != SpmmRowSplit::clustered && auto_rolled(a, problem);
+                                               options.row_split != SpmmRowSplit::clustered && options.stage_min_entries == 0 &&
+                                               auto_rolled(a, problem);
   if (rolled && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
   if (rolled && p.row_split != SpmmRowSplit::equal)
@@ -455,6 +456,26 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.rows_per_block = static_cast<std::int32_t>(tallest);
   p.panel_rows = static_cast<std::int32_t>(ny);
   if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
+  if (options.stage_min_entries < 0)
+    throw UsageError(fmt::format("plan_spmm: stage_min_entries {} is negative", options.stage_min_entries));
+  if (options.stage_min_entries > 0) {
+    if (rolled || p.half() || p.fragment_k)
+      throw UsageError("plan_spmm: staged steps need an fp32 unrolled plan");
+    std::int64_t dense = 0;  // the most dense steps of one group
+    for (const auto& b : p.blocks)
+      for (const auto& g : b.groups)
+        dense = std::max<std::int64_t>(
+            dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
+              return static_cast<std::int64_t>(s.entries.size()) >= options.stage_min_entries;
+            }));
+    const std::int64_t slot_bytes = std::int64_t{p.block_x} * p.cols_per_thread * 4;
+    const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / slot_bytes;
+    const auto slots = static_cast<std::int32_t>(std::min<std::int64_t>({dense, fit, kSpmmMaxStageSlots}));
+    if (slots > 0) {  // else nothing is dense (or nothing fits): the plan is the unstaged one
+      p.stage_min_entries = options.stage_min_entries;
+      p.stage_slots = slots;
+    }
+  }
   p.shared_bytes = spmm_shared_bytes(p);
   if (p.shared_bytes > kSpmmMaxSharedBytes)
     throw UsageError(fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "

@@ -201,11 +201,34 @@ std::int64_t spmm_reduction_bytes(std::int64_t groups, std::int64_t rows, std::i
   return (groups - 1) * rows * n_tile * cols_per_thread * 4;
 }
 
-std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
+namespace {
+
+std::int64_t reduction_bytes_of(const SpmmPlan& p) {
   bool reduces = false;
   for (const auto& b : p.blocks) reduces = reduces || spmm_block_reduces(p, b);
-  const std::int64_t reduction =
-      reduces ? spmm_reduction_bytes(p.groups, p.rows_per_block, p.n_tile, p.cols_per_thread) : 0;
+  return reduces ? spmm_reduction_bytes(p.groups, p.rows_per_block, p.n_tile, p.cols_per_thread) : 0;
+}
+
+}  // namespace
+
+std::int64_t spmm_stage_offset(const SpmmPlan& p) { return (reduction_bytes_of(p) + 15) / 16 * 16; }
+
+std::vector<char> spmm_staged_steps(const SpmmPlan& p, const SpmmGroup& g) {
+  std::vector<char> staged(g.steps.size(), 0);
+  if (p.stage_min_entries <= 0) return staged;
+  std::int32_t taken = 0;
+  for (std::size_t i = 0; i < g.steps.size() && taken < p.stage_slots; ++i)
+    if (static_cast<std::int64_t>(g.steps[i].entries.size()) >= p.stage_min_entries) {
+      staged[i] = 1;
+      ++taken;
+    }
+  return staged;
+}
+
+std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
+  const std::int64_t reduction = reduction_bytes_of(p);
+  if (p.stage_slots > 0)
+    return spmm_stage_offset(p) + std::int64_t{p.stage_slots} * p.block_x * p.cols_per_thread * 4;
   const std::int64_t stage =
       spmm_fragment_stages(p) ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
   return reduction + stage;
@@ -291,6 +314,12 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   } else if (!p.row_order.empty()) {
     err("row_order must be empty unless the rows are clustered");
   }
+  if (p.stage_min_entries < 0 || p.stage_slots < 0 || p.stage_slots > kSpmmMaxStageSlots ||
+      (p.stage_slots > 0) != (p.stage_min_entries > 0))
+    err(fmt::format("stage_min_entries {} and stage_slots {}: both 0, or both positive with at most {} slots",
+                    p.stage_min_entries, p.stage_slots, kSpmmMaxStageSlots));
+  if (p.stage_slots > 0 && (rolled || p.half()))
+    err("staged steps need an fp32 unrolled plan");
   if (p.accumulate != "f32" && p.accumulate != pr.dtype)
     err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
   if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
@@ -375,6 +404,8 @@ json to_json(const SpmmPlan& p) {
           {"block_x", p.block_x},
           {"block_rows", p.block_rows()},
           {"shared_bytes", p.shared_bytes},
+          {"stage_min_entries", p.stage_min_entries},
+          {"stage_slots", p.stage_slots},
           {"estimated_registers", p.estimated_registers},
           {"max_registers", p.max_registers},
           {"estimated_instructions", p.estimated_instructions},
@@ -412,6 +443,8 @@ SpmmPlan plan_from_json(const json& j) {
     p.groups = j.at("groups");
     p.block_x = j.at("block_x");
     p.shared_bytes = j.at("shared_bytes");
+    p.stage_min_entries = j.value("stage_min_entries", 0);
+    p.stage_slots = j.value("stage_slots", 0);
     p.estimated_registers = j.at("estimated_registers");
     p.max_registers = j.at("max_registers");
     p.estimated_instructions = j.at("estimated_instructions");

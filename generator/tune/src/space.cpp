@@ -233,13 +233,37 @@ std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const Spmm
   return variant_of(a, c, o, dims, "/clu");
 }
 
+std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCandidate& c,
+                                               const SpmmSpaceDims& dims) {
+  std::vector<SpmmCandidate> out;
+  const SpmmPlan& p = c.plan;
+  if (p.half() || p.value_mode == SpmmValueMode::rolled || p.stage_slots > 0) return out;
+  for (const std::int32_t least : dims.stage_min_entries) {
+    if (least <= 0) continue;
+    SpmmOptions o = c.options;
+    o.rows_per_block = p.panel_rows;
+    o.n_tile = p.n_tile;
+    o.groups = p.groups;
+    o.row_split = p.row_split;
+    o.value_mode = p.value_mode;
+    o.stage_min_entries = least;
+    auto v = variant_of(a, c, o, dims, fmt::format("/st{}", least).c_str());
+    if (v && v->plan.stage_slots > 0) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
 std::string spmm_variant_base_label(const std::string& label) {
   std::string plan = label;
   for (bool more = true; more;) {
     const std::size_t slash = plan.rfind('/');
     const std::string last = slash == std::string::npos ? std::string() : plan.substr(slash + 1);
-    more = last == "c2" || last == "clu" ||
-           (last.size() > 1 && last[0] == 'r' && last.find_first_not_of("0123456789", 1) == std::string::npos);
+    const auto numbered = [&](const char* prefix) {  // prefix then one or more digits
+      const std::size_t n = std::char_traits<char>::length(prefix);
+      return last.size() > n && last.compare(0, n, prefix) == 0 &&
+             last.find_first_not_of("0123456789", n) == std::string::npos;
+    };
+    more = last == "c2" || last == "clu" || numbered("r") || numbered("st");
     if (more) plan.erase(slash);
   }
   return plan;
@@ -255,6 +279,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
                    {"emitter", to_string(c.emitter)},
                    {"max_registers", c.options.max_registers}};
   if (p.fp32_pairs()) j["cols_per_thread"] = 2;
+  if (p.stage_slots > 0) j["stage_min_entries"] = p.stage_min_entries;
   if (p.half()) {
     j["blocklets"] = blocklet_spec(p);
     j["accumulate"] = p.accumulate;
@@ -280,6 +305,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   o.groups = integer("groups");
   if (j.contains("max_registers")) o.max_registers = integer("max_registers");
   if (j.contains("cols_per_thread")) o.cols_per_thread = integer("cols_per_thread");
+  if (j.contains("stage_min_entries")) o.stage_min_entries = integer("stage_min_entries");
   o.row_split = parse_row_split(text("row_split"), "tuning options: 'row_split'");
   o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");
   if (j.contains("accumulate")) o.accumulate = text("accumulate");
@@ -296,6 +322,9 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
   for (std::size_t i = 0; i < texts.size(); ++i) d[names[i]] = texts[i];
   d["cuda_max_nnz"] = dims.cuda_max_nnz;
   d["register_headroom_of_the_winner"] = dims.register_headroom;
+  // The ASpT-style choice, taken in the last step like the register caps: plain loads (the space's
+  // plans) or the winner with its dense steps staged in shared memory.
+  d["staged_steps_of_the_winner"] = dims.stage_min_entries;
   nlohmann::json cands = nlohmann::json::array();
   for (const SpmmCandidate& c : space.candidates)
     cands.push_back({{"label", c.label}, {"default", c.is_default}, {"options", candidate_json(c)},

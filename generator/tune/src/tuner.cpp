@@ -214,7 +214,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   double round_start_best = best_us;
   bool budget_hit = false;
   bool rolled_swept = false, caps_tried = false, paired = false, clustered = false;
-  std::size_t swept = 0, capped = 0;
+  std::size_t swept = 0, capped = 0, staged = 0;
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
@@ -267,8 +267,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
           if (rolled(i) && enqueue(i)) ++swept;
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
       }
-      // Last, the winner with more registers, with two columns a thread and with clustered rows
-      // (none is a dimension of the space).
+      // Last, the winner with more registers, with two columns a thread, with clustered rows and with
+      // staged steps (none is a dimension of the space).
       if (!caps_tried && best < n) {
         caps_tried = true;
         std::vector<SpmmCandidate> last = spmm_register_variants(a, space.candidates[best], dims);
@@ -280,6 +280,10 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
         if (auto regrouped = spmm_cluster_variant(a, space.candidates[best], dims)) {
           last.push_back(std::move(*regrouped));
           clustered = true;
+        }
+        for (SpmmCandidate& v : spmm_stage_variants(a, space.candidates[best], dims)) {
+          last.push_back(std::move(v));
+          ++staged;
         }
         for (SpmmCandidate& v : last) {
           features.push_back(spmm_features(v.plan, a));
@@ -329,6 +333,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   if (capped) record.strategy += fmt::format(" + the winner at {} higher register cap{}", capped, capped > 1 ? "s" : "");
   if (paired) record.strategy += " + the winner with two columns a thread";
   if (clustered) record.strategy += " + the winner with clustered rows";
+  if (staged) record.strategy += fmt::format(" + the winner with staged steps ({})", staged);
   if (budget_hit) {
     const double spent = seconds_since(t0);
     record.strategy += spent < 0.9 * options.budget_seconds

@@ -23,7 +23,10 @@
 //                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,
 //                  one row per block row and the groups (4..16) that bring the grid to about 4096
 //                  warps (fewer where their reduction buffer would pass 48 KiB), unless the options
-//                  say otherwise.
+//                  say otherwise;
+//   staging        = none; `stage_min_entries` stages the dense steps of every group, as many as
+//                  the slots hold (at most kSpmmMaxStageSlots, and what fits the 48 KiB beside the
+//                  reduction buffer), and like clustered rows keeps an automatic value mode unrolled.
 // Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
 // (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
@@ -55,6 +58,10 @@ struct SpmmOptions {
   // (adjacent pairs, one 64-bit load of B a step); f16 / bf16 and rolled plans always take 2.
   std::int32_t cols_per_thread = 0;
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
+  // Staged steps (fp32 unrolled plans; never automatic): steps whose k holds at least this many
+  // nonzeros of the block row copy their B values to shared memory with cp.async at the start of
+  // the group (SpmmPlan::stage_min_entries); 0: none.
+  std::int32_t stage_min_entries = 0;
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;
   std::optional<SpmmRowSplit> row_split;           // empty: automatic (equal or balanced, plan_spmm's rule)

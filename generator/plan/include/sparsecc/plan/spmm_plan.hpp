@@ -33,6 +33,16 @@
 // them from the `fragments` array (16 * fragment_k / 2 words of packed pairs each, in lane order: one
 // 8- or 16-byte load per lane), whatever the value mode of the unrolled path.
 //
+// Staged steps (ASpT-style dense column segments, fp32 unrolled plans only): a step whose k holds at
+// least stage_min_entries nonzeros of its block row is "dense"; the first stage_slots dense steps of
+// each group are staged. At the start of its group a thread copies its own B[k][col] of every staged
+// step into its slot of shared memory with cp.async (in commits of kSpmmStageChunk steps, so they
+// are all in flight at once, holding no registers), then runs its steps in order as before: a
+// staged step waits for its commit and reads the slot instead of loading B. The arithmetic, and so
+// every result bit, is the unstaged plan's. Slot j of thread x (threadIdx.x) is the cols_per_thread
+// floats at spmm_stage_offset + (j * block_x + x) * 4 * cols_per_thread bytes: consecutive threads,
+// consecutive words (no bank conflicts), and no thread reads another's slot (no barrier).
+//
 // Rolled plans (value mode `rolled`, fp32 only): the same block rows, groups and steps, but the kernel
 // is a loop over a step table instead of straight-line code, so its size does not grow with A (an
 // unrolled kernel of 100k+ nonzeros is megabytes of code that every SM fetches while it runs; at small
@@ -120,7 +130,9 @@ struct SpmmPlan {
   std::int32_t n_tile = 0;                 // T: threads per group, cols_per_thread output columns each
   std::int32_t groups = 1;                 // Gy: thread groups splitting K
   std::int32_t block_x = 0;                // groups * n_tile
-  std::int64_t shared_bytes = 0;           // (groups - 1) * rows_per_block * n_tile * 4
+  std::int64_t shared_bytes = 0;           // spmm_shared_bytes: group reduction (+ stage slots)
+  std::int32_t stage_min_entries = 0;      // staged steps (above): entries a step needs; 0: none
+  std::int32_t stage_slots = 0;            // staged steps a group may hold (0 with stage_min_entries 0)
   std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
   // Clustered plans (fp32 unrolled only): block rows cover positions 0..M, and position p computes row
   // row_order[p] of A and C (a permutation of 0..M; entries' value indices are A's own). Empty for
@@ -161,6 +173,10 @@ inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
+// Staged plans: the most slots a thread may hold, and staged steps a cp.async commit (the kernel
+// waits for the commits in order with cp.async.wait_group, whose count the chunking keeps below 8).
+inline constexpr std::int32_t kSpmmMaxStageSlots = 64;
+inline constexpr std::int32_t kSpmmStageChunk = 8;
 // Fragment plans: rows of a block row (the mma M), and the fp32 row pitch of a warp's 16 x 64 stage in
 // shared memory (64 columns and 8 of padding against bank conflicts).
 inline constexpr std::int32_t kSpmmFragmentRows = 16;
@@ -176,13 +192,19 @@ inline std::int64_t spmm_row(const SpmmPlan& plan, std::int64_t position) {
 // the g-th of `groups` equal contiguous shares (sizes differ by one at most, larger shares last).
 std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g);
 
+// Staged plans: which steps of `g` are staged (one flag a step; all 0 without staging), and the byte
+// offset of the stage slots in the block's shared memory (after the group reduction, 16-aligned).
+std::vector<char> spmm_staged_steps(const SpmmPlan& plan, const SpmmGroup& g);
+std::int64_t spmm_stage_offset(const SpmmPlan& plan);
+
 // Whether block row `b` hands partial sums from groups 1.. to group 0. Always for fp32 plans; half
 // plans skip the hand-over (and the interpreter the addition) where those groups have no steps.
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b);
 
 // Shared memory of a plan: the group reduction ((groups - 1) * rows_per_block * n_tile threads *
 // cols_per_thread floats, when some block row reduces), then, where spmm_fragment_stages, one 16 x
-// kSpmmFragmentStagePitch float stage per warp.
+// kSpmmFragmentStagePitch float stage per warp, or with staged steps their slots (stage_slots *
+// block_x * cols_per_thread floats at spmm_stage_offset).
 std::int64_t spmm_shared_bytes(const SpmmPlan& plan);
 
 // The group reduction's buffer alone: (groups - 1) slabs of rows x n_tile threads x cols_per_thread

@@ -58,6 +58,9 @@ struct SpmmSpaceDims {
   // (spmm_cluster_variant), in the same last step.
   bool try_column_pairs = true;
   bool try_clustered_rows = true;
+  // And with staged steps (spmm_stage_variants): one candidate for each of these least entries of a
+  // staged step (the ASpT-style choice: dense column segments through shared memory, or plain loads).
+  std::vector<std::int32_t> stage_min_entries{1, 2};
 };
 
 // One point of the space.
@@ -119,9 +122,17 @@ std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCan
 std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims);
 
+// The winner `c` with staged steps (SpmmOptions::stage_min_entries, SpmmPlan: B of the steps with at
+// least that many nonzeros copied to shared memory with cp.async at the start of each group), one
+// candidate for each of dims.stage_min_entries that stages something: unrolled fp32 plans only (the
+// same tiling, split, value mode and register cap). Measured on an H100 (SparseRT suite, batch 1, the
+// automatic plans' tilings) it ranges from 0.81x to 1.08x a problem, so it is a tuning choice. Label:
+// c's + "/st{N}".
+std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCandidate& c, const SpmmSpaceDims& dims);
+
 // The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant,
-// spmm_cluster_variant) times again: `label` without their suffixes (/r{cap}, /c2, /clu); a plan's
-// own label is returned as is.
+// spmm_cluster_variant, spmm_stage_variants) times again: `label` without their suffixes (/r{cap},
+// /c2, /clu, /st{N}); a plan's own label is returned as is.
 std::string spmm_variant_base_label(const std::string& label);
 
 // Candidates differing from `c` in one dimension by one step (the next or previous value of one
