@@ -74,6 +74,10 @@ expect 0 '"row_split":"clustered"' -- compile "$tmp/small.mtx" --n 5 --clustered
 expect 0 "max relative error .* ok" -- verify "$tmp/clu.sccb" --cpu
 expect 2 "exclude each other"      -- compile "$tmp/small.mtx" --n 5 --clustered-rows --balanced -o "$tmp/x.sccb"
 expect 2 "clustered rows need an fp32 plan" -- compile "$tmp/small.mtx" --n 5 --clustered-rows --dtype f16 -o "$tmp/x.sccb"
+expect 0 '"stage_min_entries":1'   -- compile "$tmp/small.mtx" --n 5 --stage-dense 1 --plan-json -o "$tmp/st.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/st.sccb" --cpu
+expect 2 "staged steps need an fp32 unrolled plan" -- compile "$tmp/small.mtx" --n 5 --stage-dense 1 --values rolled -o "$tmp/x.sccb"
+expect 2 "stage-dense"             -- compile "$tmp/small.mtx" --n 5 --stage-dense -1 -o "$tmp/x.sccb"
 head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"
