@@ -315,8 +315,7 @@ class PtxWriter {
       if (p_.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
       std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
       const std::vector<char> staged = spmm_staged_steps(p_, group);
-      const auto commits = static_cast<std::int64_t>(
-          (std::count(staged.begin(), staged.end(), 1) + kSpmmStageChunk - 1) / kSpmmStageChunk);
+      const std::int64_t commits = spmm_stage_commits(staged);
       stage_copies(o, group, staged);
       std::int64_t prev_k = -1, slot = 0;
       for (std::size_t si = 0; si < group.steps.size(); ++si) {
@@ -324,7 +323,8 @@ class PtxWriter {
         const std::size_t xs = x++;
         if (staged[si]) {
           // The first step of a commit waits for it (and the commits before it).
-          if (slot % kSpmmStageChunk == 0) put(o, "  cp.async.wait_group {};\n", commits - 1 - slot / kSpmmStageChunk);
+          if (const std::int64_t wait = spmm_stage_wait(slot, commits); wait >= 0)
+            put(o, "  cp.async.wait_group {};\n", wait);
           if (pairs_)
             put(o, "  ld.shared.v2.f32 {{%x{0}, %z{0}}}, [%stg+{1}];\n", xs, slot_offset(slot));
           else

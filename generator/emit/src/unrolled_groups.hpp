@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -53,15 +52,14 @@ std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::i
     if (group.steps.empty()) continue;
     if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
     const std::vector<char> staged = spmm_staged_steps(p, group);
-    const auto commits = (static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1)) + kSpmmStageChunk - 1) /
-                         kSpmmStageChunk;
+    const std::int64_t commits = spmm_stage_commits(staged);
     if (commits > 0) s += copies(group, staged);
     std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
     std::int64_t slot = 0;
     for (std::size_t si = 0; si < group.steps.size(); ++si) {
       const SpmmStep& step = group.steps[si];
       if (staged[si]) {
-        s += staged_load(slot, slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1);
+        s += staged_load(slot, spmm_stage_wait(slot, commits));
         ++slot;
       } else {
         s += load(step.k);

@@ -225,6 +225,15 @@ std::vector<char> spmm_staged_steps(const SpmmPlan& p, const SpmmGroup& g) {
   return staged;
 }
 
+std::int64_t spmm_stage_commits(const std::vector<char>& staged) {
+  const auto n = static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1));
+  return (n + kSpmmStageChunk - 1) / kSpmmStageChunk;
+}
+
+std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
+  return slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1;
+}
+
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
   const std::int64_t reduction = reduction_bytes_of(p);
   if (p.stage_slots > 0)
