@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -97,6 +98,7 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
       // the shared address of slot 0 less the offset), then each read waits for its commit.
       [&](const SpmmGroup& g, const std::vector<char>& staged) {
         std::string c;
+        const auto copies = static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1));
         std::int64_t j = 0;
         for (std::size_t si = 0; si < g.steps.size(); ++si) {
           if (!staged[si]) continue;
@@ -104,9 +106,9 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
               "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], {};\" :: \"r\"(stage + {}u), \"l\"(b + {} * ld) "
               ": \"memory\");\n",
               4 * p.cols_per_thread, stage_offset + j * slot_bytes, g.steps[si].k);
-          if (++j % kSpmmStageChunk == 0) c += commit;
+          if (spmm_stage_commit_after(j++, copies)) c += commit;
         }
-        return j % kSpmmStageChunk != 0 ? c + commit : c;
+        return c;
       },
       [&](std::int64_t slot, std::int64_t wait) {
         std::string c;

@@ -239,6 +239,7 @@ class PtxWriter {
   // The cp.async copies of a group's staged steps into its slots, kSpmmStageChunk steps a commit.
   void stage_copies(Out& o, const SpmmGroup& group, const std::vector<char>& staged) {
     const int bytes = 4 * p_.cols_per_thread;
+    const auto copies = static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1));
     std::int64_t j = 0;
     for (std::size_t si = 0; si < group.steps.size(); ++si) {
       if (!staged[si]) continue;
@@ -250,9 +251,8 @@ class PtxWriter {
         addr = "[%q]";
       }
       put(o, "  cp.async.ca.shared.global [%stg+{}], {}, {};\n", slot_offset(j), addr, bytes);
-      if (++j % kSpmmStageChunk == 0) put(o, "  cp.async.commit_group;\n");
+      if (spmm_stage_commit_after(j++, copies)) put(o, "  cp.async.commit_group;\n");
     }
-    if (j % kSpmmStageChunk != 0) put(o, "  cp.async.commit_group;\n");
   }
 
   // Address of B[k][col] or C[row][col] from the base `base` (fixed N: an immediate offset when it

@@ -230,6 +230,10 @@ std::int64_t spmm_stage_commits(const std::vector<char>& staged) {
   return (n + kSpmmStageChunk - 1) / kSpmmStageChunk;
 }
 
+bool spmm_stage_commit_after(std::int64_t copy, std::int64_t copies) {
+  return (copy + 1) % kSpmmStageChunk == 0 || copy + 1 == copies;
+}
+
 std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
   return slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1;
 }

@@ -90,6 +90,18 @@ std::optional<SpmmCandidate> variant_of(const CsrMatrix& a, const SpmmCandidate&
   return v;
 }
 
+// c's options with its plan's tiling, split and value mode made explicit (the panel rows, not a
+// balanced split's tallest block row), so that a variant changes only what it sets.
+SpmmOptions pinned_options(const SpmmCandidate& c) {
+  SpmmOptions o = c.options;
+  o.rows_per_block = c.plan.panel_rows;
+  o.n_tile = c.plan.n_tile;
+  o.groups = c.plan.groups;
+  o.row_split = c.plan.row_split;
+  o.value_mode = c.plan.value_mode;
+  return o;
+}
+
 }  // namespace
 
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
@@ -224,11 +236,7 @@ std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const Spmm
   const SpmmPlan& p = c.plan;
   if (!dims.try_clustered_rows || p.half() || p.value_mode == SpmmValueMode::rolled || p.cols_per_thread != 1)
     return std::nullopt;
-  SpmmOptions o = c.options;
-  o.rows_per_block = p.panel_rows;
-  o.n_tile = p.n_tile;
-  o.groups = p.groups;
-  o.value_mode = p.value_mode;
+  SpmmOptions o = pinned_options(c);
   o.row_split = SpmmRowSplit::clustered;
   return variant_of(a, c, o, dims, "/clu");
 }
@@ -240,12 +248,7 @@ std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCan
   if (p.half() || p.value_mode == SpmmValueMode::rolled || p.stage_slots > 0) return out;
   for (const std::int32_t least : dims.stage_min_entries) {
     if (least <= 0) continue;
-    SpmmOptions o = c.options;
-    o.rows_per_block = p.panel_rows;
-    o.n_tile = p.n_tile;
-    o.groups = p.groups;
-    o.row_split = p.row_split;
-    o.value_mode = p.value_mode;
+    SpmmOptions o = pinned_options(c);
     o.stage_min_entries = least;
     auto v = variant_of(a, c, o, dims, fmt::format("/st{}", least).c_str());
     if (v && v->plan.stage_slots > 0) out.push_back(std::move(*v));

@@ -196,10 +196,12 @@ std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, 
 // offset of the stage slots in the block's shared memory (after the group reduction, 16-aligned).
 std::vector<char> spmm_staged_steps(const SpmmPlan& plan, const SpmmGroup& g);
 std::int64_t spmm_stage_offset(const SpmmPlan& plan);
-// The cp.async commits of a group whose staged steps `staged` flags (kSpmmStageChunk a commit), and
+// The cp.async commits of a group whose staged steps `staged` flags (kSpmmStageChunk a commit);
+// whether a commit follows the copy-th of its `copies` copies (the last of a chunk, or of all); and
 // what its slot-th staged step waits for: the commits still allowed in flight (cp.async.wait_group)
 // at the first step of a commit, else -1 (no wait).
 std::int64_t spmm_stage_commits(const std::vector<char>& staged);
+bool spmm_stage_commit_after(std::int64_t copy, std::int64_t copies);
 std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits);
 
 // Whether block row `b` hands partial sums from groups 1.. to group 0. Always for fp32 plans; half
