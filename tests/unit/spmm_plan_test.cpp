@@ -97,19 +97,40 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   EXPECT_EQ(plan_spmm(large, problem_for(large, 196)).n_tile, 128);
   EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
 
-  // Above kLargeNnz, a wide tile whose grid is one wave more than half full: the 2048 x 512
-  // Transformer layer at N = 256 takes 128 blocks of 256 columns x 2 groups (512 threads) instead of
-  // 256 blocks of 128 x 2; the 512 x 2048 one (64 block rows of 8) keeps its one-wave T128/G4.
+  // Tall block rows: 32 rows where nnz x N reaches 10M multiply-adds and the 32-row grid keeps 100
+  // blocks. The 2048 x 512 Transformer layer at N = 256 (27M) takes 64 block rows of 32 x 2 tiles of
+  // 128 columns x 4 groups (one wave of 512-thread blocks); the 512 x 2048 one would have only 32
+  // blocks, so it keeps 8 rows and its one-wave T128/G4. The light 64 x 256 layer above (5M at N =
+  // 3136) keeps 16 rows, and takes 32 at N = 50176 (2 block rows x 784 tiles).
   const CsrMatrix ffn1 = random_csr(2048, 512, 0.1, 5);
-  const SpmmPlan one_wave = plan_spmm(ffn1, problem_for(ffn1, 256));
-  EXPECT_EQ(one_wave.rows_per_block, 16);
-  EXPECT_EQ(one_wave.n_tile, 256);
-  EXPECT_EQ(one_wave.groups, 2);
-  EXPECT_EQ(one_wave.column_tiles(256) * one_wave.block_rows(), 128);
+  const SpmmPlan tall_ffn = plan_spmm(ffn1, problem_for(ffn1, 256));
+  EXPECT_EQ(tall_ffn.rows_per_block, 32);
+  EXPECT_EQ(tall_ffn.n_tile, 128);
+  EXPECT_EQ(tall_ffn.groups, 4);
+  EXPECT_EQ(tall_ffn.column_tiles(256) * tall_ffn.block_rows(), 128);
   const CsrMatrix ffn2 = random_csr(512, 2048, 0.1, 5);
   const SpmmPlan kept_g4 = plan_spmm(ffn2, problem_for(ffn2, 256));
+  EXPECT_EQ(kept_g4.rows_per_block, 8);
   EXPECT_EQ(kept_g4.n_tile, 128);
   EXPECT_EQ(kept_g4.groups, 4);
+  const SpmmPlan batch16 = plan_spmm(a, problem_for(a, 50176));
+  EXPECT_EQ(batch16.rows_per_block, 32);
+  EXPECT_EQ(batch16.block_rows(), 2);
+  SpmmOptions sixteen;
+  sixteen.rows_per_block = 16;  // asked-for rows are honored
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), sixteen).rows_per_block, 16);
+  SpmmOptions pairs;
+  pairs.cols_per_thread = 2;  // two columns a thread double the accumulators: 16 rows
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), pairs).rows_per_block, 16);
+  // Above kLargeNnz, below the tall work, a wide tile whose grid is one wave more than half full:
+  // 2048 x 512 with ~47k nonzeros at N = 200 (9.4M) takes 128 blocks of 224 columns x 2 groups (448
+  // threads) instead of 256 blocks of 128 x 2.
+  const CsrMatrix ffn_light = random_csr(2048, 512, 0.045, 5);
+  const SpmmPlan one_wave = plan_spmm(ffn_light, problem_for(ffn_light, 200));
+  EXPECT_EQ(one_wave.rows_per_block, 16);
+  EXPECT_EQ(one_wave.n_tile, 224);
+  EXPECT_EQ(one_wave.groups, 2);
+  EXPECT_EQ(one_wave.column_tiles(200) * one_wave.block_rows(), 128);
   const CsrMatrix small_ffn = random_csr(2048, 512, 0.03, 5);  // ~31k nonzeros: not large
   EXPECT_EQ(plan_spmm(small_ffn, problem_for(small_ffn, 256)).n_tile, 128);
 

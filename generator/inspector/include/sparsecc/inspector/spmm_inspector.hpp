@@ -1,7 +1,8 @@
 // The SpMM inspector: reads a fixed sparse A and a problem shape and builds the executor plan
 // (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule:
 //   rows_per_block Ny = the most of 16, 8, 4, 2, 1 that still gives a grid of 100 blocks, capped at
-//                  M (1 for rolled plans);
+//                  M (1 for rolled plans); 32 for fp32 unrolled plans of one column a thread with
+//                  nnz x N of 10M or more whose 32-row grid still has 100 blocks;
 //   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
 //                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
 //                  taller block rows that still hold 256 nonzeros;
