@@ -418,6 +418,34 @@ TEST(SpmmGpu, StagedStepsOnRealLayers) {
   build_and_run(ctx, checked);
 }
 
+// Tall block rows (32 rows, the automatic plan of heavy kernels) on real layers at the SparseRT
+// suite's batch-16 widths: equal panels, a balanced split of up to 64 rows, and a 105k-nonzero
+// Transformer layer at N = 4096 (PTX only: NVRTC takes minutes on it).
+TEST(SpmmGpu, TallBlockRowsAtBatch16) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(dlmc, "dlmc");
+  rt::Context ctx(0);
+  const std::pair<const char*, std::int64_t> layers[] = {
+      {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1", 50176},
+      {"rn50/magnitude_pruning/0.9/bottleneck_3_block_group1_1_1", 50176},
+      {"rn50/magnitude_pruning/0.95/bottleneck_3_block_group3_1_1", 3136},
+      {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_ffn_conv1_fully_connected", 4096}};
+  std::vector<SpmmCase> cases;
+  for (const auto& [layer, n] : layers) {
+    LoadOptions lo;
+    lo.seed = 1;
+    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    SpmmCase c = make_case(std::string("tall/") + layer, std::move(a), n, SpmmNMode::fixed, true, true);
+    const SpmmPlan p = plan_spmm(c.a, c.problem);
+    EXPECT_EQ(p.panel_rows, 32) << layer;
+    EXPECT_GE(p.rows_per_block, 32) << layer;
+    cases.push_back(std::move(c));
+  }
+  std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 3});
+  checked.push_back(cases.back());
+  build_and_run(ctx, checked);
+}
+
 // write_bundle -> SpmmExecutor::load_file gives the same C, bit for bit, as the in-memory bundle.
 TEST(SpmmGpu, BundleFileRoundTrip) {
   SPARSECC_GPU_OR_SKIP();
