@@ -96,10 +96,11 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    Such kernels stream B from L2 (each block row reads every column of B its rows touch, and at
 //    90 % sparsity 16 rows touch 81 % of K, 32 rows 97 %: the same row of B serves twice the rows),
 //    so halving the block rows cuts the L2 traffic by 40 %. Measured on an H100 against the 16-row
-//    rule in the same run (SparseRT suite): at batch 16 (90 %), all 20 problems faster, 1.02-1.52x,
-//    1.23x in geometric mean (p09 and p10, 105k nonzeros at N = 4096, 116 -> 84 and 114 -> 83 us);
-//    at batch 1 the 2048x512 Transformer layer at N = 256 10.17 -> 7.45 us (90 %) and 6.06 -> 5.70
-//    (95 %). Light kernels lose (they are bound by a launch and a round trip to L2, and 32 rows double
+//    rule in the same run (SparseRT suite): at batch 16, 90 %, all 20 problems faster, 1.02-1.52x,
+//    1.22x in geometric mean (p09 and p10, 105k nonzeros at N = 4096, 116 -> 84 and 114 -> 83 us);
+//    at 95 % 1.09x (17 faster, up to 1.34x; p19 0.83x: its 32-row grid keeps four groups of 128
+//    columns where 16 rows took the wide T256/G2); at batch 1 the 2048x512 Transformer layer at
+//    N = 256 10.17 -> 7.45 us (90 %) and 6.06 -> 5.70 (95 %). Light kernels lose (they are bound by a launch and a round trip to L2, and 32 rows double
 //    each thread's chain: the batch-1 problems of up to 30k nonzeros 0.85x in geometric mean), and so
 //    do grids below kGridTarget (the 512x2048 Transformer layer at N = 256, 32 blocks: 10.98 ->
 //    16.27 us); 64 rows (104 registers) lost on all five problems tried at batch 16 (0.73-0.94x).
