@@ -419,8 +419,9 @@ TEST(SpmmGpu, StagedStepsOnRealLayers) {
 }
 
 // Tall block rows (32 rows, the automatic plan of heavy kernels) on real layers at the SparseRT
-// suite's batch-16 widths: equal panels, a balanced split of up to 64 rows, and a 105k-nonzero
-// Transformer layer at N = 4096 (PTX only: NVRTC takes minutes on it).
+// suite's batch-16 widths, with the rows the automatic plan clusters where that cuts the B loads by
+// 10 % (here all but the first layer), and a 105k-nonzero Transformer layer at N = 4096 (PTX only:
+// NVRTC takes minutes on it).
 TEST(SpmmGpu, TallBlockRowsAtBatch16) {
   SPARSECC_GPU_OR_SKIP();
   SPARSECC_DATA_OR_SKIP(dlmc, "dlmc");
@@ -438,7 +439,7 @@ TEST(SpmmGpu, TallBlockRowsAtBatch16) {
     SpmmCase c = make_case(std::string("tall/") + layer, std::move(a), n, SpmmNMode::fixed, true, true);
     const SpmmPlan p = plan_spmm(c.a, c.problem);
     EXPECT_EQ(p.panel_rows, 32) << layer;
-    EXPECT_GE(p.rows_per_block, 32) << layer;
+    EXPECT_EQ(p.row_split == SpmmRowSplit::clustered, cases.size() > 0) << layer;
     cases.push_back(std::move(c));
   }
   std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 3});

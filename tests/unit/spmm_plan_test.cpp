@@ -180,7 +180,8 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   SpmmOptions equal;
   equal.row_split = SpmmRowSplit::equal;
   EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 256), equal).row_split, SpmmRowSplit::equal);
-  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 4096)).row_split, SpmmRowSplit::equal);  // batch-16 widths
+  // Batch-16 widths are not balanced (there the tall plan clusters these rows instead).
+  EXPECT_NE(plan_spmm(skewed, problem_for(skewed, 4096)).row_split, SpmmRowSplit::balanced);
   const CsrMatrix even = uneven_csr(512, 512, 40, 40);
   EXPECT_EQ(plan_spmm(even, problem_for(even, 256)).row_split, SpmmRowSplit::equal);
   // Block rows of fewer than 4 rows (96 rows at N = 49 take one row each) and rolled plans stay equal.
@@ -202,6 +203,60 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   EXPECT_LE(t.shared_bytes, kSpmmMaxSharedBytes);
   EXPECT_TRUE(check_plan(t, skewed).empty());
   EXPECT_NEAR(interp_error(t, skewed, 256, 8), 0.0, kTolerance);
+}
+
+// Even rows take their columns from the first half of K, odd rows from the second: equal panels of
+// consecutive rows touch both halves, clustered panels one.
+CsrMatrix interleaved_csr(std::int64_t m, std::int64_t k, std::int64_t per_row) {
+  CsrMatrix a;
+  a.rows = m;
+  a.cols = k;
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t base = r % 2 ? k / 2 : 0;
+    for (std::int64_t j = 0; j < per_row; ++j) {
+      a.col_idx.push_back(static_cast<std::int32_t>(base + (j * 7 + r * 3) % (k / 2)));
+      a.values.push_back(0.25 + 0.01 * static_cast<double>((r + j) % 23));
+    }
+    std::sort(a.col_idx.end() - per_row, a.col_idx.end());
+    a.col_idx.erase(std::unique(a.col_idx.end() - per_row, a.col_idx.end()), a.col_idx.end());
+    a.values.resize(a.col_idx.size());
+    a.row_ptr.push_back(a.nnz());
+  }
+  return a;
+}
+
+// The automatic clustered rows: tall plans at N above 1024 cluster their rows where the clustered
+// panels load at most 90 % of the equal panels' rows of B; not at N <= 1024, not where clustering
+// saves little, not when the split is asked for.
+TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
+  const CsrMatrix a = interleaved_csr(512, 512, 40);
+  const SpmmPlan p = plan_spmm(a, problem_for(a, 4096));
+  EXPECT_EQ(p.panel_rows, 32);
+  ASSERT_EQ(p.row_split, SpmmRowSplit::clustered);
+  EXPECT_EQ(static_cast<std::int64_t>(p.row_order.size()), a.rows);
+  EXPECT_TRUE(check_plan(p, a).empty());
+  EXPECT_EQ(spmm_plan_nnz(p), a.nnz());
+  EXPECT_NEAR(interp_error(p, a, 4096, 21), 0.0, kTolerance);
+  SpmmOptions equal;
+  equal.row_split = SpmmRowSplit::equal;
+  const SpmmPlan e = plan_spmm(a, problem_for(a, 4096), equal);
+  EXPECT_EQ(e.row_split, SpmmRowSplit::equal);
+  EXPECT_LE(static_cast<double>(spmm_plan_loads(p)), 0.9 * static_cast<double>(spmm_plan_loads(e)));
+  // N = 1024: still tall (20k nonzeros x 1024), one column tile too few for the rule.
+  const SpmmPlan narrow = plan_spmm(a, problem_for(a, 1024));
+  EXPECT_EQ(narrow.panel_rows, 32);
+  EXPECT_NE(narrow.row_split, SpmmRowSplit::clustered);
+  EXPECT_TRUE(narrow.row_order.empty());
+  // Uniform random rows: 32-row panels touch nearly every column either way.
+  const CsrMatrix uniform = random_csr(512, 512, 0.1, 9);
+  const SpmmPlan u = plan_spmm(uniform, problem_for(uniform, 4096));
+  EXPECT_EQ(u.panel_rows, 32);
+  EXPECT_EQ(u.row_split, SpmmRowSplit::equal);
+  // Light kernels (16-row plans) are not clustered either.
+  const CsrMatrix light = interleaved_csr(64, 512, 8);
+  const SpmmPlan l = plan_spmm(light, problem_for(light, 4096));
+  EXPECT_LT(l.panel_rows, 32);
+  EXPECT_NE(l.row_split, SpmmRowSplit::clustered);
 }
 
 // Any combination of plan options either plans (a plan that passes check_plan and, in fp32,

@@ -104,6 +104,16 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    each thread's chain: the batch-1 problems of up to 30k nonzeros 0.85x in geometric mean), and so
 //    do grids below kGridTarget (the 512x2048 Transformer layer at N = 256, 32 blocks: 10.98 ->
 //    16.27 us); 64 rows (104 registers) lost on all five problems tried at batch 16 (0.73-0.94x).
+//  - clustered rows: tall plans at N > kClusterMinColumns (many column tiles: every tile reads its
+//    block row's rows of B again) take clustered rows (row_clusters.hpp) where the clustered panels
+//    load at most kClusterLoads of the equal panels' rows of B. Measured on an H100 with 32 rows at
+//    batch 16 (SparseRT suite, every plan clustered against the tall plans above, two device calls):
+//    1.045x (90 %) and 1.09x (95 %) in geometric mean over all 20 problems, but the losses (p07 0.86x,
+//    p17 0.90x, p05 and p10 0.96x at 90 %; p10 0.91x, p11 0.90x at 95 %) are mostly where clustering
+//    saves few loads (p07 4 %, p10 4-7 %, p11 2-5 %, p05 7 %). The problems the rule keeps (11 at
+//    90 %, 13 at 95 %) ran 1.078x and 1.135x faster in geometric mean (p15 1.23x and 1.31x; p17 at
+//    90 %, 28 % fewer loads, the one loss of more than 3 %, 0.90x). At batch 1 (16 rows, kernels bound
+//    by latency) clustering followed no rule (0.95x and 0.98x over the suite), hence the N condition.
 //  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1; matrices above kLargeNnz
 //    keep blocks to 256 threads (their long unrolled bodies need registers), or 512 where the grid
 //    is one wave (at most kOneWaveBlocks blocks, so an SM holds one block and would run only 8 warps):
@@ -138,6 +148,8 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 constexpr std::int64_t kGridTarget = 100;
 constexpr std::int64_t kTallRows = 32;
 constexpr std::int64_t kTallWork = 10'000'000;
+constexpr std::int64_t kClusterMinColumns = 1024;
+constexpr double kClusterLoads = 0.9;
 constexpr std::int32_t kNarrowTile = 64;
 constexpr std::int64_t kGroupNnz = 256;
 constexpr std::int64_t kLargeNnz = 40000;
@@ -161,6 +173,24 @@ double equal_panel_imbalance(const CsrMatrix& a, std::int64_t ny) {
 std::int32_t auto_n_tile(std::int64_t n) {
   if (n > 1024) return 64;
   return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
+}
+
+// The distinct (panel, column) pairs of A's rows in `order` (empty: A's own order) cut into panels of
+// `ny` rows: the rows of B that the block rows of an unrolled plan load.
+std::int64_t panel_columns(const CsrMatrix& a, const std::vector<std::int64_t>& order, std::int64_t ny) {
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(a.cols), -1);
+  std::int64_t pairs = 0;
+  for (std::int64_t pos = 0; pos < a.rows; ++pos) {
+    const std::int64_t r = order.empty() ? pos : order[static_cast<std::size_t>(pos)];
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      auto& s = seen[static_cast<std::size_t>(a.col_idx[i])];
+      if (s != pos / ny) {
+        s = pos / ny;
+        ++pairs;
+      }
+    }
+  }
+  return pairs;
 }
 
 // Whether the automatic tiling takes kTallRows rows a block row (see the rule above).
@@ -360,7 +390,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
   if (rolled && p.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
-  const bool clustered = p.row_split == SpmmRowSplit::clustered;
+  bool clustered = p.row_split == SpmmRowSplit::clustered;
   if (clustered && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
   p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
@@ -428,16 +458,25 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
                                  blocks, ny, kSpmmMaxBlockRows));
   // Clustered rows: the block rows are equal panels of A's rows regrouped by cluster_rows, planned as
   // the regrouped matrix; its nonzeros' indices are mapped back to A's below.
+  // Tall plans over many column tiles cluster their rows where that cuts the B loads enough (see the
+  // rule above).
   CsrMatrix regrouped;
   std::vector<std::int64_t> source_index;
-  if (clustered) {
-    p.row_order = cluster_rows(a, ny);
-    regrouped = permute_rows(a, p.row_order, &source_index);
+  if (clustered) p.row_order = cluster_rows(a, ny);
+  if (tall && !options.row_split && problem.n > kClusterMinColumns) {
+    std::vector<std::int64_t> order = cluster_rows(a, ny);
+    if (static_cast<double>(panel_columns(a, order, ny)) <=
+        kClusterLoads * static_cast<double>(panel_columns(a, {}, ny))) {
+      clustered = true;
+      p.row_split = SpmmRowSplit::clustered;
+      p.row_order = std::move(order);
+    }
   }
+  if (clustered) regrouped = permute_rows(a, p.row_order, &source_index);
   const CsrMatrix& rows = clustered ? regrouped : a;
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
   // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
-  if (!options.row_split && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
+  if (!options.row_split && !clustered && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
       problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
     p.row_split = SpmmRowSplit::balanced;
   const std::int64_t cap =
