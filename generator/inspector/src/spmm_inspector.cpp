@@ -100,10 +100,11 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    1.22x in geometric mean (p09 and p10, 105k nonzeros at N = 4096, 116 -> 84 and 114 -> 83 us);
 //    at 95 % 1.09x (17 faster, up to 1.34x; p19 0.83x: its 32-row grid keeps four groups of 128
 //    columns where 16 rows took the wide T256/G2); at batch 1 the 2048x512 Transformer layer at
-//    N = 256 10.17 -> 7.45 us (90 %) and 6.06 -> 5.70 (95 %). Light kernels lose (they are bound by a launch and a round trip to L2, and 32 rows double
-//    each thread's chain: the batch-1 problems of up to 30k nonzeros 0.85x in geometric mean), and so
-//    do grids below kGridTarget (the 512x2048 Transformer layer at N = 256, 32 blocks: 10.98 ->
-//    16.27 us); 64 rows (104 registers) lost on all five problems tried at batch 16 (0.73-0.94x).
+//    N = 256 10.17 -> 7.45 us (90 %) and 6.06 -> 5.70 (95 %). Light kernels lose (they are bound by
+//    a launch and a round trip to L2, and 32 rows double each thread's chain: the batch-1 problems of
+//    up to 30k nonzeros 0.85x in geometric mean), and so do grids below kGridTarget (the 512x2048
+//    Transformer layer at N = 256, 32 blocks: 10.98 -> 16.27 us); 64 rows (104 registers) lost on all
+//    five problems tried at batch 16 (0.73-0.94x).
 //  - clustered rows: tall plans at N > kClusterMinColumns (many column tiles: every tile reads its
 //    block row's rows of B again) take clustered rows (row_clusters.hpp) where the clustered panels
 //    load at most kClusterLoads of the equal panels' rows of B. Measured on an H100 with 32 rows at
@@ -434,8 +435,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
              : p.fragment_k && problem.n > kFragmentOneWarpColumns ? 32
                                                                    : auto_n_tile(thread_columns);
   if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
-  const bool tall = !options.rows_per_block && !p.fragment_k && !p.half() && !rolled && p.cols_per_thread == 1 &&
-                    auto_tall(a, problem.n, ceil_div(thread_columns, p.n_tile));
+  const bool tall = !options.rows_per_block && !p.fragment_k && !p.half() && !rolled &&
+                    p.cols_per_thread == 1 && auto_tall(a, problem.n, ceil_div(thread_columns, p.n_tile));
   if (!tall && !options.n_tile && !options.rows_per_block && !p.fragment_k && !p.half() && !rolled &&
       p.n_tile > kNarrowTile && a.nnz() <= kLargeNnz) {
     const std::int64_t narrow_rows = auto_rows_per_block(a.rows, ceil_div(thread_columns, kNarrowTile));

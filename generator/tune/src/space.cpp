@@ -234,8 +234,9 @@ std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCan
 std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims) {
   const SpmmPlan& p = c.plan;
-  if (!dims.try_clustered_rows || p.half() || p.value_mode == SpmmValueMode::rolled || p.cols_per_thread != 1 ||
-      p.row_split == SpmmRowSplit::clustered)  // already clustered (asked for, or the automatic plan's)
+  // Not for a plan already clustered (asked for, or the automatic plan's).
+  if (!dims.try_clustered_rows || p.half() || p.value_mode == SpmmValueMode::rolled ||
+      p.cols_per_thread != 1 || p.row_split == SpmmRowSplit::clustered)
     return std::nullopt;
   SpmmOptions o = pinned_options(c);
   o.row_split = SpmmRowSplit::clustered;

@@ -2,7 +2,9 @@
 // (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule:
 //   rows_per_block Ny = the most of 16, 8, 4, 2, 1 that still gives a grid of 100 blocks, capped at
 //                  M (1 for rolled plans); 32 for fp32 unrolled plans of one column a thread with
-//                  nnz x N of 10M or more whose 32-row grid still has 100 blocks;
+//                  nnz x N of 10M or more whose 32-row grid still has 100 blocks (tall plans), whose
+//                  rows are clustered (row_clusters.hpp) at N > 1024 where the clustered panels load
+//                  at most 90 % of the equal panels' rows of B;
 //   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
 //                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
 //                  taller block rows that still hold 256 nonzeros;
@@ -65,7 +67,7 @@ struct SpmmOptions {
   std::int32_t stage_min_entries = 0;
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;
-  std::optional<SpmmRowSplit> row_split;           // empty: automatic (equal or balanced, plan_spmm's rule)
+  std::optional<SpmmRowSplit> row_split;           // empty: automatic (equal, balanced or clustered: plan_spmm's rule)
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
