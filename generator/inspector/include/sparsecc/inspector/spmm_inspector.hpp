@@ -67,7 +67,7 @@ struct SpmmOptions {
   std::int32_t stage_min_entries = 0;
   // ptxas -O level 0..3; empty: 3
   std::optional<std::int32_t> assembler_opt_level;
-  std::optional<SpmmRowSplit> row_split;           // empty: automatic (equal, balanced or clustered: plan_spmm's rule)
+  std::optional<SpmmRowSplit> row_split;           // empty: the rule (equal, balanced or clustered)
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
