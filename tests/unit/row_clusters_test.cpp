@@ -225,6 +225,17 @@ TEST(RowClusters, TunerTimesTheWinnerWithClusteredRows) {
   tune::SpmmSpaceDims off = dims;
   off.try_clustered_rows = false;
   EXPECT_FALSE(tune::spmm_cluster_variant(a, winner, off).has_value());
+  // A default plan that the automatic rule already clusters (32 rows at N = 32768) gets no clustered
+  // variant, and its recorded options replay it.
+  const SpmmProblem wide = problem_for(a, 32768);
+  const tune::SpmmSpace ws = tune::spmm_space(a, wide, {}, KernelLanguage::ptx);
+  const tune::SpmmCandidate& d = ws.candidates.front();
+  ASSERT_TRUE(d.is_default);
+  ASSERT_EQ(d.plan.row_split, SpmmRowSplit::clustered);
+  EXPECT_EQ(d.plan.panel_rows, 32);
+  EXPECT_FALSE(tune::spmm_cluster_variant(a, d, dims).has_value());
+  const auto [wide_options, wide_emitter] = tune::spmm_options_from_json(tune::candidate_json(d), {});
+  EXPECT_EQ(to_json(plan_spmm(a, wide, wide_options)), to_json(d.plan));
 }
 
 }  // namespace

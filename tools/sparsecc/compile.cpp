@@ -53,7 +53,8 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_flag("--balanced", a.balanced, "Balance block rows by nonzeros instead of equal row panels");
   cmd->add_flag("--equal-rows", a.equal_rows,
                 "Equal row panels even where they are uneven (default: balanced when the heaviest panel "
-                "holds 35 % more nonzeros than the mean, fp32 unrolled plans)");
+                "holds 35 % more nonzeros than the mean, fp32 unrolled plans; clustered for 32-row plans at "
+                "N > 1024 where that cuts the loads of B by 10 %)");
   cmd->add_flag("--clustered-rows", a.clustered_rows,
                 "Equal panels of rows regrouped so that a panel's rows share columns (fewer loads of B; "
                 "fp32 unrolled plans)");
