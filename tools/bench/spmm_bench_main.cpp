@@ -668,7 +668,8 @@ int main(int argc, char** argv) {
   app.add_option("--assembler-opt", args.assembler_opt, "plan: ptxas optimization level 0..3 (-1: automatic)")
       ->check(CLI::Range(-1, 3));
   app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
-  app.add_flag("--equal-rows", args.equal_rows, "plan: equal row panels even where the rule would balance or cluster them");
+  app.add_flag("--equal-rows", args.equal_rows,
+               "plan: equal row panels even where the rule would balance or cluster them");
   app.add_flag("--clustered-rows", args.clustered_rows,
                "plan: equal panels of rows regrouped so that a panel's rows share columns (fp32 unrolled)");
   app.add_option("--stage-dense", args.stage_dense,
