@@ -261,6 +261,13 @@ std::vector<std::filesystem::path> sorted_files(const std::filesystem::path& dir
   return out;
 }
 
+// A DLMC .smtx.gz file with the values of seed 1 (the bench suites' values).
+CsrMatrix load_dlmc(const std::filesystem::path& file) {
+  LoadOptions lo;
+  lo.seed = 1;
+  return load_matrix(file.string(), lo);
+}
+
 // Every DLMC matrix of one folder through the PTX route, and those with nnz <= limit also through
 // NVRTC (all with SPARSECC_GPU_ALL=1), values seed 1.
 void run_dlmc(const std::filesystem::path& dir, const std::string& label, std::int64_t limit, std::int64_t n,
@@ -272,9 +279,7 @@ void run_dlmc(const std::filesystem::path& dir, const std::string& label, std::i
   const auto files = sorted_files(dir, ".smtx.gz");
   ASSERT_FALSE(files.empty()) << dir;
   for (const auto& f : files) {
-    LoadOptions lo;
-    lo.seed = 1;
-    CsrMatrix a = load_matrix(f.string(), lo);
+    CsrMatrix a = load_dlmc(f);
     std::string name = label + "/" + f.filename().string();
     name.resize(name.size() - std::string(".smtx.gz").size());
     const bool nvrtc = all || a.nnz() <= limit;
@@ -381,9 +386,7 @@ TEST(SpmmGpu, ClusteredRowsOnRealLayers) {
       {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256}};
   std::vector<SpmmCase> cases;
   for (const auto& [layer, n] : layers) {
-    LoadOptions lo;
-    lo.seed = 1;
-    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
     cases.push_back(make_case(std::string("clustered/") + layer, std::move(a), n, SpmmNMode::fixed, true, true,
                               opts(0, 0, std::nullopt, SpmmRowSplit::clustered)));
   }
@@ -407,9 +410,7 @@ TEST(SpmmGpu, StagedStepsOnRealLayers) {
       {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256, 1}};
   std::vector<SpmmCase> cases;
   for (const auto& [layer, n, min_entries] : layers) {
-    LoadOptions lo;
-    lo.seed = 1;
-    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
     cases.push_back(make_case(fmt::format("staged{}/{}", min_entries, layer), std::move(a), n, SpmmNMode::fixed,
                               true, true, staged({}, min_entries)));
   }
@@ -433,9 +434,7 @@ TEST(SpmmGpu, TallBlockRowsAtBatch16) {
       {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_ffn_conv1_fully_connected", 4096}};
   std::vector<SpmmCase> cases;
   for (const auto& [layer, n] : layers) {
-    LoadOptions lo;
-    lo.seed = 1;
-    CsrMatrix a = load_matrix((dlmc / (std::string(layer) + ".smtx.gz")).string(), lo);
+    CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
     SpmmCase c = make_case(std::string("tall/") + layer, std::move(a), n, SpmmNMode::fixed, true, true);
     const SpmmPlan p = plan_spmm(c.a, c.problem);
     EXPECT_EQ(p.panel_rows, 32) << layer;

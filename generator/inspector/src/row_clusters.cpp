@@ -58,4 +58,22 @@ std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_ro
   return order;
 }
 
+std::int64_t panel_column_pairs(const CsrMatrix& a, const std::vector<std::int64_t>& order,
+                                std::int64_t panel_rows) {
+  if (panel_rows < 1) throw UsageError(fmt::format("panel_column_pairs: {} rows a panel", panel_rows));
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(a.cols), -1);  // the last panel of each column
+  std::int64_t pairs = 0;
+  for (std::int64_t pos = 0; pos < a.rows; ++pos) {
+    const std::int64_t r = order.empty() ? pos : order[static_cast<std::size_t>(pos)];
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+      std::int64_t& last = seen[static_cast<std::size_t>(a.col_idx[i])];
+      if (last != pos / panel_rows) {
+        last = pos / panel_rows;
+        ++pairs;
+      }
+    }
+  }
+  return pairs;
+}
+
 }  // namespace sparsecc

@@ -176,24 +176,6 @@ std::int32_t auto_n_tile(std::int64_t n) {
   return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
 }
 
-// The distinct (panel, column) pairs of A's rows in `order` (empty: A's own order) cut into panels of
-// `ny` rows: the rows of B that the block rows of an unrolled plan load.
-std::int64_t panel_columns(const CsrMatrix& a, const std::vector<std::int64_t>& order, std::int64_t ny) {
-  std::vector<std::int64_t> seen(static_cast<std::size_t>(a.cols), -1);
-  std::int64_t pairs = 0;
-  for (std::int64_t pos = 0; pos < a.rows; ++pos) {
-    const std::int64_t r = order.empty() ? pos : order[static_cast<std::size_t>(pos)];
-    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
-      auto& s = seen[static_cast<std::size_t>(a.col_idx[i])];
-      if (s != pos / ny) {
-        s = pos / ny;
-        ++pairs;
-      }
-    }
-  }
-  return pairs;
-}
-
 // Whether the automatic tiling takes kTallRows rows a block row (see the rule above).
 bool auto_tall(const CsrMatrix& a, std::int64_t n, std::int64_t tiles) {
   return a.nnz() * n >= kTallWork && ceil_div(a.rows, kTallRows) * tiles >= kGridTarget;
@@ -466,8 +448,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (clustered) p.row_order = cluster_rows(a, ny);
   if (tall && !options.row_split && problem.n > kClusterMinColumns) {
     std::vector<std::int64_t> order = cluster_rows(a, ny);
-    if (static_cast<double>(panel_columns(a, order, ny)) <=
-        kClusterLoads * static_cast<double>(panel_columns(a, {}, ny))) {
+    if (static_cast<double>(panel_column_pairs(a, order, ny)) <=
+        kClusterLoads * static_cast<double>(panel_column_pairs(a, {}, ny))) {
       clustered = true;
       p.row_split = SpmmRowSplit::clustered;
       p.row_order = std::move(order);

@@ -27,4 +27,10 @@ inline constexpr std::int64_t kRowClusterCandidates = 2048;
 // [i * panel_rows, (i + 1) * panel_rows). Throws UsageError when panel_rows < 1.
 std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_rows);
 
+// The distinct (panel, column) pairs of A's rows in `order` (empty: A's own order) cut into panels of
+// panel_rows rows: the rows of B that the block rows of an unrolled plan load, which cluster_rows
+// reduces. Throws UsageError when panel_rows < 1.
+std::int64_t panel_column_pairs(const CsrMatrix& a, const std::vector<std::int64_t>& order,
+                                std::int64_t panel_rows);
+
 }  // namespace sparsecc
