@@ -8,6 +8,7 @@
 //   COLS          output columns a thread computes: 1, or 2 adjacent ones (a compiled even N; B and
 //                 C 8-byte aligned: one float2 load of B a step, one float2 store a row)
 //   LD            the column count of B and C: the compiled N, or the argument n
+//   PROGRAMMATIC  programmatic plans: true (see below)
 //   BODY          one case per block row, self-contained: accumulators (one float per row and
 //                 column, indexed only by name), each group's steps, then the epilogue (group
 //                 reduction through shared memory, bias, ReLU, stores); staged steps copy B to
@@ -15,6 +16,19 @@
 // ABI: grid (ceil(n / (COLS N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan:
 // column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().
+// Programmatic plans (programmatic dependent launch, sm_90 on): the kernel waits for the grid it
+// depends on before it reads B or writes C, and every epilogue starts by letting the next grid
+// launch early (its blocks then wait in their own prologue); under a plain launch both are no-ops.
+static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void sparsecc_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
                                      const float* __restrict__ bias, const float* __restrict__ values,
@@ -31,6 +45,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   extern __shared__ float red[];
   // Staged steps: the shared-memory address of the thread's slot 0, less the plan's stage offset.
   [[maybe_unused]] const unsigned stage = static_cast<unsigned>(__cvta_generic_to_shared(red)) + threadIdx.x * 4u * CPT;
+  if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   switch (blockIdx.y) {
 /*@BODY*/
     case 0: {
@@ -38,6 +53,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
       if (live && group == 0) {
         x = __ldg(b + 0 * ld); a0 = __fmul_rn(x, 0x1p+0f);
       }
+      sparsecc_launch_dependents();
       if (live && group == 0) {
         c[0 * ld] = a0;
       }

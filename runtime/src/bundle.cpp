@@ -113,6 +113,8 @@ void validate_common(const BundleMetadata& md, const std::string& name) {
   if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
     fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
   if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+  if (md.programmatic_launch && !arch_has_programmatic_launch(md.arch))
+    fail_key(name, "programmatic_launch", "needs an sm_90 or later arch, not \"" + md.arch + "\"");
 }
 
 void validate_hines(const BundleMetadata& md, const std::string& name) {
@@ -336,6 +338,15 @@ json parse_metadata(std::span<const unsigned char> d, const std::string& name, s
 
 }  // namespace
 
+bool arch_has_programmatic_launch(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return false;
+  int major = 0;
+  std::size_t i = 3;
+  for (; i < arch.size() && i < 7 && arch[i] >= '0' && arch[i] <= '9'; ++i)
+    major = major * 10 + (arch[i] - '0');
+  return i > 3 && major >= 90;
+}
+
 std::uint64_t fnv1a64(std::span<const unsigned char> data) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : data) {
@@ -383,6 +394,7 @@ json BundleMetadata::to_json() const {
                 {"params", params}});
   if (dtype != "f32")  // fp32 bundles keep the keys of earlier generators
     j.update(json{{"accumulate", accumulate}, {"tile_nnz", tile_nnz}, {"fragment_words", fragment_words}});
+  if (programmatic_launch) j["programmatic_launch"] = true;  // absent: false (earlier generators)
   return j;
 }
 
@@ -451,6 +463,7 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
   md.block_rows = get_int(j, "block_rows", name);
   md.block_x = get_int(j, "block_x", name);
   md.shared_bytes = get_int(j, "shared_bytes", name);
+  if (j.contains("programmatic_launch")) md.programmatic_launch = get_bool(j, "programmatic_launch", name);
   const json& params = field(j, "params", name);
   if (!params.is_array() ||
       !std::all_of(params.begin(), params.end(), [](const json& p) { return p.is_string(); }))

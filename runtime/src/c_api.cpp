@@ -97,6 +97,17 @@ sparsecc_status sparsecc_executor_run(const sparsecc_executor* executor, CUdevic
   return guarded([&] { executor->executor->run(B, C, n, stream); });
 }
 
+sparsecc_status sparsecc_executor_run_ex(const sparsecc_executor* executor, CUdeviceptr B, CUdeviceptr C,
+                                         int n, CUstream stream, unsigned flags) {
+  if (!executor) return fail(SPARSECC_BAD_ARGUMENT, "sparsecc_executor_run_ex: executor must not be null");
+  if (flags & ~SPARSECC_RUN_PROGRAMMATIC)
+    return fail(SPARSECC_BAD_ARGUMENT,
+                "sparsecc_executor_run_ex: unknown flags (only SPARSECC_RUN_PROGRAMMATIC)");
+  sparsecc::rt::RunOptions options;
+  options.programmatic = (flags & SPARSECC_RUN_PROGRAMMATIC) != 0;
+  return guarded([&] { executor->executor->run(B, C, n, stream, options); });
+}
+
 const char* sparsecc_executor_metadata_json(const sparsecc_executor* executor) {
   return executor ? executor->metadata_json.c_str() : "";
 }

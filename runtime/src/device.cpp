@@ -1,5 +1,6 @@
 #include "sparsecc/runtime/device.hpp"
 
+#include <string>
 #include <utility>
 
 namespace sparsecc::rt {
@@ -120,6 +121,31 @@ void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstr
             unsigned shared_bytes, unsigned grid_y, unsigned grid_z, unsigned block_y, unsigned block_z) {
   SPARSECC_CU(driver().cuLaunchKernel(fn, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes,
                                       stream, args, nullptr));
+}
+
+void launch_programmatic(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block_x, void** args,
+                         CUstream stream, unsigned shared_bytes) {
+  const DriverApi& api = driver();
+  if (!api.cuLaunchKernelEx)
+    throw DriverError(
+        "cuLaunchKernelEx (a programmatic launch needs a CUDA 12.0 or later driver; this one is " +
+            std::to_string(api.version) + ")",
+        CUDA_ERROR_NOT_SUPPORTED);
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid_x;
+  config.gridDimY = grid_y;
+  config.gridDimZ = 1;
+  config.blockDimX = block_x;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  SPARSECC_CU(api.cuLaunchKernelEx(&config, fn, args, nullptr));
 }
 
 }  // namespace sparsecc::rt

@@ -49,6 +49,8 @@ Loaded load() {
   }
 #include "sparsecc/runtime/driver_functions.inc"
 #undef SPARSECC_DRIVER_FN
+  api.cuLaunchKernelEx = reinterpret_cast<decltype(api.cuLaunchKernelEx)>(
+      ::dlsym(lib, SPARSECC_EXPANDED_NAME(cuLaunchKernelEx)));
 #undef SPARSECC_EXPANDED_NAME
 #undef SPARSECC_SYMBOL_NAME
   if (!missing.empty()) {

@@ -84,7 +84,7 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   return ex;
 }
 
-void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) const {
+void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream, RunOptions options) const {
   const BundleMetadata& md = metadata_;
   if (!B || !C) throw std::invalid_argument("SpmmExecutor::run: B and C must not be null");
   if (B % operand_alignment_ != 0 || C % operand_alignment_ != 0)
@@ -106,8 +106,12 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream) con
   CUdeviceptr b = B, c = C, bias = bias_.get(), values = values_.get(), fragments = fragments_.get();
   int nn = n;
   void* args[] = {&b, &c, &bias, &values, &nn, &fragments};  // fp32 kernels take the first five
-  launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
-         unsigned(md.block_rows));
+  if (options.programmatic && md.programmatic_launch)
+    launch_programmatic(fn_, unsigned(tiles), unsigned(md.block_rows), unsigned(md.block_x), args, stream,
+                        unsigned(md.shared_bytes));
+  else
+    launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
+           unsigned(md.block_rows));
 }
 
 }  // namespace sparsecc::rt

@@ -235,5 +235,14 @@ TEST(GpuBundle, CApiLoadsFileAndRuns) {
   });
   EXPECT_EQ(sparsecc_executor_run(ex, 1, 1, 38, nullptr), SPARSECC_BAD_ARGUMENT);
   EXPECT_NE(std::string(sparsecc_last_error()).find("fixed mode"), std::string::npos);
+  // run_ex: with SPARSECC_RUN_PROGRAMMATIC this hand-made bundle (no programmatic_launch) launches
+  // plainly; other flags are refused.
+  run_and_check(ctx, b, 37, [&](CUdeviceptr B, CUdeviceptr C) {
+    EXPECT_EQ(sparsecc_executor_run_ex(ex, B, C, 37, nullptr, SPARSECC_RUN_PROGRAMMATIC), SPARSECC_OK)
+        << sparsecc_last_error();
+  });
+  EXPECT_EQ(sparsecc_executor_run_ex(ex, 1, 1, 37, nullptr, 2u), SPARSECC_BAD_ARGUMENT);
+  EXPECT_NE(std::string(sparsecc_last_error()).find("unknown flags"), std::string::npos);
+  EXPECT_EQ(sparsecc_executor_run_ex(nullptr, 1, 1, 37, nullptr, 0u), SPARSECC_BAD_ARGUMENT);
   sparsecc_executor_destroy(ex);
 }

@@ -352,6 +352,29 @@ TEST(Bundle, MetadataValuesAreChecked) {
   EXPECT_EQ(rt::parse_bundle(with_metadata(md), "t.spcc").metadata.arch, "sm_90a");
 }
 
+// programmatic_launch: absent in bundles of earlier generators (false), a boolean, and only for an
+// arch whose kernels can wait (sm_90 on); it survives the round trip.
+TEST(Bundle, ProgrammaticLaunchKeyIsOptionalAndChecked) {
+  for (const char* arch : {"sm_90", "sm_90a", "sm_100", "sm_120", "sm_100f"})
+    EXPECT_TRUE(rt::arch_has_programmatic_launch(arch)) << arch;
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_", "compute_90", "", "sm_9"})
+    EXPECT_FALSE(rt::arch_has_programmatic_launch(arch)) << arch;
+  const json good = small_bundle().metadata.to_json();
+  EXPECT_FALSE(good.contains("programmatic_launch"));
+  EXPECT_FALSE(rt::parse_bundle(with_metadata(good), "t.spcc").metadata.programmatic_launch);
+  Bundle b = small_bundle();
+  b.metadata.programmatic_launch = true;
+  EXPECT_EQ(b.metadata.to_json().at("programmatic_launch"), true);
+  EXPECT_EQ(rt::parse_bundle(rt::bundle_bytes(b, "t.spcc"), "t.spcc"), b);
+  json md = good;
+  md["programmatic_launch"] = "yes";
+  expect_bundle_error(with_metadata(md), {"metadata key 'programmatic_launch': must be a boolean"});
+  md["programmatic_launch"] = true;
+  md["arch"] = "sm_80";
+  expect_bundle_error(with_metadata(md),
+                      {"metadata key 'programmatic_launch': ", "needs an sm_90 or later arch"});
+}
+
 // An fp16 bundle with tensor-core fragments: 2 of its 6 nonzeros in the fragments, 4 streamed values.
 Bundle small_half_bundle() {
   Bundle b = small_bundle();

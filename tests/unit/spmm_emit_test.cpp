@@ -60,6 +60,19 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   EXPECT_EQ(e.source.find("values +"), std::string::npos);
   EXPECT_FALSE(std::regex_search(e.source, std::regex(R"(\ba\[)")));  // accumulators are named scalars
 
+  // A programmatic plan (sm_90 on, under __CUDA_ARCH__): one wait before the block rows' cases, and
+  // every case's epilogue lets the next grid launch; a plan that is not has neither.
+  ASSERT_TRUE(p.programmatic);
+  EXPECT_EQ(count(e.source, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
+  EXPECT_LT(e.source.find("sparsecc_wait_for_predecessor();\n"), e.source.find("switch (blockIdx.y)"));
+  EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.blocks.size());
+  EXPECT_EQ(count(e.source, "#if __CUDA_ARCH__ >= 900"), 2u);
+  SpmmPlan plain = p;
+  plain.programmatic = false;
+  const std::string plain_text = emit_spmm_cuda(plain, a).source;
+  EXPECT_EQ(count(plain_text, "  if (false) sparsecc_wait_for_predecessor();\n"), 1u);
+  EXPECT_EQ(count(plain_text, "sparsecc_launch_dependents();\n"), 0u);
+
   SpmmPlan other = p;
   other.kernel_name = "layer2";
   EXPECT_NE(emit_spmm_cuda(other, a).source, e.source);

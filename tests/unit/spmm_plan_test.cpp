@@ -264,6 +264,33 @@ TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
 // matrices. Automatic groups always fit their reduction buffer in shared memory (a balanced split's
 // block rows may be twice as tall as asked; rolled and half plans keep two columns a thread). A
 // bundle's metadata re-plans to the same block rows, groups and steps (what `verify` interprets).
+// Programmatic launches (SpmmPlan::programmatic): fp32 plans rolled or of at most
+// kSpmmProgrammaticInstructions; not half plans, not larger unrolled ones. check_plan refuses a half
+// plan that claims it, and the plan's JSON carries it (absent: false).
+TEST(SpmmPlan, ProgrammaticRule) {
+  const CsrMatrix a = random_csr(256, 256, 0.1, 6);
+  const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"});
+  EXPECT_LE(small.estimated_instructions, kSpmmProgrammaticInstructions);
+  EXPECT_TRUE(small.programmatic);
+  const CsrMatrix big = random_csr(2048, 512, 0.1, 5);  // ~105k nonzeros
+  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, "f32"});
+  EXPECT_GT(unrolled.estimated_instructions, kSpmmProgrammaticInstructions);
+  EXPECT_FALSE(unrolled.programmatic);
+  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  ASSERT_EQ(rolled.value_mode, SpmmValueMode::rolled);
+  EXPECT_TRUE(rolled.programmatic);
+  SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f16"});
+  EXPECT_FALSE(half.programmatic);
+  EXPECT_TRUE(check_plan(half, a).empty());
+  half.programmatic = true;
+  EXPECT_FALSE(check_plan(half, a).empty());
+  EXPECT_TRUE(plan_from_json(to_json(small)).programmatic);
+  EXPECT_FALSE(plan_from_json(to_json(unrolled)).programmatic);
+  nlohmann::json old_plan = to_json(small);
+  old_plan.erase("programmatic");
+  EXPECT_FALSE(plan_from_json(old_plan).programmatic);
+}
+
 TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
   std::mt19937_64 rng(2026);
   const auto pick = [&](std::initializer_list<std::int32_t> v) {

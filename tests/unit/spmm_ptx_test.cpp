@@ -115,6 +115,48 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   EXPECT_EQ(e.max_registers, std::min(p.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.block_x / 8 * 8));
 }
 
+// Programmatic plans (the inspector's rule: fp32, rolled or at most kSpmmProgrammaticInstructions):
+// for sm_90 on the kernel waits for its predecessor once, before its first load of B, and every block
+// row's epilogue lets the next grid launch, in both layouts; sm_80 and sm_89 kernels, and plans above
+// the limit, have neither.
+TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
+  const CsrMatrix a = random_csr(22, 40, 0.2, 1);
+  SpmmOptions o;
+  o.rows_per_block = 3;
+  o.groups = 2;
+  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  ASSERT_TRUE(p.programmatic);
+  for (const char* arch : {"sm_90", "sm_90a", "sm_100"}) {
+    const std::string text = emit_spmm_ptx(p, a, arch).source;
+    EXPECT_EQ(count(text, "griddepcontrol.wait;"), 1u) << arch;
+    EXPECT_LT(text.find("griddepcontrol.wait;"), text.find("ld.global.nc")) << arch;
+    EXPECT_EQ(count(text, "griddepcontrol.launch_dependents;"), p.blocks.size()) << arch;
+  }
+  for (const char* arch : {"sm_80", "sm_89"})
+    EXPECT_EQ(emit_spmm_ptx(p, a, arch).source.find("griddepcontrol"), std::string::npos) << arch;
+  // The split layout (runtime N splits above 4000 instructions): the entry waits, the case
+  // functions let the next grid launch.
+  const CsrMatrix mid = random_csr(300, 300, 0.1, 4);
+  const SpmmPlan r = plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, "f32"}, {});
+  ASSERT_TRUE(r.programmatic);
+  const EmittedKernel split = emit_spmm_ptx(r, mid);
+  ASSERT_GE(split.modules.size(), 2u);
+  EXPECT_EQ(count(split.modules[0], "griddepcontrol.wait;"), 1u);
+  EXPECT_LT(split.modules[0].find("griddepcontrol.wait;"), split.modules[0].find("call.uni"));
+  std::size_t triggers = 0;
+  for (std::size_t i = 1; i < split.modules.size(); ++i) {
+    EXPECT_EQ(count(split.modules[i], "griddepcontrol.wait;"), 0u);
+    triggers += count(split.modules[i], "griddepcontrol.launch_dependents;");
+  }
+  EXPECT_EQ(triggers, r.blocks.size());
+  // Above kSpmmProgrammaticInstructions: a plain kernel.
+  const CsrMatrix big = random_csr(1000, 1000, 0.08, 3);
+  const SpmmPlan q = plan_spmm(big, {big.rows, big.cols, 100, SpmmNMode::fixed, false, false, "f32"}, {});
+  ASSERT_GT(q.estimated_instructions, kSpmmProgrammaticInstructions);
+  EXPECT_FALSE(q.programmatic);
+  EXPECT_EQ(emit_spmm_ptx(q, big).source.find("griddepcontrol"), std::string::npos);
+}
+
 // No spills and no stack frame in either layout, and at most the layout's register cap (for split
 // kernels the plan's plus kSpmmPtxSplitExtraRegisters, within what lets a block fit the SM).
 void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::string& label) {

@@ -3,8 +3,11 @@
 // against the fp64 reference with poisoned outputs (and, with both, that the two executors give the
 // same bits), and times one in steady state (CUDA graphs of many launches, median of replays) against
 // the vendor baselines in the same run: cuBLAS fp32 (TF32 off), TF32, fp16 tensor cores, and the best
-// cuSPARSE SpMM algorithm, after the launch floor (an empty kernel timed the same way). Prints a
-// table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
+// cuSPARSE SpMM algorithm, after the launch floor (an empty kernel timed the same way). The "pdl us"
+// column times the same executor launched programmatically (programmatic dependent launch, sm_90
+// bundles: each launch of the graph may start while the one before it ends, as consecutive layers
+// would), beside the plain launches every ratio is taken from. Prints a table with ratios and
+// geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
 // --groups, --max-registers, --balanced, --values) apply to every problem; --sweep also tries a grid
 // of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
 // and compilation and needs no GPU.
@@ -254,7 +257,9 @@ double relative_error(const std::vector<float>& c, const DenseMatrix& ref) {
 
 // The steady-state time of an empty kernel (132 blocks of 128 threads) under the same protocol: the
 // least any executor or baseline can take per call on this device.
-double launch_floor_us(const TimingOptions& timing) {
+// `programmatic`: the same launches with programmatic stream serialization (each may start while the
+// one before it ends).
+double launch_floor_us(const TimingOptions& timing, bool programmatic) {
   static const char ptx[] =
       ".version 8.0\n.target sm_50\n.address_size 64\n.visible .entry sparsecc_empty()\n{\n  ret;\n}\n";
   const rt::DriverApi& d = rt::driver();
@@ -264,7 +269,10 @@ double launch_floor_us(const TimingOptions& timing) {
   SPARSECC_CU(d.cuModuleGetFunction(&f, module, "sparsecc_empty"));
   const double us = time_steady_us(
       [&](cudaStream_t s) {
-        SPARSECC_CU(d.cuLaunchKernel(f, 132, 1, 1, 128, 1, 1, 0, reinterpret_cast<CUstream>(s), nullptr, nullptr));
+        if (programmatic)
+          rt::launch_programmatic(f, 132, 1, 128, nullptr, reinterpret_cast<CUstream>(s), 0);
+        else
+          rt::launch(f, 132, 128, nullptr, reinterpret_cast<CUstream>(s));
       },
       timing);
   d.cuModuleUnload(module);
@@ -448,9 +456,12 @@ int run(const Args& args) {
   fmt::print("{}\n{}; {} timed, graphs of {} launches, median of {} replays\n", device.describe(),
              suite_line(args, problems.size()), to_string(langs.front()), args.timing.launches_per_graph,
              args.timing.repetitions);
-  const double floor_us = launch_floor_us(args.timing);
-  fmt::print("launch floor: {:.2f} us per call (an empty kernel of 132 blocks of 128 threads, timed the same way)\n",
-             floor_us);
+  const double floor_us = launch_floor_us(args.timing, false);
+  const double chain_floor_us = launch_floor_us(args.timing, true);
+  fmt::print(
+      "launch floor: {:.2f} us per call (an empty kernel of 132 blocks of 128 threads, timed the same way); "
+      "{:.2f} us with programmatic launches\n",
+      floor_us, chain_floor_us);
   // Columns 1-11 stay where tools/bench/run_suite.sh reads them ($9-$11: the ratios).
   std::string header =
       fmt::format("{:<34} {:>16} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}", "problem", "MxKxN",
@@ -459,9 +470,11 @@ int run(const Args& args) {
   for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
   if (several) header += fmt::format(" {:>4}", "bits");
   if (args.sweep) header += fmt::format(" {:>8} {:>5}", "auto us", "plans");
+  header += fmt::format(" {:>8}", "pdl us");
   fmt::print("{}  {}\n", header, "plan");
   nlohmann::json out = {{"device", device.describe()},
                         {"launch_floor_us", floor_us},
+                        {"programmatic_launch_floor_us", chain_floor_us},
                         {"suite", args.suite},
                         {"arch", args.arch},
                         {"emit", args.emit},
@@ -519,11 +532,13 @@ int run(const Args& args) {
     const bool all_ok = ok && identical;
     failed = failed || !all_ok;
 
-    const auto time_exec = [&](const rt::SpmmExecutor& e) {
+    const auto time_exec = [&](const rt::SpmmExecutor& e, bool programmatic = false) {
+      rt::RunOptions run_options;
+      run_options.programmatic = programmatic;
       return time_steady(
           [&](cudaStream_t s) {
             e.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
-                  static_cast<int>(p.N), reinterpret_cast<CUstream>(s));
+                  static_cast<int>(p.N), reinterpret_cast<CUstream>(s), run_options);
           },
           args.timing);
     };
@@ -565,6 +580,13 @@ int run(const Args& args) {
       }
     }
     const Build& timed = best->builds.front();
+    // The same executor launched programmatically, as consecutive layers of a network would be: each
+    // launch may start while the one before it ends (the kernel waits for it before touching B or C).
+    std::optional<TimingStats> chained;
+    if (timed.bundle.metadata.programmatic_launch) {
+      const rt::SpmmExecutor chain = rt::SpmmExecutor::load(timed.bundle, p.name, *ctx);
+      chained = time_exec(chain, true);
+    }
     BaselineOptions bo;
     bo.timing = args.timing;
     const std::vector<BaselineResult> base = run_baselines(a, p.N, bo);
@@ -586,9 +608,12 @@ int run(const Args& args) {
     for (const Build& build : c.builds) row += fmt::format(" {:>9.0f}", bytes_per_nonzero(build, a));
     if (several) row += fmt::format(" {:>4}", identical ? "same" : "DIFF");
     if (args.sweep) row += fmt::format(" {:>8.2f} {:>5}", automatic.median_us, tried);
+    row += chained ? fmt::format(" {:>8.2f}", chained->median_us) : fmt::format(" {:>8}", "-");
     fmt::print("{}  {}{}\n", row, best->plan_column, problems_found);
     std::fflush(stdout);
     if (fp16 && all_ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
+    if (fp32 && chained && all_ok)
+      ratios["cublas_fp32_vs_programmatic"].push_back(fp32->us / chained->median_us);
     j["ours"] = {{"emit", to_string(timed.language)},
                  {"median_us", t.median_us},
                  {"min_us", t.min_us},
@@ -602,6 +627,7 @@ int run(const Args& args) {
                  {"spill_bytes", timed.usage.spill_store_bytes + timed.usage.spill_load_bytes},
                  {"plan", timed.bundle.metadata.plan_summary},
                  {"automatic_plan_us", automatic.median_us}};
+    if (chained) j["ours"]["programmatic_us"] = chained->median_us;
     for (const auto& r : base)
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
     out["problems"].push_back(j);

@@ -83,6 +83,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.relu = plan.problem.relu;
   md.values_mode = to_string(plan.value_mode);
   md.arch = arch;
+  md.programmatic_launch = plan.programmatic && rt::arch_has_programmatic_launch(arch);
   md.kernel = plan.kernel_name;
   md.block_rows = plan.block_rows();
   md.block_x = plan.block_x;

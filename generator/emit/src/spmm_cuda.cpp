@@ -16,13 +16,14 @@ namespace sparsecc {
 
 namespace {
 
+// Programmatic plans: every thread first lets the next grid launch (templates/spmm_unrolled.cu).
 // Groups 1.. leave their sums in shared memory; group 0 adds them in group order, then adds the bias,
 // applies ReLU and stores. Every thread reaches the barrier. With fp32 pairs a row's two columns
 // (a<i>, e<i>) travel as one float2.
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   const bool pairs = p.fp32_pairs();
-  std::string s;
+  std::string s = p.programmatic ? "      sparsecc_launch_dependents();\n" : "";
   if (p.groups > 1) {
     s += pairs ? fmt::format("      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
                              "(group - 1) * {} * T + t;\n",
@@ -141,6 +142,7 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"N_TILE", std::to_string(plan.n_tile)},
                                                      {"COLS", std::to_string(plan.cols_per_thread)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+                                                     {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
   return out;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/runtime/bundle.hpp"  // arch_has_programmatic_launch: the kernel contract the bundle records
 
 namespace sparsecc {
 
@@ -183,8 +184,11 @@ class PtxWriter {
     put(o, "}}\n\n");
   }
 
+  // Programmatic plans (SpmmPlan::programmatic, for an arch that has it): the thread waits for the
+  // grid it depends on before anything below touches B or C.
   void prologue(Out& o) {
     const std::string& k = p_.kernel_name;
+    if (programmatic_) put(o, "  griddepcontrol.wait;\n");
     const std::pair<const char*, const char*> params[] = {
         {"%b", "B"}, {"%c", "C"}, {"%bias", "bias"}, {"%vals", "values"}};
     for (const auto& [reg, name] : params)
@@ -365,10 +369,13 @@ class PtxWriter {
     epilogue(o, block, rows, in_function);
   }
 
-  // Groups 1.. leave their sums in shared memory, every thread reaches the barrier, then the live
-  // threads of group 0 add them in group order, add the bias, apply ReLU and store.
+  // Every thread first lets the next grid launch (programmatic plans: its blocks take the SMs' free
+  // slots and wait in their prologue until this grid has finished). Groups 1.. leave their
+  // sums in shared memory, every thread reaches the barrier, then the live threads of group 0 add
+  // them in group order, add the bias, apply ReLU and store.
   void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
     const char* leave = in_function ? "exit" : "bra $Lexit";
+    if (programmatic_) put(o, "  griddepcontrol.launch_dependents;\n");
     const std::int64_t slot = std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread;  // bytes of a row's slots
     if (p_.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");
@@ -417,6 +424,7 @@ class PtxWriter {
   bool pairs_ = p_.fp32_pairs();
   bool shares_ = p_.groups > 1 || p_.stage_slots > 0;  // the kernel takes dynamic shared memory
   std::string arch_;
+  bool programmatic_ = p_.programmatic && rt::arch_has_programmatic_launch(arch_);
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;
   std::vector<std::size_t> steps_, entries_;

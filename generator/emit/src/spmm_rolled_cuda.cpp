@@ -28,6 +28,7 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"M", std::to_string(plan.problem.m)},
       {"BIAS", plan.problem.bias ? "true" : "false"},
       {"RELU", plan.problem.relu ? "true" : "false"},
+      {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
       {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"}};
   out.source = KernelTemplate::load("spmm_rolled.cu").render(values);
   return out;

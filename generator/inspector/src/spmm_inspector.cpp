@@ -565,6 +565,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       for (const auto& g : b.groups)
         for (const auto& s : g.steps)
           for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
+  p.programmatic = !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticInstructions);
   return p;
 }
 

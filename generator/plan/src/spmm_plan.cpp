@@ -313,6 +313,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
+  if (p.programmatic && p.half()) err("programmatic launches are for fp32 plans");
   if (p.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
     err("clustered rows need an fp32 unrolled plan");
   if (p.row_split == SpmmRowSplit::clustered) {
@@ -423,6 +424,7 @@ json to_json(const SpmmPlan& p) {
           {"max_registers", p.max_registers},
           {"estimated_instructions", p.estimated_instructions},
           {"assembler_opt_level", p.assembler_opt_level},
+          {"programmatic", p.programmatic},
           {"packed_order", p.packed_order},
           {"accumulate", p.accumulate},
           {"cols_per_thread", p.cols_per_thread},
@@ -462,6 +464,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.max_registers = j.at("max_registers");
     p.estimated_instructions = j.at("estimated_instructions");
     p.assembler_opt_level = j.at("assembler_opt_level");
+    p.programmatic = j.value("programmatic", false);
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
     p.accumulate = j.value("accumulate", std::string("f32"));
     p.cols_per_thread = j.value("cols_per_thread", 1);

@@ -121,6 +121,7 @@ struct BundleMetadata {
   bool relu = false;
   std::string values_mode = "baked";  // "baked" | "streamed" | "rolled" (fp32 only)
   std::string arch = "sm_90";         // architecture of the cubin
+  bool programmatic_launch = false;   // the kernel waits for its predecessor (arch_has_programmatic_launch)
   std::string kernel;
   std::int64_t block_rows = 1;  // grid y: one block row of A each (at most kMaxBlockRows)
   std::int64_t block_x = 1;
@@ -150,6 +151,13 @@ struct Bundle {
 
   bool operator==(const Bundle&) const = default;
 };
+
+// Whether fp32 SpMM kernels for `arch` ("sm_90", "sm_90a", ...) take part in programmatic dependent
+// launch: sm_90 and later (griddepcontrol). The generator's kernels for such an arch wait for the grid
+// they depend on before they touch B or C, and let the next grid launch once a block's sums are done,
+// so a launch with the programmatic attribute overlaps its start with the previous kernel's end;
+// under a plain launch both are no-ops. Metadata programmatic_launch records it per bundle.
+bool arch_has_programmatic_launch(const std::string& arch);
 
 // FNV-1a, 64 bits.
 std::uint64_t fnv1a64(std::span<const unsigned char> data);

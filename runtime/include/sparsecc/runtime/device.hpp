@@ -88,4 +88,11 @@ void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstr
             unsigned shared_bytes = 0, unsigned grid_y = 1, unsigned grid_z = 1, unsigned block_y = 1,
             unsigned block_z = 1);
 
+// The same with programmatic stream serialization (cuLaunchKernelEx,
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): the kernel may start before the work ahead
+// of it on the stream has finished, so it must wait for that itself (griddepcontrol.wait) before it
+// reads what that work wrote. Throws DriverError when the driver lacks cuLaunchKernelEx.
+void launch_programmatic(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block_x, void** args,
+                         CUstream stream, unsigned shared_bytes);
+
 }  // namespace sparsecc::rt

@@ -31,6 +31,8 @@ struct DriverApi {
 #define SPARSECC_DRIVER_FN(name) decltype(&::name) name = nullptr;
 #include "sparsecc/runtime/driver_functions.inc"
 #undef SPARSECC_DRIVER_FN
+  // Optional (drivers of CUDA 12.0 on): programmatic launches need it, plain ones do not.
+  decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
   int version = 0;  // cuDriverGetVersion, e.g. 13000
 };
 

@@ -25,6 +25,15 @@ struct LoadOptions {
   bool force_ptx = false;  // JIT the PTX even when the cubin matches the device
 };
 
+struct RunOptions {
+  // Programmatic dependent launch where the bundle's kernel takes part (metadata.programmatic_launch:
+  // sm_90 on, fp32 kernels the inspector marks; a plain launch otherwise): the kernel may start while
+  // the kernel ahead of it on the stream is finishing (its blocks wait for that grid in their
+  // prologue), which hides most of the launch latency between consecutive layers. Correct whatever
+  // runs ahead on the stream, since the kernel waits for it.
+  bool programmatic = false;
+};
+
 // The image of a bundle a device loads: the cubin when the device's arch equals metadata.arch (an
 // "a"/"f" suffix aside), otherwise the PTX for the driver's JIT. Throws BundleError when neither fits.
 struct ChosenImage {
@@ -53,7 +62,7 @@ class SpmmExecutor {
   // pointer, n < 1, (fixed mode) n other than metadata.n, or B or C not aligned to the loads the
   // kernel makes (8 bytes for fp32 kernels with two columns a thread; cudaMalloc's pointers are);
   // DriverError when the launch fails.
-  void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr) const;
+  void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr, RunOptions options = {}) const;
 
  private:
   SpmmExecutor() = default;

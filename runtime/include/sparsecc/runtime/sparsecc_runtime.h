@@ -34,6 +34,15 @@ sparsecc_status sparsecc_executor_load_bytes(const void* data, size_t size, int 
 sparsecc_status sparsecc_executor_run(const sparsecc_executor* executor, CUdeviceptr B, CUdeviceptr C, int n,
                                       CUstream stream);
 
+/* Flags of sparsecc_executor_run_ex. SPARSECC_RUN_PROGRAMMATIC: programmatic dependent launch (the
+ * kernel may start while the kernel ahead of it on the stream finishes, and waits for it itself)
+ * where the bundle's metadata has "programmatic_launch": true (sm_90 on), a plain launch otherwise. */
+#define SPARSECC_RUN_PROGRAMMATIC 1u
+
+/* sparsecc_executor_run with flags (0: the same as sparsecc_executor_run). */
+sparsecc_status sparsecc_executor_run_ex(const sparsecc_executor* executor, CUdeviceptr B, CUdeviceptr C,
+                                         int n, CUstream stream, unsigned flags);
+
 /* The bundle's metadata as JSON text, owned by the executor. */
 const char* sparsecc_executor_metadata_json(const sparsecc_executor* executor);
 

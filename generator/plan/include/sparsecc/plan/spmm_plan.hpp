@@ -150,6 +150,12 @@ struct SpmmPlan {
   // ptxas optimization level (0..3). -O1 assembles a 105k-nonzero kernel about 15 % faster but
   // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
   std::int32_t assembler_opt_level = 3;
+  // Programmatic dependent launch (fp32; the kernel's arch sm_90 on, rt::arch_has_programmatic_launch):
+  // the kernel waits for the grid it depends on before it touches B or C, and lets the next grid
+  // launch once its block row's sums are done, so that a programmatic launch overlaps its start with
+  // the previous kernel's end. The inspector sets it for fp32 plans rolled or of at most
+  // kSpmmProgrammaticInstructions (see there).
+  bool programmatic = false;
 
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
   bool fp32_pairs() const { return !half() && cols_per_thread == 2 && value_mode != SpmmValueMode::rolled; }
@@ -171,6 +177,12 @@ inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 // Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
 // to more).
 inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
+// Unrolled plans above this many estimated instructions take no part in programmatic launches. On an
+// H100 (SparseRT suite at batch 1, 90 and 95 %, the same executors launched programmatically against
+// plainly in graphs of 100) every kernel of at most 48k instructions (820 KB of cubin), and every
+// rolled one, ran 1.07-1.24x faster; the four of 78k-177k instructions (1.8-3.1 MB) ran 0.66-0.95x
+// as fast, whether or not they let the next grid launch early.
+inline constexpr std::int64_t kSpmmProgrammaticInstructions = 64000;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
 // Staged plans: the most slots a thread may hold, and staged steps a cp.async commit (the kernel
