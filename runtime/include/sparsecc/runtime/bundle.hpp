@@ -152,11 +152,12 @@ struct Bundle {
   bool operator==(const Bundle&) const = default;
 };
 
-// Whether fp32 SpMM kernels for `arch` ("sm_90", "sm_90a", ...) take part in programmatic dependent
-// launch: sm_90 and later (griddepcontrol). The generator's kernels for such an arch wait for the grid
-// they depend on before they touch B or C, and let the next grid launch once a block's sums are done,
-// so a launch with the programmatic attribute overlaps its start with the previous kernel's end;
-// under a plain launch both are no-ops. Metadata programmatic_launch records it per bundle.
+// Whether kernels for `arch` ("sm_90", "sm_90a", ...) can take part in programmatic dependent launch:
+// sm_90 and later (griddepcontrol). Metadata programmatic_launch says whether a bundle's kernel does
+// (the fp32 plans the generator's inspector marks): it waits for the grid it depends on before it
+// touches B or C and lets the next grid launch once a block's sums are done, so a launch with the
+// programmatic attribute overlaps its start with the previous kernel's end; under a plain launch
+// both are no-ops. The runtime refuses the key for an arch below sm_90.
 bool arch_has_programmatic_launch(const std::string& arch);
 
 // FNV-1a, 64 bits.
