@@ -158,8 +158,10 @@ TEST(RowClusters, CheckPlanAndJsonKeepTheOrder) {
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
   std::swap(p.row_order[0], p.row_order[23]);  // entries no longer sit at their own rows
-  if (good.row_order[0] != good.row_order[23] && a.row_nnz(good.row_order[0]) + a.row_nnz(good.row_order[23]) > 0)
+  if (good.row_order[0] != good.row_order[23] &&
+      a.row_nnz(good.row_order[0]) + a.row_nnz(good.row_order[23]) > 0) {
     EXPECT_FALSE(check_plan(p, a).empty());
+  }
   p = good;
   p.row_split = SpmmRowSplit::equal;  // an order without the clustered split
   EXPECT_FALSE(check_plan(p, a).empty());
