@@ -32,6 +32,14 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// A small inline plan of `a` (22 x 40): 3 rows a block row, 2 groups, fixed N = 49, bias and ReLU.
+SpmmPlan grouped_plan(const CsrMatrix& a) {
+  SpmmOptions o;
+  o.rows_per_block = 3;
+  o.groups = 2;
+  return plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+}
+
 TEST(SpmmPtx, FloatImmediatesAreExactBitPatterns) {
   EXPECT_EQ(ptx_float_literal(1.0f), "0f3F800000");
   EXPECT_EQ(ptx_float_literal(-0.0f), "0f80000000");
@@ -41,10 +49,7 @@ TEST(SpmmPtx, FloatImmediatesAreExactBitPatterns) {
 
 TEST(SpmmPtx, TextIsDeterministicAndUnrolled) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
-  SpmmOptions o;
-  o.rows_per_block = 3;
-  o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  const SpmmPlan p = grouped_plan(a);
   const EmittedKernel e = emit_spmm_ptx(p, a);
   EXPECT_EQ(e.language, KernelLanguage::ptx);
   EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
@@ -121,10 +126,7 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
 // the limit, have neither.
 TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
-  SpmmOptions o;
-  o.rows_per_block = 3;
-  o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  const SpmmPlan p = grouped_plan(a);
   ASSERT_TRUE(p.programmatic);
   for (const char* arch : {"sm_90", "sm_90a", "sm_100"}) {
     const std::string text = emit_spmm_ptx(p, a, arch).source;
