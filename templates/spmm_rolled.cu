@@ -18,13 +18,14 @@
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   BIAS, RELU    the epilogue
 //   PROGRAMMATIC  programmatic plans: true (see below)
+//   PROGRAMMATIC_TRIGGER  programmatic plans that let the next grid launch early: true
 // Table (`values`): the header's int32 record index where each (block row, group) begins, then one
 // record of RECORD words a step: k (int32 bits), ROWS weights (0 for rows without an entry), zeros.
 // ABI: grid (ceil(n / (2 N_TILE)), block rows), block (BLOCK_X), dynamic shared memory
 // (GROUPS - 1) * ROWS * 2 N_TILE floats. Columns >= n neither load nor store but reach the barrier.
 // Programmatic plans (programmatic dependent launch, sm_90 on): the kernel reads its table (constant)
-// before it waits for the grid it depends on, and only then B; it lets the next grid launch once its
-// steps are done. Under a plain launch both are no-ops.
+// before it waits for the grid it depends on, and only then B; with PROGRAMMATIC_TRIGGER it lets the
+// next grid launch once its steps are done. Under a plain launch both are no-ops.
 static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -57,8 +58,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const int* head = reinterpret_cast<const int*>(values);
   const int slot = static_cast<int>(blockIdx.y) * G + group;
   const int first = __ldg(head + slot), last = __ldg(head + slot + 1);
-  constexpr bool kProgrammatic = /*@PROGRAMMATIC*/ true /*@end*/;
-  if (kProgrammatic) sparsecc_wait_for_predecessor();
+  if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   const float* b = B + col;
   float a0[R], a1[R];
 #pragma unroll
@@ -153,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   }
   // Groups 1.. hand their sums to group 0 (added in group order), which adds the bias, applies ReLU
   // and stores.
-  if (kProgrammatic) sparsecc_launch_dependents();
+  if (/*@PROGRAMMATIC_TRIGGER*/ true /*@end*/) sparsecc_launch_dependents();
   extern __shared__ float red[];
   if (G > 1) {
     if (group > 0) {

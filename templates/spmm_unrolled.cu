@@ -17,8 +17,9 @@
 // column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().
 // Programmatic plans (programmatic dependent launch, sm_90 on): the kernel waits for the grid it
-// depends on before it reads B or writes C, and every epilogue starts by letting the next grid
-// launch early (its blocks then wait in their own prologue); under a plain launch both are no-ops.
+// depends on before it reads B or writes C; where the plan asks for the trigger, every epilogue
+// starts by letting the next grid launch early (its blocks then wait in their own prologue). Under a
+// plain launch both are no-ops.
 static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

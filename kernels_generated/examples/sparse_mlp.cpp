@@ -3,11 +3,14 @@
 // .cpp; this program needs nothing at run time but the CUDA driver.
 //
 // It runs fc1 -> fc2 -> fc3 (bias and ReLU fused into the executors) on a batch of N = mlp_kernels::fc1::N
-// random inputs with every output poisoned with NaN first, and checks
+// random inputs with every output poisoned with NaN first, launching the layers back to back on one
+// stream with programmatic dependent launch (rt::RunOptions::programmatic: a layer whose bundle
+// takes part starts while the one before it ends, and waits for it in the kernel), and checks
 //   - each layer against the fp64 product of its float32 weights and the layer's actual float32 input
 //     (max |C - ref| / max |ref| <= 1e-5, the bound sparsecc verify uses for fp32 executors), and
 //   - the whole network against an fp64 forward pass from the same inputs (<= 1e-4: three layers of
-//     fp32 rounding, amplified at most by the weights' norms, stay far below it).
+//     fp32 rounding, amplified at most by the weights' norms, stay far below it), and
+//   - that the same network launched plainly gives the same bits.
 // Exit status: 0 checked, 1 a check failed, 77 no GPU (skipped).
 #include <cmath>
 #include <cstdio>
@@ -95,9 +98,24 @@ int main() {
     act.emplace_back(x.size() * sizeof(float));
     act[0].upload(x.data(), x.size() * sizeof(float));
     for (const auto& l : model) act.emplace_back(static_cast<std::size_t>(l.out) * n * sizeof(float));
-    for (std::size_t i = 1; i < act.size(); ++i) act[i].fill32(0x7fc00000u);  // NaN: unwritten outputs fail
-    for (int i = 0; i < 3; ++i) exec[i]->run(act[i].get(), act[i + 1].get(), n);
-    ctx.synchronize();
+    const auto forward = [&](bool programmatic) {
+      for (std::size_t i = 1; i < act.size(); ++i) act[i].fill32(0x7fc00000u);  // NaN: unwritten outputs fail
+      rt::RunOptions options;
+      options.programmatic = programmatic;
+      for (int i = 0; i < 3; ++i) exec[i]->run(act[i].get(), act[i + 1].get(), n, nullptr, options);
+      ctx.synchronize();
+    };
+    // The plain pass first, kept for the bit comparison; then the programmatic one, checked below.
+    forward(false);
+    std::vector<std::vector<float>> plain;
+    for (std::size_t i = 1; i < act.size(); ++i) {
+      plain.emplace_back(act[i].size() / sizeof(float));
+      act[i].download(plain.back().data(), act[i].size());
+    }
+    forward(true);
+    int overlapped = 0;
+    for (const rt::SpmmExecutor* e : exec) overlapped += e->metadata().programmatic_launch ? 1 : 0;
+    std::printf("  programmatic launches: %d of 3 layers take part\n", overlapped);
 
     bool ok = true;
     std::vector<float> in = x;
@@ -109,11 +127,14 @@ int main() {
       const Compared layer = compare(out, layer_fp64(l, std::vector<double>(in.begin(), in.end()), n));
       network = layer_fp64(l, network, n);
       const Compared whole = compare(out, network);
-      const bool layer_ok = layer.unwritten == 0 && layer.rel <= kLayerTolerance;
+      const bool same_bits = std::memcmp(out.data(), plain[i].data(), out.size() * sizeof(float)) == 0;
+      const bool layer_ok = layer.unwritten == 0 && layer.rel <= kLayerTolerance && same_bits;
       ok = ok && layer_ok;
-      std::printf("  %s (%s image): layer error %.3e (tolerance %.0e), vs fp64 network %.3e, %zu unwritten  %s\n",
-                  l.name.c_str(), exec[i]->loaded_from().c_str(), layer.rel, kLayerTolerance, whole.rel, layer.unwritten,
-                  layer_ok ? "ok" : "FAILED");
+      std::printf(
+          "  %s (%s image): layer error %.3e (tolerance %.0e), vs fp64 network %.3e, %zu unwritten, %s the "
+          "plain launch's bits  %s\n",
+          l.name.c_str(), exec[i]->loaded_from().c_str(), layer.rel, kLayerTolerance, whole.rel,
+          layer.unwritten, same_bits ? "same as" : "NOT", layer_ok ? "ok" : "FAILED");
       if (i == 2) {
         const bool net_ok = whole.unwritten == 0 && whole.rel <= kNetworkTolerance;
         ok = ok && net_ok;

@@ -487,8 +487,9 @@ TEST(SpmmGpu, BundleFileRoundTrip) {
 // (two buffers, ping-pong). A kernel that touched B or C before its predecessor finished would read a
 // stale or half-written input, or overwrite one still being read. The chain must give the bits of
 // the same chain launched plainly, and the fp64 chain within 1e-5. Covers both emitters, the split
-// PTX layout (runtime N) and a rolled kernel; a plan above kSpmmProgrammaticInstructions, and a
-// bundle that does not record the wait, launch plainly when asked for a programmatic launch.
+// PTX layout (runtime N) and a rolled kernel, with the early launch of the next grid and without it
+// (SpmmProgrammatic::wait); a plan above kSpmmProgrammaticInstructions, and a bundle that does not
+// record the wait, launch plainly when asked for a programmatic launch.
 TEST(SpmmGpu, ProgrammaticLaunchChains) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
@@ -499,14 +500,29 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
     for (auto& v : a.values) v *= 0.125;
     return a;
   };
-  std::vector<SpmmCase> cases = both_emitters({make_case(
-      "chain_384_n196", scaled(random_csr(384, 384, 0.1, 41)), 196, SpmmNMode::fixed, false, false)});
+  const auto with_mode = [](SpmmOptions o, SpmmProgrammatic mode) {
+    o.programmatic = mode;
+    return o;
+  };
+  const SpmmOptions trigger = with_mode({}, SpmmProgrammatic::trigger),
+                    wait = with_mode({}, SpmmProgrammatic::wait);
+  std::vector<SpmmCase> cases =
+      both_emitters({make_case("chain_384_n196", scaled(random_csr(384, 384, 0.1, 41)), 196, SpmmNMode::fixed,
+                               false, false, trigger),
+                     make_case("chain_wait_384_n196", scaled(random_csr(384, 384, 0.1, 41)), 196,
+                               SpmmNMode::fixed, false, false, wait)});
   cases.push_back(make_case("chain_split_runtime_512_n100/ptx", scaled(random_csr(512, 512, 0.06, 42)), 100,
-                            SpmmNMode::runtime, false, false));
+                            SpmmNMode::runtime, false, false, trigger));
+  cases.push_back(make_case("chain_wait_split_runtime_512_n100/ptx", scaled(random_csr(512, 512, 0.06, 42)),
+                            100, SpmmNMode::runtime, false, false, wait));
   cases.push_back(make_case("chain_plain_768_n100/ptx", scaled(random_csr(768, 768, 0.12, 44)), 100,
                             SpmmNMode::fixed, false, false));
   cases.push_back(make_case("chain_rolled_512_n49", scaled(random_csr(512, 512, 0.1, 43)), 49,
-                            SpmmNMode::fixed, false, false, opts(1, 4, SpmmValueMode::rolled)));
+                            SpmmNMode::fixed, false, false,
+                            with_mode(opts(1, 4, SpmmValueMode::rolled), SpmmProgrammatic::trigger)));
+  cases.push_back(make_case("chain_wait_rolled_512_n49", scaled(random_csr(512, 512, 0.1, 43)), 49,
+                            SpmmNMode::fixed, false, false,
+                            with_mode(opts(1, 4, SpmmValueMode::rolled), SpmmProgrammatic::wait)));
   const auto built = build_all(cases, ctx.device().arch());
   constexpr int kLayers = 10;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -516,6 +532,7 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
     expect_clean_build(c, b);
     const bool plain_plan = c.name.rfind("chain_plain", 0) == 0;
     ASSERT_EQ(b.plan.programmatic, !plain_plan);
+    ASSERT_EQ(b.plan.programmatic_trigger, !plain_plan && c.name.find("wait") == std::string::npos);
     ASSERT_EQ(b.bundle.metadata.programmatic_launch, !plain_plan);
     if (c.name.find("split") != std::string::npos) {
       EXPECT_FALSE(b.emitted.modules.empty()) << "not split";
@@ -558,12 +575,12 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
       }
       const double err = max_ref > 0 ? max_diff / max_ref : max_diff;
       std::printf(
-          "[ spmm gpu ] %-44s %5lldx%-5lld nnz %7lld  N %4d  %-7s %d launches (%s): max rel err %.2e, "
+          "[ spmm gpu ] %-44s %5lldx%-5lld nnz %7lld  N %4d  %-7s %d launches (%s%s): max rel err %.2e, "
           "%lld elements differ from the plain chain\n",
           c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
           static_cast<long long>(c.a.nnz()), n, to_string(b.plan.value_mode), kLayers,
-          ex.metadata().programmatic_launch ? "programmatic" : "asked programmatic, plain", err,
-          static_cast<long long>(differing));
+          ex.metadata().programmatic_launch ? "programmatic" : "asked programmatic, plain",
+          b.plan.programmatic_trigger ? ", early trigger" : "", err, static_cast<long long>(differing));
       std::fflush(stdout);
       EXPECT_EQ(nonfinite, 0);
       EXPECT_LE(err, kMaxRelError);

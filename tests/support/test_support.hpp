@@ -37,6 +37,8 @@ class TempDir {
 };
 
 void write_text(const std::string& path, const std::string& text);
+// Occurrences of `what` in `text`, not overlapping.
+std::size_t count(const std::string& text, const std::string& what);
 void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero; +inf on size mismatch or NaN).

@@ -111,11 +111,7 @@ std::vector<T> decode_numbers(const std::string& source, const std::string& name
   return out;
 }
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count;
 
 }  // namespace
 

@@ -23,11 +23,7 @@ CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64
   return test::random_csr(m, k, density, seed, 5, 2);
 }
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + what.size())) ++n;
-  return n;
-}
+using test::count;
 
 TEST(SpmmEmit, FloatLiteralsAreExact) {
   EXPECT_EQ(cuda_float_literal(3.0f), "0x1.8p+1f");
@@ -61,13 +57,20 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   EXPECT_FALSE(std::regex_search(e.source, std::regex(R"(\ba\[)")));  // accumulators are named scalars
 
   // A programmatic plan (sm_90 on, under __CUDA_ARCH__): one wait before the block rows' cases, and
-  // every case's epilogue lets the next grid launch; a plan that is not has neither.
+  // every case's epilogue lets the next grid launch (programmatic_trigger); a plan without the trigger
+  // only waits, and a plan that is not programmatic does neither.
   ASSERT_TRUE(p.programmatic);
+  ASSERT_TRUE(p.programmatic_trigger);
   EXPECT_EQ(count(e.source, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_LT(e.source.find("sparsecc_wait_for_predecessor();\n"), e.source.find("switch (blockIdx.y)"));
   EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.blocks.size());
   EXPECT_EQ(count(e.source, "#if __CUDA_ARCH__ >= 900"), 2u);
-  SpmmPlan plain = p;
+  SpmmPlan wait_only = p;
+  wait_only.programmatic_trigger = false;
+  const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
+  EXPECT_EQ(count(wait_text, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
+  EXPECT_EQ(count(wait_text, "sparsecc_launch_dependents();\n"), 0u);
+  SpmmPlan plain = wait_only;
   plain.programmatic = false;
   const std::string plain_text = emit_spmm_cuda(plain, a).source;
   EXPECT_EQ(count(plain_text, "  if (false) sparsecc_wait_for_predecessor();\n"), 1u);

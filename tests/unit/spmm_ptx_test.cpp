@@ -26,11 +26,7 @@ CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64
   return test::random_csr(m, k, density, seed, 5, 2);
 }
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + what.size())) ++n;
-  return n;
-}
+using test::count;
 
 // A small inline plan of `a` (22 x 40): 3 rows a block row, 2 groups, fixed N = 49, bias and ReLU.
 SpmmPlan grouped_plan(const CsrMatrix& a) {
@@ -122,12 +118,13 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
 
 // Programmatic plans (the inspector's rule: fp32, rolled or at most kSpmmProgrammaticInstructions):
 // for sm_90 on the kernel waits for its predecessor once, before its first load of B, and every block
-// row's epilogue lets the next grid launch, in both layouts; sm_80 and sm_89 kernels, and plans above
-// the limit, have neither.
+// row's epilogue lets the next grid launch (programmatic_trigger), in both layouts; a plan without the
+// trigger only waits; sm_80 and sm_89 kernels, and plans above the limit, have neither.
 TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
   const SpmmPlan p = grouped_plan(a);
   ASSERT_TRUE(p.programmatic);
+  ASSERT_TRUE(p.programmatic_trigger);
   for (const char* arch : {"sm_90", "sm_90a", "sm_100"}) {
     const std::string text = emit_spmm_ptx(p, a, arch).source;
     EXPECT_EQ(count(text, "griddepcontrol.wait;"), 1u) << arch;
@@ -136,6 +133,11 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   }
   for (const char* arch : {"sm_80", "sm_89"})
     EXPECT_EQ(emit_spmm_ptx(p, a, arch).source.find("griddepcontrol"), std::string::npos) << arch;
+  SpmmPlan wait_only = p;
+  wait_only.programmatic_trigger = false;
+  const std::string wait_text = emit_spmm_ptx(wait_only, a).source;
+  EXPECT_EQ(count(wait_text, "griddepcontrol.wait;"), 1u);
+  EXPECT_EQ(count(wait_text, "griddepcontrol.launch_dependents;"), 0u);
   // The split layout (runtime N splits above 4000 instructions): the entry waits, the case
   // functions let the next grid launch.
   const CsrMatrix mid = random_csr(300, 300, 0.1, 4);

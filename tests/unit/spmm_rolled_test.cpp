@@ -26,6 +26,8 @@
 namespace sparsecc {
 namespace {
 
+using test::count;
+
 // Random matrices with every fifth row (from row 3) empty.
 CsrMatrix random_sparse(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
   return test::random_csr(m, k, density, seed, 5, 3);
@@ -177,6 +179,17 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
     EXPECT_NE(e.source.find("constexpr int G = " + std::to_string(groups) + ";"), std::string::npos);
     // The code does not carry the matrix: no weight literal, whatever the values.
     EXPECT_EQ(e.source.find("0x1."), std::string::npos);
+    // Programmatic: the wait, and the early launch of the next grid only with the trigger.
+    ASSERT_TRUE(p.programmatic);
+    EXPECT_EQ(count(e.source, "if (true) sparsecc_wait_for_predecessor();"), 1u);
+    SpmmPlan wait_only = p;
+    wait_only.programmatic_trigger = false;
+    const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
+    EXPECT_EQ(count(wait_text, "if (true) sparsecc_wait_for_predecessor();"), 1u);
+    EXPECT_EQ(count(wait_text, "if (false) sparsecc_launch_dependents();"), 1u);
+    EXPECT_EQ(count(e.source, p.programmatic_trigger ? "if (true) sparsecc_launch_dependents();"
+                                                     : "if (false) sparsecc_launch_dependents();"),
+              1u);
     // Asked for PTX, the dispatcher still writes CUDA C++; the PTX emitter itself refuses.
     EXPECT_EQ(emit_spmm(p, a, KernelLanguage::ptx).language, KernelLanguage::cuda);
     EXPECT_THROW(emit_spmm_ptx(p, a), UsageError);

@@ -36,11 +36,7 @@ SpmmOptions staged(std::int32_t least, std::int32_t rows = 0, std::int32_t group
   return o;
 }
 
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
-  return n;
-}
+using test::count;
 
 // Staged steps and commits of the whole plan, from spmm_staged_steps.
 std::pair<std::size_t, std::size_t> staged_and_commits(const SpmmPlan& p) {

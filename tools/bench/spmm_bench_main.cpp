@@ -73,6 +73,7 @@ struct Args {
   bool clustered_rows = false;
   std::int32_t stage_dense = 0;
   std::string values = "auto";  // baked | streamed | auto
+  std::string programmatic = "auto";  // auto | off | wait | trigger
   bool compile_only = false;
   bool sweep = false;
   TimingOptions timing;
@@ -99,6 +100,7 @@ SpmmOptions plan_options(const Args& args) {
   if (args.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
   o.stage_min_entries = args.stage_dense;
+  o.programmatic = parse_programmatic(args.programmatic, "--programmatic");
   return o;
 }
 
@@ -116,6 +118,7 @@ std::string describe_overrides(const Args& args) {
   if (args.clustered_rows) parts.push_back("clustered rows");
   if (args.stage_dense > 0) parts.push_back(fmt::format("staged steps of {} or more nonzeros", args.stage_dense));
   if (args.values != "auto") parts.push_back(args.values + " values");
+  if (args.programmatic != "auto") parts.push_back("programmatic " + args.programmatic);
   std::string words;
   for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
   return words.empty() ? std::string("automatic") : words;
@@ -155,7 +158,10 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"values", to_string(plan.value_mode)},
           {"row_split", to_string(plan.row_split)},
           {"shared_bytes", plan.shared_bytes},
-          {"estimated_instructions", plan.estimated_instructions}};
+          {"estimated_instructions", plan.estimated_instructions},
+          {"programmatic", !plan.programmatic          ? "off"
+                           : plan.programmatic_trigger ? "trigger"
+                                                       : "wait"}};
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
@@ -709,6 +715,12 @@ int main(int argc, char** argv) {
   app.add_option("--values", args.values,
                  "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
+      ->capture_default_str();
+  app.add_option(
+         "--programmatic", args.programmatic,
+         "plan: programmatic dependent launch of fp32 kernels: auto (the rule), off, wait (wait for the "
+         "previous kernel) or trigger (also let the next kernel launch as each block row ends)")
+      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
       ->capture_default_str();
   app.add_flag("--sweep", args.sweep,
                "also try a grid of plans per problem (rows per block, groups, n tile, register cap), "

@@ -74,6 +74,13 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
                   "Dense tiles on tensor cores (f16 / bf16): off, auto (the inspector's cost estimate) or "
                   "BHxBW[:FILL] with BHxBW one of 16x8, 16x16, 8x8")
       ->capture_default_str();
+  cmd->add_option(
+         "--programmatic", a.programmatic,
+         "Programmatic dependent launch of fp32 kernels (sm_90 on): auto (rolled kernels and unrolled "
+         "ones of at most 64k instructions take the default, trigger), off, wait (wait for the "
+         "previous kernel) or trigger (wait, and let the next kernel launch as each block row ends)")
+      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
+      ->capture_default_str();
 }
 
 SpmmOptions spmm_options(const SpmmArgs& a) {
@@ -92,6 +99,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   if (a.values != "auto") o.value_mode = parse_value_mode(a.values, "--values");
   o.stage_min_entries = a.stage_dense;
   o.accumulate = a.accumulate;
+  o.programmatic = parse_programmatic(a.programmatic, "--programmatic");
   set_blocklets(o, a.dtype == "f32" && a.blocklets == "auto" ? "off" : a.blocklets);
   return o;
 }

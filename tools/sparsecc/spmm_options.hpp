@@ -30,6 +30,7 @@ struct SpmmArgs {
   std::string dtype = "f32";       // f32 | f16 | bf16
   std::string accumulate = "f32";  // f32 | the dtype
   std::string blocklets = "auto";  // off | auto | BHxBW[:FILL]; auto is off for f32
+  std::string programmatic = "auto";  // auto | off | wait | trigger
 };
 
 // Registers the options on `cmd`.

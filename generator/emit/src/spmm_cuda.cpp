@@ -16,14 +16,15 @@ namespace sparsecc {
 
 namespace {
 
-// Programmatic plans: every thread first lets the next grid launch (templates/spmm_unrolled.cu).
+// Programmatic plans with programmatic_trigger: every thread first lets the next grid launch
+// (templates/spmm_unrolled.cu).
 // Groups 1.. leave their sums in shared memory; group 0 adds them in group order, then adds the bias,
 // applies ReLU and stores. Every thread reaches the barrier. With fp32 pairs a row's two columns
 // (a<i>, e<i>) travel as one float2.
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   const bool pairs = p.fp32_pairs();
-  std::string s = p.programmatic ? "      sparsecc_launch_dependents();\n" : "";
+  std::string s = p.programmatic && p.programmatic_trigger ? "      sparsecc_launch_dependents();\n" : "";
   if (p.groups > 1) {
     s += pairs ? fmt::format("      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
                              "(group - 1) * {} * T + t;\n",

@@ -369,13 +369,13 @@ class PtxWriter {
     epilogue(o, block, rows, in_function);
   }
 
-  // Every thread first lets the next grid launch (programmatic plans: its blocks take the SMs' free
-  // slots and wait in their prologue until this grid has finished). Groups 1.. leave their
-  // sums in shared memory, every thread reaches the barrier, then the live threads of group 0 add
+  // Every thread first lets the next grid launch (programmatic plans with programmatic_trigger: its
+  // blocks take the SMs' free slots and wait in their prologue until this grid has finished). Groups 1..
+  // leave their sums in shared memory, every thread reaches the barrier, then the live threads of group 0 add
   // them in group order, add the bias, apply ReLU and store.
   void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
     const char* leave = in_function ? "exit" : "bra $Lexit";
-    if (programmatic_) put(o, "  griddepcontrol.launch_dependents;\n");
+    if (programmatic_ && p_.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
     const std::int64_t slot = std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread;  // bytes of a row's slots
     if (p_.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");

@@ -29,6 +29,7 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"BIAS", plan.problem.bias ? "true" : "false"},
       {"RELU", plan.problem.relu ? "true" : "false"},
       {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
+      {"PROGRAMMATIC_TRIGGER", plan.programmatic && plan.programmatic_trigger ? "true" : "false"},
       {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"}};
   out.source = KernelTemplate::load("spmm_rolled.cu").render(values);
   return out;

@@ -353,6 +353,14 @@ void set_blocklets(SpmmOptions& o, const std::string& spec) {
   o.blocklet_fill = fill;
 }
 
+std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, const std::string& what) {
+  if (word == "auto") return std::nullopt;
+  if (word == "off") return SpmmProgrammatic::off;
+  if (word == "wait") return SpmmProgrammatic::wait;
+  if (word == "trigger") return SpmmProgrammatic::trigger;
+  throw UsageError(fmt::format("{} '{}': expected auto, off, wait or trigger", what, word));
+}
+
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
   validate(a);
   if (problem.m != a.rows || problem.k != a.cols)
@@ -565,7 +573,14 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       for (const auto& g : b.groups)
         for (const auto& s : g.steps)
           for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
-  p.programmatic = !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticInstructions);
+  const bool programmatic_rule =
+      !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticInstructions);
+  const SpmmProgrammatic programmatic =
+      options.programmatic.value_or(programmatic_rule ? kSpmmProgrammaticDefault : SpmmProgrammatic::off);
+  if (programmatic != SpmmProgrammatic::off && p.half())
+    throw UsageError("plan_spmm: programmatic launches are for fp32 plans");
+  p.programmatic = programmatic != SpmmProgrammatic::off;
+  p.programmatic_trigger = programmatic == SpmmProgrammatic::trigger;
   return p;
 }
 

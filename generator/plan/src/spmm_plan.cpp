@@ -314,6 +314,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
   if (p.programmatic && p.half()) err("programmatic launches are for fp32 plans");
+  if (p.programmatic_trigger && !p.programmatic) err("programmatic_trigger needs a programmatic plan");
   if (p.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
     err("clustered rows need an fp32 unrolled plan");
   if (p.row_split == SpmmRowSplit::clustered) {
@@ -425,6 +426,7 @@ json to_json(const SpmmPlan& p) {
           {"estimated_instructions", p.estimated_instructions},
           {"assembler_opt_level", p.assembler_opt_level},
           {"programmatic", p.programmatic},
+          {"programmatic_trigger", p.programmatic_trigger},
           {"packed_order", p.packed_order},
           {"accumulate", p.accumulate},
           {"cols_per_thread", p.cols_per_thread},
@@ -465,6 +467,8 @@ SpmmPlan plan_from_json(const json& j) {
     p.estimated_instructions = j.at("estimated_instructions");
     p.assembler_opt_level = j.at("assembler_opt_level");
     p.programmatic = j.value("programmatic", false);
+    // Plans written before the key existed let the next grid launch early whenever programmatic.
+    p.programmatic_trigger = j.value("programmatic_trigger", p.programmatic);
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
     p.accumulate = j.value("accumulate", std::string("f32"));
     p.cols_per_thread = j.value("cols_per_thread", 1);

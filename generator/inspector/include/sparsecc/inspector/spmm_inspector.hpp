@@ -52,6 +52,11 @@
 namespace sparsecc {
 
 enum class SpmmBlockletMode { off, automatic, forced };
+// Programmatic dependent launch (SpmmPlan::programmatic and programmatic_trigger): none; the wait for
+// the predecessor alone; the wait and the early launch of the next grid.
+enum class SpmmProgrammatic { off, wait, trigger };
+// The mode of the plans that the rule lets take part.
+inline constexpr SpmmProgrammatic kSpmmProgrammaticDefault = SpmmProgrammatic::trigger;
 
 struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
@@ -75,7 +80,14 @@ struct SpmmOptions {
   SpmmBlockletMode blocklets = SpmmBlockletMode::off;
   BlockShape blocklet_shape{16, 8};  // forced mode
   double blocklet_fill = 1.0;        // forced mode: the fill threshold
+  // Empty: the rule (kSpmmProgrammaticInstructions, kSpmmProgrammaticDefault); f16 / bf16 plans take
+  // only off.
+  std::optional<SpmmProgrammatic> programmatic;
 };
+
+// The programmatic mode of the command line: "auto" (empty), "off", "wait" or "trigger". Throws
+// UsageError naming `what` on another word.
+std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, const std::string& what);
 
 // Sets the blocklet fields of `o` from "off", "auto" or "BHxBW:FILL" (FILL in (0, 1], e.g. 16x8:0.75;
 // "BHxBW" alone means fill 1). Throws UsageError naming the text otherwise, or for a shape that

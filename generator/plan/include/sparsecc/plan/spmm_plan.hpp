@@ -151,11 +151,14 @@ struct SpmmPlan {
   // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
   std::int32_t assembler_opt_level = 3;
   // Programmatic dependent launch (fp32; the kernel's arch sm_90 on, rt::arch_has_programmatic_launch):
-  // the kernel waits for the grid it depends on before it touches B or C, and lets the next grid
-  // launch once its block row's sums are done, so that a programmatic launch overlaps its start with
-  // the previous kernel's end. The inspector sets it for fp32 plans rolled or of at most
-  // kSpmmProgrammaticInstructions (see there).
+  // the kernel waits for the grid it depends on before it touches B or C, so that a programmatic
+  // launch overlaps its start with the previous kernel's end. The inspector sets it for fp32 plans
+  // rolled or of at most kSpmmProgrammaticInstructions (see there).
   bool programmatic = false;
+  // Programmatic plans only: the kernel also lets the next grid launch once its block row's sums are
+  // done (griddepcontrol.launch_dependents), so that grid's blocks take free SMs and wait there.
+  // Without it the next grid launches as this one's blocks exit.
+  bool programmatic_trigger = false;
 
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
   bool fp32_pairs() const { return !half() && cols_per_thread == 2 && value_mode != SpmmValueMode::rolled; }
