@@ -488,8 +488,9 @@ TEST(SpmmGpu, BundleFileRoundTrip) {
 // stale or half-written input, or overwrite one still being read. The chain must give the bits of
 // the same chain launched plainly, and the fp64 chain within 1e-5. Covers both emitters, the split
 // PTX layout (runtime N) and a rolled kernel, with the early launch of the next grid and without it
-// (SpmmProgrammatic::wait); a plan above kSpmmProgrammaticInstructions, and a bundle that does not
-// record the wait, launch plainly when asked for a programmatic launch.
+// (SpmmProgrammatic::wait, which the rule gives a plan above kSpmmProgrammaticTriggerInstructions);
+// a plan with programmatic launches off, and a bundle that does not record the wait, launch plainly
+// when asked for a programmatic launch.
 TEST(SpmmGpu, ProgrammaticLaunchChains) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
@@ -515,8 +516,10 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
                             SpmmNMode::runtime, false, false, trigger));
   cases.push_back(make_case("chain_wait_split_runtime_512_n100/ptx", scaled(random_csr(512, 512, 0.06, 42)),
                             100, SpmmNMode::runtime, false, false, wait));
-  cases.push_back(make_case("chain_plain_768_n100/ptx", scaled(random_csr(768, 768, 0.12, 44)), 100,
+  cases.push_back(make_case("chain_rule_768_n100/ptx", scaled(random_csr(768, 768, 0.12, 44)), 100,
                             SpmmNMode::fixed, false, false));
+  cases.push_back(make_case("chain_off_384_n196/ptx", scaled(random_csr(384, 384, 0.1, 41)), 196,
+                            SpmmNMode::fixed, false, false, with_mode({}, SpmmProgrammatic::off)));
   cases.push_back(make_case("chain_rolled_512_n49", scaled(random_csr(512, 512, 0.1, 43)), 49,
                             SpmmNMode::fixed, false, false,
                             with_mode(opts(1, 4, SpmmValueMode::rolled), SpmmProgrammatic::trigger)));
@@ -530,9 +533,10 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
     const SpmmCase& c = cases[i];
     const SpmmBuilt b = built[i].get();
     expect_clean_build(c, b);
-    const bool plain_plan = c.name.rfind("chain_plain", 0) == 0;
+    const auto named = [&](const char* word) { return c.name.find(word) != std::string::npos; };
+    const bool plain_plan = named("_off_");
     ASSERT_EQ(b.plan.programmatic, !plain_plan);
-    ASSERT_EQ(b.plan.programmatic_trigger, !plain_plan && c.name.find("wait") == std::string::npos);
+    ASSERT_EQ(b.plan.programmatic_trigger, !plain_plan && !named("_wait_") && !named("_rule_"));
     ASSERT_EQ(b.bundle.metadata.programmatic_launch, !plain_plan);
     if (c.name.find("split") != std::string::npos) {
       EXPECT_FALSE(b.emitted.modules.empty()) << "not split";

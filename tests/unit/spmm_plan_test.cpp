@@ -264,18 +264,18 @@ TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
 // matrices. Automatic groups always fit their reduction buffer in shared memory (a balanced split's
 // block rows may be twice as tall as asked; rolled and half plans keep two columns a thread). A
 // bundle's metadata re-plans to the same block rows, groups and steps (what `verify` interprets).
-// Programmatic launches (SpmmPlan::programmatic): fp32 plans rolled or of at most
-// kSpmmProgrammaticInstructions, in kSpmmProgrammaticDefault's mode; not half plans, not larger
-// unrolled ones. SpmmOptions::programmatic overrides the rule for fp32 plans and is refused for half
-// ones. check_plan refuses a half plan that claims it and a trigger without it; the plan's JSON
-// carries both (absent: not programmatic; a trigger absent: as plans had it before the key, with
+// Programmatic launches (SpmmPlan::programmatic): every fp32 plan waits for its predecessor; rolled
+// plans and unrolled ones of at most kSpmmProgrammaticTriggerInstructions also let the next grid
+// launch early; half plans take no part. SpmmOptions::programmatic overrides the rule for fp32 plans
+// and is refused for half ones. check_plan refuses a half plan that claims it and a trigger without it; the
+// plan's JSON carries both (absent: not programmatic; a trigger absent: as plans had it before the key, with
 // the wait).
 TEST(SpmmPlan, ProgrammaticRule) {
-  const CsrMatrix a = random_csr(256, 256, 0.1, 6);
+  const CsrMatrix a = random_csr(192, 192, 0.1, 6);
   const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_LE(small.estimated_instructions, kSpmmProgrammaticInstructions);
+  EXPECT_LE(small.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   EXPECT_TRUE(small.programmatic);
-  EXPECT_EQ(small.programmatic_trigger, kSpmmProgrammaticDefault == SpmmProgrammatic::trigger);
+  EXPECT_TRUE(small.programmatic_trigger);
   const SpmmProblem small_problem{a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"};
   for (const auto& [mode, waits, triggers] :
        {std::tuple{SpmmProgrammatic::off, false, false}, std::tuple{SpmmProgrammatic::wait, true, false},
@@ -299,22 +299,25 @@ TEST(SpmmPlan, ProgrammaticRule) {
   EXPECT_FALSE(check_plan(trigger_alone, a).empty());
   const CsrMatrix big = random_csr(2048, 512, 0.1, 5);  // ~105k nonzeros
   const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_GT(unrolled.estimated_instructions, kSpmmProgrammaticInstructions);
-  EXPECT_FALSE(unrolled.programmatic);
-  SpmmOptions forced_wait;
+  EXPECT_GT(unrolled.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
+  EXPECT_TRUE(unrolled.programmatic);
+  EXPECT_FALSE(unrolled.programmatic_trigger);
+  SpmmOptions forced_trigger, forced_wait;
+  forced_trigger.programmatic = SpmmProgrammatic::trigger;
   forced_wait.programmatic = SpmmProgrammatic::wait;
-  EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_wait).programmatic);
+  EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_trigger).programmatic_trigger);
   const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
   ASSERT_EQ(rolled.value_mode, SpmmValueMode::rolled);
   EXPECT_TRUE(rolled.programmatic);
+  EXPECT_TRUE(rolled.programmatic_trigger);
   SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f16"});
   EXPECT_FALSE(half.programmatic);
   EXPECT_TRUE(check_plan(half, a).empty());
   EXPECT_THROW(plan_spmm(a, half.problem, forced_wait), UsageError);
   half.programmatic = true;
   EXPECT_FALSE(check_plan(half, a).empty());
-  EXPECT_TRUE(plan_from_json(to_json(small)).programmatic);
-  EXPECT_FALSE(plan_from_json(to_json(unrolled)).programmatic);
+  EXPECT_TRUE(plan_from_json(to_json(small)).programmatic_trigger);
+  EXPECT_FALSE(plan_from_json(to_json(unrolled)).programmatic_trigger);
   nlohmann::json old_plan = to_json(small);
   old_plan.erase("programmatic_trigger");
   EXPECT_TRUE(plan_from_json(old_plan).programmatic_trigger);

@@ -116,10 +116,11 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   EXPECT_EQ(e.max_registers, std::min(p.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.block_x / 8 * 8));
 }
 
-// Programmatic plans (the inspector's rule: fp32, rolled or at most kSpmmProgrammaticInstructions):
-// for sm_90 on the kernel waits for its predecessor once, before its first load of B, and every block
-// row's epilogue lets the next grid launch (programmatic_trigger), in both layouts; a plan without the
-// trigger only waits; sm_80 and sm_89 kernels, and plans above the limit, have neither.
+// Programmatic plans (the inspector's rule: every fp32 plan, with the trigger up to
+// kSpmmProgrammaticTriggerInstructions): for sm_90 on the kernel waits for its predecessor once,
+// before its first load of B, and every block row's epilogue lets the next grid launch
+// (programmatic_trigger), in both layouts; a plan without the trigger only waits (the rule's plans
+// above the limit); sm_80 and sm_89 kernels, and plans with programmatic launches off, have neither.
 TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
   const SpmmPlan p = grouped_plan(a);
@@ -141,8 +142,11 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   // The split layout (runtime N splits above 4000 instructions): the entry waits, the case
   // functions let the next grid launch.
   const CsrMatrix mid = random_csr(300, 300, 0.1, 4);
-  const SpmmPlan r = plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, "f32"}, {});
-  ASSERT_TRUE(r.programmatic);
+  SpmmOptions trigger;
+  trigger.programmatic = SpmmProgrammatic::trigger;
+  const SpmmPlan r =
+      plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, "f32"}, trigger);
+  ASSERT_TRUE(r.programmatic_trigger);
   const EmittedKernel split = emit_spmm_ptx(r, mid);
   ASSERT_GE(split.modules.size(), 2u);
   EXPECT_EQ(count(split.modules[0], "griddepcontrol.wait;"), 1u);
@@ -153,12 +157,17 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
     triggers += count(split.modules[i], "griddepcontrol.launch_dependents;");
   }
   EXPECT_EQ(triggers, r.blocks.size());
-  // Above kSpmmProgrammaticInstructions: a plain kernel.
-  const CsrMatrix big = random_csr(1000, 1000, 0.08, 3);
-  const SpmmPlan q = plan_spmm(big, {big.rows, big.cols, 100, SpmmNMode::fixed, false, false, "f32"}, {});
-  ASSERT_GT(q.estimated_instructions, kSpmmProgrammaticInstructions);
-  EXPECT_FALSE(q.programmatic);
-  EXPECT_EQ(emit_spmm_ptx(q, big).source.find("griddepcontrol"), std::string::npos);
+  // Above kSpmmProgrammaticTriggerInstructions: the wait alone; with programmatic launches off, neither.
+  const SpmmProblem big_problem{mid.rows, mid.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmPlan q = plan_spmm(mid, big_problem, {});
+  ASSERT_GT(q.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
+  const std::string q_text = emit_spmm_ptx(q, mid).source;
+  EXPECT_EQ(count(q_text, "griddepcontrol.wait;"), 1u);
+  EXPECT_EQ(count(q_text, "griddepcontrol.launch_dependents;"), 0u);
+  SpmmOptions off;
+  off.programmatic = SpmmProgrammatic::off;
+  EXPECT_EQ(emit_spmm_ptx(plan_spmm(mid, big_problem, off), mid).source.find("griddepcontrol"),
+            std::string::npos);
 }
 
 // No spills and no stack frame in either layout, and at most the layout's register cap (for split

@@ -573,10 +573,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       for (const auto& g : b.groups)
         for (const auto& s : g.steps)
           for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
-  const bool programmatic_rule =
-      !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticInstructions);
-  const SpmmProgrammatic programmatic =
-      options.programmatic.value_or(programmatic_rule ? kSpmmProgrammaticDefault : SpmmProgrammatic::off);
+  const SpmmProgrammatic programmatic = options.programmatic.value_or(
+      p.half()                                                                     ? SpmmProgrammatic::off
+      : rolled || p.estimated_instructions <= kSpmmProgrammaticTriggerInstructions ? SpmmProgrammatic::trigger
+                                                                                   : SpmmProgrammatic::wait);
   if (programmatic != SpmmProgrammatic::off && p.half())
     throw UsageError("plan_spmm: programmatic launches are for fp32 plans");
   p.programmatic = programmatic != SpmmProgrammatic::off;

@@ -55,8 +55,6 @@ enum class SpmmBlockletMode { off, automatic, forced };
 // Programmatic dependent launch (SpmmPlan::programmatic and programmatic_trigger): none; the wait for
 // the predecessor alone; the wait and the early launch of the next grid.
 enum class SpmmProgrammatic { off, wait, trigger };
-// The mode of the plans that the rule lets take part.
-inline constexpr SpmmProgrammatic kSpmmProgrammaticDefault = SpmmProgrammatic::trigger;
 
 struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
@@ -80,8 +78,8 @@ struct SpmmOptions {
   SpmmBlockletMode blocklets = SpmmBlockletMode::off;
   BlockShape blocklet_shape{16, 8};  // forced mode
   double blocklet_fill = 1.0;        // forced mode: the fill threshold
-  // Empty: the rule (kSpmmProgrammaticInstructions, kSpmmProgrammaticDefault); f16 / bf16 plans take
-  // only off.
+  // Empty: the rule (fp32 plans wait; rolled ones and unrolled ones of at most
+  // kSpmmProgrammaticTriggerInstructions also trigger; f16 / bf16 plans take no part, and only off).
   std::optional<SpmmProgrammatic> programmatic;
 };
 

@@ -152,12 +152,13 @@ struct SpmmPlan {
   std::int32_t assembler_opt_level = 3;
   // Programmatic dependent launch (fp32; the kernel's arch sm_90 on, rt::arch_has_programmatic_launch):
   // the kernel waits for the grid it depends on before it touches B or C, so that a programmatic
-  // launch overlaps its start with the previous kernel's end. The inspector sets it for fp32 plans
-  // rolled or of at most kSpmmProgrammaticInstructions (see there).
+  // launch overlaps its start with the previous kernel's end. The inspector sets it for every fp32
+  // plan.
   bool programmatic = false;
   // Programmatic plans only: the kernel also lets the next grid launch once its block row's sums are
   // done (griddepcontrol.launch_dependents), so that grid's blocks take free SMs and wait there.
-  // Without it the next grid launches as this one's blocks exit.
+  // Without it the next grid launches as this one's blocks exit. The inspector sets it for rolled
+  // plans and unrolled ones of at most kSpmmProgrammaticTriggerInstructions (see there).
   bool programmatic_trigger = false;
 
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
@@ -180,12 +181,16 @@ inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 // Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
 // to more).
 inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
-// Unrolled plans above this many estimated instructions take no part in programmatic launches. On an
-// H100 (SparseRT suite at batch 1, 90 and 95 %, the same executors launched programmatically against
-// plainly in graphs of 100) every kernel of at most 48k instructions (820 KB of cubin), and every
-// rolled one, ran 1.07-1.24x faster; the four of 78k-177k instructions (1.8-3.1 MB) ran 0.66-0.95x
-// as fast, whether or not they let the next grid launch early.
-inline constexpr std::int64_t kSpmmProgrammaticInstructions = 64000;
+// Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
+// next grid launch early. On an H100, with the same executors launched programmatically against
+// plainly in graphs of 100 (SparseRT suite at batch 1, 90 and 95 %; DLMC ResNet-50 0.9 at batch 1;
+// DLMC Transformer 0.9 at N = 256: 190 kernels), every mode forced on every kernel in turn:
+// - the wait alone gained on all but one (0.998x), geomean 1.07-1.13x per set;
+// - the wait and the trigger gained more on rolled kernels and on unrolled ones of at most 12k
+//   instructions (rolled and small kernels together: 1.12-1.18x against 1.08-1.15x), with no loss;
+// - but 51 unrolled kernels of 16.9k instructions or more ran 0.67-0.99x as fast as plainly with the
+//   trigger (p08 at 95 % 4.65 -> 6.90 us; near-identical layers lost or gained run to run).
+inline constexpr std::int64_t kSpmmProgrammaticTriggerInstructions = 12000;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
 // Staged plans: the most slots a thread may hold, and staged steps a cp.async commit (the kernel
