@@ -78,6 +78,11 @@ expect 0 '"stage_min_entries":1'   -- compile "$tmp/small.mtx" --n 5 --stage-den
 expect 0 "max relative error .* ok" -- verify "$tmp/st.sccb" --cpu
 expect 2 "staged steps need an fp32 unrolled plan" -- compile "$tmp/small.mtx" --n 5 --stage-dense 1 --values rolled -o "$tmp/x.sccb"
 expect 2 "stage-dense"             -- compile "$tmp/small.mtx" --n 5 --stage-dense -1 -o "$tmp/x.sccb"
+expect 0 '"programmatic":true,"programmatic_trigger":true' -- compile "$tmp/small.mtx" --n 5 --plan-json -o "$tmp/pg.sccb"
+expect 0 '"programmatic":true,"programmatic_trigger":false' -- compile "$tmp/small.mtx" --n 5 --programmatic wait --plan-json -o "$tmp/pg.sccb"
+expect 0 '"programmatic":false,"programmatic_trigger":false' -- compile "$tmp/small.mtx" --n 5 --programmatic off --plan-json -o "$tmp/pg.sccb"
+expect 2 "programmatic launches are for fp32 plans" -- compile "$tmp/small.mtx" --n 5 --programmatic wait --dtype f16 -o "$tmp/x.sccb"
+expect 2 "programmatic: early not in" -- compile "$tmp/small.mtx" --n 5 --programmatic early -o "$tmp/x.sccb"
 head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"

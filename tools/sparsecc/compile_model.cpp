@@ -277,6 +277,11 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--blocklets", args->spmm.blocklets, "Tensor-core tiles for f16 / bf16: off, auto or BHxBW[:FILL]")
       ->capture_default_str();
+  cmd->add_option("--programmatic", args->spmm.programmatic,
+                  "Programmatic dependent launch of fp32 layers: auto (the rule), off, wait or trigger "
+                  "(see sparsecc compile --help)")
+      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
+      ->capture_default_str();
   cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
