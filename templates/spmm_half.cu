@@ -17,6 +17,9 @@
 //   STAGE         float offset in dynamic shared memory of the warps' fragment stages (plans whose
 //                 block rows all store their tiles straight to C have none: 0, never dereferenced)
 //   FRAGMENT_TABLE  the k of every fragment (a __device__ array), or nothing without fragments
+//   PROGRAMMATIC  programmatic plans: true (the kernel waits for the grid it depends on, sm_90 on, before
+//                 it reads B or writes C; it never lets the next grid launch early; under a plain
+//                 launch the wait is a no-op)
 //   BODY          one case per block row: accumulators, each group's steps, each group's share of the
 //                 fragments, then the epilogue (group reduction through shared memory, the groups'
 //                 fragment tiles, bias, ReLU, rounding to 16 bits, stores)
@@ -312,6 +315,12 @@ __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], in
 // spilled them); shorter shares are straight-line calls with k in the address.
 /*@FRAGMENT_TABLE*/static __device__ const int spcc_fragment_k[] = {0};/*@end*/
 
+static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm_half/*@end*/(const spcc_u16* __restrict__ B, spcc_u16* __restrict__ C,
                                           const float* __restrict__ bias, const float* __restrict__ values,
@@ -328,6 +337,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const spcc_u16* b1 = live1 ? b + 1 : b;
   spcc_u16* c = C + col;
   extern __shared__ float red[];
+  if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   switch (blockIdx.y) {
 /*@BODY*/
     case 0: {

@@ -263,6 +263,11 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
       EXPECT_EQ(direct, cfg.n % 8 == 0 && cfg.density == 0.0);
       EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
       EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
+      // Programmatic (the rule for half plans): one wait before the block rows' cases, no trigger.
+      ASSERT_TRUE(plan.programmatic);
+      EXPECT_NE(k.source.find("if (true) sparsecc_wait_for_predecessor();\n  switch (blockIdx.y)"),
+                std::string::npos);
+      EXPECT_EQ(k.source.find("launch_dependents"), std::string::npos);
       CudaCompileOptions o;
       o.arch = "sm_90";
       o.extra.push_back(kPtxasVerbose);
@@ -271,6 +276,7 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
       ASSERT_TRUE(u.found) << r.log;
       EXPECT_FALSE(r.cubin.empty());
       EXPECT_NE(r.ptx.find("mma.sync.aligned"), std::string::npos);
+      EXPECT_NE(r.ptx.find("griddepcontrol.wait"), std::string::npos);
       EXPECT_EQ(u.spill_store_bytes + u.spill_load_bytes, 0);
       EXPECT_EQ(u.stack_frame_bytes, 0);
     }

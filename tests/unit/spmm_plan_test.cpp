@@ -264,12 +264,12 @@ TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
 // matrices. Automatic groups always fit their reduction buffer in shared memory (a balanced split's
 // block rows may be twice as tall as asked; rolled and half plans keep two columns a thread). A
 // bundle's metadata re-plans to the same block rows, groups and steps (what `verify` interprets).
-// Programmatic launches (SpmmPlan::programmatic): every fp32 plan waits for its predecessor; rolled
-// plans and unrolled ones of at most kSpmmProgrammaticTriggerInstructions also let the next grid
-// launch early; half plans take no part. SpmmOptions::programmatic overrides the rule for fp32 plans
-// and is refused for half ones. check_plan refuses a half plan that claims it and a trigger without it; the
-// plan's JSON carries both (absent: not programmatic; a trigger absent: as plans had it before the key, with
-// the wait).
+// Programmatic launches (SpmmPlan::programmatic): every plan waits for its predecessor; fp32 plans
+// rolled or unrolled of at most kSpmmProgrammaticTriggerInstructions also let the next grid launch
+// early (programmatic_trigger), half plans never. SpmmOptions::programmatic overrides the rule, but a
+// half plan refuses the trigger. check_plan refuses a half plan that triggers and a trigger without
+// the wait; the plan's JSON carries both (absent: not programmatic; a trigger absent: as plans had it
+// before the key, with the wait).
 TEST(SpmmPlan, ProgrammaticRule) {
   const CsrMatrix a = random_csr(192, 192, 0.1, 6);
   const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"});
@@ -311,10 +311,12 @@ TEST(SpmmPlan, ProgrammaticRule) {
   EXPECT_TRUE(rolled.programmatic);
   EXPECT_TRUE(rolled.programmatic_trigger);
   SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f16"});
-  EXPECT_FALSE(half.programmatic);
+  EXPECT_TRUE(half.programmatic);
+  EXPECT_FALSE(half.programmatic_trigger);
   EXPECT_TRUE(check_plan(half, a).empty());
-  EXPECT_THROW(plan_spmm(a, half.problem, forced_wait), UsageError);
-  half.programmatic = true;
+  EXPECT_TRUE(plan_spmm(a, half.problem, forced_wait).programmatic);
+  EXPECT_THROW(plan_spmm(a, half.problem, forced_trigger), UsageError);
+  half.programmatic_trigger = true;
   EXPECT_FALSE(check_plan(half, a).empty());
   EXPECT_TRUE(plan_from_json(to_json(small)).programmatic_trigger);
   EXPECT_FALSE(plan_from_json(to_json(unrolled)).programmatic_trigger);

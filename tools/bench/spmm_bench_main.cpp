@@ -716,10 +716,9 @@ int main(int argc, char** argv) {
                  "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();
-  app.add_option(
-         "--programmatic", args.programmatic,
-         "plan: programmatic dependent launch of fp32 kernels: auto (the rule), off, wait (wait for the "
-         "previous kernel) or trigger (also let the next kernel launch as each block row ends)")
+  app.add_option("--programmatic", args.programmatic,
+                 "plan: programmatic dependent launch: auto (the rule), off, wait (wait for the "
+                 "previous kernel) or trigger (also let the next kernel launch as each block row ends)")
       ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
       ->capture_default_str();
   app.add_flag("--sweep", args.sweep,

@@ -76,9 +76,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
       ->capture_default_str();
   cmd->add_option(
          "--programmatic", a.programmatic,
-         "Programmatic dependent launch of fp32 kernels (sm_90 on): wait (wait for the previous kernel), "
-         "trigger (wait, and let the next kernel launch as each block row ends), off, or auto (trigger "
-         "for rolled kernels and unrolled ones of at most 12k instructions, wait for the others)")
+         "Programmatic dependent launch (sm_90 on): wait (wait for the previous kernel), trigger (fp32: "
+         "wait, and let the next kernel launch as each block row ends), off, or auto (trigger for fp32 "
+         "kernels rolled or unrolled of at most 12k instructions, wait for the others)")
       ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
       ->capture_default_str();
 }

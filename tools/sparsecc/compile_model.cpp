@@ -278,7 +278,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--blocklets", args->spmm.blocklets, "Tensor-core tiles for f16 / bf16: off, auto or BHxBW[:FILL]")
       ->capture_default_str();
   cmd->add_option("--programmatic", args->spmm.programmatic,
-                  "Programmatic dependent launch of fp32 layers: auto (the rule), off, wait or trigger "
+                  "Programmatic dependent launch: auto (the rule), off, wait or trigger (fp32) "
                   "(see sparsecc compile --help)")
       ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
       ->capture_default_str();

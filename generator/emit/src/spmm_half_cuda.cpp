@@ -217,6 +217,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"KERNEL_NAME", plan.kernel_name},
                                                      {"N_TILE", std::to_string(plan.n_tile)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+                                                     {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
                                                      {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
                                                      {"FRAGMENT_K", std::to_string(plan.fragment_k)},
                                                      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},

@@ -574,11 +574,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
         for (const auto& s : g.steps)
           for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
   const SpmmProgrammatic programmatic = options.programmatic.value_or(
-      p.half()                                                                     ? SpmmProgrammatic::off
-      : rolled || p.estimated_instructions <= kSpmmProgrammaticTriggerInstructions ? SpmmProgrammatic::trigger
-                                                                                   : SpmmProgrammatic::wait);
-  if (programmatic != SpmmProgrammatic::off && p.half())
-    throw UsageError("plan_spmm: programmatic launches are for fp32 plans");
+      !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticTriggerInstructions)
+          ? SpmmProgrammatic::trigger
+          : SpmmProgrammatic::wait);
+  if (programmatic == SpmmProgrammatic::trigger && p.half())
+    throw UsageError(
+        "plan_spmm: f16 / bf16 kernels wait for their predecessor but do not let the next grid "
+        "launch early (programmatic wait or off)");
   p.programmatic = programmatic != SpmmProgrammatic::off;
   p.programmatic_trigger = programmatic == SpmmProgrammatic::trigger;
   return p;

@@ -313,7 +313,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
-  if (p.programmatic && p.half()) err("programmatic launches are for fp32 plans");
+  if (p.programmatic_trigger && p.half()) err("f16 / bf16 kernels do not let the next grid launch early");
   if (p.programmatic_trigger && !p.programmatic) err("programmatic_trigger needs a programmatic plan");
   if (p.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
     err("clustered rows need an fp32 unrolled plan");

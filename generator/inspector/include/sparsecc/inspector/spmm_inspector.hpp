@@ -78,8 +78,8 @@ struct SpmmOptions {
   SpmmBlockletMode blocklets = SpmmBlockletMode::off;
   BlockShape blocklet_shape{16, 8};  // forced mode
   double blocklet_fill = 1.0;        // forced mode: the fill threshold
-  // Empty: the rule (fp32 plans wait; rolled ones and unrolled ones of at most
-  // kSpmmProgrammaticTriggerInstructions also trigger; f16 / bf16 plans take no part, and only off).
+  // Empty: the rule (every plan waits; fp32 plans rolled or unrolled of at most
+  // kSpmmProgrammaticTriggerInstructions also trigger; f16 / bf16 plans never trigger).
   std::optional<SpmmProgrammatic> programmatic;
 };
 

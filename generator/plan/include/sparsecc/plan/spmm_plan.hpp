@@ -150,12 +150,11 @@ struct SpmmPlan {
   // ptxas optimization level (0..3). -O1 assembles a 105k-nonzero kernel about 15 % faster but
   // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
   std::int32_t assembler_opt_level = 3;
-  // Programmatic dependent launch (fp32; the kernel's arch sm_90 on, rt::arch_has_programmatic_launch):
-  // the kernel waits for the grid it depends on before it touches B or C, so that a programmatic
-  // launch overlaps its start with the previous kernel's end. The inspector sets it for every fp32
-  // plan.
+  // Programmatic dependent launch (the kernel's arch sm_90 on, rt::arch_has_programmatic_launch): the
+  // kernel waits for the grid it depends on before it touches B or C, so that a programmatic launch
+  // overlaps its start with the previous kernel's end. The inspector sets it for every plan.
   bool programmatic = false;
-  // Programmatic plans only: the kernel also lets the next grid launch once its block row's sums are
+  // Programmatic fp32 plans only: the kernel also lets the next grid launch once its block row's sums are
   // done (griddepcontrol.launch_dependents), so that grid's blocks take free SMs and wait there.
   // Without it the next grid launches as this one's blocks exit. The inspector sets it for rolled
   // plans and unrolled ones of at most kSpmmProgrammaticTriggerInstructions (see there).
