@@ -154,10 +154,10 @@ struct Bundle {
 
 // Whether kernels for `arch` ("sm_90", "sm_90a", ...) can take part in programmatic dependent launch:
 // sm_90 and later (griddepcontrol). Metadata programmatic_launch says whether a bundle's kernel does
-// (the fp32 plans the generator's inspector marks): it waits for the grid it depends on before it
-// touches B or C and lets the next grid launch once a block's sums are done, so a launch with the
-// programmatic attribute overlaps its start with the previous kernel's end; under a plain launch
-// both are no-ops. The runtime refuses the key for an arch below sm_90.
+// (the plans the generator's inspector marks): it waits for the grid it depends on before it touches
+// B or C (and some fp32 kernels let the next grid launch once a block's sums are done), so a launch
+// with the programmatic attribute overlaps its start with the previous kernel's end; under a plain
+// launch both are no-ops. The runtime refuses the key for an arch below sm_90.
 bool arch_has_programmatic_launch(const std::string& arch);
 
 // FNV-1a, 64 bits.

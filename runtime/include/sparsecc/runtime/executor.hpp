@@ -27,7 +27,7 @@ struct LoadOptions {
 
 struct RunOptions {
   // Programmatic dependent launch where the bundle's kernel takes part (metadata.programmatic_launch:
-  // sm_90 on, fp32 kernels the inspector marks; a plain launch otherwise): the kernel may start while
+  // sm_90 on, the kernels the inspector marks; a plain launch otherwise): the kernel may start while
   // the kernel ahead of it on the stream is finishing (its blocks wait for that grid in their
   // prologue), which hides most of the launch latency between consecutive layers. Correct whatever
   // runs ahead on the stream, since the kernel waits for it.
