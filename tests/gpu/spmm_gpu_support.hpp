@@ -248,4 +248,40 @@ inline std::vector<float> run_and_check(const rt::Context& ctx, const rt::SpmmEx
   return got;
 }
 
+// Programmatic launch chains (SpmmGpu and SpmmHalfGpu ProgrammaticLaunchChains). Weights scaled by
+// 1/8, exact in every dtype, keep ten layers' sums in range.
+inline CsrMatrix scaled_for_chains(CsrMatrix a) {
+  for (auto& v : a.values) v *= 0.125;
+  return a;
+}
+
+// `layers` launches of the square layer `ex` in a row on one stream, each reading the buffer the one
+// before it wrote and writing the one that launch read (ping-pong; `input` is uploaded to the first,
+// the second is filled with `poison` first). Returns the last output.
+template <typename T>
+std::vector<T> run_chain(const rt::Context& ctx, const rt::SpmmExecutor& ex, const std::vector<T>& input,
+                         int n, int layers, bool programmatic, std::uint32_t poison) {
+  const std::size_t bytes = (input.size() * sizeof(T) + 3) / 4 * 4;
+  rt::DeviceBuffer ping(bytes), pong(bytes);
+  ping.upload(input.data(), input.size() * sizeof(T));
+  pong.fill32(poison);
+  rt::RunOptions options;
+  options.programmatic = programmatic;
+  for (int layer = 0; layer < layers; ++layer) {
+    const bool even = layer % 2 == 0;
+    ex.run(even ? ping.get() : pong.get(), even ? pong.get() : ping.get(), n, nullptr, options);
+  }
+  ctx.synchronize();
+  std::vector<T> out(input.size());
+  (layers % 2 ? pong : ping).download(out.data(), out.size() * sizeof(T));
+  return out;
+}
+
 }  // namespace sparsecc::gputest
+
+// Skips the current test, with the reason, on a device without programmatic dependent launch.
+#define SPARSECC_PROGRAMMATIC_OR_SKIP(ctx)                                                                   \
+  do {                                                                                                       \
+    if (!::sparsecc::rt::arch_has_programmatic_launch((ctx).device().arch()))                                \
+      GTEST_SKIP() << "programmatic launches need sm_90 or later; this device is " << (ctx).device().arch(); \
+  } while (0)

@@ -494,13 +494,8 @@ TEST(SpmmGpu, BundleFileRoundTrip) {
 TEST(SpmmGpu, ProgrammaticLaunchChains) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
-  if (!rt::arch_has_programmatic_launch(ctx.device().arch()))
-    GTEST_SKIP() << "programmatic launches need sm_90 or later; this device is " << ctx.device().arch();
-  // Weights scaled by 1/8 (exact) keep ten layers' sums of about 40 terms in range.
-  const auto scaled = [](CsrMatrix a) {
-    for (auto& v : a.values) v *= 0.125;
-    return a;
-  };
+  SPARSECC_PROGRAMMATIC_OR_SKIP(ctx);
+  const auto scaled = scaled_for_chains;
   const auto with_mode = [](SpmmOptions o, SpmmProgrammatic mode) {
     o.programmatic = mode;
     return o;
@@ -549,24 +544,9 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
       const auto ex = rt::SpmmExecutor::load(*bundle, c.name, ctx);
       const int n = static_cast<int>(c.problem.n);
       const DenseMatrix x0 = random_b(c.a.cols, n, 77);
-      const std::size_t bytes = x0.data.size() * sizeof(float);
-      const auto chain = [&](bool programmatic) {
-        rt::DeviceBuffer ping(bytes), pong(bytes);
-        const std::vector<float> h(x0.data.begin(), x0.data.end());
-        ping.upload(h.data(), bytes);
-        pong.fill32(kNaNPattern);
-        rt::RunOptions options;
-        options.programmatic = programmatic;
-        for (int layer = 0; layer < kLayers; ++layer) {
-          const bool even = layer % 2 == 0;
-          ex.run(even ? ping.get() : pong.get(), even ? pong.get() : ping.get(), n, nullptr, options);
-        }
-        ctx.synchronize();
-        std::vector<float> out(x0.data.size());
-        (kLayers % 2 ? pong : ping).download(out.data(), bytes);
-        return out;
-      };
-      const std::vector<float> plain = chain(false), overlapped = chain(true);
+      const std::vector<float> h(x0.data.begin(), x0.data.end());
+      const std::vector<float> plain = run_chain(ctx, ex, h, n, kLayers, false, kNaNPattern),
+                               overlapped = run_chain(ctx, ex, h, n, kLayers, true, kNaNPattern);
       DenseMatrix ref = x0;
       for (int layer = 0; layer < kLayers; ++layer) ref = spmm(c.a, ref);
       double max_ref = 0, max_diff = 0;

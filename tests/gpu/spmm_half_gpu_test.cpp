@@ -214,13 +214,8 @@ TEST(SpmmHalfGpu, PlantedBlocksEveryConfiguration) {
 TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
-  if (!rt::arch_has_programmatic_launch(ctx.device().arch()))
-    GTEST_SKIP() << "programmatic launches need sm_90 or later; this device is " << ctx.device().arch();
-  // Weights scaled by 1/8 (exact in both dtypes) keep ten layers' sums in range.
-  const auto scaled = [](CsrMatrix a) {
-    for (auto& v : a.values) v *= 0.125;
-    return a;
-  };
+  SPARSECC_PROGRAMMATIC_OR_SKIP(ctx);
+  const auto scaled = scaled_for_chains;
   std::vector<SpmmCase> cases = {
       half_case("chain/f16/unrolled", scaled(random_csr(256, 256, 0.1, 51)), 136, "f16", "off").c,
       half_case("chain/bf16/tiles", scaled(planted(256, 256, 0.05, 52)), 130, "bf16", "16x8:0.5").c,
@@ -243,23 +238,9 @@ TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
     DenseMatrix x0 = random_b(c.a.cols, n, 97);
     std::vector<std::uint16_t> h(x0.data.size());
     for (std::size_t e = 0; e < h.size(); ++e) h[e] = to_bits(x0.data[e], bf16);
-    const std::size_t bytes = (h.size() * 2 + 3) / 4 * 4;
-    const auto chain = [&](bool programmatic) {
-      rt::DeviceBuffer ping(bytes), pong(bytes);
-      ping.upload(h.data(), h.size() * 2);
-      pong.fill32(bf16 ? 0x7fc07fc0u : 0x7e007e00u);
-      rt::RunOptions options;
-      options.programmatic = programmatic;
-      for (int layer = 0; layer < kLayers; ++layer) {
-        const bool even = layer % 2 == 0;
-        ex.run(even ? ping.get() : pong.get(), even ? pong.get() : ping.get(), n, nullptr, options);
-      }
-      ctx.synchronize();
-      std::vector<std::uint16_t> out(h.size());
-      (kLayers % 2 ? pong : ping).download(out.data(), out.size() * 2);
-      return out;
-    };
-    const std::vector<std::uint16_t> plain = chain(false), overlapped = chain(true);
+    const std::uint32_t poison = bf16 ? 0x7fc07fc0u : 0x7e007e00u;  // NaN in both halves
+    const std::vector<std::uint16_t> plain = run_chain(ctx, ex, h, n, kLayers, false, poison),
+                                     overlapped = run_chain(ctx, ex, h, n, kLayers, true, poison);
     std::int64_t nonfinite = 0, nonzero = 0, differing = 0;
     for (std::size_t e = 0; e < plain.size(); ++e) {
       const double v = from_bits(overlapped[e], bf16);
