@@ -8,6 +8,8 @@
 //   BLOCK_X       threads per block (groups * N_TILE)
 //   KERNEL_NAME   the extern "C" symbol the runtime looks up
 //   N_TILE        threads per group; each owns two columns, t and t + N_TILE of the block's 2 N_TILE
+//                 (with step lanes: 32, one warp a group)
+//   STEP_LANES    1, or step lanes (see below): slots of 32 / STEP_LANES column lanes in each warp
 //   ROWS          rows per block row (accumulators per column); block row y owns rows y * ROWS ..
 //   GROUPS        thread groups splitting a block row's steps (K), summed through shared memory
 //   BATCH         steps whose B loads are in flight at once before they are multiplied (groups
@@ -23,6 +25,11 @@
 // record of RECORD words a step: k (int32 bits), ROWS weights (0 for rows without an entry), zeros.
 // ABI: grid (ceil(n / (2 N_TILE)), block rows), block (BLOCK_X), dynamic shared memory
 // (GROUPS - 1) * ROWS * 2 N_TILE floats. Columns >= n neither load nor store but reach the barrier.
+// Step lanes (small N): lane l of a group works on column l % (32 / STEP_LANES) of the block's
+// 32 / STEP_LANES (grid x: ceil(n / (32 / STEP_LANES))) and on the group's steps l / (32 /
+// STEP_LANES), + STEP_LANES, ...; the slots' sums are added by a butterfly of shuffles (pairwise:
+// slot 0 + 1, 2 + 3, then the pairs), then the groups' as above. Same table, at most the same
+// shared memory.
 // Programmatic plans (programmatic dependent launch, sm_90 on): the kernel reads its table (constant)
 // before it waits for the grid it depends on, and only then B; with PROGRAMMATIC_TRIGGER it lets the
 // next grid launch once its steps are done. Under a plain launch both are no-ops.
@@ -44,6 +51,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   constexpr int R = /*@ROWS*/1/*@end*/;
   constexpr int G = /*@GROUPS*/1/*@end*/;
   constexpr int U = /*@BATCH*/8/*@end*/;
+  constexpr int L = /*@STEP_LANES*/ 1 /*@end*/;
   constexpr long long H = /*@HEADER*/4/*@end*/;
   constexpr long long M = /*@M*/1/*@end*/;
   constexpr bool kBias = /*@BIAS*/false/*@end*/;
@@ -59,6 +67,78 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const int slot = static_cast<int>(blockIdx.y) * G + group;
   const int first = __ldg(head + slot), last = __ldg(head + slot + 1);
   if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
+  extern __shared__ float red[];
+  static_assert(L == 1 || (T == 32 && 32 % L == 0), "step lanes need groups of one warp");
+  if constexpr (L > 1) {
+    constexpr int NC = 32 / L;  // column lanes of a slot
+    const int lane = threadIdx.x & 31, c = lane % NC, lslot = lane / NC;
+    const long long cl = static_cast<long long>(blockIdx.x) * NC + c;
+    const bool live = cl < ld;
+    const float* bl = B + (live ? cl : 0);  // columns past n read column 0 (never stored)
+    float a[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) a[r] = 0.0f;
+    // A lane takes U of its slot's steps at a time, their records and B loads all in flight before
+    // the multiplications; a step past the group's last is neither loaded nor multiplied.
+    for (int i = first + lslot; i < last; i += L * U) {
+      long long k[U];
+      float w[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = i + u * L;
+        float rec[S];
+        if constexpr (S == 4 && R == 1) {  // k and one weight: an 8-byte load
+          const float2 v = j < last ? __ldg(reinterpret_cast<const float2*>(values + H) + 2ll * j) : float2{};
+          rec[0] = v.x, rec[1] = v.y;
+        } else {
+#pragma unroll
+          for (int q = 0; q < Q; ++q) {
+            const float4 v =
+                j < last
+                    ? __ldg(reinterpret_cast<const float4*>(values + H) + static_cast<long long>(j) * Q + q)
+                    : float4{};
+            rec[4 * q] = v.x, rec[4 * q + 1] = v.y, rec[4 * q + 2] = v.z, rec[4 * q + 3] = v.w;
+          }
+        }
+        k[u] = __float_as_int(rec[0]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) w[u][r] = rec[1 + r];
+      }
+      float x[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) x[u] = __ldg(bl + k[u] * ld);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * L < last) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) a[r] = __fmaf_rn(x[u], w[u][r], a[r]);
+        }
+    }
+#pragma unroll
+    for (int off = NC; off < 32; off *= 2)
+#pragma unroll
+      for (int r = 0; r < R; ++r) a[r] = __fadd_rn(a[r], __shfl_xor_sync(0xffffffffu, a[r], off));
+    if (/*@PROGRAMMATIC_TRIGGER*/ true /*@end*/) sparsecc_launch_dependents();
+    if (G > 1) {
+      if (group > 0 && lslot == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) red[((group - 1) * R + r) * NC + c] = a[r];
+      }
+      __syncthreads();
+    }
+    if (group != 0 || lslot != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const long long row = static_cast<long long>(blockIdx.y) * R + r;
+      if (row >= M) break;
+      float v = a[r];
+      for (int g = 1; g < G; ++g) v = __fadd_rn(v, red[((g - 1) * R + r) * NC + c]);
+      if (kBias) v = __fadd_rn(v, __ldg(bias + row));
+      if (kRelu) v = fmaxf(v, 0.0f);
+      if (live) C[row * ld + cl] = v;
+    }
+    return;
+  }
   const float* b = B + col;
   float a0[R], a1[R];
 #pragma unroll
@@ -154,7 +234,6 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   // Groups 1.. hand their sums to group 0 (added in group order), which adds the bias, applies ReLU
   // and stores.
   if (/*@PROGRAMMATIC_TRIGGER*/ true /*@end*/) sparsecc_launch_dependents();
-  extern __shared__ float red[];
   if (G > 1) {
     if (group > 0) {
       float* to = red + (group - 1) * R * 2 * T + t;

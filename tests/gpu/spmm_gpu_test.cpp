@@ -66,6 +66,13 @@ SpmmOptions pairs(SpmmOptions o) {
   return o;
 }
 
+// A rolled `o` whose warps split into `l` slots of steps (0: the rule's).
+SpmmOptions lanes(SpmmOptions o, std::int32_t l) {
+  o.value_mode = SpmmValueMode::rolled;
+  o.step_lanes = l;
+  return o;
+}
+
 // `o` with the steps of at least `min_entries` nonzeros staged in shared memory (cp.async).
 SpmmOptions staged(SpmmOptions o, std::int32_t min_entries = 1) {
   o.stage_min_entries = min_entries;
@@ -194,6 +201,20 @@ std::vector<SpmmCase> edge_cases() {
   cs.push_back(make_case("rolled_one_nonzero_n1", one_nonzero(), 1, M::fixed, false, true, opts(1, 4, V::rolled)));
   cs.push_back(make_case("rolled_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 49, M::fixed, true, true,
                          opts(1, 1, V::rolled)));
+  // Step lanes (small N; the slots' sums added by shuffles, then the groups' through shared memory):
+  // N = 1 with many groups, 3 rows a record at N = 3, long rows over several batches of a lane at
+  // N = 16, runtime N over many column tiles, empty block rows, no nonzeros, one nonzero.
+  cs.push_back(make_case("lanes_n1_auto_bias_relu", random_csr(200, 700, 0.15, 17), 1, M::fixed, true, true));
+  cs.push_back(make_case("lanes_n3_r3_g2_bias", odd, 3, M::fixed, true, false, lanes(opts(3, 2, {}), 0)));
+  cs.push_back(make_case("lanes_n16_g1_long_rows", random_csr(64, 2048, 0.1, 21), 16, M::fixed, false, true,
+                         lanes(opts(1, 1, {}), 0)));
+  cs.push_back(make_case("lanes_l4_r2_runtime_bias_relu", odd, 100, M::runtime, true, true,
+                         lanes(opts(2, 3, {}), 4), kRuntimeNs));
+  cs.push_back(make_case("lanes_n2_empty_row_block", with_empty_row_block(), 2, M::fixed, true, false,
+                         lanes(opts(4, 2, {}), 0)));
+  cs.push_back(make_case("lanes_all_zero_n1_bias_relu", random_csr(9, 5, 0.0, 4), 1, M::fixed, true, true));
+  cs.push_back(make_case("lanes_l32_one_nonzero_n5", one_nonzero(), 5, M::fixed, false, false,
+                         lanes(opts(1, 2, {}), 32)));
   // Large enough for the split PTX layout (one function per block row, assembled in modules).
   SpmmCase split = make_case("split_layout_1000x700_gy2_bias_relu", random_csr(1000, 700, 0.06, 16), 196,
                              M::fixed, true, true, opts(8, 2, V::baked));
@@ -366,6 +387,29 @@ TEST(SpmmGpu, DlmcRn50Sparse90) {
   SPARSECC_GPU_OR_SKIP();
   SPARSECC_DATA_OR_SKIP(dir, "dlmc/rn50/magnitude_pruning/0.9");
   run_dlmc(dir, "rn50_0.9", 7000, 49, true);
+}
+
+// Step-lane executors on real layers at small N: the ResNet-50 classifier (1000 x 2048, 205k
+// nonzeros) at N = 1, and DLMC Transformer layers at N = 1, 4 and 16, with bias and ReLU.
+TEST(SpmmGpu, StepLanesOnRealLayers) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(rn50, "dlmc/rn50/magnitude_pruning/0.9/final_dense.smtx.gz");
+  SPARSECC_DATA_OR_SKIP(tf, "dlmc/transformer/magnitude_pruning/0.9");
+  rt::Context ctx(0);
+  std::vector<SpmmCase> cases;
+  cases.push_back(make_case("rn50/final_dense/n1", load_dlmc(rn50), 1, SpmmNMode::fixed, true, true));
+  const auto files = sorted_files(tf, ".smtx.gz");
+  ASSERT_GE(files.size(), 3u) << tf;
+  for (std::size_t i = 0; i < 3; ++i)
+    for (int n : {1, 4, 16})
+      cases.push_back(
+          make_case(fmt::format("transformer/{}/n{}", files[i * files.size() / 3].filename().string(), n),
+                    load_dlmc(files[i * files.size() / 3]), n, SpmmNMode::fixed, true, true));
+  for (const SpmmCase& c : cases) {
+    const SpmmPlan p = plan_spmm(c.a, c.problem, c.options);
+    ASSERT_GT(p.step_lanes, 1) << c.name;
+  }
+  build_and_run(ctx, cases);
 }
 
 TEST(SpmmGpu, DlmcTransformerSparse90) {

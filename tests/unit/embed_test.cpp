@@ -30,7 +30,7 @@ std::vector<unsigned char> spmm_bundle_bytes(std::uint64_t seed) {
   SpmmProblem p;
   p.m = a.rows;
   p.k = a.cols;
-  p.n = 16;
+  p.n = 32;  // an unrolled plan (N <= 16 plans rolled, with a step table in `values`)
   const SpmmPlan plan = plan_spmm(a, p);
   rt::Bundle b;
   b.metadata = spmm_bundle_metadata(plan, a, "sm_90");
@@ -191,7 +191,7 @@ TEST(Embed, ArraysDecodeToTheExactBundleBytes) {
   EXPECT_NE(e.source.find("\n    0x53, 0x50, 0x43, 0x43, 0x42, 0x4e, 0x44, 0x4c,"), std::string::npos);
   EXPECT_NE(e.header.find("inline constexpr std::size_t kLayerCount = 3;"), std::string::npos);
   EXPECT_NE(e.header.find("namespace encoder_layer_0_fc1 {\ninline constexpr const char* kName = "
-                          "\"encoder.layer.0/fc1\";\ninline constexpr std::int64_t M = 13, K = 9, N = 16;\n"
+                          "\"encoder.layer.0/fc1\";\ninline constexpr std::int64_t M = 13, K = 9, N = 32;\n"
                           "inline constexpr std::size_t kIndex = 0;\n"),
             std::string::npos)
       << e.header;

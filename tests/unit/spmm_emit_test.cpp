@@ -132,14 +132,16 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
       "[ spmm    ] %-34s nnz %7lld  Ny %2d T %3d Gy %d %-8s compile %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
       label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
-      p.value_mode == SpmmValueMode::baked ? "baked" : "streamed", r.seconds, r.cubin.size(),
+      to_string(p.value_mode), r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
   EXPECT_EQ(u.stack_frame_bytes, 0) << label;
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
-  EXPECT_LE(u.registers, p.estimated_registers + 16) << label;
+  // Rolled kernels hold a batch of records and loads besides the accumulators: their cap binds.
+  EXPECT_LE(u.registers, p.value_mode == SpmmValueMode::rolled ? p.max_registers : p.estimated_registers + 16)
+      << label;
 }
 
 TEST(SpmmEmit, NvrtcCompilesSmallPlansWithoutSpills) {
@@ -149,7 +151,10 @@ TEST(SpmmEmit, NvrtcCompilesSmallPlansWithoutSpills) {
   expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
                        "random fixed");
   expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
-                       "all-zero N=1");
+                       "all-zero N=1 (step lanes)");
+  o.value_mode = SpmmValueMode::baked;
+  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+                       "all-zero N=1 unrolled");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;

@@ -87,6 +87,63 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
                UsageError);
 }
 
+TEST(SpmmRolled, StepLanesAtSmallN) {
+  const CsrMatrix a = random_sparse(300, 700, 0.05, 31);  // about 35 nonzeros a row, 8.4k in all
+  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = "f32",
+                        const SpmmOptions& o = {}) {
+    return plan_spmm(a, {a.rows, a.cols, n, mode, false, false, dtype}, o);
+  };
+  // A fixed N of at most 16, whatever the size of A: rolled, 32 / N' slots of N' column lanes.
+  for (const auto& [n, lanes] : {std::pair{1, 32}, {2, 16}, {3, 8}, {4, 8}, {5, 4}, {9, 2}, {16, 2}}) {
+    SCOPED_TRACE(fmt::format("N {}", n));
+    const SpmmPlan p = plan(n);
+    EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
+    EXPECT_EQ(p.step_lanes, lanes);
+    EXPECT_EQ(p.cols_per_thread, 1);
+    EXPECT_EQ(p.n_tile, 32);
+    EXPECT_EQ(p.block_columns(), 32 / lanes);
+    EXPECT_EQ(p.column_tiles(n), 1);
+    EXPECT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
+    EXPECT_EQ(plan_from_json(to_json(p)).step_lanes, lanes);
+  }
+  // Wider N, runtime N and half precision keep their plans.
+  EXPECT_EQ(plan(17).step_lanes, 1);
+  EXPECT_NE(plan(17).value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(plan(1, SpmmNMode::runtime).value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f16").step_lanes, 1);
+  // Forced: any power of two of a rolled plan, also at a wider N (more column tiles).
+  SpmmOptions forced;
+  forced.value_mode = SpmmValueMode::rolled;
+  forced.step_lanes = 4;
+  const SpmmPlan wide = plan(49, SpmmNMode::runtime, "f32", forced);
+  EXPECT_EQ(wide.step_lanes, 4);
+  EXPECT_EQ(wide.column_tiles(49), 7);
+  EXPECT_TRUE(check_plan(wide, a).empty());
+  forced.step_lanes = 1;
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f32", forced).cols_per_thread, 2);  // the one-step-a-warp layout
+  // Refused: step lanes of an unrolled plan, with another n tile, or not a power of two; a plan that
+  // claims them without a rolled kernel.
+  SpmmOptions bad;
+  bad.step_lanes = 4;
+  bad.value_mode = SpmmValueMode::baked;
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  bad.value_mode = SpmmValueMode::rolled;
+  bad.n_tile = 64;
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  bad.n_tile = 0;
+  bad.step_lanes = 3;
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  bad.step_lanes = 8;
+  bad.cols_per_thread = 2;
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  SpmmPlan claims = plan(17);
+  claims.step_lanes = 2;
+  EXPECT_FALSE(check_plan(claims, a).empty());
+  SpmmPlan odd = plan(1);
+  odd.step_lanes = 12;
+  EXPECT_FALSE(check_plan(odd, a).empty());
+}
+
 TEST(SpmmRolled, TableLayout) {
   // 3 x 4: row 0 = [1 0 2 0], row 1 = [0 0 3 0], row 2 = [0 4 0 0]; block rows of 2 rows, 1 group.
   DenseMatrix d(3, 4);
@@ -152,6 +209,58 @@ TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
   }
 }
 
+// Step-lane plans against the fp64 reference, and the order the kernel adds in: each slot runs its
+// steps in turn from zero, then the slots are added pairwise. A plan with one step a slot at most and
+// one group adds exactly the products in that tree.
+TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
+  struct Case {
+    std::int64_t m, k, n;
+    double density;
+    std::int32_t rows, groups, lanes;
+    bool bias, relu;
+    SpmmNMode mode;
+  };
+  const Case cases[] = {{37, 640, 1, 0.2, 1, 0, 0, false, false, SpmmNMode::fixed},
+                        {64, 300, 3, 0.1, 2, 3, 0, true, true, SpmmNMode::fixed},
+                        {50, 90, 16, 0.3, 1, 2, 0, true, false, SpmmNMode::fixed},
+                        {70, 500, 49, 0.12, 3, 4, 8, false, true, SpmmNMode::runtime},
+                        {9, 5, 2, 0.0, 1, 4, 0, true, false, SpmmNMode::fixed},
+                        {1, 1, 1, 1.0, 1, 1, 0, false, false, SpmmNMode::fixed},
+                        {33, 2000, 5, 0.25, 1, 1, 32, false, false, SpmmNMode::fixed}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}x{} N {} R{} G{} L{}", c.m, c.k, c.n, c.rows, c.groups, c.lanes));
+    const CsrMatrix a = random_sparse(c.m, c.k, c.density, static_cast<std::uint64_t>(c.m * 5 + c.n));
+    SpmmOptions o;
+    o.value_mode = SpmmValueMode::rolled;
+    o.rows_per_block = c.rows;
+    o.groups = c.groups;
+    o.step_lanes = c.lanes;
+    const SpmmPlan p = plan_spmm(a, {c.m, c.k, c.n, c.mode, c.bias, c.relu, "f32"}, o);
+    ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
+    ASSERT_GT(p.step_lanes, 1);
+    const DenseMatrix b = random_dense(c.k, c.n, 17);
+    const std::vector<double> bias = bias_for(c.m);
+    const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, c.bias ? &bias : nullptr);
+    for (double v : got.data) ASSERT_FALSE(std::isnan(v));
+    EXPECT_LE(test::rel_l2_error(got.data, spmm(a, b, c.bias ? &bias : nullptr, c.relu).data), 1e-6);
+  }
+  // One row of four nonzeros, one group, 32 lanes: slots 0..3 hold one product each, and the tree
+  // adds (p0 + p1) + (p2 + p3), which differs from the running sum for these values.
+  DenseMatrix d(1, 4);
+  d(0, 0) = 1.0, d(0, 1) = 1.0, d(0, 2) = 1.0, d(0, 3) = 1.0;
+  const CsrMatrix a = csr_from_dense(d, DType::f32);
+  SpmmOptions one_group;
+  one_group.groups = 1;
+  const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, "f32"}, one_group);
+  ASSERT_EQ(p.step_lanes, 32);
+  DenseMatrix b(4, 1);
+  b(0, 0) = 1.0, b(1, 0) = 0x1p-24, b(2, 0) = 0x1p-24, b(3, 0) = 0x1p-24;
+  const float tree = (1.0f + 0x1p-24f) + (0x1p-24f + 0x1p-24f),
+              running = ((1.0f + 0x1p-24f) + 0x1p-24f) + 0x1p-24f;
+  ASSERT_NE(tree, running);
+  EXPECT_EQ(interpret_spmm(p, spmm_kernel_values(p, a), b)(0, 0), tree);
+}
+
 TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
   const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
   const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 2, 32));
@@ -170,13 +279,19 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
   const CsrMatrix a = random_sparse(70, 500, 0.12, 9);
   // Warp-wide groups (their warps share records by shuffles) and half-warp groups (each thread
   // loads its records).
-  for (const auto& [rows, groups, mode, n_tile] : {std::tuple{1, 8, SpmmNMode::fixed, 32}, std::tuple{4, 2, SpmmNMode::runtime, 32},
-                                                   std::tuple{2, 2, SpmmNMode::runtime, 16}}) {
-    const SpmmPlan p = plan_spmm(a, {70, 500, 49, mode, true, true, "f32"}, rolled_options(rows, groups, n_tile));
+  // Step lanes at N = 1 (one 8-byte record load a step) and N = 5 with 3 rows a record.
+  for (const auto& [rows, groups, mode, n_tile, n] :
+       {std::tuple{1, 8, SpmmNMode::fixed, 32, 49}, std::tuple{4, 2, SpmmNMode::runtime, 32, 49},
+        std::tuple{2, 2, SpmmNMode::runtime, 16, 49}, std::tuple{1, 4, SpmmNMode::fixed, 0, 1},
+        std::tuple{3, 2, SpmmNMode::fixed, 0, 5}}) {
+    const SpmmPlan p =
+        plan_spmm(a, {70, 500, n, mode, true, true, "f32"}, rolled_options(rows, groups, n_tile));
+    EXPECT_EQ(p.step_lanes > 1, n_tile == 0);
     const EmittedKernel e = emit_spmm_cuda(p, a);
     EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);  // deterministic
     EXPECT_EQ(e.packed_values, spmm_rolled_table(p, a));
     EXPECT_NE(e.source.find("constexpr int G = " + std::to_string(groups) + ";"), std::string::npos);
+    EXPECT_NE(e.source.find(fmt::format("constexpr int L = {};", p.step_lanes)), std::string::npos);
     // The code does not carry the matrix: no weight literal, whatever the values.
     EXPECT_EQ(e.source.find("0x1."), std::string::npos);
     // Programmatic: the wait, and the early launch of the next grid only with the trigger.
@@ -186,10 +301,11 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
     wait_only.programmatic_trigger = false;
     const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
     EXPECT_EQ(count(wait_text, "if (true) sparsecc_wait_for_predecessor();"), 1u);
-    EXPECT_EQ(count(wait_text, "if (false) sparsecc_launch_dependents();"), 1u);
+    // (Both layouts' epilogues carry the trigger; the kernel takes one.)
+    EXPECT_EQ(count(wait_text, "if (false) sparsecc_launch_dependents();"), 2u);
     EXPECT_EQ(count(e.source, p.programmatic_trigger ? "if (true) sparsecc_launch_dependents();"
                                                      : "if (false) sparsecc_launch_dependents();"),
-              1u);
+              2u);
     // Asked for PTX, the dispatcher still writes CUDA C++; the PTX emitter itself refuses.
     EXPECT_EQ(emit_spmm(p, a, KernelLanguage::ptx).language, KernelLanguage::cuda);
     EXPECT_THROW(emit_spmm_ptx(p, a), UsageError);
@@ -237,6 +353,18 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   rejects([](rt::Bundle& x) { x.values.resize(2); }, "fewer than the step table's header");
   rejects([](rt::Bundle& x) { x.values.clear(); }, "values");
   rejects([](rt::Bundle& x) { x.metadata.plan_summary.erase("groups"); }, "plan_summary.groups");
+
+  // Step lanes: the metadata's columns a block covers, and the same plan from the metadata; a rolled
+  // bundle without the key has none.
+  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"});
+  ASSERT_EQ(lanes.step_lanes, 8);
+  const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, "sm_90");
+  EXPECT_EQ(md.n_tile, 4);
+  EXPECT_EQ(md.plan_summary.at("step_lanes"), 8);
+  EXPECT_EQ(to_json(replan_spmm_bundle(md, a)), to_json(lanes));
+  rt::BundleMetadata old = b.metadata;
+  old.plan_summary.erase("step_lanes");
+  EXPECT_EQ(replan_spmm_bundle(old, a).step_lanes, 1);
 }
 
 TEST(SpmmRolled, RealDlmcLayerMatchesReference) {

@@ -185,6 +185,90 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
   };
 }
 
+// N = 1 (SpMV): the vendor libraries' matrix-vector routines, the fair baselines there. cuBLAS
+// sgemv on the dense A (strict fp32) and cusparseSpMV with every algorithm, preprocessed.
+struct DnVec {
+  cusparseDnVecDescr_t d = nullptr;
+  DnVec() = default;
+  DnVec(const DnVec&) = delete;
+  DnVec& operator=(const DnVec&) = delete;
+  ~DnVec() {
+    if (d) cusparseDestroyDnVec(d);
+  }
+};
+
+struct SpmvSet {
+  SpMat a;
+  DnVec x, y;
+  DeviceBuffer workspace;
+};
+
+struct SpmvAlgorithm {
+  const char* name;
+  cusparseSpMVAlg_t alg;
+  bool coo;
+};
+
+constexpr SpmvAlgorithm kSpmvAlgorithms[] = {
+    {"cusparse_spmv_csr_default", CUSPARSE_SPMV_ALG_DEFAULT, false},
+    {"cusparse_spmv_csr_alg1", CUSPARSE_SPMV_CSR_ALG1, false},
+    {"cusparse_spmv_csr_alg2", CUSPARSE_SPMV_CSR_ALG2, false},
+    {"cusparse_spmv_coo_alg1", CUSPARSE_SPMV_COO_ALG1, true},
+    {"cusparse_spmv_coo_alg2", CUSPARSE_SPMV_COO_ALG2, true},
+};
+
+Enqueue spmv_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmvAlgorithm& alg) {
+  auto sets = std::make_shared<std::vector<SpmvSet>>(p.sets.size());
+  SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, nullptr));  // see cusparse_setup
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+  for (std::size_t s = 0; s < p.sets.size(); ++s) {
+    OperandSet& o = p.sets[s];
+    SpmvSet& d = (*sets)[s];
+    if (alg.coo)
+      SPARSECC_CUSPARSE_CHECK(cusparseCreateCoo(&d.a.d, p.M, p.K, p.nnz, o.row_ind.get(), o.col.get(),
+                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                                                CUDA_R_32F));
+    else
+      SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
+                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                                CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+    SPARSECC_CUSPARSE_CHECK(cusparseCreateDnVec(&d.x.d, p.K, o.b32.get(), CUDA_R_32F));
+    SPARSECC_CUSPARSE_CHECK(cusparseCreateDnVec(&d.y.d, p.M, o.c32.get(), CUDA_R_32F));
+    std::size_t bytes = 0;
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMV_bufferSize(handle->h, op, &alpha, d.a.d, d.x.d, &beta, d.y.d,
+                                                    CUDA_R_32F, alg.alg, &bytes));
+    d.workspace = DeviceBuffer(bytes);
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMV_preprocess(handle->h, op, &alpha, d.a.d, d.x.d, &beta, d.y.d,
+                                                    CUDA_R_32F, alg.alg, d.workspace.get()));
+  }
+  SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
+  return [handle, sets, a = alg.alg](cudaStream_t stream, int set) {
+    const float alpha = 1.0f, beta = 0.0f;
+    SpmvSet& d = (*sets)[static_cast<std::size_t>(set)];
+    SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, stream));
+    SPARSECC_CUSPARSE_CHECK(cusparseSpMV(handle->h, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a.d, d.x.d,
+                                         &beta, d.y.d, CUDA_R_32F, a, d.workspace.get()));
+  };
+}
+
+BaselineResult gemv_baseline(Problem& p, const BaselineOptions& options) {
+  auto handle = std::make_shared<CublasHandle>();
+  return measure("cublas_gemv_fp32", kTolFp32, p, options, [&]() -> Enqueue {
+    SPARSECC_CUBLAS_CHECK(cublasSetMathMode(handle->h, CUBLAS_DEFAULT_MATH));
+    // Row-major A (M x K) is the column-major K x M matrix A^T: y = (A^T)^T x.
+    return [&p, handle](cudaStream_t stream, int set) {
+      const float alpha = 1.0f, beta = 0.0f;
+      const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+      SPARSECC_CUBLAS_CHECK(cublasSetStream(handle->h, stream));
+      SPARSECC_CUBLAS_CHECK(cublasSgemv(handle->h, CUBLAS_OP_T, static_cast<int>(p.K), static_cast<int>(p.M),
+                                        &alpha, static_cast<const float*>(o.a32.get()), static_cast<int>(p.K),
+                                        static_cast<const float*>(o.b32.get()), 1, &beta,
+                                        static_cast<float*>(o.c32.get()), 1));
+    };
+  });
+}
+
 BaselineResult best_of(const std::vector<BaselineResult>& results) {
   BaselineResult best;
   best.name = "cusparse_best";
@@ -269,6 +353,11 @@ std::vector<BaselineResult> run_baselines(const CsrMatrix& a, std::int64_t n,
   for (const SpmmAlgorithm& alg : kSpmmAlgorithms)
     results.push_back(
         measure(alg.name, kTolFp32, p, options, [&] { return cusparse_setup(p, handle, alg); }));
+  if (n == 1) {
+    results.push_back(gemv_baseline(p, options));
+    for (const SpmvAlgorithm& alg : kSpmvAlgorithms)
+      results.push_back(measure(alg.name, kTolFp32, p, options, [&] { return spmv_setup(p, handle, alg); }));
+  }
   results.push_back(best_of(results));
   return results;
 }

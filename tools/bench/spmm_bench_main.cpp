@@ -66,6 +66,8 @@ struct Args {
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
   std::int32_t cols_per_thread = 0;
+  std::int32_t step_lanes = 0;
+  std::int64_t n = 0;  // > 0: every problem's N
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;
@@ -91,6 +93,7 @@ SpmmOptions plan_options(const Args& args) {
   o.n_tile = args.n_tile;
   o.groups = args.groups;
   o.cols_per_thread = args.cols_per_thread;
+  o.step_lanes = args.step_lanes;
   o.max_registers = args.max_registers;
   if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
   if (args.balanced + args.equal_rows + args.clustered_rows > 1)
@@ -111,6 +114,7 @@ std::string describe_overrides(const Args& args) {
   if (args.n_tile > 0) parts.push_back(fmt::format("n tile {}", args.n_tile));
   if (args.groups > 0) parts.push_back(fmt::format("groups {}", args.groups));
   if (args.cols_per_thread > 0) parts.push_back(fmt::format("{} columns a thread", args.cols_per_thread));
+  if (args.step_lanes > 0) parts.push_back(fmt::format("{} step lanes", args.step_lanes));
   if (args.max_registers > 0) parts.push_back(fmt::format("max registers {}", args.max_registers));
   if (args.assembler_opt >= 0) parts.push_back(fmt::format("ptxas -O{}", args.assembler_opt));
   if (args.balanced) parts.push_back("balanced rows");
@@ -152,6 +156,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"n_tile", plan.n_tile},
           {"groups", plan.groups},
           {"cols_per_thread", plan.cols_per_thread},
+          {"step_lanes", plan.step_lanes},
           {"max_registers", plan.max_registers},
           {"assembler_opt_level", plan.assembler_opt_level},
           {"block_x", plan.block_x},
@@ -165,17 +170,18 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
-// "/bal" for balanced rows, "/clu" for clustered rows, "/c2" for two fp32 columns a thread, "/stN:S"
-// for staged steps of N or more nonzeros in S slots).
+// "/L32" for 32 step lanes, "/bal" for balanced rows, "/clu" for clustered rows, "/c2" for two fp32
+// columns a thread, "/stN:S" for staged steps of N or more nonzeros in S slots).
 std::string plan_column(const SpmmPlan& plan) {
-  return fmt::format("R{}/T{}/G{}/r{}/O{}/{}{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups,
-                     plan.max_registers, plan.assembler_opt_level,
-                     to_string(plan.value_mode),
-                     plan.row_split == SpmmRowSplit::balanced    ? "/bal"
-                     : plan.row_split == SpmmRowSplit::clustered ? "/clu"
-                                                                 : "",
-                     plan.fp32_pairs() ? "/c2" : "",
-                     plan.stage_slots > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries, plan.stage_slots) : "");
+  return fmt::format(
+      "R{}/T{}/G{}/r{}/O{}/{}{}{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups, plan.max_registers,
+      plan.assembler_opt_level, to_string(plan.value_mode),
+      plan.step_lanes > 1 ? fmt::format("/L{}", plan.step_lanes) : "",
+      plan.row_split == SpmmRowSplit::balanced    ? "/bal"
+      : plan.row_split == SpmmRowSplit::clustered ? "/clu"
+                                                  : "",
+      plan.fp32_pairs() ? "/c2" : "",
+      plan.stage_slots > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries, plan.stage_slots) : "");
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
@@ -433,6 +439,8 @@ int run(const Args& args) {
   if (args.first > 0)
     problems.erase(problems.begin(), problems.begin() + std::min<std::size_t>(args.first, problems.size()));
   if (args.limit > 0 && static_cast<std::size_t>(args.limit) < problems.size()) problems.resize(args.limit);
+  if (args.n > 0)
+    for (auto& p : problems) p.N = args.n;
 
   std::vector<CsrMatrix> mats;
   for (const auto& p : problems) mats.push_back(load_problem_matrix(p));
@@ -699,6 +707,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 2));
   app.add_option("--groups", args.groups, "plan: thread groups splitting K (0: automatic)")
       ->check(CLI::Range(0, 32));
+  app.add_option("--step-lanes", args.step_lanes, "plan: rolled plans' step lanes (0: automatic)")
+      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32}));
+  app.add_option("--n", args.n, "every problem's N instead of the suite's (after --batch)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-registers", args.max_registers, "plan: register cap per thread (0: automatic)")
       ->check(CLI::Range(0, 255));
   app.add_option("--assembler-opt", args.assembler_opt, "plan: ptxas optimization level 0..3 (-1: automatic)")

@@ -44,6 +44,10 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("--cols-per-thread", a.cols_per_thread,
                   "Columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
       ->check(CLI::Range(0, 2));
+  cmd->add_option("--step-lanes", a.step_lanes,
+                  "Rolled plans: lanes of a warp that take different steps of a row, 1, 2, 4, 8, 16 or 32 "
+                  "(0: automatic, 32 / N rounded up to a power of two for a fixed N of at most 16, else 1)")
+      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32}));
   cmd->add_option("--max-registers", a.max_registers,
                   "Register cap per thread for the assembler (0: automatic; PTX route)")
       ->check(CLI::Range(0, 255));
@@ -89,6 +93,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   o.n_tile = a.n_tile;
   o.groups = a.groups;
   o.cols_per_thread = a.cols_per_thread;
+  o.step_lanes = a.step_lanes;
   o.max_registers = a.max_registers;
   if (a.assembler_opt >= 0) o.assembler_opt_level = a.assembler_opt;
   if (a.balanced + a.equal_rows + a.clustered_rows > 1)

@@ -21,6 +21,7 @@ struct SpmmArgs {
   std::int32_t n_tile = 0;
   std::int32_t groups = 0;
   std::int32_t cols_per_thread = 0;
+  std::int32_t step_lanes = 0;
   std::int32_t max_registers = 0;
   std::int32_t assembler_opt = -1;  // -1: automatic
   bool balanced = false;    // --balanced; with neither flag the inspector's rule decides

@@ -103,6 +103,7 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"estimated_registers", plan.estimated_registers},
                      {"estimated_instructions", plan.estimated_instructions}};
   if (plan.stage_slots > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries;
+  if (plan.value_mode == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes;
   if (plan.half()) {
     md.plan_summary["n_tile"] = plan.n_tile;  // threads per group; metadata n_tile counts columns
     md.plan_summary["blocklets"] = plan.blocklets.shape.empty() ? std::string("off")
@@ -153,6 +154,8 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
   o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
   o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
   o.stage_min_entries = s.value("stage_min_entries", 0);
+  // Rolled bundles written before step lanes existed have none.
+  if (o.value_mode == SpmmValueMode::rolled) o.step_lanes = s.value("step_lanes", 1);
   o.kernel_name = md.kernel;
   SpmmPlan plan = plan_spmm(a, problem, o);
   if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)

@@ -23,6 +23,7 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"ROWS", std::to_string(plan.rows_per_block)},
       {"GROUPS", std::to_string(plan.groups)},
       {"BATCH", std::to_string(kSpmmRolledBatch)},
+      {"STEP_LANES", std::to_string(plan.step_lanes)},
       {"HEADER", std::to_string(spmm_rolled_header_words(plan))},
       {"RECORD", std::to_string(spmm_rolled_record_words(plan))},
       {"M", std::to_string(plan.problem.m)},

@@ -220,9 +220,24 @@ constexpr std::int64_t kRolledRowNnz = 48;
 constexpr std::int64_t kRolledColumns = 64;
 constexpr std::int64_t kRolledWarps = 4096;
 
+// Step lanes (SpmmPlan::step_lanes): at a fixed N of at most kSpmmStepLaneColumns, a warp's lanes
+// split into step_lanes = 32 / N' slots of N' column lanes (N' = N rounded up to a power of two), so
+// every lane has a column to work on and the slots share a block row's steps. Automatic for such
+// fp32 layers of any size: with a column a lane (the plans above), N = 1 leaves 63 of a warp's 64
+// columns idle.
+bool auto_step_lanes(const SpmmProblem& problem) {
+  return problem.dtype == "f32" && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
+}
+
+std::int32_t step_lanes_for(std::int64_t n) {
+  std::int32_t columns = 1;
+  while (columns < n && columns < 32) columns *= 2;
+  return 32 / columns;
+}
+
 bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
-  return problem.dtype == "f32" && problem.n <= kRolledColumns && a.nnz() >= kRolledNnz &&
-         a.nnz() >= kRolledRowNnz * a.rows;
+  return auto_step_lanes(problem) || (problem.dtype == "f32" && problem.n <= kRolledColumns &&
+                                      a.nnz() >= kRolledNnz && a.nnz() >= kRolledRowNnz * a.rows);
 }
 
 std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile, std::int64_t tallest) {
@@ -384,11 +399,25 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   bool clustered = p.row_split == SpmmRowSplit::clustered;
   if (clustered && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
-  p.cols_per_thread = problem.dtype == "f32" && !rolled ? 1 : 2;
+  if (options.step_lanes < 0 || options.step_lanes > 32 ||
+      (options.step_lanes & (options.step_lanes - 1)) != 0)
+    throw UsageError(
+        fmt::format("plan_spmm: {} step lanes: expected a power of two in 1..32", options.step_lanes));
+  if (options.step_lanes > 1 && !rolled)
+    throw UsageError("plan_spmm: step lanes need a rolled plan (--values rolled)");
+  p.step_lanes = options.step_lanes ? options.step_lanes
+                 : rolled && auto_step_lanes(problem) && !options.n_tile && !options.cols_per_thread
+                     ? step_lanes_for(problem.n)
+                     : 1;
+  if (p.step_lanes > 1 && options.n_tile && options.n_tile != 32)
+    throw UsageError(fmt::format("plan_spmm: step lanes need groups of one warp (an n tile of 32, not {})",
+                                 options.n_tile));
+  p.cols_per_thread = problem.dtype == "f32" && (!rolled || p.step_lanes > 1) ? 1 : 2;
   if (options.cols_per_thread != 0 && options.cols_per_thread != p.cols_per_thread) {
-    if (options.cols_per_thread != 2 || p.cols_per_thread != 1)
-      throw UsageError(fmt::format("plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
-                                   rolled ? "rolled" : problem.dtype, p.cols_per_thread));
+    if (options.cols_per_thread != 2 || p.cols_per_thread != 1 || rolled)
+      throw UsageError(fmt::format(
+          "plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
+          rolled ? p.step_lanes > 1 ? "rolled step-lane" : "rolled" : problem.dtype, p.cols_per_thread));
     if (problem.n_mode != SpmmNMode::fixed || problem.n % 2 != 0)
       throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})",
                                    problem.n, problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
@@ -421,7 +450,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     }
   }
   const std::int64_t thread_columns = ceil_div(problem.n, p.cols_per_thread);
-  p.n_tile = options.n_tile                                            ? options.n_tile
+  p.n_tile = options.n_tile                                        ? options.n_tile
+             : p.step_lanes > 1                                    ? 32
              : p.fragment_k && problem.n > kFragmentOneWarpColumns ? 32
                                                                    : auto_n_tile(thread_columns);
   if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
@@ -475,11 +505,14 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   const auto borders = row_borders(rows, blocks, ny, cap, p.row_split);
   std::int64_t tallest = 1;
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
-  p.groups = options.groups  ? options.groups
-             : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
-             : rolled       ? rolled_groups(blocks, ceil_div(thread_columns, p.n_tile), p.n_tile, tallest)
-                            : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile,
-                                          p.cols_per_thread);
+  p.groups =
+      options.groups ? options.groups
+      : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
+      : rolled
+          ? rolled_groups(blocks,
+                          ceil_div(problem.n, std::int64_t{p.n_tile} / p.step_lanes * p.cols_per_thread),
+                          p.n_tile, tallest)
+          : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile, p.cols_per_thread);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
@@ -537,7 +570,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const bool pairs = !p.half() && !rolled && p.cols_per_thread == 2;  // two FMAs an entry
-  const std::int32_t per_row = (p.half() && p.accumulate == "f32") || rolled || pairs ? 2 : 1;
+  const std::int32_t per_row =
+      (p.half() && p.accumulate == "f32") || (rolled && p.step_lanes == 1) || pairs ? 2 : 1;
   p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
   // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
   const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight

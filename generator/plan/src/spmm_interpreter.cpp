@@ -45,6 +45,7 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   DenseMatrix c(pr.m, n, std::nan(""));  // poisoned: a row the plan never writes stays NaN
   const auto ny = static_cast<std::size_t>(plan.rows_per_block);
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));
+  std::vector<float> lane_sums(ny * static_cast<std::size_t>(std::max(plan.step_lanes, 1)));  // rolled plans
   std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.groups));
   std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.groups));  // one per group
   std::int64_t packed_begin = 0;  // first packed value of the current block row
@@ -66,15 +67,25 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
         float* acc = &partial[g * ny];
         double* hacc = &half_partial[g * ny];
         if (rolled) {  // every step multiplies into every row, from zero
-          std::fill(acc, acc + ny, 0.0f);
+          // Step lanes: lane slot s runs steps s, s + L, ... from zero; the slots' sums are then
+          // added pairwise, as the kernel's butterfly of shuffles leaves them in slot 0.
+          const auto lanes = static_cast<std::size_t>(std::max(plan.step_lanes, 1));
+          std::fill(lane_sums.begin(), lane_sums.begin() + static_cast<std::ptrdiff_t>(lanes * ny), 0.0f);
           const std::int64_t slot = static_cast<std::int64_t>(bi) * plan.groups + static_cast<std::int64_t>(g);
           for (std::int64_t r = word(slot); r < word(slot + 1); ++r) {
             const std::int64_t at = header + r * record;
             const std::int32_t k = word(at);
             if (k < 0 || k >= pr.k) throw UsageError(fmt::format("interpret_spmm: step table record {} has k {}", r, k));
             const float x = static_cast<float>(b(k, col));
-            for (std::size_t i = 0; i < ny; ++i) acc[i] = std::fmaf(x, values.at(static_cast<std::size_t>(at + 1) + i), acc[i]);
+            float* sums = &lane_sums[static_cast<std::size_t>(r - word(slot)) % lanes * ny];
+            for (std::size_t i = 0; i < ny; ++i)
+              sums[i] = std::fmaf(x, values.at(static_cast<std::size_t>(at + 1) + i), sums[i]);
           }
+          for (std::size_t width = lanes; width > 1; width /= 2)
+            for (std::size_t s = 0; s < width / 2; ++s)
+              for (std::size_t i = 0; i < ny; ++i)
+                lane_sums[s * ny + i] = lane_sums[2 * s * ny + i] + lane_sums[(2 * s + 1) * ny + i];
+          std::copy(lane_sums.begin(), lane_sums.begin() + static_cast<std::ptrdiff_t>(ny), acc);
           continue;
         }
         std::vector<char> touched(ny, 0);

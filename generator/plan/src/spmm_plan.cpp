@@ -307,8 +307,15 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
     err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
   const bool rolled = p.value_mode == SpmmValueMode::rolled;
-  if (p.cols_per_thread != (p.half() || rolled ? 2 : 1) && !p.fp32_pairs())
-    err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.cols_per_thread, pr.dtype, rolled ? " (rolled)" : ""));
+  const bool lanes = p.step_lanes > 1;
+  if (p.cols_per_thread != (p.half() || (rolled && !lanes) ? 2 : 1) && !p.fp32_pairs())
+    err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.cols_per_thread, pr.dtype,
+                    rolled ? lanes ? " (rolled, step lanes)" : " (rolled)" : ""));
+  if (p.step_lanes < 1 || p.step_lanes > 32 || (p.step_lanes & (p.step_lanes - 1)) != 0)
+    err(fmt::format("step_lanes {} is not a power of two in 1..32", p.step_lanes));
+  if (lanes && (!rolled || p.n_tile != 32))
+    err(fmt::format("step_lanes {} needs a rolled plan of one warp a group (n_tile 32, not {})", p.step_lanes,
+                    p.n_tile));
   if (p.fp32_pairs() && (pr.n_mode != SpmmNMode::fixed || pr.n % 2 != 0))
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
@@ -430,6 +437,7 @@ json to_json(const SpmmPlan& p) {
           {"packed_order", p.packed_order},
           {"accumulate", p.accumulate},
           {"cols_per_thread", p.cols_per_thread},
+          {"step_lanes", p.step_lanes},
           {"fragment_k", p.fragment_k},
           {"blocklets",
            {{"shape", p.blocklets.shape},
@@ -472,6 +480,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
     p.accumulate = j.value("accumulate", std::string("f32"));
     p.cols_per_thread = j.value("cols_per_thread", 1);
+    p.step_lanes = j.value("step_lanes", 1);
     p.fragment_k = j.value("fragment_k", 0);
     if (j.contains("blocklets")) {
       const json& jl = j.at("blocklets");

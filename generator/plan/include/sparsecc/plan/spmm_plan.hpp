@@ -55,6 +55,14 @@
 // its block row, zeros included: the sums equal the unrolled ones (adding x * 0 changes at most the
 // sign of a zero), but a non-finite B[k] reaches every row of the block row, not just the rows with an
 // entry at k.
+//
+// Step lanes (rolled plans at small N, step_lanes > 1): each group is one warp (n_tile 32) whose
+// lanes form step_lanes slots of 32 / step_lanes column lanes (one column a thread, cols_per_thread
+// 1; a block covers 32 / step_lanes columns). Slot s runs the group's steps s, s + step_lanes, ...,
+// each from zero, so a row's nonzeros are spread over the lanes (at N = 1 a warp is a CSR-vector
+// SpMV) instead of running one after another in a lane of its own column. The slots' sums are then
+// added pairwise (slot 0 + slot 1, slot 2 + slot 3, then those pairs, ...: a butterfly of shuffles)
+// before the groups' reduction. Same table as every rolled plan.
 #pragma once
 
 #include <cstdint>
@@ -141,7 +149,9 @@ struct SpmmPlan {
   std::vector<std::int64_t> row_order;
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
   std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
-  std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32
+  std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32;
+                                           // 1 for rolled plans with step lanes
+  std::int32_t step_lanes = 1;             // rolled plans: lanes of a warp that take different steps
   std::int32_t fragment_k = 0;             // 8 or 16 with tensor-core fragments, else 0
   SpmmBlocklets blocklets;
   std::int32_t estimated_registers = 0;
@@ -163,7 +173,8 @@ struct SpmmPlan {
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
   bool fp32_pairs() const { return !half() && cols_per_thread == 2 && value_mode != SpmmValueMode::rolled; }
   std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
-  std::int64_t block_columns() const { return std::int64_t{n_tile} * cols_per_thread; }  // C columns a block covers
+  // C columns a block covers
+  std::int64_t block_columns() const { return std::int64_t{n_tile} / step_lanes * cols_per_thread; }
   std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x
   bool half() const { return problem.dtype != "f32"; }
   std::int64_t fragment_count() const;
@@ -192,6 +203,8 @@ inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
 inline constexpr std::int64_t kSpmmProgrammaticTriggerInstructions = 12000;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
+// Rolled plans with step lanes: the most columns (N) a warp's column lanes may cover.
+inline constexpr std::int32_t kSpmmStepLaneColumns = 16;
 // Staged plans: the most slots a thread may hold, and staged steps a cp.async commit (the kernel
 // waits for the commits in order with cp.async.wait_group, whose count the chunking keeps below 8).
 inline constexpr std::int32_t kSpmmMaxStageSlots = 64;
