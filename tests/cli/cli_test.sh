@@ -84,6 +84,13 @@ expect 0 '"programmatic":false,"programmatic_trigger":false' -- compile "$tmp/sm
 expect 0 '"programmatic":true,"programmatic_trigger":false' -- compile "$tmp/small.mtx" --n 6 --dtype f16 --plan-json -o "$tmp/pg.sccb"
 expect 2 "do not let the next grid launch early" -- compile "$tmp/small.mtx" --n 6 --programmatic trigger --dtype f16 -o "$tmp/x.sccb"
 expect 2 "programmatic: early not in" -- compile "$tmp/small.mtx" --n 5 --programmatic early -o "$tmp/x.sccb"
+expect 0 '"step_lanes":32'         -- compile "$tmp/small.mtx" --n 1 --values rolled --plan-json -o "$tmp/sl.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/sl.sccb" --cpu
+expect 0 "rolled values \(8 step lanes of 4 columns\)" -- compile "$tmp/small.mtx" --n 3 --values rolled -o "$tmp/sl3.sccb"
+expect 0 '"step_lanes":4'          -- compile "$tmp/small.mtx" --n 9 --values rolled --step-lanes 4 --plan-json -o "$tmp/sl4.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/sl4.sccb" --cpu
+expect 2 "step lanes need a rolled plan" -- compile "$tmp/small.mtx" --n 1 --values baked --step-lanes 8 -o "$tmp/x.sccb"
+expect 2 "step-lanes: 3 not in"    -- compile "$tmp/small.mtx" --n 1 --values rolled --step-lanes 3 -o "$tmp/x.sccb"
 head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"
 expect 2 "nosuch.sccb: cannot open" -- verify "$tmp/nosuch.sccb"

@@ -33,12 +33,15 @@ CsrMatrix random_sparse(std::int64_t m, std::int64_t k, double density, std::uin
   return test::random_csr(m, k, density, seed, 5, 3);
 }
 
-SpmmOptions rolled_options(std::int32_t rows, std::int32_t groups, std::int32_t n_tile) {
+// One step a warp at a time (step_lanes 1) unless `lanes` says otherwise (0: the rule's).
+SpmmOptions rolled_options(std::int32_t rows, std::int32_t groups, std::int32_t n_tile,
+                           std::int32_t lanes = 1) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::rolled;
   o.rows_per_block = rows;
   o.groups = groups;
   o.n_tile = n_tile;
+  o.step_lanes = lanes;
   return o;
 }
 
@@ -88,13 +91,21 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
 }
 
 TEST(SpmmRolled, StepLanesAtSmallN) {
-  const CsrMatrix a = random_sparse(300, 700, 0.05, 31);  // about 35 nonzeros a row, 8.4k in all
-  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = "f32",
-                        const SpmmOptions& o = {}) {
-    return plan_spmm(a, {a.rows, a.cols, n, mode, false, false, dtype}, o);
+  // 4 rows in 5 filled: about 80 nonzeros a row on average.
+  const CsrMatrix a = random_sparse(700, 1000, 0.1, 31);      // 56k nonzeros
+  const CsrMatrix mid = random_sparse(400, 1000, 0.1, 32);    // 32k
+  const CsrMatrix small = random_sparse(300, 700, 0.05, 33);  // 8.4k
+  ASSERT_GE(a.nnz(), 50000);
+  ASSERT_GE(mid.nnz(), 20000);
+  ASSERT_LT(mid.nnz(), 50000);
+  const auto plan_of = [](const CsrMatrix& m, std::int64_t n, SpmmNMode mode = SpmmNMode::fixed,
+                          const std::string& dtype = "f32", const SpmmOptions& o = {}) {
+    return plan_spmm(m, {m.rows, m.cols, n, mode, false, false, dtype}, o);
   };
-  // A fixed N of at most 16, whatever the size of A: rolled, 32 / N' slots of N' column lanes.
-  for (const auto& [n, lanes] : {std::pair{1, 32}, {2, 16}, {3, 8}, {4, 8}, {5, 4}, {9, 2}, {16, 2}}) {
+  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = "f32",
+                        const SpmmOptions& o = {}) { return plan_of(a, n, mode, dtype, o); };
+  // A rolled plan at a fixed N of at most 8: 32 / N' slots of N' column lanes.
+  for (const auto& [n, lanes] : {std::pair{1, 32}, {2, 16}, {3, 8}, {4, 8}, {5, 4}, {8, 4}}) {
     SCOPED_TRACE(fmt::format("N {}", n));
     const SpmmPlan p = plan(n);
     EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
@@ -103,13 +114,25 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
     EXPECT_EQ(p.n_tile, 32);
     EXPECT_EQ(p.block_columns(), 32 / lanes);
     EXPECT_EQ(p.column_tiles(n), 1);
+    // Every lane has a step on average: 700 block rows of 80 steps, 32 / 16 / 8 ... slots.
+    EXPECT_LE(std::int64_t{p.groups} * lanes * p.block_rows(), a.nnz());
     EXPECT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
     EXPECT_EQ(plan_from_json(to_json(p)).step_lanes, lanes);
   }
+  EXPECT_EQ(plan(1).groups, 2);  // 80 steps a block row over 32 lanes: 2 groups, not the rule's 8
+  EXPECT_EQ(plan(8).groups, 8);  // 4 slots: the rule's groups (about 4096 warps)
+  // From 20k nonzeros at N <= 4, from 50k above; unrolled below, and on short rows.
+  EXPECT_EQ(plan_of(mid, 4).value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(plan_of(mid, 5).value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(plan_of(small, 1).value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(plan_of(small, 1).step_lanes, 1);
+  const CsrMatrix short_rows = random_sparse(2000, 200, 0.1, 34);  // 16 a row on average
+  ASSERT_GE(short_rows.nnz(), 20000);
+  EXPECT_NE(plan_of(short_rows, 1).value_mode, SpmmValueMode::rolled);
   // Wider N, runtime N and half precision keep their plans.
-  EXPECT_EQ(plan(17).step_lanes, 1);
-  EXPECT_NE(plan(17).value_mode, SpmmValueMode::rolled);
-  EXPECT_NE(plan(1, SpmmNMode::runtime).value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(plan(9).step_lanes, 1);
+  EXPECT_EQ(plan(9).value_mode, SpmmValueMode::rolled);  // the one-step-a-warp layout up to N = 64
+  EXPECT_EQ(plan(1, SpmmNMode::runtime).step_lanes, 1);
   EXPECT_EQ(plan(1, SpmmNMode::fixed, "f16").step_lanes, 1);
   // Forced: any power of two of a rolled plan, also at a wider N (more column tiles).
   SpmmOptions forced;
@@ -136,7 +159,8 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   bad.step_lanes = 8;
   bad.cols_per_thread = 2;
   EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
-  SpmmPlan claims = plan(17);
+  SpmmPlan claims = plan(65);
+  ASSERT_NE(claims.value_mode, SpmmValueMode::rolled);
   claims.step_lanes = 2;
   EXPECT_FALSE(check_plan(claims, a).empty());
   SpmmPlan odd = plan(1);
@@ -222,7 +246,7 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
   };
   const Case cases[] = {{37, 640, 1, 0.2, 1, 0, 0, false, false, SpmmNMode::fixed},
                         {64, 300, 3, 0.1, 2, 3, 0, true, true, SpmmNMode::fixed},
-                        {50, 90, 16, 0.3, 1, 2, 0, true, false, SpmmNMode::fixed},
+                        {50, 90, 16, 0.3, 1, 2, 2, true, false, SpmmNMode::fixed},
                         {70, 500, 49, 0.12, 3, 4, 8, false, true, SpmmNMode::runtime},
                         {9, 5, 2, 0.0, 1, 4, 0, true, false, SpmmNMode::fixed},
                         {1, 1, 1, 1.0, 1, 1, 0, false, false, SpmmNMode::fixed},
@@ -250,6 +274,7 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
   d(0, 0) = 1.0, d(0, 1) = 1.0, d(0, 2) = 1.0, d(0, 3) = 1.0;
   const CsrMatrix a = csr_from_dense(d, DType::f32);
   SpmmOptions one_group;
+  one_group.value_mode = SpmmValueMode::rolled;
   one_group.groups = 1;
   const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, "f32"}, one_group);
   ASSERT_EQ(p.step_lanes, 32);
@@ -284,8 +309,8 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
        {std::tuple{1, 8, SpmmNMode::fixed, 32, 49}, std::tuple{4, 2, SpmmNMode::runtime, 32, 49},
         std::tuple{2, 2, SpmmNMode::runtime, 16, 49}, std::tuple{1, 4, SpmmNMode::fixed, 0, 1},
         std::tuple{3, 2, SpmmNMode::fixed, 0, 5}}) {
-    const SpmmPlan p =
-        plan_spmm(a, {70, 500, n, mode, true, true, "f32"}, rolled_options(rows, groups, n_tile));
+    const SpmmPlan p = plan_spmm(a, {70, 500, n, mode, true, true, "f32"},
+                                 rolled_options(rows, groups, n_tile, n_tile ? 1 : 0));
     EXPECT_EQ(p.step_lanes > 1, n_tile == 0);
     const EmittedKernel e = emit_spmm_cuda(p, a);
     EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);  // deterministic
@@ -356,7 +381,9 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
 
   // Step lanes: the metadata's columns a block covers, and the same plan from the metadata; a rolled
   // bundle without the key has none.
-  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"});
+  SpmmOptions rolled;
+  rolled.value_mode = SpmmValueMode::rolled;
+  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"}, rolled);
   ASSERT_EQ(lanes.step_lanes, 8);
   const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, "sm_90");
   EXPECT_EQ(md.n_tile, 4);

@@ -46,7 +46,7 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
       ->check(CLI::Range(0, 2));
   cmd->add_option("--step-lanes", a.step_lanes,
                   "Rolled plans: lanes of a warp that take different steps of a row, 1, 2, 4, 8, 16 or 32 "
-                  "(0: automatic, 32 / N rounded up to a power of two for a fixed N of at most 16, else 1)")
+                  "(0: automatic, 32 / N rounded up to a power of two for a fixed N of at most 8, else 1)")
       ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32}));
   cmd->add_option("--max-registers", a.max_registers,
                   "Register cap per thread for the assembler (0: automatic; PTX route)")
@@ -174,12 +174,17 @@ int run_compile(const CompileArgs& args) {
 
   fmt::print(
       stderr,
-      "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows ({}), n_tile {}, {} group(s), {} "
-      "values; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, "
+      "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows ({}), n_tile {}, {} group(s), "
+      "{} "
+      "values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, "
       "stack {} B, spills {} -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.block_rows(), plan.rows_per_block, to_string(plan.row_split), plan.n_tile, plan.groups,
-      to_string(plan.value_mode), to_string(kernel.language), emit_seconds,
+      to_string(plan.value_mode),
+      plan.step_lanes > 1
+          ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes, plan.block_columns())
+          : "",
+      to_string(kernel.language), emit_seconds,
       kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
       a.nnz() ? static_cast<double>(compiled.cubin.size()) / static_cast<double>(a.nnz()) : 0.0,
       usage.registers, usage.stack_frame_bytes,

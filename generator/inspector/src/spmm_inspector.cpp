@@ -220,11 +220,21 @@ constexpr std::int64_t kRolledRowNnz = 48;
 constexpr std::int64_t kRolledColumns = 64;
 constexpr std::int64_t kRolledWarps = 4096;
 
-// Step lanes (SpmmPlan::step_lanes): at a fixed N of at most kSpmmStepLaneColumns, a warp's lanes
-// split into step_lanes = 32 / N' slots of N' column lanes (N' = N rounded up to a power of two), so
-// every lane has a column to work on and the slots share a block row's steps. Automatic for such
-// fp32 layers of any size: with a column a lane (the plans above), N = 1 leaves 63 of a warp's 64
-// columns idle.
+// Step lanes (SpmmPlan::step_lanes): a rolled plan at a fixed N of at most kSpmmStepLaneColumns
+// splits each warp into step_lanes = 32 / N' slots of N' column lanes (N' = N rounded up to a power
+// of two), so every lane has a column to work on and the slots share a block row's steps; with a
+// column a lane (the layout above) N = 1 leaves 63 of a warp's 64 columns idle. Measured on an H100
+// (SparseRT shapes at 90 %, the layers of 52k+ nonzeros, against that layout): N = 1 1.05-1.88x
+// (p10 5.33 -> 2.84 us; the ResNet-50 classifier, 1000 x 2048 at 205k nonzeros, 6.41 -> 3.24),
+// N = 4 1.45-1.84x, N = 8 1.12-1.56x; at N = 16 0.87-1.19x, so N = 16 keeps that layout. Rolled
+// plans at N <= kStepLaneRolledColumns start at kStepLaneNnz nonzeros (still kRolledRowNnz a row):
+// the 26k-nonzero layers of 51-102 a row ran 1.05-1.51x faster rolled than unrolled at N = 1 and 4,
+// while unrolled plans stayed as fast or faster at 13k and fewer (1.3-1.6x on the smallest), on
+// rows of 26 nonzeros (1024 x 256 at N = 1: 2.33 against 2.72 us) and from N = 8 below 50k (p05 at
+// N = 16: 3.18 against 4.04 us).
+constexpr std::int64_t kStepLaneNnz = 20000;
+constexpr std::int64_t kStepLaneRolledColumns = 4;
+
 bool auto_step_lanes(const SpmmProblem& problem) {
   return problem.dtype == "f32" && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
 }
@@ -236,14 +246,22 @@ std::int32_t step_lanes_for(std::int64_t n) {
 }
 
 bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
-  return auto_step_lanes(problem) || (problem.dtype == "f32" && problem.n <= kRolledColumns &&
-                                      a.nnz() >= kRolledNnz && a.nnz() >= kRolledRowNnz * a.rows);
+  if (problem.dtype != "f32" || a.nnz() < kRolledRowNnz * a.rows) return false;
+  const bool few_columns = problem.n_mode == SpmmNMode::fixed && problem.n <= kStepLaneRolledColumns;
+  return (problem.n <= kRolledColumns && a.nnz() >= kRolledNnz) || (few_columns && a.nnz() >= kStepLaneNnz);
 }
 
-std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile, std::int64_t tallest) {
+// Step-lane plans also keep a lane's share of a block row's steps at one or more (fewer groups where
+// the rule above would leave lanes without a step): at N = 1 the classifier's 8 groups (0.8 steps a
+// lane, 8000 warps) took 3.96 us against 3.06 with 4; at N = 4 and 16 the rule's groups were
+// 1.1-2.8x faster than 1 or 2 on the layers of 50k+ nonzeros.
+std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile, std::int64_t tallest,
+                           std::int32_t step_lanes, std::int64_t nnz) {
   std::int32_t g = 4;
   while (g < 16 && blocks * tiles * g * ceil_div(n_tile, 32) < kRolledWarps && 2 * g * n_tile <= 1024) g *= 2;
   while (g > 1 && (g * n_tile > 1024 || !reduction_fits(g, tallest, n_tile, 2))) g /= 2;
+  if (step_lanes > 1)
+    while (g > 1 && std::int64_t{g} * step_lanes * blocks > nnz) g /= 2;
   return g;
 }
 
@@ -406,7 +424,8 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   if (options.step_lanes > 1 && !rolled)
     throw UsageError("plan_spmm: step lanes need a rolled plan (--values rolled)");
   p.step_lanes = options.step_lanes ? options.step_lanes
-                 : rolled && auto_step_lanes(problem) && !options.n_tile && !options.cols_per_thread
+                 : rolled && auto_step_lanes(problem) && (!options.n_tile || options.n_tile == 32) &&
+                         !options.cols_per_thread
                      ? step_lanes_for(problem.n)
                      : 1;
   if (p.step_lanes > 1 && options.n_tile && options.n_tile != 32)
@@ -511,7 +530,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       : rolled
           ? rolled_groups(blocks,
                           ceil_div(problem.n, std::int64_t{p.n_tile} / p.step_lanes * p.cols_per_thread),
-                          p.n_tile, tallest)
+                          p.n_tile, tallest, p.step_lanes, a.nnz())
           : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile, p.cols_per_thread);
   if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(

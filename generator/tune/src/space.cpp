@@ -108,6 +108,7 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
   std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.rows_per_block,
                               plan.n_tile, plan.groups, to_string(plan.row_split), to_string(plan.value_mode),
                               to_string(emitter));
+  if (plan.step_lanes > 1) s += fmt::format("/L{}", plan.step_lanes);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -138,6 +139,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       c.options.rows_per_block = c.plan.row_split == SpmmRowSplit::equal ? c.plan.rows_per_block : 0;
     c.options.n_tile = c.plan.n_tile;
     c.options.groups = c.plan.groups;
+    if (c.plan.value_mode == SpmmValueMode::rolled) c.options.step_lanes = c.plan.step_lanes;
     c.emitter = emitter;
     c.is_default = is_default;
     c.label = spmm_label(c.plan, emitter, c.options.rows_per_block);
@@ -284,6 +286,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
                    {"emitter", to_string(c.emitter)},
                    {"max_registers", c.options.max_registers}};
   if (p.fp32_pairs()) j["cols_per_thread"] = 2;
+  if (p.value_mode == SpmmValueMode::rolled) j["step_lanes"] = p.step_lanes;
   if (p.stage_slots > 0) j["stage_min_entries"] = p.stage_min_entries;
   if (p.half()) {
     j["blocklets"] = blocklet_spec(p);
@@ -310,6 +313,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   o.groups = integer("groups");
   if (j.contains("max_registers")) o.max_registers = integer("max_registers");
   if (j.contains("cols_per_thread")) o.cols_per_thread = integer("cols_per_thread");
+  if (j.contains("step_lanes")) o.step_lanes = integer("step_lanes");
   if (j.contains("stage_min_entries")) o.stage_min_entries = integer("stage_min_entries");
   o.row_split = parse_row_split(text("row_split"), "tuning options: 'row_split'");
   o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");

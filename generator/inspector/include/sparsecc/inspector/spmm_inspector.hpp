@@ -64,8 +64,9 @@ struct SpmmOptions {
   // (adjacent pairs, one 64-bit load of B a step); f16 / bf16 and rolled plans always take 2.
   std::int32_t cols_per_thread = 0;
   // Rolled plans: lanes of a warp that take different steps (SpmmPlan::step_lanes), a power of two
-  // in 1..32; 0: automatic (32 / N rounded up to a power of two for a fixed N of at most
-  // kSpmmStepLaneColumns, else 1).
+  // in 1..32; 0: automatic (32 / N rounded up to a power of two for a rolled plan at a fixed N of
+  // at most kSpmmStepLaneColumns, 8, whose n tile is automatic or 32 and columns a thread automatic;
+  // else 1).
   std::int32_t step_lanes = 0;
   std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
   // Staged steps (fp32 unrolled plans; never automatic): steps whose k holds at least this many
