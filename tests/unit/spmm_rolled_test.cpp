@@ -119,7 +119,16 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
     EXPECT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
     EXPECT_EQ(plan_from_json(to_json(p)).step_lanes, lanes);
   }
+  EXPECT_EQ(plan(1).rows_per_block, 1);
   EXPECT_EQ(plan(1).groups, 2);  // 80 steps a block row over 32 lanes: 2 groups, not the rule's 8
+  // From 1000 rows of A, two rows a block row.
+  const CsrMatrix tall = random_sparse(1000, 800, 0.1, 35);  // 64k nonzeros
+  const SpmmPlan two = plan_of(tall, 2);
+  EXPECT_EQ(two.step_lanes, 16);
+  EXPECT_EQ(two.rows_per_block, 2);
+  EXPECT_EQ(two.block_rows(), 500);
+  EXPECT_EQ(plan_of(tall, 9).value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(plan_of(tall, 9).rows_per_block, 1);  // one step a warp: one row
   EXPECT_EQ(plan(8).groups, 8);  // 4 slots: the rule's groups (about 4096 warps)
   // From 20k nonzeros at N <= 4, from 50k above; unrolled below, and on short rows.
   EXPECT_EQ(plan_of(mid, 4).value_mode, SpmmValueMode::rolled);

@@ -226,7 +226,7 @@ constexpr std::int64_t kRolledWarps = 4096;
 // column a lane (the layout above) N = 1 leaves 63 of a warp's 64 columns idle. Measured on an H100
 // (SparseRT shapes at 90 %, the layers of 52k+ nonzeros, against that layout): N = 1 1.05-1.88x
 // (p10 5.33 -> 2.84 us; the ResNet-50 classifier, 1000 x 2048 at 205k nonzeros, 6.41 -> 3.24),
-// N = 4 1.45-1.84x, N = 8 1.12-1.56x; at N = 16 0.87-1.19x, so N = 16 keeps that layout. Rolled
+// N = 4 1.27-1.84x, N = 8 1.12-1.56x; at N = 16 0.87-1.19x, so N = 16 keeps that layout. Rolled
 // plans at N <= kStepLaneRolledColumns start at kStepLaneNnz nonzeros (still kRolledRowNnz a row):
 // the 26k-nonzero layers of 51-102 a row ran 1.05-1.51x faster rolled than unrolled at N = 1 and 4,
 // while unrolled plans stayed as fast or faster at 13k and fewer (1.3-1.6x on the smallest), on
@@ -234,6 +234,12 @@ constexpr std::int64_t kRolledWarps = 4096;
 // N = 16: 3.18 against 4.04 us).
 constexpr std::int64_t kStepLaneNnz = 20000;
 constexpr std::int64_t kStepLaneRolledColumns = 4;
+// Step-lane plans of A with at least kStepLaneTwoRows rows take two rows a block row (a step's record
+// then holds both rows' weights): at N = 1 the 2048 x 512 layers ran 4.08 -> 2.90 us and 4.12 ->
+// 2.91, 1024 x 512 2.86 -> 2.32, 1024 x 1024 2.99 -> 2.44; layers of 256 and 512 rows gained nothing
+// or lost (256 x 1024 2.20 -> 2.34), and four rows were slower than two on every layer; at N = 4
+// and 8 two rows moved the same layers within +-20 % either way, geomean unchanged.
+constexpr std::int64_t kStepLaneTwoRows = 1000;
 
 bool auto_step_lanes(const SpmmProblem& problem) {
   return problem.dtype == "f32" && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
@@ -483,12 +489,11 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
         a.nnz() / ceil_div(a.rows, narrow_rows) >= kGroupNnz)
       p.n_tile = kNarrowTile;
   }
-  const std::int64_t ny = p.fragment_k ? kSpmmFragmentRows
-                          : options.rows_per_block
-                              ? options.rows_per_block
-                          : rolled ? 1
-                          : tall   ? kTallRows
-                                   : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
+  const std::int64_t ny = p.fragment_k             ? kSpmmFragmentRows
+                          : options.rows_per_block ? options.rows_per_block
+                          : rolled                 ? (p.step_lanes > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
+                          : tall                   ? kTallRows
+                                 : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
