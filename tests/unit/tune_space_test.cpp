@@ -129,6 +129,28 @@ TEST(TuneSpace, OptionsRoundTripToTheSamePlan) {
   EXPECT_THROW(tune::spmm_options_from_json(bad, {}), UsageError);
 }
 
+// At N = 1 the default of a large layer is rolled with step lanes, and so is every rolled point (an
+// n tile of 32, the only one N = 1 allows); every candidate's options replay its plan (the database
+// keeps step_lanes).
+TEST(TuneSpace, StepLanesAtSmallNRoundTrip) {
+  const CsrMatrix a = test::random_csr(300, 800, 0.1, 7);  // 24k nonzeros, 80 a row
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 1), {}, KernelLanguage::ptx);
+  const tune::SpmmCandidate& def = space.candidates.front();
+  ASSERT_TRUE(def.is_default);
+  EXPECT_EQ(def.plan.step_lanes, 32);
+  EXPECT_NE(def.label.find("/rolled/cuda/L32"), std::string::npos) << def.label;
+  EXPECT_EQ(tune::candidate_json(def).at("step_lanes"), 32);
+  std::size_t rolled = 0;
+  for (const tune::SpmmCandidate& c : space.candidates) {
+    const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
+    EXPECT_EQ(to_json(plan_spmm(a, problem(a, 1), options)), to_json(c.plan)) << c.label;
+    if (c.plan.value_mode != SpmmValueMode::rolled) continue;
+    EXPECT_EQ(c.plan.step_lanes, 32) << c.label;
+    ++rolled;
+  }
+  EXPECT_GT(rolled, 4u);
+}
+
 TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 4);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx);
