@@ -149,6 +149,19 @@ TEST(TuneSpace, StepLanesAtSmallNRoundTrip) {
     ++rolled;
   }
   EXPECT_GT(rolled, 4u);
+  // At N = 16 (one step a warp by default) the rolled points of an n tile of 32 come both ways.
+  const CsrMatrix big = test::random_csr(700, 1000, 0.1, 8);  // 70k nonzeros: rolled by default
+  const tune::SpmmSpace wide = tune::spmm_space(big, problem(big, 16), {}, KernelLanguage::ptx);
+  EXPECT_EQ(wide.candidates.front().plan.step_lanes, 1);
+  std::size_t with = 0, without = 0;
+  for (const tune::SpmmCandidate& c : wide.candidates) {
+    if (c.plan.value_mode != SpmmValueMode::rolled || c.plan.n_tile != 32) continue;
+    (c.plan.step_lanes == 2 ? with : without) += 1;
+    const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
+    EXPECT_EQ(plan_spmm(big, problem(big, 16), options).step_lanes, c.plan.step_lanes) << c.label;
+  }
+  EXPECT_GT(with, 0u);
+  EXPECT_LE(with, without);  // without: the default too
 }
 
 TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {

@@ -245,12 +245,6 @@ bool auto_step_lanes(const SpmmProblem& problem) {
   return problem.dtype == "f32" && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
 }
 
-std::int32_t step_lanes_for(std::int64_t n) {
-  std::int32_t columns = 1;
-  while (columns < n && columns < 32) columns *= 2;
-  return 32 / columns;
-}
-
 bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
   if (problem.dtype != "f32" || a.nnz() < kRolledRowNnz * a.rows) return false;
   const bool few_columns = problem.n_mode == SpmmNMode::fixed && problem.n <= kStepLaneRolledColumns;
@@ -432,7 +426,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.step_lanes = options.step_lanes ? options.step_lanes
                  : rolled && auto_step_lanes(problem) && (!options.n_tile || options.n_tile == 32) &&
                          !options.cols_per_thread
-                     ? step_lanes_for(problem.n)
+                     ? spmm_step_lanes_for(problem.n)
                      : 1;
   if (p.step_lanes > 1 && options.n_tile && options.n_tile != 32)
     throw UsageError(fmt::format("plan_spmm: step lanes need groups of one warp (an n tile of 32, not {})",

@@ -148,6 +148,12 @@ SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
   throw UsageError(fmt::format("{}: '{}' is not equal, balanced or clustered", what, word));
 }
 
+std::int32_t spmm_step_lanes_for(std::int64_t n) {
+  std::int32_t columns = 1;
+  while (columns < n && columns < 32) columns *= 2;
+  return 32 / columns;
+}
+
 std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.rows_per_block + 3) / 4 * 4; }
 
 std::int64_t spmm_rolled_header_words(const SpmmPlan& plan) {

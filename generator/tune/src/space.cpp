@@ -189,6 +189,11 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
                 o.value_mode = values;
                 if (half) set_blocklets(o, bl);
                 add(o, emitter, false, point);
+                if (rolled && t == 32 && problem.n_mode == SpmmNMode::fixed &&
+                    problem.n > kSpmmStepLaneColumns && problem.n <= dims.step_lanes_max_n) {
+                  o.step_lanes = spmm_step_lanes_for(problem.n);
+                  add(o, emitter, false, fmt::format("{}/L{}", point, o.step_lanes));
+                }
               }
   return space;
 }

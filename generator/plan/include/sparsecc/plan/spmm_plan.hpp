@@ -206,6 +206,9 @@ inline constexpr std::int32_t kSpmmRolledBatch = 8;
 // Rolled plans at a fixed N of at most this many columns take step lanes automatically (at N = 16
 // they measured even with the one-step-a-warp layout: 0.87-1.19x on six layers).
 inline constexpr std::int32_t kSpmmStepLaneColumns = 8;
+// The step lanes that give every lane of a warp a column at N: 32 / N rounded up to a power of two
+// (1 from N = 32).
+std::int32_t spmm_step_lanes_for(std::int64_t n);
 // Staged plans: the most slots a thread may hold, and staged steps a cp.async commit (the kernel
 // waits for the commits in order with cp.async.wait_group, whose count the chunking keeps below 8).
 inline constexpr std::int32_t kSpmmMaxStageSlots = 64;
