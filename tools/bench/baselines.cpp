@@ -161,6 +161,18 @@ constexpr SpmmAlgorithm kSpmmAlgorithms[] = {
     {"cusparse_coo_alg4", CUSPARSE_SPMM_COO_ALG4, true, false},
 };
 
+// The sparse A of operand set `o` as a cuSPARSE COO or CSR descriptor (int32 indices, fp32 values).
+void describe_a(SpMat& a, const Problem& p, const OperandSet& o, bool coo) {
+  if (coo)
+    SPARSECC_CUSPARSE_CHECK(cusparseCreateCoo(&a.d, p.M, p.K, p.nnz, o.row_ind.get(), o.col.get(),
+                                              o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                                              CUDA_R_32F));
+  else
+    SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
+                                              o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                              CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+}
+
 Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmmAlgorithm& alg) {
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
   // The handle may still name the stream of the previous algorithm's timing run, which is destroyed
@@ -169,14 +181,7 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
   for (std::size_t s = 0; s < p.sets.size(); ++s) {
     OperandSet& o = p.sets[s];
     SpmmSet& d = (*sets)[s];
-    if (alg.coo)
-      SPARSECC_CUSPARSE_CHECK(cusparseCreateCoo(&d.a.d, p.M, p.K, p.nnz, o.row_ind.get(), o.col.get(),
-                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                                CUDA_R_32F));
-    else
-      SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
-                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                                                CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+    describe_a(d.a, p, o, alg.coo);
     prepare_spmm(handle->h, d, p.M, p.K, p.N, o.b32.get(), o.c32.get(), CUDA_R_32F, alg.alg, alg.preprocess);
   }
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -187,16 +192,6 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
 
 // N = 1 (SpMV): the vendor libraries' matrix-vector routines, the fair baselines there. cuBLAS
 // sgemv on the dense A (strict fp32) and cusparseSpMV with every algorithm, preprocessed.
-struct DnVec {
-  cusparseDnVecDescr_t d = nullptr;
-  DnVec() = default;
-  DnVec(const DnVec&) = delete;
-  DnVec& operator=(const DnVec&) = delete;
-  ~DnVec() {
-    if (d) cusparseDestroyDnVec(d);
-  }
-};
-
 struct SpmvSet {
   SpMat a;
   DnVec x, y;
@@ -225,14 +220,7 @@ Enqueue spmv_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, co
   for (std::size_t s = 0; s < p.sets.size(); ++s) {
     OperandSet& o = p.sets[s];
     SpmvSet& d = (*sets)[s];
-    if (alg.coo)
-      SPARSECC_CUSPARSE_CHECK(cusparseCreateCoo(&d.a.d, p.M, p.K, p.nnz, o.row_ind.get(), o.col.get(),
-                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                                CUDA_R_32F));
-    else
-      SPARSECC_CUSPARSE_CHECK(cusparseCreateCsr(&d.a.d, p.M, p.K, p.nnz, o.row_ptr.get(), o.col.get(),
-                                                o.val.get(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
-                                                CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+    describe_a(d.a, p, o, alg.coo);
     SPARSECC_CUSPARSE_CHECK(cusparseCreateDnVec(&d.x.d, p.K, o.b32.get(), CUDA_R_32F));
     SPARSECC_CUSPARSE_CHECK(cusparseCreateDnVec(&d.y.d, p.M, o.c32.get(), CUDA_R_32F));
     std::size_t bytes = 0;

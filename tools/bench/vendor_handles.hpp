@@ -81,6 +81,16 @@ struct DnMat {
   }
 };
 
+struct DnVec {
+  cusparseDnVecDescr_t d = nullptr;
+  DnVec() = default;
+  DnVec(const DnVec&) = delete;
+  DnVec& operator=(const DnVec&) = delete;
+  ~DnVec() {
+    if (d) cusparseDestroyDnVec(d);
+  }
+};
+
 // The descriptors and workspace of one cusparseSpMM on one operand set.
 struct SpmmSet {
   SpMat a;

@@ -175,8 +175,8 @@ int run_compile(const CompileArgs& args) {
   fmt::print(
       stderr,
       "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows ({}), n_tile {}, {} group(s), "
-      "{} "
-      "values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} registers, "
+      "{} values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} "
+      "registers, "
       "stack {} B, spills {} -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
       plan.block_rows(), plan.rows_per_block, to_string(plan.row_split), plan.n_tile, plan.groups,
