@@ -38,6 +38,11 @@ static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// The pointer unchanged, but the compiler no longer knows how it was formed.
+static __device__ __forceinline__ const char* sparsecc_opaque(const char* p) {
+  asm("mov.b64 %0, %0;" : "+l"(p));
+  return p;
+}
 static __device__ __forceinline__ void sparsecc_launch_dependents() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -147,12 +152,17 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   if constexpr (T % 32 == 0) {
     // A group is whole warps: a warp's lanes load 32 consecutive records at once, one each, and
     // hand every step's k and weights round by shuffles, so a warp waits for the table once per 32
-    // steps and only for B once per batch. Columns past n read column 0 of B (never stored), so
-    // the loads need no predicate between the shuffles.
+    // steps and only for B once per batch. The batches of a chunk are unrolled, so a step's shuffles
+    // take the lane as an immediate and each of its B addresses is one wide multiply-add on the
+    // column's base (opaque to the compiler, which would otherwise index from B and scale). Records
+    // past the chunk's count are zero: their steps load row 0 and are left out of the sums (a
+    // select). Columns past n read column 0 of B (never stored).
     const int lane = threadIdx.x & 31;
     const float4* at = reinterpret_cast<const float4*>(values + H);
-    const float* b0 = B + (live0 ? col : 0);
-    const float* b1 = B + (live1 ? col + T : 0);
+    const char* b0 = sparsecc_opaque(reinterpret_cast<const char*>(B + (live0 ? col : 0)));
+    const char* b1 = sparsecc_opaque(reinterpret_cast<const char*>(B + (live1 ? col + T : 0)));
+    const unsigned row_bytes =
+        static_cast<unsigned>(ld) * 4u;  // N < 2^30 (the runtime's and the plan's bound)
     for (; i < last; i += 32) {
       const int count = min(32, last - i);
       float mine[S];
@@ -162,20 +172,23 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
         mine[4 * q] = v.x, mine[4 * q + 1] = v.y, mine[4 * q + 2] = v.z, mine[4 * q + 3] = v.w;
       }
       const int kmine = __float_as_int(mine[0]);
-      // Whole batches; a last partial one loads its missing steps' B again from the last step's k
-      // and leaves them out of the sums (a select), so it waits for B once, not once a step.
-      for (int s = 0; s < count; s += U) {
-        long long k[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) k[u] = __shfl_sync(0xffffffffu, kmine, min(s + u, count - 1));
+      for (int s = 0; s < 32; s += U) {
+        if (s >= count) break;
         float x0[U], x1[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) x0[u] = __ldg(b0 + k[u] * ld), x1[u] = __ldg(b1 + k[u] * ld);
+        for (int u = 0; u < U; ++u) {
+          const unsigned long long offset =
+              static_cast<unsigned long long>(static_cast<unsigned>(__shfl_sync(0xffffffffu, kmine, s + u))) *
+              row_bytes;
+          x0[u] = __ldg(reinterpret_cast<const float*>(b0 + offset));
+          x1[u] = __ldg(reinterpret_cast<const float*>(b1 + offset));
+        }
         float w[U][R];
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int r = 0; r < R; ++r) w[u][r] = __shfl_sync(0xffffffffu, mine[1 + r], min(s + u, count - 1));
+          for (int r = 0; r < R; ++r) w[u][r] = __shfl_sync(0xffffffffu, mine[1 + r], s + u);
 #pragma unroll
         for (int u = 0; u < U; ++u)
           if (s + u < count) {

@@ -177,6 +177,22 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   EXPECT_FALSE(check_plan(odd, a).empty());
 }
 
+// The warp-wide kernel forms a step's B address from a 32-bit row pitch in bytes: N below 2^30.
+TEST(SpmmRolled, PlanRefusesAnNWhosePitchOverflows32Bits) {
+  const CsrMatrix a = random_sparse(64, 256, 0.2, 9);
+  SpmmPlan p =
+      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, "f32"}, rolled_options(1, 4, 32));
+  ASSERT_TRUE(check_plan(p, a).empty());
+  auto mentions_pitch = [&](std::int64_t n) {
+    p.problem.n = n;
+    for (const std::string& e : check_plan(p, a))
+      if (e.find("2^30") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(mentions_pitch((std::int64_t{1} << 30) - 1));
+  EXPECT_TRUE(mentions_pitch(std::int64_t{1} << 30));
+}
+
 TEST(SpmmRolled, TableLayout) {
   // 3 x 4: row 0 = [1 0 2 0], row 1 = [0 0 3 0], row 2 = [0 4 0 0]; block rows of 2 rows, 1 group.
   DenseMatrix d(3, 4);

@@ -32,6 +32,7 @@ struct Args {
   std::string json;
   int limit = 0;
   bool list = false;
+  int cublas_algorithms = BaselineOptions{}.cublas_algorithms;
   TimingOptions timing;
 };
 
@@ -85,6 +86,7 @@ int run(const Args& args) {
 
   BaselineOptions options;
   options.timing = args.timing;
+  options.cublas_algorithms = args.cublas_algorithms;
   nlohmann::json out = {{"device", device.describe()},
                         {"suite", args.suite},
                         {"timing", to_json(args.timing)},
@@ -137,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_flag("--cold-l2", args.timing.cold_l2, "rotate operand copies so every launch misses L2");
   app.add_option("--repetitions", args.timing.repetitions, "graph replays (samples)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--cublas-algorithms", args.cublas_algorithms,
+                 "cuBLASLt heuristic algorithms timed for each weight layout besides cublasGemmEx's default")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--launches", args.timing.launches_per_graph, "launches per graph")
       ->check(CLI::PositiveNumber);
   try {

@@ -20,6 +20,7 @@ namespace {
 // One copy of every operand; the timed launches rotate among several when timing cold L2.
 struct OperandSet {
   DeviceBuffer a32, a16;                    // dense A, M×K row-major, fp32 and fp16
+  DeviceBuffer a32t, a16t;                  // the same, transposed (K×M row-major)
   DeviceBuffer row_ptr, row_ind, col, val;  // sparse A (int32 indices, fp32 values)
   DeviceBuffer b32, b16, c32;               // B (K×N) fp32 and fp16, C (M×N) fp32
 };
@@ -43,13 +44,15 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& optio
   p.c_ref = spmm(a, b).data;
 
   std::vector<float> a32(static_cast<std::size_t>(p.M * p.K), 0.0f), val(a.values.size()), b32(b.data.size());
-  std::vector<std::uint16_t> a16(a32.size(), 0), b16(b.data.size());
+  std::vector<float> a32t(a32.size(), 0.0f);
+  std::vector<std::uint16_t> a16(a32.size(), 0), a16t(a32.size(), 0), b16(b.data.size());
   std::vector<std::int32_t> row_ptr(a.row_ptr.begin(), a.row_ptr.end()), row_ind(a.values.size());
   for (std::int64_t r = 0; r < p.M; ++r) {
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
       std::size_t at = static_cast<std::size_t>(r * p.K + a.col_idx[i]);
-      a32[at] = static_cast<float>(a.values[i]);
-      a16[at] = double_to_half_bits(a.values[i]);
+      std::size_t at_t = static_cast<std::size_t>(a.col_idx[i] * p.M + r);
+      a32[at] = a32t[at_t] = static_cast<float>(a.values[i]);
+      a16[at] = a16t[at_t] = double_to_half_bits(a.values[i]);
       val[i] = static_cast<float>(a.values[i]);
       row_ind[i] = static_cast<std::int32_t>(r);
     }
@@ -66,6 +69,7 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& optio
   for (int s = 0; s < sets; ++s) {
     OperandSet o;
     o.a32 = upload(a32), o.a16 = upload(a16), o.b32 = upload(b32), o.b16 = upload(b16);
+    o.a32t = upload(a32t), o.a16t = upload(a16t);
     o.row_ptr = upload(row_ptr), o.row_ind = upload(row_ind), o.col = upload(a.col_idx), o.val = upload(val);
     o.c32 = DeviceBuffer(c_bytes);
     p.sets.push_back(std::move(o));
@@ -116,30 +120,141 @@ BaselineResult measure(const std::string& name, double tolerance, Problem& p, co
   return r;
 }
 
+// "name": the fastest of `results` whose names start with `prefix` and that passed; its note names it.
+BaselineResult best_of(const std::vector<BaselineResult>& results, const std::string& prefix,
+                       const std::string& name) {
+  BaselineResult best;
+  best.name = name;
+  bool any_failed = false;
+  for (const BaselineResult& r : results) {
+    if (r.name.rfind(prefix, 0) != 0) continue;
+    best.tolerance = r.tolerance;
+    any_failed = any_failed || (!r.ok && !r.skipped);
+    if (r.ok && (!best.ok || r.us < best.us)) {
+      best = r;
+      best.name = name;
+      best.note = r.name;
+    }
+  }
+  if (!best.ok) {
+    best.skipped = !any_failed;
+    best.note = fmt::format("none of {}* passed", prefix);
+  }
+  return best;
+}
+
+// The cuBLAS precisions: strict fp32, TF32 tensor cores, fp16 tensor cores (fp32 accumulate and output).
+struct GemmPrecision {
+  const char* name;
+  bool half;
+  cublasComputeType_t compute;
+  double tolerance;
+};
+
+constexpr GemmPrecision kGemmPrecisions[] = {{"fp32", false, CUBLAS_COMPUTE_32F, kTolFp32},
+                                             {"tf32", false, CUBLAS_COMPUTE_32F_FAST_TF32, kTolTf32},
+                                             {"fp16", true, CUBLAS_COMPUTE_32F, kTolFp16}};
+
+// One cuBLASLt matmul shape: row-major C = A·B as column-major C^T = B^T·op(W), where Lt's A is B^T
+// (N×K, ld N), Lt's B the weight W, and C = D is C^T (N×M, ld N). W is A as stored (column-major K×M,
+// ld K, op N) or A kept transposed (column-major M×K, ld M, op T), as a deployment may store a fixed
+// weight either way.
+struct LtGemm {
+  LtMatmulDesc desc;
+  LtLayout b, w, c;
+  std::vector<cublasLtMatmulHeuristicResult_t> algorithms;  // the heuristic's first results, best first
+};
+
+std::shared_ptr<LtGemm> lt_gemm(cublasLtHandle_t h, const Problem& p, const GemmPrecision& prec,
+                                bool transposed, std::size_t workspace_bytes, int count) {
+  auto g = std::make_shared<LtGemm>();
+  const cudaDataType_t in = prec.half ? CUDA_R_16F : CUDA_R_32F;
+  const cublasOperation_t op_b = CUBLAS_OP_N, op_w = transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SPARSECC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->desc.d, prec.compute, CUDA_R_32F));
+  SPARSECC_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g->desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
+  SPARSECC_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g->desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_w, sizeof(op_w)));
+  SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b.d, in, p.N, p.K, p.N));
+  if (transposed)
+    SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->w.d, in, p.M, p.K, p.M));
+  else
+    SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->w.d, in, p.K, p.M, p.K));
+  SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->c.d, CUDA_R_32F, p.N, p.M, p.N));
+  LtPreference pref;
+  SPARSECC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
+  SPARSECC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &workspace_bytes, sizeof(workspace_bytes)));
+  g->algorithms.resize(static_cast<std::size_t>(count));
+  int returned = 0;
+  SPARSECC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, g->desc.d, g->b.d, g->w.d, g->c.d, g->c.d, pref.d,
+                                                       count, g->algorithms.data(), &returned));
+  g->algorithms.resize(static_cast<std::size_t>(returned));
+  return g;
+}
+
+// The cuBLAS baselines of every precision (see BaselineOptions::cublas_algorithms), each checked and
+// timed, then "cublas_<precision>": the fastest of that precision that passed.
 std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& options) {
   auto handle = std::make_shared<CublasHandle>();
+  auto lt = std::make_shared<CublasLtHandle>();
   auto workspace = std::make_shared<DeviceBuffer>(std::size_t{32} << 20);
   SPARSECC_CUBLAS_CHECK(cublasSetWorkspace(handle->h, workspace->get(), workspace->bytes()));
   SPARSECC_CUBLAS_CHECK(cublasSetMathMode(handle->h, CUBLAS_DEFAULT_MATH));
   const int m = static_cast<int>(p.N), n = static_cast<int>(p.M), k = static_cast<int>(p.K);
 
-  // Row-major C = A·B as column-major C^T = B^T·A^T: gemm(m = N, n = M, k = K) on B (ld N), A (ld K).
-  auto gemm = [&](bool half, cublasComputeType_t compute) -> Enqueue {
-    return [&p, handle, workspace, m, n, k, half, compute](cudaStream_t stream, int set) {
+  // cublasGemmEx's default algorithm on A as stored: gemm(m = N, n = M, k = K) on B (ld N), A (ld K).
+  auto gemm = [&](const GemmPrecision& prec) -> Enqueue {
+    return [&p, handle, workspace, m, n, k, prec](cudaStream_t stream, int set) {
       const float alpha = 1.0f, beta = 0.0f;
       const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
-      cudaDataType_t in = half ? CUDA_R_16F : CUDA_R_32F;
+      cudaDataType_t in = prec.half ? CUDA_R_16F : CUDA_R_32F;
       SPARSECC_CUBLAS_CHECK(cublasSetStream(handle->h, stream));
       SPARSECC_CUBLAS_CHECK(cublasGemmEx(handle->h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
-                                         half ? o.b16.get() : o.b32.get(), in, m,
-                                         half ? o.a16.get() : o.a32.get(), in, k, &beta, o.c32.get(),
-                                         CUDA_R_32F, m, compute, CUBLAS_GEMM_DEFAULT));
+                                         prec.half ? o.b16.get() : o.b32.get(), in, m,
+                                         prec.half ? o.a16.get() : o.a32.get(), in, k, &beta, o.c32.get(),
+                                         CUDA_R_32F, m, prec.compute, CUBLAS_GEMM_DEFAULT));
     };
   };
-  return {
-      measure("cublas_fp32", kTolFp32, p, options, [&] { return gemm(false, CUBLAS_COMPUTE_32F); }),
-      measure("cublas_tf32", kTolTf32, p, options, [&] { return gemm(false, CUBLAS_COMPUTE_32F_FAST_TF32); }),
-      measure("cublas_fp16", kTolFp16, p, options, [&] { return gemm(true, CUBLAS_COMPUTE_32F); })};
+  std::vector<BaselineResult> all;
+  for (const GemmPrecision& prec : kGemmPrecisions) {
+    const std::string prefix = fmt::format("cublas_{}_", prec.name);
+    std::vector<BaselineResult> tried;
+    tried.push_back(measure(prefix + "gemmex", prec.tolerance, p, options, [&] { return gemm(prec); }));
+    for (bool transposed : {false, true}) {
+      if (options.cublas_algorithms < 1) break;
+      const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
+      std::shared_ptr<LtGemm> g;
+      try {
+        g = lt_gemm(lt->h, p, prec, transposed, workspace->bytes(), options.cublas_algorithms);
+      } catch (const std::exception& e) {
+        BaselineResult r;
+        r.name = layout;
+        r.tolerance = prec.tolerance;
+        r.skipped = dynamic_cast<const NotSupported*>(&e) != nullptr;
+        r.note = fmt::format("no cuBLASLt algorithm: {}", e.what());
+        tried.push_back(std::move(r));
+        cudaGetLastError();
+        continue;
+      }
+      for (std::size_t i = 0; i < g->algorithms.size(); ++i)
+        tried.push_back(measure(fmt::format("{}{}", layout, i), prec.tolerance, p, options, [&]() -> Enqueue {
+          return [&p, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
+            const float alpha = 1.0f, beta = 0.0f;
+            const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+            const DeviceBuffer& w = half ? (transposed ? o.a16t : o.a16) : (transposed ? o.a32t : o.a32);
+            SPARSECC_CUBLAS_CHECK(cublasLtMatmul(lt->h, g->desc.d, &alpha, half ? o.b16.get() : o.b32.get(),
+                                                 g->b.d, w.get(), g->w.d, &beta, o.c32.get(), g->c.d,
+                                                 o.c32.get(), g->c.d, &g->algorithms[i].algo,
+                                                 workspace->get(), workspace->bytes(), stream));
+          };
+        }));
+    }
+    BaselineResult best = best_of(tried, prefix, "cublas_" + std::string(prec.name));
+    for (BaselineResult& r : tried) all.push_back(std::move(r));
+    all.push_back(std::move(best));
+  }
+  return all;
 }
 
 struct SpmmAlgorithm {
@@ -257,27 +372,6 @@ BaselineResult gemv_baseline(Problem& p, const BaselineOptions& options) {
   });
 }
 
-BaselineResult best_of(const std::vector<BaselineResult>& results) {
-  BaselineResult best;
-  best.name = "cusparse_best";
-  best.tolerance = kTolFp32;
-  bool any_failed = false;
-  for (const BaselineResult& r : results) {
-    if (r.name.rfind("cusparse_", 0) != 0) continue;
-    any_failed = any_failed || (!r.ok && !r.skipped);
-    if (r.ok && (!best.ok || r.us < best.us)) {
-      best = r;
-      best.name = "cusparse_best";
-      best.note = r.name;
-    }
-  }
-  if (!best.ok) {
-    best.skipped = !any_failed;
-    best.note = "no cuSPARSE algorithm passed";
-  }
-  return best;
-}
-
 std::string version3(int major, int minor, int patch) { return fmt::format("{}.{}.{}", major, minor, patch); }
 
 }  // namespace
@@ -346,7 +440,7 @@ std::vector<BaselineResult> run_baselines(const CsrMatrix& a, std::int64_t n,
     for (const SpmvAlgorithm& alg : kSpmvAlgorithms)
       results.push_back(measure(alg.name, kTolFp32, p, options, [&] { return spmv_setup(p, handle, alg); }));
   }
-  results.push_back(best_of(results));
+  results.push_back(best_of(results, "cusparse_", "cusparse_best"));
   return results;
 }
 

@@ -1,6 +1,7 @@
 // Vendor baselines for C = A·B (A M×K sparse and fixed, B K×N dense, row-major, fp32): cuBLAS
-// dense GEMM on the dense form of A (fp32 with TF32 off, TF32, fp16 tensor cores) and cuSPARSE SpMM
-// (CSR and COO, every algorithm). Each output is checked against the fp64 CPU reference before its
+// dense GEMM on the dense form of A (fp32 with TF32 off, TF32, fp16 tensor cores; cublasGemmEx's
+// default and cuBLASLt's heuristic algorithms, with the weight as stored and transposed) and cuSPARSE
+// SpMM (CSR and COO, every algorithm). Each output is checked against the fp64 CPU reference before its
 // time counts; a baseline that fails the check is reported as failed, never timed.
 #pragma once
 
@@ -44,6 +45,10 @@ DeviceInfo query_device();
 // them that at least twice the L2 capacity passes between two uses of one copy.
 struct BaselineOptions {
   TimingOptions timing;
+  // cuBLAS: besides cublasGemmEx's default algorithm, the first this many cuBLASLt heuristic results
+  // for each of the weight's two layouts (A as stored and A transposed) are checked and timed; each
+  // precision's result is the fastest (0: the cublasGemmEx default alone).
+  int cublas_algorithms = 4;
   std::uint64_t seed = 7;  // B's values (SplitMix64, uniform in [-1, 1), float32-exact)
 };
 
@@ -53,7 +58,7 @@ inline constexpr double kTolTf32 = 5e-3;
 inline constexpr double kTolFp16 = 1e-2;
 
 struct BaselineResult {
-  std::string name;      // cublas_fp32, cublas_tf32, cublas_fp16, cusparse_csr_alg1, ..., cusparse_best
+  std::string name;  // cublas_fp32 (the best of cublas_fp32_*), ..., cusparse_csr_alg1, ..., cusparse_best
   double us = 0;         // median µs per launch; 0 unless ok
   double rel_error = 0;  // ||C - C_ref||_2 / ||C_ref||_2
   bool ok = false;       // checked and timed
@@ -67,7 +72,8 @@ struct BaselineResult {
 const BaselineResult* find_ok(const std::vector<BaselineResult>& results, const std::string& name);
 
 // Uploads A (its dense form for cuBLAS) and a random B, runs and times every baseline, and returns
-// one result each plus "cusparse_best" (the fastest cuSPARSE algorithm that passed). Errors inside
+// one result each plus "cublas_fp32", "cublas_tf32", "cublas_fp16" and "cusparse_best" (the fastest
+// of each kind that passed). Errors inside
 // one baseline are reported in its result; the others still run.
 std::vector<BaselineResult> run_baselines(const CsrMatrix& a, std::int64_t n, const BaselineOptions& options);
 

@@ -78,6 +78,7 @@ struct Args {
   std::string programmatic = "auto";  // auto | off | wait | trigger
   bool compile_only = false;
   bool sweep = false;
+  int cublas_algorithms = BaselineOptions{}.cublas_algorithms;
   TimingOptions timing;
 };
 
@@ -604,6 +605,7 @@ int run(const Args& args) {
     }
     BaselineOptions bo;
     bo.timing = args.timing;
+    bo.cublas_algorithms = args.cublas_algorithms;
     const std::vector<BaselineResult> base = run_baselines(a, p.N, bo);
     const auto* fp32 = find_ok(base, "cublas_fp32");
     const auto* tf32 = find_ok(base, "cublas_tf32");
@@ -739,6 +741,10 @@ int main(int argc, char** argv) {
   app.add_flag("--compile-only", args.compile_only,
                "generate and compile every problem and print the compile table; needs no GPU");
   app.add_option("--repetitions", args.timing.repetitions, "graph replays")->capture_default_str();
+  app.add_option("--cublas-algorithms", args.cublas_algorithms,
+                 "cuBLASLt heuristic algorithms timed for each weight layout besides cublasGemmEx's default")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--launches", args.timing.launches_per_graph, "launches per graph")->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -1,9 +1,10 @@
-// What the cuBLAS and cuSPARSE baselines (fp32: baselines.cpp, fp16 / bf16: half_baselines.cpp, Hines:
-// hines_baselines.cpp) share: status checks that tell "not supported" (a skipped baseline) from a
+// What the cuBLAS, cuBLASLt and cuSPARSE baselines (fp32: baselines.cpp, fp16 / bf16: half_baselines.cpp,
+// Hines: hines_baselines.cpp) share: status checks that tell "not supported" (a skipped baseline) from a
 // failure, owning handles and descriptors, a cusparseSpMM's preparation and launch, the upload of a
 // host vector, and the error measure the baselines are checked with.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cusparse.h>
 #include <fmt/format.h>
@@ -48,6 +49,29 @@ struct CublasHandle {
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
 };
+
+struct CublasLtHandle {
+  cublasLtHandle_t h = nullptr;
+  CublasLtHandle() { SPARSECC_CUBLAS_CHECK(cublasLtCreate(&h)); }
+  ~CublasLtHandle() { cublasLtDestroy(h); }
+  CublasLtHandle(const CublasLtHandle&) = delete;
+  CublasLtHandle& operator=(const CublasLtHandle&) = delete;
+};
+
+// An owning cuBLASLt descriptor: LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> etc.
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct LtOwned {
+  T d = nullptr;
+  LtOwned() = default;
+  LtOwned(const LtOwned&) = delete;
+  LtOwned& operator=(const LtOwned&) = delete;
+  ~LtOwned() {
+    if (d) Destroy(d);
+  }
+};
+using LtMatmulDesc = LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using LtLayout = LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using LtPreference = LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 struct CusparseHandle {
   cusparseHandle_t h = nullptr;

@@ -310,6 +310,8 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.m != a.rows || pr.k != a.cols)
     err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
   if (pr.n < 1) err("n must be positive");
+  if (pr.n >= (std::int64_t{1} << 30))
+    err(fmt::format("n {} must be below 2^30 (a row of B's pitch in bytes fits 32 bits)", pr.n));
   if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
     err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
   const bool rolled = p.value_mode == SpmmValueMode::rolled;
