@@ -68,6 +68,11 @@ struct BaselineResult {
   double tolerance = 0;  // the rel_error bound this baseline was checked against
 };
 
+// The fastest of `results` whose name starts with `prefix` and that passed, renamed `name`, its note
+// naming the one chosen; skipped when none passed and none failed.
+BaselineResult best_of(const std::vector<BaselineResult>& results, const std::string& prefix,
+                       const std::string& name, double tolerance);
+
 // The result called `name` when it passed its check and was timed, else null.
 const BaselineResult* find_ok(const std::vector<BaselineResult>& results, const std::string& name);
 

@@ -350,30 +350,6 @@ Case bell_case(Problem& p, const std::shared_ptr<CusparseHandle>& handle, int bl
   return c;
 }
 
-// The fastest result whose name starts with `prefix` that passed, named `name`, its note naming the
-// one chosen; skipped when none passed and none failed.
-BaselineResult best_of(const std::vector<BaselineResult>& results, const std::string& prefix,
-                       const std::string& name, double tolerance) {
-  BaselineResult best;
-  best.name = name;
-  best.tolerance = tolerance;
-  bool any_failed = false;
-  for (const BaselineResult& r : results) {
-    if (r.name.rfind(prefix, 0) != 0) continue;
-    any_failed = any_failed || (!r.ok && !r.skipped);
-    if (r.ok && (!best.ok || r.us < best.us)) {
-      best = r;
-      best.name = name;
-      best.note = r.name;
-    }
-  }
-  if (!best.ok) {
-    best.skipped = !any_failed;
-    best.note = fmt::format("no {} baseline passed", prefix);
-  }
-  return best;
-}
-
 }  // namespace
 
 std::vector<BaselineResult> run_half_baselines(const CsrMatrix& a, std::int64_t n, HalfPrecision prec,
