@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 
+#include "bench/lt_gemm.hpp"
 #include "bench/vendor_handles.hpp"
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
@@ -132,44 +133,6 @@ constexpr GemmPrecision kGemmPrecisions[] = {{"fp32", false, CUBLAS_COMPUTE_32F,
                                              {"tf32", false, CUBLAS_COMPUTE_32F_FAST_TF32, kTolTf32},
                                              {"fp16", true, CUBLAS_COMPUTE_32F, kTolFp16}};
 
-// One cuBLASLt matmul shape: row-major C = A·B as column-major C^T = B^T·op(W), where Lt's A is B^T
-// (N×K, ld N), Lt's B the weight W, and C = D is C^T (N×M, ld N). W is A as stored (column-major K×M,
-// ld K, op N) or A kept transposed (column-major M×K, ld M, op T), as a deployment may store a fixed
-// weight either way.
-struct LtGemm {
-  LtMatmulDesc desc;
-  LtLayout b, w, c;
-  std::vector<cublasLtMatmulHeuristicResult_t> algorithms;  // the heuristic's first results, best first
-};
-
-std::shared_ptr<LtGemm> lt_gemm(cublasLtHandle_t h, const Problem& p, const GemmPrecision& prec,
-                                bool transposed, std::size_t workspace_bytes, int count) {
-  auto g = std::make_shared<LtGemm>();
-  const cudaDataType_t in = prec.half ? CUDA_R_16F : CUDA_R_32F;
-  const cublasOperation_t op_b = CUBLAS_OP_N, op_w = transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  SPARSECC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->desc.d, prec.compute, CUDA_R_32F));
-  SPARSECC_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(g->desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)));
-  SPARSECC_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(g->desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_w, sizeof(op_w)));
-  SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b.d, in, p.N, p.K, p.N));
-  if (transposed)
-    SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->w.d, in, p.M, p.K, p.M));
-  else
-    SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->w.d, in, p.K, p.M, p.K));
-  SPARSECC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->c.d, CUDA_R_32F, p.N, p.M, p.N));
-  LtPreference pref;
-  SPARSECC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.d));
-  SPARSECC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &workspace_bytes, sizeof(workspace_bytes)));
-  g->algorithms.resize(static_cast<std::size_t>(count));
-  int returned = 0;
-  SPARSECC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, g->desc.d, g->b.d, g->w.d, g->c.d, g->c.d, pref.d,
-                                                       count, g->algorithms.data(), &returned));
-  g->algorithms.resize(static_cast<std::size_t>(returned));
-  return g;
-}
-
 // The cuBLAS baselines of every precision (see BaselineOptions::cublas_algorithms), each checked and
 // timed, then "cublas_<precision>": the fastest of that precision that passed.
 std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& options) {
@@ -203,7 +166,12 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& 
       const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
       std::shared_ptr<LtGemm> g;
       try {
-        g = lt_gemm(lt->h, p, prec, transposed, workspace->bytes(), options.cublas_algorithms);
+        LtGemmShape shape;
+        shape.m = p.M, shape.k = p.K, shape.n = p.N;
+        shape.in = prec.half ? CUDA_R_16F : CUDA_R_32F;
+        shape.compute = prec.compute;
+        shape.transposed = transposed;
+        g = lt_gemm(lt->h, shape, workspace->bytes(), options.cublas_algorithms);
       } catch (const std::exception& e) {
         BaselineResult r;
         r.name = layout;
@@ -217,13 +185,10 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& 
       for (std::size_t i = 0; i < g->algorithms.size(); ++i)
         tried.push_back(measure(fmt::format("{}{}", layout, i), prec.tolerance, p, options, [&]() -> Enqueue {
           return [&p, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
-            const float alpha = 1.0f, beta = 0.0f;
             const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
             const DeviceBuffer& w = half ? (transposed ? o.a16t : o.a16) : (transposed ? o.a32t : o.a32);
-            SPARSECC_CUBLAS_CHECK(cublasLtMatmul(lt->h, g->desc.d, &alpha, half ? o.b16.get() : o.b32.get(),
-                                                 g->b.d, w.get(), g->w.d, &beta, o.c32.get(), g->c.d,
-                                                 o.c32.get(), g->c.d, &g->algorithms[i].algo,
-                                                 workspace->get(), workspace->bytes(), stream));
+            lt_matmul(lt->h, *g, i, half ? o.b16.get() : o.b32.get(), w.get(), o.c32.get(), workspace->get(),
+                      workspace->bytes(), stream);
           };
         }));
     }

@@ -13,7 +13,8 @@
 // For each problem: sparsecc with blocklets auto (and off, unless --no-off), each compiled with NVRTC,
 // verified on the GPU against the fp64 product of the rounded inputs with NaN-poisoned outputs
 // (spmm_tolerance), then timed (CUDA graph of many launches, median of replays); then
-// run_half_baselines (cuBLAS, cuSPARSE CSR every algorithm, Blocked-ELL 16 and 32). Prints a table
+// run_half_baselines (cuBLAS: the fastest of GemmEx and cuBLASLt's first --cublas-algorithms heuristic
+// algorithms on each weight layout; cuSPARSE CSR every algorithm, Blocked-ELL 16 and 32). Prints a table
 // with ratios and geomeans and writes JSON. The auto executor is timed once more launched with
 // programmatic dependent launch where its bundle takes part (JSON programmatic_us; the summary's
 // gain over the same executor's plain launches), as consecutive layers would run it.
@@ -63,6 +64,7 @@ struct Args {
   int limit = 0;
   int groups = 0;  // 0: automatic
   int n_tile = 0;  // 0: automatic
+  int cublas_algorithms = HalfBaselineOptions{}.cublas_algorithms;
   TimingOptions timing;
 };
 
@@ -165,6 +167,10 @@ int blocklet_bench_main(int argc, char** argv) {
   app.add_option("--n-tile", args.n_tile, "threads per group (0: automatic; whole warps with blocklets)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--repetitions", args.timing.repetitions, "graph replays per timing")->capture_default_str();
+  app.add_option("--cublas-algorithms", args.cublas_algorithms,
+                 "cuBLASLt heuristic algorithms timed for each weight layout besides cublasGemmEx's default")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -305,6 +311,7 @@ int blocklet_bench_main(int argc, char** argv) {
       }
       HalfBaselineOptions bo;
       bo.timing = args.timing;
+      bo.cublas_algorithms = args.cublas_algorithms;
       const std::vector<BaselineResult> base = run_half_baselines(p.a, p.n, prec, bo);
       nlohmann::json jb = nlohmann::json::object();
       for (const auto& r : base)

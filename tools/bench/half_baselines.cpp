@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/lt_gemm.hpp"
 #include "bench/vendor_handles.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/reference/spmm.hpp"
@@ -23,7 +24,7 @@ cudaDataType data_type(HalfPrecision p) { return p == HalfPrecision::f16 ? CUDA_
 // One copy of every operand the cuBLAS and CSR baselines read; the timed launches rotate among
 // several when timing cold L2. All values are fp16 or bf16 bits.
 struct OperandSet {
-  DeviceBuffer a_dense;            // A, M×K row-major
+  DeviceBuffer a_dense, a_dense_t;  // A, M×K row-major, and A transposed (K×M row-major)
   DeviceBuffer row_ptr, col, val;  // CSR A (int32 indices)
   DeviceBuffer b, c;               // B K×N and C M×N, row-major
 };
@@ -61,11 +62,13 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, HalfPrecision prec, const Ha
   p.c_ref = spmm(p.a, b).data;
 
   std::vector<std::uint16_t> a_dense(static_cast<std::size_t>(p.M * p.K), 0), val(p.a.values.size());
+  std::vector<std::uint16_t> a_dense_t(a_dense.size(), 0);
   std::vector<std::int32_t> row_ptr(p.a.row_ptr.begin(), p.a.row_ptr.end());
   for (std::int64_t r = 0; r < p.M; ++r) {
     for (std::int64_t i = p.a.row_ptr[r]; i < p.a.row_ptr[r + 1]; ++i) {
       val[i] = double_to_half_bits(p.a.values[i], prec);  // exact: the value is rounded already
       a_dense[static_cast<std::size_t>(r * p.K + p.a.col_idx[i])] = val[i];
+      a_dense_t[static_cast<std::size_t>(p.a.col_idx[i] * p.M + r)] = val[i];
     }
   }
   // The fewest bytes one launch of any baseline touches: sparse CSR or dense A.
@@ -75,7 +78,7 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, HalfPrecision prec, const Ha
   const int sets = rotation_sets(std::min(sparse, dense), l2_bytes, options.timing.cold_l2);
   for (int s = 0; s < sets; ++s) {
     OperandSet o;
-    o.a_dense = upload(a_dense), o.b = upload(p.b_bits);
+    o.a_dense = upload(a_dense), o.a_dense_t = upload(a_dense_t), o.b = upload(p.b_bits);
     o.row_ptr = upload(row_ptr), o.col = upload(p.a.col_idx), o.val = upload(val);
     o.c = DeviceBuffer(static_cast<std::size_t>(p.M * p.N) * 2);
     p.sets.push_back(std::move(o));
@@ -172,29 +175,72 @@ void use_set_outputs(Case& c, Problem& p) {
   c.result = [&p] { return download_rows(p.sets[0].c, p.M, p.M, p.N, false, p.prec); };
 }
 
-// Dense GEMM on the dense form of A, fp16/bf16 in and out, fp32 compute, default math (tensor ops).
-// Row-major C = A·B as column-major C^T = B^T·A^T: gemm(m = N, n = M, k = K) on B (ld N), A (ld K).
-Case cublas_case(Problem& p) {
+// Dense GEMM on the dense form of A, fp16/bf16 in and out, fp32 compute, default math (tensor ops):
+// cublasGemmEx's default algorithm on A as stored (row-major C = A·B as column-major C^T = B^T·A^T:
+// gemm(m = N, n = M, k = K) on B (ld N), A (ld K)), then cuBLASLt's first `cublas_algorithms`
+// heuristic algorithms on A as stored and on A transposed, each checked and timed as its own result
+// (cublas_<s>_gemmex, cublas_<s>_lt_wn<i>, cublas_<s>_lt_wt<i>).
+std::vector<BaselineResult> cublas_baselines(Problem& p, const HalfBaselineOptions& options,
+                                             const std::string& s, double tol) {
   struct State {
     CublasHandle handle;
+    CublasLtHandle lt;
     DeviceBuffer workspace{std::size_t{32} << 20};
   };
   auto st = std::make_shared<State>();
   SPARSECC_CUBLAS_CHECK(cublasSetWorkspace(st->handle.h, st->workspace.get(), st->workspace.bytes()));
   SPARSECC_CUBLAS_CHECK(cublasSetMathMode(st->handle.h, CUBLAS_DEFAULT_MATH));
   const int m = static_cast<int>(p.N), n = static_cast<int>(p.M), k = static_cast<int>(p.K);
-  Case c;
-  c.enqueue = [&p, st, m, n, k](cudaStream_t stream, int set) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
-    SPARSECC_CUBLAS_CHECK(cublasSetStream(st->handle.h, stream));
-    SPARSECC_CUBLAS_CHECK(cublasGemmEx(st->handle.h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, o.b.get(),
-                                       p.type, m, o.a_dense.get(), p.type, k, &beta, o.c.get(), p.type, m,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  };
-  use_set_outputs(c, p);
-  c.state = st;
-  return c;
+  const std::string prefix = fmt::format("cublas_{}_", s);
+  std::vector<BaselineResult> tried;
+  tried.push_back(measure(prefix + "gemmex", tol, p, options, [&] {
+    Case c;
+    c.enqueue = [&p, st, m, n, k](cudaStream_t stream, int set) {
+      const float alpha = 1.0f, beta = 0.0f;
+      const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+      SPARSECC_CUBLAS_CHECK(cublasSetStream(st->handle.h, stream));
+      SPARSECC_CUBLAS_CHECK(cublasGemmEx(st->handle.h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, o.b.get(),
+                                         p.type, m, o.a_dense.get(), p.type, k, &beta, o.c.get(), p.type, m,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    use_set_outputs(c, p);
+    c.state = st;
+    return c;
+  }));
+  for (bool transposed : {false, true}) {
+    if (options.cublas_algorithms < 1) break;
+    const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
+    std::shared_ptr<LtGemm> g;
+    try {
+      LtGemmShape shape;
+      shape.m = p.M, shape.k = p.K, shape.n = p.N;
+      shape.in = shape.out = p.type;
+      shape.transposed = transposed;
+      g = lt_gemm(st->lt.h, shape, st->workspace.bytes(), options.cublas_algorithms);
+    } catch (const std::exception& e) {
+      BaselineResult r;
+      r.name = layout;
+      r.tolerance = tol;
+      r.skipped = dynamic_cast<const NotSupported*>(&e) != nullptr;
+      r.note = fmt::format("no cuBLASLt algorithm: {}", e.what());
+      tried.push_back(std::move(r));
+      cudaGetLastError();
+      continue;
+    }
+    for (std::size_t i = 0; i < g->algorithms.size(); ++i)
+      tried.push_back(measure(fmt::format("{}{}", layout, i), tol, p, options, [&] {
+        Case c;
+        c.enqueue = [&p, st, g, transposed, i](cudaStream_t stream, int set) {
+          const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+          lt_matmul(st->lt.h, *g, i, o.b.get(), (transposed ? o.a_dense_t : o.a_dense).get(), o.c.get(),
+                    st->workspace.get(), st->workspace.bytes(), stream);
+        };
+        use_set_outputs(c, p);
+        c.state = st;
+        return c;
+      }));
+  }
+  return tried;
 }
 
 struct CsrAlgorithm {
@@ -359,9 +405,9 @@ std::vector<BaselineResult> run_half_baselines(const CsrMatrix& a, std::int64_t 
   const double tol = half_tolerance(prec);
   const std::string suffix = fmt::format("_{}", half_precision_name(prec));
 
-  std::vector<BaselineResult> results;
-  results.push_back(
-      measure(fmt::format("cublas{}", suffix), tol, p, options, [&] { return cublas_case(p); }));
+  const std::string s(half_precision_name(prec));
+  std::vector<BaselineResult> results = cublas_baselines(p, options, s, tol);
+  results.push_back(best_of(results, fmt::format("cublas_{}_", s), fmt::format("cublas_{}", s), tol));
   auto handle = std::make_shared<CusparseHandle>();
   std::vector<BaselineResult> csr;
   for (const CsrAlgorithm* alg : {&kCsrDefault, &kCsrAlg1, &kCsrAlg2})

@@ -1,5 +1,6 @@
 // Half-precision vendor baselines for C = A·B (A M×K sparse and fixed, B K×N dense, C M×N, B and C
-// row-major, fp16 or bf16 data with fp32 accumulation): cuBLAS dense GEMM on the dense form of A,
+// row-major, fp16 or bf16 data with fp32 accumulation): cuBLAS dense GEMM on the dense form of A
+// (cublasGemmEx's default and cuBLASLt's heuristic algorithms, the weight as stored and transposed),
 // cuSPARSE SpMM on CSR A (every CSR algorithm) and on Blocked-ELL A (one per block size). Each output
 // is checked against the fp64 CPU reference of the rounded inputs (A's values and B rounded to the
 // precision, so the check measures the library's arithmetic, not the input rounding) before its time
@@ -27,6 +28,10 @@ inline constexpr double half_tolerance(HalfPrecision p) {
 struct HalfBaselineOptions {
   TimingOptions timing;
   std::uint64_t seed = 7;                       // B = random_half_matrix(K, N, p, seed)
+  // cuBLAS: besides cublasGemmEx's default algorithm, the first this many cuBLASLt heuristic results
+  // for each of the weight's two layouts (A as stored and A transposed) are checked and timed, and
+  // cublas_<s> is the fastest (0: the cublasGemmEx default alone), as BaselineOptions.
+  int cublas_algorithms = 4;
   std::vector<int> ell_block_sizes = {16, 32};  // one Blocked-ELL baseline each
   // CSR_ALG3 with row-major B and C produced NaN outputs and then a destroyed CUDA context on an H200
   // (cuSPARSE 12.6.3, fp32; see baselines.cpp), though it passed in fp16 and bf16 on an H100 with the
@@ -39,7 +44,8 @@ struct HalfBaselineOptions {
 
 // Uploads A (dense, CSR and Blocked-ELL forms, values rounded to p) and B, runs, checks and times
 // every baseline of precision p, and returns one result each, in this order (s = "fp16" or "bf16"):
-//   cublas_<s>;
+//   cublas_<s>_gemmex, cublas_<s>_lt_wn<i> and cublas_<s>_lt_wt<i> (cuBLASLt's algorithm i with A as
+//   stored and transposed), cublas_<s> (the fastest of them that passed; its note names it);
 //   cusparse_csr_default_<s>, cusparse_csr_alg1_<s>, cusparse_csr_alg2_<s>, cusparse_csr_alg3_<s>,
 //   cusparse_csr_best (the fastest CSR algorithm that passed; its note names it);
 //   cusparse_bell<block>_<s> per block size, cusparse_bell_best.
