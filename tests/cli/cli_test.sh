@@ -226,10 +226,19 @@ expect 2 "none of the 0 records of .*empty_db.json is for the 1 matrices given" 
 expect 0 "ignoring tuning database .*corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "no record in .*corrupt.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "plan interpreter .* ok$"  -- verify --cpu "$tmp/pred.sccb"
+expect 0 "no cold-L2 record in .*corrupt.json .*the predictor's choice R[0-9]+/.*models warm launches" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" --cold-l2 -o "$tmp/pred.sccb"
+expect 2 "--cold-l2 times SpMM executors" -- tune "$tmp/cell.swc" --db "$tmp/h.json" --cold-l2
+[[ -e "$tmp/h.json" ]] && { echo "FAIL: a refused Hines --cold-l2 tune wrote a database"; failures=$((failures + 1)); }
 if [[ -e /dev/nvidia0 ]]; then
   expect 0 "candidates in .* best R"  -- tune "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" --jobs 4
   expect 0 "tuned plan R[0-9]+/.* from $tmp/tuning.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" -o "$tmp/tuned.sccb"
   expect 0 "GPU .* ok$"               -- verify "$tmp/tuned.sccb"
+  # Cold-L2 records answer cold lookups only, and warm records warm ones only.
+  expect 0 "N = 64, cold L2\): .* candidates in .* best R" -- tune "$tmp/small.mtx" --n 64 --db "$tmp/cold.json" --jobs 4 --cold-l2
+  expect 0 "tuned plan R[0-9]+/.* from $tmp/cold.json \(.*, cold L2," -- compile "$tmp/small.mtx" --n 64 --db "$tmp/cold.json" --cold-l2 -o "$tmp/tuned_cold.sccb"
+  expect 0 "GPU .* ok$"               -- verify "$tmp/tuned_cold.sccb"
+  expect 0 "no record in .*cold.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/cold.json" -o "$tmp/tuned_cold.sccb"
+  expect 0 "no cold-L2 record in .*tuning.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" --cold-l2 -o "$tmp/tuned_cold.sccb"
   expect 0 "candidates in .* best K"  -- tune "$tmp/cell.swc" --resolution 5 --db "$tmp/tuning.json" --jobs 4
   expect 0 "tuned plan K[0-9]+/.* from $tmp/tuning.json" -- hines "$tmp/cell.swc" --resolution 5 --db "$tmp/tuning.json" -o "$tmp/tuned_hines.sccb"
   expect 0 "GPU .* ok$"               -- verify "$tmp/tuned_hines.sccb"

@@ -521,6 +521,18 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   EXPECT_EQ(samples[2].median_us, 5.0);
   EXPECT_EQ(samples[2].features, spmm_features(space.candidates[2].plan, a));
 
+  // Timings taken with cold L2 are keyed apart and never fitted (the model is of warm launches).
+  TuningRecord cold = r;
+  cold.key = spmm_tuning_key(a, pr, "NVIDIA H100 80GB HBM3", "9.0", true);
+  EXPECT_TRUE(tuned_cold_l2(cold.key));
+  EXPECT_FALSE(tuned_cold_l2(r.key));
+  EXPECT_NE(key_string(cold.key), key_string(r.key));
+  EXPECT_FALSE(cold.key == r.key);
+  EXPECT_EQ(spmm_problem_of_key(cold.key, a).n, 40);
+  db.put(cold);
+  EXPECT_EQ(db.records.size(), 2u);
+  EXPECT_EQ(predictor_samples(db).size(), 4u);
+
   // The key must describe an SpMM problem of the matrix's shape.
   TuningRecord other = r;
   other.key.params["m"] = 65;

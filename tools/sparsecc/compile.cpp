@@ -129,6 +129,7 @@ struct CompileArgs {
   bool plan_json = false;
   std::string db;
   std::string gpu;
+  bool cold_l2 = false;
 };
 
 int run_compile(const CompileArgs& args) {
@@ -148,8 +149,8 @@ int run_compile(const CompileArgs& args) {
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
-    TunedChoice choice =
-        choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit), args.arch, args.gpu);
+    TunedChoice choice = choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit),
+                                           args.arch, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     plan_options = choice.options;
     emit = to_string(choice.emitter);
@@ -231,6 +232,10 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--gpu", args->gpu,
                   "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
                   "capability)");
+  cmd->add_flag(
+      "--cold-l2", args->cold_l2,
+      "--db: look up the winner tuned with cold L2 (`tune --cold-l2`), for deployments whose launches "
+      "find the executor's code and operands out of L2");
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
   cmd->callback([&run, args, cmd] {
     args->emit_given = cmd->count("--emit") > 0;

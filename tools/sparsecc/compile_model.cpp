@@ -47,6 +47,7 @@ struct CompileModelArgs {
   std::string arch = "sm_90";
   std::string db;
   std::string gpu;
+  bool cold_l2 = false;
   int jobs = 0;
   std::string output;
 };
@@ -81,8 +82,8 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
-    const TunedChoice tuned =
-        choose_tuned_plan(args.db, layer.a, problem, options, parse_kernel_language(emit), args.arch, args.gpu);
+    const TunedChoice tuned = choose_tuned_plan(
+        args.db, layer.a, problem, options, parse_kernel_language(emit), args.arch, args.gpu, args.cold_l2);
     options = tuned.options;
     emit = to_string(tuned.emitter);
     choice = tuned.how;
@@ -290,6 +291,8 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
+  cmd->add_flag("--cold-l2", args->cold_l2,
+                "--db: look up the winners tuned with cold L2 (`tune --cold-l2`)");
   cmd->add_option("--jobs", args->jobs, "Layers compiled at once (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")->required();
   cmd->callback([&run, args, cmd] {

@@ -5,7 +5,8 @@
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
 //   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
 //                          build's feature set, for the records of the matrices given (files or a --suite).
-// With several matrices the budget is shared in proportion to their nonzeros. SWC inputs (--cells,
+// With several matrices the budget is shared in proportion to their nonzeros. --cold-l2 times the
+// SpMM candidates with cold L2 and keys their records so. SWC inputs (--cells,
 // --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
 // of its space), or --space prints that space.
 #include <fmt/format.h>
@@ -70,6 +71,7 @@ struct TuneArgs {
   int cells = 1;  // SWC inputs (Hines)
   int resolution = 1;
   int rhs = 1;
+  bool cold_l2 = false;
 };
 
 // One matrix to tune: a file given on the command line, or a problem of a bench suite.
@@ -352,8 +354,11 @@ int run_tune(const TuneArgs& args) {
   if (args.evaluate) return run_evaluate(args);
   if (args.refresh_features) return run_refresh_features(args);
   if (!args.inputs.empty() && std::all_of(args.inputs.begin(), args.inputs.end(),
-                                          [](const std::string& f) { return f.ends_with(".swc"); }))
+                                          [](const std::string& f) { return f.ends_with(".swc"); })) {
+    if (args.cold_l2)
+      throw UsageError("--cold-l2 times SpMM executors; the Hines tuner times warm steps only");
     return run_hines_tune(args);
+  }
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   if (args.n.empty() && args.suite.empty()) throw UsageError("tune: --n is required (or a --suite)");
   const std::vector<TuneInput> inputs = tune_inputs(args);
@@ -410,10 +415,10 @@ int run_tune(const TuneArgs& args) {
       options.expected_compile_seconds =
           compiled_nnz > 0 ? compile_seconds / compiled_nnz * static_cast<double>(a.nnz()) : 0.0;
     }
-    const tune::TuningKey key =
-        tune::spmm_tuning_key(a, problem, ctx->device().name,
-                              fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor));
-    GpuSpmmMeasurer measurer(*ctx, a, problem, bias, args.seed + 1);
+    const tune::TuningKey key = tune::spmm_tuning_key(
+        a, problem, ctx->device().name, fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor),
+        args.cold_l2);
+    GpuSpmmMeasurer measurer(*ctx, a, problem, bias, args.seed + 1, args.cold_l2);
     printer.matrix(i, inputs.size(), input);
     const tune::TuningRecord record = tune::tune_spmm(
         a, space, dims, key,
@@ -428,9 +433,12 @@ int run_tune(const TuneArgs& args) {
     std::vector<std::string> warnings;
     tune::update_database(args.db[0], {record}, &warnings);
     for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
-    fmt::print("{} (N = {}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us ({:.2f}x)\n", input, problem.n,
-               record.timings.size(), space.candidates.size(), record.tuning_seconds, record.strategy, record.winner,
-               record.winner_us, record.default_us, record.default_us / record.winner_us);
+    fmt::print(
+        "{} (N = {}{}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us "
+        "({:.2f}x)\n",
+        input, problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(), space.candidates.size(),
+        record.tuning_seconds, record.strategy, record.winner, record.winner_us, record.default_us,
+        record.default_us / record.winner_us);
     std::fflush(stdout);
     if (std::isfinite(record.winner_us) && std::isfinite(record.default_us)) {
       default_total += std::log(record.default_us);
@@ -443,7 +451,8 @@ int run_tune(const TuneArgs& args) {
     return kExitOk;
   }
   if (gained > 1)
-    fmt::print("geomean over {} matrices: tuned {:.3f}x faster than the default plan; {:.1f} s in all\n", gained,
+    fmt::print("geomean over {} matrices{}: tuned {:.3f}x faster than the default plan; {:.1f} s in all\n",
+               gained, args.cold_l2 ? " (cold L2)" : "",
                std::exp((default_total - tuned_total) / static_cast<double>(gained)),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return kExitOk;
@@ -490,6 +499,9 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--shortlist", args->shortlist, "Predictor picks measured first in larger spaces")
       ->capture_default_str();
+  cmd->add_flag("--cold-l2", args->cold_l2,
+                "SpMM: time every candidate with cold L2 (rotating copies of its code, values, B and C) and "
+                "record the winners for cold-L2 lookups (`compile --db FILE --cold-l2`)");
   cmd->add_flag("--space", args->space, "Print the search space of each matrix as JSON and stop (no GPU)");
   cmd->add_flag("--fit", args->fit, "Fit the predictor to the timings in the --db files");
   cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");

@@ -59,17 +59,19 @@ std::optional<tune::TuningRecord> find_record(const std::string& path, const tun
 }  // namespace
 
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
-                              const SpmmOptions& base, KernelLanguage default_emitter, const std::string& arch,
-                              const std::string& gpu) {
+                              const SpmmOptions& base, KernelLanguage default_emitter,
+                              const std::string& arch, const std::string& gpu, bool cold_l2) {
   const auto [target_gpu, cc] = lookup_target(arch, gpu);
-  const std::optional<tune::TuningRecord> record = find_record(db_path, tune::spmm_tuning_key(a, problem, target_gpu, cc));
+  const std::optional<tune::TuningRecord> record =
+      find_record(db_path, tune::spmm_tuning_key(a, problem, target_gpu, cc, cold_l2));
   TunedChoice choice;
   if (record) {
     auto [options, emitter] = tune::spmm_options_from_json(record->winner_options, base);
     choice.options = options;
     choice.emitter = emitter;
-    choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us; the default plan {:.2f} us)", record->winner,
-                             db_path, record->key.gpu, record->winner_us, record->default_us);
+    choice.how = fmt::format("tuned plan {} from {} ({}{}, {:.2f} us; the default plan {:.2f} us)",
+                             record->winner, db_path, record->key.gpu, cold_l2 ? ", cold L2" : "",
+                             record->winner_us, record->default_us);
     return choice;
   }
   const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
@@ -86,10 +88,12 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   const tune::SpmmCandidate& best = *kind.at(tune::rank_candidates(tune::shipped_predictor(), features).front());
   choice.options = best.options;
   choice.emitter = best.emitter;
-  choice.how = fmt::format("no record in {} for this matrix and problem on {}: the predictor's choice {} of {} "
-                           "{} candidates",
-                           db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu, best.label,
-                           kind.size(), rolled(space.candidates.front()) ? "rolled" : "unrolled");
+  choice.how = fmt::format(
+      "no {}record in {} for this matrix and problem on {}: the predictor's choice {} of {} "
+      "{} candidates{}",
+      cold_l2 ? "cold-L2 " : "", db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu,
+      best.label, kind.size(), rolled(space.candidates.front()) ? "rolled" : "unrolled",
+      cold_l2 ? " (the predictor models warm launches)" : "");
   return choice;
 }
 

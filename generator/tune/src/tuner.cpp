@@ -87,7 +87,7 @@ rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, co
 }
 
 TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
-                          const std::string& compute_capability) {
+                          const std::string& compute_capability, bool cold_l2) {
   TuningKey key;
   key.op = "spmm";
   key.fingerprint = matrix_fingerprint(a);
@@ -98,11 +98,14 @@ TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const 
                 {"dtype", problem.dtype},
                 {"bias", problem.bias},
                 {"relu", problem.relu}};
+  if (cold_l2) key.params["l2"] = "cold";
   key.gpu = gpu;
   key.compute_capability = compute_capability;
   key.generator_version = kVersion;
   return key;
 }
+
+bool tuned_cold_l2(const TuningKey& key) { return key.params.value("l2", std::string()) == "cold"; }
 
 SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
   const nlohmann::json& p = key.params;
@@ -127,7 +130,8 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
 
 std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale) {
   std::vector<PredictorSample> out;
-  for (const TuningRecord& r : db.records)
+  for (const TuningRecord& r : db.records) {
+    if (tuned_cold_l2(r.key)) continue;
     for (const CandidateTiming& t : r.timings) {
       if (!t.verified || !std::isfinite(t.median_us) || t.features.empty()) continue;
       if (t.options.value("value_mode", std::string()) == "rolled") continue;
@@ -143,6 +147,7 @@ std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::si
       sample.variant = sample.plan != t.label;
       out.push_back(std::move(sample));
     }
+  }
   return out;
 }
 

@@ -88,9 +88,14 @@ rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, co
                                   const std::vector<double>& bias);
 
 // The database key of an SpMM problem on a GPU: op "spmm", the matrix fingerprint, the problem's
-// parameters (m, k, n, n_mode, dtype, bias, relu) and the generator version.
+// parameters (m, k, n, n_mode, dtype, bias, relu) and the generator version. Timed with cold L2 (every
+// launch on operands and code that the L2 no longer holds; `tune --cold-l2`), the parameters also
+// hold "l2": "cold", so such records answer only lookups for cold-L2 deployments.
 TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
-                          const std::string& compute_capability);
+                          const std::string& compute_capability, bool cold_l2 = false);
+
+// Whether a record's candidates were timed with cold L2 (its key's "l2" parameter).
+bool tuned_cold_l2(const TuningKey& key);
 
 // The SpMM problem a key describes (its params), for its matrix a. Throws UsageError naming the key
 // when the params are not an SpMM problem's or are for another shape than a's.
@@ -103,7 +108,8 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a);
 std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a);
 
 // The predictor's samples in a database: every verified timing of an unrolled plan with features,
-// grouped by the record's key_string. Rolled plans are left out (modelled on their own scale, ranked
+// grouped by the record's key_string. Records timed with cold L2 are left out (the model is of warm
+// launches). Rolled plans are left out (modelled on their own scale, ranked
 // only against each other); timings whose features are another feature set's are left out and
 // counted in *stale (when given): refresh_spmm_features recomputes them. The winner's variants
 // (labels ending in /r{cap} or /c2) are marked as such, with the label of the plan they vary.
