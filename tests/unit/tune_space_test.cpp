@@ -495,6 +495,40 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   EXPECT_NE(walked.strategy.find("would end past it"), std::string::npos) << walked.strategy;
 }
 
+// Besides the shortlist, the predictor's first plan of the other kind than the default (rolled or
+// unrolled) is timed, whatever the shortlist holds.
+TEST(TuneSearch, ThePredictorsFirstPlanOfTheOtherKindIsTimed) {
+  const CsrMatrix a = test::random_csr(64, 300, 0.1, 10);
+  const auto is_rolled = [](const std::string& label) { return label.find("/rolled/") != std::string::npos; };
+  for (const bool rolled_default : {false, true}) {
+    SpmmOptions base;
+    if (rolled_default) base.value_mode = SpmmValueMode::rolled;
+    const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), base, KernelLanguage::ptx);
+    ASSERT_EQ(is_rolled(space.candidates.front().label), rolled_default);
+    ASSERT_GT(space.candidates.size(), 24u);
+    // The predictor's ranking, and its first plan of the other kind.
+    std::vector<std::vector<double>> features;
+    for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));
+    const std::vector<std::size_t> ranked = tune::rank_candidates(tune::shipped_predictor(), features);
+    std::size_t first_other = ranked.size();
+    for (std::size_t r = 0; r < ranked.size() && first_other == ranked.size(); ++r)
+      if (is_rolled(space.candidates[ranked[r]].label) != rolled_default) first_other = r;
+    ASSERT_LT(first_other, ranked.size());
+    FakeMeasurer gpu;
+    tune::TuneOptions options;
+    options.jobs = 1;
+    options.shortlist = 1;
+    options.exhaustive_limit = 4;
+    tune::tune_spmm(a, space, {}, {}, fake_builder(), gpu, options);
+    ASSERT_GE(gpu.order.size(), 3u);
+    EXPECT_EQ(gpu.order[0], space.candidates.front().label);  // the default, then the shortlist
+    // Queued right after the shortlist: the other kind's first plan (unless the shortlist took it).
+    const std::string other = space.candidates[ranked[first_other]].label;
+    EXPECT_NE(std::find(gpu.order.begin(), gpu.order.begin() + 3, other), gpu.order.begin() + 3)
+        << rolled_default << " " << other;
+  }
+}
+
 TEST(TuneSearch, EmptySpaceIsAnError) {
   const CsrMatrix a = test::random_csr(8, 8, 0.5, 9);
   FakeMeasurer gpu;

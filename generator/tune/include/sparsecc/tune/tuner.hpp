@@ -4,8 +4,9 @@
 // timing vector as a tuning-database record.
 //
 // Strategy: a space of at most `exhaustive_limit` candidates is searched exhaustively. A larger one
-// starts with the default plan and the predictor's shortlist (its `shortlist` fastest predictions),
-// then searches locally: the unmeasured neighbours (spmm_neighbours) of the best measured candidate,
+// starts with the default plan, the predictor's shortlist (its `shortlist` fastest predictions) and
+// the predictor's first plan of the other kind than the default (rolled or unrolled), then searches
+// locally: the unmeasured neighbours (spmm_neighbours) of the best measured candidate,
 // until a round finds nothing faster or the budget is spent. The budget bounds the wall time of the
 // whole search: no compile starts that would end past it (by the expected compile time), and the
 // ones running are still measured. A candidate
