@@ -485,7 +485,8 @@ TEST(TunePredictor, EvaluateScoresEachProblemWithTwoOrMoreSamples) {
 TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   // A record as an older build wrote it: every timing's features of another feature set.
   const CsrMatrix a = random_csr(64, 48, 0.2, 7);
-  const SpmmProblem pr{a.rows, a.cols, 40, SpmmNMode::fixed, false, true, "f32"};
+  // N above rolled_max_n: every candidate unrolled (rolled timings are never fitted).
+  const SpmmProblem pr{a.rows, a.cols, 80, SpmmNMode::fixed, false, true, "f32"};
   const SpmmSpace space = spmm_space(a, pr, SpmmOptions{}, KernelLanguage::ptx);
   ASSERT_GE(space.candidates.size(), 4u);
   TuningRecord r;
@@ -528,7 +529,7 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   EXPECT_FALSE(tuned_cold_l2(r.key));
   EXPECT_NE(key_string(cold.key), key_string(r.key));
   EXPECT_FALSE(cold.key == r.key);
-  EXPECT_EQ(spmm_problem_of_key(cold.key, a).n, 40);
+  EXPECT_EQ(spmm_problem_of_key(cold.key, a).n, 80);
   db.put(cold);
   EXPECT_EQ(db.records.size(), 2u);
   EXPECT_EQ(predictor_samples(db).size(), 4u);

@@ -495,9 +495,10 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   EXPECT_NE(walked.strategy.find("would end past it"), std::string::npos) << walked.strategy;
 }
 
-// Besides the shortlist, the predictor's first plan of the other kind than the default (rolled or
-// unrolled) is timed, whatever the shortlist holds.
-TEST(TuneSearch, ThePredictorsFirstPlanOfTheOtherKindIsTimed) {
+// Besides the shortlist, two plans of the other kind than the default (rolled or unrolled) are timed
+// from the start, whatever the shortlist holds: the rules' plan of that kind (the space's second
+// candidate) and the predictor's first of that kind.
+TEST(TuneSearch, BothKindsAreTimedFromTheStart) {
   const CsrMatrix a = test::random_csr(64, 300, 0.1, 10);
   const auto is_rolled = [](const std::string& label) { return label.find("/rolled/") != std::string::npos; };
   for (const bool rolled_default : {false, true}) {
@@ -506,27 +507,40 @@ TEST(TuneSearch, ThePredictorsFirstPlanOfTheOtherKindIsTimed) {
     const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), base, KernelLanguage::ptx);
     ASSERT_EQ(is_rolled(space.candidates.front().label), rolled_default);
     ASSERT_GT(space.candidates.size(), 24u);
-    // The predictor's ranking, and its first plan of the other kind.
+    // The rules' plan of the other kind comes second.
+    SpmmOptions other_rule = base;
+    other_rule.value_mode = rolled_default ? SpmmValueMode::baked : SpmmValueMode::rolled;
+    EXPECT_EQ(to_json(space.candidates[1].plan), to_json(plan_spmm(a, problem(a, 49), other_rule)));
+    EXPECT_EQ(space.candidates[1].emitter, rolled_default ? KernelLanguage::ptx : KernelLanguage::cuda);
+    // The predictor's first plan of the other kind.
     std::vector<std::vector<double>> features;
     for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));
-    const std::vector<std::size_t> ranked = tune::rank_candidates(tune::shipped_predictor(), features);
-    std::size_t first_other = ranked.size();
-    for (std::size_t r = 0; r < ranked.size() && first_other == ranked.size(); ++r)
-      if (is_rolled(space.candidates[ranked[r]].label) != rolled_default) first_other = r;
-    ASSERT_LT(first_other, ranked.size());
+    std::string predicted;
+    for (const std::size_t i : tune::rank_candidates(tune::shipped_predictor(), features))
+      if (is_rolled(space.candidates[i].label) != rolled_default) {
+        predicted = space.candidates[i].label;
+        break;
+      }
+    ASSERT_FALSE(predicted.empty());
     FakeMeasurer gpu;
     tune::TuneOptions options;
     options.jobs = 1;
     options.shortlist = 1;
     options.exhaustive_limit = 4;
     tune::tune_spmm(a, space, {}, {}, fake_builder(), gpu, options);
-    ASSERT_GE(gpu.order.size(), 3u);
-    EXPECT_EQ(gpu.order[0], space.candidates.front().label);  // the default, then the shortlist
-    // Queued right after the shortlist: the other kind's first plan (unless the shortlist took it).
-    const std::string other = space.candidates[ranked[first_other]].label;
-    EXPECT_NE(std::find(gpu.order.begin(), gpu.order.begin() + 3, other), gpu.order.begin() + 3)
-        << rolled_default << " " << other;
+    ASSERT_GE(gpu.order.size(), 4u);
+    EXPECT_EQ(gpu.order[0], space.candidates.front().label);  // the default, then the shortlist of one
+    const auto first4 = [&](const std::string& label) {
+      return std::find(gpu.order.begin(), gpu.order.begin() + 4, label) != gpu.order.begin() + 4;
+    };
+    EXPECT_TRUE(first4(space.candidates[1].label)) << rolled_default << " " << space.candidates[1].label;
+    EXPECT_TRUE(first4(predicted)) << rolled_default << " " << predicted;
   }
+  // Without the other kind in the dimensions, no such plan.
+  tune::SpmmSpaceDims baked_only;
+  baked_only.value_mode = {SpmmValueMode::baked};
+  const tune::SpmmSpace unrolled = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, baked_only);
+  for (const tune::SpmmCandidate& c : unrolled.candidates) EXPECT_FALSE(is_rolled(c.label)) << c.label;
 }
 
 TEST(TuneSearch, EmptySpaceIsAnError) {

@@ -149,6 +149,20 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   };
 
   add(base, default_emitter, true, "default");
+  // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold
+  // that kind: the tuner always times it, as the kinds trade places with the matrix and the L2 state.
+  if (!space.candidates.empty()) {
+    const bool default_rolled = space.candidates.front().plan.value_mode == SpmmValueMode::rolled;
+    const SpmmValueMode other = default_rolled ? SpmmValueMode::baked : SpmmValueMode::rolled;
+    const bool rolled_fits = problem.dtype == "f32" && problem.n <= dims.rolled_max_n;
+    if (std::find(dims.value_mode.begin(), dims.value_mode.end(), other) != dims.value_mode.end() &&
+        (default_rolled || rolled_fits)) {
+      SpmmOptions o = base;
+      o.value_mode = other;
+      add(o, default_rolled ? default_emitter : KernelLanguage::cuda, false,
+          fmt::format("the rules' {} plan", to_string(other)));
+    }
+  }
   const bool half = problem.dtype != "f32";
   const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
   const std::int64_t widest = std::max<std::int64_t>(32, (threads_for_n + 31) / 32 * 32);

@@ -208,12 +208,17 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     if (!exhaustive && queue.size() > options.shortlist) break;
     enqueue(i);
   }
-  // The best-ranked plan of the other kind than the default (rolled or unrolled) as well: the shortlist
-  // may hold one kind only, and which kind wins depends on the matrix and on the L2 state the
-  // candidates are timed in (a rolled plan compiles in well under a second).
+  // Plans of the other kind than the default (rolled or unrolled) as well: the shortlist may hold one
+  // kind only, and which kind wins depends on the matrix and on the L2 state the candidates are timed
+  // in. The rules' plan of that kind (the space's first of it) and the predictor's first of it.
   const auto is_rolled = [&](std::size_t i) {
     return space.candidates[i].plan.value_mode == SpmmValueMode::rolled;
   };
+  for (std::size_t i = 0; i < n; ++i)
+    if (is_rolled(i) != is_rolled(default_index)) {
+      enqueue(i);
+      break;
+    }
   for (const std::size_t i : ranked)
     if (is_rolled(i) != is_rolled(default_index)) {
       enqueue(i);

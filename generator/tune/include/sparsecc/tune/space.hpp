@@ -84,7 +84,9 @@ struct SpmmSpace {
 
 // The space for A and `problem`. `base` carries what the user fixed (kernel name, accumulation,
 // register cap, ...); the dimensions override its tiling, split, value mode and blocklets. The
-// default candidate is plan_spmm(a, problem, base) with the emitter `default_emitter`.
+// default candidate is plan_spmm(a, problem, base) with the emitter `default_emitter`; next comes the
+// rules' plan of the other kind (`base` with rolled values when the default is unrolled, fp32 and
+// N <= rolled_max_n; with baked values when it is rolled), where the dimensions hold that value mode.
 SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& base,
                      KernelLanguage default_emitter, const SpmmSpaceDims& dims = {});
 

@@ -4,14 +4,13 @@
 // timing vector as a tuning-database record.
 //
 // Strategy: a space of at most `exhaustive_limit` candidates is searched exhaustively. A larger one
-// starts with the default plan, the predictor's shortlist (its `shortlist` fastest predictions) and
-// the predictor's first plan of the other kind than the default (rolled or unrolled), then searches
-// locally: the unmeasured neighbours (spmm_neighbours) of the best measured candidate,
-// until a round finds nothing faster or the budget is spent. The budget bounds the wall time of the
-// whole search: no compile starts that would end past it (by the expected compile time), and the
-// ones running are still measured. A candidate
-// counts only when it verified; the default plan is always measured first, so every record says how
-// much tuning gained.
+// starts with the default plan, the predictor's shortlist (its `shortlist` fastest predictions), and
+// two plans of the other kind than the default (rolled or unrolled): the rules' (the space's first
+// of that kind) and the predictor's first, then searches locally: the unmeasured neighbours (spmm_neighbours)
+// of the best measured candidate, until a round finds nothing faster or the budget is spent. The budget
+// bounds the wall time of the whole search: no compile starts that would end past it (by the expected compile
+// time), and the ones running are still measured. A candidate counts only when it verified; the default plan
+// is always measured first, so every record says how much tuning gained.
 #pragma once
 
 #include <cstdint>
