@@ -226,7 +226,7 @@ expect 2 "none of the 0 records of .*empty_db.json is for the 1 matrices given" 
 expect 0 "ignoring tuning database .*corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "no record in .*corrupt.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
 expect 0 "plan interpreter .* ok$"  -- verify --cpu "$tmp/pred.sccb"
-expect 0 "no cold-L2 record in .*corrupt.json .*the predictor's choice R[0-9]+/.*models warm launches" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" --cold-l2 -o "$tmp/pred.sccb"
+expect 0 "no cold-L2 record in .*corrupt.json .*: the automatic plan" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" --cold-l2 -o "$tmp/pred.sccb"
 expect 2 "--cold-l2 times SpMM executors" -- tune "$tmp/cell.swc" --db "$tmp/h.json" --cold-l2
 [[ -e "$tmp/h.json" ]] && { echo "FAIL: a refused Hines --cold-l2 tune wrote a database"; failures=$((failures + 1)); }
 if [[ -e /dev/nvidia0 ]]; then

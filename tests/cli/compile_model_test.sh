@@ -46,8 +46,8 @@ expect 0 "" -- embed --manifest "$tmp/out_npz/manifest.json" --name fixture::net
 [[ -f "$tmp/net.hpp" && -f "$tmp/net.cpp" ]] || fail "embed: net.hpp / net.cpp not written"
 grep -q "namespace fc1" "$tmp/net.hpp" || fail "embed: no fc1 in the header"
 
-# --db --cold-l2: a cold-L2 lookup per layer, the predictor's choice without a record.
-expect 0 "no cold-L2 record in .*none.json .*the predictor's choice R[0-9]+/" -- compile-model "$tmp/in/model.npz" --n 8 --jobs 2 --db "$tmp/none.json" --cold-l2 -o "$tmp/cold"
+# --db --cold-l2: a cold-L2 lookup per layer, the automatic plan without a record.
+expect 0 "no cold-L2 record in .*none.json .*: the automatic plan" -- compile-model "$tmp/in/model.npz" --n 8 --jobs 2 --db "$tmp/none.json" --cold-l2 -o "$tmp/cold"
 
 # Bad models: exit 2, the file named, nothing left behind.
 expect 2 "truncated.npz" -- compile-model "$tmp/in/truncated.npz" -o "$tmp/bad1"

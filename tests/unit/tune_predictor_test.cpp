@@ -522,7 +522,7 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   EXPECT_EQ(samples[2].median_us, 5.0);
   EXPECT_EQ(samples[2].features, spmm_features(space.candidates[2].plan, a));
 
-  // Timings taken with cold L2 are keyed apart and never fitted (the model is of warm launches).
+  // Timings taken with cold L2 are keyed apart, and fitted or scored only when asked for.
   TuningRecord cold = r;
   cold.key = spmm_tuning_key(a, pr, "NVIDIA H100 80GB HBM3", "9.0", true);
   EXPECT_TRUE(tuned_cold_l2(cold.key));
@@ -533,6 +533,10 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   db.put(cold);
   EXPECT_EQ(db.records.size(), 2u);
   EXPECT_EQ(predictor_samples(db).size(), 4u);
+  for (const PredictorSample& s : predictor_samples(db)) EXPECT_EQ(s.problem, key_string(r.key));
+  const std::vector<PredictorSample> cold_samples = predictor_samples(db, nullptr, true);  // `--cold-l2`
+  ASSERT_EQ(cold_samples.size(), 4u);
+  for (const PredictorSample& s : cold_samples) EXPECT_EQ(s.problem, key_string(cold.key));
 
   // The key must describe an SpMM problem of the matrix's shape.
   TuningRecord other = r;

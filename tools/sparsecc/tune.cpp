@@ -6,7 +6,8 @@
 //   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
 //                          build's feature set, for the records of the matrices given (files or a --suite).
 // With several matrices the budget is shared in proportion to their nonzeros. --cold-l2 times the
-// SpMM candidates with cold L2 and keys their records so. SWC inputs (--cells,
+// SpMM candidates with cold L2 and keys their records so (with --fit / --evaluate it selects those
+// records instead of the warm ones). SWC inputs (--cells,
 // --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
 // of its space), or --space prints that space.
 #include <fmt/format.h>
@@ -176,14 +177,14 @@ SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n
 
 // The predictor's samples of the databases (tune::predictor_samples), with a warning for each file
 // whose timings hold another version's features.
-std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs) {
+std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs, bool cold_l2) {
   std::vector<tune::PredictorSample> out;
   for (const std::string& path : dbs) {
     std::vector<std::string> warnings;
     const tune::TuningDatabase db = tune::load_database(path, &warnings);
     for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
     std::size_t stale = 0;
-    for (tune::PredictorSample& s : tune::predictor_samples(db, &stale)) out.push_back(std::move(s));
+    for (tune::PredictorSample& s : tune::predictor_samples(db, &stale, cold_l2)) out.push_back(std::move(s));
     if (stale > 0)
       fmt::print(stderr,
                  "sparsecc: warning: {}: {} timings hold another version's predictor features and were skipped; "
@@ -255,7 +256,7 @@ int run_refresh_features(const TuneArgs& args) {
 
 int run_fit(const TuneArgs& args) {
   if (args.db.empty()) throw UsageError("--fit needs the timings: one or more --db files");
-  const std::vector<tune::PredictorSample> samples = samples_of(args.db);
+  const std::vector<tune::PredictorSample> samples = samples_of(args.db, args.cold_l2);
   if (samples.empty()) throw UsageError("--fit: the databases hold no verified timings with features");
   std::string fitted_on;
   for (const std::string& p : args.db) fitted_on += (fitted_on.empty() ? "" : ", ") + p;
@@ -275,7 +276,7 @@ int run_fit(const TuneArgs& args) {
 
 int run_evaluate(const TuneArgs& args) {
   if (args.db.empty()) throw UsageError("--evaluate needs the timings: one or more --db files");
-  const std::vector<tune::PredictorSample> samples = samples_of(args.db);
+  const std::vector<tune::PredictorSample> samples = samples_of(args.db, args.cold_l2);
   const tune::Predictor loaded = args.predictor.empty() ? tune::Predictor{} : tune::load_predictor(args.predictor);
   const tune::Predictor& p = args.predictor.empty() ? tune::shipped_predictor() : loaded;
   const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
@@ -501,7 +502,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_flag("--cold-l2", args->cold_l2,
                 "SpMM: time every candidate with cold L2 (rotating copies of its code, values, B and C) and "
-                "record the winners for cold-L2 lookups (`compile --db FILE --cold-l2`)");
+                "record the winners for cold-L2 lookups (`compile --db FILE --cold-l2`); with --fit / "
+                "--evaluate: the timings of the records tuned cold");
   cmd->add_flag("--space", args->space, "Print the search space of each matrix as JSON and stop (no GPU)");
   cmd->add_flag("--fit", args->fit, "Fit the predictor to the timings in the --db files");
   cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");

@@ -74,6 +74,18 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
                              record->winner_us, record->default_us);
     return choice;
   }
+  const std::string target = target_gpu.empty() ? "compute capability " + cc : target_gpu;
+  if (cold_l2) {
+    // The predictor is fitted to warm launches; timed cold, its choices ran slower than the automatic
+    // plan (README, "Tuned for cold L2"), so a cold lookup without a record keeps the rules' plan.
+    choice.options = base;
+    choice.emitter = default_emitter;
+    choice.how = fmt::format(
+        "no cold-L2 record in {} for this matrix and problem on {}: the automatic plan (the "
+        "predictor models warm launches)",
+        db_path, target);
+    return choice;
+  }
   const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
   // The predictor was fitted on unrolled plans only: it ranks the candidates of the default plan's kind
   // (rolled, or unrolled) and leaves the choice between the kinds to the inspector's rule.
@@ -89,11 +101,9 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   choice.options = best.options;
   choice.emitter = best.emitter;
   choice.how = fmt::format(
-      "no {}record in {} for this matrix and problem on {}: the predictor's choice {} of {} "
-      "{} candidates{}",
-      cold_l2 ? "cold-L2 " : "", db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu,
-      best.label, kind.size(), rolled(space.candidates.front()) ? "rolled" : "unrolled",
-      cold_l2 ? " (the predictor models warm launches)" : "");
+      "no record in {} for this matrix and problem on {}: the predictor's choice {} of {} {} "
+      "candidates",
+      db_path, target, best.label, kind.size(), rolled(space.candidates.front()) ? "rolled" : "unrolled");
   return choice;
 }
 

@@ -22,8 +22,9 @@ struct TunedChoice {
 
 // `gpu` names the target GPU ("NVIDIA H100 80GB HBM3"); empty: the GPU of this machine when there is
 // one, else any GPU of the compute capability `arch` names (sm_90 -> 9.0). With `cold_l2` only a
-// record tuned with cold L2 (`tune --cold-l2`) matches. Warnings about the database (corrupt, newer
-// schema) go to stderr; they never stop the compile.
+// record tuned with cold L2 (`tune --cold-l2`) matches, and without one the choice is `base` (the
+// automatic plan), not the predictor's (a model of warm launches). Warnings about the database
+// (corrupt, newer schema) go to stderr; they never stop the compile.
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
                               const SpmmOptions& base, KernelLanguage default_emitter,
                               const std::string& arch, const std::string& gpu, bool cold_l2 = false);

@@ -128,10 +128,10 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
   return problem;
 }
 
-std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale) {
+std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale, bool cold_l2) {
   std::vector<PredictorSample> out;
   for (const TuningRecord& r : db.records) {
-    if (tuned_cold_l2(r.key)) continue;
+    if (tuned_cold_l2(r.key) != cold_l2) continue;
     for (const CandidateTiming& t : r.timings) {
       if (!t.verified || !std::isfinite(t.median_us) || t.features.empty()) continue;
       if (t.options.value("value_mode", std::string()) == "rolled") continue;

@@ -108,12 +108,13 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a);
 std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a);
 
 // The predictor's samples in a database: every verified timing of an unrolled plan with features,
-// grouped by the record's key_string. Records timed with cold L2 are left out (the model is of warm
-// launches). Rolled plans are left out (modelled on their own scale, ranked
+// grouped by the record's key_string, of the records timed in one L2 state: warm, or with `cold_l2`
+// those timed cold (`tune --cold-l2`). Rolled plans are left out (modelled on their own scale, ranked
 // only against each other); timings whose features are another feature set's are left out and
 // counted in *stale (when given): refresh_spmm_features recomputes them. The winner's variants
 // (labels ending in /r{cap} or /c2) are marked as such, with the label of the plan they vary.
-std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale = nullptr);
+std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::size_t* stale = nullptr,
+                                               bool cold_l2 = false);
 
 // Searches `space` (for A) and returns the record: every measured candidate with its features, the
 // winner (the fastest verified; the default when none verified) and the default's time. `progress`,
