@@ -265,12 +265,19 @@ rm -rf "$tmp/lone"
 if [[ -n "$bench" && -x "$bench" ]]; then
   expect 0 "--compile-only"        -- bench --help
   expect 2 "--bogus"               -- bench --bogus
+  if [[ ! -e /dev/nvidia0 ]]; then
+    expect 2 "hines: error: .*needs an NVIDIA GPU" -- bench hines "$tmp/cell.swc"
+  fi
 else
   echo "skip: sparsecc bench checks (no sparsecc_bench given)"
 fi
 
 data=${SPARSECC_DATA_DIR:-}
 if [[ -n "$data" && -d "$data" ]]; then
+  if [[ -n "$bench" && -x "$bench" && ! -e /dev/nvidia0 ]]; then
+    # Without a GPU the timing programs stop with a clear error, never a crash.
+    expect 2 "blocklets: error: .*needs an NVIDIA GPU" -- bench blocklets --suite rmb --limit 1 --no-off --data "$data"
+  fi
   expect 0 '"cols": 256'  -- inspect --json "$data/dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1.smtx.gz"
   expect 0 '"rows": 64'   -- inspect --json "$data/sparsert/mobilenet_v1_sparse90.npz:contraction_1x1_0"
   expect 2 "contraction_1x1_0" -- inspect "$data/sparsert/mobilenet_v1_sparse90.npz"

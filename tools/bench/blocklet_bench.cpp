@@ -363,14 +363,20 @@ int blocklet_bench_main(int argc, char** argv) {
     }
     return failed ? 1 : 0;
   } catch (const UsageError& e) {
-    fmt::print(stderr, "sparsecc_bench blocklets: {}\n", e.what());
+    fmt::print(stderr, "sparsecc_bench blocklets: error: {}\n", e.what());
     return 2;
   } catch (const InputError& e) {
-    fmt::print(stderr, "sparsecc_bench blocklets: {}\n", e.what());
+    fmt::print(stderr, "sparsecc_bench blocklets: error: {}\n", e.what());
     return 2;
   } catch (const NoDeviceError& e) {
-    fmt::print(stderr, "sparsecc_bench blocklets: {}\n", e.what());
+    fmt::print(stderr, "sparsecc_bench blocklets: error: {} (this program needs an NVIDIA GPU)\n", e.what());
     return 2;
+  } catch (const rt::DriverUnavailable& e) {
+    fmt::print(stderr, "sparsecc_bench blocklets: error: {} (this program needs an NVIDIA GPU)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {  // a failed CUDA or library call during the run
+    fmt::print(stderr, "sparsecc_bench blocklets: error: {}\n", e.what());
+    return 1;
   }
 }
 

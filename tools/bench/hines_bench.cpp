@@ -263,6 +263,9 @@ int hines_bench_main(int argc, char** argv) {
   } catch (const rt::DriverUnavailable& e) {
     fmt::print(stderr, "sparsecc_bench hines: error: {} (this program needs an NVIDIA GPU)\n", e.what());
     return 2;
+  } catch (const std::exception& e) {  // a failed CUDA or library call during the run
+    fmt::print(stderr, "sparsecc_bench hines: error: {}\n", e.what());
+    return 1;
   }
 }
 
