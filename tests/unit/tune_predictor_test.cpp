@@ -527,6 +527,9 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   cold.key = spmm_tuning_key(a, pr, "NVIDIA H100 80GB HBM3", "9.0", true);
   EXPECT_TRUE(tuned_cold_l2(cold.key));
   EXPECT_FALSE(tuned_cold_l2(r.key));
+  TuningKey odd = cold.key;
+  odd.params["l2"] = 5;  // a hand-edited database: not a cold record, and no exception
+  EXPECT_FALSE(tuned_cold_l2(odd));
   EXPECT_NE(key_string(cold.key), key_string(r.key));
   EXPECT_FALSE(cold.key == r.key);
   EXPECT_EQ(spmm_problem_of_key(cold.key, a).n, 80);

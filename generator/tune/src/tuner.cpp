@@ -105,7 +105,10 @@ TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const 
   return key;
 }
 
-bool tuned_cold_l2(const TuningKey& key) { return key.params.value("l2", std::string()) == "cold"; }
+bool tuned_cold_l2(const TuningKey& key) {
+  const auto it = key.params.find("l2");
+  return it != key.params.end() && it->is_string() && it->get<std::string>() == "cold";
+}
 
 SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
   const nlohmann::json& p = key.params;
