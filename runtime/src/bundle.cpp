@@ -485,6 +485,11 @@ void validate_bundle(const Bundle& b, const std::string& name) {
   check_payload(b, name, no_offsets);
 }
 
+std::size_t spmm_resident_bytes(const Bundle& b) {
+  return b.cubin.size() + (b.values.size() + b.bias.size()) * sizeof(float) +
+         b.fragments.size() * sizeof(std::uint32_t);
+}
+
 std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name) {
   validate_bundle(b, name);
   std::string meta;

@@ -161,37 +161,23 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& 
     const std::string prefix = fmt::format("cublas_{}_", prec.name);
     std::vector<BaselineResult> tried;
     tried.push_back(measure(prefix + "gemmex", prec.tolerance, p, options, [&] { return gemm(prec); }));
-    for (bool transposed : {false, true}) {
-      if (options.cublas_algorithms < 1) break;
-      const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
-      std::shared_ptr<LtGemm> g;
-      try {
-        LtGemmShape shape;
-        shape.m = p.M, shape.k = p.K, shape.n = p.N;
-        shape.in = prec.half ? CUDA_R_16F : CUDA_R_32F;
-        shape.compute = prec.compute;
-        shape.transposed = transposed;
-        g = lt_gemm(lt->h, shape, workspace->bytes(), options.cublas_algorithms);
-      } catch (const std::exception& e) {
-        BaselineResult r;
-        r.name = layout;
-        r.tolerance = prec.tolerance;
-        r.skipped = dynamic_cast<const NotSupported*>(&e) != nullptr;
-        r.note = fmt::format("no cuBLASLt algorithm: {}", e.what());
-        tried.push_back(std::move(r));
-        cudaGetLastError();
-        continue;
-      }
-      for (std::size_t i = 0; i < g->algorithms.size(); ++i)
-        tried.push_back(measure(fmt::format("{}{}", layout, i), prec.tolerance, p, options, [&]() -> Enqueue {
-          return [&p, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
-            const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
-            const DeviceBuffer& w = half ? (transposed ? o.a16t : o.a16) : (transposed ? o.a32t : o.a32);
-            lt_matmul(lt->h, *g, i, half ? o.b16.get() : o.b32.get(), w.get(), o.c32.get(), workspace->get(),
-                      workspace->bytes(), stream);
-          };
-        }));
-    }
+    LtGemmShape shape;
+    shape.m = p.M, shape.k = p.K, shape.n = p.N;
+    shape.in = prec.half ? CUDA_R_16F : CUDA_R_32F;
+    shape.compute = prec.compute;
+    lt_candidates(
+        lt->h, shape, workspace->bytes(), options.cublas_algorithms, prefix, prec.tolerance,
+        [&](const std::string& name, const std::shared_ptr<LtGemm>& g, bool transposed, std::size_t i) {
+          return measure(name, prec.tolerance, p, options, [&]() -> Enqueue {
+            return [&p, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
+              const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+              const DeviceBuffer& w = half ? (transposed ? o.a16t : o.a16) : (transposed ? o.a32t : o.a32);
+              lt_matmul(lt->h, *g, i, half ? o.b16.get() : o.b32.get(), w.get(), o.c32.get(),
+                        workspace->get(), workspace->bytes(), stream);
+            };
+          });
+        },
+        tried);
     BaselineResult best = best_of(tried, prefix, "cublas_" + std::string(prec.name), prec.tolerance);
     for (BaselineResult& r : tried) all.push_back(std::move(r));
     all.push_back(std::move(best));

@@ -207,39 +207,25 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const HalfBaselineOptio
     c.state = st;
     return c;
   }));
-  for (bool transposed : {false, true}) {
-    if (options.cublas_algorithms < 1) break;
-    const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
-    std::shared_ptr<LtGemm> g;
-    try {
-      LtGemmShape shape;
-      shape.m = p.M, shape.k = p.K, shape.n = p.N;
-      shape.in = shape.out = p.type;
-      shape.transposed = transposed;
-      g = lt_gemm(st->lt.h, shape, st->workspace.bytes(), options.cublas_algorithms);
-    } catch (const std::exception& e) {
-      BaselineResult r;
-      r.name = layout;
-      r.tolerance = tol;
-      r.skipped = dynamic_cast<const NotSupported*>(&e) != nullptr;
-      r.note = fmt::format("no cuBLASLt algorithm: {}", e.what());
-      tried.push_back(std::move(r));
-      cudaGetLastError();
-      continue;
-    }
-    for (std::size_t i = 0; i < g->algorithms.size(); ++i)
-      tried.push_back(measure(fmt::format("{}{}", layout, i), tol, p, options, [&] {
-        Case c;
-        c.enqueue = [&p, st, g, transposed, i](cudaStream_t stream, int set) {
-          const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
-          lt_matmul(st->lt.h, *g, i, o.b.get(), (transposed ? o.a_dense_t : o.a_dense).get(), o.c.get(),
-                    st->workspace.get(), st->workspace.bytes(), stream);
-        };
-        use_set_outputs(c, p);
-        c.state = st;
-        return c;
-      }));
-  }
+  LtGemmShape shape;
+  shape.m = p.M, shape.k = p.K, shape.n = p.N;
+  shape.in = shape.out = p.type;
+  lt_candidates(
+      st->lt.h, shape, st->workspace.bytes(), options.cublas_algorithms, prefix, tol,
+      [&](const std::string& name, const std::shared_ptr<LtGemm>& g, bool transposed, std::size_t i) {
+        return measure(name, tol, p, options, [&] {
+          Case c;
+          c.enqueue = [&p, st, g, transposed, i](cudaStream_t stream, int set) {
+            const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+            lt_matmul(st->lt.h, *g, i, o.b.get(), (transposed ? o.a_dense_t : o.a_dense).get(), o.c.get(),
+                      st->workspace.get(), st->workspace.bytes(), stream);
+          };
+          use_set_outputs(c, p);
+          c.state = st;
+          return c;
+        });
+      },
+      tried);
   return tried;
 }
 

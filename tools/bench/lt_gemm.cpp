@@ -1,5 +1,7 @@
 #include "bench/lt_gemm.hpp"
 
+#include <fmt/format.h>
+
 namespace sparsecc::bench {
 
 std::shared_ptr<LtGemm> lt_gemm(cublasLtHandle_t h, const LtGemmShape& s, std::size_t workspace_bytes,
@@ -34,6 +36,31 @@ void lt_matmul(cublasLtHandle_t h, const LtGemm& g, std::size_t index, const voi
   const float alpha = 1.0f, beta = 0.0f;
   SPARSECC_CUBLAS_CHECK(cublasLtMatmul(h, g.desc.d, &alpha, b, g.b.d, w, g.w.d, &beta, c, g.c.d, c, g.c.d,
                                        &g.algorithms.at(index).algo, workspace, workspace_bytes, stream));
+}
+
+void lt_candidates(cublasLtHandle_t h, LtGemmShape shape, std::size_t workspace_bytes, int count,
+                   const std::string& prefix, double tolerance, const LtMeasure& measure_one,
+                   std::vector<BaselineResult>& tried) {
+  if (count < 1) return;
+  for (const bool transposed : {false, true}) {
+    const std::string layout = prefix + (transposed ? "lt_wt" : "lt_wn");
+    shape.transposed = transposed;
+    std::shared_ptr<LtGemm> g;
+    try {
+      g = lt_gemm(h, shape, workspace_bytes, count);
+    } catch (const std::exception& e) {
+      BaselineResult r;
+      r.name = layout;
+      r.tolerance = tolerance;
+      r.skipped = dynamic_cast<const NotSupported*>(&e) != nullptr;
+      r.note = fmt::format("no cuBLASLt algorithm: {}", e.what());
+      tried.push_back(std::move(r));
+      cudaGetLastError();
+      continue;
+    }
+    for (std::size_t i = 0; i < g->algorithms.size(); ++i)
+      tried.push_back(measure_one(fmt::format("{}{}", layout, i), g, transposed, i));
+  }
 }
 
 }  // namespace sparsecc::bench

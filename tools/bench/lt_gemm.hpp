@@ -8,9 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "bench/baselines.hpp"
 #include "bench/vendor_handles.hpp"
 
 namespace sparsecc::bench {
@@ -41,5 +44,16 @@ std::shared_ptr<LtGemm> lt_gemm(cublasLtHandle_t h, const LtGemmShape& shape, st
 // weight in the shape's layout, `c` the output.
 void lt_matmul(cublasLtHandle_t h, const LtGemm& g, std::size_t index, const void* b, const void* w, void* c,
                void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+// The cuBLASLt candidates of one precision: for the weight as stored, then transposed (`shape` with
+// its `transposed` set accordingly), the heuristic's first `count` algorithms, each measured by
+// `measure_one(name, gemm, transposed, index)` and appended to `tried` as
+// "<prefix>lt_wn<index>" / "<prefix>lt_wt<index>". A layout the library has no algorithm for adds one
+// result of that layout's name saying why (skipped when NOT_SUPPORTED). Nothing when count < 1.
+using LtMeasure = std::function<BaselineResult(const std::string& name, const std::shared_ptr<LtGemm>& gemm,
+                                               bool transposed, std::size_t index)>;
+void lt_candidates(cublasLtHandle_t h, LtGemmShape shape, std::size_t workspace_bytes, int count,
+                   const std::string& prefix, double tolerance, const LtMeasure& measure_one,
+                   std::vector<BaselineResult>& tried);
 
 }  // namespace sparsecc::bench

@@ -605,9 +605,7 @@ int run(const Args& args) {
     if (args.timing.cold_l2) {
       const rt::Bundle& bundle = timed.bundle;
       const std::size_t b_bytes = bf.size() * sizeof(float);
-      const std::size_t set_bytes =
-          bundle.cubin.size() + (bundle.values.size() + bundle.bias.size() + bundle.fragments.size()) * 4 +
-          b_bytes + dc.bytes();
+      const std::size_t set_bytes = rt::spmm_resident_bytes(bundle) + b_bytes + dc.bytes();
       TimingOptions cold = args.timing;
       cold.buffer_sets = cold_sets =
           rotation_sets(set_bytes, static_cast<std::size_t>(device.l2_bytes), true);

@@ -29,7 +29,7 @@ rt::LaunchTiming GpuSpmmMeasurer::time_cold(const tune::SpmmCandidate& candidate
   // The bytes one launch keeps in L2: code, values and tables, B and C.
   const std::size_t element = problem_.dtype == "f32" ? 4 : 2;
   const std::size_t set_bytes =
-      bundle.cubin.size() + (bundle.values.size() + bundle.bias.size() + bundle.fragments.size()) * 4 +
+      rt::spmm_resident_bytes(bundle) +
       static_cast<std::size_t>(a_.cols + a_.rows) * static_cast<std::size_t>(problem_.n) * element;
   constexpr std::size_t kMaxSets = 256;
   const std::size_t target = 2 * ctx_.device().l2_bytes;

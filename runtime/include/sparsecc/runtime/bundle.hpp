@@ -167,6 +167,11 @@ std::uint64_t fnv1a64(std::span<const unsigned char> data);
 // or bias not matching the metadata.
 void validate_bundle(const Bundle& bundle, const std::string& name);
 
+// The bytes of an SpMM bundle that a loaded executor keeps on the device and touches on every
+// launch: its cubin (the code) and its values, bias and fragments. What timing with cold L2 must push
+// out of the cache besides the executor's operands.
+std::size_t spmm_resident_bytes(const Bundle& bundle);
+
 // Serializes a valid bundle (validate_bundle first).
 std::vector<unsigned char> bundle_bytes(const Bundle& bundle, const std::string& name = "bundle");
 
