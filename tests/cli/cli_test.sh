@@ -231,6 +231,11 @@ expect 2 "--cold-l2 times SpMM executors" -- tune "$tmp/cell.swc" --db "$tmp/h.j
 [[ -e "$tmp/h.json" ]] && { echo "FAIL: a refused Hines --cold-l2 tune wrote a database"; failures=$((failures + 1)); }
 if [[ -e /dev/nvidia0 ]]; then
   expect 0 "candidates in .* best R"  -- tune "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" --jobs 4
+  # Two matrices tuned at once (their compiles sharing the threads): both records land in the database.
+  expect 0 "geomean over 2 matrices"  -- tune "$tmp/small.mtx" "$tmp/blk.mtx" --n 64 --db "$tmp/pair.json" --jobs 4 --matrices-at-once 2
+  expect 0 "tuned plan R[0-9]+/.* from $tmp/pair.json" -- compile "$tmp/blk.mtx" --n 64 --db "$tmp/pair.json" -o "$tmp/pair.sccb"
+  expect 0 "GPU .* ok$"               -- verify "$tmp/pair.sccb"
+  expect 0 "tuned plan R[0-9]+/.* from $tmp/pair.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/pair.json" -o "$tmp/pair.sccb"
   expect 0 "tuned plan R[0-9]+/.* from $tmp/tuning.json" -- compile "$tmp/small.mtx" --n 64 --db "$tmp/tuning.json" -o "$tmp/tuned.sccb"
   expect 0 "GPU .* ok$"               -- verify "$tmp/tuned.sccb"
   # Cold-L2 records answer cold lookups only, and warm records warm ones only.

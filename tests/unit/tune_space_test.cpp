@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -541,6 +542,65 @@ TEST(TuneSearch, BothKindsAreTimedFromTheStart) {
   baked_only.value_mode = {SpmmValueMode::baked};
   const tune::SpmmSpace unrolled = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, baked_only);
   for (const tune::SpmmCandidate& c : unrolled.candidates) EXPECT_FALSE(is_rolled(c.label)) << c.label;
+}
+
+// Searches that run at once (`tune --matrices-at-once`) share their compile threads: with two slots,
+// never more than two compiles are in flight over both searches, though each may keep three, and
+// each search still measures every candidate and finds what it finds alone.
+TEST(TuneSearch, SearchesAtOnceShareTheirCompileSlots) {
+  const tune::SpmmSpaceDims dims = small_dims();
+  const CsrMatrix a = test::random_csr(64, 64, 0.1, 5), b = test::random_csr(96, 64, 0.1, 6);
+  const tune::SpmmSpace space_a = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
+  const tune::SpmmSpace space_b = tune::spmm_space(b, problem(b, 128), {}, KernelLanguage::ptx, dims);
+  std::atomic<int> in_flight{0}, most{0};
+  const tune::SpmmBuilder counting = [&](const tune::SpmmCandidate& c) {
+    const int now = ++in_flight;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    --in_flight;
+    rt::Bundle bundle;
+    bundle.metadata.kernel = c.label;
+    return bundle;
+  };
+  tune::CompileSlots slots(2);
+  tune::TuneOptions options;
+  options.jobs = 3;
+  options.slots = &slots;
+  std::mutex gpu_lock;  // the fakes record their order: one measurement at a time, as the CLI does
+  class Serial : public FakeMeasurer {
+   public:
+    explicit Serial(std::mutex& m) : m_(m) {}
+    tune::Measurement measure(const tune::SpmmCandidate& c, const rt::Bundle& bundle) override {
+      const std::lock_guard<std::mutex> lock(m_);
+      return FakeMeasurer::measure(c, bundle);
+    }
+
+   private:
+    std::mutex& m_;
+  } gpu_a(gpu_lock), gpu_b(gpu_lock);
+  tune::TuningRecord ra, rb;
+  {
+    std::jthread other([&] { rb = tune::tune_spmm(b, space_b, dims, {}, counting, gpu_b, options); });
+    ra = tune::tune_spmm(a, space_a, dims, {}, counting, gpu_a, options);
+  }
+  EXPECT_LE(most.load(), 2);
+  EXPECT_EQ(in_flight.load(), 0);
+  FakeMeasurer alone_a, alone_b;
+  const tune::TuningRecord sa = tune::tune_spmm(a, space_a, dims, {}, fake_builder(), alone_a, {});
+  const tune::TuningRecord sb = tune::tune_spmm(b, space_b, dims, {}, fake_builder(), alone_b, {});
+  EXPECT_EQ(ra.timings.size(), sa.timings.size());
+  EXPECT_EQ(rb.timings.size(), sb.timings.size());
+  EXPECT_EQ(ra.winner, sa.winner);
+  EXPECT_EQ(rb.winner, sb.winner);
+  // Without the shared slots the same two searches keep more than two compiles in flight.
+  most = 0;
+  options.slots = nullptr;
+  {
+    std::jthread other([&] { rb = tune::tune_spmm(b, space_b, dims, {}, counting, gpu_b, options); });
+    ra = tune::tune_spmm(a, space_a, dims, {}, counting, gpu_a, options);
+  }
+  EXPECT_GT(most.load(), 2);
 }
 
 TEST(TuneSearch, EmptySpaceIsAnError) {

@@ -5,9 +5,11 @@
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
 //   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
 //                          build's feature set, for the records of the matrices given (files or a --suite).
-// With several matrices the budget is shared in proportion to their nonzeros. --cold-l2 times the
-// SpMM candidates with cold L2 and keys their records so (with --fit / --evaluate it selects those
-// records instead of the warm ones). SWC inputs (--cells,
+// With several matrices the budget is shared in proportion to their nonzeros, and --matrices-at-once
+// of them (default 3) are tuned together: their compiles share the --jobs threads, so that one
+// matrix's compiles keep the cores busy while another's candidates are timed; the GPU times one
+// candidate at a time. --cold-l2 times the SpMM candidates with cold L2 and keys their records so
+// (with --fit / --evaluate it selects those records instead of the warm ones). SWC inputs (--cells,
 // --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
 // of its space), or --space prints that space.
 #include <fmt/format.h>
@@ -15,27 +17,30 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <cmath>
+#include <mutex>
+#include <thread>
 
+#include "bench/suites.hpp"
 #include "cli.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
-#include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/tune/database.hpp"
 #include "sparsecc/tune/hines_space.hpp"
+#include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/predictor.hpp"
 #include "sparsecc/tune/tuner.hpp"
-#include "sparsecc/tune/hines_tuner.hpp"
-#include "tune_measure.hpp"
-#include "bench/suites.hpp"
 #include "spmm_options.hpp"
+#include "tune_measure.hpp"
 
 namespace sparsecc::cli {
 
@@ -73,6 +78,7 @@ struct TuneArgs {
   int resolution = 1;
   int rhs = 1;
   bool cold_l2 = false;
+  int matrices_at_once = 3;
 };
 
 // One matrix to tune: a file given on the command line, or a problem of a bench suite.
@@ -128,39 +134,58 @@ std::string duration_text(double s) {
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
 }
 
-// One line a candidate (plain) or a redrawn bar with the ETA (terminal).
+// One line a candidate (plain) or a redrawn bar with the ETA (terminal), for searches that may run
+// at once (each update names its matrix); line() prints a result line between the updates.
 class ProgressPrinter {
  public:
   ProgressPrinter() : tty_(::isatty(2) != 0) {}
-  void matrix(std::size_t index, std::size_t count, const std::string& name) {
-    finish();
-    prefix_ = fmt::format("[{}/{}] {}", index + 1, count, name);
-  }
-  void update(const tune::TuneProgress& p) {
+  void update(const std::string& prefix, const tune::TuneProgress& p) {
+    const std::lock_guard<std::mutex> lock(mutex_);
     const std::string result = p.verified ? fmt::format("{:.2f} us", p.median_us) : std::string("failed");
     if (!tty_) {
-      fmt::print(stderr, "{}: {}/{} {} {} (best {} {:.2f} us, {} elapsed, ETA {})\n", prefix_, p.done, p.planned,
-                 p.label, result, p.best_label, p.best_us, duration_text(p.elapsed_seconds),
+      fmt::print(stderr, "{}: {}/{} {} {} (best {} {:.2f} us, {} elapsed, ETA {})\n", prefix, p.done,
+                 p.planned, p.label, result, p.best_label, p.best_us, duration_text(p.elapsed_seconds),
                  duration_text(p.eta_seconds));
       return;
     }
     constexpr int width = 24;
     const int filled = p.planned ? static_cast<int>(width * p.done / p.planned) : 0;
-    fmt::print(stderr, "\r\033[K{} [{}{}] {}/{} best {:.2f} us ({}) ETA {}", prefix_, std::string(filled, '#'),
+    fmt::print(stderr, "\r\033[K{} [{}{}] {}/{} best {:.2f} us ({}) ETA {}", prefix, std::string(filled, '#'),
                std::string(width - filled, '.'), p.done, p.planned, p.best_us, p.best_label,
                duration_text(p.eta_seconds));
     open_ = true;
   }
-  void finish() {
+  // `text` on stdout, after the bar's line is ended.
+  void line(const std::string& text) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    end_bar();
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+  }
+  ~ProgressPrinter() { end_bar(); }
+
+ private:
+  void end_bar() {
     if (open_) fmt::print(stderr, "\n");
     open_ = false;
   }
-  ~ProgressPrinter() { finish(); }
-
- private:
+  std::mutex mutex_;
   bool tty_;
   bool open_ = false;
-  std::string prefix_;
+};
+
+// The measurements of searches that run at once, one at a time: the GPU times one candidate alone.
+class SerialMeasurer : public tune::SpmmMeasurer {
+ public:
+  SerialMeasurer(tune::SpmmMeasurer& inner, std::mutex& gpu) : inner_(inner), gpu_(gpu) {}
+  tune::Measurement measure(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) override {
+    const std::lock_guard<std::mutex> lock(gpu_);
+    return inner_.measure(candidate, bundle);
+  }
+
+ private:
+  tune::SpmmMeasurer& inner_;
+  std::mutex& gpu_;
 };
 
 SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n, bool bias) {
@@ -333,20 +358,20 @@ int run_hines_tune(const TuneArgs& args) {
                                        args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
                                        system.size(), system.num_cells(), args.rhs, dtype);
   ProgressPrinter printer;
-  printer.matrix(0, 1, name);
   const tune::TuningRecord record = tune::tune_hines(
-      space, key, [&](const tune::HinesCandidate& c) { return tune::compile_hines_candidate(c, system, args.arch); },
-      measurer, options, [&](const tune::TuneProgress& p) { printer.update(p); });
-  printer.finish();
+      space, key,
+      [&](const tune::HinesCandidate& c) { return tune::compile_hines_candidate(c, system, args.arch); },
+      measurer, options, [&](const tune::TuneProgress& p) { printer.update("[1/1] " + name, p); });
   std::vector<std::string> warnings;
   tune::update_database(args.db[0], {record}, &warnings);
   for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
   std::size_t failed = 0;
   for (const tune::CandidateTiming& t : record.timings) failed += t.verified ? 0 : 1;
-  fmt::print("{}: {} of {} candidates in {:.1f} s ({}{}): best {} {:.2f} us per step, default {:.2f} us ({:.2f}x)\n",
-             name, record.timings.size(), space.candidates.size(), record.tuning_seconds, record.strategy,
-             failed ? fmt::format(", {} not verified", failed) : "", record.winner, record.winner_us,
-             record.default_us, record.default_us / record.winner_us);
+  printer.line(fmt::format(
+      "{}: {} of {} candidates in {:.1f} s ({}{}): best {} {:.2f} us per step, default {:.2f} us ({:.2f}x)",
+      name, record.timings.size(), space.candidates.size(), record.tuning_seconds, record.strategy,
+      failed ? fmt::format(", {} not verified", failed) : "", record.winner, record.winner_us,
+      record.default_us, record.default_us / record.winner_us));
   return kExitOk;
 }
 
@@ -385,72 +410,128 @@ int run_tune(const TuneArgs& args) {
   options.exhaustive_limit = args.exhaustive_limit;
   options.shortlist = args.shortlist;
 
-  ProgressPrinter printer;
-  const auto t0 = std::chrono::steady_clock::now();
-  nlohmann::json spaces = nlohmann::json::array();
-  double default_total = 0, tuned_total = 0;
-  std::size_t gained = 0;
   // Every matrix first: the budget is shared in proportion to their nonzeros (plus a fixed share for
   // the measurements), as compile time grows with them.
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<CsrMatrix> matrices;
   for (const TuneInput& in : inputs) matrices.push_back(in.load());
   const auto weight = [&](std::size_t i) { return static_cast<double>(matrices[i].nnz()) + 20000.0; };
-  double compile_seconds = 0, compiled_nnz = 0;  // compiles so far, for the next matrix's estimate
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& input = inputs[i].name;
-    const CsrMatrix& a = matrices[i];
-    const std::vector<double> bias = args.bias.empty() ? std::vector<double>{} : load_bias(args.bias, a.rows);
-    const SpmmProblem problem = problem_for(a, args, inputs[i].n, !bias.empty());
-    const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter, dims);
-    if (args.space) {
-      nlohmann::json j = tune::to_json(space, dims);
-      j["matrix"] = input;
+  const auto problem_of = [&](std::size_t i, const std::vector<double>& bias) {
+    return problem_for(matrices[i], args, inputs[i].n, !bias.empty());
+  };
+  const auto bias_of = [&](std::size_t i) {
+    return args.bias.empty() ? std::vector<double>{} : load_bias(args.bias, matrices[i].rows);
+  };
+  if (args.space) {
+    nlohmann::json spaces = nlohmann::json::array();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      nlohmann::json j = tune::to_json(
+          tune::spmm_space(matrices[i], problem_of(i, bias_of(i)), base, default_emitter, dims), dims);
+      j["matrix"] = inputs[i].name;
       spaces.push_back(std::move(j));
-      continue;
     }
-    if (args.budget > 0) {
-      const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double weights = 0;
-      for (std::size_t j = i; j < inputs.size(); ++j) weights += weight(j);
-      options.budget_seconds = std::max(0.1, (args.budget - used) * weight(i) / weights);
-      options.expected_compile_seconds =
-          compiled_nnz > 0 ? compile_seconds / compiled_nnz * static_cast<double>(a.nnz()) : 0.0;
-    }
+    fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
+    return kExitOk;
+  }
+
+  // Several matrices are tuned at once (--matrices-at-once): their compiles share the --jobs
+  // threads, so that one matrix's compiles fill the cores while another's candidates are timed, and
+  // the GPU times one candidate at a time. Each matrix's share of the budget is its weight's part of
+  // what is left, times the matrices that run beside it.
+  const std::size_t at_once =
+      std::clamp<std::size_t>(static_cast<std::size_t>(args.matrices_at_once), 1, inputs.size());
+  const int jobs =
+      args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  tune::CompileSlots slots(jobs);
+  options.jobs = jobs;
+  if (at_once > 1) options.slots = &slots;
+  ProgressPrinter printer;
+  std::mutex gpu;    // one measurement (or measurer set-up) at a time
+  std::mutex state;  // what follows, the database and the output
+  std::size_t next = 0;
+  std::exception_ptr failure;
+  double compile_seconds = 0, compiled_nnz = 0;  // compiles so far, for the next matrix's estimate
+  double default_total = 0, tuned_total = 0;
+  std::size_t gained = 0;
+  const auto tune_one = [&](std::size_t i, tune::TuneOptions o) {
+    const CsrMatrix& a = matrices[i];
+    const std::vector<double> bias = bias_of(i);
+    const SpmmProblem problem = problem_of(i, bias);
+    const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter, dims);
     const tune::TuningKey key = tune::spmm_tuning_key(
         a, problem, ctx->device().name, fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor),
         args.cold_l2);
-    GpuSpmmMeasurer measurer(*ctx, a, problem, bias, args.seed + 1, args.cold_l2);
-    printer.matrix(i, inputs.size(), input);
+    std::unique_ptr<GpuSpmmMeasurer> gpu_measurer;
+    {
+      const std::lock_guard<std::mutex> lock(gpu);
+      gpu_measurer = std::make_unique<GpuSpmmMeasurer>(*ctx, a, problem, bias, args.seed + 1, args.cold_l2);
+    }
+    SerialMeasurer measurer(*gpu_measurer, gpu);
+    const std::string prefix = fmt::format("[{}/{}] {}", i + 1, inputs.size(), inputs[i].name);
     const tune::TuningRecord record = tune::tune_spmm(
         a, space, dims, key,
         [&](const tune::SpmmCandidate& c) { return tune::compile_spmm_candidate(c, a, args.arch, bias); },
-        measurer, options, [&](const tune::TuneProgress& p) { printer.update(p); });
-    printer.finish();
+        measurer, o, [&](const tune::TuneProgress& p) { printer.update(prefix, p); });
+    {
+      const std::lock_guard<std::mutex> lock(gpu);
+      gpu_measurer.reset();
+    }
+    const std::lock_guard<std::mutex> lock(state);
     for (const tune::CandidateTiming& t : record.timings) {
-      if (t.options.value("value_mode", std::string()) == "rolled") continue;  // not a guide to unrolled compiles
+      if (t.options.value("value_mode", std::string()) == "rolled")
+        continue;  // not a guide to unrolled compiles
       compile_seconds += t.compile_seconds;
       compiled_nnz += static_cast<double>(a.nnz());
     }
     std::vector<std::string> warnings;
     tune::update_database(args.db[0], {record}, &warnings);
     for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
-    fmt::print(
-        "{} (N = {}{}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us "
-        "({:.2f}x)\n",
-        input, problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(), space.candidates.size(),
-        record.tuning_seconds, record.strategy, record.winner, record.winner_us, record.default_us,
-        record.default_us / record.winner_us);
-    std::fflush(stdout);
+    printer.line(fmt::format(
+        "{} (N = {}{}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us ({:.2f}x)",
+        inputs[i].name, problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(),
+        space.candidates.size(), record.tuning_seconds, record.strategy, record.winner, record.winner_us,
+        record.default_us, record.default_us / record.winner_us));
     if (std::isfinite(record.winner_us) && std::isfinite(record.default_us)) {
       default_total += std::log(record.default_us);
       tuned_total += std::log(record.winner_us);
       ++gained;
     }
+  };
+  const auto worker = [&] {
+    for (;;) {
+      std::size_t i = 0;
+      tune::TuneOptions o = options;
+      {
+        const std::lock_guard<std::mutex> lock(state);
+        if (failure || next == inputs.size()) return;
+        i = next++;
+        if (args.budget > 0) {
+          const double left =
+              args.budget - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          double weights = 0;
+          for (std::size_t j = i; j < inputs.size(); ++j) weights += weight(j);
+          const double beside = static_cast<double>(std::min(at_once, inputs.size() - i));
+          o.budget_seconds = std::max(0.1, std::min(left, left * weight(i) / weights * beside));
+          o.expected_compile_seconds =
+              compiled_nnz > 0 ? compile_seconds / compiled_nnz * static_cast<double>(matrices[i].nnz())
+                               : 0.0;
+        }
+      }
+      try {
+        tune_one(i, o);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(state);
+        if (!failure) failure = std::current_exception();
+        return;
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t w = 1; w < at_once; ++w) workers.emplace_back(worker);
+    worker();
   }
-  if (args.space) {
-    fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
-    return kExitOk;
-  }
+  if (failure) std::rethrow_exception(failure);
   if (gained > 1)
     fmt::print("geomean over {} matrices{}: tuned {:.3f}x faster than the default plan; {:.1f} s in all\n",
                gained, args.cold_l2 ? " (cold L2)" : "",
@@ -495,6 +576,12 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--budget", args->budget, "Wall-clock seconds for the whole run (0: no limit)")
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--jobs", args->jobs, "Compile threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option(
+         "--matrices-at-once", args->matrices_at_once,
+         "SpMM: matrices tuned at once, their compiles sharing the --jobs threads while the GPU times one "
+         "candidate at a time (1: one after another)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--arch", args->arch, "GPU architecture of the cubins")->capture_default_str();
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit, "Search spaces up to this size exhaustively")
       ->capture_default_str();

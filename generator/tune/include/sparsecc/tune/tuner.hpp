@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,20 @@ class SpmmMeasurer {
 // threads. Throws on failure (the message is recorded). The default is compile_spmm_candidate.
 using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 
+// Compile threads shared by searches that run at once (the CLI tunes several matrices together so that
+// one matrix's compiles fill the cores while another's candidates are timed): at most `count`
+// compiles in flight over all of them.
+class CompileSlots {
+ public:
+  explicit CompileSlots(int count) : free_(count) {}
+  bool try_acquire() { return free_.try_acquire(); }
+  void acquire() { free_.acquire(); }
+  void release() { free_.release(); }
+
+ private:
+  std::counting_semaphore<> free_;
+};
+
 struct TuneOptions {
   double budget_seconds = 0;          // 0: unlimited
   // Expected wall time of one unrolled candidate's compile (0: unknown). With a budget, a compile
@@ -58,6 +73,9 @@ struct TuneOptions {
   std::size_t shortlist = 8;          // predictor picks tried first in larger spaces
   std::string arch = "sm_90";
   const Predictor* predictor = nullptr;  // nullptr: shipped_predictor()
+  // Shared with other searches running at once: a compile starts only with a free slot (each
+  // search still keeps at most `jobs` of its own in flight). nullptr: `jobs` threads of its own.
+  CompileSlots* slots = nullptr;
 };
 
 struct TuneProgress {
