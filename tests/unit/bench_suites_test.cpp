@@ -105,6 +105,25 @@ TEST(BenchSuites, DlmcEveryMatrixAt90) {
   EXPECT_NEAR(sparsity_of(a), 0.9, 0.01);
 }
 
+// The data-movement bound's bytes: B's rows that A uses (not all K), A's weights, all of C.
+TEST(BenchSuites, TrafficBytesCountTheUsedRowsOfB) {
+  CsrMatrix a;
+  a.rows = 3;
+  a.cols = 10;
+  a.row_ptr = {0, 2, 2, 5};
+  a.col_idx = {1, 7, 1, 4, 7};  // columns 1, 4 and 7: three rows of B
+  a.values = {1, 2, 3, 4, 5};
+  const TrafficBytes t = traffic_bytes(a, 6);
+  EXPECT_EQ(t.read, (3u * 6u + 5u) * 4u);
+  EXPECT_EQ(t.write, 3u * 6u * 4u);
+  CsrMatrix empty;
+  empty.rows = 4;
+  empty.cols = 4;
+  empty.row_ptr = {0, 0, 0, 0, 0};
+  EXPECT_EQ(traffic_bytes(empty, 8).read, 0u);
+  EXPECT_EQ(traffic_bytes(empty, 8).write, 4u * 8u * 4u);
+}
+
 TEST(BenchSuites, MissingFilesAreNamed) {
   test::TempDir dir;
   test::expect_input_error([&] { sparsert_suite(dir.path(), 0.9, 1); },

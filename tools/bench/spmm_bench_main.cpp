@@ -8,6 +8,9 @@
 // (programmatic dependent launch: each launch of the graph may start while the one before it ends,
 // as consecutive layers would), beside the plain launches every other ratio is taken from; the
 // cublas_fp32_vs_programmatic geomean takes it where there is one and the plain time elsewhere.
+// "bound us" is the problem's data-movement bound on this device (bench/traffic_bound.hpp: a probe
+// kernel moving the bytes every executor must move, and the FMAs at peak rate) and "max xfp32" the
+// speedup over cuBLAS fp32 that the bound allows (warm L2 only).
 // Prints a table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
 // --groups, --max-registers, --balanced, --values) apply to every problem; --sweep also tries a grid
 // of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
@@ -28,10 +31,11 @@
 #include <optional>
 #include <thread>
 
+#include "bench/baselines.hpp"
 #include "bench/blocklet_bench.hpp"
 #include "bench/hines_bench.hpp"
-#include "bench/baselines.hpp"
 #include "bench/suites.hpp"
+#include "bench/traffic_bound.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
@@ -478,6 +482,9 @@ int run(const Args& args) {
       "launch floor: {:.2f} us per call (an empty kernel of 132 blocks of 128 threads, timed the same way); "
       "{:.2f} us with programmatic launches\n",
       floor_us, chain_floor_us);
+  // The data-movement bound of each problem (warm L2 only: the probe does not rotate buffers).
+  std::optional<TrafficProbe> probe;
+  if (!args.timing.cold_l2) probe.emplace(device);
   // Columns 1-11 stay where tools/bench/run_suite.sh reads them ($9-$11: the ratios).
   std::string header =
       fmt::format("{:<34} {:>16} {:>7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}", "problem", "MxKxN",
@@ -486,7 +493,7 @@ int run(const Args& args) {
   for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
   if (several) header += fmt::format(" {:>4}", "bits");
   if (args.sweep) header += fmt::format(" {:>8} {:>5}", "auto us", "plans");
-  header += fmt::format(" {:>8}", "pdl us");
+  header += fmt::format(" {:>8} {:>8} {:>8}", "pdl us", "bound us", "max xfp32");
   fmt::print("{}  {}\n", header, "plan");
   nlohmann::json out = {{"device", device.describe()},
                         {"launch_floor_us", floor_us},
@@ -497,6 +504,7 @@ int run(const Args& args) {
                         {"cold_l2", args.timing.cold_l2},
                         {"problems", nlohmann::json::array()}};
   std::map<std::string, std::vector<double>> ratios;
+  std::vector<double> bound_over_ours, fp32_over_bound;
   bool failed = false;
   for (std::size_t i = 0; i < problems.size(); ++i) {
     const auto& p = problems[i];
@@ -659,6 +667,15 @@ int run(const Args& args) {
     if (several) row += fmt::format(" {:>4}", identical ? "same" : "DIFF");
     if (args.sweep) row += fmt::format(" {:>8.2f} {:>5}", automatic.median_us, tried);
     row += chained ? fmt::format(" {:>8.2f}", chained->median_us) : fmt::format(" {:>8}", "-");
+    // What no executor can beat on this device, and the speedup over cuBLAS fp32 that it allows.
+    std::optional<TrafficBound> bound;
+    if (probe) bound = probe->bound(a, p.N, floor_us, args.timing);
+    row += bound ? fmt::format(" {:>8.2f}", bound->bound_us) : fmt::format(" {:>8}", "-");
+    row += bound && fp32 ? fmt::format(" {:>8.2f}", fp32->us / bound->bound_us) : fmt::format(" {:>8}", "-");
+    if (bound && all_ok) {
+      bound_over_ours.push_back(bound->bound_us / t.median_us);
+      if (fp32) fp32_over_bound.push_back(fp32->us / bound->bound_us);
+    }
     fmt::print("{}  {}{}\n", row, best->plan_column, problems_found);
     std::fflush(stdout);
     if (fp16 && all_ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
@@ -681,6 +698,12 @@ int run(const Args& args) {
                  {"plan", timed.bundle.metadata.plan_summary},
                  {"automatic_plan_us", automatic.median_us}};
     if (chained) j["ours"]["programmatic_us"] = chained->median_us;
+    if (bound)
+      j["bound"] = {{"read_bytes", bound->bytes.read},
+                    {"write_bytes", bound->bytes.write},
+                    {"probe_us", bound->probe_us},
+                    {"fma_us", bound->fma_us},
+                    {"bound_us", bound->bound_us}};
     if (args.timing.cold_l2) j["ours"]["warm_us"] = warm.median_us, j["ours"]["cold_sets"] = cold_sets;
     for (const auto& r : base)
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
@@ -693,6 +716,16 @@ int run(const Args& args) {
     out["geomean"][k] = geomean(v);
   }
   fmt::print("\n");
+  if (!bound_over_ours.empty()) {
+    fmt::print(
+        "data-movement bound (bytes of B's used rows, A's weights and C moved by a probe kernel, FMAs at "
+        "peak): "
+        "sparsecc runs at {:.2f}x of it in geomean ({} problems); cuBLAS fp32 / bound {:.2f}x, the most any "
+        "executor could gain over cuBLAS fp32 here\n",
+        geomean(bound_over_ours), bound_over_ours.size(), geomean(fp32_over_bound));
+    out["geomean"]["bound_over_sparsecc"] = geomean(bound_over_ours);
+    out["geomean"]["cublas_fp32_over_bound"] = geomean(fp32_over_bound);
+  }
   if (!args.json.empty()) write_file_atomic(args.json, out.dump(1));
   return failed ? 1 : 0;
 }

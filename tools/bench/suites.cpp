@@ -222,4 +222,12 @@ std::string default_data_dir() {
   return env && *env ? env : "../shared/data";
 }
 
+TrafficBytes traffic_bytes(const CsrMatrix& a, std::int64_t n) {
+  std::vector<char> used(static_cast<std::size_t>(a.cols), 0);
+  for (const std::int32_t c : a.col_idx) used[static_cast<std::size_t>(c)] = 1;
+  const auto columns = static_cast<std::size_t>(std::count(used.begin(), used.end(), 1));
+  return {(columns * static_cast<std::size_t>(n) + static_cast<std::size_t>(a.nnz())) * sizeof(float),
+          static_cast<std::size_t>(a.rows * n) * sizeof(float)};
+}
+
 }  // namespace sparsecc::bench

@@ -3,6 +3,7 @@
 // CPU only: listing a suite reads file names and headers, never a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -44,5 +45,14 @@ std::vector<BenchProblem> dlmc_suite(const std::filesystem::path& data_dir);
 // The problem's matrix A: loaded (or generated), pruned when prune_to > 0, checked to be M×K
 // (InputError otherwise).
 CsrMatrix load_problem_matrix(const BenchProblem& problem);
+
+// The bytes every executor of C = A*B at N must move (the data-movement bound, bench/traffic_bound.hpp):
+// reads of the rows of B that A uses (its distinct columns) and of A's weights (4 bytes a nonzero,
+// whether values or immediates in code), and the writes of all of C, in fp32.
+struct TrafficBytes {
+  std::size_t read = 0;   // (distinct columns of A) x N x 4 + nnz x 4
+  std::size_t write = 0;  // M x N x 4
+};
+TrafficBytes traffic_bytes(const CsrMatrix& a, std::int64_t n);
 
 }  // namespace sparsecc::bench
