@@ -1,6 +1,7 @@
 #include "sparsecc/runtime/timing.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "sparsecc/runtime/driver.hpp"
@@ -35,7 +36,8 @@ struct GraphOwner {
 
 LaunchTiming time_launches(const Context& ctx, const std::function<void(CUstream)>& enqueue,
                            const LaunchTimingOptions& options) {
-  if (options.launches_per_graph < 1 || options.repetitions < 1 || options.warmup < 0)
+  if (options.launches_per_graph < 1 || options.repetitions < 1 || options.warmup < 0 ||
+      !(options.warmup_seconds >= 0))
     throw std::invalid_argument("time_launches: launches, repetitions and warm-up must be positive");
   const DriverApi& d = driver();
   ctx.make_current();
@@ -56,8 +58,13 @@ LaunchTiming time_launches(const Context& ctx, const std::function<void(CUstream
   }
   SPARSECC_CU(d.cuStreamEndCapture(stream.s, &graph.g));
   SPARSECC_CU(d.cuGraphInstantiateWithFlags(&graph.exec, graph.g, 0));
-  SPARSECC_CU(d.cuGraphLaunch(graph.exec, stream.s));  // one replay to warm the graph itself
-  SPARSECC_CU(d.cuStreamSynchronize(stream.s));
+  // Replays that warm the graph itself and the clocks (options.warmup_seconds).
+  const auto warm_from = std::chrono::steady_clock::now();
+  do {
+    SPARSECC_CU(d.cuGraphLaunch(graph.exec, stream.s));
+    SPARSECC_CU(d.cuStreamSynchronize(stream.s));
+  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_from).count() <
+           options.warmup_seconds);
 
   EventOwner start, stop;
   SPARSECC_CU(d.cuEventCreate(&start.e, CU_EVENT_DEFAULT));

@@ -4,6 +4,7 @@
 // the result compared with fp64. Every test skips with the reason when no driver or device exists.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -157,9 +158,18 @@ TEST(GpuBundle, TimeLaunchesInAGraph) {
   options.launches_per_graph = 20;
   options.repetitions = 5;
   rt::LaunchTiming t;
+  double warm_seconds = 0;
   run_and_check(ctx, b, 37, [&](CUdeviceptr B, CUdeviceptr C) {
     t = rt::time_launches(ctx, [&](CUstream s) { ex.run(B, C, 37, s); }, options);
+    // The warm-up replays the graph for at least warmup_seconds before the samples.
+    rt::LaunchTimingOptions warm = options;
+    warm.warmup_seconds = 0.2;
+    const auto w0 = std::chrono::steady_clock::now();
+    rt::time_launches(
+        ctx, [&](CUstream s) { ex.run(B, C, 37, s); }, warm);
+    warm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   });
+  EXPECT_GE(warm_seconds, 0.2);
   ASSERT_EQ(t.samples_us.size(), 5u);
   EXPECT_GT(t.min_us, 0.0);
   EXPECT_LE(t.min_us, t.median_us);
@@ -168,6 +178,11 @@ TEST(GpuBundle, TimeLaunchesInAGraph) {
   std::printf("[ timing ] %.2f us per launch (min %.2f, max %.2f)\n", t.median_us, t.min_us, t.max_us);
   options.repetitions = 0;
   EXPECT_THROW(rt::time_launches(ctx, [](CUstream) {}, options), std::invalid_argument);
+  options.repetitions = 5;
+  options.warmup_seconds = -1;
+  EXPECT_THROW(rt::time_launches(
+                   ctx, [](CUstream) {}, options),
+               std::invalid_argument);
 }
 
 TEST(GpuBundle, PtxFallbackStreamedBiasReluRuntimeN) {

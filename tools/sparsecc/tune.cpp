@@ -442,7 +442,7 @@ int run_tune(const TuneArgs& args) {
       std::clamp<std::size_t>(static_cast<std::size_t>(args.matrices_at_once), 1, inputs.size());
   const int jobs =
       args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  tune::CompileSlots slots(jobs);
+  tune::CompileSlots slots(std::max(0, jobs - static_cast<int>(at_once)));  // each search has one of its own
   options.jobs = jobs;
   if (at_once > 1) options.slots = &slots;
   ProgressPrinter printer;

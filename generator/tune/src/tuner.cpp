@@ -254,37 +254,32 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     // Start queued candidates in order, passing over those whose compile would end past the budget
     // (a cheaper one further on may still fit); the budget is spent when none fits.
     while (running.size() < static_cast<std::size_t>(jobs) && !queue.empty()) {
-      auto next = std::find_if(queue.begin(), queue.end(), fits);
+      const auto next = std::find_if(queue.begin(), queue.end(), fits);
       if (next == queue.end()) {
         budget_hit = true;
         break;
       }
-      if (options.slots && !options.slots->try_acquire()) {
-        if (!running.empty()) break;  // other searches hold the slots: measure what has compiled
-        options.slots->acquire();     // nothing of this search in flight: wait for a slot
-        next = std::find_if(queue.begin(), queue.end(), fits);  // the wait counts against the budget
-        if (next == queue.end()) {
-          options.slots->release();
-          budget_hit = true;
-          break;
-        }
+      // With shared slots, the search's first compile in flight is its own; more take shared ones.
+      CompileSlots* slot = nullptr;
+      if (options.slots && !running.empty()) {
+        if (!options.slots->try_acquire()) break;  // all taken: measure what has compiled
+        slot = options.slots;
       }
       const std::size_t i = *next;
       queue.erase(next);
       ++started;
-      running.push_back(
-          {i, std::async(std::launch::async, [&build, c = &candidate(i), slots = options.slots] {
-             Built b;
-             const Clock::time_point c0 = Clock::now();
-             try {
-               b.bundle = build(*c);
-             } catch (const std::exception& e) {
-               b.error = std::string("compile: ") + e.what();
-             }
-             b.seconds = seconds_since(c0);
-             if (slots) slots->release();
-             return b;
-           })});
+      running.push_back({i, std::async(std::launch::async, [&build, c = &candidate(i), slot] {
+                           Built b;
+                           const Clock::time_point c0 = Clock::now();
+                           try {
+                             b.bundle = build(*c);
+                           } catch (const std::exception& e) {
+                             b.error = std::string("compile: ") + e.what();
+                           }
+                           b.seconds = seconds_since(c0);
+                           if (slot) slot->release();
+                           return b;
+                         })});
     }
     if (running.empty()) {
       // Local search: another round around the best, while the last one improved on it.

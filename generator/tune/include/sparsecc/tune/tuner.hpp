@@ -48,13 +48,13 @@ class SpmmMeasurer {
 using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 
 // Compile threads shared by searches that run at once (the CLI tunes several matrices together so that
-// one matrix's compiles fill the cores while another's candidates are timed): at most `count`
-// compiles in flight over all of them.
+// one matrix's compiles fill the cores while another's candidates are timed): a search always keeps
+// one compile of its own in flight, and each more takes one of `count` shared slots (so searches
+// with cheap compiles are never starved by those with long ones).
 class CompileSlots {
  public:
   explicit CompileSlots(int count) : free_(count) {}
   bool try_acquire() { return free_.try_acquire(); }
-  void acquire() { free_.acquire(); }
   void release() { free_.release(); }
 
  private:
@@ -73,8 +73,8 @@ struct TuneOptions {
   std::size_t shortlist = 8;          // predictor picks tried first in larger spaces
   std::string arch = "sm_90";
   const Predictor* predictor = nullptr;  // nullptr: shipped_predictor()
-  // Shared with other searches running at once: a compile starts only with a free slot (each
-  // search still keeps at most `jobs` of its own in flight). nullptr: `jobs` threads of its own.
+  // Shared with other searches running at once: beyond its first compile in flight, a compile
+  // starts only with a free shared slot (and at most `jobs` in all). nullptr: `jobs` threads of its own.
   CompileSlots* slots = nullptr;
 };
 
