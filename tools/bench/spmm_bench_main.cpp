@@ -718,8 +718,7 @@ int run(const Args& args) {
   fmt::print("\n");
   if (!bound_over_ours.empty()) {
     fmt::print(
-        "data-movement bound (bytes of B's used rows, A's weights and C moved by a probe kernel, FMAs at "
-        "peak): "
+        "data-movement bound (B's used rows, A's weights and C moved by a probe kernel; FMAs at peak): "
         "sparsecc runs at {:.2f}x of it in geomean ({} problems); cuBLAS fp32 / bound {:.2f}x, the most "
         "any executor could gain over cuBLAS fp32 here\n",
         geomean(bound_over_ours), bound_over_ours.size(), geomean(fp32_over_bound));
