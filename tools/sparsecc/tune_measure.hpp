@@ -2,8 +2,8 @@
 // on NaN-poisoned outputs and checked against the reference — SpMM: fp64 on a fresh random B with
 // the problem's bias and ReLU, within spmm_tolerance; Hines: the extended-precision serial solve of
 // a random time step's right-hand sides, within the accuracy yardstick's bound — and only then timed
-// in steady state (rt::time_launches: a CUDA graph of 100 launches, median of 21 replays), with warm
-// L2 or (SpMM, `tune --cold-l2`) cold.
+// in steady state (rt::time_launches: a CUDA graph of 100 launches replayed for 25 ms to warm the
+// clocks, then the median of 21 replays), with warm L2 or (SpMM, `tune --cold-l2`) cold.
 #pragma once
 
 #include <cstdint>
