@@ -438,10 +438,11 @@ int run_tune(const TuneArgs& args) {
   // threads, so that one matrix's compiles fill the cores while another's candidates are timed, and
   // the GPU times one candidate at a time. Each matrix's share of the budget is its weight's part of
   // what is left, times the matrices that run beside it.
-  const std::size_t at_once =
-      std::clamp<std::size_t>(static_cast<std::size_t>(args.matrices_at_once), 1, inputs.size());
   const int jobs =
       args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // No more matrices at once than compile threads: each search keeps a compile of its own in flight.
+  const std::size_t at_once = std::clamp<std::size_t>(static_cast<std::size_t>(args.matrices_at_once), 1,
+                                                      std::min<std::size_t>(inputs.size(), jobs));
   tune::CompileSlots slots(std::max(0, jobs - static_cast<int>(at_once)));  // each search has one of its own
   options.jobs = jobs;
   if (at_once > 1) options.slots = &slots;
