@@ -22,16 +22,6 @@ namespace {
 
 constexpr int kBlock = 128;  // HINES_BLOCK of the kernels' launch bounds
 
-struct Library {
-  cudaLibrary_t lib = nullptr;
-  Library() = default;
-  Library(const Library&) = delete;
-  Library& operator=(const Library&) = delete;
-  ~Library() {
-    if (lib) cudaLibraryUnload(lib);
-  }
-};
-
 // The kernels of hines_baselines.cu for one precision and R, compiled for the current device.
 struct Kernels {
   std::shared_ptr<Library> library;

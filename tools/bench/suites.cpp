@@ -13,6 +13,7 @@
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
+#include "sparsecc/matrix/stats.hpp"
 
 namespace sparsecc::bench {
 namespace fs = std::filesystem;
@@ -223,9 +224,7 @@ std::string default_data_dir() {
 }
 
 TrafficBytes traffic_bytes(const CsrMatrix& a, std::int64_t n) {
-  std::vector<char> used(static_cast<std::size_t>(a.cols), 0);
-  for (const std::int32_t c : a.col_idx) used[static_cast<std::size_t>(c)] = 1;
-  const auto columns = static_cast<std::size_t>(std::count(used.begin(), used.end(), 1));
+  const auto columns = static_cast<std::size_t>(a.cols - nnz_stats(col_counts(a)).empty);  // B's rows read
   return {(columns * static_cast<std::size_t>(n) + static_cast<std::size_t>(a.nnz())) * sizeof(float),
           static_cast<std::size_t>(a.rows * n) * sizeof(float)};
 }

@@ -69,6 +69,17 @@ struct Event {
   Event& operator=(const Event&) = delete;
 };
 
+// A loaded CUDA library (cudaLibraryLoadData of a cubin), unloaded with its owner.
+struct Library {
+  cudaLibrary_t lib = nullptr;
+  Library() = default;
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  ~Library() {
+    if (lib) cudaLibraryUnload(lib);
+  }
+};
+
 struct TimingOptions {
   int warmup = 3;                // direct enqueues before the graph is captured
   int launches_per_graph = 100;  // consecutive enqueues captured in one graph

@@ -39,12 +39,8 @@ TrafficProbe::TrafficProbe(const DeviceInfo& device) : device_(device) {
   options.arch = fmt::format("sm_{}{}", device.cc_major, device.cc_minor);
   const CudaCompileResult compiled = compile_cuda(kProbeSource, "traffic_probe.cu", options);
   SPARSECC_CUDA_CHECK(
-      cudaLibraryLoadData(&library_, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_, "sparsecc_traffic_probe"));
-}
-
-TrafficProbe::~TrafficProbe() {
-  if (library_) cudaLibraryUnload(library_);
+      cudaLibraryLoadData(&library_.lib, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_.lib, "sparsecc_traffic_probe"));
 }
 
 TrafficBound TrafficProbe::bound(const CsrMatrix& a, std::int64_t n, double floor_us,

@@ -28,9 +28,6 @@ struct TrafficBound {
 class TrafficProbe {
  public:
   explicit TrafficProbe(const DeviceInfo& device);
-  ~TrafficProbe();
-  TrafficProbe(const TrafficProbe&) = delete;
-  TrafficProbe& operator=(const TrafficProbe&) = delete;
 
   // The bound of A at N, timed with `timing` (warm L2: its cold_l2 and buffer_sets are ignored);
   // floor_us is the launch floor measured under the same protocol.
@@ -38,7 +35,7 @@ class TrafficProbe {
 
  private:
   DeviceInfo device_;
-  cudaLibrary_t library_ = nullptr;
+  Library library_;
   cudaKernel_t kernel_ = nullptr;
 };
 

@@ -51,15 +51,7 @@ using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 // one matrix's compiles fill the cores while another's candidates are timed): a search always keeps
 // one compile of its own in flight, and each more takes one of `count` shared slots (so searches
 // with cheap compiles are never starved by those with long ones).
-class CompileSlots {
- public:
-  explicit CompileSlots(int count) : free_(count) {}
-  bool try_acquire() { return free_.try_acquire(); }
-  void release() { free_.release(); }
-
- private:
-  std::counting_semaphore<> free_;
-};
+using CompileSlots = std::counting_semaphore<>;
 
 struct TuneOptions {
   double budget_seconds = 0;          // 0: unlimited
