@@ -10,7 +10,10 @@
 // cublas_fp32_vs_programmatic geomean takes it where there is one and the plain time elsewhere.
 // "bound us" is the problem's data-movement bound on this device (bench/traffic_bound.hpp: a probe
 // kernel moving the bytes every executor must move, and the FMAs at peak rate) and "max xfp32" the
-// speedup over cuBLAS fp32 that the bound allows (warm L2 only).
+// speedup over cuBLAS fp32 that the bound allows (warm L2 only). "stream us" times the same probe
+// moving what the timed plan itself streams from L2 (bench/traffic_bound.hpp, PlanTraffic: B once per
+// block row that uses a row of it, A's representation once per column tile, C), the bound of that
+// plan's design.
 // Prints a table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
 // --groups, --max-registers, --balanced, --values) apply to every problem; --sweep also tries a grid
 // of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
@@ -151,6 +154,9 @@ struct Compiled {
   nlohmann::json plan;  // the plan's parameters (plan_json)
   std::string plan_column;
   double plan_seconds = 0;
+  std::int64_t b_loads = 0;       // spmm_plan_loads
+  std::int64_t column_tiles = 0;  // grid x at the problem's N
+  bool reads_values = false;      // the kernel reads the values array (streamed and rolled plans)
   std::vector<Build> builds;  // in the order of emitters()
   std::string error;          // non-empty: planning, generation or compilation failed
 };
@@ -204,6 +210,9 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.plan_seconds = seconds_since(t0);
     c.plan = plan_json(plan);
     c.plan_column = plan_column(plan);
+    c.b_loads = spmm_plan_loads(plan);
+    c.column_tiles = plan.column_tiles(n);
+    c.reads_values = plan.value_mode != SpmmValueMode::baked;
     const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.arch);
     for (const KernelLanguage language : emitters(args)) {
       Build b;
@@ -493,7 +502,7 @@ int run(const Args& args) {
   for (const KernelLanguage l : langs) header += fmt::format(" {:>9}", column("B/nz", l, several));
   if (several) header += fmt::format(" {:>4}", "bits");
   if (args.sweep) header += fmt::format(" {:>8} {:>5}", "auto us", "plans");
-  header += fmt::format(" {:>8} {:>8} {:>8}", "pdl us", "bound us", "max xfp32");
+  header += fmt::format(" {:>8} {:>8} {:>8} {:>9}", "pdl us", "bound us", "max xfp32", "stream us");
   fmt::print("{}  {}\n", header, "plan");
   nlohmann::json out = {{"device", device.describe()},
                         {"launch_floor_us", floor_us},
@@ -504,7 +513,7 @@ int run(const Args& args) {
                         {"cold_l2", args.timing.cold_l2},
                         {"problems", nlohmann::json::array()}};
   std::map<std::string, std::vector<double>> ratios;
-  std::vector<double> bound_over_ours, fp32_over_bound;
+  std::vector<double> bound_over_ours, fp32_over_bound, stream_over_ours;
   bool failed = false;
   for (std::size_t i = 0; i < problems.size(); ++i) {
     const auto& p = problems[i];
@@ -676,6 +685,17 @@ int run(const Args& args) {
       bound_over_ours.push_back(bound->bound_us / t.median_us);
       if (fp32) fp32_over_bound.push_back(fp32->us / bound->bound_us);
     }
+    // What the timed plan streams from L2, moved by the same probe.
+    std::optional<PlanTraffic> streamed;
+    std::optional<double> stream_us;
+    if (probe) {
+      const std::size_t representation =
+          timed.bundle.cubin.size() + (best->reads_values ? timed.bundle.values.size() * sizeof(float) : 0);
+      streamed = plan_traffic(p.M, p.K, p.N, best->b_loads, representation, best->column_tiles);
+      stream_us = probe->stream_us(*streamed, args.timing);
+      if (all_ok) stream_over_ours.push_back(*stream_us / t.median_us);
+    }
+    row += stream_us ? fmt::format(" {:>9.2f}", *stream_us) : fmt::format(" {:>9}", "-");
     fmt::print("{}  {}{}\n", row, best->plan_column, problems_found);
     std::fflush(stdout);
     if (fp16 && all_ok) ratios["cublas_fp16"].push_back(fp16->us / t.median_us);
@@ -704,6 +724,10 @@ int run(const Args& args) {
                     {"probe_us", bound->probe_us},
                     {"fma_us", bound->fma_us},
                     {"bound_us", bound->bound_us}};
+    if (stream_us)
+      j["stream"] = {{"read_bytes", streamed->read},       {"unique_read_bytes", streamed->unique_read},
+                     {"write_bytes", streamed->write},     {"b_loads", best->b_loads},
+                     {"column_tiles", best->column_tiles}, {"probe_us", *stream_us}};
     if (args.timing.cold_l2) j["ours"]["warm_us"] = warm.median_us, j["ours"]["cold_sets"] = cold_sets;
     for (const auto& r : base)
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
@@ -724,6 +748,13 @@ int run(const Args& args) {
         geomean(bound_over_ours), bound_over_ours.size(), geomean(fp32_over_bound));
     out["geomean"]["bound_over_sparsecc"] = geomean(bound_over_ours);
     out["geomean"]["cublas_fp32_over_bound"] = geomean(fp32_over_bound);
+  }
+  if (!stream_over_ours.empty()) {
+    fmt::print(
+        "the timed plans' own L2 traffic (B as each plan loads it, A's representation per column tile, C; "
+        "the same probe): sparsecc runs at {:.2f}x of it in geomean ({} problems)\n",
+        geomean(stream_over_ours), stream_over_ours.size());
+    out["geomean"]["stream_over_sparsecc"] = geomean(stream_over_ours);
   }
   if (!args.json.empty()) write_file_atomic(args.json, out.dump(1));
   return failed ? 1 : 0;

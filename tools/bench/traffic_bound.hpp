@@ -24,6 +24,21 @@ struct TrafficBound {
   double bound_us = 0;  // max(probe_us, floor_us + fma_us)
 };
 
+// What an executor of one plan streams from L2 (warm): B as the plan loads it (every step of every
+// block row loads B[k] for its columns, so a row of B is read once for each block row that uses it:
+// loads x N x 4 bytes), A's representation once per column tile (the cubin, and the values or step
+// table where the kernel reads them), and C. The probe moving these bytes bounds that plan's design
+// rather than every executor: a row-split executor cannot beat it without fewer loads of B.
+struct PlanTraffic {
+  std::size_t read = 0;         // as above
+  std::size_t unique_read = 0;  // the distinct bytes among them: all of B and A's representation once
+  std::size_t write = 0;        // M x N x 4
+};
+// b_loads: spmm_plan_loads of the plan; representation_bytes: the cubin, plus the values array where
+// the kernel reads it; column_tiles: the grid's x at N.
+PlanTraffic plan_traffic(std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t b_loads,
+                         std::size_t representation_bytes, std::int64_t column_tiles);
+
 // The probe kernel, compiled (NVRTC) and loaded for the current device `device`.
 class TrafficProbe {
  public:
@@ -32,8 +47,14 @@ class TrafficProbe {
   // The bound of A at N, timed with `timing` (warm L2: its cold_l2 and buffer_sets are ignored);
   // floor_us is the launch floor measured under the same protocol.
   TrafficBound bound(const CsrMatrix& a, std::int64_t n, double floor_us, const TimingOptions& timing) const;
+  // The probe's time for one plan's traffic (warm L2).
+  double stream_us(const PlanTraffic& traffic, const TimingOptions& timing) const;
 
  private:
+  // The fastest of a few grid shapes reading read_bytes (wrapping round unique_read_bytes) and
+  // writing write_bytes.
+  double probe_us(std::size_t read_bytes, std::size_t unique_read_bytes, std::size_t write_bytes,
+                  const TimingOptions& timing) const;
   DeviceInfo device_;
   Library library_;
   cudaKernel_t kernel_ = nullptr;
