@@ -36,7 +36,7 @@ namespace sparsecc::tune {
 
 // The values each SpMM dimension may take.
 struct SpmmSpaceDims {
-  std::vector<std::int32_t> rows_per_block{1, 2, 4, 8, 16};
+  std::vector<std::int32_t> rows_per_block{1, 2, 4, 8, 16, 32};
   std::vector<std::int32_t> n_tile{32, 64, 128, 256};
   std::vector<std::int32_t> groups{1, 2, 4, 8};
   std::vector<SpmmRowSplit> row_split{SpmmRowSplit::equal, SpmmRowSplit::balanced};
