@@ -9,7 +9,9 @@
 
 #include "bench/suites.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/smtx.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc::bench {
@@ -122,6 +124,29 @@ TEST(BenchSuites, TrafficBytesCountTheUsedRowsOfB) {
   empty.row_ptr = {0, 0, 0, 0, 0};
   EXPECT_EQ(traffic_bytes(empty, 8).read, 0u);
   EXPECT_EQ(traffic_bytes(empty, 8).write, 4u * 8u * 4u);
+}
+
+TEST(BenchSuites, PlanTrafficCountsEveryLoadOfB) {
+  // 4 loads of a row of B (24 bytes at N = 6), a 100-byte representation fetched by 2 column tiles.
+  const PlanTraffic t = plan_traffic(3, 10, 6, 4, 100, 2);
+  EXPECT_EQ(t.read, 4u * 6u * 4u + 200u);
+  EXPECT_EQ(t.unique_read, t.read);  // fewer bytes than B and the representation once: all distinct
+  EXPECT_EQ(t.write, 3u * 6u * 4u);
+  // One row a block row: every nonzero loads its row of B, and B's 10 rows are all there is to
+  // read more than once.
+  const CsrMatrix a = test::random_csr(40, 10, 0.5, 3);
+  SpmmProblem p;
+  p.m = a.rows, p.k = a.cols, p.n = 6;
+  SpmmOptions o;
+  o.rows_per_block = 1;
+  o.row_split = SpmmRowSplit::equal;
+  o.value_mode = SpmmValueMode::rolled;
+  const SpmmPlan plan = plan_spmm(a, p, o);
+  const PlanTraffic r = plan_traffic(a.rows, a.cols, 6, spmm_plan_loads(plan), 64, plan.column_tiles(6));
+  EXPECT_EQ(spmm_plan_loads(plan), a.nnz());
+  EXPECT_EQ(r.read, static_cast<std::size_t>(a.nnz()) * 6u * 4u +
+                        64u * static_cast<std::size_t>(plan.column_tiles(6)));
+  EXPECT_EQ(r.unique_read, 10u * 6u * 4u + 64u);
 }
 
 TEST(BenchSuites, MissingFilesAreNamed) {

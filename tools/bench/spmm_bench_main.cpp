@@ -11,7 +11,7 @@
 // "bound us" is the problem's data-movement bound on this device (bench/traffic_bound.hpp: a probe
 // kernel moving the bytes every executor must move, and the FMAs at peak rate) and "max xfp32" the
 // speedup over cuBLAS fp32 that the bound allows (warm L2 only). "stream us" times the same probe
-// moving what the timed plan itself streams from L2 (bench/traffic_bound.hpp, PlanTraffic: B once per
+// moving what the timed plan itself streams from L2 (PlanTraffic in bench/suites.hpp: B once per
 // block row that uses a row of it, A's representation once per column tile, C), the bound of that
 // plan's design.
 // Prints a table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,

@@ -229,4 +229,15 @@ TrafficBytes traffic_bytes(const CsrMatrix& a, std::int64_t n) {
           static_cast<std::size_t>(a.rows * n) * sizeof(float)};
 }
 
+PlanTraffic plan_traffic(std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t b_loads,
+                         std::size_t representation_bytes, std::int64_t column_tiles) {
+  const auto f = sizeof(float);
+  PlanTraffic t;
+  t.read = static_cast<std::size_t>(b_loads * n) * f +
+           representation_bytes * static_cast<std::size_t>(column_tiles);
+  t.unique_read = std::min(t.read, static_cast<std::size_t>(k * n) * f + representation_bytes);
+  t.write = static_cast<std::size_t>(m * n) * f;
+  return t;
+}
+
 }  // namespace sparsecc::bench

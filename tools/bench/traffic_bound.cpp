@@ -88,17 +88,6 @@ TrafficBound TrafficProbe::bound(const CsrMatrix& a, std::int64_t n, double floo
   return t;
 }
 
-PlanTraffic plan_traffic(std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t b_loads,
-                         std::size_t representation_bytes, std::int64_t column_tiles) {
-  const auto f = sizeof(float);
-  PlanTraffic t;
-  t.read = static_cast<std::size_t>(b_loads * n) * f +
-           representation_bytes * static_cast<std::size_t>(column_tiles);
-  t.unique_read = std::min(t.read, static_cast<std::size_t>(k * n) * f + representation_bytes);
-  t.write = static_cast<std::size_t>(m * n) * f;
-  return t;
-}
-
 double TrafficProbe::stream_us(const PlanTraffic& traffic, const TimingOptions& timing) const {
   return probe_us(traffic.read, traffic.unique_read, traffic.write, timing);
 }

@@ -24,21 +24,6 @@ struct TrafficBound {
   double bound_us = 0;  // max(probe_us, floor_us + fma_us)
 };
 
-// What an executor of one plan streams from L2 (warm): B as the plan loads it (every step of every
-// block row loads B[k] for its columns, so a row of B is read once for each block row that uses it:
-// loads x N x 4 bytes), A's representation once per column tile (the cubin, and the values or step
-// table where the kernel reads them), and C. The probe moving these bytes bounds that plan's design
-// rather than every executor: a row-split executor cannot beat it without fewer loads of B.
-struct PlanTraffic {
-  std::size_t read = 0;         // as above
-  std::size_t unique_read = 0;  // the distinct bytes among them: all of B and A's representation once
-  std::size_t write = 0;        // M x N x 4
-};
-// b_loads: spmm_plan_loads of the plan; representation_bytes: the cubin, plus the values array where
-// the kernel reads it; column_tiles: the grid's x at N.
-PlanTraffic plan_traffic(std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t b_loads,
-                         std::size_t representation_bytes, std::int64_t column_tiles);
-
 // The probe kernel, compiled (NVRTC) and loaded for the current device `device`.
 class TrafficProbe {
  public:
