@@ -45,6 +45,7 @@ TEST(BenchSuites, SparsertTable1AtBothSparsities) {
       EXPECT_EQ(Shape(p.M, p.K, p.N), kTable1[i]);
       EXPECT_TRUE(names.insert(p.name).second);
       EXPECT_FALSE(p.values.empty());
+      EXPECT_EQ(p.network, i < 8 ? "rn50" : i < 11 ? "transformer" : "mobilenet");
       CsrMatrix a = load_problem_matrix(p);
       EXPECT_EQ(a.rows, p.M);
       EXPECT_EQ(a.cols, p.K);
@@ -80,6 +81,8 @@ TEST(BenchSuites, DlmcEveryMatrixAt90) {
   std::set<std::string> names;
   for (const BenchProblem& p : suite) {
     EXPECT_TRUE(names.insert(p.name).second) << p.name;
+    EXPECT_EQ(p.name.substr(0, p.name.find('/')), p.network);
+    EXPECT_EQ(p.count, 1);
     if (p.name.starts_with("rn50/")) {
       ++rn50;
       EXPECT_TRUE(p.N == 1 || p.N == 49 || p.N == 196 || p.N == 784 || p.N == 3136 || p.N == 12544) << p.name;

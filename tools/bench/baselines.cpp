@@ -32,12 +32,15 @@ struct Problem {
   std::vector<OperandSet> sets;
 };
 
-Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& options, std::size_t l2_bytes) {
+using ProblemPtr = std::shared_ptr<Problem>;
+
+ProblemPtr prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& options, std::size_t l2_bytes) {
   if (n < 1 || n > INT_MAX || a.rows > INT_MAX || a.cols > INT_MAX || a.nnz() > INT_MAX)
     throw UsageError(fmt::format("baselines need 1 <= N and every size below 2^31 (M {}, K {}, N {}, nnz {})",
                                  a.rows, a.cols, n, a.nnz()));
   validate(a);
-  Problem p;
+  auto owned = std::make_shared<Problem>();
+  Problem& p = *owned;
   p.M = a.rows, p.K = a.cols, p.N = n, p.nnz = a.nnz();
   DenseMatrix b(p.K, p.N);
   SplitMix64 rng(options.seed);
@@ -75,13 +78,14 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, const BaselineOptions& optio
     o.c32 = DeviceBuffer(c_bytes);
     p.sets.push_back(std::move(o));
   }
-  return p;
+  return owned;
 }
 
 using Enqueue = std::function<void(cudaStream_t, int set)>;
 
-// Runs `setup` (which returns the enqueue of one launch), checks one launch's output against the
-// reference and, when it passes, times the launches rotating over the operand sets.
+// Runs `setup` (which returns the enqueue of one launch; it must hold what it uses, the problem
+// included, by shared ownership), checks one launch's output against the reference and, when it
+// passes, times the launches rotating over the operand sets and keeps the launch on the first set.
 BaselineResult measure(const std::string& name, double tolerance, Problem& p, const BaselineOptions& options,
                        const std::function<Enqueue()>& setup) {
   BaselineResult r;
@@ -111,6 +115,7 @@ BaselineResult measure(const std::string& name, double tolerance, Problem& p, co
         timing);
     r.us = r.timing.median_us;
     r.ok = true;
+    r.enqueue = [enqueue](cudaStream_t stream) { enqueue(stream, 0); };
   } catch (const NotSupported& e) {
     r.skipped = true;
     r.note = fmt::format("not supported: {}", e.what());
@@ -135,7 +140,8 @@ constexpr GemmPrecision kGemmPrecisions[] = {{"fp32", false, CUBLAS_COMPUTE_32F,
 
 // The cuBLAS baselines of every precision (see BaselineOptions::cublas_algorithms), each checked and
 // timed, then "cublas_<precision>": the fastest of that precision that passed.
-std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& options) {
+std::vector<BaselineResult> cublas_baselines(const ProblemPtr& owned, const BaselineOptions& options) {
+  Problem& p = *owned;
   auto handle = std::make_shared<CublasHandle>();
   auto lt = std::make_shared<CublasLtHandle>();
   auto workspace = std::make_shared<DeviceBuffer>(std::size_t{32} << 20);
@@ -145,9 +151,9 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& 
 
   // cublasGemmEx's default algorithm on A as stored: gemm(m = N, n = M, k = K) on B (ld N), A (ld K).
   auto gemm = [&](const GemmPrecision& prec) -> Enqueue {
-    return [&p, handle, workspace, m, n, k, prec](cudaStream_t stream, int set) {
+    return [owned, handle, workspace, m, n, k, prec](cudaStream_t stream, int set) {
       const float alpha = 1.0f, beta = 0.0f;
-      const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+      const OperandSet& o = owned->sets[static_cast<std::size_t>(set)];
       cudaDataType_t in = prec.half ? CUDA_R_16F : CUDA_R_32F;
       SPARSECC_CUBLAS_CHECK(cublasSetStream(handle->h, stream));
       SPARSECC_CUBLAS_CHECK(cublasGemmEx(handle->h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
@@ -169,8 +175,8 @@ std::vector<BaselineResult> cublas_baselines(Problem& p, const BaselineOptions& 
         lt->h, shape, workspace->bytes(), options.cublas_algorithms, prefix, prec.tolerance,
         [&](const std::string& name, const std::shared_ptr<LtGemm>& g, bool transposed, std::size_t i) {
           return measure(name, prec.tolerance, p, options, [&]() -> Enqueue {
-            return [&p, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
-              const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
+            return [owned, lt, g, workspace, transposed, half = prec.half, i](cudaStream_t stream, int set) {
+              const OperandSet& o = owned->sets[static_cast<std::size_t>(set)];
               const DeviceBuffer& w = half ? (transposed ? o.a16t : o.a16) : (transposed ? o.a32t : o.a32);
               lt_matmul(lt->h, *g, i, half ? o.b16.get() : o.b32.get(), w.get(), o.c32.get(),
                         workspace->get(), workspace->bytes(), stream);
@@ -216,7 +222,9 @@ void describe_a(SpMat& a, const Problem& p, const OperandSet& o, bool coo) {
                                               CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
 }
 
-Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmmAlgorithm& alg) {
+Enqueue cusparse_setup(const ProblemPtr& owned, const std::shared_ptr<CusparseHandle>& handle,
+                       const SpmmAlgorithm& alg) {
+  Problem& p = *owned;
   auto sets = std::make_shared<std::vector<SpmmSet>>(p.sets.size());
   // The handle may still name the stream of the previous algorithm's timing run, which is destroyed
   // by now; preprocessing on it crashes inside the driver.
@@ -228,7 +236,7 @@ Enqueue cusparse_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle
     prepare_spmm(handle->h, d, p.M, p.K, p.N, o.b32.get(), o.c32.get(), CUDA_R_32F, alg.alg, alg.preprocess);
   }
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
-  return [handle, sets, a = alg.alg](cudaStream_t stream, int set) {
+  return [owned, handle, sets, a = alg.alg](cudaStream_t stream, int set) {
     run_spmm(handle->h, (*sets)[static_cast<std::size_t>(set)], a, stream);
   };
 }
@@ -255,7 +263,9 @@ constexpr SpmvAlgorithm kSpmvAlgorithms[] = {
     {"cusparse_spmv_coo_alg2", CUSPARSE_SPMV_COO_ALG2, true},
 };
 
-Enqueue spmv_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, const SpmvAlgorithm& alg) {
+Enqueue spmv_setup(const ProblemPtr& owned, const std::shared_ptr<CusparseHandle>& handle,
+                   const SpmvAlgorithm& alg) {
+  Problem& p = *owned;
   auto sets = std::make_shared<std::vector<SpmvSet>>(p.sets.size());
   SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, nullptr));  // see cusparse_setup
   const float alpha = 1.0f, beta = 0.0f;
@@ -274,7 +284,7 @@ Enqueue spmv_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, co
                                                     CUDA_R_32F, alg.alg, d.workspace.get()));
   }
   SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
-  return [handle, sets, a = alg.alg](cudaStream_t stream, int set) {
+  return [owned, handle, sets, a = alg.alg](cudaStream_t stream, int set) {
     const float alpha = 1.0f, beta = 0.0f;
     SpmvSet& d = (*sets)[static_cast<std::size_t>(set)];
     SPARSECC_CUSPARSE_CHECK(cusparseSetStream(handle->h, stream));
@@ -283,13 +293,14 @@ Enqueue spmv_setup(Problem& p, const std::shared_ptr<CusparseHandle>& handle, co
   };
 }
 
-BaselineResult gemv_baseline(Problem& p, const BaselineOptions& options) {
+BaselineResult gemv_baseline(const ProblemPtr& owned, const BaselineOptions& options) {
   auto handle = std::make_shared<CublasHandle>();
-  return measure("cublas_gemv_fp32", kTolFp32, p, options, [&]() -> Enqueue {
+  return measure("cublas_gemv_fp32", kTolFp32, *owned, options, [&]() -> Enqueue {
     SPARSECC_CUBLAS_CHECK(cublasSetMathMode(handle->h, CUBLAS_DEFAULT_MATH));
     // Row-major A (M x K) is the column-major K x M matrix A^T: y = (A^T)^T x.
-    return [&p, handle](cudaStream_t stream, int set) {
+    return [owned, handle](cudaStream_t stream, int set) {
       const float alpha = 1.0f, beta = 0.0f;
+      const Problem& p = *owned;
       const OperandSet& o = p.sets[static_cast<std::size_t>(set)];
       SPARSECC_CUBLAS_CHECK(cublasSetStream(handle->h, stream));
       SPARSECC_CUBLAS_CHECK(cublasSgemv(handle->h, CUBLAS_OP_T, static_cast<int>(p.K), static_cast<int>(p.M),
@@ -379,16 +390,16 @@ DeviceInfo query_device() {
 std::vector<BaselineResult> run_baselines(const CsrMatrix& a, std::int64_t n,
                                           const BaselineOptions& options) {
   DeviceInfo device = query_device();
-  Problem p = prepare(a, n, options, static_cast<std::size_t>(device.l2_bytes));
+  const ProblemPtr p = prepare(a, n, options, static_cast<std::size_t>(device.l2_bytes));
   std::vector<BaselineResult> results = cublas_baselines(p, options);
   auto handle = std::make_shared<CusparseHandle>();
   for (const SpmmAlgorithm& alg : kSpmmAlgorithms)
     results.push_back(
-        measure(alg.name, kTolFp32, p, options, [&] { return cusparse_setup(p, handle, alg); }));
+        measure(alg.name, kTolFp32, *p, options, [&] { return cusparse_setup(p, handle, alg); }));
   if (n == 1) {
     results.push_back(gemv_baseline(p, options));
     for (const SpmvAlgorithm& alg : kSpmvAlgorithms)
-      results.push_back(measure(alg.name, kTolFp32, p, options, [&] { return spmv_setup(p, handle, alg); }));
+      results.push_back(measure(alg.name, kTolFp32, *p, options, [&] { return spmv_setup(p, handle, alg); }));
   }
   results.push_back(best_of(results, "cusparse_", "cusparse_best", kTolFp32));
   return results;

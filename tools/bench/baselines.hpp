@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct BaselineResult {
   std::string note;      // why it failed or was skipped; for cusparse_best the algorithm chosen
   TimingStats timing;    // all samples when ok
   double tolerance = 0;  // the rel_error bound this baseline was checked against
+  // Set by run_baselines when ok: enqueues the launch that was checked and timed (the first set), holding
+  // its operands, handles and workspace alive, so that a sequence of problems can be timed as one
+  // graph (bench/network_pass.hpp). Graph-capturable.
+  std::function<void(cudaStream_t)> enqueue;
 };
 
 // The fastest of `results` whose name starts with `prefix` and that passed, renamed `name`, its note

@@ -14,6 +14,11 @@
 // moving what the timed plan itself streams from L2 (PlanTraffic in bench/suites.hpp: B once per
 // block row that uses a row of it, A's representation once per column tile, C), the bound of that
 // plan's design.
+// --db FILE builds each problem's executor as `sparsecc compile --db FILE` would (the recorded winner,
+// or without a record the predictor's choice; --db-cold takes the records tuned with cold L2 and
+// otherwise the automatic plan).
+// --network also times whole networks end to end (bench/network_pass.hpp): each network's layers in
+// one CUDA graph, sparsecc's executors against every baseline's fastest checked algorithm per layer.
 // Prints a table with ratios and geomeans and writes JSON. Plan overrides (--rows-per-block, --n-tile,
 // --groups, --max-registers, --balanced, --values) apply to every problem; --sweep also tries a grid
 // of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
@@ -37,6 +42,7 @@
 #include "bench/baselines.hpp"
 #include "bench/blocklet_bench.hpp"
 #include "bench/hines_bench.hpp"
+#include "bench/network_pass.hpp"
 #include "bench/suites.hpp"
 #include "bench/traffic_bound.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
@@ -51,6 +57,7 @@
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
+#include "tune_lookup.hpp"
 
 namespace {
 
@@ -85,6 +92,9 @@ struct Args {
   std::string programmatic = "auto";  // auto | off | wait | trigger
   bool compile_only = false;
   bool sweep = false;
+  bool network = false;
+  std::string db;        // tuning database: each problem's plan as `compile --db` chooses it
+  bool db_cold = false;  // its cold-L2 records
   int cublas_algorithms = BaselineOptions{}.cublas_algorithms;
   TimingOptions timing;
 };
@@ -131,6 +141,8 @@ std::string describe_overrides(const Args& args) {
   if (args.stage_dense > 0) parts.push_back(fmt::format("staged steps of {} or more nonzeros", args.stage_dense));
   if (args.values != "auto") parts.push_back(args.values + " values");
   if (args.programmatic != "auto") parts.push_back("programmatic " + args.programmatic);
+  if (!args.db.empty())
+    parts.push_back(fmt::format("plans from {}{}", args.db, args.db_cold ? " (cold-L2 records)" : ""));
   std::string words;
   for (const std::string& part : parts) words += (words.empty() ? "" : ", ") + part;
   return words.empty() ? std::string("automatic") : words;
@@ -196,7 +208,7 @@ std::string plan_column(const SpmmPlan& plan) {
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
-                         const std::string& name) {
+                         const std::vector<KernelLanguage>& languages, const std::string& name) {
   Compiled c;
   try {
     SpmmProblem p;
@@ -214,7 +226,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.column_tiles = plan.column_tiles(n);
     c.reads_values = plan.value_mode != SpmmValueMode::baked;
     const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.arch);
-    for (const KernelLanguage language : emitters(args)) {
+    for (const KernelLanguage language : languages) {
       Build b;
       b.language = language;
       try {
@@ -282,6 +294,28 @@ double relative_error(const std::vector<float>& c, const DenseMatrix& ref) {
   return max_ref > 0 ? max_err / max_ref : max_err;
 }
 
+// A layer of a --network pass: the timed bundle loaded again with operands of its own, its output
+// checked against fp64 once more (and kept, for the pass to reproduce), and the bytes it touches.
+PassLayer network_layer(const BenchProblem& p, const CsrMatrix& a, const rt::Bundle& bundle,
+                        const rt::Context& ctx, const std::vector<float>& b, const DenseMatrix& ref) {
+  PassLayer l;
+  l.name = p.name;
+  l.network = p.network;
+  l.count = p.count;
+  l.n = static_cast<int>(p.N);
+  l.executor = std::make_shared<const rt::SpmmExecutor>(rt::SpmmExecutor::load(bundle, p.name, ctx));
+  l.b = std::make_shared<DeviceBuffer>(b.size() * sizeof(float));
+  l.b->upload(b.data(), b.size() * sizeof(float));
+  l.c = std::make_shared<DeviceBuffer>(static_cast<std::size_t>(a.rows * p.N) * sizeof(float));
+  l.expected = run_once(*l.executor, a, p.N, *l.b, *l.c);
+  if (const double err = relative_error(l.expected, ref); !(err <= 1e-5))
+    throw std::runtime_error(
+        fmt::format("{}: the executor reloaded for the network pass has error {:.2e}", p.name, err));
+  l.sparsecc_bytes = rt::spmm_resident_bytes(bundle) + l.b->bytes() + l.c->bytes();
+  l.dense_bytes = static_cast<std::size_t>(a.rows * a.cols) * sizeof(float) + l.b->bytes() + l.c->bytes();
+  return l;
+}
+
 // The steady-state time of an empty kernel (132 blocks of 128 threads) under the same protocol: the
 // least any executor or baseline can take per call on this device.
 // `programmatic`: the same launches with programmatic stream serialization (each may start while the
@@ -306,10 +340,12 @@ double launch_floor_us(const TimingOptions& timing, bool programmatic) {
   return us;
 }
 
-// One generation and compilation: problem `problem` with the plan options `options`.
+// One generation and compilation: problem `problem` with the plan options `options`, one build for
+// each of `languages` (the first is timed).
 struct Task {
   std::size_t problem = 0;
   SpmmOptions options;
+  std::vector<KernelLanguage> languages;
 };
 
 // The plans --sweep tries for one problem: the automatic plan first, then every combination of
@@ -354,7 +390,8 @@ std::vector<Compiled> compile_all(const Args& args, const std::vector<BenchProbl
       const std::size_t pi = tasks[next].problem;
       if (mats[pi].nnz() <= args.max_nnz) {
         futures[next] = std::async(std::launch::async, compile_problem, std::cref(mats[pi]), problems[pi].N,
-                                   std::cref(args), std::cref(tasks[next].options), problems[pi].name);
+                                   std::cref(args), std::cref(tasks[next].options),
+                                   std::cref(tasks[next].languages), problems[pi].name);
         running.push_back(next);
       } else {
         compiled[next].error =
@@ -469,11 +506,28 @@ int run(const Args& args) {
       args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Task> tasks;
   std::vector<std::vector<std::size_t>> candidates(problems.size());  // task indices, automatic first
+  std::vector<std::string> plan_sources(problems.size());             // --db: where the plan came from
   for (std::size_t i = 0; i < problems.size(); ++i)
     for (const SpmmOptions& o : sweep_options(args, problems[i], mats[i])) {
       candidates[i].push_back(tasks.size());
-      tasks.push_back({i, o});
+      tasks.push_back({i, o, emitters(args)});
     }
+  if (!args.db.empty()) {
+    std::size_t recorded = 0;
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      SpmmProblem sp;
+      sp.m = problems[i].M, sp.k = problems[i].K, sp.n = problems[i].N;
+      Task& first = tasks[candidates[i].front()];
+      const cli::TunedChoice choice = cli::choose_tuned_plan(
+          args.db, mats[i], sp, first.options, first.languages.front(), args.arch, "", args.db_cold);
+      first.options = choice.options;
+      first.languages = {choice.emitter};
+      plan_sources[i] = choice.how;
+      recorded += choice.how.starts_with("tuned plan");
+    }
+    fmt::print("--db {}: {} of {} problems take a recorded{} winner\n", args.db, recorded, problems.size(),
+               args.db_cold ? " cold-L2" : "");
+  }
   const std::vector<Compiled> all = compile_all(args, problems, mats, tasks, jobs);
   std::vector<Compiled> compiled;  // the automatic plan of every problem
   for (std::size_t i = 0; i < problems.size(); ++i) compiled.push_back(all[candidates[i].front()]);
@@ -483,8 +537,9 @@ int run(const Args& args) {
   const bool several = langs.size() > 1;
   const DeviceInfo device = query_device();
   fmt::print("{}\n{}; {} timed, graphs of {} launches, median of {} replays, {} L2\n", device.describe(),
-             suite_line(args, problems.size()), to_string(langs.front()), args.timing.launches_per_graph,
-             args.timing.repetitions, args.timing.cold_l2 ? "cold" : "warm");
+             suite_line(args, problems.size()),
+             args.db.empty() ? to_string(langs.front()) : "each --db plan's emitter",
+             args.timing.launches_per_graph, args.timing.repetitions, args.timing.cold_l2 ? "cold" : "warm");
   const double floor_us = launch_floor_us(args.timing, false);
   const double chain_floor_us = launch_floor_us(args.timing, true);
   fmt::print(
@@ -514,6 +569,8 @@ int run(const Args& args) {
                         {"problems", nlohmann::json::array()}};
   std::map<std::string, std::vector<double>> ratios;
   std::vector<double> bound_over_ours, fp32_over_bound, stream_over_ours;
+  std::vector<PassLayer> pass_layers;             // --network
+  std::map<std::string, std::string> incomplete;  // network -> a layer that failed or was skipped
   bool failed = false;
   for (std::size_t i = 0; i < problems.size(); ++i) {
     const auto& p = problems[i];
@@ -526,10 +583,12 @@ int run(const Args& args) {
       j["error"] = c.error;
       out["problems"].push_back(j);
       if (c.error.rfind("skipped", 0) != 0) failed = true;
+      incomplete.emplace(p.network, p.name);
       continue;
     }
     j["plan"] = c.plan;
     j["plan_s"] = c.plan_seconds;
+    if (!plan_sources[i].empty()) j["plan_source"] = plan_sources[i];
     DenseMatrix b(a.cols, p.N);
     SplitMix64 rng(1234 + i);
     for (double& v : b.data) v = rng.uniform_pm1();
@@ -733,6 +792,23 @@ int run(const Args& args) {
       j["baselines"][r.name] = {{"us", r.us}, {"ok", r.ok}, {"rel_error", r.rel_error}, {"note", r.note}};
     out["problems"].push_back(j);
     if (!args.json.empty()) write_file_atomic(args.json, out.dump(1));
+    if (args.network && !all_ok) incomplete.emplace(p.network, p.name);
+    if (args.network && all_ok) {
+      PassLayer l = network_layer(p, a, timed.bundle, *ctx, bf, ref);
+      l.alone_us = t.median_us;
+      l.alone_programmatic_us = chained ? chained->median_us : t.median_us;
+      for (const char* kind : {"cublas_fp32", "cublas_tf32", "cublas_fp16", "cusparse_best"})
+        if (const BaselineResult* r = find_ok(base, kind)) l.baselines.emplace(kind, *r);
+      pass_layers.push_back(std::move(l));
+    }
+  }
+  if (args.network) {
+    std::erase_if(pass_layers, [&](const PassLayer& l) { return incomplete.count(l.network) > 0; });
+    for (const auto& [network, layer] : incomplete)
+      fmt::print("network {}: no pass timed, layer {} failed or was skipped\n", network, layer);
+    const std::vector<PassTiming> passes = time_network_passes(pass_layers, args.timing);
+    print_passes(passes);
+    for (const PassTiming& pass : passes) out["network_passes"].push_back(to_json(pass));
   }
   fmt::print("geomean speedup of sparsecc over:");
   for (const auto& [k, v] : ratios) {
@@ -846,11 +922,34 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--launches", args.timing.launches_per_graph, "launches per graph")->capture_default_str();
+  app.add_option(
+      "--db", args.db,
+      "tuning database: build each problem's executor as `sparsecc compile --db` would (the recorded "
+      "winner, else the predictor's choice)");
+  app.add_flag("--db-cold", args.db_cold,
+               "with --db: the records tuned with cold L2 (`tune --cold-l2`), else the automatic plan");
+  app.add_flag("--network", args.network,
+               "also time each network of the suite end to end: its layers (each `count` times, SparseRT "
+               "Table 1's instances) in one CUDA graph, sparsecc's executors against each baseline's fastest "
+               "checked algorithm a layer (warm L2 only)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (args.network && args.timing.cold_l2) {
+    fmt::print(stderr, "sparsecc_bench: error: --network times passes as they run (warm); drop --cold-l2\n");
+    return 2;
+  }
+  if (!args.db.empty() && (args.sweep || args.emit == "both")) {
+    fmt::print(stderr,
+               "sparsecc_bench: error: --db times the recorded plan alone; drop --sweep and --emit both\n");
+    return 2;
+  }
+  if (args.db_cold && args.db.empty()) {
+    fmt::print(stderr, "sparsecc_bench: error: --db-cold needs --db\n");
+    return 2;
   }
   if (args.sweep && args.emit == "both") {
     fmt::print(stderr, "sparsecc_bench: error: --sweep times one emitter; use --emit ptx or --emit cuda\n");

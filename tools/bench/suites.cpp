@@ -140,6 +140,7 @@ std::vector<BenchProblem> sparsert_suite(const fs::path& data_dir, double sparsi
     p.K = row.K;
     p.N = row.N * batch;
     p.count = row.count;
+    p.network = row.model;
     p.seed = kValueSeed;
     if (row.model != "mobilenet") {
       fs::path file = dlmc_folder(data_dir, row.model, level) / (std::string(row.source) + ".smtx.gz");
@@ -180,6 +181,7 @@ std::vector<BenchProblem> dlmc_suite(const fs::path& data_dir) {
     for (const auto& [stem, file] : smtx_files(dlmc_folder(data_dir, model, level))) {
       BenchProblem p;
       p.name = fmt::format("{}/{}", model, stem);
+      p.network = model;
       p.matrix = file.string();
       std::tie(p.M, p.K) = smtx_shape(file);
       if (model == "rn50") {

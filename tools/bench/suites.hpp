@@ -24,6 +24,7 @@ struct BenchProblem {
   double prune_to = 0;     // > 0: magnitude-prune the loaded (or synthetic) matrix to this sparsity
   std::uint64_t seed = 1;  // values of a pattern-only .smtx file and of a synthetic matrix
   int count = 1;           // instances of this shape in the network (SparseRT Table 1 "Count")
+  std::string network;     // the model the layer belongs to: "rn50", "transformer" or "mobilenet"
 };
 
 // SparseRT (PACT 2020) Table 1, problems 1-20, at sparsity 0.9 or 0.95 with N multiplied by
