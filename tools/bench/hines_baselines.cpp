@@ -44,9 +44,9 @@ Kernels load_kernels(const std::string& dtype, int r) {
   const CudaCompileResult compiled = compile_cuda(hines_kernel_source(), "hines_baselines.cu", options);
   k.library = std::make_shared<Library>();
   SPARSECC_CUDA_CHECK(
-      cudaLibraryLoadData(&k.library->lib, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      cudaLibraryLoadData(&k.library->d, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   const auto get = [&](cudaKernel_t& out, const char* name) {
-    SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&out, k.library->lib, name));
+    SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&out, k.library->d, name));
   };
   get(k.interleaved, "hines_interleaved");
   get(k.dhs, "hines_dhs");

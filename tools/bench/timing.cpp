@@ -80,19 +80,8 @@ nlohmann::json timing_json(const TimingStats& t) {
 namespace {
 
 // Owners of the graph objects of one measurement.
-struct Graph {
-  cudaGraph_t g = nullptr;
-  ~Graph() {
-    if (g) cudaGraphDestroy(g);
-  }
-};
-
-struct GraphExec {
-  cudaGraphExec_t e = nullptr;
-  ~GraphExec() {
-    if (e) cudaGraphExecDestroy(e);
-  }
-};
+using Graph = Owned<cudaGraph_t, cudaGraphDestroy>;
+using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
 
 // Captures `launches` enqueues into a graph; ends the capture even when an enqueue throws.
 void capture(cudaStream_t stream, int launches, const std::function<void(cudaStream_t)>& enqueue_one,
@@ -107,7 +96,7 @@ void capture(cudaStream_t stream, int launches, const std::function<void(cudaStr
     cudaGetLastError();
     throw;
   }
-  SPARSECC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph.g));
+  SPARSECC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph.d));
 }
 
 void check_positive(int value, const char* what) {
@@ -170,12 +159,13 @@ TimingStats time_steady(const std::function<void(cudaStream_t)>& enqueue_one, co
   Graph graph;
   capture(stream.s, launches, enqueue_one, graph);
   GraphExec exec;
-  SPARSECC_CUDA_CHECK(cudaGraphInstantiate(&exec.e, graph.g, 0));
-  SPARSECC_CUDA_CHECK(cudaGraphUpload(exec.e, stream.s));
-  SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s));  // one untimed replay
+  SPARSECC_CUDA_CHECK(cudaGraphInstantiate(&exec.d, graph.d, 0));
+  SPARSECC_CUDA_CHECK(cudaGraphUpload(exec.d, stream.s));
+  SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.d, stream.s));  // one untimed replay
   SPARSECC_CUDA_CHECK(cudaStreamSynchronize(stream.s));
 
-  return sample_events(stream.s, repetitions, launches, [&] { SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.e, stream.s)); });
+  return sample_events(stream.s, repetitions, launches,
+                       [&] { SPARSECC_CUDA_CHECK(cudaGraphLaunch(exec.d, stream.s)); });
 }
 
 TimingStats time_direct(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options) {

@@ -69,16 +69,23 @@ struct Event {
   Event& operator=(const Event&) = delete;
 };
 
-// A loaded CUDA library (cudaLibraryLoadData of a cubin), unloaded with its owner.
-struct Library {
-  cudaLibrary_t lib = nullptr;
-  Library() = default;
-  Library(const Library&) = delete;
-  Library& operator=(const Library&) = delete;
-  ~Library() {
-    if (lib) cudaLibraryUnload(lib);
+// An owned handle `d`, released with Destroy(d) when set (reset() releases it early):
+// Owned<cudaLibrary_t, cudaLibraryUnload>, the cuBLASLt and cuSPARSE descriptors of vendor_handles.hpp.
+template <class T, auto Destroy>
+struct Owned {
+  T d = nullptr;
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  ~Owned() { reset(); }
+  void reset() {
+    if (d) Destroy(d);
+    d = nullptr;
   }
 };
+
+// A loaded CUDA library (cudaLibraryLoadData of a cubin), unloaded with its owner.
+using Library = Owned<cudaLibrary_t, cudaLibraryUnload>;
 
 struct TimingOptions {
   int warmup = 3;                // direct enqueues before the graph is captured

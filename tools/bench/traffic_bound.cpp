@@ -41,8 +41,8 @@ TrafficProbe::TrafficProbe(const DeviceInfo& device) : device_(device) {
   options.arch = fmt::format("sm_{}{}", device.cc_major, device.cc_minor);
   const CudaCompileResult compiled = compile_cuda(kProbeSource, "traffic_probe.cu", options);
   SPARSECC_CUDA_CHECK(
-      cudaLibraryLoadData(&library_.lib, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_.lib, "sparsecc_traffic_probe"));
+      cudaLibraryLoadData(&library_.d, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_.d, "sparsecc_traffic_probe"));
 }
 
 double TrafficProbe::probe_us(std::size_t read_bytes, std::size_t unique_read_bytes, std::size_t write_bytes,

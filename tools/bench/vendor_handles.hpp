@@ -58,20 +58,10 @@ struct CublasLtHandle {
   CublasLtHandle& operator=(const CublasLtHandle&) = delete;
 };
 
-// An owning cuBLASLt descriptor: LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> etc.
-template <class T, cublasStatus_t (*Destroy)(T)>
-struct LtOwned {
-  T d = nullptr;
-  LtOwned() = default;
-  LtOwned(const LtOwned&) = delete;
-  LtOwned& operator=(const LtOwned&) = delete;
-  ~LtOwned() {
-    if (d) Destroy(d);
-  }
-};
-using LtMatmulDesc = LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
-using LtLayout = LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
-using LtPreference = LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+// Owning cuBLASLt descriptors (Owned, timing.hpp).
+using LtMatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using LtLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using LtPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 struct CusparseHandle {
   cusparseHandle_t h = nullptr;
@@ -81,39 +71,10 @@ struct CusparseHandle {
   CusparseHandle& operator=(const CusparseHandle&) = delete;
 };
 
-struct SpMat {
-  cusparseSpMatDescr_t d = nullptr;
-  SpMat() = default;
-  SpMat(const SpMat&) = delete;
-  SpMat& operator=(const SpMat&) = delete;
-  ~SpMat() { reset(); }
-  void reset() {
-    if (d) cusparseDestroySpMat(d);
-    d = nullptr;
-  }
-};
-
-struct DnMat {
-  cusparseDnMatDescr_t d = nullptr;
-  DnMat() = default;
-  DnMat(const DnMat&) = delete;
-  DnMat& operator=(const DnMat&) = delete;
-  ~DnMat() { reset(); }
-  void reset() {
-    if (d) cusparseDestroyDnMat(d);
-    d = nullptr;
-  }
-};
-
-struct DnVec {
-  cusparseDnVecDescr_t d = nullptr;
-  DnVec() = default;
-  DnVec(const DnVec&) = delete;
-  DnVec& operator=(const DnVec&) = delete;
-  ~DnVec() {
-    if (d) cusparseDestroyDnVec(d);
-  }
-};
+// Owning cuSPARSE descriptors (Owned, timing.hpp).
+using SpMat = Owned<cusparseSpMatDescr_t, cusparseDestroySpMat>;
+using DnMat = Owned<cusparseDnMatDescr_t, cusparseDestroyDnMat>;
+using DnVec = Owned<cusparseDnVecDescr_t, cusparseDestroyDnVec>;
 
 // The descriptors and workspace of one cusparseSpMM on one operand set.
 struct SpmmSet {
