@@ -384,6 +384,40 @@ TEST(SpmmGpu, MobileNetV1Sparse90Layers) {
   build_and_run(ctx, both_emitters(cases));
 }
 
+// The published end-to-end case (test::load_mobilenet_layer0): layer 0 on the depthwise-filtered
+// `input_image` reproduces `result` (no bias, no ReLU) through both emitters and every value mode, on a
+// NaN-poisoned C, bit for bit as the interpreter.
+TEST(SpmmGpu, MobileNetLayer0ReproducesThePublishedResult) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(file, "sparsert/mobilenet_v1_sparse90.npz");
+  rt::Context ctx(0);
+  const test::PublishedLayer l = test::load_mobilenet_layer0(file);
+  const auto n = static_cast<int>(l.input.cols);
+  std::vector<SpmmCase> cases;
+  for (const SpmmValueMode mode : {SpmmValueMode::baked, SpmmValueMode::streamed})
+    cases.push_back(make_case(std::string("published/") + to_string(mode), l.a, n, SpmmNMode::fixed, false,
+                              false, opts(0, 0, mode)));
+  cases = both_emitters(cases);
+  cases.push_back(make_case("published/rolled", l.a, n, SpmmNMode::fixed, false, false,
+                            opts(0, 0, SpmmValueMode::rolled)));
+  const auto built = build_all(cases, ctx.device().arch());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const SpmmCase& c = cases[i];
+    const SpmmBuilt b = built[i].get();
+    expect_clean_build(c, b);
+    const auto ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);
+    const std::vector<float> got = run_on_gpu(ctx, ex, l.input, l.a.rows, n);
+    const Comparison r =
+        compare(got, l.result, interpret_spmm(b.plan, spmm_kernel_values(b.plan, l.a), l.input));
+    std::printf(
+        "[ spmm gpu ] %-30s 64x32 N %d: max rel err against the published result %.2e, bit-exact %s\n",
+        c.name.c_str(), n, r.max_rel_error, r.mismatches == 0 ? "yes" : "no");
+    EXPECT_EQ(r.nan_count, 0) << c.name;
+    EXPECT_LE(r.max_rel_error, kMaxRelError) << c.name;
+    EXPECT_EQ(r.mismatches, 0) << c.name << ": first " << r.first_mismatch;
+  }
+}
+
 TEST(SpmmGpu, DlmcRn50Sparse90) {
   SPARSECC_GPU_OR_SKIP();
   SPARSECC_DATA_OR_SKIP(dir, "dlmc/rn50/magnitude_pruning/0.9");

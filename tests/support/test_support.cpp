@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
+#include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
@@ -133,6 +135,124 @@ Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std
   t.shape = std::move(shape);
   t.data = std::move(data);
   return t;
+}
+
+namespace {
+// A 2-D view of tensor `t` as rows x cols (its elements in C order), checking the element count.
+DenseMatrix as_matrix(Tensor t, std::int64_t rows, std::int64_t cols) {
+  if (t.numel() != rows * cols)
+    throw std::runtime_error(t.name + ": " + std::to_string(t.numel()) + " elements, expected " +
+                             std::to_string(rows) + " x " + std::to_string(cols));
+  DenseMatrix m(rows, cols);
+  m.data = std::move(t.data);
+  return m;
+}
+}  // namespace
+
+namespace {
+// Solves g x = h for a symmetric positive definite n x n g (row-major) by Cholesky; h becomes x.
+void solve_spd(std::vector<double> g, std::vector<double>& h, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t k = 0; k < j; ++k) g[j * n + j] -= g[j * n + k] * g[j * n + k];
+    if (!(g[j * n + j] > 0)) throw std::runtime_error("solve_spd: not positive definite");
+    g[j * n + j] = std::sqrt(g[j * n + j]);
+    for (std::size_t i = j + 1; i < n; ++i) {
+      for (std::size_t k = 0; k < j; ++k) g[i * n + j] -= g[i * n + k] * g[j * n + k];
+      g[i * n + j] /= g[j * n + j];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {  // L y = h
+    for (std::size_t k = 0; k < i; ++k) h[i] -= g[i * n + k] * h[k];
+    h[i] /= g[i * n + i];
+  }
+  for (std::size_t i = n; i-- > 0;) {  // L^T x = y
+    for (std::size_t k = i + 1; k < n; ++k) h[i] -= g[k * n + i] * h[k];
+    h[i] /= g[i * n + i];
+  }
+}
+
+constexpr std::int64_t kImageSide = 112;
+
+// Pixel p of an image channel (row of `x`) shifted by (dy, dx), 0 outside the image.
+double tap(const DenseMatrix& x, std::int64_t c, std::int64_t p, int dy, int dx) {
+  const std::int64_t h = p / kImageSide + dy, w = p % kImageSide + dx;
+  return h < 0 || h >= kImageSide || w < 0 || w >= kImageSide ? 0.0 : x(c, h * kImageSide + w);
+}
+}  // namespace
+
+PublishedLayer load_mobilenet_layer0(const std::filesystem::path& npz) {
+  const std::string f = npz.string();
+  PublishedLayer l;
+  l.a = load_matrix(f + ":contraction_1x1_0");
+  l.bias = load_tensor(f + ":contraction_1x1_0_bias").data;
+  l.image = as_matrix(load_tensor(f + ":input_image"), l.a.cols, kImageSide * kImageSide);
+  l.result = as_matrix(load_tensor(f + ":result"), l.a.rows, l.image.cols);
+  // The channels A uses (its non-empty columns); the others keep the image, which no product reads.
+  std::vector<std::int64_t> slot(static_cast<std::size_t>(l.a.cols), -1), used;
+  for (const std::int32_t c : l.a.col_idx) slot[static_cast<std::size_t>(c)] = 0;
+  for (std::int64_t c = 0; c < l.a.cols; ++c)
+    if (slot[static_cast<std::size_t>(c)] == 0) {
+      slot[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(used.size());
+      used.push_back(c);
+    }
+  const std::size_t k = used.size(), n = 9 * k;
+  const auto pixels = static_cast<std::size_t>(l.image.cols);
+  // taps[(u * 9 + j) * pixels + p]: tap j (dy = j / 3 - 1, dx = j % 3 - 1) of used channel u at pixel p.
+  std::vector<double> taps(n * pixels);
+  for (std::size_t u = 0; u < k; ++u)
+    for (int j = 0; j < 9; ++j)
+      for (std::size_t p = 0; p < pixels; ++p)
+        taps[(u * 9 + static_cast<std::size_t>(j)) * pixels + p] =
+            tap(l.image, used[u], static_cast<std::int64_t>(p), j / 3 - 1, j % 3 - 1);
+  // A^T A and A^T result over the used channels.
+  auto s = [&](std::int64_t i) {
+    return static_cast<std::size_t>(slot[static_cast<std::size_t>(l.a.col_idx[i])]);
+  };
+  std::vector<double> ata(k * k, 0.0), atr(k * pixels, 0.0);
+  for (std::int64_t r = 0; r < l.a.rows; ++r)
+    for (std::int64_t i = l.a.row_ptr[r]; i < l.a.row_ptr[r + 1]; ++i) {
+      for (std::int64_t j = l.a.row_ptr[r]; j < l.a.row_ptr[r + 1]; ++j)
+        ata[s(i) * k + s(j)] += l.a.values[i] * l.a.values[j];
+      for (std::size_t p = 0; p < pixels; ++p)
+        atr[s(i) * pixels + p] += l.a.values[i] * l.result(r, static_cast<std::int64_t>(p));
+    }
+  // The filters t minimizing sum_(r,p) (sum_c A(r,c) sum_j t(c,j) tap_j(c,p) - result(r,p))^2, all
+  // channels at once: normal equations G t = h with G((u,i),(v,j)) = (A^T A)(u,v) sum_p tap_i(u,p)
+  // tap_j(v,p) and h((u,i)) = sum_p tap_i(u,p) (A^T result)(u,p).
+  std::vector<double> g(n * n, 0.0), t(n, 0.0);
+  for (std::size_t a = 0; a < n; ++a) {
+    const double* ta = &taps[a * pixels];
+    for (std::size_t p = 0; p < pixels; ++p) t[a] += ta[p] * atr[(a / 9) * pixels + p];
+    for (std::size_t b = 0; b < n; ++b) {
+      const double w = ata[(a / 9) * k + b / 9];
+      if (w == 0) continue;
+      const double* tb = &taps[b * pixels];
+      double dot = 0;
+      for (std::size_t p = 0; p < pixels; ++p) dot += ta[p] * tb[p];
+      g[a * n + b] = w * dot;
+    }
+  }
+  solve_spd(std::move(g), t, n);
+  l.input = l.image;
+  for (std::size_t u = 0; u < k; ++u)
+    for (std::size_t p = 0; p < pixels; ++p) {
+      double v = 0;
+      for (std::size_t j = 0; j < 9; ++j) v += t[u * 9 + j] * taps[(u * 9 + j) * pixels + p];
+      l.input(used[u], static_cast<std::int64_t>(p)) = v;
+    }
+  return l;
+}
+
+double max_rel_error(const DenseMatrix& c, const DenseMatrix& ref) {
+  if (c.rows != ref.rows || c.cols != ref.cols) return INFINITY;
+  double err = 0, mag = 0;
+  for (std::size_t i = 0; i < ref.data.size(); ++i) {
+    const double d = std::fabs(c.data[i] - ref.data[i]);
+    if (std::isnan(d)) return INFINITY;
+    err = std::max(err, d);
+    mag = std::max(mag, std::fabs(ref.data[i]));
+  }
+  return mag > 0 ? err / mag : err;
 }
 
 }  // namespace sparsecc::test

@@ -65,6 +65,27 @@ CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64
 Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std::vector<double> data,
                    DType dtype = DType::f32);
 
+// The published end-to-end case of SparseRT's MobileNet v1 weights (sparsert/mobilenet_v1_sparse90.npz):
+// `input_image` (32 x 112 x 112) and `result` (64 x 12544), the output of layer 0 (`contraction_1x1_0`,
+// 64 x 32). `result` is not layer 0 applied to `input_image` with any epilogue (bias, ReLU): it is
+// layer 0 applied, without bias or ReLU, to MobileNet's depthwise 3x3 convolution of the image (stride
+// 1, zero padding 1), whose filters the file does not hold. Rows of A without nonzeros give rows of
+// zeros in `result`, and one-nonzero rows a 3x3 filter of one channel. So the loader recovers the
+// layer's input: D = the least-squares solution of A D = result (A has full column rank), then for
+// every channel the 9 taps that best give D's row from the image's channel, and `input` is the image
+// filtered with those taps (the depthwise layer's output; 288 numbers fitted to 64 x 12544 outputs).
+struct PublishedLayer {
+  CsrMatrix a;
+  std::vector<double> bias;  // contraction_1x1_0_bias (unused by `result`)
+  DenseMatrix image;         // input_image as 32 x 12544 (one row a channel)
+  DenseMatrix input;         // B: the image through the recovered depthwise filters
+  DenseMatrix result;        // the published C (64 x 12544)
+};
+PublishedLayer load_mobilenet_layer0(const std::filesystem::path& npz);
+
+// max |c - ref| / max |ref| over all entries (+inf on a shape mismatch or a NaN in c).
+double max_rel_error(const DenseMatrix& c, const DenseMatrix& ref);
+
 }  // namespace sparsecc::test
 
 // Skips the current test when the shared data folder (or the given sub-path of it) is absent.

@@ -13,6 +13,7 @@
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/spmm.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -547,6 +548,33 @@ TEST(SpmmInterp, RealMobileNetLayers) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 49, true, true, SpmmNMode::runtime));
     ASSERT_TRUE(check_plan(p, a).empty()) << layer;
     EXPECT_LE(interp_error(p, a, 49, 12), kTolerance) << layer;
+  }
+}
+
+// The published end-to-end case (test::load_mobilenet_layer0): `result` is not layer 0 of `input_image`
+// under any epilogue, it is layer 0 (no bias, no ReLU) of the image through 3x3 depthwise filters; with
+// those filters recovered, the fp64 reference and the automatic plan's interpreter in every value mode
+// reproduce it from the image.
+TEST(SpmmInterp, MobileNetLayer0ReproducesThePublishedResult) {
+  SPARSECC_DATA_OR_SKIP(file, "sparsert/mobilenet_v1_sparse90.npz");
+  const test::PublishedLayer l = test::load_mobilenet_layer0(file);
+  for (int e = 0; e < 4; ++e) {
+    const bool bias = e & 1, relu = e & 2;
+    const double err = test::max_rel_error(spmm(l.a, l.image, bias ? &l.bias : nullptr, relu), l.result);
+    std::printf("[ published ] image itself, bias %d, ReLU %d: %.3g\n", bias, relu, err);
+    EXPECT_GT(err, 0.5);
+  }
+  const double fp64 = test::max_rel_error(spmm(l.a, l.input), l.result);
+  std::printf("[ published ] fp64 reference, filtered image: %.3g\n", fp64);
+  EXPECT_LE(fp64, 1e-6);
+  for (const SpmmValueMode mode : {SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled}) {
+    SpmmOptions o;
+    o.value_mode = mode;
+    const SpmmPlan p = plan_spmm(l.a, problem_for(l.a, l.input.cols), o);
+    ASSERT_TRUE(check_plan(p, l.a).empty());
+    const double err = test::max_rel_error(interpret_spmm(p, spmm_kernel_values(p, l.a), l.input), l.result);
+    std::printf("[ published ] interpreter, %s: %.3g\n", to_string(mode), err);
+    EXPECT_LE(err, 1e-5);
   }
 }
 
