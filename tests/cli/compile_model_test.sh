@@ -49,6 +49,32 @@ grep -q "namespace fc1" "$tmp/net.hpp" || fail "embed: no fc1 in the header"
 # --db --cold-l2: a cold-L2 lookup per layer, the automatic plan without a record.
 expect 0 "no cold-L2 record in .*none.json .*: the automatic plan" -- compile-model "$tmp/in/model.npz" --n 8 --jobs 2 --db "$tmp/none.json" --cold-l2 -o "$tmp/cold"
 
+# tune --model: every layer as compile-model builds it (its bias, ReLU and N), so that compile-model
+# --db finds a record for each; the space without a GPU; refused combinations write no database.
+expect 0 '"matrix": "fc2"' -- tune --model "$tmp/in/model.npz" --space
+expect 2 "leave out --n" -- tune --model "$tmp/in/model.npz" --runtime-n --n 8 --db "$tmp/tm.json"
+expect 2 "biases come from the model" -- tune --model "$tmp/in/model.npz" --n 8 --bias "$tmp/in/model.npz:fc1.bias" --db "$tmp/tm.json"
+expect 2 "dense.npz: no sparse weight matrix to tune" -- tune --model "$tmp/in/dense.npz" --n 8 --db "$tmp/tm.json"
+expect 2 "truncated.npz" -- tune --model "$tmp/in/truncated.npz" --n 8 --db "$tmp/tm.json"
+if [[ -e /dev/nvidia0 ]]; then
+  for f in "${formats[@]}"; do
+    for n in 8 0; do  # fixed N, and run-time N (no --n) as compile-model builds it
+      nopt=(--n "$n")
+      ((n)) || nopt=()
+      expect 0 "geomean over 2 matrices" -- tune --model "$tmp/in/model.$f" "${nopt[@]}" --db "$tmp/tm_$f.json" --jobs 4 --budget 60
+      expect 0 "wrote 2 bundle" -- compile-model "$tmp/in/model.$f" "${nopt[@]}" --db "$tmp/tm_$f.json" -o "$tmp/tuned_$f"
+      hits=$(grep -c '"plan_choice": "tuned plan' "$tmp/tuned_$f/manifest.json")
+      [[ $hits -eq 2 ]] || fail "$f (n $n): $hits of 2 layers compiled from their tuning records"
+      for b in "$tmp/tuned_$f"/*.sccb; do
+        expect 0 "GPU .* ok$" -- verify "$b"
+      done
+    done
+  done
+else
+  expect 2 "none is usable here" -- tune --model "$tmp/in/model.npz" --n 8 --db "$tmp/tm.json"
+fi
+[[ -e "$tmp/tm.json" ]] && fail "a refused tune --model wrote a database"
+
 # Bad models: exit 2, the file named, nothing left behind.
 expect 2 "truncated.npz" -- compile-model "$tmp/in/truncated.npz" -o "$tmp/bad1"
 [[ ! -e "$tmp/bad1" ]] || fail "truncated.npz left $tmp/bad1"

@@ -35,6 +35,25 @@ cmake --build "$work/build" >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.lo
 grep -q "generating the kernels" "$work/rebuild.log" || { echo "a changed morphology did not regenerate the kernels" >&2; exit 1; }
 echo "rebuilds: nothing changed -> nothing generated; morphology touched -> kernels generated again"
 
+# The tune target (not part of the build): on a GPU it tunes the model's layers into the database and
+# the next build compiles their winners; without one it fails, naming why, and writes nothing.
+if [[ -e /dev/nvidia0 ]]; then
+  cmake --build "$work/build" --target consumer_tune >"$work/tune.log" 2>&1 || { cat "$work/tune.log"; exit 1; }
+  grep -q "geomean over 2 matrices" "$work/tune.log" || { cat "$work/tune.log"; echo "consumer_tune tuned no layers" >&2; exit 1; }
+  cmake --build "$work/build" >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log"; exit 1; }
+  tuned=$(grep -c "tuned plan" "$work/rebuild.log" || true)
+  [[ $tuned -eq 2 ]] || { cat "$work/rebuild.log"; echo "the build after tuning compiled $tuned of 2 layers from the database" >&2; exit 1; }
+  echo "consumer_tune: 2 layers tuned; the next build compiled both from the database"
+else
+  if cmake --build "$work/build" --target consumer_tune >"$work/tune.log" 2>&1; then
+    echo "consumer_tune succeeded without a GPU" >&2
+    exit 1
+  fi
+  grep -q "none is usable here" "$work/tune.log" || { cat "$work/tune.log"; exit 1; }
+  [[ ! -e "$work/build/tuning.json" ]] || { echo "a failed consumer_tune wrote the database" >&2; exit 1; }
+  echo "consumer_tune without a GPU: refused, nothing written"
+fi
+
 # The deployment program must not need the toolkit's compilers or math libraries.
 if ldd "$work/build/consumer_app" | grep -Ei "nvrtc|cublas|cusparse|nvJitLink"; then
   echo "consumer_app links a CUDA toolkit library it must not need" >&2

@@ -5,6 +5,12 @@
 #     [SELECT <regex>]          only layers whose name or tensor matches (sparsecc compile-model --select)
 #     [N <n>]                   the batch the executors are compiled for (default: N a run-time argument)
 #     [TUNING_DB <file>]        use the tuned winners recorded there (sparsecc tune)
+#     [TUNE_TARGET <name>]      also add the target <name> (not built by default) that tunes every
+#                               layer of MODEL on this machine's GPU into TUNING_DB (sparsecc tune
+#                               --model, with the same SELECT and N); the next build then compiles
+#                               the winners. `cmake --build <dir> --target <name>` runs it
+#     [TUNE_OPTIONS <args...>]  further sparsecc tune options (e.g. --budget 600 --jobs 16; give it the
+#                               --relu-select, --relu or --dtype of MODEL_OPTIONS, so the keys agree)
 #     [SWC <files...>]          neuron morphologies: one Hines executor each, named by the file's stem
 #     [RESOLUTION <p>]          compartments per SWC segment (default 1)
 #     [NAMESPACE <ns>]          C++ namespace of the generated API (default <target>_kernels)
@@ -22,8 +28,8 @@
 # library include the header (namespace separators become '_' in the file name: a::b -> a_b.hpp). The generator is the sparsecc::sparsecc executable.
 function(sparsecc_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-                        "MODEL;SELECT;N;TUNING_DB;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
-                        "SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS")
+                        "MODEL;SELECT;N;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
+                        "SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -32,6 +38,9 @@ function(sparsecc_add_kernels target)
   endif()
   if(NOT arg_MODEL AND NOT arg_SWC)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): give a MODEL, SWC files, or both")
+  endif()
+  if(arg_TUNE_TARGET AND NOT (arg_MODEL AND arg_TUNING_DB))
+    message(FATAL_ERROR "sparsecc_add_kernels(${target}): TUNE_TARGET needs a MODEL and the TUNING_DB to write")
   endif()
   if(NOT TARGET sparsecc::sparsecc)
     message(FATAL_ERROR "sparsecc_add_kernels: the generator (sparsecc::sparsecc) is not known here")
@@ -77,7 +86,33 @@ function(sparsecc_add_kernels target)
     if(arg_TUNING_DB)
       get_filename_component(db "${arg_TUNING_DB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
       list(APPEND cmd --db "${db}")
-      list(APPEND depends "${db}")
+      # A database that does not exist yet (the tune target will write it) cannot be a dependency;
+      # the tune target touches a stamp instead, so the build after it compiles the winners.
+      if(EXISTS "${db}")
+        list(APPEND depends "${db}")
+      endif()
+      if(arg_TUNE_TARGET)
+        set(stamp "${out}/tuning.stamp")
+        if(NOT EXISTS "${stamp}")
+          file(MAKE_DIRECTORY "${out}")
+          file(TOUCH "${stamp}")
+        endif()
+        list(APPEND depends "${stamp}")
+        set(tune $<TARGET_FILE:sparsecc::sparsecc> tune --model "${model}" --db "${db}" --arch ${arch})
+        if(arg_SELECT)
+          list(APPEND tune --select "${arg_SELECT}")
+        endif()
+        if(arg_N)
+          list(APPEND tune --n ${arg_N})
+        endif()
+        add_custom_target(${arg_TUNE_TARGET}
+          COMMAND ${tune} ${arg_TUNE_OPTIONS}
+          COMMAND ${CMAKE_COMMAND} -E touch "${stamp}"
+          DEPENDS ${generator_target} "${model}"
+          COMMENT "sparsecc: tuning the layers of ${model} into ${db}"
+          USES_TERMINAL
+          VERBATIM)
+      endif()
     endif()
     list(APPEND cmd ${arg_MODEL_OPTIONS})
     list(APPEND commands COMMAND ${cmd})

@@ -10,11 +10,11 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <regex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli.hpp"
+#include "model_layers.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
@@ -36,11 +36,7 @@ constexpr std::int64_t kDefaultPlanningN = 64;
 
 struct CompileModelArgs {
   std::string model;
-  std::string select;
-  double max_density = 0.5;
-  std::int64_t n = 0;  // 0: runtime N
-  bool relu = false;
-  std::string relu_select;
+  ModelLayerArgs layers;  // --select, --max-density, --n, --relu, --relu-select
   SpmmArgs spmm;  // values, dtype, accumulate, blocklets
   std::string emit = "ptx";
   bool emit_given = false;
@@ -69,15 +65,7 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::size_t index,
                           const fs::path& folder) {
-  SpmmProblem problem;
-  problem.m = layer.a.rows;
-  problem.k = layer.a.cols;
-  problem.n = args.n > 0 ? args.n : kDefaultPlanningN;
-  problem.n_mode = args.n > 0 ? SpmmNMode::fixed : SpmmNMode::runtime;
-  problem.bias = !layer.bias.empty();
-  problem.relu = args.relu || layer.relu ||
-                 (!args.relu_select.empty() && std::regex_search(layer.name, std::regex(args.relu_select)));
-  problem.dtype = args.spmm.dtype;
+  const SpmmProblem problem = model_layer_problem(layer, args.layers, args.spmm.dtype);
   SpmmOptions options = spmm_options(args.spmm);
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   std::string choice = "automatic plan";
@@ -151,22 +139,7 @@ struct TemporaryFolder {
 };
 
 int run_compile_model(const CompileModelArgs& args) {
-  if (!args.relu_select.empty()) {
-    try {
-      (void)std::regex(args.relu_select);
-    } catch (const std::regex_error& e) {
-      throw UsageError(fmt::format("--relu-select '{}' is not a regular expression: {}", args.relu_select, e.what()));
-    }
-  }
-  ModelReadOptions read_options;
-  read_options.select = args.select;
-  read_options.max_density = args.max_density;
-  const ModelContents model = read_model(args.model, read_options);
-  for (const SkippedTensor& s : model.skipped) fmt::print(stderr, "skipped {}: {}\n", s.tensor, s.reason);
-  if (model.layers.empty())
-    throw InputError(SourceLocation::in_file(args.model),
-                     fmt::format("no sparse weight matrix to compile ({} tensor(s) skipped, listed above)",
-                                 model.skipped.size()));
+  const ModelContents model = read_model_layers(args.model, args.layers, "compile");
 
   // The output folder: replaced only when it is one of ours (it holds a manifest) or empty.
   const fs::path out = fs::path(args.output);
@@ -186,7 +159,9 @@ int run_compile_model(const CompileModelArgs& args) {
   fs::create_directories(staging.path);
 
   fmt::print(stderr, "{}: {} layer(s) to compile ({} format), N = {}\n", args.model, model.layers.size(),
-             model.format, args.n > 0 ? fmt::format("{}", args.n) : fmt::format("run-time (planned for {})", kDefaultPlanningN));
+             model.format,
+             args.layers.n > 0 ? fmt::format("{}", args.layers.n)
+                               : fmt::format("run-time (planned for {})", kModelPlanningN));
 
   // Layers in parallel: each worker takes the next layer; the first failure stops new work.
   std::vector<LayerResult> results(model.layers.size());
@@ -223,8 +198,8 @@ int run_compile_model(const CompileModelArgs& args) {
                              {"model_format", model.format},
                              {"generator_version", std::string(kVersion)},
                              {"arch", args.arch},
-                             {"n", args.n > 0 ? args.n : kDefaultPlanningN},
-                             {"n_mode", args.n > 0 ? "fixed" : "runtime"},
+                             {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
+                             {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
                              {"layers", nlohmann::json::array()},
                              {"skipped", nlohmann::json::array()}};
   for (const LayerResult& r : results) manifest["layers"].push_back(r.entry);
@@ -256,17 +231,20 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   CLI::App* cmd = app.add_subcommand(
       "compile-model", "Compile every sparse weight matrix of a .npz, .safetensors or .onnx model into bundles");
   cmd->add_option("model", args->model, "MODEL (.npz, .safetensors, .onnx)")->required();
-  cmd->add_option("--select", args->select,
+  cmd->add_option("--select", args->layers.select,
                   "Only layers whose name or tensor name matches this regular expression (ECMAScript)");
-  cmd->add_option("--max-density", args->max_density, "Weights denser than this are left to dense libraries")
+  cmd->add_option("--max-density", args->layers.max_density,
+                  "Weights denser than this are left to dense libraries")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--n", args->n,
+  cmd->add_option("--n", args->layers.n,
                   "Columns of B and C (the batch) the executors are compiled for; without it N is a run-time "
                   "argument")
       ->check(CLI::Range(1, 1 << 24));
-  cmd->add_flag("--relu", args->relu, "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
-  cmd->add_option("--relu-select", args->relu_select, "Apply ReLU after the layers whose name matches this regular expression");
+  cmd->add_flag("--relu", args->layers.relu,
+                "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
+  cmd->add_option("--relu-select", args->layers.relu_select,
+                  "Apply ReLU after the layers whose name matches this regular expression");
   cmd->add_option("--values", args->spmm.values, "Weights as code literals (baked), from an array (streamed), a step table loop (rolled, fp32), or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();

@@ -1,5 +1,7 @@
 // sparsecc tune MATRIX... --n N... --db tuning.json [--budget SECONDS] [--jobs J]: tunes the SpMM
 // executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
+// `--model MODEL` tunes every layer of a model as `compile-model` builds it (model_layers.hpp: its
+// bias and ReLU, --n or run-time N), so that `compile-model --db` finds every layer's record.
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
@@ -24,10 +26,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bench/suites.hpp"
 #include "cli.hpp"
+#include "model_layers.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
@@ -79,17 +83,39 @@ struct TuneArgs {
   int rhs = 1;
   bool cold_l2 = false;
   int matrices_at_once = 3;
+  std::string model;            // --model: every layer of this model
+  ModelLayerArgs model_layers;  // its --select, --max-density, --relu-select (n and relu: above)
 };
 
-// One matrix to tune: a file given on the command line, or a problem of a bench suite.
+// One matrix to tune: a file given on the command line, a problem of a bench suite, or a model's layer
+// (which brings its bias, ReLU and N mode).
 struct TuneInput {
   std::string name;
   std::int64_t n = 0;
   std::function<CsrMatrix()> load;
+  std::optional<SpmmProblem> layer_problem;  // model layers: the problem compile-model builds
+  std::vector<double> layer_bias;
 };
 
 std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
   std::vector<TuneInput> out;
+  if (!args.model.empty()) {
+    if (!args.inputs.empty() || !args.suite.empty()) throw UsageError("--model takes no matrices or --suite");
+    if (!args.bias.empty()) throw UsageError("--model: the biases come from the model, not --bias");
+    if (args.runtime_n)
+      throw UsageError(
+          "--model: leave out --n for run-time-N executors (planned for N = 64, as compile-model does)");
+    if (args.n.size() > 1) throw UsageError("--model takes one --n for every layer");
+    ModelLayerArgs layer_args = args.model_layers;
+    layer_args.n = args.n.empty() ? 0 : args.n[0];
+    layer_args.relu = args.relu;
+    const ModelContents model = read_model_layers(args.model, layer_args, "tune");
+    for (const ModelLayer& layer : model.layers) {
+      const SpmmProblem problem = model_layer_problem(layer, layer_args, args.dtype);
+      out.push_back({layer.name, problem.n, [a = layer.a] { return a; }, problem, layer.bias});
+    }
+    return out;
+  }
   if (!args.suite.empty()) {
     if (!args.inputs.empty()) throw UsageError("--suite takes no matrices");
     const std::string dir = args.data.empty() ? bench::default_data_dir() : args.data;
@@ -225,12 +251,12 @@ std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& db
 // loses its features (the fit skips it) and is counted.
 int run_refresh_features(const TuneArgs& args) {
   if (args.db.size() != 1) throw UsageError("--refresh-features: name the tuning database with one --db FILE");
-  if (args.inputs.empty() && args.suite.empty())
-    throw UsageError("--refresh-features: name the matrices of the records (files, or a --suite)");
+  if (args.inputs.empty() && args.suite.empty() && args.model.empty())
+    throw UsageError("--refresh-features: name the matrices of the records (files, a --suite or a --model)");
   if (!std::filesystem::exists(args.db[0]))
     throw InputError(SourceLocation::in_file(args.db[0]), "no such tuning database");
   std::vector<TuneInput> inputs;
-  if (!args.suite.empty()) {
+  if (!args.suite.empty() || !args.model.empty()) {
     inputs = tune_inputs(args);
   } else {
     for (const std::string& input : args.inputs)
@@ -386,7 +412,8 @@ int run_tune(const TuneArgs& args) {
     return run_hines_tune(args);
   }
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
-  if (args.n.empty() && args.suite.empty()) throw UsageError("tune: --n is required (or a --suite)");
+  if (args.n.empty() && args.suite.empty() && args.model.empty())
+    throw UsageError("tune: --n is required (or a --suite or --model)");
   const std::vector<TuneInput> inputs = tune_inputs(args);
   if (!args.bias.empty() && inputs.size() != 1) throw UsageError("--bias needs exactly one matrix");
 
@@ -417,9 +444,11 @@ int run_tune(const TuneArgs& args) {
   for (const TuneInput& in : inputs) matrices.push_back(in.load());
   const auto weight = [&](std::size_t i) { return static_cast<double>(matrices[i].nnz()) + 20000.0; };
   const auto problem_of = [&](std::size_t i, const std::vector<double>& bias) {
-    return problem_for(matrices[i], args, inputs[i].n, !bias.empty());
+    return inputs[i].layer_problem ? *inputs[i].layer_problem
+                                   : problem_for(matrices[i], args, inputs[i].n, !bias.empty());
   };
   const auto bias_of = [&](std::size_t i) {
+    if (inputs[i].layer_problem) return inputs[i].layer_bias;
     return args.bias.empty() ? std::vector<double>{} : load_bias(args.bias, matrices[i].rows);
   };
   if (args.space) {
@@ -562,6 +591,15 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files (B takes seed + 1)")
       ->capture_default_str();
+  cmd->add_option("--model", args->model,
+                  "Tune every layer of this model (.npz, .safetensors, .onnx) as compile-model builds it");
+  cmd->add_option("--select", args->model_layers.select, "--model: the layers whose name or tensor matches");
+  cmd->add_option("--max-density", args->model_layers.max_density,
+                  "--model: weights denser than this are skipped")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--relu-select", args->model_layers.relu_select,
+                  "--model: ReLU after the layers whose name matches this regular expression");
   cmd->add_option("--suite", args->suite,
                   "Tune a bench suite instead of files: sparsert (SparseRT Table 1), rn50 or transformer (DLMC 90 %)")
       ->check(CLI::IsMember({"sparsert", "rn50", "transformer"}));
