@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
@@ -117,6 +118,16 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   const SpmmPlan batch16 = plan_spmm(a, problem_for(a, 50176));
   EXPECT_EQ(batch16.rows_per_block, 32);
   EXPECT_EQ(batch16.block_rows(), 2);
+  // Half-wide tiles: 128 x 512 at N = 12544 (SparseRT p03 at batch 16) would take 4 block rows x 196
+  // tiles of 64 columns x 4 groups; 256 columns leave 196 blocks, below 200, so 128 columns x 2
+  // groups (392 blocks). 256 x 1024 at N = 3136 (p05): 104 blocks at 256 columns, 200 at 128.
+  for (const auto& [m, k, n] : {std::tuple{128, 512, 12544}, std::tuple{256, 1024, 3136}}) {
+    const CsrMatrix layer = random_csr(m, k, 0.1, 6);
+    const SpmmPlan half = plan_spmm(layer, problem_for(layer, n));
+    EXPECT_EQ(half.rows_per_block, 32) << m << "x" << k;
+    EXPECT_EQ(half.n_tile, 128) << m << "x" << k;
+    EXPECT_EQ(half.groups, 2) << m << "x" << k;
+  }
   SpmmOptions sixteen;
   sixteen.rows_per_block = 16;  // asked-for rows are honored
   EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), sixteen).rows_per_block, 16);

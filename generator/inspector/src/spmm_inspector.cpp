@@ -132,7 +132,13 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    Transformer layers at N = 256: 128 blocks), take the wide tile with the one-wave rule's groups
 //    (T256/G2: one block of 512 threads an SM). The H100 tuning runs chose that tiling on 11 of the
 //    12 such layers at 95 % (1.06-1.20x over the T128/G2 default) and T256 with 2 or 4 groups on
-//    all 12 at 90 % (1.03-1.17x).
+//    all 12 at 90 % (1.03-1.17x). Where the widest tile's grid stays below kWideGrid, a tile of
+//    half that width (a multiple of 32 columns, still wider than the rule's) that keeps kWideGrid
+//    blocks is taken instead, with the groups that keep the block's threads: SparseRT p03 and p05 at
+//    batch 16 (R32/T64/G4 -> R32/T128/G2, 196 and 104 blocks at T256 but 392 and 200 at T128), the
+//    only plans of the SparseRT suites (batch 1 and 16, 90 and 95 %) and DLMC sets it changes.
+//    Measured on an H100, two runs each, against the T64/G4 plans in the same device call: 90 %
+//    p03 16.35 -> 13.86 us, p05 22.18 -> 18.18; 95 % p03 10.22 -> 9.91, p05 15.63 -> 13.17.
 //  - row split: equal panels of rows per block, but panels balanced by nonzeros (a block row may
 //    then take up to twice the rows) for fp32 unrolled plans at N below kBalanceMaxColumns with
 //    block rows of kBalanceMinRows rows or more whose equal panels are uneven: the heaviest holds
@@ -541,6 +547,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     } else if (wide > p.n_tile && a.nnz() > kLargeNnz && wide_grid <= kOneWaveBlocks && 2 * wide_grid > kOneWaveBlocks) {
       p.n_tile = wide;  // one wave of wide blocks, with the groups of the one-wave rule
       p.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.cols_per_thread);
+    } else {  // a tile of half the width (or a quarter), where that grid still has kWideGrid blocks
+      for (std::int32_t half = wide / 2; half > p.n_tile && half % 32 == 0; half /= 2)
+        if (ceil_div(thread_columns, half) * blocks >= kWideGrid) {
+          p.groups = std::max(1, p.n_tile * p.groups / half);
+          p.n_tile = half;
+          break;
+        }
     }
   }
   if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
