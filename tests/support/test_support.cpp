@@ -147,9 +147,7 @@ DenseMatrix as_matrix(Tensor t, std::int64_t rows, std::int64_t cols) {
   m.data = std::move(t.data);
   return m;
 }
-}  // namespace
 
-namespace {
 // Solves g x = h for a symmetric positive definite n x n g (row-major) by Cholesky; h becomes x.
 void solve_spd(std::vector<double> g, std::vector<double>& h, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) {

@@ -71,9 +71,10 @@ Tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, std
 // layer 0 applied, without bias or ReLU, to MobileNet's depthwise 3x3 convolution of the image (stride
 // 1, zero padding 1), whose filters the file does not hold. Rows of A without nonzeros give rows of
 // zeros in `result`, and one-nonzero rows a 3x3 filter of one channel. So the loader recovers the
-// layer's input: D = the least-squares solution of A D = result (A has full column rank), then for
-// every channel the 9 taps that best give D's row from the image's channel, and `input` is the image
-// filtered with those taps (the depthwise layer's output; 288 numbers fitted to 64 x 12544 outputs).
+// layer's input: the 9 taps of every channel layer 0 reads, fitted all at once by least squares so
+// that layer 0 of the filtered image gives `result` (261 numbers for the 29 channels, fitted to
+// 64 x 12544 outputs), and `input` is the image filtered with them (the depthwise layer's output; the
+// image itself on the 3 channels no product reads).
 struct PublishedLayer {
   CsrMatrix a;
   std::vector<double> bias;  // contraction_1x1_0_bias (unused by `result`)

@@ -104,7 +104,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     if (!args.bias.empty()) throw UsageError("--model: the biases come from the model, not --bias");
     if (args.runtime_n)
       throw UsageError(
-          "--model: leave out --n for run-time-N executors (planned for N = 64, as compile-model does)");
+          "--model takes no --runtime-n: leave out --n for run-time-N executors (planned for N = 64, as "
+          "compile-model does)");
     if (args.n.size() > 1) throw UsageError("--model takes one --n for every layer");
     ModelLayerArgs layer_args = args.model_layers;
     layer_args.n = args.n.empty() ? 0 : args.n[0];
