@@ -76,13 +76,15 @@ function(sparsecc_add_kernels target)
 
   if(arg_MODEL)
     get_filename_component(model "${arg_MODEL}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-    set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" --arch ${arch} -o "${out}/model")
+    # The layers and their N, the same for compile-model and for the tune target (so the keys agree).
+    set(layers)
     if(arg_SELECT)
-      list(APPEND cmd --select "${arg_SELECT}")
+      list(APPEND layers --select "${arg_SELECT}")
     endif()
     if(arg_N)
-      list(APPEND cmd --n ${arg_N})
+      list(APPEND layers --n ${arg_N})
     endif()
+    set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" ${layers} --arch ${arch} -o "${out}/model")
     if(arg_TUNING_DB)
       get_filename_component(db "${arg_TUNING_DB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
       list(APPEND cmd --db "${db}")
@@ -98,15 +100,9 @@ function(sparsecc_add_kernels target)
           file(TOUCH "${stamp}")
         endif()
         list(APPEND depends "${stamp}")
-        set(tune $<TARGET_FILE:sparsecc::sparsecc> tune --model "${model}" --db "${db}" --arch ${arch})
-        if(arg_SELECT)
-          list(APPEND tune --select "${arg_SELECT}")
-        endif()
-        if(arg_N)
-          list(APPEND tune --n ${arg_N})
-        endif()
         add_custom_target(${arg_TUNE_TARGET}
-          COMMAND ${tune} ${arg_TUNE_OPTIONS}
+          COMMAND $<TARGET_FILE:sparsecc::sparsecc> tune --model "${model}" ${layers} --db "${db}" --arch ${arch}
+                  ${arg_TUNE_OPTIONS}
           COMMAND ${CMAKE_COMMAND} -E touch "${stamp}"
           DEPENDS ${generator_target} "${model}"
           COMMENT "sparsecc: tuning the layers of ${model} into ${db}"
