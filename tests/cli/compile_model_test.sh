@@ -46,6 +46,31 @@ expect 0 "" -- embed --manifest "$tmp/out_npz/manifest.json" --name fixture::net
 [[ -f "$tmp/net.hpp" && -f "$tmp/net.cpp" ]] || fail "embed: net.hpp / net.cpp not written"
 grep -q "namespace fc1" "$tmp/net.hpp" || fail "embed: no fc1 in the header"
 
+# --layer-n / --layer-n-file: a fixed N for some layers (the file's names first, then the expressions
+# in order; the first that matches counts), --n or run-time N for the rest; bad rules exit 2.
+layer_modes() { grep -E '"(name|n|n_mode)":' "$1" | tr -d ' \n'; }
+expect 0 "N = run-time .*\(2 with their own N\)" -- compile-model "$tmp/in/model.npz" --layer-n '^fc1$=16' --layer-n 'fc=24' -o "$tmp/ln1"
+m=$(layer_modes "$tmp/ln1/manifest.json")
+[[ $m == *'"n":16,"n_mode":"fixed","name":"fc1"'* && $m == *'"n":24,"n_mode":"fixed","name":"fc2"'* ]] || fail "--layer-n: $m"
+printf '# layer, N\nfc2,40\n\n' >"$tmp/ln.txt"
+expect 0 "'nothing=5': gives no layer of .*model.npz its N" -- compile-model "$tmp/in/model.npz" --n 8 --layer-n-file "$tmp/ln.txt" --layer-n 'fc=24' --layer-n 'nothing=5' -o "$tmp/ln2"
+m=$(layer_modes "$tmp/ln2/manifest.json")
+[[ $m == *'"n":24,"n_mode":"fixed","name":"fc1"'* && $m == *'"n":40,"n_mode":"fixed","name":"fc2"'* ]] || fail "--layer-n-file: $m"
+for b in "$tmp/ln2"/*.sccb; do
+  expect 0 "plan interpreter.* ok$" -- verify --cpu "$b"
+done
+expect 0 '"n": 40' -- tune --model "$tmp/in/model.npz" --layer-n-file "$tmp/ln.txt" --space
+expect 2 "'fc1': expected REGEX=N" -- compile-model "$tmp/in/model.npz" --layer-n 'fc1' -o "$tmp/bad_ln"
+expect 2 "'fc1=0': expected REGEX=N" -- compile-model "$tmp/in/model.npz" --layer-n 'fc1=0' -o "$tmp/bad_ln"
+expect 2 "not a regular expression" -- compile-model "$tmp/in/model.npz" --layer-n '(=4' -o "$tmp/bad_ln"
+printf 'fc1,8\nfc2 eight\n' >"$tmp/ln_bad.txt"
+expect 2 "ln_bad.txt:2: .*expected a layer name and its N" -- compile-model "$tmp/in/model.npz" --layer-n-file "$tmp/ln_bad.txt" -o "$tmp/bad_ln"
+printf 'fc1,8\nfc1,16\n' >"$tmp/ln_twice.txt"
+expect 2 "ln_twice.txt:2: .*fc1 is listed twice" -- compile-model "$tmp/in/model.npz" --layer-n-file "$tmp/ln_twice.txt" -o "$tmp/bad_ln"
+expect 2 "missing.txt" -- compile-model "$tmp/in/model.npz" --layer-n-file "$tmp/missing.txt" -o "$tmp/bad_ln"
+[[ ! -e "$tmp/bad_ln" ]] || fail "a refused --layer-n left $tmp/bad_ln"
+expect 2 "give --model" -- tune "$tmp/in/model.npz:fc1.weight" --n 8 --layer-n 'fc=4' --space
+
 # --db --cold-l2: a cold-L2 lookup per layer, the automatic plan without a record.
 expect 0 "no cold-L2 record in .*none.json .*: the automatic plan" -- compile-model "$tmp/in/model.npz" --n 8 --jobs 2 --db "$tmp/none.json" --cold-l2 -o "$tmp/cold"
 
@@ -69,6 +94,16 @@ if [[ -e /dev/nvidia0 ]]; then
         expect 0 "GPU .* ok$" -- verify "$b"
       done
     done
+  done
+  # Layers of their own N: tuned at it, found at it by compile-model with the same file.
+  expect 0 "geomean over 2 matrices" -- tune --model "$tmp/in/model.npz" --n 8 --layer-n-file "$tmp/ln.txt" --db "$tmp/tm_ln.json" --jobs 4 --budget 60
+  expect 0 "wrote 2 bundle" -- compile-model "$tmp/in/model.npz" --n 8 --layer-n-file "$tmp/ln.txt" --db "$tmp/tm_ln.json" -o "$tmp/tuned_ln"
+  hits=$(grep -c '"plan_choice": "tuned plan' "$tmp/tuned_ln/manifest.json")
+  [[ $hits -eq 2 ]] || fail "--layer-n-file: $hits of 2 layers compiled from their tuning records"
+  m=$(layer_modes "$tmp/tuned_ln/manifest.json")
+  [[ $m == *'"n":40,"n_mode":"fixed","name":"fc2"'* ]] || fail "--layer-n-file with --db: $m"
+  for b in "$tmp/tuned_ln"/*.sccb; do
+    expect 0 "GPU .* ok$" -- verify "$b"
   done
 else
   expect 2 "none is usable here" -- tune --model "$tmp/in/model.npz" --n 8 --db "$tmp/tm.json"

@@ -23,6 +23,11 @@ cmake -S "$here" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" -j "${JOBS:-2}" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 grep -E "sparsecc|compiled|wrote|skipped" "$work/build.log" | head -20 || true
+# LAYER_N: fc1 compiled for N = 32, fc2 (no N given) for N at run time.
+manifest=$work/build/sparsecc/consumer_kernels/model/manifest.json
+modes=$(grep -E '"(name|n|n_mode)":' "$manifest" | tr -d ' \n')
+[[ $modes == *'"n":32,"n_mode":"fixed","name":"fc1"'* && $modes == *'"n":64,"n_mode":"runtime","name":"fc2"'* ]] ||
+  { cat "$manifest"; echo "LAYER_N: want fc1 fixed at 32 and fc2 at run time" >&2; exit 1; }
 
 # The kernels are generated again exactly when an input changes.
 cmake --build "$work/build" >"$work/rebuild.log" 2>&1

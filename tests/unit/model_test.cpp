@@ -722,6 +722,7 @@ TEST(ModelOnnx, AvailabilityMatchesTheBuild) {
     ADD_FAILURE() << "no UsageError";
   } catch (const UsageError& e) {
     EXPECT_CONTAINS(e.what(), "built without ONNX support");
+    EXPECT_CONTAINS(e.what(), "m.onnx");
   }
 #endif
 }

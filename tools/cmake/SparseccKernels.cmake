@@ -4,6 +4,10 @@
 #     [MODEL <file>]            .npz, .safetensors or .onnx: every sparse 2-D weight becomes a layer
 #     [SELECT <regex>]          only layers whose name or tensor matches (sparsecc compile-model --select)
 #     [N <n>]                   the batch the executors are compiled for (default: N a run-time argument)
+#     [LAYER_N <regex=n>...]    a fixed N for the layers whose name or tensor matches (compile-model
+#                               --layer-n; the first that matches counts), before N
+#     [LAYER_N_FILE <file>]     lines "NAME,N" or "NAME N": a fixed N a layer (--layer-n-file), before
+#                               LAYER_N
 #     [TUNING_DB <file>]        use the tuned winners recorded there (sparsecc tune)
 #     [TUNE_TARGET <name>]      also add the target <name> (not built by default) that tunes every
 #                               layer of MODEL on this machine's GPU into TUNING_DB (sparsecc tune
@@ -28,8 +32,8 @@
 # library include the header (namespace separators become '_' in the file name: a::b -> a_b.hpp). The generator is the sparsecc::sparsecc executable.
 function(sparsecc_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
-                        "MODEL;SELECT;N;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
-                        "SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
+                        "MODEL;SELECT;N;LAYER_N_FILE;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
+                        "LAYER_N;SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -84,6 +88,15 @@ function(sparsecc_add_kernels target)
     if(arg_N)
       list(APPEND layers --n ${arg_N})
     endif()
+    foreach(rule IN LISTS arg_LAYER_N)
+      list(APPEND layers --layer-n "${rule}")
+    endforeach()
+    set(layer_n_file)
+    if(arg_LAYER_N_FILE)
+      get_filename_component(layer_n_file "${arg_LAYER_N_FILE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+      list(APPEND layers --layer-n-file "${layer_n_file}")
+      list(APPEND depends "${layer_n_file}")
+    endif()
     set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" ${layers} --arch ${arch} -o "${out}/model")
     if(arg_TUNING_DB)
       get_filename_component(db "${arg_TUNING_DB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -104,7 +117,7 @@ function(sparsecc_add_kernels target)
           COMMAND $<TARGET_FILE:sparsecc::sparsecc> tune --model "${model}" ${layers} --db "${db}" --arch ${arch}
                   ${arg_TUNE_OPTIONS}
           COMMAND ${CMAKE_COMMAND} -E touch "${stamp}"
-          DEPENDS ${generator_target} "${model}"
+          DEPENDS ${generator_target} "${model}" ${layer_n_file}
           COMMENT "sparsecc: tuning the layers of ${model} into ${db}"
           USES_TERMINAL
           VERBATIM)

@@ -31,12 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The batch a runtime-N executor is planned for when --n is not given.
-constexpr std::int64_t kDefaultPlanningN = 64;
-
 struct CompileModelArgs {
   std::string model;
-  ModelLayerArgs layers;  // --select, --max-density, --n, --relu, --relu-select
+  ModelLayerArgs layers;  // --select, --max-density, --n, --layer-n(-file), --relu, --relu-select
   SpmmArgs spmm;  // values, dtype, accumulate, blocklets
   std::string emit = "ptx";
   bool emit_given = false;
@@ -63,9 +60,9 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
   return fmt::format("{:03d}_{}.sccb", index, safe);
 }
 
-LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::size_t index,
-                          const fs::path& folder) {
-  const SpmmProblem problem = model_layer_problem(layer, args.layers, args.spmm.dtype);
+LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
+                          std::size_t index, const fs::path& folder) {
+  const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
   SpmmOptions options = spmm_options(args.spmm);
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   std::string choice = "automatic plan";
@@ -139,7 +136,8 @@ struct TemporaryFolder {
 };
 
 int run_compile_model(const CompileModelArgs& args) {
-  const ModelContents model = read_model_layers(args.model, args.layers, "compile");
+  const ModelLayerSet layers = read_model_layers(args.model, args.layers, "compile");
+  const ModelContents& model = layers.model;
 
   // The output folder: replaced only when it is one of ours (it holds a manifest) or empty.
   const fs::path out = fs::path(args.output);
@@ -158,10 +156,13 @@ int run_compile_model(const CompileModelArgs& args) {
   fs::remove_all(staging.path);
   fs::create_directories(staging.path);
 
-  fmt::print(stderr, "{}: {} layer(s) to compile ({} format), N = {}\n", args.model, model.layers.size(),
+  const auto own_n =
+      std::count_if(layers.n.begin(), layers.n.end(), [&](std::int64_t n) { return n != args.layers.n; });
+  fmt::print(stderr, "{}: {} layer(s) to compile ({} format), N = {}{}\n", args.model, model.layers.size(),
              model.format,
              args.layers.n > 0 ? fmt::format("{}", args.layers.n)
-                               : fmt::format("run-time (planned for {})", kModelPlanningN));
+                               : fmt::format("run-time (planned for {})", kModelPlanningN),
+             own_n > 0 ? fmt::format(" ({} with their own N)", own_n) : "");
 
   // Layers in parallel: each worker takes the next layer; the first failure stops new work.
   std::vector<LayerResult> results(model.layers.size());
@@ -174,7 +175,7 @@ int run_compile_model(const CompileModelArgs& args) {
   auto worker = [&] {
     for (std::size_t i; !failed && (i = next++) < model.layers.size();) {
       try {
-        results[i] = compile_layer(args, model.layers[i], i, staging.path);
+        results[i] = compile_layer(args, model.layers[i], layers.n[i], i, staging.path);
         std::lock_guard lock(print);
         fmt::print(stderr, "{}\n", results[i].report);
       } catch (const std::exception& e) {
@@ -241,6 +242,12 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
                   "Columns of B and C (the batch) the executors are compiled for; without it N is a run-time "
                   "argument")
       ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--layer-n", args->layers.layer_n,
+                  "REGEX=N: the layers whose name or tensor name matches are compiled for this fixed N "
+                  "(repeatable; the first that matches counts)");
+  cmd->add_option("--layer-n-file", args->layers.layer_n_file,
+                  "A file of lines \"NAME,N\" or \"NAME N\": these layers are compiled for their N (before "
+                  "any --layer-n)");
   cmd->add_flag("--relu", args->layers.relu,
                 "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
   cmd->add_option("--relu-select", args->layers.relu_select,

@@ -1,7 +1,8 @@
 // sparsecc tune MATRIX... --n N... --db tuning.json [--budget SECONDS] [--jobs J]: tunes the SpMM
 // executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
 // `--model MODEL` tunes every layer of a model as `compile-model` builds it (model_layers.hpp: its
-// bias and ReLU, --n or run-time N), so that `compile-model --db` finds every layer's record.
+// bias and ReLU, --n, --layer-n(-file) or run-time N), so that `compile-model --db` finds every layer's
+// record.
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
@@ -84,7 +85,8 @@ struct TuneArgs {
   bool cold_l2 = false;
   int matrices_at_once = 3;
   std::string model;            // --model: every layer of this model
-  ModelLayerArgs model_layers;  // its --select, --max-density, --relu-select (n and relu: above)
+  ModelLayerArgs
+      model_layers;  // its --select, --max-density, --relu-select, --layer-n(-file) (n, relu: above)
 };
 
 // One matrix to tune: a file given on the command line, a problem of a bench suite, or a model's layer
@@ -110,13 +112,18 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     ModelLayerArgs layer_args = args.model_layers;
     layer_args.n = args.n.empty() ? 0 : args.n[0];
     layer_args.relu = args.relu;
-    const ModelContents model = read_model_layers(args.model, layer_args, "tune");
-    for (const ModelLayer& layer : model.layers) {
-      const SpmmProblem problem = model_layer_problem(layer, layer_args, args.dtype);
+    const ModelLayerSet layers = read_model_layers(args.model, layer_args, "tune");
+    for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
+      const ModelLayer& layer = layers.model.layers[i];
+      const SpmmProblem problem = model_layer_problem(layer, layers.n[i], layer_args, args.dtype);
       out.push_back({layer.name, problem.n, [a = layer.a] { return a; }, problem, layer.bias});
     }
     return out;
   }
+  const ModelLayerArgs& ml = args.model_layers;
+  if (!ml.select.empty() || !ml.relu_select.empty() || !ml.layer_n.empty() || !ml.layer_n_file.empty())
+    throw UsageError(
+        "--select, --relu-select, --layer-n and --layer-n-file choose among a model's layers: give --model");
   if (!args.suite.empty()) {
     if (!args.inputs.empty()) throw UsageError("--suite takes no matrices");
     const std::string dir = args.data.empty() ? bench::default_data_dir() : args.data;
@@ -455,9 +462,12 @@ int run_tune(const TuneArgs& args) {
   if (args.space) {
     nlohmann::json spaces = nlohmann::json::array();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      nlohmann::json j = tune::to_json(
-          tune::spmm_space(matrices[i], problem_of(i, bias_of(i)), base, default_emitter, dims), dims);
+      const SpmmProblem problem = problem_of(i, bias_of(i));
+      nlohmann::json j =
+          tune::to_json(tune::spmm_space(matrices[i], problem, base, default_emitter, dims), dims);
       j["matrix"] = inputs[i].name;
+      j["n"] = problem.n;
+      j["n_mode"] = problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
       spaces.push_back(std::move(j));
     }
     fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
@@ -601,6 +611,11 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--relu-select", args->model_layers.relu_select,
                   "--model: ReLU after the layers whose name matches this regular expression");
+  cmd->add_option("--layer-n", args->model_layers.layer_n,
+                  "--model: REGEX=N, a fixed N for the layers that match (as compile-model --layer-n)");
+  cmd->add_option(
+      "--layer-n-file", args->model_layers.layer_n_file,
+      "--model: lines \"NAME,N\" or \"NAME N\", a fixed N a layer (as compile-model --layer-n-file)");
   cmd->add_option("--suite", args->suite,
                   "Tune a bench suite instead of files: sparsert (SparseRT Table 1), rn50 or transformer (DLMC 90 %)")
       ->check(CLI::IsMember({"sparsert", "rn50", "transformer"}));

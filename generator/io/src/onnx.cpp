@@ -195,8 +195,9 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
 
 bool onnx_available() { return false; }
 
-OnnxGraph parse_onnx(std::span<const unsigned char>, const std::string&) {
-  throw UsageError("this sparsecc was built without ONNX support (install libonnx-dev and rebuild)");
+OnnxGraph parse_onnx(std::span<const unsigned char>, const std::string& file) {
+  throw UsageError(fmt::format(
+      "{}: this sparsecc was built without ONNX support (install libonnx-dev and rebuild)", file));
 }
 
 #endif
