@@ -71,6 +71,25 @@ expect 2 "missing.txt" -- compile-model "$tmp/in/model.npz" --layer-n-file "$tmp
 [[ ! -e "$tmp/bad_ln" ]] || fail "a refused --layer-n left $tmp/bad_ln"
 expect 2 "give --model" -- tune "$tmp/in/model.npz:fc1.weight" --n 8 --layer-n 'fc=4' --space
 
+# --n-from-shapes / --batch: each layer at the N of its product in the model (ONNX shape inference;
+# the fixture's input X is (batch, 64)), after the --layer-n rules and before --n.
+expect 0 "shapes give 0 of 2 layer.*holds no graph" -- compile-model "$tmp/in/model.npz" --n-from-shapes --n 8 -o "$tmp/shp_npz"
+if [[ -f "$tmp/in/model.onnx" ]]; then
+  expect 0 "the model's shapes give 2 of 2 layer" -- compile-model "$tmp/in/model.onnx" --batch 12 -o "$tmp/shp"
+  m=$(layer_modes "$tmp/shp/manifest.json")
+  [[ $m == *'"n":12,"n_mode":"fixed","name":"fc1"'* && $m == *'"n":12,"n_mode":"fixed","name":"fc2"'* ]] || fail "--batch: $m"
+  [[ $(grep -c '"n_from": "model shapes"' "$tmp/shp/manifest.json") -eq 2 ]] || fail "--batch: n_from"
+  for b in "$tmp/shp"/*.sccb; do
+    expect 0 "plan interpreter.* ok$" -- verify --cpu "$b"
+  done
+  expect 0 "the model's shapes give 0 of 2 layer" -- compile-model "$tmp/in/model.onnx" --n-from-shapes -o "$tmp/shp0"
+  [[ $(grep -c '"n_mode": "runtime"' "$tmp/shp0/manifest.json") -eq 3 ]] || fail "--n-from-shapes, symbolic batch: not run-time N"
+  expect 0 "the model's shapes give 2 of 2 layer.*\(1 taken\)" -- compile-model "$tmp/in/model.onnx" --batch 12 --layer-n 'fc2=24' -o "$tmp/shp2"
+  m=$(layer_modes "$tmp/shp2/manifest.json")
+  [[ $m == *'"n":12,"n_mode":"fixed","name":"fc1"'* && $m == *'"n":24,"n_mode":"fixed","name":"fc2"'* ]] || fail "--batch with --layer-n: $m"
+  expect 0 '"n": 12' -- tune --model "$tmp/in/model.onnx" --batch 12 --space
+fi
+
 # --db --cold-l2: a cold-L2 lookup per layer, the automatic plan without a record.
 expect 0 "no cold-L2 record in .*none.json .*: the automatic plan" -- compile-model "$tmp/in/model.npz" --n 8 --jobs 2 --db "$tmp/none.json" --cold-l2 -o "$tmp/cold"
 

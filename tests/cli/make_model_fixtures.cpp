@@ -79,7 +79,12 @@ std::string onnx_model(const Tensor& w1, const Tensor& w2, const Tensor& b2, con
   m.add_opset_import()->set_version(17);
   onnx::GraphProto* g = m.mutable_graph();
   g->set_name("fixture");
-  g->add_input()->set_name("X");
+  onnx::ValueInfoProto* x = g->add_input();  // X: (batch, 64), the batch symbolic
+  x->set_name("X");
+  onnx::TypeProto_Tensor* xt = x->mutable_type()->mutable_tensor_type();
+  xt->set_elem_type(onnx::TensorProto::FLOAT);
+  xt->mutable_shape()->add_dim()->set_dim_param("batch");
+  xt->mutable_shape()->add_dim()->set_dim_value(64);
   g->add_output()->set_name("Y");
   add_initializer(g, w1, /*transpose=*/true);  // MatMul's K x N weight: A = W1^T
   add_initializer(g, w2, false);

@@ -269,6 +269,69 @@ struct OnnxModel {
 #define REQUIRE_ONNX() GTEST_SKIP() << "built without ONNX support"
 #endif
 
+// The N a layer's product has in the model, from ONNX shape inference: Conv (b · output pixels), Gemm
+// and MatMul(X, W) (the rows of X), MatMul(W, X) (the columns of X); unknown behind an operator
+// inference cannot type, and everywhere while the batch stays symbolic.
+TEST(ModelOnnx, ShapesGiveEachLayerItsN) {
+  REQUIRE_ONNX();
+#if SPARSECC_HAVE_ONNX
+  test::TempDir dir;
+  const auto build = [&](bool static_batch) {
+    OnnxModel m;
+    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
+    x->set_elem_type(onnx::TensorProto::FLOAT);
+    if (static_batch)
+      x->mutable_shape()->add_dim()->set_dim_value(3);
+    else
+      x->mutable_shape()->add_dim()->set_dim_param("batch");
+    for (std::int64_t d : {3, 8, 8}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    add_initializer(m.g, "Wc", {4, 3, 3, 3}, sparse_values(4, 27, 21));
+    auto* conv = add_node(m.g, "Conv", "conv1", {"x", "Wc"}, {"c"});  // (b, 4, 4, 4)
+    set_ints(conv, "pads", {1, 1, 1, 1});
+    set_ints(conv, "strides", {2, 2});
+    add_node(m.g, "Relu", "", {"c"}, {"r"});
+    set_int(add_node(m.g, "Flatten", "", {"r"}, {"f"}), "axis", 1);  // (b, 64)
+    add_initializer(m.g, "Wg", {10, 64}, sparse_values(10, 64, 22));
+    set_int(add_node(m.g, "Gemm", "fc", {"f", "Wg"}, {"g"}), "transB", 1);  // (b, 10)
+    add_initializer(m.g, "Wh", {10, 6}, sparse_values(10, 6, 23));
+    add_node(m.g, "MatMul", "head", {"g", "Wh"}, {"h"});  // (b, 6)
+    set_ints(add_node(m.g, "Transpose", "", {"g"}, {"t"}), "perm", {1, 0});
+    add_initializer(m.g, "Wp", {5, 10}, sparse_values(5, 10, 24));
+    add_node(m.g, "MatMul", "proj", {"Wp", "t"}, {"p"});  // (5, b)
+    auto* odd = add_node(m.g, "Mystery", "", {"g"}, {"u"});
+    odd->set_domain("com.example");
+    add_initializer(m.g, "Wu", {10, 3}, sparse_values(10, 3, 25));
+    add_node(m.g, "MatMul", "after", {"u", "Wu"}, {"v"});
+    for (const char* y : {"h", "p", "v"}) m.output(y);
+    return m.save(dir, static_batch ? "static.onnx" : "symbolic.onnx");
+  };
+  const std::string symbolic = build(false), fixed = build(true);
+  const auto graph_n = [](const std::string& path, bool infer, std::int64_t batch) {
+    const ModelContents c =
+        read_model(path, {.select = "", .max_density = 1.0, .infer_shapes = infer, .batch = batch});
+    EXPECT_EQ(c.shape_note, "");
+    std::map<std::string, std::int64_t> n;
+    for (const ModelLayer& l : c.layers) n[l.name] = l.graph_n;
+    return n;
+  };
+  using Ns = std::map<std::string, std::int64_t>;
+  EXPECT_EQ(graph_n(symbolic, false, 0),
+            (Ns{{"conv1", 0}, {"fc", 0}, {"head", 0}, {"proj", 0}, {"after", 0}}));
+  EXPECT_EQ(graph_n(symbolic, true, 0),
+            (Ns{{"conv1", 0}, {"fc", 0}, {"head", 0}, {"proj", 0}, {"after", 0}}));
+  EXPECT_EQ(graph_n(symbolic, true, 2),
+            (Ns{{"conv1", 32}, {"fc", 2}, {"head", 2}, {"proj", 2}, {"after", 0}}));
+  // A batch fixed in the model stays; --batch only names a symbolic one.
+  EXPECT_EQ(graph_n(fixed, true, 0), (Ns{{"conv1", 48}, {"fc", 3}, {"head", 3}, {"proj", 3}, {"after", 0}}));
+  EXPECT_EQ(graph_n(fixed, true, 2), graph_n(fixed, true, 0));
+  // Formats without a graph say so.
+  const std::string npz = dir.file("m.npz");
+  write_npz(npz, {test::make_tensor("w", {4, 6}, sparse_values(4, 6, 26))}, false);
+  EXPECT_CONTAINS(read_model(npz, {.select = "", .max_density = 0.5, .infer_shapes = true}).shape_note,
+                  "holds no graph");
+#endif
+}
+
 TEST(ModelOnnx, MatMulWeightIsTransposed) {
   REQUIRE_ONNX();
 #if SPARSECC_HAVE_ONNX

@@ -8,6 +8,10 @@
 #                               --layer-n; the first that matches counts), before N
 #     [LAYER_N_FILE <file>]     lines "NAME,N" or "NAME N": a fixed N a layer (--layer-n-file), before
 #                               LAYER_N
+#     [N_FROM_SHAPES]           ONNX: each layer at the N its product has in the model's shapes, where
+#                               they give one (--n-from-shapes; after LAYER_N, before N)
+#     [BATCH <b>]               ONNX: the size of the model inputs' symbolic leading dimension (--batch;
+#                               implies N_FROM_SHAPES)
 #     [TUNING_DB <file>]        use the tuned winners recorded there (sparsecc tune)
 #     [TUNE_TARGET <name>]      also add the target <name> (not built by default) that tunes every
 #                               layer of MODEL on this machine's GPU into TUNING_DB (sparsecc tune
@@ -31,8 +35,8 @@
 # sparsecc::runtime (driver API only) linked — PUBLIC for a library target, so programs that link the
 # library include the header (namespace separators become '_' in the file name: a::b -> a_b.hpp). The generator is the sparsecc::sparsecc executable.
 function(sparsecc_add_kernels target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg ""
-                        "MODEL;SELECT;N;LAYER_N_FILE;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
+  cmake_parse_arguments(PARSE_ARGV 1 arg "N_FROM_SHAPES"
+                        "MODEL;SELECT;N;LAYER_N_FILE;BATCH;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
                         "LAYER_N;SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
@@ -87,6 +91,12 @@ function(sparsecc_add_kernels target)
     endif()
     if(arg_N)
       list(APPEND layers --n ${arg_N})
+    endif()
+    if(arg_N_FROM_SHAPES)
+      list(APPEND layers --n-from-shapes)
+    endif()
+    if(arg_BATCH)
+      list(APPEND layers --batch ${arg_BATCH})
     endif()
     foreach(rule IN LISTS arg_LAYER_N)
       list(APPEND layers --layer-n "${rule}")

@@ -61,7 +61,7 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 }
 
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
-                          std::size_t index, const fs::path& folder) {
+                          const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
   SpmmOptions options = spmm_options(args.spmm);
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
@@ -101,6 +101,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
              {"k", md.k},
              {"n", md.n},
              {"n_mode", md.n_mode},
+             {"n_from", n_from},
              {"nnz", md.nnz},
              {"density", layer.density},
              {"dtype", md.dtype},
@@ -175,7 +176,7 @@ int run_compile_model(const CompileModelArgs& args) {
   auto worker = [&] {
     for (std::size_t i; !failed && (i = next++) < model.layers.size();) {
       try {
-        results[i] = compile_layer(args, model.layers[i], layers.n[i], i, staging.path);
+        results[i] = compile_layer(args, model.layers[i], layers.n[i], layers.n_from[i], i, staging.path);
         std::lock_guard lock(print);
         fmt::print(stderr, "{}\n", results[i].report);
       } catch (const std::exception& e) {
@@ -248,6 +249,13 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--layer-n-file", args->layers.layer_n_file,
                   "A file of lines \"NAME,N\" or \"NAME N\": these layers are compiled for their N (before "
                   "any --layer-n)");
+  cmd->add_flag("--n-from-shapes", args->layers.n_from_shapes,
+                "ONNX: compile each layer for the N its product has in the model (shape inference), where "
+                "the shapes give one (--layer-n rules come first, --n or run-time N is the fallback)");
+  cmd->add_option("--batch", args->layers.batch,
+                  "ONNX: the size of the model inputs' symbolic leading dimension, for --n-from-shapes "
+                  "(implies it)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--relu", args->layers.relu,
                 "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
   cmd->add_option("--relu-select", args->layers.relu_select,

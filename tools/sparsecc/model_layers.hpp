@@ -30,14 +30,18 @@ struct ModelLayerArgs {
   std::int64_t n = 0;                // --n; 0: run-time N, planned for kModelPlanningN
   std::vector<std::string> layer_n;  // --layer-n REGEX=N: a fixed N for the layers that match
   std::string layer_n_file;          // --layer-n-file FILE: lines "NAME,N" or "NAME N"
+  bool n_from_shapes = false;        // --n-from-shapes: N from the model's shapes (ONNX) where known
+  std::int64_t batch = 0;            // --batch: the inputs' symbolic leading dimension; implies n_from_shapes
   bool relu = false;                 // --relu: after every layer
   std::string relu_select;           // --relu-select: after the layers whose name matches
 };
 
-// The model's layers as they are compiled: each with the N it is built for (0: run-time N).
+// The model's layers as they are compiled: each with the N it is built for (0: run-time N) and where
+// that N came from.
 struct ModelLayerSet {
   ModelContents model;
-  std::vector<std::int64_t> n;  // one a layer
+  std::vector<std::int64_t> n;      // one a layer
+  std::vector<std::string> n_from;  // one a layer: the rule's origin, "model shapes", "--n" or "run time"
 };
 
 // One way to give some layers their own N: a line of --layer-n-file (an exact layer name) or a
@@ -96,9 +100,10 @@ inline std::vector<LayerNRule> layer_n_rules(const ModelLayerArgs& args) {
 }
 
 // The model's layers (skipped tensors listed on stderr) with their N: the first rule of
-// layer_n_rules() that matches, else --n (0: run-time N); a rule no layer takes is reported on
-// stderr. An InputError naming the file when no layer is left, a UsageError for a --relu-select that
-// is not a regular expression.
+// layer_n_rules() that matches, else the N of the model's shapes (--n-from-shapes or --batch, where
+// known), else --n (0: run-time N); a rule no layer takes is reported on stderr, and so is how many
+// layers the shapes gave an N. An InputError naming the file when no layer is left, a UsageError for a
+// --relu-select that is not a regular expression.
 inline ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& args,
                                        const std::string& verb) {
   if (!args.relu_select.empty()) {
@@ -113,26 +118,42 @@ inline ModelLayerSet read_model_layers(const std::string& path, const ModelLayer
   ModelReadOptions read_options;
   read_options.select = args.select;
   read_options.max_density = args.max_density;
-  ModelLayerSet set{read_model(path, read_options), {}};
+  read_options.infer_shapes = args.n_from_shapes || args.batch > 0;
+  read_options.batch = args.batch;
+  ModelLayerSet set{read_model(path, read_options), {}, {}};
   for (const SkippedTensor& s : set.model.skipped) fmt::print(stderr, "skipped {}: {}\n", s.tensor, s.reason);
   if (set.model.layers.empty())
     throw InputError(SourceLocation::in_file(path),
                      fmt::format("no sparse weight matrix to {} ({} tensor(s) skipped, listed above)", verb,
                                  set.model.skipped.size()));
+  std::size_t from_shapes = 0, shaped = 0;
   for (const ModelLayer& layer : set.model.layers) {
     std::int64_t n = args.n;
+    std::string from = args.n > 0 ? "--n" : "run time";
+    if (layer.graph_n > 0) ++shaped;
+    if (read_options.infer_shapes && layer.graph_n > 0 && layer.graph_n <= kModelMaxN) {
+      n = layer.graph_n;
+      from = "model shapes";
+    }
     for (LayerNRule& rule : rules) {
       const bool match = rule.pattern ? std::regex_search(layer.name, *rule.pattern) ||
                                             std::regex_search(layer.tensor, *rule.pattern)
                                       : layer.name == rule.name;
       if (match) {
         n = rule.n;
+        from = rule.origin;
         rule.used = true;
         break;
       }
     }
+    if (from == "model shapes") ++from_shapes;
     set.n.push_back(n);
+    set.n_from.push_back(std::move(from));
   }
+  if (read_options.infer_shapes)
+    fmt::print(stderr, "{}: the model's shapes give {} of {} layer(s) an N{}{}{}\n", path, shaped,
+               set.model.layers.size(), shaped > from_shapes ? fmt::format(" ({} taken)", from_shapes) : "",
+               set.model.shape_note.empty() ? "" : ": ", set.model.shape_note);
   for (const LayerNRule& rule : rules)
     if (!rule.used)
       fmt::print(stderr, "{}: gives no layer of {} its N (none matches, or an earlier rule matched first)\n",

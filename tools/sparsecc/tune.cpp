@@ -121,9 +121,12 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     return out;
   }
   const ModelLayerArgs& ml = args.model_layers;
-  if (!ml.select.empty() || !ml.relu_select.empty() || !ml.layer_n.empty() || !ml.layer_n_file.empty())
+  if (!ml.select.empty() || !ml.relu_select.empty() || !ml.layer_n.empty() || !ml.layer_n_file.empty() ||
+      ml.n_from_shapes)
     throw UsageError(
-        "--select, --relu-select, --layer-n and --layer-n-file choose among a model's layers: give --model");
+        "--select, --relu-select, --layer-n, --layer-n-file and --n-from-shapes choose among a model's "
+        "layers: "
+        "give --model");
   if (!args.suite.empty()) {
     if (!args.inputs.empty()) throw UsageError("--suite takes no matrices");
     const std::string dir = args.data.empty() ? bench::default_data_dir() : args.data;
@@ -142,7 +145,7 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
                                              : problems.size() - first;
     for (std::size_t i = first; i < first + count; ++i) {
       const bench::BenchProblem p = problems[i];
-      out.push_back({p.name, p.N, [p] { return bench::load_problem_matrix(p); }});
+      out.push_back({p.name, p.N, [p] { return bench::load_problem_matrix(p); }, std::nullopt, {}});
     }
     return out;
   }
@@ -153,11 +156,15 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
   for (std::size_t i = 0; i < args.inputs.size(); ++i) {
     const std::string input = args.inputs[i];
     const std::uint64_t seed = args.seed;
-    out.push_back({input, args.n.size() == 1 ? args.n[0] : args.n[i], [input, seed] {
+    out.push_back({input,
+                   args.n.size() == 1 ? args.n[0] : args.n[i],
+                   [input, seed] {
                      LoadOptions load;
                      load.seed = seed;
                      return load_matrix(input, load);
-                   }});
+                   },
+                   std::nullopt,
+                   {}});
   }
   return out;
 }
@@ -268,11 +275,15 @@ int run_refresh_features(const TuneArgs& args) {
     inputs = tune_inputs(args);
   } else {
     for (const std::string& input : args.inputs)
-      inputs.push_back({input, 0, [input, seed = args.seed] {
+      inputs.push_back({input,
+                        0,
+                        [input, seed = args.seed] {
                           LoadOptions load;
                           load.seed = seed;
                           return load_matrix(input, load);
-                        }});
+                        },
+                        std::nullopt,
+                        {}});
   }
   std::map<std::string, CsrMatrix> matrices;  // by fingerprint
   for (const TuneInput& in : inputs) {
@@ -613,6 +624,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
                   "--model: ReLU after the layers whose name matches this regular expression");
   cmd->add_option("--layer-n", args->model_layers.layer_n,
                   "--model: REGEX=N, a fixed N for the layers that match (as compile-model --layer-n)");
+  cmd->add_flag("--n-from-shapes", args->model_layers.n_from_shapes,
+                "--model (ONNX): each layer at the N its product has in the model (as compile-model)");
   cmd->add_option(
       "--layer-n-file", args->model_layers.layer_n_file,
       "--model: lines \"NAME,N\" or \"NAME N\", a fixed N a layer (as compile-model --layer-n-file)");
@@ -621,7 +634,12 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"sparsert", "rn50", "transformer"}));
   cmd->add_option("--data", args->data, "Data folder of --suite (default: $SPARSECC_DATA_DIR or ../shared/data)");
   cmd->add_option("--sparsity", args->sparsity, "--suite sparsert: 0.9 or 0.95")->capture_default_str();
-  cmd->add_option("--batch", args->batch, "--suite: N times this batch")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option(
+         "--batch", args->batch,
+         "--suite: N times this batch; --model (ONNX): the inputs' symbolic leading dimension (implies "
+         "--n-from-shapes)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   cmd->add_option("--first", args->first, "--suite: skip this many problems")->check(CLI::Range(0, 100000));
   cmd->add_option("--limit", args->limit, "--suite: at most this many problems (0: all)")->check(CLI::Range(0, 100000));
   cmd->add_option("--cells", args->cells, "SWC inputs: copies of the forest")->check(CLI::Range(1, 1000000));
@@ -656,6 +674,7 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, args, cmd] {
     // SWC inputs default to the Hines solver's f64 (the dtype default is SpMM's f32).
     args->dtype_given = cmd->count("--dtype") > 0;
+    if (!args->model.empty() && cmd->count("--batch") > 0) args->model_layers.batch = args->batch;
     run = [args] { return run_tune(*args); };
   });
 }

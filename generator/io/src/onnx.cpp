@@ -11,7 +11,9 @@
 #include "sparsecc/io/npy.hpp"
 
 #if SPARSECC_HAVE_ONNX
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 #endif
 
 namespace sparsecc {
@@ -30,9 +32,9 @@ bool OnnxNode::is(const std::string& op) const {
   return op_type == op && (domain.empty() || domain == "ai.onnx");
 }
 
-OnnxGraph read_onnx(const std::string& path) {
+OnnxGraph read_onnx(const std::string& path, const OnnxReadOptions& options) {
   if (!onnx_available()) return parse_onnx({}, path);  // throws the UsageError without reading the file
-  return parse_onnx(read_input(path), path);
+  return parse_onnx(read_input(path), path, options);
 }
 
 #if SPARSECC_HAVE_ONNX
@@ -157,11 +159,54 @@ OnnxNode convert(const onnx::NodeProto& p) {
   return node;
 }
 
+// The shapes of the graph's values by libonnx's shape inference (see onnx.hpp), into out.shapes.
+void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::set<std::string> initializers;
+  for (const auto& p : g.initializer()) initializers.insert(p.name());
+  if (batch > 0)
+    for (auto& v : *g.mutable_input()) {
+      if (initializers.contains(v.name()) || !v.type().has_tensor_type() ||
+          !v.type().tensor_type().has_shape() || v.type().tensor_type().shape().dim_size() == 0)
+        continue;
+      auto* lead = v.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
+      if (!lead->has_dim_value()) lead->set_dim_value(batch);
+    }
+  // A node of a domain the model imports no opset of fails inference as a whole; imported, it only
+  // leaves its own outputs untyped (no schema), which error mode 0 lets pass.
+  std::set<std::string> domains;
+  for (const auto& o : model.opset_import()) domains.insert(o.domain() == "ai.onnx" ? "" : o.domain());
+  for (const auto& n : g.node())
+    if (domains.insert(n.domain() == "ai.onnx" ? "" : n.domain()).second) {
+      auto* o = model.add_opset_import();
+      o->set_domain(n.domain());
+      o->set_version(1);
+    }
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0));
+  } catch (const std::exception& e) {
+    out.shape_note = fmt::format("ONNX shape inference failed: {}", e.what());
+    return;
+  }
+  const auto take = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    std::vector<std::int64_t> dims;
+    for (const auto& d : v.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+    out.shapes[v.name()] = std::move(dims);
+  };
+  for (const auto& v : g.input()) take(v);
+  for (const auto& v : g.value_info()) take(v);
+  for (const auto& v : g.output()) take(v);
+}
+
 }  // namespace
 
 bool onnx_available() { return true; }
 
-OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file) {
+OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file,
+                     const OnnxReadOptions& options) {
   if (data.size() > static_cast<std::size_t>(INT_MAX))
     throw_in_file(file, fmt::format("{} bytes exceed protobuf's 2 GiB limit (models this large keep their "
                                     "weights in external data files, which are not supported)",
@@ -188,6 +233,7 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
   for (const auto& n : g.node()) out.nodes.push_back(convert(n));
   for (const auto& v : g.input()) out.inputs.push_back(v.name());
   for (const auto& v : g.output()) out.outputs.push_back(v.name());
+  if (options.infer_shapes) infer_shapes(model, options.batch, out);
   return out;
 }
 
@@ -195,7 +241,7 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
 
 bool onnx_available() { return false; }
 
-OnnxGraph parse_onnx(std::span<const unsigned char>, const std::string& file) {
+OnnxGraph parse_onnx(std::span<const unsigned char>, const std::string& file, const OnnxReadOptions&) {
   throw UsageError(fmt::format(
       "{}: this sparsecc was built without ONNX support (install libonnx-dev and rebuild)", file));
 }

@@ -172,7 +172,11 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
 class OnnxReader {
  public:
   OnnxReader(ModelContents& out, const Selector& select, const ModelReadOptions& options)
-      : out_(out), select_(select), options_(options), graph_(read_onnx(out.file)) {
+      : out_(out),
+        select_(select),
+        options_(options),
+        graph_(read_onnx(out.file, {.infer_shapes = options.infer_shapes, .batch = options.batch})) {
+    out_.shape_note = graph_.shape_note;
     for (std::size_t i = 0; i < graph_.initializers.size(); ++i)
       init_.emplace(graph_.initializers[i].tensor.name, i);
     known_.insert(graph_.sparse_initializers.begin(), graph_.sparse_initializers.end());
@@ -291,8 +295,39 @@ class OnnxReader {
     return true;
   }
 
+  // The N the inferred shape of n's output gives the layer (see model.hpp), 0 when unknown.
+  std::int64_t graph_n(const OnnxNode& n, const std::string& op, const std::string& layout) const {
+    if (n.outputs.empty()) return 0;
+    const auto it = graph_.shapes.find(n.outputs[0]);
+    if (it == graph_.shapes.end()) return 0;
+    const std::vector<std::int64_t>& y = it->second;
+    std::vector<std::int64_t> dims;  // the dims whose product is N
+    if (op == "conv") {
+      if (y.size() < 3) return 0;
+      dims = y;
+      dims.erase(dims.begin() + 1);  // all but the output channels
+    } else if (op == "gemm") {
+      if (y.size() != 2) return 0;
+      dims = {y[0]};
+    } else if (layout == "transposed") {  // MatMul(X, W)
+      if (y.empty()) return 0;
+      dims.assign(y.begin(), y.end() - 1);
+    } else {  // MatMul(W, X)
+      if (y.size() == 1) return 1;
+      if (y.size() != 2) return 0;
+      dims = {y[1]};
+    }
+    std::int64_t n_total = 1;
+    for (const std::int64_t d : dims) {
+      if (d <= 0 || n_total > (std::int64_t{1} << 40) / d) return 0;
+      n_total *= d;
+    }
+    return n_total;
+  }
+
   ModelLayer start(const OnnxNode& n, std::size_t w, const char* op, const char* layout) const {
     ModelLayer layer;
+    layer.graph_n = graph_n(n, op, layout);
     layer.tensor = graph_.initializers[w].tensor.name;
     layer.name = n.name.empty() ? layer.tensor : n.name;
     layer.op = op;
@@ -456,10 +491,13 @@ ModelContents read_model(const std::string& path, const ModelReadOptions& option
   ModelContents out;
   out.file = path;
   out.format = *format;
-  if (*format == "onnx")
+  if (*format == "onnx") {
     OnnxReader(out, select, options).run();
-  else
+  } else {
     read_container(out, select, options);
+    if (options.infer_shapes)
+      out.shape_note = fmt::format("a .{} file holds no graph to take shapes from", *format);
+  }
   make_names_unique(out.layers);
   return out;
 }

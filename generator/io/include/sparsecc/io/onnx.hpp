@@ -9,6 +9,12 @@
 // bytes that do not parse, a missing graph, duplicate initializer names, negative dimensions, a data
 // size that disagrees with the dimensions, segmented tensors, and initializers kept in external data
 // files (not supported).
+//
+// Shapes (OnnxReadOptions::infer_shapes): libonnx's shape inference over the main graph, after the
+// leading dimension of each graph input that the model leaves symbolic or unset (a batch dimension,
+// "N", "batch_size") is given OnnxReadOptions::batch when that is set. Nodes inference cannot type
+// (unknown or custom operators) leave their outputs without shapes; an error of inference as a whole
+// is no read error: the graph comes without shapes and shape_note says why.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +51,12 @@ struct OnnxNode {
   bool is(const std::string& op) const;
 };
 
+struct OnnxReadOptions {
+  bool infer_shapes = false;
+  std::int64_t batch =
+      0;  // with infer_shapes: the size of the inputs' symbolic leading dimension (0: unknown)
+};
+
 struct OnnxGraph {
   std::string name;
   std::vector<OnnxInitializer> initializers;     // graph.initializer, in file order
@@ -52,13 +64,18 @@ struct OnnxGraph {
   std::vector<OnnxNode> nodes;                   // in file (topological) order
   std::vector<std::string> inputs;               // graph input names
   std::vector<std::string> outputs;              // graph output names
+  // With infer_shapes: the dims of every value inference reached (graph inputs and outputs, node
+  // outputs), -1 for a dimension it left unknown; shape_note is set when inference failed.
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  std::string shape_note;
 };
 
 // Whether this build of sparsecc reads ONNX; without it parse_onnx and read_onnx throw UsageError.
 bool onnx_available();
 
 // `file` names the input in messages. Inputs over 2 GiB (protobuf's limit) are an InputError.
-OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file);
-OnnxGraph read_onnx(const std::string& path);  // gzip-transparent
+OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file,
+                     const OnnxReadOptions& options = {});
+OnnxGraph read_onnx(const std::string& path, const OnnxReadOptions& options = {});  // gzip-transparent
 
 }  // namespace sparsecc

@@ -27,6 +27,13 @@
 // (the tensor name less a trailing ".weight" or "_weight"). Tensors of non-floating dtypes are listed
 // as skipped; tensors of more than 4 dimensions are an InputError from the reader.
 //
+// Shapes (ModelReadOptions::infer_shapes, ONNX only): the graph's shapes by ONNX shape inference
+// (io/onnx.hpp; the inputs' symbolic leading dimension set to ModelReadOptions::batch) give each layer
+// the N its product has in the model, from the node's output Y: Conv, Y = (b, O, H', W'...): b · H' ·
+// W'... (the im2col columns); MatMul(X, W), Y = (..., M): the product of the leading dims (1 for a
+// vector); MatMul(W, X) with a 2-D Y = (M, c): c (a batched W · X is no single product: unknown); Gemm,
+// Y = (rows, M): rows. A dimension inference left unknown leaves the layer's N unknown (0).
+//
 // Skipped: tensors that are not 2-D (npz/safetensors), biases (listed as such), initializers that feed
 // no MatMul/Gemm/Conv weight input, non-floating weights, weights holding NaN or Inf (ONNX), layers the
 // select expression does not match, empty and all-zero weights, weights denser than max_density, and
@@ -58,6 +65,7 @@ struct ModelLayer {
                              // the tensor "<prefix>.bias"/"<prefix>_bias" with M values
   bool relu = false;         // ONNX: the op's output feeds exactly one node and it is a Relu
   double density = 0;        // nnz / (M·K)
+  std::int64_t graph_n = 0;  // with infer_shapes: the N the model's shapes give the layer; 0 unknown
 };
 
 struct SkippedTensor {
@@ -70,12 +78,15 @@ struct ModelContents {
   std::string format;  // "npz" | "safetensors" | "onnx"
   std::vector<ModelLayer> layers;
   std::vector<SkippedTensor> skipped;
+  std::string shape_note;  // with infer_shapes: why there are no shapes (no graph, inference failed)
 };
 
 struct ModelReadOptions {
   std::string select;        // ECMAScript regex; empty = all. A layer is kept when regex_search matches
                              // its name or its tensor name
   double max_density = 0.5;  // above this a weight is "dense" and skipped
+  bool infer_shapes = false;  // ONNX: fill ModelLayer::graph_n (see "Shapes" above)
+  std::int64_t batch = 0;     // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
 };
 
 // The format comes from the extension (.npz, .safetensors or .onnx, optionally followed by .gz); any
