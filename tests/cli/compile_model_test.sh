@@ -60,6 +60,8 @@ for b in "$tmp/ln2"/*.sccb; do
   expect 0 "plan interpreter.* ok$" -- verify --cpu "$b"
 done
 expect 0 '"n": 40' -- tune --model "$tmp/in/model.npz" --layer-n-file "$tmp/ln.txt" --space
+expect 0 "fc2 +matrix as_stored +16x48 .* 40  .*ln.txt:2" -- compile-model "$tmp/in/model.npz" --list --layer-n-file "$tmp/ln.txt"
+expect 2 "output is required" -- compile-model "$tmp/in/model.npz"
 expect 2 "'fc1': expected REGEX=N" -- compile-model "$tmp/in/model.npz" --layer-n 'fc1' -o "$tmp/bad_ln"
 expect 2 "'fc1=0': expected REGEX=N" -- compile-model "$tmp/in/model.npz" --layer-n 'fc1=0' -o "$tmp/bad_ln"
 expect 2 "not a regular expression" -- compile-model "$tmp/in/model.npz" --layer-n '(=4' -o "$tmp/bad_ln"
@@ -88,6 +90,7 @@ if [[ -f "$tmp/in/model.onnx" ]]; then
   m=$(layer_modes "$tmp/shp2/manifest.json")
   [[ $m == *'"n":12,"n_mode":"fixed","name":"fc1"'* && $m == *'"n":24,"n_mode":"fixed","name":"fc2"'* ]] || fail "--batch with --layer-n: $m"
   expect 0 '"n": 12' -- tune --model "$tmp/in/model.onnx" --batch 12 --space
+  expect 0 "fc1 +matmul transposed +48x64 .* 12  model shapes" -- compile-model "$tmp/in/model.onnx" --batch 12 --list
 fi
 
 # --db --cold-l2: a cold-L2 lookup per layer, the automatic plan without a record.

@@ -42,6 +42,7 @@ struct CompileModelArgs {
   std::string gpu;
   bool cold_l2 = false;
   int jobs = 0;
+  bool list = false;
   std::string output;
 };
 
@@ -136,9 +137,27 @@ struct TemporaryFolder {
   }
 };
 
+// --list: the layers as they would be compiled (shape, nonzeros, epilogue, N and where it came from),
+// one a line on stdout; nothing is compiled or written.
+int list_layers(const CompileModelArgs& args, const ModelLayerSet& layers) {
+  fmt::print("{:<4} {:<32} {:<22} {:>12} {:>9} {:>8} {:<9} {:>9}  {}\n", "#", "layer", "op", "M x K",
+             "nonzeros", "density", "epilogue", "N", "N from");
+  for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
+    const ModelLayer& l = layers.model.layers[i];
+    const SpmmProblem p = model_layer_problem(l, layers.n[i], args.layers, args.spmm.dtype);
+    const std::string epilogue = p.bias && p.relu ? "bias+relu" : p.bias ? "bias" : p.relu ? "relu" : "-";
+    fmt::print("{:<4} {:<32} {:<22} {:>12} {:>9} {:>8.4f} {:<9} {:>9}  {}\n", i, l.name,
+               l.op + " " + l.layout, fmt::format("{}x{}", l.a.rows, l.a.cols), l.a.nnz(), l.density,
+               epilogue, p.n_mode == SpmmNMode::fixed ? fmt::format("{}", p.n) : "run time",
+               layers.n_from[i]);
+  }
+  return kExitOk;
+}
+
 int run_compile_model(const CompileModelArgs& args) {
   const ModelLayerSet layers = read_model_layers(args.model, args.layers, "compile");
   const ModelContents& model = layers.model;
+  if (args.list) return list_layers(args, layers);
 
   // The output folder: replaced only when it is one of ours (it holds a manifest) or empty.
   const fs::path out = fs::path(args.output);
@@ -287,8 +306,12 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--cold-l2", args->cold_l2,
                 "--db: look up the winners tuned with cold L2 (`tune --cold-l2`)");
   cmd->add_option("--jobs", args->jobs, "Layers compiled at once (0: one per core)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")->required();
+  cmd->add_flag(
+      "--list", args->list,
+      "List the layers as they would be compiled (shape, nonzeros, epilogue, N and its source) and stop");
+  cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)");
   cmd->callback([&run, args, cmd] {
+    if (!args->list && args->output.empty()) throw CLI::RequiredError("--output");
     args->emit_given = cmd->count("--emit") > 0;
     run = [args] { return run_compile_model(*args); };
   });
