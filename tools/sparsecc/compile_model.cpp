@@ -33,7 +33,8 @@ namespace fs = std::filesystem;
 
 struct CompileModelArgs {
   std::string model;
-  ModelLayerArgs layers;  // --select, --max-density, --n, --layer-n(-file), --relu, --relu-select
+  // --select, --max-density, --n, --layer-n(-file), --n-from-shapes, --batch, --relu, --relu-select
+  ModelLayerArgs layers;
   SpmmArgs spmm;  // values, dtype, accumulate, blocklets
   std::string emit = "ptx";
   bool emit_given = false;

@@ -1,8 +1,8 @@
 // sparsecc tune MATRIX... --n N... --db tuning.json [--budget SECONDS] [--jobs J]: tunes the SpMM
 // executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
 // `--model MODEL` tunes every layer of a model as `compile-model` builds it (model_layers.hpp: its
-// bias and ReLU, --n, --layer-n(-file) or run-time N), so that `compile-model --db` finds every layer's
-// record.
+// bias and ReLU, its N from --layer-n(-file), the model's shapes, --n or run time), so that
+// `compile-model --db` finds every layer's record.
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
 //   --fit                  fits the predictor to the timings of the --db files and writes it (-o);
 //   --evaluate             scores a predictor (--predictor FILE, or the shipped one) on the --db files;
@@ -85,8 +85,8 @@ struct TuneArgs {
   bool cold_l2 = false;
   int matrices_at_once = 3;
   std::string model;            // --model: every layer of this model
-  ModelLayerArgs
-      model_layers;  // its --select, --max-density, --relu-select, --layer-n(-file) (n, relu: above)
+  // Its --select, --max-density, --relu-select, --layer-n(-file), --n-from-shapes (n, relu, batch: above).
+  ModelLayerArgs model_layers;
 };
 
 // One matrix to tune: a file given on the command line, a problem of a bench suite, or a model's layer
@@ -125,8 +125,7 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
       ml.n_from_shapes)
     throw UsageError(
         "--select, --relu-select, --layer-n, --layer-n-file and --n-from-shapes choose among a model's "
-        "layers: "
-        "give --model");
+        "layers: give --model");
   if (!args.suite.empty()) {
     if (!args.inputs.empty()) throw UsageError("--suite takes no matrices");
     const std::string dir = args.data.empty() ? bench::default_data_dir() : args.data;

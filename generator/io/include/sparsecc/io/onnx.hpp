@@ -53,8 +53,8 @@ struct OnnxNode {
 
 struct OnnxReadOptions {
   bool infer_shapes = false;
-  std::int64_t batch =
-      0;  // with infer_shapes: the size of the inputs' symbolic leading dimension (0: unknown)
+  // With infer_shapes: the size of the inputs' symbolic leading dimension (0: left unknown).
+  std::int64_t batch = 0;
 };
 
 struct OnnxGraph {
