@@ -22,7 +22,7 @@ case "${1:-}" in
     reader=${2:?reader}; secs=${3:-20}
     bin="$tree/fuzz_$reader"
     [[ "$secs" == 0 ]] && { echo "fuzzing disabled (SPARSECC_FUZZ_SECONDS=0)"; exit 77; }
-    [[ -x "$bin" ]] || { echo "$bin not built (no clang++?)"; exit 77; }
+    [[ -x "$bin" ]] || { echo "$bin not built (no clang++, or no libonnx for fuzz_onnx)"; exit 77; }
     work="$tree/corpus/$reader"
     mkdir -p "$work" "$tree/artifacts/$reader"
     log="$tree/fuzz_$reader.log"
