@@ -324,6 +324,22 @@ TEST(ModelOnnx, ShapesGiveEachLayerItsN) {
   // A batch fixed in the model stays; --batch only names a symbolic one.
   EXPECT_EQ(graph_n(fixed, true, 0), (Ns{{"conv1", 48}, {"fc", 3}, {"head", 3}, {"proj", 3}, {"after", 0}}));
   EXPECT_EQ(graph_n(fixed, true, 2), graph_n(fixed, true, 0));
+  // A model that makes libonnx's inference crash (a zero stride: a division by zero) is read without
+  // shapes, saying why.
+  {
+    OnnxModel m;
+    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
+    x->set_elem_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : {1, 3, 8, 8}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    add_initializer(m.g, "Wc", {4, 3, 3, 3}, sparse_values(4, 27, 21));
+    set_ints(add_node(m.g, "Conv", "conv1", {"x", "Wc"}, {"c"}), "strides", {2, 0});
+    m.output("c");
+    const ModelContents c =
+        read_model(m.save(dir, "zero_stride.onnx"), {.select = "", .max_density = 1.0, .infer_shapes = true});
+    ASSERT_EQ(c.layers.size(), 1u);
+    EXPECT_EQ(c.layers[0].graph_n, 0);
+    EXPECT_CONTAINS(c.shape_note, "ONNX shape inference");
+  }
   // Formats without a graph say so.
   const std::string npz = dir.file("m.npz");
   write_npz(npz, {test::make_tensor("w", {4, 6}, sparse_values(4, 6, 26))}, false);

@@ -14,6 +14,14 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #endif
 
 namespace sparsecc {
@@ -159,6 +167,105 @@ OnnxNode convert(const onnx::NodeProto& p) {
   return node;
 }
 
+// How long the parent waits for the child that runs shape inference.
+constexpr int kInferenceSeconds = 120;
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// libonnx's shape inference over `model`, in a child process: on malformed attributes it can divide
+// by zero or worse (a Conv with a zero stride does), and no model may take sparsecc down. The child
+// sends back a status byte and the inferred value infos (a serialized GraphProto) or the message of
+// the exception that stopped inference; the parent waits at most kInferenceSeconds. Returns the
+// graph, or in `why` the reason there is none.
+std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::string& why) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    why = fmt::format("ONNX shape inference not run: pipe: {}", std::strerror(errno));
+    return std::nullopt;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    why = fmt::format("ONNX shape inference not run: fork: {}", std::strerror(errno));
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    char status = 'E';
+    std::string bytes;
+    try {
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0));
+      onnx::GraphProto values;
+      *values.mutable_input() = model.graph().input();
+      *values.mutable_value_info() = model.graph().value_info();
+      *values.mutable_output() = model.graph().output();
+      bytes = values.SerializeAsString();
+      status = 'G';
+    } catch (const std::exception& e) {
+      bytes = e.what();
+    }
+    const bool ok = write_all(fds[1], &status, 1) && write_all(fds[1], bytes.data(), bytes.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kInferenceSeconds);
+  bool timed_out = false;
+  for (char buf[65536];;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+            .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;  // timeout: checked above
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    why = fmt::format("ONNX shape inference did not finish in {} s", kInferenceSeconds);
+    return std::nullopt;
+  }
+  if (WIFSIGNALED(wstatus)) {
+    why = fmt::format("ONNX shape inference (libonnx) crashed on this model ({})",
+                      ::strsignal(WTERMSIG(wstatus)));
+    return std::nullopt;
+  }
+  if (got.empty() || got[0] != 'G') {
+    why = got.size() > 1 ? fmt::format("ONNX shape inference failed: {}", got.substr(1))
+                         : std::string("ONNX shape inference failed");
+    return std::nullopt;
+  }
+  onnx::GraphProto values;
+  if (!values.ParseFromArray(got.data() + 1, static_cast<int>(got.size() - 1))) {
+    why = "ONNX shape inference failed: its result does not parse";
+    return std::nullopt;
+  }
+  return values;
+}
+
 // The shapes of the graph's values by libonnx's shape inference (see onnx.hpp), into out.shapes.
 void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
   onnx::GraphProto& g = *model.mutable_graph();
@@ -182,13 +289,8 @@ void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
       o->set_domain(n.domain());
       o->set_version(1);
     }
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0));
-  } catch (const std::exception& e) {
-    out.shape_note = fmt::format("ONNX shape inference failed: {}", e.what());
-    return;
-  }
+  const std::optional<onnx::GraphProto> values = run_inference(model, out.shape_note);
+  if (!values) return;
   const auto take = [&](const onnx::ValueInfoProto& v) {
     if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
     std::vector<std::int64_t> dims;
@@ -196,9 +298,9 @@ void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
       dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
     out.shapes[v.name()] = std::move(dims);
   };
-  for (const auto& v : g.input()) take(v);
-  for (const auto& v : g.value_info()) take(v);
-  for (const auto& v : g.output()) take(v);
+  for (const auto& v : values->input()) take(v);
+  for (const auto& v : values->value_info()) take(v);
+  for (const auto& v : values->output()) take(v);
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 // leading dimension of each graph input that the model leaves symbolic or unset (a batch dimension,
 // "N", "batch_size") is given OnnxReadOptions::batch when that is set. Nodes inference cannot type
 // (unknown or custom operators) leave their outputs without shapes; an error of inference as a whole
-// is no read error: the graph comes without shapes and shape_note says why.
+// is no read error: the graph comes without shapes and shape_note says why. Inference runs in a
+// child process (fork), since libonnx can crash on malformed attributes (a Conv with a zero stride
+// divides by zero): a crash, or inference still running after two minutes, is such an error too.
 #pragma once
 
 #include <cstdint>
