@@ -1,18 +1,25 @@
 // Whole-model reading: layers from .npz / .safetensors (2-D tensors, bias pairing) and from ONNX graphs
 // (MatMul, Gemm and Conv orientation, alpha/beta, biases, ReLU), the reasons tensors are skipped, and
-// the errors for corrupt and unsupported files. ONNX fixtures are built as ModelProto messages in the
-// tests; without ONNX support those tests are skipped.
+// the errors for corrupt and unsupported files, and the N that ONNX shapes give each layer (also on
+// ResNet-50's real 3x3 filters and activations, through the plan interpreter). ONNX fixtures are built
+// as ModelProto messages in the tests; without ONNX support those tests are skipped.
 #include "sparsecc/model/model.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/npz.hpp"
 #include "sparsecc/io/onnx.hpp"
 #include "sparsecc/io/safetensors.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/reference/conv.hpp"
 #include "test_support.hpp"
 
 #if SPARSECC_HAVE_ONNX
@@ -345,6 +352,66 @@ TEST(ModelOnnx, ShapesGiveEachLayerItsN) {
   write_npz(npz, {test::make_tensor("w", {4, 6}, sparse_values(4, 6, 26))}, false);
   EXPECT_CONTAINS(read_model(npz, {.select = "", .max_density = 0.5, .infer_shapes = true}).shape_note,
                   "holds no graph");
+#endif
+}
+
+// Real data end to end: ResNet-50's pruned 3x3 filters of block groups 1-3 as ONNX Convs over their
+// published activations (batch symbolic, bound to 1; block group 2 with stride 2). The shapes give
+// each layer the N of its im2col product, and its plan, run by the interpreter on the im2col of the
+// activations, reproduces the fp64 convolution of the filter as stored in the .npz.
+TEST(ModelOnnx, RealConvLayersTakeTheirNFromTheShapes) {
+  REQUIRE_ONNX();
+#if SPARSECC_HAVE_ONNX
+  SPARSECC_DATA_OR_SKIP(npz, "sparsert/resnet50_3x3_sparse90.npz");
+  std::map<std::string, Tensor> t;
+  for (Tensor& x : read_npz(npz.string())) t[x.name] = std::move(x);
+  test::TempDir dir;
+  for (const auto& [group, stride] : {std::pair<int, std::int64_t>{1, 1}, {2, 2}, {3, 1}}) {
+    SCOPED_TRACE(fmt::format("block group {}", group));
+    const Tensor& f = t.at(fmt::format("filter_bg{}", group));
+    const Tensor& act = t.at(fmt::format("input_bg{}", group));
+    const std::int64_t c = act.shape[0], h = act.shape[1], w = act.shape[2], o = f.shape[0];
+    OnnxModel m;
+    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
+    x->set_elem_type(onnx::TensorProto::FLOAT);
+    x->mutable_shape()->add_dim()->set_dim_param("batch");
+    for (std::int64_t d : {c, h, w}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    add_initializer(m.g, "W", {o, c, 3, 3}, f.data);  // OIHW: the im2col filter's row-major order
+    auto* conv = add_node(m.g, "Conv", "conv", {"x", "W"}, {"y"});
+    set_ints(conv, "pads", {1, 1, 1, 1});
+    set_ints(conv, "strides", {stride, stride});
+    set_ints(conv, "kernel_shape", {3, 3});
+    m.output("y");
+    const ModelContents mc = read_model(m.save(dir, fmt::format("bg{}.onnx", group)),
+                                        {.select = "", .max_density = 1.0, .infer_shapes = true, .batch = 1});
+    ASSERT_EQ(mc.layers.size(), 1u);
+    const ModelLayer& layer = mc.layers[0];
+    EXPECT_EQ(dense_of(layer.a), f.data);
+    const Conv3x3Shape shape{1, c, h, w, o, 1, stride};
+    const std::int64_t oh = shape.out_height(), ow = shape.out_width();
+    ASSERT_EQ(layer.graph_n, oh * ow);
+
+    DenseMatrix b(c * 9, oh * ow);  // im2col: row ch * 9 + ky * 3 + kx, column oy * ow + ox
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t ky = 0; ky < 3; ++ky)
+        for (std::int64_t kx = 0; kx < 3; ++kx)
+          for (std::int64_t oy = 0; oy < oh; ++oy)
+            for (std::int64_t ox = 0; ox < ow; ++ox) {
+              const std::int64_t iy = oy * stride + ky - 1, ix = ox * stride + kx - 1;
+              if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+                b(ch * 9 + ky * 3 + kx, oy * ow + ox) =
+                    act.data[static_cast<std::size_t>((ch * h + iy) * w + ix)];
+            }
+    SpmmProblem problem;
+    problem.m = o;
+    problem.k = c * 9;
+    problem.n = layer.graph_n;
+    const SpmmPlan plan = plan_spmm(layer.a, problem);
+    const DenseMatrix got = interpret_spmm(plan, spmm_kernel_values(plan, layer.a), b);
+    DenseMatrix want(o, oh * ow);
+    want.data = conv3x3(layer.a, act.data, shape);
+    EXPECT_LE(test::max_rel_error(got, want), 1e-5);
+  }
 #endif
 }
 
