@@ -262,6 +262,16 @@ struct OnnxModel {
     g.add_input()->set_name("x");
   }
   void output(const std::string& name) { g.add_output()->set_name(name); }
+  // Types the input "x" as a float tensor of `dims`; a dimension of -1 is the symbolic "batch".
+  void input_shape(const std::vector<std::int64_t>& dims) {
+    auto* x = g.mutable_input(0)->mutable_type()->mutable_tensor_type();
+    x->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const std::int64_t d : dims)
+      if (d < 0)
+        x->mutable_shape()->add_dim()->set_dim_param("batch");
+      else
+        x->mutable_shape()->add_dim()->set_dim_value(d);
+  }
   std::string save(const test::TempDir& dir, const std::string& file) const {
     std::string bytes;
     EXPECT_TRUE(model.SerializeToString(&bytes));
@@ -285,13 +295,7 @@ TEST(ModelOnnx, ShapesGiveEachLayerItsN) {
   test::TempDir dir;
   const auto build = [&](bool static_batch) {
     OnnxModel m;
-    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
-    x->set_elem_type(onnx::TensorProto::FLOAT);
-    if (static_batch)
-      x->mutable_shape()->add_dim()->set_dim_value(3);
-    else
-      x->mutable_shape()->add_dim()->set_dim_param("batch");
-    for (std::int64_t d : {3, 8, 8}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    m.input_shape({static_batch ? 3 : -1, 3, 8, 8});
     add_initializer(m.g, "Wc", {4, 3, 3, 3}, sparse_values(4, 27, 21));
     auto* conv = add_node(m.g, "Conv", "conv1", {"x", "Wc"}, {"c"});  // (b, 4, 4, 4)
     set_ints(conv, "pads", {1, 1, 1, 1});
@@ -335,9 +339,7 @@ TEST(ModelOnnx, ShapesGiveEachLayerItsN) {
   // shapes, saying why.
   {
     OnnxModel m;
-    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
-    x->set_elem_type(onnx::TensorProto::FLOAT);
-    for (std::int64_t d : {1, 3, 8, 8}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    m.input_shape({1, 3, 8, 8});
     add_initializer(m.g, "Wc", {4, 3, 3, 3}, sparse_values(4, 27, 21));
     set_ints(add_node(m.g, "Conv", "conv1", {"x", "Wc"}, {"c"}), "strides", {2, 0});
     m.output("c");
@@ -372,10 +374,7 @@ TEST(ModelOnnx, RealConvLayersTakeTheirNFromTheShapes) {
     const Tensor& act = t.at(fmt::format("input_bg{}", group));
     const std::int64_t c = act.shape[0], h = act.shape[1], w = act.shape[2], o = f.shape[0];
     OnnxModel m;
-    auto* x = m.g.mutable_input(0)->mutable_type()->mutable_tensor_type();
-    x->set_elem_type(onnx::TensorProto::FLOAT);
-    x->mutable_shape()->add_dim()->set_dim_param("batch");
-    for (std::int64_t d : {c, h, w}) x->mutable_shape()->add_dim()->set_dim_value(d);
+    m.input_shape({-1, c, h, w});
     add_initializer(m.g, "W", {o, c, 3, 3}, f.data);  // OIHW: the im2col filter's row-major order
     auto* conv = add_node(m.g, "Conv", "conv", {"x", "W"}, {"y"});
     set_ints(conv, "pads", {1, 1, 1, 1});

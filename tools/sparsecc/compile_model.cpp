@@ -262,7 +262,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--n", args->layers.n,
                   "Columns of B and C (the batch) the executors are compiled for; without it N is a run-time "
                   "argument")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(CLI::Range(std::int64_t{1}, kModelMaxN));
   cmd->add_option("--layer-n", args->layers.layer_n,
                   "REGEX=N: the layers whose name or tensor name matches are compiled for this fixed N "
                   "(repeatable; the first that matches counts)");

@@ -233,7 +233,8 @@ std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::stri
     pollfd p{fds[0], POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX)));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;  // timeout: checked above
+    if (r < 0) break;
+    if (r == 0) continue;  // the deadline: checked above
     const ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
