@@ -5,22 +5,33 @@
 # changed), and run it. Without a GPU the check verifies
 # every executor through the plan interpreter.
 #   run.sh BUILD_DIR MAKE_MODEL_PROGRAM SWC_FILE
+#   run.sh --prefix PREFIX MAKE_MODEL_PROGRAM SWC_FILE   (an installed sparsecc, e.g. a portable
+#                                                       install carried to a GPU machine)
 set -euo pipefail
-build=$1 make_model=$2 swc=$3
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sparsecc-consumer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-
-cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
-echo "installed sparsecc into $work/prefix ($(wc -l <"$work/install.log") files)"
+if [[ $1 == --prefix ]]; then
+  prefix=$(realpath "$2")
+  shift 2
+else
+  prefix=$work/prefix
+  cmake --install "$1" --prefix "$prefix" >"$work/install.log"
+  echo "installed sparsecc into $prefix ($(wc -l <"$work/install.log") files)"
+  shift
+fi
+make_model=$1 swc=$2
 "$make_model" "$work/model.npz"
 cp "$swc" "$work/example_cell.swc"
 swc=$work/example_cell.swc
 generator=(-G Ninja)
 command -v ninja >/dev/null || generator=()
 cmake -S "$here" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_MODEL="$work/model.npz" -DCONSUMER_SWC="$swc" >"$work/configure.log" \
+      -DCMAKE_PREFIX_PATH="$prefix" -DCONSUMER_MODEL="$work/model.npz" -DCONSUMER_SWC="$swc" >"$work/configure.log" \
   || { cat "$work/configure.log"; exit 1; }
+# Where the package and the dependencies it looks for were found (a portable install carries them).
+grep -E '^(sparsecc|nlohmann_json|fmt|libzip)_DIR:|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE):' "$work/build/CMakeCache.txt" |
+  sed 's/^/  found /'
 cmake --build "$work/build" -j "${JOBS:-2}" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 grep -E "sparsecc|compiled|wrote|skipped" "$work/build.log" | head -20 || true
 # LAYER_N: fc1 compiled for N = 32, fc2 (no N given) for N at run time.

@@ -40,3 +40,59 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/sparseccConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/sparseccConfig.cmake ${PROJECT_BINARY_DIR}/sparseccConfigVersion.cmake
               ${CMAKE_CURRENT_LIST_DIR}/SparseccKernels.cmake ${CMAKE_CURRENT_LIST_DIR}/SparseccNvJitLink.cmake
         DESTINATION ${SPARSECC_INSTALL_CMAKEDIR})
+
+# A portable install is a package for machines without a package registry: it also carries the
+# build-time dependencies that sparseccConfig.cmake looks for (the headers, CMake package files and
+# libraries of nlohmann_json, fmt, zlib and libzip), each under the same path relative to the prefix as
+# where it was found, so that their own package files resolve inside the install prefix.
+if(SPARSECC_PORTABLE)
+  function(_sparsecc_install_dependency prefix)
+    foreach(path IN LISTS ARGN)
+      if(NOT EXISTS "${path}")
+        message(FATAL_ERROR "sparsecc: the portable install needs ${path}, which does not exist")
+      endif()
+      file(RELATIVE_PATH rel "${prefix}" "${path}")
+      if(rel MATCHES "^\\.\\.")
+        message(FATAL_ERROR "sparsecc: the portable install needs ${path} under ${prefix}")
+      endif()
+      get_filename_component(dest "${rel}" DIRECTORY)
+      if(IS_DIRECTORY "${path}")
+        install(DIRECTORY "${path}" DESTINATION "${dest}")
+      else()
+        file(REAL_PATH "${path}" real)
+        get_filename_component(name "${path}" NAME)
+        install(FILES "${real}" DESTINATION "${dest}" RENAME "${name}")
+      endif()
+    endforeach()
+  endfunction()
+  # The prefix a package was found under: the parent of its first include directory.
+  function(_sparsecc_dependency_prefix target out)
+    get_target_property(includes ${target} INTERFACE_INCLUDE_DIRECTORIES)
+    list(GET includes 0 include)
+    get_filename_component(prefix "${include}" DIRECTORY)
+    set(${out} "${prefix}" PARENT_SCOPE)
+  endfunction()
+
+  _sparsecc_dependency_prefix(nlohmann_json::nlohmann_json _json_prefix)
+  _sparsecc_install_dependency("${_json_prefix}" "${nlohmann_json_DIR}" "${_json_prefix}/include/nlohmann")
+
+  # fmt's package file checks that its shared library exists, so it travels too (sparsecc uses fmt
+  # header-only).
+  _sparsecc_dependency_prefix(fmt::fmt-header-only _fmt_prefix)
+  get_target_property(_fmt_configs fmt::fmt IMPORTED_CONFIGURATIONS)
+  set(_fmt_libraries)
+  foreach(config IN LISTS _fmt_configs)
+    get_target_property(_fmt_library fmt::fmt IMPORTED_LOCATION_${config})
+    list(APPEND _fmt_libraries "${_fmt_library}")
+  endforeach()
+  _sparsecc_install_dependency("${_fmt_prefix}" "${fmt_DIR}" "${_fmt_prefix}/include/fmt" ${_fmt_libraries})
+
+  get_filename_component(_zlib_prefix "${ZLIB_INCLUDE_DIR}" DIRECTORY)
+  _sparsecc_install_dependency("${_zlib_prefix}" "${ZLIB_INCLUDE_DIR}/zlib.h" "${ZLIB_INCLUDE_DIR}/zconf.h"
+                               ${ZLIB_LIBRARIES})
+
+  _sparsecc_dependency_prefix(libzip::zip _zip_prefix)
+  get_target_property(_zip_library libzip::zip IMPORTED_LOCATION_RELEASE)
+  _sparsecc_install_dependency("${_zip_prefix}" "${libzip_DIR}" "${_zip_prefix}/include/zip.h"
+                               "${_zip_prefix}/include/zipconf.h" "${_zip_library}")
+endif()
