@@ -1,16 +1,19 @@
 // Hines exact domain decomposition executor: the plan's chains, junctions and gathers are read from
 // the executor's int32 table section, the level schedule and the workspace layout are compile-time
 // constants of the emitted module, and each cell's base is read from the tables too (code mode
-// tables) or compiled in as straight-line code (code mode unrolled, the BASE insertion point). The arithmetic follows interpret_hines
-// (plan/hines_interpreter.cpp) operation by operation, so results agree with it to rounding.
+// tables) or compiled in as straight-line code (code mode unrolled, the BASE insertion point). The arithmetic
+// follows interpret_hines (plan/hines_interpreter.cpp) operation by operation, so results agree with it to
+// rounding.
 //
 // Insertion points (emit/hines_cuda.cpp fills them; the defaults keep the skeleton compilable):
 //   REAL           the arithmetic type (double or float)
 //   RHS            R, right-hand sides per row
 //   BLOCK_THREADS  threads of hines_block
 //   LAYOUT         the level constants: kFirst (G, levels run by the grid kernels), kLevels (levels run
-//                  by hines_block), kSegStride, kOff (workspace offsets of every level, in elements of
-//                  real), kBasePiv, kChainMax and kBaseMax (the longest chain, the largest base),
+//                  by hines_block), kSegStride, kSharedFrom (the first level whose arrays are in the
+//                  block's dynamic shared memory; kFirst + kLevels when none), kOff (offsets of every
+//                  level's arrays in the workspace, or in shared memory from kSharedFrom on, in
+//                  elements of real), kBasePiv, kChainMax and kBaseMax (the longest chain, the largest base),
 //                  kBaseShared (bases staged in shared memory) and kUnrolledBase (code mode unrolled)
 //   BASE           unrolled mode: one function per distinct base structure, the elimination in
 //                  straight-line code with the parent offsets as immediates, and base_unrolled, which
@@ -27,7 +30,7 @@ constexpr int kBlockThreads = /*@BLOCK_THREADS*/256/*@end*/;
 enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX, kArrays };
 
 /*@LAYOUT*/
-constexpr int kFirst = 0, kLevels = 1, kSegStride = 3;
+constexpr int kFirst = 0, kLevels = 1, kSegStride = 3, kSharedFrom = 1;
 __constant__ long long kOff[1][kArrays] = {{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}};
 constexpr long long kBasePiv = 80;
 constexpr int kChainMax = 2, kBaseMax = 8;
@@ -290,15 +293,30 @@ struct LevelTable {
   }
 };
 
+// The arrays of level `level` for a segment whose rows of that level start at r0 and whose
+// junctions start at j0: in the workspace, or from kSharedFrom on in the block's shared memory, which
+// holds the segment's part alone.
+__device__ __forceinline__ real* level_array(real* ws, real* sws, int level, int array, long long r0,
+                                             long long j0) {
+  const long long o = kOff[level][array];
+  if (level >= kSharedFrom) return sws + o;
+  const long long first = array < MD ? r0 : j0;
+  return ws + o + first * (array == RV || array == MB || array == MX ? R : 1);
+}
+
 // Levels kFirst .. kFirst + kLevels - 1 and the base of one segment (an independent part of the
 // forest: a cell) per block, stages separated by __syncthreads. segments holds, per block, the
 // offset of its segment type in `tables` and its first row at each of its levels and at the base.
 // Level kFirst's matrix is the user's arrays when kFirst is 0, else the domain system the grid
-// kernels built; its solution goes to x (kFirst 0) or to that domain's solution.
+// kernels built; its solution goes to x (kFirst 0) or to that domain's solution. The levels from
+// kSharedFrom on keep their arrays in dynamic shared memory (the launch gives the bytes): only this
+// block reads and writes them.
 extern "C" __global__ void __launch_bounds__(kBlockThreads)
     hines_block(const int* __restrict__ segments, const int* __restrict__ tables, const real* __restrict__ d0,
                 const real* __restrict__ u0, const real* __restrict__ l0, const real* __restrict__ b0, real* x0,
                 real* ws) {
+  extern __shared__ __align__(16) unsigned char hines_shared[];
+  real* const sws = reinterpret_cast<real*>(hines_shared);
   const int* seg = segments + (long long)blockIdx.x * kSegStride;
   const int* t = tables + seg[0];
   const real *d, *u, *l, *b;
@@ -317,15 +335,18 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
   // registers (105 instead of 64 at 512 threads for four levels), halving the blocks per SM.
 #pragma unroll 1
   for (int i = 0; i < kLevels; ++i) {
-    const long long* o = kOff[kFirst + i];
+    const int lv = kFirst + i;
     const long long r0 = seg[1 + i], j0 = seg[2 + i];
     LevelTable lt;
     t = lt.read(t);
-    real *rv = ws + o[RV] + r0 * R, *pv = ws + o[PV] + r0, *qv = ws + o[QV] + r0;
+    real *rv = level_array(ws, sws, lv, RV, r0, j0), *pv = level_array(ws, sws, lv, PV, r0, j0),
+         *qv = level_array(ws, sws, lv, QV, r0, j0);
+    real *piv = level_array(ws, sws, lv, PIV, r0, j0), *w = level_array(ws, sws, lv, W, r0, j0);
     for (int c = threadIdx.x; c < lt.nc; c += blockDim.x)
-      chain_solve(lt.chains + 4 * c, d, u, l, b, rv, pv, qv, ws + o[PIV] + r0, ws + o[W] + r0);
+      chain_solve(lt.chains + 4 * c, d, u, l, b, rv, pv, qv, piv, w);
     __syncthreads();
-    real *md = ws + o[MD] + j0, *mu = ws + o[MU] + j0, *ml = ws + o[ML] + j0, *mb = ws + o[MB] + j0 * R;
+    real *md = level_array(ws, sws, lv, MD, r0, j0), *mu = level_array(ws, sws, lv, MU, r0, j0),
+         *ml = level_array(ws, sws, lv, ML, r0, j0), *mb = level_array(ws, sws, lv, MB, r0, j0);
     for (int k = threadIdx.x; k < lt.nj; k += blockDim.x)
       junction_row(k, lt.junctions, lt.direct, lt.goff, lt.gather, lt.chains, d, u, l, b, rv, pv, qv, md, mu, ml, mb);
     __syncthreads();
@@ -334,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
   {
     const long long r0 = seg[1 + kLevels];
     constexpr int last = kLevels > 0 ? kFirst + kLevels - 1 : 0;  // the level whose domain is the base
-    real* xb = kLevels == 0 ? x : ws + kOff[last][MX] + r0 * R;
+    real* xb = kLevels == 0 ? x : level_array(ws, sws, last, MX, 0, r0);
     if constexpr (kBaseShared) {
       // Unrolled mode eliminates in place (sd becomes the pivots, sb the solution) and needs no
       // parents, pivots or x of its own.
@@ -366,16 +387,18 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
   }
 #pragma unroll 1
   for (int i = kLevels - 1; i >= 0; --i) {
-    const long long* o = kOff[kFirst + i];
+    const int lv = kFirst + i;
     const long long r0 = seg[1 + i], j0 = seg[2 + i];
     // Level i's table: skip the i before it (see LevelTable for the layout).
     const int* ti = tables + seg[0];
     for (int k = 0; k < i; ++k) ti += 3 + 4 * ti[0] + 3 * ti[1] + 1 + ti[2];
     LevelTable lt;
     lt.read(ti);
-    const real* mx = ws + o[MX] + j0 * R;
-    real* xl = i == 0 ? x : ws + kOff[kFirst + i - (i > 0)][MX] + r0 * R;
-    const real *rv = ws + o[RV] + r0 * R, *pv = ws + o[PV] + r0, *qv = ws + o[QV] + r0;
+    const real* mx = level_array(ws, sws, lv, MX, r0, j0);
+    // Level lv's solution: x, or the domain solution of the level above (whose junctions are these rows).
+    real* xl = i == 0 ? x : level_array(ws, sws, lv - 1, MX, 0, r0);
+    const real *rv = level_array(ws, sws, lv, RV, r0, j0), *pv = level_array(ws, sws, lv, PV, r0, j0),
+               *qv = level_array(ws, sws, lv, QV, r0, j0);
     for (int c = threadIdx.x; c < lt.nc; c += blockDim.x) chain_back(lt.chains + 4 * c, rv, pv, qv, mx, xl);
     for (int k = threadIdx.x; k < lt.nj; k += blockDim.x)
 #pragma unroll

@@ -21,6 +21,8 @@ constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
 constexpr std::size_t kKinds = 10;  // section kinds 1..9, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
+// The most dynamic shared memory a block of any supported architecture can have (sm_90: 227 KiB).
+constexpr std::int64_t kMaxDynamicShared = 232448;
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
@@ -131,6 +133,7 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
     if (!is_identifier(l.kernel)) fail_key(name, key + ".kernel", "\"" + l.kernel + "\" is not a C identifier");
     check_range(name, (key + ".grid").c_str(), l.grid, 1, kIntMax);
     check_range(name, (key + ".block").c_str(), l.block, 1, 1024);
+    check_range(name, (key + ".shared_bytes").c_str(), l.shared_bytes, 0, kMaxDynamicShared);
     for (std::size_t a = 0; a < l.args.size(); ++a) {
       const LaunchArg& arg = l.args[a];
       const std::string akey = key + ".args[" + std::to_string(a) + "]";
@@ -369,7 +372,9 @@ json BundleMetadata::to_json() const {
     for (const KernelLaunch& l : hines.launches) {
       json args = json::array();
       for (const LaunchArg& a : l.args) args.push_back(json::array({a.buffer, a.value}));
-      launches.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}});
+      json launch{{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
+      if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;  // absent: none (earlier generators)
+      launches.push_back(std::move(launch));
     }
     j["hines"] = {{"rows", hines.rows},
                   {"cells", hines.cells},
@@ -421,6 +426,7 @@ HinesMetadata hines_from_json(const json& j, const std::string& name) {
     k.kernel = get_string(l, "kernel", name);
     k.grid = get_int(l, "grid", name);
     k.block = get_int(l, "block", name);
+    if (l.contains("shared_bytes")) k.shared_bytes = get_int(l, "shared_bytes", name);
     const json& args = field(l, "args", name);
     if (!args.is_array()) fail_key(name, key + ".args", "must be an array");
     for (const json& a : args) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "sparsecc/runtime/driver.hpp"
+
 namespace sparsecc::rt {
 
 HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx, const LoadOptions& options) {
@@ -31,6 +33,18 @@ HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const 
     launch.fn = ex.module_->function(l.kernel);
     launch.grid = static_cast<unsigned>(l.grid);
     launch.block = static_cast<unsigned>(l.block);
+    launch.shared_bytes = static_cast<unsigned>(l.shared_bytes);
+    // Above 48 KiB a kernel must be allowed its dynamic shared memory first; a device that has less
+    // than the bundle asks for fails here, naming the bundle.
+    if (l.shared_bytes > 48 * 1024) {
+      try {
+        SPARSECC_CU(driver().cuFuncSetAttribute(launch.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                static_cast<int>(l.shared_bytes)));
+      } catch (const DriverError& e) {
+        throw BundleError(name + ": kernel " + l.kernel + " needs " + std::to_string(l.shared_bytes) +
+                          " bytes of dynamic shared memory, which this device does not allow: " + e.what());
+      }
+    }
     for (const LaunchArg& a : l.args) {
       launch.buffers.push_back(a.buffer);
       launch.values.push_back(a.value);
@@ -69,7 +83,7 @@ void HinesExecutor::run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr
       }
       args[i] = &storage[i];
     }
-    rt::launch(launch.fn, launch.grid, launch.block, args.data(), stream);
+    rt::launch(launch.fn, launch.grid, launch.block, args.data(), stream, launch.shared_bytes);
   }
 }
 

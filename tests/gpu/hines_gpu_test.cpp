@@ -18,6 +18,7 @@
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/plan/hines_schedule.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/driver.hpp"
@@ -72,7 +73,8 @@ std::vector<double> step_rhs(const HinesSystem& s, int r, std::mt19937_64& rng) 
   return b;
 }
 
-// Every code mode the plan admits: tables always, unrolled bases where they fit in shared memory.
+// Every code mode the plan admits: tables always, unrolled bases where they fit in shared memory;
+// then, where the plan keeps levels in shared memory, tables again with the whole workspace global.
 void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, const HinesOptions& options,
                        const std::string& label, bool f32, bool in_place = false) {
   std::mt19937_64 rng(42);
@@ -85,9 +87,15 @@ void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, cons
     for (auto& v : b) v = u(rng);
   }
   const std::vector<double> ref = hines_solve_many(s, b, static_cast<std::size_t>(r));
-  for (const char* code : {"tables", "unrolled"}) {
+  bool shared_levels = false;
+  for (const char* code : {"tables", "unrolled", "global"}) {
     HinesOptions o = options;
     o.code = code;
+    if (o.code == "global") {
+      if (!shared_levels) continue;
+      o.code = "tables";
+      o.shared_workspace = 0;
+    }
     HinesPlan plan;
     try {
       plan = plan_hines(s, r, f32 ? "f32" : "f64", o);
@@ -97,6 +105,8 @@ void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, cons
       continue;
     }
     ASSERT_TRUE(check_hines_plan(plan).empty()) << label;
+    const HinesSchedule schedule = schedule_hines(plan);
+    if (schedule.shared_from < plan.depth()) shared_levels = true;
     std::vector<double> x;
     if (f32) {
       const auto xf = run_executor<float>(ctx, s, plan, std::vector<float>(b.begin(), b.end()), in_place);
@@ -107,9 +117,13 @@ void expect_gpu_solves(const rt::Context& ctx, const HinesSystem& s, int r, cons
     std::int64_t nans = 0;
     const double err = test::max_rel_error(x, ref, &nans);
     const double tol = f32 ? 1e-4 : 1e-12;
-    std::printf("[ hines gpu ] %-30s %-8s %s %8d rows %5d cells R %2d depth %d grid %d threads %4d base %5d  max rel err %.2e\n",
-                label.c_str(), code, f32 ? "f32" : "f64", s.size(), s.num_cells(), r, plan.depth(), plan.grid_levels,
-                plan.block_threads, plan.base_size(), err);
+    std::printf(
+        "[ hines gpu ] %-30s %-8s %s %8d rows %5d cells R %2d depth %d grid %d shared from %d (%6lld B) "
+        "threads %4d "
+        "base %5d  max rel err %.2e\n",
+        label.c_str(), code, f32 ? "f32" : "f64", s.size(), s.num_cells(), r, plan.depth(), plan.grid_levels,
+        schedule.shared_from, static_cast<long long>(schedule.shared_bytes()), plan.block_threads,
+        plan.base_size(), err);
     EXPECT_EQ(nans, 0) << label << " " << code;
     EXPECT_LE(err, tol) << label << " " << code;
   }
@@ -142,6 +156,12 @@ TEST(HinesGpu, ExecutorsMatchTheSerialReference) {
   HinesOptions star;
   star.k = 7;
   expect_gpu_solves(ctx, test::random_system(rng, 100000, 1, 0.6), 8, star, "random tree 100000, K 7", false, true);
+  HinesOptions long_chains;  // chains of 15 rows: their pivots and w in shared memory too
+  long_chains.k = 16;
+  expect_gpu_solves(ctx, test::random_system(rng, 30000, 100, 0.02), 1, long_chains, "forest of 100, K 16",
+                    false);
+  expect_gpu_solves(ctx, test::random_system(rng, 30000, 100, 0.02), 2, long_chains,
+                    "forest of 100, K 16, R 2", false);
 }
 
 TEST(HinesGpu, RealCells) {

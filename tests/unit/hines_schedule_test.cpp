@@ -22,22 +22,48 @@
 namespace sparsecc {
 namespace {
 
+// Workspace arrays (whole levels before shared_from, then the base's pivots) and shared-memory
+// arrays (the largest block cell's part of each level from shared_from on) each lie disjoint inside
+// their space, and the shared part keeps to the plan's limit.
 void expect_disjoint_workspace(const HinesPlan& plan, const HinesSchedule& s) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> spans;  // [begin, end) in elements
+  using Spans = std::vector<std::pair<std::int64_t, std::int64_t>>;  // [begin, end) in elements
+  Spans global, shared;
   const std::int64_t r = plan.problem.rhs;
+  const auto rows = hines_cell_offsets_by_level(plan);
+  const auto G = static_cast<std::size_t>(plan.grid_levels);
+  const auto cell_max = [&](std::size_t l) {
+    std::int64_t m = 0;
+    for (std::size_t c = 0; c + 1 < rows[G].size(); ++c)
+      if (rows[G][c + 1] > rows[G][c]) m = std::max<std::int64_t>(m, rows[l][c + 1] - rows[l][c]);
+    return m;
+  };
+  EXPECT_GE(s.shared_from, plan.grid_levels);
+  EXPECT_LE(s.shared_from, plan.depth());
+  EXPECT_LE(s.shared_bytes(), plan.shared_workspace_limit);
   for (std::size_t l = 0; l < plan.levels.size(); ++l) {
-    const std::int64_t n = plan.levels[l].size, nj = plan.levels[l].domain_size();
-    const std::int64_t len[kHinesLevelArrays] = {n * r, n, n, n, n, nj, nj, nj, nj * r, nj * r};
-    for (int a = 0; a < kHinesLevelArrays; ++a) spans.push_back({s.level_offsets[l][a], s.level_offsets[l][a] + len[a]});
+    const bool in_shared = static_cast<std::int32_t>(l) >= s.shared_from;
+    const std::int64_t n = in_shared ? cell_max(l) : plan.levels[l].size;
+    const std::int64_t nj = in_shared ? cell_max(l + 1) : plan.levels[l].domain_size();
+    const std::int64_t f = !in_shared || s.chain_max > 8 ? n : 0;  // piv and w: long chains only
+    const std::int64_t len[kHinesLevelArrays] = {n * r, n, n, f, f, nj, nj, nj, nj * r, nj * r};
+    for (int a = 0; a < kHinesLevelArrays; ++a)
+      (in_shared ? shared : global).push_back({s.level_offsets[l][a], s.level_offsets[l][a] + len[a]});
   }
-  spans.push_back({s.base_pivot_offset, s.base_pivot_offset + plan.base_size()});
-  std::sort(spans.begin(), spans.end());
-  for (std::size_t i = 0; i < spans.size(); ++i) {
-    EXPECT_LE(spans[i].second, s.workspace_elements);
-    if (i) {
-      EXPECT_LE(spans[i - 1].second, spans[i].first);
+  global.push_back({s.base_pivot_offset, s.base_pivot_offset + plan.base_size()});
+  for (auto [spans, size] :
+       {std::pair{&global, s.workspace_elements}, std::pair{&shared, s.shared_elements}}) {
+    std::sort(spans->begin(), spans->end());
+    for (std::size_t i = 0; i < spans->size(); ++i) {
+      EXPECT_GE((*spans)[i].first, 0);
+      EXPECT_LE((*spans)[i].second, size);
+      if (i) {
+        EXPECT_LE((*spans)[i - 1].second, (*spans)[i].first);
+      }
     }
   }
+  // The block kernel's launch asks for the shared part.
+  for (const HinesLaunch& l : s.launches)
+    EXPECT_EQ(l.shared_bytes, l.kernel == "hines_block" ? s.shared_bytes() : 0);
 }
 
 TEST(HinesSchedule, ForestOfEqualCellsSharesOneSegmentType) {
@@ -61,6 +87,57 @@ TEST(HinesSchedule, ForestOfEqualCellsSharesOneSegmentType) {
     EXPECT_LT(seg[0], s.segments_offset);
     for (int l = 0; l <= plan.depth(); ++l) EXPECT_EQ(seg[1 + l], rows[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)]);
   }
+}
+
+// Levels in shared memory: all block levels of small cells, the deepest ones of a large cell under
+// the rule's limit, none at limit 0; the plan's JSON keeps the limit (and reads plans without it).
+TEST(HinesSchedule, DeepestBlockLevelsGoToSharedMemoryWithinTheLimit) {
+  const HinesSystem demo = assemble_hines(make_demo_neuron());
+  const HinesSystem forest = concatenate_hines(std::vector<HinesSystem>(50, demo));
+  HinesPlan plan = plan_hines(forest, 2, "f64", {});
+  EXPECT_EQ(plan.shared_workspace_limit,
+            hines_shared_workspace_rule(plan.block_threads,
+                                        hines_base_shared_bytes(hines_block_base_max(plan), 2, 8)));
+  HinesSchedule s = schedule_hines(plan);
+  EXPECT_EQ(s.shared_from, plan.grid_levels);  // a small cell: every block level
+  EXPECT_GT(s.shared_bytes(), 0);
+  expect_disjoint_workspace(plan, s);
+
+  HinesOptions off;
+  off.shared_workspace = 0;
+  plan = plan_hines(forest, 2, "f64", off);
+  s = schedule_hines(plan);
+  EXPECT_EQ(s.shared_from, plan.depth());
+  EXPECT_EQ(s.shared_elements, 0);
+  expect_disjoint_workspace(plan, s);
+
+  // A 6000-row cell in f64: its first level's arrays (224 KB) exceed any block's shared memory.
+  const HinesSystem big = test::chain_system(6000);
+  plan = plan_hines(big, 1, "f64", {});
+  ASSERT_EQ(plan.grid_levels, 0);
+  ASSERT_GE(plan.depth(), 3);
+  s = schedule_hines(plan);
+  EXPECT_EQ(s.shared_from, 1);
+  expect_disjoint_workspace(plan, s);
+  // Exactly the bytes of those levels keeps them; a byte less leaves the shallowest of them out.
+  HinesOptions limit;
+  limit.depth = plan.depth();
+  limit.shared_workspace = s.shared_bytes();
+  EXPECT_EQ(schedule_hines(plan_hines(big, 1, "f64", limit)).shared_from, 1);
+  limit.shared_workspace = s.shared_bytes() - 1;
+  const HinesPlan tight = plan_hines(big, 1, "f64", limit);
+  const HinesSchedule t = schedule_hines(tight);
+  EXPECT_EQ(t.shared_from, 2);
+  EXPECT_LT(t.shared_bytes(), s.shared_bytes());
+  expect_disjoint_workspace(tight, t);
+
+  EXPECT_EQ(hines_plan_from_json(to_json(plan)).shared_workspace_limit, plan.shared_workspace_limit);
+  nlohmann::json old = to_json(plan);
+  old.erase("shared_workspace_limit");
+  EXPECT_EQ(hines_plan_from_json(old).shared_workspace_limit, 0);
+  HinesOptions bad;
+  bad.shared_workspace = kHinesSharedWorkspaceMax + 1;
+  EXPECT_THROW(plan_hines(big, 1, "f64", bad), UsageError);
 }
 
 TEST(HinesSchedule, LargeCellRunsItsTopLevelsOnTheGrid) {

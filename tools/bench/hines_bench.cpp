@@ -1,5 +1,5 @@
 // sparsecc_bench hines FILE.swc... [--cells N] [--resolution P] [--rhs R,...] [--dtype f64,f32]
-//                     [--sweep] [--no-baselines] [--seed S]
+//                     [--shared-workspace BYTES] [--block-threads T] [--sweep] [--no-baselines] [--seed S]
 // For every precision and R: plans the forest with the default rules, compiles and bundles the
 // executor, loads it with the runtime, checks one step on a NaN-poisoned x against the bound of
 // hines_accuracy (max relative error against the extended-precision serial solve <= 1e-12 f64, 1e-4 f32,
@@ -37,6 +37,8 @@ namespace {
 struct HinesBenchArgs {
   std::vector<std::string> files;
   std::string code = "auto";
+  std::int64_t shared_workspace = -1;
+  int block_threads = 0;
   int cells = 1;
   int resolution = 1;
   std::vector<int> rhs{1};
@@ -98,9 +100,13 @@ Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& 
   m.ok = true;
   std::vector<int> ks;
   for (const HinesLevel& L : plan.levels) ks.push_back(L.k);
-  m.note = fmt::format("depth {} (K {}), {} grid levels, {} threads/cell block, base {} rows ({}), {} launches",
-                       plan.depth(), fmt::join(ks, ","), plan.grid_levels, plan.block_threads, plan.base_size(),
-                       to_string(plan.code), c.schedule.launches.size());
+  m.note = fmt::format(
+      "depth {} (K {}), {} grid levels, {} threads/cell block, base {} rows ({}), {} launches, {}",
+      plan.depth(), fmt::join(ks, ","), plan.grid_levels, plan.block_threads, plan.base_size(),
+      to_string(plan.code), c.schedule.launches.size(),
+      c.schedule.shared_from < plan.depth() ? fmt::format("levels {}.. in {} B of shared memory",
+                                                          c.schedule.shared_from, c.schedule.shared_bytes())
+                                            : std::string("workspace global"));
   return m;
 }
 
@@ -156,6 +162,11 @@ void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtyp
     v.o.code = code;
     variants.push_back(v);
   }
+  for (const std::int64_t bytes : {std::int64_t{0}, std::int64_t{48} * 1024, kHinesSharedWorkspaceMax}) {
+    Variant v{bytes ? fmt::format("shared workspace {} KiB", bytes / 1024) : "workspace global", {}};
+    v.o.shared_workspace = bytes;
+    variants.push_back(v);
+  }
   fmt::print("\nsweep ({} R {}): the default plan takes {:.2f} us\n", dtype, r, chosen_us);
   fmt::print("{:<32} {:>6} {:>5} {:>7} {:>6} {:>10} {:>8}\n", "variant", "depth", "grid", "threads", "base", "us/step",
              "vs plan");
@@ -196,6 +207,8 @@ int run(const HinesBenchArgs& a) {
                  acc.note(dtype).empty() ? "" : "; " + acc.note(dtype));
       HinesOptions chosen;
       chosen.code = a.code;
+      chosen.shared_workspace = a.shared_workspace;
+      chosen.block_threads = a.block_threads;
       const HinesPlan plan = plan_hines(s, r, dtype, chosen);
       const Measured m = measure_plan(ctx, s, plan, b, acc, a.timing);
       fmt::print("{} R {}: sparsecc {}\n", dtype, r, m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
@@ -238,6 +251,13 @@ int hines_bench_main(int argc, char** argv) {
   app.add_option("--rhs", a.rhs, "right-hand sides per step (list)")->check(CLI::Range(1, 1024))->delimiter(',');
   app.add_option("--dtype", a.dtypes, "precisions (list)")->check(CLI::IsMember({"f64", "f32"}))->delimiter(',');
   app.add_option("--code", a.code, "code mode of the timed plan")->check(CLI::IsMember({"auto", "tables", "unrolled"}))->capture_default_str();
+  app.add_option("--shared-workspace", a.shared_workspace,
+                 "shared memory a block may keep its deepest levels' workspace in (-1: the rule, 0: none)")
+      ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
+      ->capture_default_str();
+  app.add_option("--block-threads", a.block_threads, "threads of the timed plan's block kernel (0: the rule)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   app.add_flag("--sweep", a.sweep, "also time plan variants (K, base threshold, grid levels, block threads)");
   app.add_flag("!--no-baselines", a.baselines, "time sparsecc only");
   app.add_option("--seed", a.seed, "right-hand sides' seed")->capture_default_str();

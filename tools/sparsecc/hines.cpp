@@ -42,6 +42,7 @@ struct HinesArgs {
   int block_threads = 0;
   std::string code = "auto";
   std::int64_t code_budget = 16384;
+  std::int64_t shared_workspace = -1;
   std::string db;
   std::string gpu;
 };
@@ -138,6 +139,12 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--code-budget", a->code_budget, "Estimated instructions auto may spend on unrolled bases")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option(
+         "--shared-workspace", a->shared_workspace,
+         "Bytes of shared memory a cell's block may keep the workspace of its deepest levels in (-1: the "
+         "rule, an SM's shared memory divided among the blocks it holds; 0: all in global memory)")
+      ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)");
   cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
   cmd->add_option("--db", a->db,
@@ -166,6 +173,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       o.block_threads = a->block_threads;
       o.code = a->code;
       o.code_budget = a->code_budget;
+      o.shared_workspace = a->shared_workspace;
       if (!a->db.empty()) {
         const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);
@@ -192,9 +200,18 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
         const CompiledHines c = compile_hines(plan, co);
         const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, a->arch);
         write_bundle(a->output, bundle);
-        fmt::print(stderr, "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace ({:.1f} s to compile)\n",
-                   a->output, c.schedule.launches.size(), c.schedule.segment_types, c.schedule.tables.size() * 4 / 1024,
-                   c.schedule.workspace_bytes() >> 20, c.code.seconds);
+        const std::string shared =
+            c.schedule.shared_from < plan.depth()
+                ? fmt::format(", levels {}..{} in {} KiB of shared memory per block", c.schedule.shared_from,
+                              plan.depth() - 1, (c.schedule.shared_bytes() + 1023) / 1024)
+                : "";
+        fmt::print(stderr,
+                   "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} "
+                   "({:.1f} s to "
+                   "compile)\n",
+                   a->output, c.schedule.launches.size(), c.schedule.segment_types,
+                   c.schedule.tables.size() * 4 / 1024, c.schedule.workspace_bytes() >> 20, shared,
+                   c.code.seconds);
       }
       if (!a->check) return kExitOk;
       const CheckResult c = check_plan_numerics(plan, s, a->seed);

@@ -89,7 +89,7 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
   md.hines.rhs = plan.problem.rhs;
   md.hines.workspace_bytes = schedule.workspace_bytes();
   for (const HinesLaunch& l : schedule.launches) {
-    rt::KernelLaunch k{l.kernel, l.grid, l.block, {}};
+    rt::KernelLaunch k{l.kernel, l.grid, l.block, l.shared_bytes, {}};
     for (const HinesKernelArg& a : l.args) k.args.push_back({a.buffer, a.value});
     md.hines.launches.push_back(std::move(k));
   }

@@ -89,8 +89,11 @@ EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& s, cons
       s.first_block_level + s.block_levels != plan.depth() ||
       s.level_offsets.size() != static_cast<std::size_t>(plan.depth()))
     throw UsageError("emit_hines_cuda: the schedule was made for another plan");
-  std::string layout = fmt::format("constexpr int kFirst = {}, kLevels = {}, kSegStride = {};\n", s.first_block_level,
-                                   s.block_levels, s.segment_stride);
+  if (s.shared_from < s.first_block_level || s.shared_from > plan.depth())
+    throw UsageError("emit_hines_cuda: the schedule's shared levels are not block levels");
+  std::string layout =
+      fmt::format("constexpr int kFirst = {}, kLevels = {}, kSegStride = {}, kSharedFrom = {};\n",
+                  s.first_block_level, s.block_levels, s.segment_stride, s.shared_from);
   // At least one row, so that the array exists when the plan has no levels.
   layout += fmt::format("__constant__ long long kOff[{}][kArrays] = {{", std::max<std::size_t>(1, s.level_offsets.size()));
   if (s.level_offsets.empty()) layout += "{0}";

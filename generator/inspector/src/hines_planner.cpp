@@ -55,6 +55,17 @@ std::int32_t hines_published_base_threshold(std::int32_t rhs) {
   return rhs == 1 ? 3500 : 5245 / rhs + 40;
 }
 
+std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes) {
+  if (block_threads < 32 || block_threads > 1024)
+    throw UsageError(fmt::format("hines_shared_workspace_rule: {} threads", block_threads));
+  constexpr std::int64_t kThreadsPerSm = 2048, kRegistersPerSm = 65536, kRegistersPerThread = 64;
+  const std::int64_t blocks = std::clamp<std::int64_t>(
+      std::min(kThreadsPerSm / block_threads, kRegistersPerSm / (block_threads * kRegistersPerThread)), 1,
+      32);
+  const std::int64_t limit = kHinesSharedPerSm / blocks - std::max<std::int64_t>(0, base_shared_bytes) - 1024;
+  return std::clamp<std::int64_t>(limit, 0, kHinesSharedWorkspaceMax);
+}
+
 std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecomposition decomposition, Index k) {
   const auto n = static_cast<Index>(parent.size());
   std::vector<Index> children(parent.size(), 0);
@@ -104,6 +115,9 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   if (options.code != "auto" && options.code != "tables" && options.code != "unrolled")
     throw UsageError(fmt::format("plan_hines: code mode '{}' is not auto, tables or unrolled", options.code));
   if (options.code_budget < 0) throw UsageError("plan_hines: the code budget must not be negative");
+  if (options.shared_workspace < -1 || options.shared_workspace > kHinesSharedWorkspaceMax)
+    throw UsageError(fmt::format("plan_hines: shared workspace {} bytes is outside 0..{} (-1: the rule)",
+                                 options.shared_workspace, kHinesSharedWorkspaceMax));
   if (system.size() < 1) throw UsageError("plan_hines: the system has no rows");
   if (system.cell_offsets.size() < 2 || system.cell_offsets.front() != 0 || system.cell_offsets.back() != system.size())
     throw UsageError("plan_hines: cell_offsets do not cover the system");
@@ -185,6 +199,13 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);
   plan.estimated_instructions = instructions;
+  const std::int64_t base_bytes =
+      hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8);
+  plan.shared_workspace_limit =
+      options.shared_workspace >= 0
+          ? options.shared_workspace
+          : hines_shared_workspace_rule(plan.block_threads,
+                                        base_bytes <= kHinesBaseSharedLimit ? base_bytes : 0);
   if (options.code != "tables") {
     const bool fits = hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8) <=
                       kHinesBaseSharedLimit;

@@ -130,6 +130,9 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
     err(fmt::format("threads_per_block {} is not a multiple of 32 in 32..1024", plan.threads_per_block));
   if (plan.block_threads < 32 || plan.block_threads > 1024 || plan.block_threads % 32)
     err(fmt::format("block_threads {} is not a multiple of 32 in 32..1024", plan.block_threads));
+  if (plan.shared_workspace_limit < 0 || plan.shared_workspace_limit > kHinesSharedWorkspaceMax)
+    err(fmt::format("shared_workspace_limit {} is outside 0..{}", plan.shared_workspace_limit,
+                    kHinesSharedWorkspaceMax));
   if (plan.grid_levels < 0 || plan.grid_levels > plan.depth())
     err(fmt::format("grid_levels {} is outside 0..{} (the depth)", plan.grid_levels, plan.depth()));
   if (!errors.empty()) return errors;
@@ -277,22 +280,25 @@ json to_json(const HinesPlan& p) {
                       {"gather_offsets", L.gather_offsets},
                       {"gather", L.gather}});
   }
-  return {{"kind", "hines"},
-          {"problem", {{"n", p.problem.n}, {"cells", p.problem.cells}, {"rhs", p.problem.rhs}, {"dtype", p.problem.dtype}}},
-          {"decomposition", to_string(p.decomposition)},
-          {"kernel_name", p.kernel_name},
-          {"depth", p.depth()},
-          {"base_size", p.base_size()},
-          {"threads_per_block", p.threads_per_block},
-          {"grid_levels", p.grid_levels},
-          {"block_threads", p.block_threads},
-          {"estimated_instructions", p.estimated_instructions},
-          {"code", to_string(p.code)},
-          {"unrolled_instructions", p.unrolled_instructions},
-          {"parent", p.parent},
-          {"cell_offsets", p.cell_offsets},
-          {"levels", std::move(levels)},
-          {"base_parent", p.base_parent}};
+  return {
+      {"kind", "hines"},
+      {"problem",
+       {{"n", p.problem.n}, {"cells", p.problem.cells}, {"rhs", p.problem.rhs}, {"dtype", p.problem.dtype}}},
+      {"decomposition", to_string(p.decomposition)},
+      {"kernel_name", p.kernel_name},
+      {"depth", p.depth()},
+      {"base_size", p.base_size()},
+      {"threads_per_block", p.threads_per_block},
+      {"grid_levels", p.grid_levels},
+      {"block_threads", p.block_threads},
+      {"estimated_instructions", p.estimated_instructions},
+      {"code", to_string(p.code)},
+      {"unrolled_instructions", p.unrolled_instructions},
+      {"shared_workspace_limit", p.shared_workspace_limit},
+      {"parent", p.parent},
+      {"cell_offsets", p.cell_offsets},
+      {"levels", std::move(levels)},
+      {"base_parent", p.base_parent}};
 }
 
 HinesPlan hines_plan_from_json(const json& j) {
@@ -313,6 +319,8 @@ HinesPlan hines_plan_from_json(const json& j) {
     if (code != "tables" && code != "unrolled") throw UsageError(fmt::format("Hines plan: bad code mode '{}'", code));
     p.code = code == "unrolled" ? HinesCode::unrolled : HinesCode::tables;
     p.unrolled_instructions = j.at("unrolled_instructions");
+    // Absent in plans of earlier generators, whose workspace was global.
+    p.shared_workspace_limit = j.value("shared_workspace_limit", std::int64_t{0});
     p.parent = j.at("parent").get<std::vector<Index>>();
     p.cell_offsets = j.at("cell_offsets").get<std::vector<Index>>();
     p.base_parent = j.at("base_parent").get<std::vector<Index>>();

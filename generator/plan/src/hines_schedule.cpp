@@ -15,8 +15,34 @@ using Index = std::int32_t;
 enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX };
 
 constexpr std::int64_t kAlign = 64;  // elements: 256-byte aligned arrays in both precisions
+constexpr std::int64_t kSharedAlign = 4;  // elements: 16-byte aligned arrays in shared memory
+// Chains longer than this keep their factorisation in piv and w (kRegChain in templates/hines_edd.cu).
+constexpr Index kRegisterChain = 8;
 
-std::int64_t align(std::int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+std::int64_t align(std::int64_t x, std::int64_t to = kAlign) { return (x + to - 1) / to * to; }
+
+// A level's arrays for `n` rows and `nj` junctions at `at` onwards (kSharedAlign or kAlign apart);
+// piv and w take no room when `factor` is false (no chain needs them).
+std::array<std::int64_t, kHinesLevelArrays> level_arrays(std::int64_t& at, std::int64_t n, std::int64_t nj,
+                                                         std::int64_t r, bool factor, std::int64_t to) {
+  const auto take = [&](std::int64_t elements) {
+    const std::int64_t o = at;
+    at += align(elements, to);
+    return o;
+  };
+  std::array<std::int64_t, kHinesLevelArrays> o{};
+  o[RV] = take(n * r);
+  o[PV] = take(n);
+  o[QV] = take(n);
+  o[PIV] = take(factor ? n : 0);
+  o[W] = take(factor ? n : 0);
+  o[MD] = take(nj);
+  o[MU] = take(nj);
+  o[ML] = take(nj);
+  o[MB] = take(nj * r);
+  o[MX] = take(nj * r);
+  return o;
+}
 
 // Appends `v` to the table section and returns its offset in ints.
 std::int64_t append(std::vector<Index>& tables, const std::vector<Index>& v) {
@@ -65,29 +91,50 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   s.block_levels = depth - G;
   s.block_threads = plan.block_threads;
 
-  // Workspace.
-  std::int64_t at = 0;
-  const auto take = [&](std::int64_t elements) {
-    const std::int64_t o = at;
-    at += align(elements);
-    return o;
-  };
-  for (const HinesLevel& L : plan.levels) {
-    const std::int64_t n = L.size, nj = L.domain_size();
-    std::array<std::int64_t, kHinesLevelArrays> o{};
-    o[RV] = take(n * r);
-    o[PV] = take(n);
-    o[QV] = take(n);
-    o[PIV] = take(n);
-    o[W] = take(n);
-    o[MD] = take(nj);
-    o[MU] = take(nj);
-    o[ML] = take(nj);
-    o[MB] = take(nj * r);
-    o[MX] = take(nj * r);
-    s.level_offsets.push_back(o);
+  for (const HinesLevel& L : plan.levels)
+    for (const HinesChain& c : L.chains) s.chain_max = std::max(s.chain_max, c.end - c.begin + 1);
+  const auto rows = hines_cell_offsets_by_level(plan);
+
+  // Shared memory: one cell's part of levels shared_from .. depth - 1, sized for the largest part of
+  // the cells the block kernel runs; the deepest levels that fit the plan's limit together.
+  const bool factor = s.chain_max > kRegisterChain;
+  std::vector<std::int64_t> cell_rows(static_cast<std::size_t>(depth) + 1, 0);
+  {
+    const auto& first = rows[static_cast<std::size_t>(G)];
+    for (std::size_t c = 0; c + 1 < first.size(); ++c) {
+      if (first[c + 1] == first[c]) continue;
+      for (Index l = G; l <= depth; ++l) {
+        const auto& rl = rows[static_cast<std::size_t>(l)];
+        cell_rows[static_cast<std::size_t>(l)] =
+            std::max<std::int64_t>(cell_rows[static_cast<std::size_t>(l)], rl[c + 1] - rl[c]);
+      }
+    }
   }
-  s.base_pivot_offset = take(plan.base_size());
+  const auto shared_size = [&](Index from) {
+    std::int64_t at = 0;
+    for (Index l = from; l < depth; ++l)
+      level_arrays(at, cell_rows[static_cast<std::size_t>(l)], cell_rows[static_cast<std::size_t>(l) + 1], r,
+                   factor, kSharedAlign);
+    return at;
+  };
+  s.shared_from = depth;
+  for (Index from = depth - 1; from >= G && shared_size(from) * s.real_bytes <= plan.shared_workspace_limit;
+       --from)
+    s.shared_from = from;
+  s.shared_elements = shared_size(s.shared_from);
+
+  // Workspace: the levels before shared_from, then the base's pivots.
+  std::int64_t at = 0, shared_at = 0;
+  for (Index l = 0; l < depth; ++l) {
+    const HinesLevel& L = plan.levels[static_cast<std::size_t>(l)];
+    s.level_offsets.push_back(l < s.shared_from
+                                  ? level_arrays(at, L.size, L.domain_size(), r, true, kAlign)
+                                  : level_arrays(shared_at, cell_rows[static_cast<std::size_t>(l)],
+                                                 cell_rows[static_cast<std::size_t>(l) + 1], r, factor,
+                                                 kSharedAlign));
+  }
+  s.base_pivot_offset = at;
+  at += align(plan.base_size());
   s.workspace_elements = std::max<std::int64_t>(at, kAlign);
 
   const auto ws = [&](std::size_t level, int array) {
@@ -102,9 +149,6 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   };
   const auto solution = [&](std::size_t l) { return l == 0 ? HinesKernelArg{"x", 0} : ws(l - 1, MX); };
   const auto blocks = [&](std::int64_t threads) { return (threads + plan.threads_per_block - 1) / plan.threads_per_block; };
-
-  for (const HinesLevel& L : plan.levels)
-    for (const HinesChain& c : L.chains) s.chain_max = std::max(s.chain_max, c.end - c.begin + 1);
 
   // Grid levels.
   struct GridTables {
@@ -126,7 +170,6 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   }
 
   // Segment types and segments: one per cell with rows at level G or in the base.
-  const auto rows = hines_cell_offsets_by_level(plan);
   std::vector<std::vector<Index>> chain_first;
   for (Index l = G; l < depth; ++l)
     chain_first.push_back(chain_offsets(plan.levels[static_cast<std::size_t>(l)], rows[static_cast<std::size_t>(l)]));
@@ -174,13 +217,16 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     const auto nc = static_cast<std::int64_t>(L.chains.size()), nj = static_cast<std::int64_t>(L.domain_size());
     const auto m = matrix(li);
     if (nc) {
-      HinesLaunch a{"hines_stage1", blocks(nc), plan.threads_per_block, {tab(grid[li].chains), i32(nc)}};
+      HinesLaunch a{"hines_stage1", blocks(nc), plan.threads_per_block, 0, {tab(grid[li].chains), i32(nc)}};
       a.args.insert(a.args.end(), m.begin(), m.end());
       for (int arr : {RV, PV, QV, PIV, W}) a.args.push_back(ws(li, arr));
       s.launches.push_back(std::move(a));
     }
     if (nj) {
-      HinesLaunch a{"hines_stage2", blocks(nj), plan.threads_per_block,
+      HinesLaunch a{"hines_stage2",
+                    blocks(nj),
+                    plan.threads_per_block,
+                    0,
                     {tab(grid[li].junctions), tab(grid[li].direct), tab(grid[li].goff), tab(grid[li].gather),
                      tab(grid[li].chains), i32(nj)}};
       a.args.insert(a.args.end(), m.begin(), m.end());
@@ -189,10 +235,12 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     }
   }
   if (s.segments)
-    s.launches.push_back({"hines_block",
-                          s.segments,
-                          s.block_threads,
-                          {tab(s.segments_offset), tab(0), {"d", 0}, {"u", 0}, {"l", 0}, {"b", 0}, {"x", 0}, workspace}});
+    s.launches.push_back(
+        {"hines_block",
+         s.segments,
+         s.block_threads,
+         s.shared_bytes(),
+         {tab(s.segments_offset), tab(0), {"d", 0}, {"u", 0}, {"l", 0}, {"b", 0}, {"x", 0}, workspace}});
   for (Index l = G; l-- > 0;) {
     const auto li = static_cast<std::size_t>(l);
     const HinesLevel& L = plan.levels[li];
@@ -201,8 +249,9 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     s.launches.push_back({"hines_stage4",
                           blocks(nc + nj),
                           plan.threads_per_block,
-                          {tab(grid[li].chains), i32(nc), tab(grid[li].junctions), i32(nj), ws(li, RV), ws(li, PV),
-                           ws(li, QV), ws(li, MX), solution(li)}});
+                          0,
+                          {tab(grid[li].chains), i32(nc), tab(grid[li].junctions), i32(nj), ws(li, RV),
+                           ws(li, PV), ws(li, QV), ws(li, MX), solution(li)}});
   }
   return s;
 }
@@ -212,7 +261,10 @@ nlohmann::json launches_to_json(const std::vector<HinesLaunch>& launches) {
   for (const HinesLaunch& l : launches) {
     nlohmann::json args = nlohmann::json::array();
     for (const HinesKernelArg& a : l.args) args.push_back({a.buffer, a.value});
-    out.push_back({{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}});
+    nlohmann::json launch{
+        {"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
+    if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;
+    out.push_back(std::move(launch));
   }
   return out;
 }

@@ -89,6 +89,7 @@ struct LaunchArg {
 struct KernelLaunch {
   std::string kernel;
   std::int64_t grid = 1, block = 1;  // 1-D
+  std::int64_t shared_bytes = 0;     // dynamic shared memory of a block (metadata key absent: 0)
   std::vector<LaunchArg> args;
   bool operator==(const KernelLaunch&) const = default;
 };

@@ -53,7 +53,7 @@ class HinesExecutor {
 
   struct Launch {
     CUfunction fn{};
-    unsigned grid = 1, block = 1;
+    unsigned grid = 1, block = 1, shared_bytes = 0;
     std::vector<std::string> buffers;  // per argument: d u l b x workspace tables i32
     std::vector<std::int64_t> values;
   };

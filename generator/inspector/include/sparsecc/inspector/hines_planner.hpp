@@ -41,6 +41,9 @@ struct HinesOptions {
   // instructions; "unrolled" insists (UsageError where the bases do not fit in shared memory).
   std::string code = "auto";
   std::int64_t code_budget = 16384;
+  // Bytes of dynamic shared memory the block kernel may keep its levels' workspace in (see
+  // HinesPlan::shared_workspace_limit); -1: the execution rule (hines_shared_workspace_rule), 0: none.
+  std::int64_t shared_workspace = -1;
   std::string kernel_name = "sparsecc_hines";
 };
 
@@ -51,6 +54,11 @@ inline constexpr std::int32_t kHinesMaxBaseFunctions = 64;
 std::int32_t hines_base_threshold(std::int32_t rhs);
 // The published (K40c, CPU base) threshold: 3500 for R = 1, floor(5245 / R + 40) above.
 std::int32_t hines_published_base_threshold(std::int32_t rhs);
+
+// The execution rule's shared workspace for a block kernel of `block_threads` threads whose bases
+// stage `base_shared_bytes` in static shared memory: an SM's shared memory divided among the blocks it
+// holds at 64 registers a thread (2 of 512 threads), less the static part and 1 KiB a block.
+std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes);
 
 // Ascending junction rows of one level's forest `parent` (post-order).
 std::vector<std::int32_t> select_junctions(const std::vector<std::int32_t>& parent,

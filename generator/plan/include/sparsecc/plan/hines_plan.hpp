@@ -48,6 +48,11 @@ constexpr std::int64_t hines_base_shared_bytes(std::int64_t rows, std::int64_t r
   return rows * ((4 + 2 * rhs) * real_bytes + 4);  // d u l piv, b and x per column, the parent
 }
 
+// Dynamic shared memory an SM of sm_90 gives its blocks (227 KiB), and what the block kernel may hold
+// at most of its levels' workspace there (see HinesPlan::shared_workspace_limit).
+inline constexpr std::int64_t kHinesSharedPerSm = 232448;
+inline constexpr std::int64_t kHinesSharedWorkspaceMax = 200 * 1024;
+
 struct HinesProblem {
   std::int32_t n = 0;          // compartments of the whole forest
   std::int32_t cells = 0;      // trees in the forest
@@ -90,6 +95,10 @@ struct HinesPlan {
   std::int64_t estimated_instructions = 0;  // of an executor unrolling every level and the base
   HinesCode code = HinesCode::tables;
   std::int64_t unrolled_instructions = 0;  // of the base code in unrolled mode (0 in tables mode)
+  // Bytes of dynamic shared memory the block kernel may keep its levels' workspace in (0: none, all
+  // of it in global memory). The deepest block levels whose per-cell arrays fit go there (see
+  // HinesSchedule::shared_from): they are written and read by the cell's own block only.
+  std::int64_t shared_workspace_limit = 0;
 
   std::int32_t depth() const { return static_cast<std::int32_t>(levels.size()); }
   std::int32_t base_size() const { return static_cast<std::int32_t>(base_parent.size()); }

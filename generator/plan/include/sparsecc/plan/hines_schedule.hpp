@@ -1,7 +1,9 @@
 // The Hines executor's schedule: a HinesPlan lowered to what the kernels of templates/hines_edd.cu
 // read and the runtime launches, still plain data. It fixes
 //   - the workspace layout: per level l the stage-1 arrays of level l (rv, pv, qv, piv, w) and level
-//     l + 1's matrix and solution (md, mu, ml, mb, mx), then the base's pivots;
+//     l + 1's matrix and solution (md, mu, ml, mb, mx), then the base's pivots; the deepest block
+//     levels, as far as one cell's part of them fits the plan's shared_workspace_limit, keep these
+//     arrays in the block kernel's dynamic shared memory instead (one cell's worth, per block);
 //   - one int32 table section: the grid levels' chain/junction/gather lists (absolute indices), the
 //     segment types of the block kernel (one cell's part of every block level and of the base, indices
 //     relative to the cell's first row at each level; equal cells share one type) and the segment list
@@ -33,6 +35,7 @@ struct HinesKernelArg {
 struct HinesLaunch {
   std::string kernel;
   std::int64_t grid = 1, block = 1;
+  std::int64_t shared_bytes = 0;  // dynamic shared memory of a block
   std::vector<HinesKernelArg> args;
 };
 
@@ -42,7 +45,11 @@ struct HinesSchedule {
   std::int32_t first_block_level = 0;  // G
   std::int32_t block_levels = 0;       // depth - G
   std::int32_t block_threads = 256;
-  std::vector<std::array<std::int64_t, kHinesLevelArrays>> level_offsets;  // per level, in elements
+  // Per level, in elements: offsets into the workspace, or for levels from shared_from on into the
+  // block kernel's dynamic shared memory (relative to the cell: no row offsets are added there).
+  std::vector<std::array<std::int64_t, kHinesLevelArrays>> level_offsets;
+  std::int32_t shared_from = 0;      // first level in shared memory; depth when none is
+  std::int64_t shared_elements = 0;  // dynamic shared memory of the block kernel, in elements
   std::int64_t base_pivot_offset = 0;                                       // in elements
   std::int64_t workspace_elements = 0;
   std::vector<std::int32_t> tables;
@@ -56,6 +63,7 @@ struct HinesSchedule {
   std::vector<HinesLaunch> launches;
 
   std::int64_t workspace_bytes() const { return workspace_elements * real_bytes; }
+  std::int64_t shared_bytes() const { return shared_elements * real_bytes; }
 };
 
 // Throws UsageError when the plan is invalid (check_hines_plan) or its tables exceed int32 offsets.
