@@ -62,24 +62,24 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
   if constexpr (kChainMax > kRegChain) {
     if (n > kRegChain) {
       for (int i = s; i <= e; ++i) {
-        piv[i] = i == s ? d[i] : d[i] - l[i - 1] * w[i - 1];
-        if (i < e) w[i] = u[i] / piv[i];
+        piv[i] = real(1) / (i == s ? d[i] : d[i] - l[i - 1] * w[i - 1]);  // the pivot's reciprocal
+        if (i < e) w[i] = u[i] * piv[i];
       }
 #pragma unroll
       for (int col = 0; col < R; ++col) {
         for (int i = s; i <= e; ++i) {
           real y = b[(long long)i * R + col];
           if (i > s) y -= l[i - 1] * rv[(long long)(i - 1) * R + col];
-          rv[(long long)i * R + col] = y / piv[i];
+          rv[(long long)i * R + col] = y * piv[i];
         }
         for (int i = e - 1; i >= s; --i) rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
       }
       if (pj >= 0) {
-        pv[e] = u[e] / piv[e];
+        pv[e] = u[e] * piv[e];
         for (int i = e - 1; i >= s; --i) pv[i] = -w[i] * pv[i + 1];
       }
       if (cj >= 0) {
-        for (int i = s; i <= e; ++i) qv[i] = (i == s ? l[s - 1] : -l[i - 1] * qv[i - 1]) / piv[i];
+        for (int i = s; i <= e; ++i) qv[i] = (i == s ? l[s - 1] : -l[i - 1] * qv[i - 1]) * piv[i];
         for (int i = e - 1; i >= s; --i) qv[i] -= w[i] * qv[i + 1];
       }
       return;
@@ -96,12 +96,12 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
 #pragma unroll
       for (int col = 0; col < R; ++col) bb[k][col] = b[(long long)(s + k) * R + col];
     }
-  real pk[kRegChain], wk[kRegChain];
+  real pk[kRegChain], wk[kRegChain];  // pk: the pivots' reciprocals
 #pragma unroll
   for (int k = 0; k < kRegChain; ++k)
     if (k < n) {
-      pk[k] = k == 0 ? dd[0] : dd[k] - lm[k] * wk[dn(k)];
-      if (k < n - 1) wk[k] = uu[k] / pk[k];
+      pk[k] = real(1) / (k == 0 ? dd[0] : dd[k] - lm[k] * wk[dn(k)]);
+      if (k < n - 1) wk[k] = uu[k] * pk[k];
     }
 #pragma unroll
   for (int col = 0; col < R; ++col) {
@@ -111,7 +111,7 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
       if (k < n) {
         real v = bb[k][col];
         if (k > 0) v -= lm[k] * y[dn(k)];
-        y[k] = v / pk[k];
+        y[k] = v * pk[k];
       }
 #pragma unroll
     for (int k = kRegChain - 2; k >= 0; --k)
@@ -125,7 +125,7 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
 #pragma unroll
     for (int k = kRegChain - 1; k >= 0; --k)
       if (k == n - 1) {
-        p[k] = uu[k] / pk[k];
+        p[k] = uu[k] * pk[k];
       } else if (k < n - 1) {
         p[k] = -wk[k] * p[up(k)];
       }
@@ -137,7 +137,7 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
     real q[kRegChain];
 #pragma unroll
     for (int k = 0; k < kRegChain; ++k)
-      if (k < n) q[k] = (k == 0 ? lm[0] : -lm[k] * q[dn(k)]) / pk[k];
+      if (k < n) q[k] = (k == 0 ? lm[0] : -lm[k] * q[dn(k)]) * pk[k];
 #pragma unroll
     for (int k = kRegChain - 2; k >= 0; --k)
       if (k < n - 1) q[k] -= wk[k] * q[up(k)];
@@ -203,7 +203,7 @@ __device__ __forceinline__ void chain_back(const int* __restrict__ ch, const rea
 }
 
 // The base: serial Hines elimination of a small forest by one thread; d, u, l and b are read only,
-// the pivots go to piv and the solution to x.
+// the pivots' reciprocals go to piv and the solution to x.
 __device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n, const real* __restrict__ d,
                                            const real* __restrict__ u, const real* __restrict__ l,
                                            const real* __restrict__ b, real* __restrict__ piv,
@@ -214,9 +214,11 @@ __device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n
     for (int col = 0; col < R; ++col) x[(long long)i * R + col] = b[(long long)i * R + col];
   }
   for (int i = 0; i < n; ++i) {
+    const real inv = real(1) / piv[i];  // row i's pivot is final: its children come before it
+    piv[i] = inv;
     const int p = parent[i];
     if (p < 0) continue;
-    const real f = l[i] / piv[i];
+    const real f = l[i] * inv;
     piv[p] -= f * u[i];
 #pragma unroll
     for (int col = 0; col < R; ++col) x[(long long)p * R + col] -= f * x[(long long)i * R + col];
@@ -227,7 +229,7 @@ __device__ __forceinline__ void base_solve(const int* __restrict__ parent, int n
     for (int col = 0; col < R; ++col) {
       real v = x[(long long)i * R + col];
       if (p >= 0) v -= u[i] * x[(long long)p * R + col];
-      x[(long long)i * R + col] = v / piv[i];
+      x[(long long)i * R + col] = v * piv[i];
     }
   }
 }
@@ -357,7 +359,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
     constexpr int last = kLevels > 0 ? kFirst + kLevels - 1 : 0;  // the level whose domain is the base
     real* xb = kLevels == 0 ? x : level_array(ws, sws, last, MX, 0, r0);
     if constexpr (kBaseShared) {
-      // Unrolled mode eliminates in place (sd becomes the pivots, sb the solution) and needs no
+      // Unrolled mode eliminates in place (sd becomes the pivots' reciprocals, sb the solution) and needs no
       // parents, pivots or x of its own.
       constexpr int kTab = kUnrolledBase ? 1 : kBaseMax;
       __shared__ real sd[kBaseMax], su[kBaseMax], sl[kBaseMax], sb[kBaseMax * R], spiv[kTab], sx[kTab * R];

@@ -55,19 +55,19 @@ std::string unrolled_bases(const HinesSchedule& s) {
     out += fmt::format("// Base structure {}: {} rows.\n__device__ __forceinline__ void base_unrolled_{}(volatile real* piv, "
                        "volatile const real* u, volatile const real* l, volatile real* x) {{\n  real f;\n",
                        f, n, f);
+    // One division a row: piv[i] becomes its reciprocal once final (base_solve's arithmetic).
     for (std::int32_t i = 0; i < n; ++i) {
       const std::int32_t p = parent[static_cast<std::size_t>(i)];
+      out += fmt::format("  piv[{}] = real(1) / piv[{}];\n", i, i);
       if (p < 0) continue;
-      out += fmt::format("  f = l[{}] / piv[{}];\n  piv[{}] -= f * u[{}];\n  ", i, i, p, i);
+      out += fmt::format("  f = l[{}] * piv[{}];\n  piv[{}] -= f * u[{}];\n  ", i, i, p, i);
       out += cols(fmt::format("{} -= f * {};", xi(p), xi(i)));
-
     }
     for (std::int32_t i = n; i-- > 0;) {
       const std::int32_t p = parent[static_cast<std::size_t>(i)];
       out += "  ";
-      out += cols(p < 0 ? fmt::format("{} = {} / piv[{}];", xi(i), xi(i), i)
-                        : fmt::format("{} = ({} - u[{}] * {}) / piv[{}];", xi(i), xi(i), i, xi(p), i));
-
+      out += cols(p < 0 ? fmt::format("{} = {} * piv[{}];", xi(i), xi(i), i)
+                        : fmt::format("{} = ({} - u[{}] * {}) * piv[{}];", xi(i), xi(i), i, xi(p), i));
     }
     out += "}\n\n";
   }

@@ -16,14 +16,18 @@ struct LevelSystem {
   std::vector<Real> d, u, l, b;
 };
 
-// Serial Hines elimination over `parent` (post-order), R right-hand sides; returns x.
+// Serial Hines elimination over `parent` (post-order), R right-hand sides; returns x. Like the
+// executors, it divides once a row: d[i] becomes the reciprocal of row i's pivot once that is final
+// (its children come before it), and every other quotient is a product with it.
 template <typename Real>
 std::vector<Real> solve_base(const std::vector<Index>& parent, LevelSystem<Real> s, std::size_t r) {
   const std::size_t n = parent.size();
   for (std::size_t i = 0; i < n; ++i) {
+    const Real inv = Real(1) / s.d[i];
+    s.d[i] = inv;
     const Index p = parent[i];
     if (p < 0) continue;
-    const Real f = s.l[i] / s.d[i];
+    const Real f = s.l[i] * inv;
     s.d[static_cast<std::size_t>(p)] -= f * s.u[i];
     for (std::size_t c = 0; c < r; ++c) s.b[static_cast<std::size_t>(p) * r + c] -= f * s.b[i * r + c];
   }
@@ -32,7 +36,7 @@ std::vector<Real> solve_base(const std::vector<Index>& parent, LevelSystem<Real>
     for (std::size_t c = 0; c < r; ++c) {
       Real v = s.b[i * r + c];
       if (p >= 0) v -= s.u[i] * s.b[static_cast<std::size_t>(p) * r + c];
-      s.b[i * r + c] = v / s.d[i];
+      s.b[i * r + c] = v * s.d[i];
     }
   }
   return std::move(s.b);
@@ -45,29 +49,30 @@ std::vector<Real> solve_level(const HinesPlan& plan, std::size_t li, const Level
   if (li == plan.levels.size()) return solve_base(plan.base_parent, s, r);
   const HinesLevel& L = plan.levels[li];
   const std::size_t n = static_cast<std::size_t>(L.size), nj = L.junctions.size();
-  // Stage 1: per chain, one factorisation of T for R right-hand sides and the P and Q columns.
+  // Stage 1: per chain, one factorisation of T for R right-hand sides and the P and Q columns. piv
+  // holds the pivots' reciprocals: one division a row, every quotient a product with it.
   std::vector<Real> rv(n * r), pv(n, Real(0)), qv(n, Real(0)), piv(n), w(n);
   for (const HinesChain& c : L.chains) {
     const auto b = static_cast<std::size_t>(c.begin), e = static_cast<std::size_t>(c.end);
     for (std::size_t i = b; i <= e; ++i) {
-      piv[i] = i == b ? s.d[i] : s.d[i] - s.l[i - 1] * w[i - 1];
-      if (i < e) w[i] = s.u[i] / piv[i];
+      piv[i] = Real(1) / (i == b ? s.d[i] : s.d[i] - s.l[i - 1] * w[i - 1]);
+      if (i < e) w[i] = s.u[i] * piv[i];
     }
-    // Forward: y_i = (rhs_i - l[i-1] y_{i-1}) / piv_i; back: x_i = y_i - w_i x_{i+1}.
+    // Forward: y_i = (rhs_i - l[i-1] y_{i-1}) / pivot_i; back: x_i = y_i - w_i x_{i+1}.
     for (std::size_t col = 0; col < r; ++col) {
       for (std::size_t i = b; i <= e; ++i) {
         Real y = s.b[i * r + col];
         if (i > b) y -= s.l[i - 1] * rv[(i - 1) * r + col];
-        rv[i * r + col] = y / piv[i];
+        rv[i * r + col] = y * piv[i];
       }
       for (std::size_t i = e; i-- > b;) rv[i * r + col] -= w[i] * rv[(i + 1) * r + col];
     }
     if (c.parent_junction >= 0) {  // T^-1 (upper[e] e_last): forward leaves only the last row
-      pv[e] = s.u[e] / piv[e];
+      pv[e] = s.u[e] * piv[e];
       for (std::size_t i = e; i-- > b;) pv[i] = -w[i] * pv[i + 1];
     }
     if (c.child_junction >= 0) {  // T^-1 (lower[b-1] e_first)
-      for (std::size_t i = b; i <= e; ++i) qv[i] = (i == b ? s.l[b - 1] : -s.l[i - 1] * qv[i - 1]) / piv[i];
+      for (std::size_t i = b; i <= e; ++i) qv[i] = (i == b ? s.l[b - 1] : -s.l[i - 1] * qv[i - 1]) * piv[i];
       for (std::size_t i = e; i-- > b;) qv[i] -= w[i] * qv[i + 1];
     }
   }
