@@ -425,7 +425,10 @@ TEST(TunePredictor, EvaluateScoresEachProblemWithTwoOrMoreSamples) {
   p.coefficients = {1.0};
   const std::size_t d = spmm_feature_names().size(), issue = index_of("issue_us");
   const auto sample = [&](const std::string& problem, double predicted, double measured) {
-    PredictorSample s{problem, std::vector<double>(d, 0.0), measured};
+    PredictorSample s;
+    s.problem = problem;
+    s.features.assign(d, 0.0);
+    s.median_us = measured;
     s.features[issue] = predicted;
     return s;
   };
@@ -689,7 +692,9 @@ TEST(TunePredictor, ColdTimingsKeepTheAutomaticPlanForColdLookups) {
     EXPECT_GT(refit.top1_within_10pct, warm.top1_within_10pct - 1e-9);
     EXPECT_GE(refit.top1_within_10pct, cold_top1_floor[i]);
     EXPECT_LE(warm_vs_default, warm_default_ceiling[i]);
-    if (i == 0) EXPECT_LT(refit_vs_default, 1.0);  // SparseRT 90 %, batch 1: slower than the automatic plan
+    if (i == 0) {
+      EXPECT_LT(refit_vs_default, 1.0);  // SparseRT 90 %, batch 1: slower than the automatic plan
+    }
   }
 }
 

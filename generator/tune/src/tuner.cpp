@@ -145,7 +145,10 @@ std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::si
         if (stale) ++*stale;
         continue;
       }
-      PredictorSample sample{key_string(r.key), std::move(features), t.median_us};
+      PredictorSample sample;
+      sample.problem = key_string(r.key);
+      sample.features = std::move(features);
+      sample.median_us = t.median_us;
       sample.plan = spmm_variant_base_label(t.label);
       sample.variant = sample.plan != t.label;
       out.push_back(std::move(sample));
