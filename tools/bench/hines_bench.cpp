@@ -1,5 +1,6 @@
 // sparsecc_bench hines FILE.swc... [--cells N] [--resolution P] [--rhs R,...] [--dtype f64,f32]
-//                     [--shared-workspace BYTES] [--block-threads T] [--sweep] [--no-baselines] [--seed S]
+//                     [--shared-workspace BYTES] [--block-threads T] [--k K] [--sweep] [--no-baselines]
+//                     [--seed S]
 // For every precision and R: plans the forest with the default rules, compiles and bundles the
 // executor, loads it with the runtime, checks one step on a NaN-poisoned x against the bound of
 // hines_accuracy (max relative error against the extended-precision serial solve <= 1e-12 f64, 1e-4 f32,
@@ -39,6 +40,7 @@ struct HinesBenchArgs {
   std::string code = "auto";
   std::int64_t shared_workspace = -1;
   int block_threads = 0;
+  int k = 3;
   int cells = 1;
   int resolution = 1;
   std::vector<int> rhs{1};
@@ -209,6 +211,7 @@ int run(const HinesBenchArgs& a) {
       chosen.code = a.code;
       chosen.shared_workspace = a.shared_workspace;
       chosen.block_threads = a.block_threads;
+      chosen.k = a.k;
       const HinesPlan plan = plan_hines(s, r, dtype, chosen);
       const Measured m = measure_plan(ctx, s, plan, b, acc, a.timing);
       fmt::print("{} R {}: sparsecc {}\n", dtype, r, m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
@@ -254,6 +257,9 @@ int hines_bench_main(int argc, char** argv) {
   app.add_option("--shared-workspace", a.shared_workspace,
                  "shared memory a block may keep its deepest levels' workspace in (-1: the rule, 0: none)")
       ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
+      ->capture_default_str();
+  app.add_option("--k", a.k, "K of the timed plan's block levels")
+      ->check(CLI::Range(2, 1024))
       ->capture_default_str();
   app.add_option("--block-threads", a.block_threads, "threads of the timed plan's block kernel (0: the rule)")
       ->check(CLI::Range(0, 1024))
