@@ -37,10 +37,7 @@ namespace {
 
 struct HinesBenchArgs {
   std::vector<std::string> files;
-  std::string code = "auto";
-  std::int64_t shared_workspace = -1;
-  int block_threads = 0;
-  int k = 3;
+  HinesOptions plan;  // the timed plan's options (--code, --shared-workspace, --block-threads, --k)
   int cells = 1;
   int resolution = 1;
   std::vector<int> rhs{1};
@@ -207,12 +204,7 @@ int run(const HinesBenchArgs& a) {
                  "serial solve){}\n",
                  dtype, r, acc.tolerance(dtype), acc.serial_f64_error, acc.serial_f32_error,
                  acc.note(dtype).empty() ? "" : "; " + acc.note(dtype));
-      HinesOptions chosen;
-      chosen.code = a.code;
-      chosen.shared_workspace = a.shared_workspace;
-      chosen.block_threads = a.block_threads;
-      chosen.k = a.k;
-      const HinesPlan plan = plan_hines(s, r, dtype, chosen);
+      const HinesPlan plan = plan_hines(s, r, dtype, a.plan);
       const Measured m = measure_plan(ctx, s, plan, b, acc, a.timing);
       fmt::print("{} R {}: sparsecc {}\n", dtype, r, m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
       if (!m.ok) {
@@ -253,15 +245,18 @@ int hines_bench_main(int argc, char** argv) {
   app.add_option("--resolution", a.resolution, "compartments per SWC segment")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--rhs", a.rhs, "right-hand sides per step (list)")->check(CLI::Range(1, 1024))->delimiter(',');
   app.add_option("--dtype", a.dtypes, "precisions (list)")->check(CLI::IsMember({"f64", "f32"}))->delimiter(',');
-  app.add_option("--code", a.code, "code mode of the timed plan")->check(CLI::IsMember({"auto", "tables", "unrolled"}))->capture_default_str();
-  app.add_option("--shared-workspace", a.shared_workspace,
+  app.add_option("--code", a.plan.code, "code mode of the timed plan")
+      ->check(CLI::IsMember({"auto", "tables", "unrolled"}))
+      ->capture_default_str();
+  app.add_option("--shared-workspace", a.plan.shared_workspace,
                  "shared memory a block may keep its deepest levels' workspace in (-1: the rule, 0: none)")
       ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
       ->capture_default_str();
-  app.add_option("--k", a.k, "K of the timed plan's block levels")
+  app.add_option("--k", a.plan.k, "K of the timed plan's block levels")
       ->check(CLI::Range(2, 1024))
       ->capture_default_str();
-  app.add_option("--block-threads", a.block_threads, "threads of the timed plan's block kernel (0: the rule)")
+  app.add_option("--block-threads", a.plan.block_threads,
+                 "threads of the timed plan's block kernel (0: the rule)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_flag("--sweep", a.sweep, "also time plan variants (K, base threshold, grid levels, block threads)");

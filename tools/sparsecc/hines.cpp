@@ -207,8 +207,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
                 : "";
         fmt::print(stderr,
                    "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} "
-                   "({:.1f} s to "
-                   "compile)\n",
+                   "({:.1f} s to compile)\n",
                    a->output, c.schedule.launches.size(), c.schedule.segment_types,
                    c.schedule.tables.size() * 4 / 1024, c.schedule.workspace_bytes() >> 20, shared,
                    c.code.seconds);
