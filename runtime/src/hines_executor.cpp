@@ -7,6 +7,13 @@
 
 namespace sparsecc::rt {
 
+namespace {
+
+// Shared memory a block may use without raising its kernel's limit.
+constexpr std::int64_t kDefaultSharedLimit = 48 * 1024;
+
+}  // namespace
+
 HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx, const LoadOptions& options) {
   return load(read_bundle_file(path), path, ctx, options);
 }
@@ -34,15 +41,27 @@ HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const 
     launch.grid = static_cast<unsigned>(l.grid);
     launch.block = static_cast<unsigned>(l.block);
     launch.shared_bytes = static_cast<unsigned>(l.shared_bytes);
-    // Above 48 KiB a kernel must be allowed its dynamic shared memory first; a device that has less
-    // than the bundle asks for fails here, naming the bundle.
-    if (l.shared_bytes > 48 * 1024) {
-      try {
-        SPARSECC_CU(driver().cuFuncSetAttribute(launch.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                static_cast<int>(l.shared_bytes)));
-      } catch (const DriverError& e) {
-        throw BundleError(name + ": kernel " + l.kernel + " needs " + std::to_string(l.shared_bytes) +
-                          " bytes of dynamic shared memory, which this device does not allow: " + e.what());
+    // A block's static and dynamic shared memory together above 48 KiB need the kernel's dynamic
+    // limit raised first (cuLaunchKernel refuses otherwise); a device that has less than the launch
+    // asks for fails here, naming the bundle and the kernel.
+    if (l.shared_bytes > 0) {
+      int static_bytes = 0;
+      SPARSECC_CU(driver().cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, launch.fn));
+      const std::int64_t total = static_bytes + l.shared_bytes;
+      const std::int64_t allowed = ctx.device().max_shared_per_block_optin;
+      if (total > allowed)
+        throw BundleError(name + ": kernel " + l.kernel + " needs " + std::to_string(total) +
+                          " bytes of shared memory a block (" + std::to_string(static_bytes) + " static, " +
+                          std::to_string(l.shared_bytes) + " dynamic); this device allows " +
+                          std::to_string(allowed));
+      if (total > kDefaultSharedLimit) {
+        try {
+          SPARSECC_CU(driver().cuFuncSetAttribute(launch.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                  static_cast<int>(l.shared_bytes)));
+        } catch (const DriverError& e) {
+          throw BundleError(name + ": kernel " + l.kernel + " needs " + std::to_string(l.shared_bytes) +
+                            " bytes of dynamic shared memory, which this device does not allow: " + e.what());
+        }
       }
     }
     for (const LaunchArg& a : l.args) {

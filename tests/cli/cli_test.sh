@@ -108,8 +108,11 @@ expect 2 "PTX emitter writes fp32 kernels" -- compile "$tmp/blk.mtx" --n 9 --dty
 expect 2 "blocklets run on fp16 / bf16" -- compile "$tmp/blk.mtx" --n 9 --blocklets 16x8 -o "$tmp/x.sccb"
 [[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a failed compile left x.sccb behind"; failures=$((failures + 1)); }
 expect 0 "depth 0: base 5 rows"     -- hines "$tmp/cell.swc"
-expect 0 "depth 2: 21 rows"        -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2
+expect 0 "depth 1: 21 rows \(K 6:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2
+expect 0 "depth 2: 21 rows \(K 3:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --k 3
+expect 0 "depth 2: 21 rows \(K 4:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --rhs 8
 expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --check
+expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --k 3 --check
 expect 0 '"kind":"hines"'           -- hines "$tmp/cell.swc" "$tmp/cell.swc" --cells 3 --minimal --depth 1 --plan-json
 expect 0 "30 compartments in 6 cells" -- hines "$tmp/cell.swc" --cells 6 --rhs 4 --dtype f32 --check
 expect 2 "loop.swc:[0-9]+: "       -- hines "$tmp/loop.swc"
@@ -290,7 +293,7 @@ if [[ -n "$data" && -d "$data" ]]; then
   expect 0 '"kept_nnz": ' -- prune --json "$data/sparsert/mobilenet_v1_sparse90.npz:contraction_1x1_0" --pattern 2:4 -o "$tmp/mb.npy"
   expect 2 "contraction_1x1_0" -- prune "$data/sparsert/mobilenet_v1_sparse90.npz" --pattern 2:4 -o "$tmp/mb2.npy"
   expect 0 '"cells": 1'   -- inspect --json "$data/swc/jaxley/morph_ca1_n120.swc"
-  expect 0 "1315000 compartments in 500 cells.*depth 4.*one thread per cell" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 500
+  expect 0 "1315000 compartments in 500 cells.*depth 3: 1315000 rows \(K 6.*one thread per cell" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 500
   expect 0 "wrote $tmp/ca1.sccb: 1 launches per step, 1 segment types" -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 8 --rhs 2 -o "$tmp/ca1.sccb"
   expect 0 "Hines, 21040 compartments in 8 cells, R = 2, f64, plan interpreter .*tolerance [0-9.e-]+\).* ok$" -- verify --cpu "$tmp/ca1.sccb"
   expect 0 "relative error .*: ok"  -- hines "$data/swc/jaxley/morph_ca1_n120.swc" --cells 20 --check

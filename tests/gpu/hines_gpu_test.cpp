@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 
@@ -164,6 +165,38 @@ TEST(HinesGpu, ExecutorsMatchTheSerialReference) {
                     "forest of 100, K 16, R 2", false);
 }
 
+// A forest whose block kernel keeps 48 KiB or a little less of workspace in dynamic shared memory
+// while its staged base adds static shared memory on top: static and dynamic together exceed
+// 48 KiB, which the runtime must allow the kernel before launching it. The cell, a chain, is found by
+// its length; the search runs on the CPU, before the GPU check.
+TEST(HinesGpu, StaticAndDynamicSharedMemoryAbove48KiB) {
+  constexpr std::int64_t k48 = 48 * 1024;
+  HinesOptions o;
+  o.shared_workspace = k48;
+  o.code = "tables";
+  int found = 0;
+  for (int n = 200; n <= 4000 && !found; ++n) {
+    const HinesPlan plan = plan_hines(test::chain_system(n), 1, "f64", o);
+    const std::int64_t dynamic = schedule_hines(plan).shared_bytes();
+    const std::int64_t base = hines_base_shared_bytes(hines_block_base_max(plan), 1, 8);
+    if (dynamic <= k48 && base <= kHinesBaseSharedLimit && dynamic + base > k48) found = n;
+  }
+  ASSERT_GT(found, 0) << "no chain length puts static and dynamic shared memory across 48 KiB";
+  std::vector<HinesSystem> copies(64, test::chain_system(found));
+  const HinesSystem forest = concatenate_hines(copies);
+  const HinesPlan plan = plan_hines(forest, 1, "f64", o);
+  const HinesSchedule schedule = schedule_hines(plan);
+  ASSERT_LE(schedule.shared_bytes(), k48);
+  ASSERT_GT(schedule.shared_bytes() + hines_base_shared_bytes(hines_block_base_max(plan), 1, 8), k48);
+  std::printf("[ hines gpu ] chains of %d rows: %lld B dynamic, %lld B of staged base\n", found,
+              static_cast<long long>(schedule.shared_bytes()),
+              static_cast<long long>(hines_base_shared_bytes(hines_block_base_max(plan), 1, 8)));
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  expect_gpu_solves(ctx, forest, 1, o, "64 chains, shared across 48 KiB", false);
+  expect_gpu_solves(ctx, forest, 1, o, "64 chains, shared across 48 KiB", true);
+}
+
 TEST(HinesGpu, RealCells) {
   SPARSECC_GPU_OR_SKIP();
   SPARSECC_DATA_OR_SKIP(dir, "swc/jaxley/morph_ca1_n120.swc");
@@ -174,6 +207,12 @@ TEST(HinesGpu, RealCells) {
   for (const int r : {1, 8}) {
     expect_gpu_solves(ctx, forest, r, {}, "500 x CA1 n120", false);
     expect_gpu_solves(ctx, forest, r, {}, "500 x CA1 n120", true);
+  }
+  // Its workspace fills exactly 48 KiB of dynamic shared memory, its staged base adds static.
+  const auto neuron = dir.parent_path().parent_path() / "neurom" / "Neuron.swc";
+  if (std::filesystem::exists(neuron)) {
+    std::vector<HinesSystem> many(200, assemble_hines(load_neuron(neuron.string())));
+    expect_gpu_solves(ctx, concatenate_hines(many), 1, {}, "200 x NeuroM Neuron", false);
   }
 }
 

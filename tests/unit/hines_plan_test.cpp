@@ -149,6 +149,7 @@ TEST(HinesPlan, NotesChainFineTwoLevelsAreExact) {
 TEST(HinesPlan, RootJunctionLeavesNoRootChain) {
   const HinesSystem s = test::chain_system(9);  // K = 3: junctions 2, 5, 8 and 8 is the root
   HinesOptions o;
+  o.k = 3;
   o.depth = 1;
   const HinesPlan plan = plan_hines(s, 1, "f64", o);
   ASSERT_TRUE(check_hines_plan(plan).empty());
@@ -168,6 +169,7 @@ TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
   std::mt19937_64 rng(2);
   HinesOptions published;
   published.base_rows = hines_published_base_threshold(1);
+  published.k = 3;
   published.k_large = 0;
   const HinesPlan plan = expect_plan_solves(s, 1, published, rng, "chain 100000");
   std::vector<std::int32_t> sizes;
@@ -189,13 +191,26 @@ TEST(HinesPlan, HundredThousandRowChainRecursesToTheThreshold) {
   const auto offsets = hines_cell_offsets_by_level(gpu);
   ASSERT_EQ(offsets.size(), gpu.levels.size() + 1);
   EXPECT_EQ(offsets.back(), (std::vector<std::int32_t>{0, 24}));
-  // 64 such cells (13,000 rows each): K = 8 only where a cell exceeds 12,288 rows, K = 3 below.
-  const HinesPlan forest =
-      plan_hines(concatenate_hines(std::vector<HinesSystem>(64, test::chain_system(13000))), 1, "f64", {});
-  ks.clear();
-  for (const auto& L : forest.levels) ks.push_back(L.k);
-  EXPECT_EQ(ks, (std::vector<std::int32_t>{8, 3, 3, 3}));
+  // 64 such cells (13,000 rows each): K = 8 only where a cell exceeds 12,288 rows, the rule's K below:
+  // 6 at R = 1, 4 at R = 8 in f64, 3 in f32; an explicit K wins over the rule.
+  const HinesSystem cells64 = concatenate_hines(std::vector<HinesSystem>(64, test::chain_system(13000)));
+  const auto level_ks = [](const HinesPlan& p) {
+    std::vector<std::int32_t> out;
+    for (const auto& L : p.levels) out.push_back(L.k);
+    return out;
+  };
+  const HinesPlan forest = plan_hines(cells64, 1, "f64", {});
+  EXPECT_EQ(level_ks(forest), (std::vector<std::int32_t>{8, 6, 6}));
   EXPECT_EQ(forest.grid_levels, 1);
+  EXPECT_EQ(level_ks(plan_hines(cells64, 8, "f64", {})), (std::vector<std::int32_t>{8, 4, 4, 4, 4}));
+  EXPECT_EQ(level_ks(plan_hines(cells64, 8, "f32", {})), (std::vector<std::int32_t>{8, 3, 3, 3, 3, 3}));
+  HinesOptions k3;
+  k3.k = 3;
+  EXPECT_EQ(level_ks(plan_hines(cells64, 1, "f64", k3)), (std::vector<std::int32_t>{8, 3, 3, 3}));
+  EXPECT_EQ(hines_k_rule(1, "f32"), 6);
+  EXPECT_EQ(hines_k_rule(2, "f64"), 4);
+  EXPECT_EQ(hines_k_rule(2, "f32"), 3);
+  EXPECT_THROW(hines_k_rule(0, "f64"), UsageError);
   // K = 1 is no decomposition.
   HinesOptions bad;
   bad.k_large = 1;

@@ -252,8 +252,8 @@ int hines_bench_main(int argc, char** argv) {
                  "shared memory a block may keep its deepest levels' workspace in (-1: the rule, 0: none)")
       ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
       ->capture_default_str();
-  app.add_option("--k", a.plan.k, "K of the timed plan's block levels")
-      ->check(CLI::Range(2, 1024))
+  app.add_option("--k", a.plan.k, "K of the timed plan's block levels (0: the planner's rule)")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--block-threads", a.plan.block_threads,
                  "threads of the timed plan's block kernel (0: the rule)")

@@ -45,6 +45,12 @@ std::int64_t unrolled_base_instructions(const HinesPlan& plan) {
 
 }  // namespace
 
+std::int32_t hines_k_rule(std::int32_t rhs, const std::string& dtype) {
+  if (rhs < 1) throw UsageError(fmt::format("hines_k_rule: {} right-hand sides", rhs));
+  if (rhs == 1) return 6;
+  return dtype == "f64" ? 4 : 3;
+}
+
 std::int32_t hines_base_threshold(std::int32_t rhs) {
   if (rhs < 1) throw UsageError(fmt::format("hines_base_threshold: {} right-hand sides", rhs));
   return std::max(8, 64 / rhs);
@@ -99,8 +105,9 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
                      const HinesOptions& options) {
   if (rhs < 1) throw UsageError(fmt::format("plan_hines: {} right-hand sides (at least 1)", rhs));
   if (dtype != "f64" && dtype != "f32") throw UsageError(fmt::format("plan_hines: dtype '{}' is not f64 or f32", dtype));
-  if (options.decomposition == HinesDecomposition::fine && (options.k < 2 || options.k > 1024))
-    throw UsageError(fmt::format("plan_hines: K = {} is outside 2..1024", options.k));
+  if (options.decomposition == HinesDecomposition::fine && options.k != 0 &&
+      (options.k < 2 || options.k > 1024))
+    throw UsageError(fmt::format("plan_hines: K = {} is outside 2..1024 (0: the rule)", options.k));
   if (options.decomposition == HinesDecomposition::fine && options.k_large != 0 &&
       (options.k_large < 2 || options.k_large > 1024))
     throw UsageError(fmt::format("plan_hines: K of large levels = {} is outside 2..1024 (0: K)", options.k_large));
@@ -134,7 +141,9 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   plan.threads_per_block = options.threads_per_block;
   plan.parent = system.parent;
   plan.cell_offsets = system.cell_offsets;
-  const Index k = options.decomposition == HinesDecomposition::fine ? options.k : 0;
+  const Index k = options.decomposition != HinesDecomposition::fine ? 0
+                  : options.k                                       ? options.k
+                                                                    : hines_k_rule(rhs, dtype);
   const Index threshold = options.base_rows ? options.base_rows : hines_base_threshold(rhs);
   std::vector<Index> parent = system.parent;
   std::vector<Index> cells = system.cell_offsets;  // per-cell row offsets of the current level

@@ -38,8 +38,11 @@ Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::strin
     return p;
   }
   p.candidate.options = o;
+  // Recorded with the K the rule chose, so that a database winner keeps its plan if the rule changes.
+  if (o.decomposition == HinesDecomposition::fine && o.k == 0)
+    p.candidate.options.k = hines_k_rule(rhs, dtype);
   p.candidate.is_default = is_default;
-  p.candidate.label = hines_label(o, p.candidate.plan);
+  p.candidate.label = hines_label(p.candidate.options, p.candidate.plan);
   return p;
 }
 
