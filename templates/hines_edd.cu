@@ -33,14 +33,15 @@ enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX, kArrays };
 constexpr int kFirst = 0, kLevels = 1, kSegStride = 3, kSharedFrom = 1;
 __constant__ long long kOff[1][kArrays] = {{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}};
 constexpr long long kBasePiv = 80;
-constexpr int kChainMax = 2, kBaseMax = 8;
+constexpr int kChainMax = 2, kBaseMax = 8, kRegChainMax = 8;
 constexpr bool kBaseShared = true, kUnrolledBase = false;
 /*@end*/
 
 // Chains of up to kRegChain rows are solved in registers: all their loads are issued at once and
 // only rv, pv and qv are stored (the factorisation stays in registers). Longer chains (minimal
-// decomposition, large K) take the loop that keeps piv and w in the workspace.
-constexpr int kRegChain = kChainMax < 1 ? 1 : kChainMax < 8 ? kChainMax : 8;
+// decomposition, large K) take the loop that keeps piv and w in the workspace. kRegChainMax is the
+// plan's (kHinesRegisterChain, which sizes the workspace accordingly).
+constexpr int kRegChain = kChainMax < 1 ? 1 : kChainMax < kRegChainMax ? kChainMax : kRegChainMax;
 // Neighbour indices of the unrolled register chain, clamped so that no expression indexes outside
 // the arrays even where its guard is false (an out-of-range constant index sends the array to local
 // memory).

@@ -101,8 +101,10 @@ EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& s, cons
     layout += fmt::format("{}{{{}}}", l ? ",\n    " : "\n    ", fmt::join(s.level_offsets[l], ", "));
   // kBaseMax sizes the shared-memory base arrays, which are declared (not used) when the bases are
   // empty: at least 1 keeps them legal.
-  layout += fmt::format("}};\nconstexpr long long kBasePiv = {};\nconstexpr int kChainMax = {}, kBaseMax = {};\n",
-                        s.base_pivot_offset, s.chain_max, std::max<std::int64_t>(1, s.base_max));
+  layout += fmt::format(
+      "}};\nconstexpr long long kBasePiv = {};\nconstexpr int kChainMax = {}, kBaseMax = {}, kRegChainMax = "
+      "{};\n",
+      s.base_pivot_offset, s.chain_max, std::max<std::int64_t>(1, s.base_max), kHinesRegisterChain);
   const bool shared = s.base_max > 0 && hines_base_shared_bytes(s.base_max, s.rhs, s.real_bytes) <= kHinesBaseSharedLimit;
   const bool unrolled = plan.code == HinesCode::unrolled;
   if (unrolled && !shared) throw UsageError("emit_hines_cuda: unrolled code needs the bases in shared memory");

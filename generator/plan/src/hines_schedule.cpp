@@ -16,8 +16,6 @@ enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX };
 
 constexpr std::int64_t kAlign = 64;  // elements: 256-byte aligned arrays in both precisions
 constexpr std::int64_t kSharedAlign = 4;  // elements: 16-byte aligned arrays in shared memory
-// Chains longer than this keep their factorisation in piv and w (kRegChain in templates/hines_edd.cu).
-constexpr Index kRegisterChain = 8;
 
 std::int64_t align(std::int64_t x, std::int64_t to = kAlign) { return (x + to - 1) / to * to; }
 
@@ -97,7 +95,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
 
   // Shared memory: one cell's part of levels shared_from .. depth - 1, sized for the largest part of
   // the cells the block kernel runs; the deepest levels that fit the plan's limit together.
-  const bool factor = s.chain_max > kRegisterChain;
+  const bool factor = s.chain_max > kHinesRegisterChain;
   std::vector<std::int64_t> cell_rows(static_cast<std::size_t>(depth) + 1, 0);
   {
     const auto& first = rows[static_cast<std::size_t>(G)];

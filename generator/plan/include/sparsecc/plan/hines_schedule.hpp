@@ -24,6 +24,9 @@ namespace sparsecc {
 
 // Workspace arrays of a level, in the order of the kernels' kOff rows.
 inline constexpr int kHinesLevelArrays = 10;  // rv pv qv piv w md mu ml mb mx
+// Chains of up to this many rows are eliminated in registers (the emitter passes it to the template
+// as kRegChainMax); longer ones keep their factorisation in the piv and w arrays.
+inline constexpr int kHinesRegisterChain = 8;
 
 // A kernel argument: a pointer (`buffer` d, u, l, b, x, workspace or tables, plus `value` bytes) or
 // an int (`buffer` "i32", `value` the int).
