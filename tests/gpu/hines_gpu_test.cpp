@@ -138,7 +138,8 @@ TEST(HinesGpu, ExecutorsMatchTheSerialReference) {
   expect_gpu_solves(ctx, chain, 1, {}, "chain 100000", false);
   HinesOptions all_grid;
   all_grid.grid_levels = 7;  // every level on the grid, the block kernel solves the base only
-  all_grid.k_large = 0;      // K = 3 on every level: 7 levels
+  all_grid.k = 3;
+  all_grid.k_large = 0;  // K = 3 on every level: 7 levels
   expect_gpu_solves(ctx, chain, 2, all_grid, "chain 100000, all levels on grid", false);
   HinesOptions one_block;
   one_block.grid_levels = 0;
@@ -194,7 +195,7 @@ TEST(HinesGpu, StaticAndDynamicSharedMemoryAbove48KiB) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
   expect_gpu_solves(ctx, forest, 1, o, "64 chains, shared across 48 KiB", false);
-  expect_gpu_solves(ctx, forest, 1, o, "64 chains, shared across 48 KiB", true);
+  expect_gpu_solves(ctx, forest, 1, o, "64 chains, shared across 48 KiB, in place", false, true);
 }
 
 TEST(HinesGpu, RealCells) {
