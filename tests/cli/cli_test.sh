@@ -110,7 +110,7 @@ expect 2 "blocklets run on fp16 / bf16" -- compile "$tmp/blk.mtx" --n 9 --blockl
 expect 0 "depth 0: base 5 rows"     -- hines "$tmp/cell.swc"
 expect 0 "depth 1: 21 rows \(K 6:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2
 expect 0 "depth 2: 21 rows \(K 3:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --k 3
-expect 0 "depth 2: 21 rows \(K 4:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --rhs 8
+expect 0 "depth 2: 21 rows \(K 3:"  -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --rhs 8
 expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --check
 expect 0 "relative error .*: ok"   -- hines "$tmp/cell.swc" --resolution 5 --base-rows 2 --k 3 --check
 expect 0 '"kind":"hines"'           -- hines "$tmp/cell.swc" "$tmp/cell.swc" --cells 3 --minimal --depth 1 --plan-json

@@ -117,7 +117,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option(
          "--k", a->k,
          "Chain length K of the fine decomposition on the levels the block kernel runs (0: the rule, 6 "
-         "for R 1, else 4 in f64 and 3 in f32)")
+         "for R 1, else 3)")
       ->check(CLI::Range(0, 1024) & CLI::Validator(
                                         [](const std::string& v) {
                                           return v == "1" ? std::string(

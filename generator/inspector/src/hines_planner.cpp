@@ -45,10 +45,9 @@ std::int64_t unrolled_base_instructions(const HinesPlan& plan) {
 
 }  // namespace
 
-std::int32_t hines_k_rule(std::int32_t rhs, const std::string& dtype) {
+std::int32_t hines_k_rule(std::int32_t rhs) {
   if (rhs < 1) throw UsageError(fmt::format("hines_k_rule: {} right-hand sides", rhs));
-  if (rhs == 1) return 6;
-  return dtype == "f64" ? 4 : 3;
+  return rhs == 1 ? 6 : 3;
 }
 
 std::int32_t hines_base_threshold(std::int32_t rhs) {
@@ -143,7 +142,7 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   plan.cell_offsets = system.cell_offsets;
   const Index k = options.decomposition != HinesDecomposition::fine ? 0
                   : options.k                                       ? options.k
-                                                                    : hines_k_rule(rhs, dtype);
+                                                                    : hines_k_rule(rhs);
   const Index threshold = options.base_rows ? options.base_rows : hines_base_threshold(rhs);
   std::vector<Index> parent = system.parent;
   std::vector<Index> cells = system.cell_offsets;  // per-cell row offsets of the current level

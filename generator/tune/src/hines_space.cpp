@@ -39,8 +39,7 @@ Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::strin
   }
   p.candidate.options = o;
   // Recorded with the K the rule chose, so that a database winner keeps its plan if the rule changes.
-  if (o.decomposition == HinesDecomposition::fine && o.k == 0)
-    p.candidate.options.k = hines_k_rule(rhs, dtype);
+  if (o.decomposition == HinesDecomposition::fine && o.k == 0) p.candidate.options.k = hines_k_rule(rhs);
   p.candidate.is_default = is_default;
   p.candidate.label = hines_label(p.candidate.options, p.candidate.plan);
   return p;

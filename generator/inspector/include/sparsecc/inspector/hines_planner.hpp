@@ -25,7 +25,7 @@ namespace sparsecc {
 
 struct HinesOptions {
   HinesDecomposition decomposition = HinesDecomposition::fine;
-  // K of the fine decomposition (2 .. 1024) on levels the block kernel runs; 0: hines_k_rule(R, dtype).
+  // K of the fine decomposition (2 .. 1024) on levels the block kernel runs; 0: hines_k_rule(R).
   std::int32_t k = 0;
   // K of the levels whose largest cell exceeds block_rows (grid kernels under the execution rule): long
   // chains there cost one parallel pass and shrink the domain 8x instead of 3x (2 .. 1024; 0: the
@@ -52,15 +52,17 @@ struct HinesOptions {
 inline constexpr std::int32_t kHinesMaxDepth = 32;
 inline constexpr std::int32_t kHinesMaxBaseFunctions = 64;
 
-// The default K of the block kernel's levels for R right-hand sides in `dtype`: 6 for R = 1, else 4
-// in f64 and 3 in f32. Measured on an H100 over forests of 500 cells of five real morphologies (CA1,
-// Allen, FlyWire T4, retina, L5PC) at K 3, 4, 6 and 8: at R = 1, K 6 was the fastest or within 1 % of
-// it in 9 of 10 cases (geometric mean 1.23x over K 3 in f64, 1.16x in f32): a level fewer, and chains
-// of 5 rows, which one register pass eliminates, with the whole per-cell workspace more often in shared
-// memory. At R = 8 each chain row carries 8 columns: K 4 was the fastest in f64 on all five (1.08x
-// over K 3), K 3 in f32 on four. NeuroM's test cell (843 rows, more junctions than chains from its
-// second level on) disagrees: K 4 beat K 6 by 1.19x in f64 at R 1; `sparsecc tune` searches K.
-std::int32_t hines_k_rule(std::int32_t rhs, const std::string& dtype);
+// The default K of the block kernel's levels for R right-hand sides: 6 for R = 1, else 3. Measured on
+// an H100 over forests of 500 cells of five real morphologies (CA1, Allen, FlyWire T4, retina, L5PC)
+// at K 3, 4, 6 and 8: at R = 1, K 6 was the fastest or within 1 % of it in 9 of 10 cases (geometric
+// mean 1.23x over K 3 in f64, 1.16x in f32): a level fewer, chains of 5 rows that one register pass
+// eliminates, and more of the per-cell workspace in shared memory. Above R = 1 no K won throughout
+// (R 8 on all five, R 2 and 4 on CA1 and FlyWire): in f64, K 4 by 2-4 % at R 2 and 8 % at R 8 but
+// K 3 by 9-12 % at R 4; in f32, K 3 or 4 at R 2, K 6 by 1.4x at R 4, K 3 at R 8 (on four of five).
+// NeuroM's test cell (843 rows, more junctions than chains from its second level on) took K 4 at
+// R 1 (1.19x over K 6 in f64).
+// `sparsecc tune` searches K for a given forest, R and precision.
+std::int32_t hines_k_rule(std::int32_t rhs);
 // The default per-cell base threshold for R right-hand sides on the GPU: max(8, 64 / R).
 std::int32_t hines_base_threshold(std::int32_t rhs);
 // The published (K40c, CPU base) threshold: 3500 for R = 1, floor(5245 / R + 40) above.
