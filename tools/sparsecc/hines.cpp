@@ -114,18 +114,17 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"f64", "f32"}))
       ->capture_default_str();
   cmd->add_option("--rhs", a->rhs, "Right-hand sides per solve (R)")->check(CLI::Range(1, 1024))->capture_default_str();
+  // K = 1 would cut every row: no decomposition. 0 asks for the planner's rule.
+  const CLI::Validator not_one(
+      [](const std::string& v) {
+        return v == "1" ? std::string("K = 1 is no decomposition (0: the rule, or 2..1024)") : std::string();
+      },
+      "", "not 1");
   cmd->add_option(
          "--k", a->k,
          "Chain length K of the fine decomposition on the levels the block kernel runs (0: the rule, 6 "
          "for R 1, else 3)")
-      ->check(CLI::Range(0, 1024) & CLI::Validator(
-                                        [](const std::string& v) {
-                                          return v == "1" ? std::string(
-                                                                "K = 1 is no decomposition (0: the rule, "
-                                                                "or 2..1024)")
-                                                          : std::string();
-                                        },
-                                        "", "not 1"))
+      ->check(CLI::Range(0, 1024) & not_one)
       ->capture_default_str();
   cmd->add_option("--k-large", a->k_large,
                   "K on levels whose largest cell exceeds 12,288 rows (the grid-kernel levels; 0: --k)")
