@@ -3,12 +3,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sparsecc/runtime/device.hpp"
+
 namespace sparsecc::rt {
 
 namespace {
-
-// Dynamic shared memory a kernel may use without cuFuncSetAttribute.
-constexpr std::int64_t kDefaultSharedLimit = 48 * 1024;
 
 std::span<const unsigned char> bytes_of(const std::string& s) {
   return {reinterpret_cast<const unsigned char*>(s.data()), s.size()};

@@ -3,16 +3,10 @@
 #include <cstring>
 #include <utility>
 
+#include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/driver.hpp"
 
 namespace sparsecc::rt {
-
-namespace {
-
-// Shared memory a block may use without raising its kernel's limit.
-constexpr std::int64_t kDefaultSharedLimit = 48 * 1024;
-
-}  // namespace
 
 HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx, const LoadOptions& options) {
   return load(read_bundle_file(path), path, ctx, options);

@@ -28,21 +28,13 @@ struct HinesArgs {
   int resolution = 1;
   std::string dtype = "f64";
   int rhs = 1;
-  int k = 0;
-  int k_large = 8;
+  HinesOptions plan;  // --k, --k-large, --depth, --base-rows, --grid-levels, --block-threads, --code, ...
   bool minimal = false;
-  int depth = -1;
-  int base_rows = 0;
   bool plan_json = false;
   bool check = false;
   std::uint64_t seed = 1;
   std::string output;
   std::string arch = "sm_90";
-  int grid_levels = -1;
-  int block_threads = 0;
-  std::string code = "auto";
-  std::int64_t code_budget = 16384;
-  std::int64_t shared_workspace = -1;
   std::string db;
   std::string gpu;
 };
@@ -121,35 +113,40 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       },
       "", "not 1");
   cmd->add_option(
-         "--k", a->k,
+         "--k", a->plan.k,
          "Chain length K of the fine decomposition on the levels the block kernel runs (0: the rule, 6 "
          "for R 1, else 3)")
       ->check(CLI::Range(0, 1024) & not_one)
       ->capture_default_str();
-  cmd->add_option("--k-large", a->k_large,
+  cmd->add_option("--k-large", a->plan.k_large,
                   "K on levels whose largest cell exceeds 12,288 rows (the grid-kernel levels; 0: --k)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_flag("--minimal", a->minimal, "Minimal decomposition (branch points only) instead of fine");
-  cmd->add_option("--depth", a->depth, "Decomposition levels (-1: the threshold rule)")
+  cmd->add_option("--depth", a->plan.depth, "Decomposition levels (-1: the threshold rule)")
       ->check(CLI::Range(-1, kHinesMaxDepth))
       ->capture_default_str();
-  cmd->add_option("--base-rows", a->base_rows, "Per-cell base threshold of the depth rule (0: max(8, 64/R))")
+  cmd->add_option("--base-rows", a->plan.base_rows,
+                  "Per-cell base threshold of the depth rule (0: max(8, 64/R))")
       ->check(CLI::Range(0, 1 << 28));
-  cmd->add_option("--grid-levels", a->grid_levels, "Levels run by grid-wide kernels (-1: the execution rule)")
+  cmd->add_option("--grid-levels", a->plan.grid_levels,
+                  "Levels run by grid-wide kernels (-1: the execution rule)")
       ->check(CLI::Range(-1, kHinesMaxDepth));
-  cmd->add_option("--block-threads", a->block_threads, "Threads of the per-cell block kernel (0: automatic)")
+  cmd->add_option("--block-threads", a->plan.block_threads,
+                  "Threads of the per-cell block kernel (0: automatic)")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option("--code", a->code,
-                  "Where the block kernel finds each cell's base: tables, unrolled (straight-line code, parent "
-                  "offsets as immediates), or auto (unrolled within --code-budget)")
+  cmd->add_option(
+         "--code", a->plan.code,
+         "Where the block kernel finds each cell's base: tables, unrolled (straight-line code, parent "
+         "offsets as immediates), or auto (unrolled within --code-budget)")
       ->check(CLI::IsMember({"auto", "tables", "unrolled"}))
       ->capture_default_str();
-  cmd->add_option("--code-budget", a->code_budget, "Estimated instructions auto may spend on unrolled bases")
+  cmd->add_option("--code-budget", a->plan.code_budget,
+                  "Estimated instructions auto may spend on unrolled bases")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option(
-         "--shared-workspace", a->shared_workspace,
+         "--shared-workspace", a->plan.shared_workspace,
          "Bytes of shared memory a cell's block may keep the workspace of its deepest levels in (-1: the "
          "rule, an SM's shared memory divided among the blocks it holds; 0: all in global memory)")
       ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
@@ -172,17 +169,8 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, a] {
     run = [a]() -> int {
       const HinesSystem s = load_hines_forest(a->files, a->cells, a->resolution);
-      HinesOptions o;
+      HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
-      o.k = a->k;
-      o.k_large = a->k_large;
-      o.depth = a->depth;
-      o.base_rows = a->base_rows;
-      o.grid_levels = a->grid_levels;
-      o.block_threads = a->block_threads;
-      o.code = a->code;
-      o.code_budget = a->code_budget;
-      o.shared_workspace = a->shared_workspace;
       if (!a->db.empty()) {
         const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);

@@ -207,16 +207,14 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);
   plan.estimated_instructions = instructions;
+  // The block kernel stages the bases in shared memory where the largest fits.
   const std::int64_t base_bytes =
       hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8);
-  plan.shared_workspace_limit =
-      options.shared_workspace >= 0
-          ? options.shared_workspace
-          : hines_shared_workspace_rule(plan.block_threads,
-                                        base_bytes <= kHinesBaseSharedLimit ? base_bytes : 0);
+  const bool fits = base_bytes <= kHinesBaseSharedLimit;
+  plan.shared_workspace_limit = options.shared_workspace >= 0
+                                    ? options.shared_workspace
+                                    : hines_shared_workspace_rule(plan.block_threads, fits ? base_bytes : 0);
   if (options.code != "tables") {
-    const bool fits = hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8) <=
-                      kHinesBaseSharedLimit;
     const std::int64_t unrolled = fits ? unrolled_base_instructions(plan) : -1;
     if (options.code == "unrolled" && !fits)
       throw UsageError(fmt::format("plan_hines: unrolled code needs the bases in shared memory, but the largest ({} rows) "

@@ -83,6 +83,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Shared memory (static and dynamic together) a block may use without raising its kernel's limit
+// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+inline constexpr std::int64_t kDefaultSharedLimit = 48 * 1024;
+
 // Launches `fn` on `stream` (0 = the context's default stream) with a kernel argument array.
 void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstream stream = nullptr,
             unsigned shared_bytes = 0, unsigned grid_y = 1, unsigned grid_z = 1, unsigned block_y = 1,
