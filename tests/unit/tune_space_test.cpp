@@ -406,6 +406,57 @@ TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
   EXPECT_EQ(measured.size(), gpu.order.size());  // nothing measured twice
 }
 
+// A search that settles with budget to spare goes on with wider rounds: here the fastest plan is
+// the one the predictor ranks last, far from the bowl that local search settles in. Without a budget
+// the search stops in the bowl; with one it times the rest of the space (the fake compiles are
+// instant), each candidate once, and finds it.
+TEST(TuneSearch, BudgetLeftAfterSettlingGoesToWiderRounds) {
+  const CsrMatrix a = test::random_csr(128, 128, 0.08, 6);
+  tune::SpmmSpaceDims dims;
+  dims.emitter = {KernelLanguage::ptx};
+  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
+  ASSERT_GT(space.candidates.size(), 24u);
+  std::vector<std::vector<double>> features;
+  for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));
+  const std::string spike =
+      space.candidates[tune::rank_candidates(tune::shipped_predictor(), features).back()].label;
+  struct SpikeMeasurer : FakeMeasurer {
+    std::string spike;
+    tune::Measurement measure(const tune::SpmmCandidate& c, const rt::Bundle& bundle) override {
+      tune::Measurement m = FakeMeasurer::measure(c, bundle);
+      if (c.label == spike) m.median_us = 1;
+      return m;
+    }
+  };
+  tune::TuneOptions options;
+  options.jobs = 2;
+  options.shortlist = 2;
+  SpikeMeasurer settled;
+  settled.spike = spike;
+  const tune::TuningRecord r0 = tune::tune_spmm(a, space, dims, {}, fake_builder(), settled, options);
+  ASSERT_NE(r0.winner, spike) << "the local search should not reach the predictor's last pick";
+  EXPECT_EQ(r0.strategy.find("wider"), std::string::npos) << r0.strategy;
+  EXPECT_LT(r0.timings.size(), space.candidates.size());
+
+  options.budget_seconds = 600;
+  SpikeMeasurer wide;
+  wide.spike = spike;
+  const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), wide, options);
+  EXPECT_EQ(r.winner, spike);
+  EXPECT_DOUBLE_EQ(r.winner_us, 1);
+  EXPECT_NE(r.strategy.find("wider round"), std::string::npos) << r.strategy;
+  const std::set<std::string> measured(wide.order.begin(), wide.order.end());
+  EXPECT_EQ(measured.size(), wide.order.size());  // nothing measured twice
+  for (const tune::SpmmCandidate& c : space.candidates) EXPECT_TRUE(measured.contains(c.label)) << c.label;
+  // Up to where it settled, the search is the one without a budget (whose last timings are its
+  // winner's variants).
+  const auto rounds = static_cast<std::ptrdiff_t>(
+      std::count_if(settled.order.begin(), settled.order.end(),
+                    [](const std::string& label) { return tune::spmm_variant_base_label(label) == label; }));
+  ASSERT_GT(rounds, 2);
+  EXPECT_TRUE(std::equal(settled.order.begin(), settled.order.begin() + rounds, wide.order.begin()));
+}
+
 TEST(TuneSearch, FailuresAreRecordedAndNeverWin) {
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 7);
   tune::SpmmSpaceDims dims;

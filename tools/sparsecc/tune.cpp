@@ -645,7 +645,9 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--resolution", args->resolution, "SWC inputs: compartments per segment")->check(CLI::Range(1, 1000));
   cmd->add_option("--rhs", args->rhs, "SWC inputs: right-hand sides per solve")->check(CLI::Range(1, 1024));
   cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate");
-  cmd->add_option("--budget", args->budget, "Wall-clock seconds for the whole run (0: no limit)")
+  cmd->add_option("--budget", args->budget,
+                  "Wall-clock seconds for the whole run (0: no limit); an SpMM search that settles early "
+                  "spends the rest of its share on wider rounds")
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--jobs", args->jobs, "Compile threads (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option(

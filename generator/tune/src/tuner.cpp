@@ -241,7 +241,12 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   double round_start_best = best_us;
   bool budget_hit = false;
   bool rolled_swept = false, caps_tried = false, paired = false, clustered = false;
-  std::size_t swept = 0, capped = 0, staged = 0;
+  std::size_t swept = 0, capped = 0, staged = 0, widened = 0;
+  // Verified times by candidate (infinite until measured), and the candidates whose neighbourhoods
+  // have been queued (local search and wider rounds each start from a candidate once).
+  std::vector<double> measured_us(n, std::numeric_limits<double>::infinity());
+  std::vector<char> expanded(n, 0);
+  std::size_t next_ranked = 0;  // the predictor's ranking, read on by wider rounds
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
@@ -290,8 +295,41 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       // compile in a second where its unrolled ones would overrun).
       if (!exhaustive && best < n && best_us < round_start_best && !caps_tried) {
         round_start_best = best_us;
+        expanded[best] = 1;
         for (const std::size_t i : spmm_neighbours(space, best, dims)) enqueue(i);
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
+      }
+      // Settled with budget to spare: a wider round, while one more compile round and the winner's
+      // variants still fit. It queues the unmeasured neighbours of the fastest measured candidate
+      // not started from yet (another start for local search), or, where those are all measured,
+      // the predictor's next picks; a round that finds a faster plan resumes local search there.
+      if (!exhaustive && !caps_tried && !budget_hit && options.budget_seconds > 0 &&
+          seconds_since(t0) + 2 * std::max(expected_compile, kRolledCompileSeconds) <=
+              options.budget_seconds) {
+        bool any = false;
+        for (;;) {
+          std::size_t start = none;
+          for (std::size_t i = 0; i < n; ++i)
+            if (!expanded[i] && std::isfinite(measured_us[i]) &&
+                (start == none || measured_us[i] < measured_us[start]))
+              start = i;
+          if (start == none) break;
+          expanded[start] = 1;
+          for (const std::size_t i : spmm_neighbours(space, start, dims)) any = enqueue(i) || any;
+          if (any) break;
+        }
+        if (!any) {  // every measured candidate has been started from
+          std::size_t picked = 0;
+          for (; picked < std::max<std::size_t>(options.shortlist, 1) && next_ranked < ranked.size();
+               ++next_ranked)
+            if (enqueue(ranked[next_ranked])) ++picked;
+          any = picked > 0;
+        }
+        if (any) {
+          ++widened;
+          round_start_best = best_us;
+          if (std::any_of(queue.begin(), queue.end(), fits)) continue;
+        }
       }
       // The search has settled. Where the budget held unrolled candidates back, the rolled points
       // not yet queued (each compiles in well under a second) get what is left of it, once.
@@ -351,6 +389,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       record_measurement(t, [&] { return measurer.measure(c, built.bundle); });
     }
     tally_timing(record, t, r.index, c.is_default, best, best_us);
+    if (r.index < n && t.verified) measured_us[r.index] = t.median_us;
     ++done;
     if (progress)
       progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0), t,
@@ -363,6 +402,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   record.winner_us = best != none ? best_us : std::numeric_limits<double>::quiet_NaN();
   record.strategy = exhaustive ? "exhaustive"
                                : fmt::format("predictor shortlist of {} + local search", options.shortlist);
+  if (widened) record.strategy += fmt::format(" + {} wider round{}", widened, widened > 1 ? "s" : "");
   if (swept) record.strategy += fmt::format(" + {} more rolled points", swept);
   if (capped) record.strategy += fmt::format(" + the winner at {} higher register cap{}", capped, capped > 1 ? "s" : "");
   if (paired) record.strategy += " + the winner with two columns a thread";

@@ -7,9 +7,14 @@
 // starts with the default plan, the predictor's shortlist (its `shortlist` fastest predictions), and
 // two plans of the other kind than the default (rolled or unrolled): the rules' (the space's first
 // of that kind) and the predictor's first, then searches locally: the unmeasured neighbours (spmm_neighbours)
-// of the best measured candidate, until a round finds nothing faster or the budget is spent. The budget
-// bounds the wall time of the whole search: no compile starts that would end past it (by the expected compile
-// time), and the ones running are still measured. A candidate counts only when it verified; the default plan
+// of the best measured candidate, until a round finds nothing faster or the budget is spent. With a
+// budget, a search that settles early spends what is left on wider rounds: the neighbours of the
+// fastest measured candidate not started from yet, else the predictor's next `shortlist` picks, each
+// round followed by local search where it found a faster plan, while one more compile round and the
+// winner's variants still fit (so a larger budget comes closer to an exhaustive search; without a
+// budget the search stops where it settled). The budget bounds the wall time of the whole search: no
+// compile starts that would end past it (by the expected compile time), and the ones running are
+// still measured. A candidate counts only when it verified; the default plan
 // is always measured first, so every record says how much tuning gained.
 #pragma once
 
