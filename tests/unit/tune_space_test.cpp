@@ -386,11 +386,22 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   EXPECT_EQ(plan_spmm(a, problem(a, 128), options).cols_per_thread, 2);
 }
 
+// The whole space of PTX plans for a 128 x 128 matrix at N = 256: too large to search exhaustively.
+struct LargePtxSpace {
+  CsrMatrix a = test::random_csr(128, 128, 0.08, 6);
+  tune::SpmmSpaceDims dims = [] {
+    tune::SpmmSpaceDims d;
+    d.emitter = {KernelLanguage::ptx};
+    return d;
+  }();
+  tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
+};
+
 TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
-  const CsrMatrix a = test::random_csr(128, 128, 0.08, 6);
-  tune::SpmmSpaceDims dims;
-  dims.emitter = {KernelLanguage::ptx};
-  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
+  const LargePtxSpace large;
+  const CsrMatrix& a = large.a;
+  const tune::SpmmSpaceDims& dims = large.dims;
+  const tune::SpmmSpace& space = large.space;
   ASSERT_GT(space.candidates.size(), 24u);
   FakeMeasurer gpu;
   tune::TuneOptions options;
@@ -411,10 +422,10 @@ TEST(TuneSearch, LocalSearchReachesTheBestOfALargeSpace) {
 // the search stops in the bowl; with one it times the rest of the space (the fake compiles are
 // instant), each candidate once, and finds it.
 TEST(TuneSearch, BudgetLeftAfterSettlingGoesToWiderRounds) {
-  const CsrMatrix a = test::random_csr(128, 128, 0.08, 6);
-  tune::SpmmSpaceDims dims;
-  dims.emitter = {KernelLanguage::ptx};
-  const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 256), {}, KernelLanguage::ptx, dims);
+  const LargePtxSpace large;
+  const CsrMatrix& a = large.a;
+  const tune::SpmmSpaceDims& dims = large.dims;
+  const tune::SpmmSpace& space = large.space;
   ASSERT_GT(space.candidates.size(), 24u);
   std::vector<std::vector<double>> features;
   for (const tune::SpmmCandidate& c : space.candidates) features.push_back(tune::spmm_features(c.plan, a));

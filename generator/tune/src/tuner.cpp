@@ -247,6 +247,13 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   std::vector<double> measured_us(n, std::numeric_limits<double>::infinity());
   std::vector<char> expanded(n, 0);
   std::size_t next_ranked = 0;  // the predictor's ranking, read on by wider rounds
+  // Queues the unmeasured neighbours of candidate i, once; whether any was new.
+  const auto start_from = [&](std::size_t i) {
+    expanded[i] = 1;
+    bool any = false;
+    for (const std::size_t j : spmm_neighbours(space, i, dims)) any = enqueue(j) || any;
+    return any;
+  };
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
@@ -295,8 +302,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
       // compile in a second where its unrolled ones would overrun).
       if (!exhaustive && best < n && best_us < round_start_best && !caps_tried) {
         round_start_best = best_us;
-        expanded[best] = 1;
-        for (const std::size_t i : spmm_neighbours(space, best, dims)) enqueue(i);
+        start_from(best);
         if (std::any_of(queue.begin(), queue.end(), fits)) continue;
       }
       // Settled with budget to spare: a wider round, while one more compile round and the winner's
@@ -307,16 +313,14 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
           seconds_since(t0) + 2 * std::max(expected_compile, kRolledCompileSeconds) <=
               options.budget_seconds) {
         bool any = false;
-        for (;;) {
+        while (!any) {
           std::size_t start = none;
           for (std::size_t i = 0; i < n; ++i)
             if (!expanded[i] && std::isfinite(measured_us[i]) &&
                 (start == none || measured_us[i] < measured_us[start]))
               start = i;
           if (start == none) break;
-          expanded[start] = 1;
-          for (const std::size_t i : spmm_neighbours(space, start, dims)) any = enqueue(i) || any;
-          if (any) break;
+          any = start_from(start);
         }
         if (!any) {  // every measured candidate has been started from
           std::size_t picked = 0;
