@@ -14,6 +14,7 @@
 #include "bench/suites.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 
 namespace {
 
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   try {
+    if (!args.json.empty()) check_output_file(args.json, {}, "--json");  // before the work
     return run(args);
   } catch (const NoDeviceError& e) {
     fmt::print(stderr, "sparsecc_baselines: error: {} (this program needs an NVIDIA GPU)\n", e.what());

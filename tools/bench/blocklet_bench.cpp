@@ -38,6 +38,7 @@
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -177,6 +178,7 @@ int blocklet_bench_main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
+    if (!args.json.empty()) check_output_file(args.json, {}, "--json");  // before the work
     const std::string data = args.data.empty() ? default_data_dir() : args.data;
     std::vector<Problem> problems =
         args.suite == "rmb" ? rmb_suite(data, args.batch, !args.no_refill) : dlmc_rn50_suite(data, args.batch);

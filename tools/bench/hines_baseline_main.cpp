@@ -14,8 +14,10 @@
 #include "bench/baselines.hpp"
 #include "bench/hines_baselines.hpp"
 #include "bench/hines_schedules.hpp"
+#include "sparsecc/cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/neuron/compartments.hpp"
 #include "sparsecc/neuron/forest.hpp"
 
@@ -132,7 +134,9 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", args.dtype, "Arithmetic of the GPU baselines (serial_cpu is always f64)")
       ->check(CLI::IsMember({"f64", "f32"}))
       ->capture_default_str();
-  app.add_option("--seed", args.seed, "Seed of the right-hand sides")->capture_default_str();
+  app.add_option("--seed", args.seed, "Seed of the right-hand sides")
+      ->check(sparsecc::cli::kNotNegative)
+      ->capture_default_str();
   app.add_option("--dhs-threads", args.options.dhs_threads, "K of the dhs_K baselines (1 to 32 each)")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   try {
+    if (!args.json.empty()) check_output_file(args.json, args.files, "--json");  // before the work
     return run(args);
   } catch (const NoDeviceError& e) {
     fmt::print(stderr, "sparsecc_hines_baselines: error: {} (this program needs an NVIDIA GPU)\n", e.what());

@@ -23,6 +23,7 @@
 #include "bench/hines_schedules.hpp"
 #include "bench/timing.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
@@ -261,7 +262,7 @@ int hines_bench_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--sweep", a.sweep, "also time plan variants (K, base threshold, grid levels, block threads)");
   app.add_flag("!--no-baselines", a.baselines, "time sparsecc only");
-  app.add_option("--seed", a.seed, "right-hand sides' seed")->capture_default_str();
+  app.add_option("--seed", a.seed, "right-hand sides' seed")->check(cli::kNotNegative)->capture_default_str();
   app.add_option("--repetitions", a.timing.repetitions, "graph replays")->capture_default_str();
   app.add_option("--launches", a.timing.launches_per_graph, "steps per graph")->capture_default_str();
   try {

@@ -48,6 +48,7 @@
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
@@ -956,6 +957,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!args.json.empty()) check_output_file(args.json, {args.db}, "--json");  // before the work
     return run(args);
   } catch (const NoDeviceError& e) {
     fmt::print(stderr,

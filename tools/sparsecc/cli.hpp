@@ -3,12 +3,27 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace sparsecc::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitBadInput = 2;
+
+// For unsigned options such as --seed: refuses a negative number, which would otherwise wrap to a
+// huge one (2^64 - 1 for -1).
+inline const CLI::Validator kNotNegative(
+    [](const std::string& v) {
+      const std::size_t first = v.find_first_not_of(" \t");
+      return first != std::string::npos && v[first] == '-' ? "must not be negative, got " + v : std::string();
+    },
+    "NONNEGATIVE", "not negative");
+
+// The files named by input specs FILE or FILE:TENSOR (both readings where they differ), for the
+// output checks (sparsecc/common/output.hpp); empty specs are left out.
+std::vector<std::string> input_paths(const std::vector<std::string>& specs);
 
 // Each registers its sub-command on `app`; the callback stored in `run` executes it and returns the
 // exit status.

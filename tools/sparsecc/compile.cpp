@@ -9,6 +9,7 @@
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -35,7 +36,9 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
                   "or auto")
       ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Seed for the values of pattern-only .smtx files")->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed for the values of pattern-only .smtx files")
+      ->check(kNotNegative)
+      ->capture_default_str();
   cmd->add_option("--rows-per-block", a.rows_per_block, "Rows of A per thread block (0: automatic)")
       ->check(CLI::Range(0, 64));
   cmd->add_option("--n-tile", a.n_tile, "Columns of C per thread group (0: automatic)")
@@ -109,6 +112,16 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   return o;
 }
 
+std::vector<std::string> input_paths(const std::vector<std::string>& specs) {
+  std::vector<std::string> out;
+  for (const std::string& spec : specs) {
+    if (spec.empty()) continue;
+    out.push_back(spec);
+    if (const std::string path = parse_input_spec(spec).path; path != spec) out.push_back(path);
+  }
+  return out;
+}
+
 std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
   const Tensor t = load_tensor(spec);
   if (t.numel() != rows)
@@ -133,6 +146,14 @@ struct CompileArgs {
 };
 
 int run_compile(const CompileArgs& args) {
+  // The output and the assembler options are checked before the work.
+  check_output_file(args.output, input_paths({args.spmm.matrix, args.spmm.bias, args.db}));
+  if (!args.ptxas.empty()) {
+    std::vector<std::string> ptxas;
+    for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
+    const std::string given_emit = args.spmm.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
+    check_ptxas_options(ptxas, args.arch, parse_kernel_language(given_emit), "--Xptxas");
+  }
   LoadOptions load;
   load.seed = args.spmm.seed;
   const CsrMatrix a = load_matrix(args.spmm.matrix, load);

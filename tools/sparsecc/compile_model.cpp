@@ -19,6 +19,7 @@
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/tune/tuner.hpp"
@@ -127,7 +128,8 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   return r;
 }
 
-// Removes a folder this command created, on every path out of run_compile_model that does not keep it.
+// Removes the staging folder this command created (exclusively, so it holds only what this command
+// wrote), on every path out of run_compile_model that does not keep it.
 struct TemporaryFolder {
   fs::path path;
   bool keep = false;
@@ -156,26 +158,18 @@ int list_layers(const CompileModelArgs& args, const ModelLayerSet& layers) {
 }
 
 int run_compile_model(const CompileModelArgs& args) {
+  // The output folder, before the work: nothing there, an empty folder, or one sparsecc wrote
+  // (sparsecc/common/output.hpp), holding none of the inputs.
+  std::string output = args.output;
+  while (output.size() > 1 && output.back() == '/') output.pop_back();
+  const std::vector<std::string> inputs = {args.model, args.db, args.layers.layer_n_file};
+  if (!args.list) check_output_folder(args.output, inputs);
+
   const ModelLayerSet layers = read_model_layers(args.model, args.layers, "compile");
   const ModelContents& model = layers.model;
   if (args.list) return list_layers(args, layers);
 
-  // The output folder: replaced only when it is one of ours (it holds a manifest) or empty.
-  const fs::path out = fs::path(args.output);
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec))
-      throw UsageError(fmt::format("{} exists and is not a folder", args.output));
-    if (!fs::is_empty(out, ec) && !fs::exists(out / "manifest.json", ec))
-      throw UsageError(fmt::format("{} is a folder that sparsecc compile-model did not write (no manifest.json); "
-                                   "refusing to replace it",
-                                   args.output));
-  }
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent);
-  TemporaryFolder staging{parent / fmt::format(".{}.tmp.{}", out.filename().string(), ::getpid())};
-  fs::remove_all(staging.path);
-  fs::create_directories(staging.path);
+  TemporaryFolder staging{make_staging_folder(output)};
 
   const auto own_n =
       std::count_if(layers.n.begin(), layers.n.end(), [&](std::int64_t n) { return n != args.layers.n; });
@@ -214,8 +208,8 @@ int run_compile_model(const CompileModelArgs& args) {
       throw UsageError(fmt::format("{}: layer {} (tensor {}): {}", args.model, model.layers[i].name,
                                    model.layers[i].tensor, errors[i]));
 
-  nlohmann::json manifest = {{"format", "sparsecc-model-manifest"},
-                             {"version", 1},
+  nlohmann::json manifest = {{"format", std::string(kModelManifestFormat)},
+                             {"version", kModelManifestVersion},
                              {"model", fs::absolute(args.model).string()},
                              {"model_format", model.format},
                              {"generator_version", std::string(kVersion)},
@@ -228,20 +222,29 @@ int run_compile_model(const CompileModelArgs& args) {
   for (const SkippedTensor& s : model.skipped) manifest["skipped"].push_back({{"tensor", s.tensor}, {"reason", s.reason}});
   write_file_atomic((staging.path / "manifest.json").string(), manifest.dump(2) + "\n");
 
-  // Swap the finished folder in: the old one (ours) moves aside first and is removed after.
-  TemporaryFolder old{};
-  if (fs::exists(out, ec)) {
-    old.path = parent / fmt::format(".{}.old.{}", out.filename().string(), ::getpid());
-    fs::rename(out, old.path);
-  }
+  // Swap the finished folder in. What is there now is checked again (it may have changed during the
+  // compile): an empty folder or one of ours moves aside first and is removed after, file by file.
+  const OutputFolder state = check_output_folder(args.output, inputs);
+  std::string old;
+  if (state != OutputFolder::absent) old = move_aside(output);
   try {
-    fs::rename(staging.path, out);
+    rename_without_replacing(staging.path.string(), output);
   } catch (...) {
-    if (!old.path.empty()) fs::rename(old.path, out, ec);  // put the previous output back
-    old.path.clear();
+    if (!old.empty()) rename_without_replacing(old, output);  // put the previous output back
     throw;
   }
   staging.keep = true;
+  if (!old.empty()) {
+    try {
+      if (state == OutputFolder::ours)
+        remove_model_folder(old);
+      else
+        fs::remove(old);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "sparsecc: warning: the previous output was moved to {} and not removed: {}\n", old,
+                 e.what());
+    }
+  }
   fmt::print(stderr, "wrote {} bundle(s) and manifest.json to {}\n", results.size(), args.output);
   return kExitOk;
 }

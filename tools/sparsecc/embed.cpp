@@ -18,6 +18,7 @@
 #include "cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 
 namespace sparsecc::cli {
 
@@ -67,7 +68,8 @@ struct Outputs {
   std::string header, source;
 };
 
-// OUT.hpp, or OUT without an extension: the header and the source beside it, in an existing folder.
+// OUT.hpp, or OUT without an extension: the header and the source beside it, each a place an output
+// may go (sparsecc/common/output.hpp), checked before any bundle is read.
 Outputs output_paths(const std::string& output) {
   fs::path p(output);
   if (p.filename().empty() || p.filename() == "." || p.filename() == "..")
@@ -78,34 +80,28 @@ Outputs output_paths(const std::string& output) {
     throw UsageError(
         fmt::format("-o {}: the header must end in .hpp (or give the path without an extension)", output));
   const Outputs out{p.string() + ".hpp", p.string() + ".cpp"};
-  std::error_code ec;
-  if (const fs::path dir = p.parent_path(); !dir.empty() && !fs::is_directory(dir, ec))
-    throw UsageError(fmt::format("-o {}: folder {} does not exist", output, dir.string()));
-  for (const std::string& f : {out.header, out.source})
-    if (fs::is_directory(f, ec)) throw UsageError(fmt::format("-o {}: {} is a folder", output, f));
+  check_output_file(out.header, {}, "-o");
+  check_output_file(out.source, {}, "-o (the source beside the header)");
   return out;
 }
 
+// Neither output may be an input (a bundle, the manifest, or a file the manifest lists).
+void check_outputs_against(const Outputs& out, const std::vector<std::string>& inputs) {
+  check_output_file(out.header, inputs, "-o");
+  check_output_file(out.source, inputs, "-o (the source beside the header)");
+}
+
 // Both files or neither: each is written completely beside its destination first, and the two are
-// renamed into place only when both were written (a rename within a folder does not fail halfway).
+// renamed into place only when both were written; if the second rename fails, the first file's
+// previous contents are put back.
 void write_both(const Outputs& out, const EmbedSources& text) {
-  const std::string staged_header = fmt::format("{}.tmp.{}", out.header, static_cast<long>(::getpid()));
-  const std::string staged_source = fmt::format("{}.tmp.{}", out.source, static_cast<long>(::getpid()));
-  try {
-    write_file_atomic(staged_header, text.header);
-    write_file_atomic(staged_source, text.source);
-  } catch (...) {
-    std::remove(staged_header.c_str());
-    std::remove(staged_source.c_str());
-    throw;
-  }
-  for (const auto& [from, to] : {std::pair{staged_source, out.source}, std::pair{staged_header, out.header}})
-    if (std::rename(from.c_str(), to.c_str()) != 0) {
-      const int e = errno;
-      std::remove(staged_header.c_str());
-      std::remove(staged_source.c_str());
-      throw std::runtime_error(fmt::format("{}: cannot rename into place: {}", to, std::strerror(e)));
-    }
+  const auto bytes = [](const std::string& s) {
+    return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  };
+  StagedOutput header(out.header, bytes(text.header), "-o");
+  StagedOutput source(out.source, bytes(text.source), "-o (the source beside the header)");
+  StagedOutput* const both[] = {&source, &header};
+  commit_outputs(both);
 }
 
 int run_embed(const EmbedArgs& a) {
@@ -115,6 +111,9 @@ int run_embed(const EmbedArgs& a) {
   std::vector<Input> inputs;
   if (!a.manifest.empty()) inputs = manifest_layers(a.manifest);
   for (const std::string& b : a.bundles) inputs.push_back({b, fs::path(b).stem().string()});
+  std::vector<std::string> input_files = {a.manifest};
+  for (const Input& in : inputs) input_files.push_back(in.path);
+  check_outputs_against(out, input_files);
 
   EmbedOptions options;
   for (const std::string& s : a.strip) (s == "ptx" ? options.strip_ptx : options.strip_reference) = true;

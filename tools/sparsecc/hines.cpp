@@ -10,6 +10,7 @@
 #include "cli.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
@@ -165,9 +166,16 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
                 "and currents against the serial reference in extended precision (tolerance 1e-12 in f64, "
                 "1e-4 in f32, raised to 16x the serial solver's own error on ill-conditioned systems; "
                 "exit 1 above it)");
-  cmd->add_option("--seed", a->seed, "Seed of the --check right-hand sides")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the --check right-hand sides")
+      ->check(kNotNegative)
+      ->capture_default_str();
   cmd->callback([&run, a] {
     run = [a]() -> int {
+      if (!a->output.empty()) {  // before the work
+        std::vector<std::string> inputs = a->files;
+        inputs.push_back(a->db);
+        check_output_file(a->output, inputs);
+      }
       const HinesSystem s = load_hines_forest(a->files, a->cells, a->resolution);
       HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;

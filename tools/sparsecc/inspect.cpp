@@ -29,6 +29,7 @@ void add_inspect(CLI::App& app, std::function<int()>& run) {
       ->required();
   cmd->add_flag("--json", args->json, "Print JSON instead of text");
   cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files")
+      ->check(kNotNegative)
       ->capture_default_str();
   cmd->add_option("--resolution", args->resolution, "Compartments per SWC segment (morphologies)")
       ->check(CLI::Range(1, 1000))

@@ -16,6 +16,7 @@
 
 #include "cli.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/io/npy.hpp"
 
@@ -95,18 +96,14 @@ DenseInput load_dense(const std::string& spec, std::uint64_t seed) {
   return in;
 }
 
-// .npy or .npy.gz (read back gzip-transparently by every sparsecc reader), in an existing folder.
+// .npy or .npy.gz (read back gzip-transparently by every sparsecc reader); where it may be written
+// is check_output_file's to say.
 void check_output_name(const std::string& path) {
   std::string base = std::filesystem::path(path).filename().string();
   std::transform(base.begin(), base.end(), base.begin(), [](unsigned char c) { return std::tolower(c); });
   if (base.ends_with(".gz")) base.resize(base.size() - 3);
   if (base.size() <= 4 || !base.ends_with(".npy"))
     throw UsageError(fmt::format("-o {}: the output must be a .npy file (or .npy.gz)", path));
-  // Checked up front so that a typo in the folder fails before the input is read and pruned.
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-    throw UsageError(fmt::format("-o {}: folder {} does not exist", path, dir.string()));
 }
 
 // The sparsity to prune at: --sparsity, or the one an n:m pattern fixes (which --sparsity may only
@@ -130,6 +127,7 @@ int run_prune(const PruneArgs& a) {
   const PrunePattern pattern = parse_prune_pattern(a.pattern);
   const double sparsity = target_sparsity(a, pattern);
   check_output_name(a.output);
+  check_output_file(a.output, input_paths({a.input}));
 
   const DenseInput in = load_dense(a.input, a.seed);
   const DenseMatrix pruned = prune_dense(in.matrix, pattern, sparsity);
@@ -202,6 +200,7 @@ void add_prune(CLI::App& app, std::function<int()>& run) {
                   "round((1 - S) * BW / BLW) blocklets, at least 1)");
   cmd->add_option("-o,--output", args->output, "Pruned dense matrix to write (.npy or .npy.gz)")->required();
   cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files")
+      ->check(kNotNegative)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([&run, args] { run = [args]() -> int { return run_prune(*args); }; });

@@ -36,6 +36,7 @@
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/runtime/driver.hpp"
@@ -419,7 +420,24 @@ int run_hines_tune(const TuneArgs& args) {
   return kExitOk;
 }
 
+// The files tune writes, checked before the work: -o (--fit, --evaluate) and the database it updates
+// (tuning, --refresh-features); neither may be a file the run reads.
+void check_tune_outputs(const TuneArgs& args) {
+  std::vector<std::string> inputs = input_paths(args.inputs);
+  for (const std::string& f : input_paths({args.bias, args.model, args.model_layers.layer_n_file, args.predictor}))
+    inputs.push_back(f);
+  if (args.fit || args.evaluate) {
+    if (args.output.empty()) return;
+    inputs.insert(inputs.end(), args.db.begin(), args.db.end());
+    check_output_file(args.output, inputs);
+    return;
+  }
+  if (args.space || args.db.size() != 1) return;  // nothing is written (or a usage error follows)
+  check_output_file(args.db[0], inputs, "--db");
+}
+
 int run_tune(const TuneArgs& args) {
+  check_tune_outputs(args);
   if (args.fit) return run_fit(args);
   if (args.evaluate) return run_evaluate(args);
   if (args.refresh_features) return run_refresh_features(args);
@@ -611,6 +629,7 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files (B takes seed + 1)")
+      ->check(kNotNegative)
       ->capture_default_str();
   cmd->add_option("--model", args->model,
                   "Tune every layer of this model (.npz, .safetensors, .onnx) as compile-model builds it");
@@ -658,8 +677,10 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--arch", args->arch, "GPU architecture of the cubins")->capture_default_str();
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit, "Search spaces up to this size exhaustively")
+      ->check(kNotNegative)
       ->capture_default_str();
   cmd->add_option("--shortlist", args->shortlist, "Predictor picks measured first in larger spaces")
+      ->check(kNotNegative)
       ->capture_default_str();
   cmd->add_flag("--cold-l2", args->cold_l2,
                 "SpMM: time every candidate with cold L2 (rotating copies of its code, values, B and C) and "

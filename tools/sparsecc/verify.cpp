@@ -85,7 +85,7 @@ void add_verify(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("bundle", args->bundle, "Bundle file (.sccb)")->required();
   cmd->add_option("--n", args->n, "N to run (runtime-N bundles; default: the compiled N)")
       ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--seed", args->seed, "Seed for B (default: fresh)");
+  cmd->add_option("--seed", args->seed, "Seed for B (default: fresh)")->check(kNotNegative);
   cmd->add_option("--tolerance", args->tolerance,
                   "Largest accepted max relative error (default: SpMM 1e-5 f32, 2u f16/bf16 with f32 accumulation, u(2 + 2 sqrt(row nonzeros)) otherwise; Hines: 1e-12 f64, 1e-4 f32, raised to 16x the serial solver's own error on ill-conditioned systems)");
   cmd->add_flag("--cpu", args->cpu, "Use the plan interpreter even when a GPU is present");

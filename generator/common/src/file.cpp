@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/output.hpp"
 
 namespace sparsecc {
 
@@ -121,20 +122,7 @@ void write_file_atomic(const std::string& path, std::span<const unsigned char> d
     compressed = gzip(data);
     data = compressed;
   }
-  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("{}: write failed", path));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("{}: cannot rename into place: {}", path, std::strerror(e)));
-  }
+  write_output_file(path, data);
 }
 
 void write_file_atomic(const std::string& path, std::string_view text) {

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
 
 namespace sparsecc::tune {
@@ -272,54 +273,13 @@ class FileLock {
   int fd_ = -1;
 };
 
-// Writes `text` to a fresh temporary next to `path` and renames it over `path`. The temporary's
-// name is unique per process, thread and call, so concurrent writers never share one.
-void replace_file(const std::string& path, const std::string& text, bool keep_mode, mode_t mode) {
-  static std::atomic<std::uint64_t> counter{0};
-  const std::size_t tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmp = fmt::format("{}.tmp.{}.{:x}.{}", path, static_cast<long>(::getpid()), tid, counter++);
-    do fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0)
-    throw std::runtime_error(fmt::format(
-        "{}: cannot create a temporary file to write the tuning database: {}", path, errno_text(errno)));
-
-  auto give_up = [&](const char* step, int e) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(
-        fmt::format("{}: cannot write the tuning database ({}: {})", path, step, errno_text(e)));
-  };
-  if (keep_mode) (void)::fchmod(fd, mode);  // best effort: a fresh file keeps the umask's bits
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) give_up("write", errno);
-    if (n == 0) give_up("write", EIO);
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  // Durable before it becomes visible: a crash after the rename must not leave an empty file.
-  if (::fsync(fd) != 0) give_up("fsync", errno);
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) give_up("close", errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("rename", errno);
-
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);  // best effort: makes the rename itself durable
-    ::close(dfd);
-  }
+// Writes `text` to a fresh temporary next to `path` and renames it over `path` (the rules of
+// sparsecc/common/output.hpp: only a regular file is replaced, its permission bits kept, and the
+// temporary is created exclusively, so concurrent writers never share one).
+void replace_file(const std::string& path, const std::string& text) {
+  write_output_file(path,
+                    std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()),
+                    "tuning database");
 }
 
 }  // namespace
@@ -436,6 +396,7 @@ TuningDatabase load_database(const std::string& path, std::vector<std::string>* 
 void update_database(const std::string& path, const std::vector<TuningRecord>& records,
                      std::vector<std::string>* warnings) {
   if (path.empty()) throw UsageError("update_database: empty path");
+  (void)output_destination(path, "tuning database");  // a regular file or nothing, before it is read
   const FileLock lock(path + ".lock");
   LoadResult current = read_database(path);
   switch (current.state) {
@@ -454,7 +415,7 @@ void update_database(const std::string& path, const std::vector<TuningRecord>& r
       throw InputError(current.where, fmt::format("not updating the tuning database: {}", current.problem));
   }
   for (const TuningRecord& r : records) current.db.put(r);
-  replace_file(path, dump(to_json(current.db), 1) + "\n", current.exists, current.mode);
+  replace_file(path, dump(to_json(current.db), 1) + "\n");
 }
 
 }  // namespace sparsecc::tune

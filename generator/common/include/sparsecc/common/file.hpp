@@ -31,8 +31,9 @@ Bytes read_input(const std::string& path);
 // Compresses with gzip (used by tests and writers that emit .gz).
 Bytes gzip(std::span<const unsigned char> data);
 
-// Writes to `path.tmp.<pid>` and renames over `path`, so a failure never leaves a partial file and
-// never destroys what was there. Compresses with gzip when `path` ends in ".gz".
+// Writes to a fresh temporary beside `path` and renames it over `path`, so a failure never leaves a
+// partial file and never destroys what was there; replaces only a regular file (the rules of
+// output.hpp, write_output_file). Compresses with gzip when `path` ends in ".gz".
 void write_file_atomic(const std::string& path, std::span<const unsigned char> data);
 void write_file_atomic(const std::string& path, std::string_view text);
 
