@@ -78,7 +78,7 @@ refused() {
   test -c /dev/null || fail "sparsecc ${*:4} replaced /dev/null"
 }
 # path_cases OPTION ARGS...: every bad place for the output named by OPTION, the rest of the command
-# in ARGS; SUFFIX is the output's file name ending (.sccb, .npy, ...); EMPTY=0 leaves out the empty path.
+# in ARGS; SUFFIX is the output's file name ending (.sccb, .npy, ...).
 path_cases() {
   local opt=$1 suffix=$2
   shift 2
@@ -88,7 +88,7 @@ path_cases() {
   refused 2 "is a folder"                    -- "$@" "$opt" "$w/folder"
   refused 2 "folder .*nofolder does not exist" -- "$@" "$opt" "$w/nofolder/x$suffix"
   refused 2 "small.mtx is not a folder"      -- "$@" "$opt" "$w/small.mtx/x$suffix"
-  [[ ${EMPTY:-1} -eq 1 ]] && refused 2 "the output path is empty" -- "$@" "$opt" ""
+  refused 2 "the output path is empty"       -- "$@" "$opt" ""
   if ((ro_enforced)); then
     refused 2 "cannot create files in folder .*ro" -- "$@" "$opt" "$w/ro/x$suffix"
   fi
@@ -134,7 +134,8 @@ refused 2 "--db .*pipe: is a FIFO"    -- tune "$w/small.mtx" --n 4 --db "$w/pipe
 refused 2 "--db .*folder: is a folder" -- tune "$w/small.mtx" --n 4 --db "$w/folder"
 refused 2 "is the input .*db.json"    -- tune --fit --db "$w/db.json" -o "$w/db.json"
 refused 2 "is the input .*db.json"    -- tune --evaluate --db "$w/db.json" -o "$w/db.json"
-EMPTY=0 path_cases -o .json tune --fit --db "$w/db.json"  # an empty -o is no -o
+path_cases -o .json tune --fit --db "$w/db.json"
+refused 2 "the output path is empty"  -- tune "$w/small.mtx" --n 4 --db ""
 refused 2 "seed.*negative"            -- tune "$w/small.mtx" --n 4 --space --seed -1
 refused 2 "negative"                  -- tune "$w/small.mtx" --n 4 --space --shortlist -1
 
@@ -162,6 +163,8 @@ refused 2 "did not write"             -- compile-model "$w/in/model.npz" --n 8 -
 refused 2 "folder .*nofolder does not exist" -- compile-model "$w/in/model.npz" --n 8 -o "$w/nofolder/m"
 refused 2 "small.mtx is not a folder" -- compile-model "$w/in/model.npz" --n 8 -o "$w/small.mtx/m"
 refused 2 "the output path is empty"  -- compile-model "$w/in/model.npz" --n 8 -o ""
+refused 2 "the output path is empty"  -- embed "$w/small.sccb" --name k -o ""
+refused 2 "the output path is empty"  -- prune "$w/small.mtx" --pattern 2:4 -o ""
 if ((ro_enforced)); then
   refused 2 "cannot create files in folder .*ro" -- compile-model "$w/in/model.npz" --n 8 -o "$w/ro/m"
 fi

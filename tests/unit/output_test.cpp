@@ -178,7 +178,7 @@ TEST(Output, TemporariesAreFreshAndNeverFollowALink) {
   test::write_text(dir.file("victim.txt"), "victim");
   const std::string old_tmp = fmt::format("{}.tmp.{}", out, static_cast<long>(::getpid()));
   fs::create_symlink(dir.file("victim.txt"), old_tmp);
-  write_output_file(out, bytes("first"));
+  write_file_atomic(out, std::string_view("first"));
   EXPECT_EQ(slurp(out), "first");
   EXPECT_EQ(slurp(dir.file("victim.txt")), "victim");
   EXPECT_TRUE(fs::is_symlink(old_tmp));

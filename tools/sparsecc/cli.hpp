@@ -21,6 +21,11 @@ inline const CLI::Validator kNotNegative(
     },
     "NONNEGATIVE", "not negative");
 
+// For output paths (-o): an empty one is refused, not taken as no output.
+inline const CLI::Validator kOutputPath(
+    [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); }, "PATH",
+    "an output path");
+
 // The files named by input specs FILE or FILE:TENSOR (both readings where they differ), for the
 // output checks (sparsecc/common/output.hpp); empty specs are left out.
 std::vector<std::string> input_paths(const std::vector<std::string>& specs);

@@ -257,7 +257,9 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
       "--cold-l2", args->cold_l2,
       "--db: look up the winner tuned with cold L2 (`tune --cold-l2`), for deployments whose launches "
       "find the executor's code and operands out of L2");
-  cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")->required();
+  cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")
+      ->check(kOutputPath)
+      ->required();
   cmd->callback([&run, args, cmd] {
     args->emit_given = cmd->count("--emit") > 0;
     run = [args] { return run_compile(*args); };

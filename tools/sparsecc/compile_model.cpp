@@ -313,7 +313,8 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag(
       "--list", args->list,
       "List the layers as they would be compiled (shape, nonzeros, epilogue, N and its source) and stop");
-  cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)");
+  cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")
+      ->check(kOutputPath);
   cmd->callback([&run, args, cmd] {
     if (!args->list && args->output.empty()) throw CLI::RequiredError("--output");
     args->emit_given = cmd->count("--emit") > 0;

@@ -68,6 +68,9 @@ struct Outputs {
   std::string header, source;
 };
 
+// How errors name the source: "-o OUT.hpp: the source OUT.cpp: ...".
+std::string source_label(const Outputs& out) { return fmt::format("-o {}: the source", out.header); }
+
 // OUT.hpp, or OUT without an extension: the header and the source beside it, each a place an output
 // may go (sparsecc/common/output.hpp), checked before any bundle is read.
 Outputs output_paths(const std::string& output) {
@@ -81,14 +84,14 @@ Outputs output_paths(const std::string& output) {
         fmt::format("-o {}: the header must end in .hpp (or give the path without an extension)", output));
   const Outputs out{p.string() + ".hpp", p.string() + ".cpp"};
   check_output_file(out.header, {}, "-o");
-  check_output_file(out.source, {}, "-o (the source beside the header)");
+  check_output_file(out.source, {}, source_label(out));
   return out;
 }
 
 // Neither output may be an input (a bundle, the manifest, or a file the manifest lists).
 void check_outputs_against(const Outputs& out, const std::vector<std::string>& inputs) {
   check_output_file(out.header, inputs, "-o");
-  check_output_file(out.source, inputs, "-o (the source beside the header)");
+  check_output_file(out.source, inputs, source_label(out));
 }
 
 // Both files or neither: each is written completely beside its destination first, and the two are
@@ -99,7 +102,7 @@ void write_both(const Outputs& out, const EmbedSources& text) {
     return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(s.data()), s.size());
   };
   StagedOutput header(out.header, bytes(text.header), "-o");
-  StagedOutput source(out.source, bytes(text.source), "-o (the source beside the header)");
+  StagedOutput source(out.source, bytes(text.source), source_label(out));
   StagedOutput* const both[] = {&source, &header};
   commit_outputs(both);
 }
@@ -170,6 +173,7 @@ void add_embed(CLI::App& app, std::function<int()>& run) {
       ->delimiter(',')
       ->check(CLI::IsMember({"ptx", "reference"}));
   cmd->add_option("-o,--output", args->output, "Header to write (OUT.hpp; OUT.cpp is written beside it)")
+      ->check(kOutputPath)
       ->required();
   cmd->callback([&run, args] { run = [args]() -> int { return run_embed(*args); }; });
 }

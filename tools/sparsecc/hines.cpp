@@ -152,7 +152,8 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
          "rule, an SM's shared memory divided among the blocks it holds; 0: all in global memory)")
       ->check(CLI::Range(std::int64_t{-1}, kHinesSharedWorkspaceMax))
       ->capture_default_str();
-  cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)");
+  cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)")
+      ->check(kOutputPath);
   cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
   cmd->add_option("--db", a->db,
                   "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "

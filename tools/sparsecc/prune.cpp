@@ -198,7 +198,9 @@ void add_prune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--sparsity", args->sparsity,
                   "Fraction of entries to drop, in [0, 1] (N:M fixes it at 1 - N/M; RMB keeps "
                   "round((1 - S) * BW / BLW) blocklets, at least 1)");
-  cmd->add_option("-o,--output", args->output, "Pruned dense matrix to write (.npy or .npy.gz)")->required();
+  cmd->add_option("-o,--output", args->output, "Pruned dense matrix to write (.npy or .npy.gz)")
+      ->check(kOutputPath)
+      ->required();
   cmd->add_option("--seed", args->seed, "Seed for the values of pattern-only .smtx files")
       ->check(kNotNegative)
       ->capture_default_str();

@@ -663,7 +663,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--cells", args->cells, "SWC inputs: copies of the forest")->check(CLI::Range(1, 1000000));
   cmd->add_option("--resolution", args->resolution, "SWC inputs: compartments per segment")->check(CLI::Range(1, 1000));
   cmd->add_option("--rhs", args->rhs, "SWC inputs: right-hand sides per solve")->check(CLI::Range(1, 1024));
-  cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate");
+  cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate")
+      ->check(kOutputPath);
   cmd->add_option("--budget", args->budget,
                   "Wall-clock seconds for the whole run (0: no limit); an SpMM search that settles early "
                   "spends the rest of its share on wider rounds")
@@ -692,7 +693,8 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--refresh-features", args->refresh_features,
                 "Recompute the predictor features of the timings in --db for the matrices given (files or --suite)");
   cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
-  cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON");
+  cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON")
+      ->check(kOutputPath);
   cmd->callback([&run, args, cmd] {
     // SWC inputs default to the Hines solver's f64 (the dtype default is SpMM's f32).
     args->dtype_given = cmd->count("--dtype") > 0;
