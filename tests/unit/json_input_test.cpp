@@ -301,5 +301,25 @@ TEST(JsonInput, BundleMetadataNestingIsRefused) {
   }
 }
 
+// A number beyond a double is an error nlohmann raises without a position; every reader reports it as
+// bad input naming the file.
+TEST(JsonInput, NumberOverflowIsBadInput) {
+  try {
+    rt::parse_bundle(bundle_with_metadata(R"({"op": "spmm", "m": 1e999})"), "huge.sccb");
+    ADD_FAILURE() << "a metadata number of 1e999 was accepted";
+  } catch (const rt::BundleError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("huge.sccb: section metadata (byte 56): is not valid JSON", 0), 0u) << what;
+    EXPECT_NE(what.find("number overflow"), std::string::npos) << what;
+  }
+  test::expect_input_error([] { parse_model_manifest(bytes_of(R"({"layers": 1e999})"), "m.json"); },
+                           {"m.json: byte 0: not valid JSON", "number overflow"});
+  test::expect_input_error([] { tune::parse_database(R"({"schema": 1e999, "records": []})", "db.json"); },
+                           {"db.json: not valid JSON", "number overflow"});
+  test::expect_input_error(
+      [] { list_safetensors(safetensors_with_header(R"({"__metadata__": {"a": 1e999}})"), "h.safetensors"); },
+      {"h.safetensors: byte 8: header JSON", "number overflow"});
+}
+
 }  // namespace
 }  // namespace sparsecc
