@@ -14,6 +14,21 @@ namespace sparsecc {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `s` for a message: control characters (a NUL would end the message early) as \xNN.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (const char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  return out;
+}
+
+}  // namespace
+
 std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> bytes, const std::string& path) {
   const nlohmann::json j = parse_json_input(
       std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, kMaxManifestBytes,
@@ -35,7 +50,7 @@ std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> b
     layer.file = l["file"].get<std::string>();
     if (const std::string why = path_outside_folder(dir, layer.file); !why.empty())
       throw_in_file(path, fmt::format("layer {} ('{}'): file '{}' {}; a manifest's files must be inside its folder",
-                                      i, layer.name, layer.file, why));
+                                      i, printable(layer.name), printable(layer.file), why));
     layer.path = (dir / layer.file).string();
     out.push_back(std::move(layer));
   }
