@@ -332,6 +332,9 @@ json parse_metadata(std::span<const unsigned char> d, const std::string& name, s
   } catch (const json::parse_error& e) {
     fail_at(name, offset + (e.byte > 0 ? e.byte - 1 : 0),
             std::string("metadata is not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for a double: no position given
+    fail_section(name, SectionKind::metadata, std::int64_t(offset),
+                 std::string("is not valid JSON: ") + e.what());
   }
   if (!j.is_object())
     fail_section(name, SectionKind::metadata, std::int64_t(offset),

@@ -140,7 +140,7 @@ for want in 'const sparsecc::rt::SpmmExecutor& small\(\);' 'const sparsecc::rt::
   grep -Eq "$want" "$tmp/gen/a/kernels.hpp" || { echo "FAIL: kernels.hpp lacks /$want/"; failures=$((failures + 1)); }
 done
 grep -q '#include "kernels.hpp"' "$tmp/gen/a/kernels.cpp" || { echo "FAIL: kernels.cpp does not include kernels.hpp"; failures=$((failures + 1)); }
-printf '{"layers": [{"name": "enc.fc1", "file": "small.sccb"}, {"name": "enc.fc2", "file": "%s"}]}\n' "$tmp/rt.sccb" \
+printf '{"layers": [{"name": "enc.fc1", "file": "small.sccb"}, {"name": "enc.fc2", "file": "./rt.sccb"}]}\n' \
   >"$tmp/manifest.json"
 expect 0 "m.cpp: 3 layers in namespace m" -- embed --manifest "$tmp/manifest.json" "$tmp/cell.sccb" --name m -o "$tmp/gen/m.hpp"
 expect 0 "enc_fc2 +spmm, 3 x 4, N = 7 \(runtime\)" -- embed --manifest "$tmp/manifest.json" --name m -o "$tmp/gen/m2"
@@ -165,6 +165,19 @@ echo '{"layers": [' >"$tmp/bad_manifest.json"
 expect 2 "bad_manifest.json: byte [0-9]+: not valid JSON" -- embed --manifest "$tmp/bad_manifest.json" --name k -o "$tmp/gen/none.hpp"
 echo '{"layers": [{"name": "x"}]}' >"$tmp/bad_manifest.json"
 expect 2 "bad_manifest.json: layer 0 of the manifest has no \"file\"" -- embed --manifest "$tmp/bad_manifest.json" --name k -o "$tmp/gen/none.hpp"
+# A manifest's files stay inside its folder: absolute paths, '..' out of it and symbolic links out of
+# it are refused, naming the layer.
+mkdir -p "$tmp/mf/sub"
+cp "$tmp/small.sccb" "$tmp/mf/sub/ok.sccb"
+ln -s "$tmp/small.sccb" "$tmp/mf/out.sccb"
+for bad in "$tmp/small.sccb" ../small.sccb sub/../../small.sccb out.sccb; do
+  printf '{"layers": [{"name": "a", "file": "sub/ok.sccb"}, {"name": "evil", "file": "%s"}]}\n' "$bad" >"$tmp/mf/manifest.json"
+  expect 2 "mf/manifest.json: layer 1 \('evil'\): file '.*' .*inside its folder" -- \
+    embed --manifest "$tmp/mf/manifest.json" --name k -o "$tmp/gen/none.hpp"
+done
+printf '{"layers": [{"name": "a", "file": "sub/ok.sccb"}, {"name": "b", "file": "sub/../small.sccb"}]}\n' >"$tmp/mf/manifest.json"
+cp "$tmp/small.sccb" "$tmp/mf/small.sccb"
+expect 0 "2 layers" -- embed --manifest "$tmp/mf/manifest.json" --name k -o "$tmp/gen/mf.hpp"
 [[ -e "$tmp/gen/none.hpp" || -e "$tmp/gen/none.cpp" ]] && { echo "FAIL: a failed embed left an output behind"; failures=$((failures + 1)); }
 ls "$tmp/gen" "$tmp/gen/a" | grep -q '\.tmp\.' && { echo "FAIL: embed left a temporary file behind"; failures=$((failures + 1)); }
 

@@ -2,7 +2,7 @@
 // OUT.cpp, a header and source that hold the bundles as byte arrays with a typed API per layer and a
 // Kernels class that loads the executors through the runtime on first use (sparsecc/bundle/embed.hpp).
 // Layers are the manifest's (written by `sparsecc compile-model`, in its order and with its names, files
-// relative to the manifest's folder), then the BUNDLE arguments, named by their file stems.
+// relative to the manifest's folder and inside it: sparsecc::read_model_manifest), then the BUNDLE arguments, named by their file stems.
 // --strip ptx,reference leaves those sections out of the embedded bytes (EmbedOptions).
 #include "sparsecc/bundle/embed.hpp"
 
@@ -13,12 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
+#include "sparsecc/model/manifest.hpp"
 
 namespace sparsecc::cli {
 
@@ -38,31 +38,6 @@ struct Input {
   std::string path;  // as given (or as the manifest names it, joined to its folder)
   std::string name;  // the layer's name
 };
-
-// The layers of a compile-model manifest: {"layers": [{"name": ..., "file": ...}, ...], ...}.
-std::vector<Input> manifest_layers(const std::string& path) {
-  const Bytes bytes = read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_at_byte(path, static_cast<std::int64_t>(e.byte), fmt::format("not valid JSON: {}", e.what()));
-  }
-  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
-    throw_in_file(path, "not a sparsecc manifest: no \"layers\" array");
-  const fs::path dir = fs::path(path).parent_path();
-  std::vector<Input> out;
-  for (std::size_t i = 0; i < j["layers"].size(); ++i) {
-    const nlohmann::json& l = j["layers"][i];
-    for (const char* key : {"name", "file"})
-      if (!l.is_object() || !l.contains(key) || !l[key].is_string() || l[key].get<std::string>().empty())
-        throw_in_file(path, fmt::format("layer {} of the manifest has no \"{}\" string", i, key));
-    const fs::path file = l["file"].get<std::string>();
-    out.push_back({(file.is_absolute() ? file : dir / file).string(), l["name"].get<std::string>()});
-  }
-  if (out.empty()) throw_in_file(path, "the manifest lists no layers");
-  return out;
-}
 
 struct Outputs {
   std::string header, source;
@@ -112,7 +87,8 @@ int run_embed(const EmbedArgs& a) {
     throw UsageError("embed: give bundle files, --manifest, or both");
   const Outputs out = output_paths(a.output);
   std::vector<Input> inputs;
-  if (!a.manifest.empty()) inputs = manifest_layers(a.manifest);
+  if (!a.manifest.empty())
+    for (ManifestLayer& l : read_model_manifest(a.manifest)) inputs.push_back({std::move(l.path), std::move(l.name)});
   for (const std::string& b : a.bundles) inputs.push_back({b, fs::path(b).stem().string()});
   std::vector<std::string> input_files = {a.manifest};
   for (const Input& in : inputs) input_files.push_back(in.path);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/json_input.hpp"
 #include "sparsecc/io/npy.hpp"
 
 namespace sparsecc {
@@ -119,12 +120,7 @@ Info parse_entry(const std::string& name, const Json& v, const std::string& file
   return info;
 }
 
-// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
-std::string json_error(const Json::exception& e) {
-  std::string msg = e.what();
-  if (const auto at = msg.find("] "); at != std::string::npos) msg = msg.substr(at + 2);
-  return "header JSON: " + msg;
-}
+std::string json_error(const Json::exception& e) { return "header JSON: " + json_error_message(e.what()); }
 
 Layout parse_layout(std::span<const unsigned char> d, const std::string& file) {
   if (d.size() < 8)
@@ -137,6 +133,7 @@ Layout parse_layout(std::span<const unsigned char> d, const std::string& file) {
   if (n > d.size() - 8)
     throw_at_byte(file, 0, fmt::format("header length {} exceeds the {} bytes after it", n, d.size() - 8));
   const auto text = d.subspan(8, n);
+  check_json_input(text, file, kMaxSafetensorsHeaderBytes, "header JSON", kHeaderByte);
 
   std::set<std::string> keys;
   std::string duplicate;

@@ -21,6 +21,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/output.hpp"
+#include "sparsecc/common/json_input.hpp"
 #include "sparsecc/common/version.hpp"
 
 namespace sparsecc::tune {
@@ -168,6 +169,51 @@ std::string parse_message(const char* what) {
   return s;
 }
 
+// The state of a database file's `text` (read from `path`): ok with its records, corrupt, or newer.
+LoadResult database_from_text(std::string_view text, const std::string& path, LoadResult out = {}) {
+  auto fail = [&](FileState state, const InputError& e) {
+    out.state = state;
+    out.where = e.where();
+    out.problem = e.message();
+    return out;
+  };
+  json j;
+  try {
+    check_json_input(text, path, kMaxTuningDatabaseBytes, "tuning database");
+    j = json::parse(text.begin(), text.end());
+  } catch (const InputError& e) {
+    return fail(FileState::corrupt, e);
+  } catch (const json::parse_error& e) {
+    return fail(FileState::corrupt,
+                InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte > 0 ? e.byte - 1 : 0)),
+                           fmt::format("not valid JSON ({})", parse_message(e.what()))));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double: no position given
+    return fail(FileState::corrupt, InputError(SourceLocation::in_file(path),
+                                               fmt::format("not valid JSON ({})", parse_message(e.what()))));
+  }
+  // A newer schema is told apart from damage: it is valid data this version cannot read.
+  if (j.is_object()) {
+    const auto s = j.find("schema");
+    if (s != j.end() && s->is_number_unsigned() && s->get<std::uint64_t>() > std::uint64_t{kTuningDbSchema}) {
+      const auto g = j.find("generator");
+      const std::string by = g != j.end() && g->is_string()
+                                 ? fmt::format("sparsecc {}", g->get<std::string>())
+                                 : std::string("a newer sparsecc");
+      return fail(FileState::newer,
+                  InputError(SourceLocation::in_file(path),
+                             fmt::format("written with schema {} by {}; this version reads schema {}",
+                                         s->get<std::uint64_t>(), by, kTuningDbSchema)));
+    }
+  }
+  try {
+    out.db = database_from_json(j, path);
+  } catch (const InputError& e) {
+    return fail(FileState::corrupt, e);
+  }
+  out.state = FileState::ok;
+  return out;
+}
+
 LoadResult read_database(const std::string& path) {
   LoadResult out;
   auto fail = [&](FileState state, const InputError& e) {
@@ -197,8 +243,11 @@ LoadResult read_database(const std::string& path) {
   } else {
     out.exists = true;
     out.mode = st.st_mode & 07777;
+    // Reading stops past the size limit, so that no file (nor a device behind the path) is held
+    // whole when it is over it.
     char buf[1 << 16];
-    for (;;) {
+    while (text.size() <= kMaxTuningDatabaseBytes &&
+           !(S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxTuningDatabaseBytes)) {
       const ssize_t n = ::read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) read_errno = errno;
@@ -210,36 +259,18 @@ LoadResult read_database(const std::string& path) {
   if (read_errno != 0)
     return fail(FileState::unreadable, InputError(SourceLocation::in_file(path),
                                                   fmt::format("read error: {}", errno_text(read_errno))));
+  // A file over the size limit is not known to be damaged, so it is never replaced either.
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxTuningDatabaseBytes)
+    return fail(FileState::unreadable,
+                InputError(SourceLocation::at_byte(path, 0),
+                           fmt::format("tuning database is {} bytes, over the {} byte limit",
+                                       static_cast<std::uint64_t>(st.st_size), kMaxTuningDatabaseBytes)));
+  if (text.size() > kMaxTuningDatabaseBytes)
+    return fail(FileState::unreadable,
+                InputError(SourceLocation::at_byte(path, 0),
+                           fmt::format("tuning database is over the {} byte limit", kMaxTuningDatabaseBytes)));
 
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return fail(FileState::corrupt,
-                InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte)),
-                           fmt::format("not valid JSON ({})", parse_message(e.what()))));
-  }
-  // A newer schema is told apart from damage: it is valid data this version cannot read.
-  if (j.is_object()) {
-    const auto s = j.find("schema");
-    if (s != j.end() && s->is_number_unsigned() && s->get<std::uint64_t>() > std::uint64_t{kTuningDbSchema}) {
-      const auto g = j.find("generator");
-      const std::string by = g != j.end() && g->is_string()
-                                 ? fmt::format("sparsecc {}", g->get<std::string>())
-                                 : std::string("a newer sparsecc");
-      return fail(FileState::newer,
-                  InputError(SourceLocation::in_file(path),
-                             fmt::format("written with schema {} by {}; this version reads schema {}",
-                                         s->get<std::uint64_t>(), by, kTuningDbSchema)));
-    }
-  }
-  try {
-    out.db = database_from_json(j, path);
-  } catch (const InputError& e) {
-    return fail(FileState::corrupt, e);
-  }
-  out.state = FileState::ok;
-  return out;
+  return database_from_text(text, path, std::move(out));
 }
 
 // Holds an exclusive flock() on a lock file for its lifetime; closing the descriptor releases it.
@@ -382,6 +413,16 @@ TuningDatabase database_from_json(const nlohmann::json& j, const std::string& na
   for (std::size_t i = 0; i < records.size(); ++i)
     db.put(record_from_json(rd, records[i], fmt::format("records[{}]", i)));
   return db;
+}
+
+TuningDatabase parse_database(std::string_view text, const std::string& name) {
+  if (text.size() > kMaxTuningDatabaseBytes)
+    throw InputError(SourceLocation::at_byte(name, 0),
+                     fmt::format("tuning database is {} bytes, over the {} byte limit", text.size(),
+                                 kMaxTuningDatabaseBytes));
+  LoadResult r = database_from_text(text, name);
+  if (r.state != FileState::ok) throw InputError(r.where, r.problem);
+  return std::move(r.db);
 }
 
 TuningDatabase load_database(const std::string& path, std::vector<std::string>* warnings) {

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/file.hpp"
+#include "sparsecc/common/json_input.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 
 namespace sparsecc::tune {
@@ -295,15 +295,7 @@ json to_json(const Predictor& p) {
 }
 
 Predictor load_predictor(const std::string& path) {
-  const Bytes bytes = read_file(path);
-  json j;
-  try {
-    j = json::parse(bytes.begin(), bytes.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte)),
-                     "not JSON: " + std::string(e.what()));
-  }
-  return predictor_from_json(j, path);
+  return predictor_from_json(read_json_file(path, kMaxPredictorBytes, "predictor"), path);
 }
 
 Predictor predictor_from_json(const json& j, const std::string& name) {

@@ -16,6 +16,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sparsecc::tune {
@@ -88,10 +89,17 @@ nlohmann::json to_json(const TuningDatabase& db);  // the whole file, "schema" a
 // equal keys collapse to the last one.
 TuningDatabase database_from_json(const nlohmann::json& j, const std::string& name);
 
+// A database file's text, as load_database reads it (size and nesting limits of
+// common/json_input.hpp included, kMaxTuningDatabaseBytes for the size), named `name` in errors.
+// Throws InputError for every problem load_database reports as a warning.
+TuningDatabase parse_database(std::string_view text, const std::string& name);
+
 // Loads the database at `path`. A missing file is an empty database, without a warning. A file that
-// cannot be read, is not JSON, has the wrong or a newer schema, or holds a bad record yields an empty
-// database and one warning sentence naming the file (and the byte offset of a JSON syntax error)
-// appended to *warnings; it never throws for the file's content or for I/O errors.
+// cannot be read, is over kMaxTuningDatabaseBytes (common/json_input.hpp: such a file is not read,
+// and update_database refuses to replace it), is not JSON, nests deeper than kMaxJsonDepth, has the
+// wrong or a newer schema, or holds a bad record yields an empty database and one warning sentence
+// naming the file (and the byte offset of a JSON syntax error) appended to *warnings; it never throws
+// for the file's content or for I/O errors.
 TuningDatabase load_database(const std::string& path, std::vector<std::string>* warnings = nullptr);
 
 // Merges `records` into the file at `path` (same key: the new record replaces the stored one):
