@@ -10,6 +10,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <utility>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/load.hpp"
@@ -156,6 +157,9 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
       skip(select.reason());
       continue;
     }
+    // A NaN or Inf in a layer that would be compiled is bad input, in every format.
+    check_finite(w.data, out.file, w.name);
+    if (bias_tensor[i]) check_finite(tensors[*bias_tensor[i]].data, out.file, tensors[*bias_tensor[i]].name);
     const std::string name = w.name;
     if (std::string reason = build_matrix(layer, std::move(w), false, 1.0, options, out.file);
         !reason.empty()) {
@@ -272,6 +276,7 @@ class OnnxReader {
   bool finish(ModelLayer& layer, const OnnxNode& n, std::size_t w, const std::vector<std::int64_t>& shape,
               bool transposed, double alpha, const std::string& early_reason, const OnnxNode* last = nullptr) {
     const OnnxInitializer& init = graph_.initializers[w];
+    const std::vector<std::string> biases = std::exchange(bias_inputs_, {});
     auto skip = [&](const std::string& reason) {
       notes_[w].reasons.push_back(fmt::format("{}: {}", label(n), reason));
       return false;
@@ -279,8 +284,11 @@ class OnnxReader {
     if (!select_.keeps(layer.name, layer.tensor)) return skip(select_.reason());
     if (!init.floating) return skip(fmt::format("non-floating dtype {}", init.data_type));
     if (!early_reason.empty()) return skip(early_reason);
-    if (!all_finite(init.tensor.data)) return skip("the weight holds NaN or Inf");
-    if (!all_finite(layer.bias)) return skip("the bias holds NaN or Inf");
+    // A NaN or Inf in a layer that would be compiled is bad input, in every format.
+    check_finite(init.tensor.data, out_.file, init.tensor.name);
+    for (const std::string& b : biases)
+      if (const auto j = initializer(b)) check_finite(graph_.initializers[*j].tensor.data, out_.file, b);
+    if (!all_finite(layer.bias)) return skip("the bias times beta overflows");
     Tensor matrix;
     matrix.name = init.tensor.name;
     matrix.dtype = init.tensor.dtype;
@@ -384,6 +392,7 @@ class OnnxReader {
   std::string bias(const std::string& input, const char* role, std::int64_t m, double scale,
                    const std::vector<std::vector<std::int64_t>>& shapes, ModelLayer& layer) {
     if (input.empty() || scale == 0.0) return {};
+    bias_inputs_.push_back(input);
     const auto c = initializer(input);
     if (!c) return fmt::format("bias {} '{}' is computed, not an initializer", role, input);
     const OnnxInitializer& init = graph_.initializers[*c];
@@ -477,6 +486,7 @@ class OnnxReader {
   std::map<std::string, const OnnxNode*> user_;
   std::set<std::string> graph_outputs_;
   std::vector<Notes> notes_;
+  std::vector<std::string> bias_inputs_;  // the bias initializers of the layer being built
 };
 
 }  // namespace
