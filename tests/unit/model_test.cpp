@@ -855,6 +855,37 @@ TEST(ModelOnnx, HalfPrecisionInitializers) {
 #endif
 }
 
+TEST(ModelOnnx, DegenerateProtobufsAreRefusedBeforeParsing) {
+  REQUIRE_ONNX();
+#if SPARSECC_HAVE_ONNX
+  test::TempDir dir;
+  // Empty nodes take two bytes each in the file and hundreds once parsed.
+  OnnxModel m;
+  add_initializer(m.g, "W", {2, 2}, {1, 0, 0, 1});
+  add_node(m.g, "MatMul", "fc", {"x", "W"}, {"y"});
+  m.output("y");
+  for (std::uint64_t i = 0; i <= kMinOnnxMessageLimit; ++i) m.g.add_node();
+  const std::string path = m.save(dir, "nodes.onnx");
+  test::expect_input_error([&] { read_model(path); },
+                           {"nodes.onnx: the protobuf holds more than 262144 messages", "refused as degenerate"});
+  // Compressed, the limit follows the size on disk.
+  write_file_atomic(dir.file("nodes.onnx.gz"), read_file(path));
+  test::expect_input_error([&] { read_model(dir.file("nodes.onnx.gz")); }, {"refused as degenerate"});
+  EXPECT_EQ(onnx_message_limit(100), kMinOnnxMessageLimit);
+  EXPECT_EQ(onnx_message_limit(std::uint64_t{64} << 20), (std::uint64_t{64} << 20) / kOnnxBytesPerMessage);
+  // A model of ordinary size is read, and so is one under the limit for its size.
+  OnnxModel small;
+  add_initializer(small.g, "W", {2, 2}, {1, 0, 0, 1});
+  add_node(small.g, "MatMul", "fc", {"x", "W"}, {"y"});
+  small.output("y");
+  EXPECT_EQ(read_model(small.save(dir, "small.onnx")).layers.size(), 1u);
+  std::string bytes;
+  ASSERT_TRUE(small.model.SerializeToString(&bytes));
+  const Bytes b(bytes.begin(), bytes.end());
+  test::expect_input_error([&] { parse_onnx(b, "small.onnx", {.message_limit = 2}); }, {"more than 2 messages"});
+#endif
+}
+
 TEST(ModelOnnx, CorruptAndUnsupportedFiles) {
   REQUIRE_ONNX();
 #if SPARSECC_HAVE_ONNX
