@@ -392,7 +392,6 @@ class OnnxReader {
   std::string bias(const std::string& input, const char* role, std::int64_t m, double scale,
                    const std::vector<std::vector<std::int64_t>>& shapes, ModelLayer& layer) {
     if (input.empty() || scale == 0.0) return {};
-    bias_inputs_.push_back(input);
     const auto c = initializer(input);
     if (!c) return fmt::format("bias {} '{}' is computed, not an initializer", role, input);
     const OnnxInitializer& init = graph_.initializers[*c];
@@ -407,6 +406,7 @@ class OnnxReader {
     for (std::int64_t i = 0; i < m; ++i)
       layer.bias[static_cast<std::size_t>(i)] =
           scale * init.tensor.data[per_output ? static_cast<std::size_t>(i) : 0];
+    bias_inputs_.push_back(input);
     return {};
   }
 
