@@ -81,8 +81,7 @@ Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
   if (candidates.size() != 1)
     throw_in_file(s.path,
                   fmt::format("holds {} {}; name one as '{}:NAME' (candidates: {})", candidates.size(),
-                              matrix ? "2-D floating-point tensors" : "floating-point tensors", s.path,
-                              joined(candidates)));
+                              matrix ? "2-D tensors" : "tensors", s.path, joined(candidates)));
   check_finite(pick->data, s.path, pick->name);
   return std::move(*pick);
 }

@@ -314,8 +314,6 @@ void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
   for (const auto& v : values->output()) take(v);
 }
 
-}  // namespace
-
 // How many sub-messages parsing `p..end` as a protobuf message would create, counting every
 // length-delimited field whose payload is itself a well-formed message (strings and packed numbers
 // that happen to parse as messages are counted too: an upper bound). False when `p..end` is not a
