@@ -1,5 +1,9 @@
 #include "sparsecc/runtime/bundle.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -656,10 +660,48 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
 }
 
 Bundle read_bundle_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BundleError(path + ": cannot open: " + std::strerror(errno));
-  std::vector<unsigned char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw BundleError(path + ": read error: " + std::strerror(errno));
+  // Only a regular file is read, into a buffer sized from its real size: a device such as /dev/zero
+  // or a FIFO would otherwise be read until memory runs out (O_NONBLOCK: opening a FIFO must not
+  // wait for a writer).
+  constexpr std::uint64_t kMaxBundleFileBytes = std::uint64_t{8} << 30;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw BundleError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw BundleError(path + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file";
+    throw BundleError(path + ": is " + kind + ", not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxBundleFileBytes) {
+    ::close(fd);
+    throw BundleError(path + ": file of " + std::to_string(st.st_size) +
+                      " bytes is larger than the 8 GiB bundle limit");
+  }
+  std::vector<unsigned char> data(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw BundleError(path + ": read error: " + std::strerror(e));
+    }
+    if (n == 0) break;  // the file shrank: the parser reports the truncation
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
   return parse_bundle(data, path);
 }
 

@@ -4,6 +4,7 @@
 #include "sparsecc/runtime/bundle.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -452,6 +453,23 @@ TEST(RuntimeBundle, ReadsFilesAndNamesThem) {
   } catch (const BundleError& e) {
     EXPECT_NE(std::string(e.what()).find("absent.spcc: cannot open"), std::string::npos) << e.what();
   }
+}
+
+TEST(RuntimeBundle, OnlyRegularFilesAreRead) {
+  test::TempDir dir;
+  auto expect_refused = [](const std::string& path, const std::string& what) {
+    try {
+      rt::read_bundle_file(path);
+      FAIL() << path;
+    } catch (const BundleError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": is " + what + ", not a regular file"), std::string::npos)
+          << e.what();
+    }
+  };
+  expect_refused(dir.path().string(), "a directory");
+  if (std::filesystem::exists("/dev/zero")) expect_refused("/dev/zero", "a character device");
+  const std::string fifo = dir.file("pipe.sccb");
+  if (::mkfifo(fifo.c_str(), 0600) == 0) expect_refused(fifo, "a FIFO (named pipe)");
 }
 
 TEST(RuntimeBundle, AtomicWriterLeavesNoPartialFile) {

@@ -1,6 +1,7 @@
 // The common layer every reader stands on: error locations, dtype conversions, gzip, atomic writes,
 // line and number parsing, the seeded generator, and magnitude pruning.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -126,6 +127,54 @@ TEST(CommonFile, ReadInputIsTransparentToGzipAndNamesMissingFiles) {
     EXPECT_NE(std::string(e.what()).find("missing.txt: cannot open"), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_input(dir.path().string()), InputError);
+}
+
+TEST(CommonGzip, ExpansionIsLimitedRelativeToTheCompressedSize) {
+  EXPECT_EQ(gunzip_limit(0), kMinExpansionLimitBytes);
+  EXPECT_EQ(gunzip_limit(1000), kMinExpansionLimitBytes);
+  EXPECT_EQ(gunzip_limit(std::uint64_t{10} << 20), kMaxExpansionRatio * (std::uint64_t{10} << 20));
+  EXPECT_EQ(gunzip_limit(std::uint64_t{1} << 40), kMaxInputBytes);
+  EXPECT_EQ(gunzip_limit(std::numeric_limits<std::uint64_t>::max()), kMaxInputBytes);
+  const std::string text(1000, 'x');
+  const Bytes z = gzip(as_bytes(text));
+  EXPECT_EQ(gunzip(z, "t.gz", 1000).size(), 1000u);
+  test::expect_input_error([&] { gunzip(z, "t.gz", 999); },
+                           {"t.gz: gzip data decompresses to more than 999 bytes", "decompress the file first"});
+  // A bomb: members of 1 MiB of zeros, each about 1 KB, past the 64 MiB floor. It is refused from a
+  // file, by read_input, without holding more than the limit.
+  const Bytes member = gzip(Bytes(std::size_t{1} << 20, 0));
+  ASSERT_LT(member.size(), 8192u);
+  Bytes bomb;
+  for (std::uint64_t i = 0; i <= kMinExpansionLimitBytes >> 20; ++i) bomb.insert(bomb.end(), member.begin(), member.end());
+  test::TempDir dir;
+  test::write_bytes(dir.file("bomb.mtx.gz"), bomb);
+  test::expect_input_error([&] { read_input(dir.file("bomb.mtx.gz")); },
+                           {"bomb.mtx.gz: gzip data decompresses to more than 67108864 bytes",
+                            "decompress the file first (gunzip) to lift it"});
+  bomb.resize(bomb.size() - member.size());  // exactly the floor: accepted
+  test::write_bytes(dir.file("ok.mtx.gz"), bomb);
+  EXPECT_EQ(read_input(dir.file("ok.mtx.gz")).size(), kMinExpansionLimitBytes);
+}
+
+TEST(CommonFile, OnlyRegularFilesAreRead) {
+  test::TempDir dir;
+  test::expect_input_error([&] { read_file(dir.path().string()); }, {"is a directory"});
+  if (std::filesystem::exists("/dev/zero"))
+    test::expect_input_error([] { read_input("/dev/zero"); },
+                             {"/dev/zero: is a character device, not a regular file"});
+  if (std::filesystem::exists("/dev/urandom"))
+    test::expect_input_error([] { read_file("/dev/urandom"); }, {"is a character device, not a regular file"});
+  // A FIFO with no writer: refused at once rather than waited on or read forever.
+  const std::string fifo = dir.file("pipe.mtx");
+  if (::mkfifo(fifo.c_str(), 0600) == 0)
+    test::expect_input_error([&] { read_input(fifo); }, {"pipe.mtx: is a FIFO (named pipe), not a regular file"});
+  // A link to a regular file is read.
+  test::write_text(dir.file("real.txt"), "data");
+  std::error_code ec;
+  std::filesystem::create_symlink(dir.file("real.txt"), dir.file("link.txt"), ec);
+  if (!ec) EXPECT_EQ(as_string(read_file(dir.file("link.txt"))), "data");
+  test::write_text(dir.file("empty.txt"), "");
+  EXPECT_TRUE(read_file(dir.file("empty.txt")).empty());
 }
 
 TEST(CommonFile, AtomicWriteReplacesAndNeverLeavesPartialFiles) {

@@ -106,6 +106,25 @@ TEST(Load, TensorsAndListing) {
   EXPECT_EQ(load_tensor(dir.file("s.safetensors")).name, "q");
 }
 
+TEST(Load, ValuesThatOverflowTheDtypeNameTheFileAndEntry) {
+  CsrMatrix a;
+  a.rows = 2;
+  a.cols = 3;
+  a.row_ptr = {0, 1, 2};
+  a.col_idx = {0, 2};
+  a.values = {1.0, 1e39};
+  test::expect_input_error([&] { check_values_fit(a, "f32", "m.mtx"); },
+                           {"m.mtx: the weight 1e+39 at row 2, column 3 overflows f32"});
+  a.values = {70000.0, 1.0};
+  check_values_fit(a, "f32", "m.mtx");
+  check_values_fit(a, "bf16", "m.mtx");
+  test::expect_input_error([&] { check_values_fit(a, "f16", "m.npz", "fc1"); },
+                           {"m.npz: tensor 'fc1'", "the weight 70000 at row 1, column 1 overflows f16"});
+  check_bias_fits({1.0, -3e38}, "b.npy", "b");
+  test::expect_input_error([&] { check_bias_fits({1.0, -1e39}, "b.npy", "b"); },
+                           {"b.npy: tensor 'b'", "the bias value -1e+39 at index 1 overflows f32"});
+}
+
 TEST(Load, RealMobileNetLayer) {
   SPARSECC_DATA_OR_SKIP(file, "sparsert/mobilenet_v1_sparse90.npz");
   const CsrMatrix m = load_matrix(file.string() + ":contraction_1x1_0");

@@ -6,9 +6,12 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/io/load.hpp"
 #include "sparsecc/io/npy.hpp"
 #include "test_support.hpp"
 
@@ -30,6 +33,8 @@ struct ZipEntry {
   std::uint16_t flags = 0;  // bit 0: encrypted
   std::uint16_t method = 0;
   bool bad_crc = false;
+  std::uint32_t declared = 0;  // when nonzero, the uncompressed size the headers claim
+  std::int64_t crc = -1;       // when not negative, the CRC the headers give (that of deflated data)
 };
 
 // A minimal zip archive (local headers, central directory, end record) around `entries`.
@@ -39,7 +44,8 @@ Bytes make_zip(const std::vector<ZipEntry>& entries) {
     for (int i = 0; i < n; ++i) b.push_back(static_cast<unsigned char>(v >> (8 * i)));
   };
   for (const auto& e : entries) {
-    const std::uint32_t crc = crc32(e.data) ^ (e.bad_crc ? 1u : 0u);
+    const std::uint32_t crc =
+        (e.crc >= 0 ? static_cast<std::uint32_t>(e.crc) : crc32(e.data)) ^ (e.bad_crc ? 1u : 0u);
     const std::size_t offset = out.size();
     for (Bytes* b : {&out, &cd}) {
       put(*b, b == &out ? 0x04034b50 : 0x02014b50, 4);
@@ -50,7 +56,7 @@ Bytes make_zip(const std::vector<ZipEntry>& entries) {
       put(*b, 0x00210000, 4);  // time 00:00, date 1980-01-01
       put(*b, crc, 4);
       put(*b, e.data.size(), 4);
-      put(*b, e.data.size(), 4);
+      put(*b, e.declared ? e.declared : e.data.size(), 4);
       put(*b, e.name.size(), 2);
       put(*b, 0, 2);
       if (b == &cd) {
@@ -112,6 +118,44 @@ TEST(Npz, FilesAndGzip) {
   EXPECT_TRUE(is_gzip(read_file(dir.file("w.npz.gz"))));
   EXPECT_THROW(format_npz({in[0], in[0]}, false), UsageError);
   EXPECT_THROW(format_npz({test::make_tensor("", {1}, {1})}, false), UsageError);
+}
+
+// Raw deflate data (what a zip entry of method 8 holds): gzip's stream without its header and trailer.
+Bytes deflate_raw(const Bytes& data) {
+  const Bytes z = gzip(data);
+  return Bytes(z.begin() + 10, z.end() - 8);
+}
+
+TEST(Npz, LyingEntrySizesCostNoMemory) {
+  // 1 MiB of incompressible bytes, claimed to expand to 1 GiB: within deflate's ratio, but past what
+  // an archive of this size may expand to. Refused before anything is read or allocated.
+  Bytes noise(std::size_t{1} << 20);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& b : noise) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b = static_cast<unsigned char>(x);
+  }
+  const Bytes packed = deflate_raw(noise);
+  ZipEntry lie{"w.npy", packed, 0, 8, false, std::uint32_t{1} << 30};
+  test::expect_input_error([&] { parse_npz(make_zip({lie}), "m.npz"); },
+                           {"m.npz: tensor 'w'", "deflated entry of 1073741824 bytes",
+                            "decompresses to more than 67108864 bytes", "numpy.savez"});
+  // A lie within the limit fails on the data that is actually there.
+  lie.declared = std::uint32_t{32} << 20;
+  test::expect_input_error([&] { parse_npz(make_zip({lie}), "m.npz"); }, {"m.npz: tensor 'w'"});
+  // Deflated entries share the archive's limit: two of 32 MiB each pass alone, not together.
+  std::vector<double> sparse(std::size_t{8} << 20, 0.0);
+  for (std::size_t i = 0; i < sparse.size(); i += 97) sparse[i] = 1.0;
+  const Bytes payload = format_npy(test::make_tensor("z", {8 << 20}, sparse));
+  const Bytes packed_zeros = deflate_raw(payload);
+  const auto size = static_cast<std::uint32_t>(payload.size());
+  const std::int64_t crc = crc32(payload);
+  const Bytes two = make_zip({{"a.npy", packed_zeros, 0, 8, false, size, crc},
+                              {"b.npy", packed_zeros, 0, 8, false, size, crc}});
+  ASSERT_LT(two.size(), std::size_t{1} << 20);
+  EXPECT_EQ(parse_npz_tensor(two, "m.npz", "b").data, sparse);
+  test::expect_input_error([&] { parse_npz(two, "m.npz"); },
+                           {"m.npz: tensor 'b'", "decompresses to more than 67108864 bytes"});
 }
 
 TEST(Npz, MissingTensorListsTheAvailableOnes) {
@@ -198,6 +242,29 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
     const Bytes t = redescribed_npy(test::make_tensor("t", {1}, {0}, DType::f64), bad);
     test::expect_input_error([&] { parse_npz(make_zip({{"t.npy", t}}), "m.npz", true); }, {"unsupported dtype"});
   }
+}
+
+TEST(Npz, UnnamedSelectionIgnoresTensorsItCannotRead) {
+  // A checkpoint: a float weight beside an int64 step counter and a 1-D float tensor holding NaN.
+  test::TempDir dir;
+  const Bytes w = format_npy(test::make_tensor("w", {2, 2}, {1, 0, 0, 2}));
+  const Bytes steps = relabelled_npy(test::make_tensor("s", {}, {0}, DType::f64), "<i8");
+  Bytes stats = format_npy(test::make_tensor("stats", {2}, {1, 1}, DType::f64));
+  store_le(DType::f64, std::numeric_limits<double>::quiet_NaN(), stats.data() + stats.size() - 8);
+  test::write_bytes(dir.file("m.npz"), make_zip({{"w.npy", w}, {"step.npy", steps}, {"stats.npy", stats}}));
+  const CsrMatrix a = load_matrix(dir.file("m.npz"));
+  EXPECT_EQ(a.rows, 2);
+  EXPECT_EQ(a.nnz(), 2);
+  // Tensors of any rank: 'stats' is a candidate, 'step' is not.
+  test::expect_input_error([&] { load_tensor(dir.file("m.npz")); },
+                           {"holds 2 tensors", "(candidates: w, stats)"});
+  // The chosen tensor must be finite.
+  test::write_bytes(dir.file("nan.npz"), make_zip({{"stats.npy", stats}, {"step.npy", steps}}));
+  test::expect_input_error([&] { load_tensor(dir.file("nan.npz")); },
+                           {"nan.npz: tensor 'stats'", "value at flat index 1 is NaN"});
+  // Named, a tensor sparsecc cannot read is still an error naming it.
+  test::expect_input_error([&] { load_tensor(dir.file("m.npz:step")); },
+                           {"m.npz: tensor 'step'", "unsupported dtype '<i8'"});
 }
 
 TEST(Npz, ZipErrors) {

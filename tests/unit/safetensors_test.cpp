@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/io/load.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -184,6 +185,17 @@ TEST(Safetensors, OtherDtypesAreLaidOutButNotRead) {
   const std::string wrong = R"({"step": {"dtype": "I64", "shape": [2], "data_offsets": [0, 8]}})";
   test::expect_input_error([&] { parse_safetensors(st(wrong, Bytes(8, 0)), "m.safetensors", true); },
                            {"tensor 'step'", "shape (2,) of I64 needs 16 bytes, data_offsets [0,8] span 8"});
+}
+
+TEST(Safetensors, UnnamedSelectionIgnoresTensorsItCannotRead) {
+  const std::string h = R"({"w": {"dtype": "F32", "shape": [2, 1], "data_offsets": [0, 8]},)"
+                        R"( "step": {"dtype": "I64", "shape": [], "data_offsets": [8, 16]}})";
+  Bytes data = encode(DType::f32, {1, 2});
+  data.resize(16, 0);
+  test::TempDir dir;
+  test::write_bytes(dir.file("m.safetensors"), st(h, data));
+  EXPECT_EQ(load_matrix(dir.file("m.safetensors")).nnz(), 2);
+  EXPECT_EQ(load_tensor(dir.file("m.safetensors")).name, "w");
 }
 
 TEST(Safetensors, NonFiniteValuesNameTheFlatIndex) {

@@ -2,6 +2,7 @@
 // stay whole under concurrent writers (threads and processes) and failed writes.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -277,6 +278,15 @@ TEST(TuneDatabase, CorruptFilesAreReportedAndIgnored) {
   std::vector<std::string> warnings;
   EXPECT_TRUE(load_database(dir.path().string(), &warnings).records.empty());
   EXPECT_EQ(warnings.size(), 1u);
+  // So are a device and a FIFO, refused at once instead of read until memory runs out.
+  const std::string fifo = dir.file("pipe.json");
+  for (const std::string& special : {std::string("/dev/zero"), fifo}) {
+    if (special == fifo ? ::mkfifo(fifo.c_str(), 0600) != 0 : !std::filesystem::exists(special)) continue;
+    warnings.clear();
+    EXPECT_TRUE(load_database(special, &warnings).records.empty());
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("not a regular file"), std::string::npos) << warnings[0];
+  }
   // The good text itself loads.
   test::write_text(dir.file("good.json"), good);
   warnings.clear();

@@ -124,9 +124,11 @@ std::vector<std::string> input_paths(const std::vector<std::string>& specs) {
 
 std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
   const Tensor t = load_tensor(spec);
+  const std::string path = parse_input_spec(spec).path;
   if (t.numel() != rows)
-    throw InputError(SourceLocation::in_file(spec),
-                     fmt::format("bias has {} values but the matrix has {} rows", t.numel(), rows));
+    throw_at_byte(path, -1, fmt::format("bias has {} values but the matrix has {} rows", t.numel(), rows),
+                  t.name);
+  check_bias_fits(t.data, path, t.name);
   return t.data;
 }
 
@@ -157,6 +159,8 @@ int run_compile(const CompileArgs& args) {
   LoadOptions load;
   load.seed = args.spmm.seed;
   const CsrMatrix a = load_matrix(args.spmm.matrix, load);
+  const InputSpec spec = parse_input_spec(args.spmm.matrix);
+  check_values_fit(a, args.spmm.dtype, spec.path, spec.tensor);
   const std::vector<double> bias = args.spmm.bias.empty() ? std::vector<double>{} : load_bias(args.spmm.bias, a.rows);
   SpmmProblem problem;
   problem.m = a.rows;

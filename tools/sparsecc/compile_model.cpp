@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "sparsecc/io/load.hpp"
 #include "model_layers.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
@@ -168,6 +169,11 @@ int run_compile_model(const CompileModelArgs& args) {
   const ModelLayerSet layers = read_model_layers(args.model, args.layers, "compile");
   const ModelContents& model = layers.model;
   if (args.list) return list_layers(args, layers);
+  // Every weight and bias must fit the executor's precision before any layer is compiled.
+  for (const ModelLayer& layer : model.layers) {
+    check_values_fit(layer.a, args.spmm.dtype, args.model, layer.tensor);
+    check_bias_fits(layer.bias, args.model, layer.tensor + " (its bias)");
+  }
 
   TemporaryFolder staging{make_staging_folder(output)};
 

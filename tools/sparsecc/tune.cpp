@@ -117,6 +117,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
       const ModelLayer& layer = layers.model.layers[i];
       const SpmmProblem problem = model_layer_problem(layer, layers.n[i], layer_args, args.dtype);
+      check_values_fit(layer.a, problem.dtype, args.model, layer.tensor);
+      check_bias_fits(layer.bias, args.model, layer.tensor + " (its bias)");
       out.push_back({layer.name, problem.n, [a = layer.a] { return a; }, problem, layer.bias});
     }
     return out;
@@ -158,10 +160,13 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     const std::uint64_t seed = args.seed;
     out.push_back({input,
                    args.n.size() == 1 ? args.n[0] : args.n[i],
-                   [input, seed] {
+                   [input, seed, dtype = args.dtype] {
                      LoadOptions load;
                      load.seed = seed;
-                     return load_matrix(input, load);
+                     CsrMatrix a = load_matrix(input, load);
+                     const InputSpec spec = parse_input_spec(input);
+                     check_values_fit(a, dtype, spec.path, spec.tensor);
+                     return a;
                    },
                    std::nullopt,
                    {}});
@@ -277,10 +282,13 @@ int run_refresh_features(const TuneArgs& args) {
     for (const std::string& input : args.inputs)
       inputs.push_back({input,
                         0,
-                        [input, seed = args.seed] {
+                        [input, seed = args.seed, dtype = args.dtype] {
                           LoadOptions load;
                           load.seed = seed;
-                          return load_matrix(input, load);
+                          CsrMatrix a = load_matrix(input, load);
+                          const InputSpec spec = parse_input_spec(input);
+                          check_values_fit(a, dtype, spec.path, spec.tensor);
+                          return a;
                         },
                         std::nullopt,
                         {}});

@@ -1,9 +1,12 @@
 #include "sparsecc/common/file.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -16,31 +19,101 @@
 
 namespace sparsecc {
 
+namespace {
+
+// What a non-regular file is, for the message that refuses it.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string limit_text(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
+  if (bytes % (std::uint64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  return fmt::format("{} bytes", bytes);
+}
+
+}  // namespace
+
 Bytes read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw_in_file(path, "is a directory, expected a file");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw_in_file(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  Bytes out;
-  unsigned char buf[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    out.insert(out.end(), buf, buf + n);
-    if (out.size() > kMaxInputBytes) {
-      std::fclose(f);
-      throw_in_file(path, "file is larger than the 8 GiB input limit");
-    }
-    if (n < sizeof buf) break;
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other
+  // non-regular file (devices such as /dev/zero would otherwise be read until memory runs out).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw_in_file(path, "is a directory, expected a file");
+    throw_in_file(path, fmt::format("cannot open: {}", std::strerror(e)));
   }
-  const bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) throw_in_file(path, "read error");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw_in_file(path, fmt::format("cannot stat: {}", std::strerror(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (S_ISDIR(st.st_mode)) throw_in_file(path, "is a directory, expected a file");
+    throw_in_file(path, fmt::format("is {}, not a regular file", file_kind(st.st_mode)));
+  }
+  const auto declared = static_cast<std::uint64_t>(st.st_size);
+  if (declared > kMaxInputBytes) {
+    ::close(fd);
+    throw_in_file(path, fmt::format("file of {} bytes is larger than the {} input limit", declared,
+                                    limit_text(kMaxInputBytes)));
+  }
+  // Sized from the file's real size; a file that grows while it is read is followed up to the limit.
+  Bytes out(static_cast<std::size_t>(declared));
+  std::size_t got = 0;
+  for (;;) {
+    if (got == out.size()) {
+      if (out.size() >= kMaxInputBytes) {
+        unsigned char probe;
+        const ssize_t n = ::read(fd, &probe, 1);
+        if (n == 0) break;
+        ::close(fd);
+        throw_in_file(path, fmt::format("file is larger than the {} input limit", limit_text(kMaxInputBytes)));
+      }
+      out.resize(std::min<std::size_t>(kMaxInputBytes, std::max<std::size_t>(out.size() * 2, 1 << 16)));
+    }
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw_in_file(path, fmt::format("read error: {}", std::strerror(e)));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
   return out;
+}
+
+std::uint64_t gunzip_limit(std::uint64_t compressed_bytes) {
+  std::uint64_t limit = kMinExpansionLimitBytes;
+  if (compressed_bytes > limit / kMaxExpansionRatio) limit = compressed_bytes * kMaxExpansionRatio;
+  if (compressed_bytes > kMaxInputBytes / kMaxExpansionRatio) limit = kMaxInputBytes;
+  return std::min(limit, kMaxInputBytes);
+}
+
+std::string expansion_limit_message(std::uint64_t limit, std::uint64_t compressed_bytes, const char* how) {
+  return fmt::format(
+      "decompresses to more than {} bytes, the limit for {} compressed bytes ({} x, at least {}, at most {}); "
+      "{} to lift it",
+      limit, compressed_bytes, kMaxExpansionRatio, limit_text(kMinExpansionLimitBytes),
+      limit_text(kMaxInputBytes), how);
 }
 
 bool is_gzip(std::span<const unsigned char> d) { return d.size() >= 2 && d[0] == 0x1f && d[1] == 0x8b; }
 
-Bytes gunzip(std::span<const unsigned char> data, const std::string& name) {
+Bytes gunzip(std::span<const unsigned char> data, const std::string& name, std::uint64_t limit) {
+  if (limit == 0) limit = gunzip_limit(data.size());
   Bytes out;
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 32) != Z_OK) throw_in_file(name, "zlib initialisation failed");
@@ -59,11 +132,13 @@ Bytes gunzip(std::span<const unsigned char> data, const std::string& name) {
     zs.next_out = buf;
     zs.avail_out = sizeof buf;
     const int rc = inflate(&zs, Z_NO_FLUSH);
-    out.insert(out.end(), buf, buf + (sizeof buf - zs.avail_out));
-    if (out.size() > kMaxInputBytes) {
+    const std::size_t produced = sizeof buf - zs.avail_out;
+    if (out.size() + produced > limit) {
       inflateEnd(&zs);
-      throw_in_file(name, "gzip data decompresses to more than the 8 GiB input limit");
+      throw_in_file(name, "gzip data " + expansion_limit_message(limit, data.size(),
+                                                                "decompress the file first (gunzip)"));
     }
+    out.insert(out.end(), buf, buf + produced);
     const std::int64_t at = static_cast<std::int64_t>(consumed - zs.avail_in);
     if (rc == Z_STREAM_END) {
       // Another member may follow (concatenated gzip); trailing zero padding is tolerated.
@@ -94,10 +169,16 @@ Bytes gunzip(std::span<const unsigned char> data, const std::string& name) {
   return out;
 }
 
-Bytes read_input(const std::string& path) {
+Bytes read_input(const std::string& path, std::uint64_t& file_bytes) {
   Bytes raw = read_file(path);
-  if (is_gzip(raw)) return gunzip(raw, path);
-  return raw;
+  file_bytes = raw.size();
+  if (!is_gzip(raw)) return raw;
+  return gunzip(raw, path, gunzip_limit(raw.size()));
+}
+
+Bytes read_input(const std::string& path) {
+  std::uint64_t file_bytes = 0;
+  return read_input(path, file_bytes);
 }
 
 Bytes gzip(std::span<const unsigned char> data) {

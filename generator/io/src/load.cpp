@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/mtx.hpp"
 #include "sparsecc/io/npy.hpp"
@@ -45,9 +47,11 @@ std::string joined(const std::vector<std::string>& names) {
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
 }
 
+// Every tensor, those sparsecc cannot read (other dtypes) kept unread and NaN/Inf values kept as they
+// are, so that tensors beside the one chosen cannot fail the choice.
 std::vector<Tensor> read_all(const std::string& path, InputFormat f) {
-  if (f == InputFormat::npz) return read_npz(path);
-  return read_safetensors(path);
+  if (f == InputFormat::npz) return read_npz(path, true);
+  return read_safetensors(path, true);
 }
 
 Tensor read_one(const std::string& path, InputFormat f, const std::string& name) {
@@ -55,7 +59,8 @@ Tensor read_one(const std::string& path, InputFormat f, const std::string& name)
   return read_safetensors_tensor(path, name);
 }
 
-// The tensor a spec names; `matrix` restricts the implicit choice to 2-D tensors.
+// The tensor a spec names. Without a name, the only floating-point tensor (2-D when `matrix`) is
+// chosen; tensors of other dtypes or ranks are ignored.
 Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
   if (f == InputFormat::npy) {
     Tensor t = read_npy(s.path);
@@ -69,7 +74,7 @@ Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
   std::vector<std::string> candidates;
   Tensor* pick = nullptr;
   for (auto& t : all) {
-    if (matrix && t.shape.size() != 2) continue;
+    if (!t.unread_dtype.empty() || (matrix && t.shape.size() != 2)) continue;
     candidates.push_back(t.name);
     pick = &t;
   }
@@ -77,6 +82,7 @@ Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
     throw_in_file(s.path,
                   fmt::format("holds {} {}; name one as '{}:NAME' (candidates: {})", candidates.size(),
                               matrix ? "2-D tensors" : "tensors", s.path, joined(candidates)));
+  check_finite(pick->data, s.path, pick->name);
   return std::move(*pick);
 }
 
@@ -130,6 +136,27 @@ CsrMatrix matrix_from_tensor(Tensor t, const std::string& file) {
   d.cols = t.shape[1];
   d.data = std::move(t.data);
   return csr_from_dense(d, t.dtype);
+}
+
+void check_values_fit(const CsrMatrix& a, const std::string& dtype, const std::string& file,
+                      const std::string& tensor) {
+  const DType t = parse_dtype(dtype).value_or(DType::f32);
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (std::int64_t k = a.row_ptr[static_cast<std::size_t>(r)]; k < a.row_ptr[static_cast<std::size_t>(r) + 1];
+         ++k) {
+      const double v = a.values[static_cast<std::size_t>(k)];
+      if (!std::isfinite(round_to(t, v)))
+        throw_at_byte(file, -1,
+                      fmt::format("the weight {} at row {}, column {} overflows {}", v, r + 1,
+                                  a.col_idx[static_cast<std::size_t>(k)] + 1, dtype),
+                      tensor);
+    }
+}
+
+void check_bias_fits(const std::vector<double>& bias, const std::string& file, const std::string& tensor) {
+  for (std::size_t i = 0; i < bias.size(); ++i)
+    if (!std::isfinite(round_to(DType::f32, bias[i])))
+      throw_at_byte(file, -1, fmt::format("the bias value {} at index {} overflows f32", bias[i], i), tensor);
 }
 
 Tensor load_tensor(const std::string& spec) {

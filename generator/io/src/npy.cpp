@@ -273,7 +273,7 @@ std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::st
 std::vector<double> decode_tensor_data(DType t, std::span<const unsigned char> data,
                                        const std::vector<std::int64_t>& shape, bool fortran_order,
                                        bool big_endian, const std::string& file, std::int64_t data_byte,
-                                       const std::string& tensor) {
+                                       const std::string& tensor, bool keep_nonfinite) {
   const std::size_t size = dtype_size(t);
   const std::int64_t numel = static_cast<std::int64_t>(data.size() / size);
   std::vector<double> out(static_cast<std::size_t>(numel));
@@ -285,7 +285,7 @@ std::vector<double> decode_tensor_data(DType t, std::span<const unsigned char> d
       p = swapped;
     }
     const double v = load_le(t, p);
-    if (!std::isfinite(v))
+    if (!keep_nonfinite && !std::isfinite(v))
       throw_at_byte(file, data_byte + file_index * static_cast<std::int64_t>(size),
                     fmt::format("value at flat index {} is {} (non-finite weights are rejected)", c_index,
                                 std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf")),
@@ -378,8 +378,17 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
     return t;
   }
   t.data = decode_tensor_data(h.dtype, d.subspan(static_cast<std::size_t>(data_byte)), h.shape,
-                              h.fortran_order, h.big_endian, file, data_byte, name);
+                              h.fortran_order, h.big_endian, file, data_byte, name, keep_unread);
   return t;
+}
+
+void check_finite(const std::vector<double>& values, const std::string& file, const std::string& tensor) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw_at_byte(file, -1,
+                    fmt::format("value at flat index {} is {} (non-finite weights are rejected)", i,
+                                std::isnan(values[i]) ? "NaN" : (values[i] > 0 ? "+Inf" : "-Inf")),
+                    tensor);
 }
 
 Tensor read_npy(const std::string& path) { return parse_npy(read_input(path), path); }

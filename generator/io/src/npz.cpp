@@ -2,6 +2,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,12 +21,24 @@ struct Entry {
   zip_uint64_t index;
   std::string name;  // without ".npy"
   std::uint64_t size;
+  std::uint64_t comp_size;
+  bool stored;
 };
+
+// The bytes deflated entries may expand to in total: gunzip_limit of the file's size on disk, less
+// what gunzip already expanded the archive itself to (an .npz.gz).
+std::uint64_t deflate_budget(std::uint64_t archive_bytes, std::uint64_t file_bytes) {
+  const std::uint64_t limit = gunzip_limit(file_bytes);
+  if (archive_bytes <= file_bytes) return limit;
+  return archive_bytes < limit ? limit - archive_bytes : 0;
+}
 
 // A read-only archive opened over a caller-owned buffer, with its entries validated.
 class Archive {
  public:
-  Archive(std::span<const unsigned char> data, const std::string& file) : file_(file) {
+  // `file_bytes`: the size of the file on disk, which bounds what deflated entries may expand to.
+  Archive(std::span<const unsigned char> data, const std::string& file, std::uint64_t file_bytes)
+      : file_(file), file_bytes_(file_bytes), budget_(deflate_budget(data.size(), file_bytes)) {
     if (data.empty()) throw_in_file(file, "empty file, not a zip archive");
     zip_error_t err;
     zip_error_init(&err);
@@ -68,14 +81,29 @@ class Archive {
         name);
   }
 
-  Tensor read(const Entry& e, bool keep_unread = false) const {
+  // Reads and parses one entry. A deflated entry's declared size is charged to the archive's budget
+  // before anything is read, and the buffer grows as data arrives, so a header that lies about the
+  // size costs no memory.
+  Tensor read(const Entry& e, bool keep_unread = false) {
+    if (!e.stored) {
+      if (e.size > budget_)
+        throw_at_byte(file_, -1,
+                      fmt::format("deflated entry of {} bytes: the archive {}", e.size,
+                                  expansion_limit_message(gunzip_limit(file_bytes_), file_bytes_,
+                                                          "save the archive uncompressed (numpy.savez, not "
+                                                          "savez_compressed)")),
+                      e.name);
+      budget_ -= e.size;
+    }
     zip_file_t* f = zip_fopen_index(za_, e.index, 0);
     if (!f) throw_at_byte(file_, -1, fmt::format("cannot open entry: {}", zip_strerror(za_)), e.name);
-    Bytes buf(e.size);
+    Bytes buf;
     std::uint64_t got = 0;
     std::string error;
     while (got < e.size) {
-      const zip_int64_t n = zip_fread(f, buf.data() + got, e.size - got);
+      if (got == buf.size())
+        buf.resize(static_cast<std::size_t>(std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(2 * got, 1 << 20))));
+      const zip_int64_t n = zip_fread(f, buf.data() + got, buf.size() - got);
       if (n < 0) error = zip_file_strerror(f);
       if (n <= 0) break;
       got += static_cast<std::uint64_t>(n);
@@ -131,11 +159,13 @@ class Archive {
                       fmt::format("inconsistent sizes: {} bytes from {} compressed in a {} byte archive",
                                   st.size, st.comp_size, archive_size),
                       name);
-      entries_.push_back({static_cast<zip_uint64_t>(i), name, st.size});
+      entries_.push_back({static_cast<zip_uint64_t>(i), name, st.size, st.comp_size, stored});
     }
   }
 
   std::string file_;
+  std::uint64_t file_bytes_;
+  std::uint64_t budget_;  // what deflated entries may still expand to
   zip_t* za_ = nullptr;
   std::vector<Entry> entries_;
 };
@@ -147,30 +177,44 @@ class Archive {
 }  // namespace
 
 std::vector<std::string> list_npz(std::span<const unsigned char> data, const std::string& file) {
-  return Archive(data, file).names();
+  return Archive(data, file, data.size()).names();
 }
 
 std::vector<std::string> list_npz(const std::string& path) { return list_npz(read_input(path), path); }
 
 Tensor parse_npz_tensor(std::span<const unsigned char> data, const std::string& file,
                         const std::string& name) {
-  Archive a(data, file);
+  Archive a(data, file, data.size());
   return a.read(a.find(name));
 }
 
 Tensor read_npz_tensor(const std::string& path, const std::string& name) {
-  return parse_npz_tensor(read_input(path), path, name);
+  std::uint64_t file_bytes = 0;
+  const Bytes data = read_input(path, file_bytes);
+  Archive a(data, path, file_bytes);
+  return a.read(a.find(name));
 }
 
-std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file, bool keep_unread) {
-  Archive a(data, file);
+namespace {
+
+std::vector<Tensor> read_all(Archive& a, bool keep_unread) {
   std::vector<Tensor> out;
   for (const auto& e : a.entries()) out.push_back(a.read(e, keep_unread));
   return out;
 }
 
+}  // namespace
+
+std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file, bool keep_unread) {
+  Archive a(data, file, data.size());
+  return read_all(a, keep_unread);
+}
+
 std::vector<Tensor> read_npz(const std::string& path, bool keep_unread) {
-  return parse_npz(read_input(path), path, keep_unread);
+  std::uint64_t file_bytes = 0;
+  const Bytes data = read_input(path, file_bytes);
+  Archive a(data, path, file_bytes);
+  return read_all(a, keep_unread);
 }
 
 Bytes format_npz(const std::vector<Tensor>& tensors, bool compress) {

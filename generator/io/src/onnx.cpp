@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 #include <set>
@@ -40,9 +41,18 @@ bool OnnxNode::is(const std::string& op) const {
   return op_type == op && (domain.empty() || domain == "ai.onnx");
 }
 
+std::uint64_t onnx_message_limit(std::uint64_t file_bytes) {
+  return std::max(kMinOnnxMessageLimit, file_bytes / kOnnxBytesPerMessage);
+}
+
 OnnxGraph read_onnx(const std::string& path, const OnnxReadOptions& options) {
   if (!onnx_available()) return parse_onnx({}, path);  // throws the UsageError without reading the file
-  return parse_onnx(read_input(path), path, options);
+  std::uint64_t file_bytes = 0;
+  const Bytes data = read_input(path, file_bytes);
+  // The message limit follows the file's size on disk, not what a .onnx.gz expands to.
+  OnnxReadOptions o = options;
+  o.message_limit = onnx_message_limit(file_bytes);
+  return parse_onnx(data, path, o);
 }
 
 #if SPARSECC_HAVE_ONNX
@@ -304,6 +314,53 @@ void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
   for (const auto& v : values->output()) take(v);
 }
 
+// How many sub-messages parsing `p..end` as a protobuf message would create, counting every
+// length-delimited field whose payload is itself a well-formed message (strings and packed numbers
+// that happen to parse as messages are counted too: an upper bound). False when `p..end` is not a
+// well-formed message. Stops early once `count` passes `limit`.
+bool count_messages(const unsigned char* p, const unsigned char* end, int depth, std::uint64_t& count,
+                    std::uint64_t limit) {
+  auto varint = [&](std::uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p == end) return false;
+      const unsigned char b = *p++;
+      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  while (p < end) {
+    std::uint64_t tag = 0, v = 0;
+    if (!varint(tag) || (tag >> 3) == 0) return false;
+    switch (tag & 7) {
+      case 0:
+        if (!varint(v)) return false;
+        break;
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      case 2: {
+        if (!varint(v) || v > static_cast<std::uint64_t>(end - p)) return false;
+        std::uint64_t inner = 0;
+        if (depth < 100 && count_messages(p, p + v, depth + 1, inner, limit - std::min(limit, count)))
+          count += 1 + inner;
+        if (count > limit) return true;
+        p += v;
+        break;
+      }
+      default:  // groups (deprecated) and invalid wire types
+        return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool onnx_available() { return true; }
@@ -314,6 +371,15 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
     throw_in_file(file, fmt::format("{} bytes exceed protobuf's 2 GiB limit (models this large keep their "
                                     "weights in external data files, which are not supported)",
                                     data.size()));
+  // Each message protobuf creates costs hundreds of bytes, while an empty one takes two bytes of the
+  // file: a degenerate model is refused before it is parsed.
+  std::uint64_t messages = 0;
+  const std::uint64_t limit = options.message_limit ? options.message_limit : onnx_message_limit(data.size());
+  count_messages(data.data(), data.data() + data.size(), 0, messages, limit);
+  if (messages > limit)
+    throw_in_file(file, fmt::format("the protobuf holds more than {} messages, the limit for a file of this size "
+                                    "(one per {} bytes, at least {}); refused as degenerate",
+                                    limit, kOnnxBytesPerMessage, kMinOnnxMessageLimit));
   onnx::ModelProto model;
   if (!model.ParseFromArray(data.data(), static_cast<int>(data.size())))
     throw_in_file(file, "not an ONNX model: the protobuf does not parse (truncated or corrupt file?)");

@@ -192,7 +192,8 @@ Tensor decode(const Layout& l, const Info& info, const std::string& file, bool k
   }
   t.data =
       decode_tensor_data(info.dtype, l.buffer.subspan(info.begin, info.end - info.begin), info.shape, false,
-                         false, file, l.data_byte + static_cast<std::int64_t>(info.begin), info.name);
+                         false, file, l.data_byte + static_cast<std::int64_t>(info.begin), info.name,
+                         keep_unread);
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <utility>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/load.hpp"
@@ -156,6 +157,9 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
       skip(select.reason());
       continue;
     }
+    // A NaN or Inf in a layer that would be compiled is bad input, in every format.
+    check_finite(w.data, out.file, w.name);
+    if (bias_tensor[i]) check_finite(tensors[*bias_tensor[i]].data, out.file, tensors[*bias_tensor[i]].name);
     const std::string name = w.name;
     if (std::string reason = build_matrix(layer, std::move(w), false, 1.0, options, out.file);
         !reason.empty()) {
@@ -272,6 +276,7 @@ class OnnxReader {
   bool finish(ModelLayer& layer, const OnnxNode& n, std::size_t w, const std::vector<std::int64_t>& shape,
               bool transposed, double alpha, const std::string& early_reason, const OnnxNode* last = nullptr) {
     const OnnxInitializer& init = graph_.initializers[w];
+    const std::vector<std::string> biases = std::exchange(bias_inputs_, {});
     auto skip = [&](const std::string& reason) {
       notes_[w].reasons.push_back(fmt::format("{}: {}", label(n), reason));
       return false;
@@ -279,8 +284,11 @@ class OnnxReader {
     if (!select_.keeps(layer.name, layer.tensor)) return skip(select_.reason());
     if (!init.floating) return skip(fmt::format("non-floating dtype {}", init.data_type));
     if (!early_reason.empty()) return skip(early_reason);
-    if (!all_finite(init.tensor.data)) return skip("the weight holds NaN or Inf");
-    if (!all_finite(layer.bias)) return skip("the bias holds NaN or Inf");
+    // A NaN or Inf in a layer that would be compiled is bad input, in every format.
+    check_finite(init.tensor.data, out_.file, init.tensor.name);
+    for (const std::string& b : biases)
+      if (const auto j = initializer(b)) check_finite(graph_.initializers[*j].tensor.data, out_.file, b);
+    if (!all_finite(layer.bias)) return skip("the bias times beta overflows");
     Tensor matrix;
     matrix.name = init.tensor.name;
     matrix.dtype = init.tensor.dtype;
@@ -398,6 +406,7 @@ class OnnxReader {
     for (std::int64_t i = 0; i < m; ++i)
       layer.bias[static_cast<std::size_t>(i)] =
           scale * init.tensor.data[per_output ? static_cast<std::size_t>(i) : 0];
+    bias_inputs_.push_back(input);
     return {};
   }
 
@@ -477,6 +486,7 @@ class OnnxReader {
   std::map<std::string, const OnnxNode*> user_;
   std::set<std::string> graph_outputs_;
   std::vector<Notes> notes_;
+  std::vector<std::string> bias_inputs_;  // the bias initializers of the layer being built
 };
 
 }  // namespace

@@ -223,7 +223,8 @@ LoadResult read_database(const std::string& path) {
     return out;
   };
   int fd;
-  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below, as a device is).
+  do fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     const int e = errno;
@@ -240,6 +241,16 @@ LoadResult read_database(const std::string& path) {
     ::close(fd);
     return fail(FileState::unreadable,
                 InputError(SourceLocation::in_file(path), "is a directory, expected a file"));
+  } else if (!S_ISREG(st.st_mode)) {
+    // A device such as /dev/zero or a FIFO would be read until memory runs out.
+    ::close(fd);
+    const char* kind = S_ISCHR(st.st_mode)    ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file";
+    return fail(FileState::unreadable,
+                InputError(SourceLocation::in_file(path), fmt::format("is {}, not a regular file", kind)));
   } else {
     out.exists = true;
     out.mode = st.st_mode & 07777;

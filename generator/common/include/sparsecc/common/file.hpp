@@ -15,18 +15,37 @@ using Bytes = std::vector<unsigned char>;
 // rather than exhausting memory.
 inline constexpr std::uint64_t kMaxInputBytes = std::uint64_t{8} << 30;
 
-// Reads the whole file. Throws InputError naming the file when it cannot be opened or read.
+// Compressed input may expand to at most kMaxExpansionRatio times its compressed size, but always to
+// kMinExpansionLimitBytes and never past kMaxInputBytes: a small file cannot claim unbounded memory.
+// An uncompressed file is bounded only by its real size (and kMaxInputBytes).
+inline constexpr std::uint64_t kMaxExpansionRatio = 16;
+inline constexpr std::uint64_t kMinExpansionLimitBytes = std::uint64_t{64} << 20;
+
+// The most `compressed_bytes` of compressed input may decompress to (see kMaxExpansionRatio).
+std::uint64_t gunzip_limit(std::uint64_t compressed_bytes);
+
+// "decompresses to more than L bytes, the limit for C compressed bytes (...); <how> to lift it": the
+// message for input past gunzip_limit, `how` telling the user how to store the data uncompressed.
+std::string expansion_limit_message(std::uint64_t limit, std::uint64_t compressed_bytes, const char* how);
+
+// Reads the whole of a regular file, sized from its real size. Throws InputError naming the file
+// when it cannot be opened or read, is not a regular file (a directory, a device such as /dev/zero, a
+// FIFO, a socket), or is larger than kMaxInputBytes.
 Bytes read_file(const std::string& path);
 
 // True when the buffer starts with the gzip magic bytes.
 bool is_gzip(std::span<const unsigned char> data);
 
 // Decompresses a gzip stream (several concatenated members allowed). Throws InputError naming
-// `name` and the compressed byte offset on corrupt or truncated data.
-Bytes gunzip(std::span<const unsigned char> data, const std::string& name);
+// `name` and the compressed byte offset on corrupt or truncated data, and naming the limit when the
+// output would exceed `limit` bytes (0: gunzip_limit(data.size())); nothing past the limit is kept.
+Bytes gunzip(std::span<const unsigned char> data, const std::string& name, std::uint64_t limit = 0);
 
-// Reads a file and decompresses it when it is gzip-compressed (by content, not by extension).
+// Reads a file and decompresses it when it is gzip-compressed (by content, not by extension), within
+// gunzip_limit of the file's size.
 Bytes read_input(const std::string& path);
+// The same, also giving the file's size on disk (what limits on further expansion are based on).
+Bytes read_input(const std::string& path, std::uint64_t& file_bytes);
 
 // Compresses with gzip (used by tests and writers that emit .gz).
 Bytes gzip(std::span<const unsigned char> data);

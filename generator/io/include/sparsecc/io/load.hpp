@@ -39,6 +39,15 @@ CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options = {});
 // `file` naming the tensor when it is not 2-D or a dimension exceeds kMaxMatrixDimension.
 CsrMatrix matrix_from_tensor(Tensor t, const std::string& file);
 
+// Throws InputError in `file` (naming `tensor` when given) and the entry (1-based row and column) of
+// the first value of `a` that overflows `dtype` ("f32", "f16" or "bf16") when rounded to it.
+void check_values_fit(const CsrMatrix& a, const std::string& dtype, const std::string& file,
+                      const std::string& tensor = {});
+
+// Throws InputError in `file` naming `tensor` and the index of the first bias value that overflows
+// f32 (the precision biases are applied in).
+void check_bias_fits(const std::vector<double>& bias, const std::string& file, const std::string& tensor);
+
 // A tensor of any rank from .npy, .npz or .safetensors. A container holding exactly one tensor may
 // omit `:name`.
 Tensor load_tensor(const std::string& spec);

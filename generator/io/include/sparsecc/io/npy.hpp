@@ -27,11 +27,15 @@ std::string shape_string(const std::vector<std::int64_t>& shape);
 // Decodes the elements of `t` that fill `data` exactly (little-endian unless big_endian; C order
 // unless fortran_order) into C-order doubles; the caller has checked the size against `shape`.
 // A NaN or Inf throws InputError naming the flat (C-order) index and the element's byte, counted
-// from `data_byte`, the position of `data` in the file.
+// from `data_byte`, the position of `data` in the file, unless `keep_nonfinite` (the caller then
+// checks what it uses with check_finite).
 std::vector<double> decode_tensor_data(DType t, std::span<const unsigned char> data,
                                        const std::vector<std::int64_t>& shape, bool fortran_order,
                                        bool big_endian, const std::string& file, std::int64_t data_byte,
-                                       const std::string& tensor);
+                                       const std::string& tensor, bool keep_nonfinite = false);
+
+// Throws InputError in `file` naming `tensor` and the flat index of the first NaN or Inf in `values`.
+void check_finite(const std::vector<double>& values, const std::string& file, const std::string& tensor);
 
 // Throws UsageError when the tensor cannot be written faithfully: data size differs from the shape,
 // a value is not finite or overflows its dtype, or the shape breaks the limits above.
@@ -41,7 +45,8 @@ void check_writable(const Tensor& t);
 // stem when that is empty. bfloat16 does not exist in NumPy, so the dtype is f16, f32 or f64.
 // With `keep_unread`, a well-formed tensor of another NumPy dtype (bool, integers, complex, other
 // float widths, fixed-size strings, datetimes and timedeltas, and object arrays, whose pickled data
-// is never read) comes back with `unread_dtype` set and no data instead of an error.
+// is never read) comes back with `unread_dtype` set and no data instead of an error, and NaN and Inf
+// values come back as they are (the caller checks the tensors it uses with check_finite).
 Tensor parse_npy(std::span<const unsigned char> data, const std::string& file,
                  const std::string& tensor = {}, bool keep_unread = false);
 Tensor read_npy(const std::string& path);  // gzip-transparent

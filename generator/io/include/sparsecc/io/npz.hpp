@@ -13,7 +13,9 @@
 
 namespace sparsecc {
 
-// Largest entry (uncompressed) an archive may hold.
+// Largest entry (uncompressed) an archive may hold. Deflated entries that are read may together expand
+// to at most gunzip_limit of the file's size (less what an .npz.gz already expanded to); stored
+// entries are bounded by the file itself.
 inline constexpr std::uint64_t kMaxNpzEntryBytes = kMaxInputBytes;
 
 // Tensor names (entry names without ".npy") in archive order. `file` names the archive in messages.
@@ -26,7 +28,8 @@ Tensor parse_npz_tensor(std::span<const unsigned char> data, const std::string& 
 Tensor read_npz_tensor(const std::string& path, const std::string& name);
 
 // Every tensor, in archive order; with `keep_unread`, tensors of dtypes other than float16/32/64 come
-// back unread (Tensor::unread_dtype, see parse_npy) instead of failing the archive.
+// back unread (Tensor::unread_dtype, see parse_npy) instead of failing the archive, and NaN and Inf
+// values come back as they are (the caller checks the tensors it uses with check_finite).
 std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file,
                               bool keep_unread = false);
 std::vector<Tensor> read_npz(const std::string& path, bool keep_unread = false);

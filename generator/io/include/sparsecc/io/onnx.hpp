@@ -57,6 +57,8 @@ struct OnnxReadOptions {
   bool infer_shapes = false;
   // With infer_shapes: the size of the inputs' symbolic leading dimension (0: left unknown).
   std::int64_t batch = 0;
+  // The most protobuf messages the model may hold (0: onnx_message_limit of the data's size).
+  std::uint64_t message_limit = 0;
 };
 
 struct OnnxGraph {
@@ -74,6 +76,13 @@ struct OnnxGraph {
 
 // Whether this build of sparsecc reads ONNX; without it parse_onnx and read_onnx throw UsageError.
 bool onnx_available();
+
+// A model's protobuf may hold at most one message per kOnnxBytesPerMessage bytes of the file, and
+// always kMinOnnxMessageLimit: every message costs hundreds of bytes once parsed, but an empty one
+// takes two bytes of the file, so degenerate models are refused before they are parsed.
+inline constexpr std::uint64_t kOnnxBytesPerMessage = 16;
+inline constexpr std::uint64_t kMinOnnxMessageLimit = std::uint64_t{1} << 18;
+std::uint64_t onnx_message_limit(std::uint64_t file_bytes);
 
 // `file` names the input in messages. Inputs over 2 GiB (protobuf's limit) are an InputError.
 OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& file,

@@ -29,7 +29,8 @@ Tensor read_safetensors_tensor(const std::string& path, const std::string& name)
 
 // Every tensor, in header order; with `keep_unread`, tensors of the format's other dtypes (BOOL, U8,
 // I8, I16, U16, I32, U32, I64, U64, F8_E4M3, F8_E5M2) come back unread (Tensor::unread_dtype; shape
-// and data offsets still checked) instead of failing the file.
+// and data offsets still checked) instead of failing the file, and NaN and Inf values come back as
+// they are (the caller checks the tensors it uses with check_finite).
 std::vector<Tensor> parse_safetensors(std::span<const unsigned char> data, const std::string& file,
                                       bool keep_unread = false);
 std::vector<Tensor> read_safetensors(const std::string& path, bool keep_unread = false);
