@@ -145,7 +145,7 @@ TEST(BundleForgery, ContractsAreReadFromPtxInBothForms) {
   // The emitters' form (64-bit words) and NVRTC's (bytes, trailing zeros left out).
   EXPECT_EQ(rt::ptx_contract(rt::contract_ptx({{"a", 1}, {"b", 258}}), "x"), words);
   std::string bytes = ".global .align 8 .b8 sparsecc_contract[40] = {";
-  for (std::size_t i = 0; i < 8 * words.size() - 7; ++i)
+  for (std::size_t i = 0; i < 8 * words.size() - 6; ++i)  // 258 takes two bytes; the six zeros after it are left out
     bytes += (i ? ", " : "") + std::to_string((words[i / 8] >> (8 * (i % 8))) & 0xff);
   bytes += "};\n";
   EXPECT_EQ(rt::ptx_contract(bytes, "x"), words);
@@ -261,11 +261,11 @@ TEST(BundleForgery, HinesLaunchesAndTablesAreBound) {
                        if (arg[0] == "workspace") arg[1] = j["hines"]["workspace_bytes"].get<std::int64_t>() + 8;
                  }),
                  {"metadata key 'hines.launches[", "out of range"});
-  // Moved within it, or a count raised: the code's contract refuses it.
+  // A table pointer moved within the tables, or the grid raised: the code's contract refuses it.
   expect_refused(forge(honest, [](json& j) {
                    for (auto& l : j["hines"]["launches"])
                      for (auto& arg : l["args"])
-                       if (arg[0] == "i32") arg[1] = arg[1].get<std::int64_t>() + 1;
+                       if (arg[0] == "tables" && arg[1] == 0) arg[1] = 4;
                  }),
                  {"hines.launches (digest) is", "sparsecc_contract (cubin)"});
   expect_refused(forge(honest, [](json& j) { j["hines"]["launches"][0]["grid"] = j["hines"]["launches"][0]["grid"].get<int>() + 1; }),
