@@ -27,6 +27,12 @@ constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 // The most dynamic shared memory a block of any supported architecture can have (sm_90: 227 KiB).
 constexpr std::int64_t kMaxDynamicShared = 232448;
+// The dynamic shared memory an SpMM executor is launched with (no opt-in; the planner's limit).
+constexpr std::int64_t kMaxSpmmShared = 48 * 1024;
+// The accumulators a thread of an SpMM kernel may hold (the planner's limit on rows_per_block).
+constexpr std::int64_t kMaxAccumulators = 64;
+// The most fields a code contract may have.
+constexpr std::size_t kMaxContractWords = 256;
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
@@ -138,6 +144,9 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
     check_range(name, (key + ".grid").c_str(), l.grid, 1, kIntMax);
     check_range(name, (key + ".block").c_str(), l.block, 1, 1024);
     check_range(name, (key + ".shared_bytes").c_str(), l.shared_bytes, 0, kMaxDynamicShared);
+    if (l.grid * l.block > kIntMax)
+      fail_key(name, key, "a grid of " + std::to_string(l.grid) + " blocks of " + std::to_string(l.block) +
+                              " threads exceeds 2^31 - 1 threads");
     for (std::size_t a = 0; a < l.args.size(); ++a) {
       const LaunchArg& arg = l.args[a];
       const std::string akey = key + ".args[" + std::to_string(a) + "]";
@@ -154,6 +163,78 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
         fail_key(name, akey, "\"" + arg.buffer + "\" is not one of d, u, l, b, x, workspace, tables, i32");
       }
     }
+  }
+}
+
+// An integer of the stored plan, or nullopt when the summary lacks the key (earlier generators).
+std::optional<std::int64_t> summary_int(const BundleMetadata& md, const char* key, const std::string& name) {
+  const auto it = md.plan_summary.find(key);
+  if (it == md.plan_summary.end()) return std::nullopt;
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(kIntMax)))
+    fail_key(name, std::string("plan_summary.") + key, "must be an integer up to " + std::to_string(kIntMax));
+  return it->get<std::int64_t>();
+}
+
+[[noreturn]] void contradicts(const std::string& name, const std::string& key, std::int64_t value,
+                              const std::string& what) {
+  fail_key(name, key, "value " + std::to_string(value) + " contradicts " + what);
+}
+
+// The keys that size the launch and the buffers against each other and against the stored plan:
+// the grid's block rows cut m into panels of plan_summary.panel_rows rows, none taller than
+// rows_per_block; a block's columns and threads follow the plan's tile, groups, columns a thread
+// and step lanes; the fragments' words follow their count. (The code contract binds the rest.)
+void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
+  if (md.shared_bytes > kMaxSpmmShared)
+    fail_key(name, "shared_bytes",
+             std::to_string(md.shared_bytes) + " bytes of dynamic shared memory exceed the " +
+                 std::to_string(kMaxSpmmShared) + " an SpMM executor is launched with");
+  if (md.block_rows > md.m)
+    contradicts(name, "block_rows", md.block_rows, "m = " + std::to_string(md.m) + " (a block row holds at least one row)");
+  if (const auto block_rows = summary_int(md, "block_rows", name); block_rows && *block_rows != md.block_rows)
+    contradicts(name, "block_rows", md.block_rows, "plan_summary.block_rows = " + std::to_string(*block_rows));
+  const auto rows = summary_int(md, "rows_per_block", name);
+  if (rows) {
+    check_range(name, "plan_summary.rows_per_block", *rows, 1, kMaxAccumulators);
+    if (md.m > md.block_rows * *rows)
+      contradicts(name, "m", md.m,
+                  std::to_string(md.block_rows) + " block rows (block_rows) of at most " + std::to_string(*rows) +
+                      " rows (plan_summary.rows_per_block)");
+  }
+  if (const auto panel = summary_int(md, "panel_rows", name)) {
+    check_range(name, "plan_summary.panel_rows", *panel, 1, kMaxAccumulators);
+    if (const std::int64_t panels = (md.m + *panel - 1) / *panel; panels != md.block_rows)
+      contradicts(name, "block_rows", md.block_rows,
+                  "m = " + std::to_string(md.m) + " in panels of " + std::to_string(*panel) +
+                      " rows (plan_summary.panel_rows), which make " + std::to_string(panels));
+  }
+  const auto threads = summary_int(md, "n_tile", name);  // threads of a group
+  const auto groups = summary_int(md, "groups", name);
+  if (threads && groups) {
+    check_range(name, "plan_summary.n_tile", *threads, 1, 1024);
+    check_range(name, "plan_summary.groups", *groups, 1, 1024);
+    if (*threads * *groups != md.block_x)
+      contradicts(name, "block_x", md.block_x,
+                  "plan_summary.groups = " + std::to_string(*groups) + " of plan_summary.n_tile = " +
+                      std::to_string(*threads) + " threads");
+    const std::int64_t cols = summary_int(md, "cols_per_thread", name).value_or(1);
+    const std::int64_t lanes = summary_int(md, "step_lanes", name).value_or(1);
+    check_range(name, "plan_summary.cols_per_thread", cols, 1, 2);
+    check_range(name, "plan_summary.step_lanes", lanes, 1, 32);
+    if (*threads % lanes || *threads / lanes * cols != md.n_tile)
+      contradicts(name, "n_tile", md.n_tile,
+                  "plan_summary.n_tile = " + std::to_string(*threads) + " threads, step_lanes = " +
+                      std::to_string(lanes) + " and cols_per_thread = " + std::to_string(cols));
+  }
+  if (const auto fragments = summary_int(md, "fragments", name)) {
+    const std::int64_t per = *fragments > 0 ? md.fragment_words / (*fragments * 8) : 0;  // fragment_k
+    if ((*fragments == 0) != (md.fragment_words == 0) ||
+        (*fragments > 0 && (md.fragment_words % (*fragments * 8) != 0 || (per != 8 && per != 16))))
+      contradicts(name, "fragment_words", md.fragment_words,
+                  "plan_summary.fragments = " + std::to_string(*fragments) + " (8 words a column of 8 or 16)");
+    if (md.tile_nnz > *fragments * 16 * per)
+      contradicts(name, "tile_nnz", md.tile_nnz,
+                  std::to_string(*fragments) + " fragments of 16 x " + std::to_string(per) + " (plan_summary.fragments)");
   }
 }
 
@@ -193,6 +274,7 @@ void validate(const BundleMetadata& md, const std::string& name) {
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
   if (half && md.params != kSpmmHalfParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
+  check_spmm_launch(md, name);
 }
 
 // A rolled bundle's step table against its metadata: the header's record indices start at 0 and
@@ -231,6 +313,10 @@ void check_hines_payload(const Bundle& b, const std::string& name, const std::ar
   const HinesMetadata& h = b.metadata.hines;
   const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
   const auto table_bytes = static_cast<std::int64_t>(b.tables.size() * sizeof(std::int32_t));
+  if (const auto stored = summary_int(b.metadata, "table_bytes", name); stored && *stored != table_bytes)
+    fail_section(name, SectionKind::tables, at(SectionKind::tables),
+                 "holds " + std::to_string(table_bytes) + " bytes but plan_summary.table_bytes is " +
+                     std::to_string(*stored));
   for (std::size_t i = 0; i < h.launches.size(); ++i)
     for (const LaunchArg& a : h.launches[i].args)
       if (a.buffer == "tables" && a.value > table_bytes)
@@ -254,8 +340,8 @@ void check_hines_payload(const Bundle& b, const std::string& name, const std::ar
 
 // Sections against the metadata; `offsets[kind]` locates each section in the file (kNoOffset when
 // writing).
-void check_payload(const Bundle& b, const std::string& name,
-                   const std::array<std::int64_t, kKinds>& offsets) {
+void check_sections(const Bundle& b, const std::string& name,
+                    const std::array<std::int64_t, kKinds>& offsets) {
   const BundleMetadata& md = b.metadata;
   const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
   if (b.cubin.empty() && b.ptx.empty()) throw BundleError(name + ": has neither a cubin nor a PTX section");
@@ -301,6 +387,20 @@ void check_payload(const Bundle& b, const std::string& name,
     for (std::size_t i = 0; i < data->size(); ++i)
       if (!std::isfinite((*data)[i]))
         fail_section(name, kind, at(kind), "entry " + std::to_string(i) + " is not finite");
+}
+
+// The code contracts the cubin and the PTX define (when they define one), against the metadata and
+// the sections.
+void check_code_contracts(const Bundle& b, const std::string& name) {
+  if (!b.cubin.empty())
+    if (const auto found = cubin_contract(b.cubin, name)) check_contract(b, *found, name, "cubin");
+  if (!b.ptx.empty())
+    if (const auto found = ptx_contract(b.ptx, name)) check_contract(b, *found, name, "PTX");
+}
+
+void check_payload(const Bundle& b, const std::string& name, const std::array<std::int64_t, kKinds>& offsets) {
+  check_sections(b, name, offsets);
+  check_code_contracts(b, name);
 }
 
 std::vector<float> floats_of(std::span<const unsigned char> d, const std::string& name, SectionKind kind,
@@ -364,6 +464,263 @@ std::uint64_t fnv1a64(std::span<const unsigned char> data) {
     h *= 0x100000001b3ull;
   }
   return h;
+}
+
+namespace {
+
+std::uint64_t dtype_code(const std::string& dtype) {
+  return dtype == "f32" ? 0 : dtype == "f16" ? 1 : dtype == "bf16" ? 2 : dtype == "f64" ? 3 : 255;
+}
+
+void put_bytes(std::vector<unsigned char>& out, const void* p, std::size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  out.insert(out.end(), c, c + n);
+}
+void put_string(std::vector<unsigned char>& out, const std::string& s) { put_bytes(out, s.c_str(), s.size() + 1); }
+void put_int(std::vector<unsigned char>& out, std::int64_t v) { put_bytes(out, &v, sizeof v); }
+
+// FNV-1a of the launch list: every kernel's name, grid, block, dynamic shared memory and arguments.
+std::uint64_t launches_digest(const std::vector<KernelLaunch>& launches) {
+  std::vector<unsigned char> bytes;
+  put_int(bytes, static_cast<std::int64_t>(launches.size()));
+  for (const KernelLaunch& l : launches) {
+    put_string(bytes, l.kernel);
+    for (const std::int64_t v : {l.grid, l.block, l.shared_bytes, static_cast<std::int64_t>(l.args.size())})
+      put_int(bytes, v);
+    for (const LaunchArg& a : l.args) {
+      put_string(bytes, a.buffer);
+      put_int(bytes, a.value);
+    }
+  }
+  return fnv1a64(bytes);
+}
+
+// A non-negative metadata integer as a contract word.
+std::uint64_t word(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+
+}  // namespace
+
+std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t values_words) {
+  const bool rolled = md.values_mode == "rolled";
+  const auto summary = [&](const char* key) {
+    const auto it = md.plan_summary.find(key);
+    return rolled && it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>()) : 0;
+  };
+  const bool fixed = md.n_mode == "fixed";
+  return {{"op", 1},
+          {"dtype", dtype_code(md.dtype)},
+          {"m", word(md.m)},
+          {"k", word(md.k)},
+          {"n_mode", fixed ? 0u : 1u},
+          {"n", fixed ? word(md.n) : 0},  // runtime-N code takes N as an argument
+          {"nnz", word(md.nnz)},
+          {"tile_nnz", word(md.tile_nnz)},
+          {"fragment_words", word(md.fragment_words)},
+          {"values_mode", md.values_mode == "baked" ? 0u : md.values_mode == "streamed" ? 1u : 2u},
+          {"section values (words)", word(values_words)},
+          {"bias", md.bias ? 1u : 0u},
+          {"relu", md.relu ? 1u : 0u},
+          {"block_rows", word(md.block_rows)},
+          {"block_x", word(md.block_x)},
+          {"n_tile", word(md.n_tile)},
+          {"shared_bytes", word(md.shared_bytes)},
+          {"plan_summary.rows_per_block", summary("rows_per_block")},  // rolled code only: its step table's shape
+          {"plan_summary.groups", summary("groups")}};
+}
+
+std::vector<ContractField> hines_contract(const BundleMetadata& md, std::span<const std::int32_t> tables) {
+  const HinesMetadata& h = md.hines;
+  return {{"op", 2},
+          {"dtype", dtype_code(md.dtype)},
+          {"hines.rows", word(h.rows)},
+          {"hines.cells", word(h.cells)},
+          {"hines.rhs", word(h.rhs)},
+          {"hines.workspace_bytes", word(h.workspace_bytes)},
+          {"section tables (words)", tables.size()},
+          {"section tables (digest)", fnv1a64({reinterpret_cast<const unsigned char*>(tables.data()), tables.size_bytes()})},
+          {"hines.launches (digest)", launches_digest(h.launches)}};
+}
+
+std::vector<ContractField> bundle_contract(const Bundle& b) {
+  if (b.metadata.op == "hines") return hines_contract(b.metadata, b.tables);
+  return spmm_contract(b.metadata, static_cast<std::int64_t>(b.values.size()));
+}
+
+std::vector<std::uint64_t> contract_words(const std::vector<ContractField>& fields) {
+  std::vector<std::uint64_t> words{kContractMagic, kContractVersion, fields.size()};
+  for (const ContractField& f : fields) words.push_back(f.value);
+  return words;
+}
+
+std::string contract_cuda(const std::vector<ContractField>& fields) {
+  std::string s = "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
+  s += std::string("extern \"C\" __device__ unsigned long long ") + kContractSymbol + "[] = {";
+  const std::vector<std::uint64_t> words = contract_words(fields);
+  for (std::size_t i = 0; i < words.size(); ++i) s += (i ? ", " : "") + std::to_string(words[i]) + "ull";
+  return s + "};\n";
+}
+
+std::string contract_ptx(const std::vector<ContractField>& fields) {
+  std::string s = "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
+  const std::vector<std::uint64_t> words = contract_words(fields);
+  s += std::string(".visible .global .align 8 .u64 ") + kContractSymbol + "[" + std::to_string(words.size()) + "] = {";
+  for (std::size_t i = 0; i < words.size(); ++i) s += (i ? ", " : "") + std::to_string(words[i]);
+  return s + "};\n";
+}
+
+void check_contract(const Bundle& b, std::span<const std::uint64_t> found, const std::string& name,
+                    const std::string& where) {
+  const std::string what = name + ": the code's " + kContractSymbol + " (" + where + ")";
+  if (found.size() < 3 || found[0] != kContractMagic)
+    throw BundleError(what + " does not start with the contract's magic number");
+  if (found[1] != kContractVersion)
+    throw BundleError(what + " has version " + std::to_string(found[1]) + "; this runtime reads version " +
+                      std::to_string(kContractVersion) + ": compile the executor again");
+  const std::vector<ContractField> expected = bundle_contract(b);
+  if (found[2] != expected.size() || found.size() < 3 + expected.size())
+    throw BundleError(what + " holds " + std::to_string(found.size() - 3) + " fields (it says " +
+                      std::to_string(found[2]) + "); a " + b.metadata.op + " bundle's has " +
+                      std::to_string(expected.size()));
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    if (found[3 + i] != expected[i].value)
+      throw BundleError(name + ": " + expected[i].key + " is " + std::to_string(expected[i].value) +
+                        " in the bundle but " + std::to_string(found[3 + i]) + " in the code's " + kContractSymbol +
+                        " (" + where + "): the metadata does not describe this code");
+}
+
+std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, const std::string& name) {
+  // The definition: [.visible] .global [.align A] .TYPE sparsecc_contract[COUNT] = {V, V, ...};
+  // TYPE .b8 / .u8 (bytes, little-endian: NVRTC's form) or .b64 / .u64 / .s64 (words); the values
+  // may stop short of COUNT (the rest are zero).
+  const std::string symbol = std::string(kContractSymbol) + "[";
+  for (std::size_t at = ptx.find(symbol); at != std::string_view::npos; at = ptx.find(symbol, at + 1)) {
+    const std::size_t line = ptx.rfind('\n', at) == std::string_view::npos ? 0 : ptx.rfind('\n', at) + 1;
+    const std::string_view head = ptx.substr(line, at - line);
+    if (head.find(".global") == std::string_view::npos || head.find("//") != std::string_view::npos ||
+        head.find(".extern") != std::string_view::npos)
+      continue;
+    const auto bad = [&](const std::string& why) -> std::vector<std::uint64_t> {
+      fail_section(name, SectionKind::ptx, kNoOffset,
+                   std::string("the definition of ") + kContractSymbol + " at character " + std::to_string(at) + " " + why);
+    };
+    const bool bytes = head.find(".b8 ") != std::string_view::npos || head.find(".u8 ") != std::string_view::npos;
+    if (!bytes && head.find(".b64 ") == std::string_view::npos && head.find(".u64 ") == std::string_view::npos &&
+        head.find(".s64 ") == std::string_view::npos)
+      return bad("has neither a byte nor a 64-bit type");
+    std::size_t i = at + symbol.size();
+    const auto skip_space = [&] {
+      while (i < ptx.size() && (ptx[i] == ' ' || ptx[i] == '\t' || ptx[i] == '\n' || ptx[i] == '\r')) ++i;
+    };
+    // A decimal or hexadecimal integer below 2^64.
+    const auto number = [&](std::uint64_t& v) {
+      skip_space();
+      const bool hex = ptx.substr(i, 2) == "0x" || ptx.substr(i, 2) == "0X";
+      if (hex) i += 2;
+      const std::size_t start = i;
+      v = 0;
+      for (; i < ptx.size(); ++i) {
+        const char c = ptx[i];
+        const int d = c >= '0' && c <= '9' ? c - '0'
+                      : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                    : -1;
+        if (d < 0) break;
+        const std::uint64_t base = hex ? 16 : 10;
+        if (v > (std::numeric_limits<std::uint64_t>::max() - std::uint64_t(d)) / base) return false;
+        v = v * base + std::uint64_t(d);
+      }
+      if (i < ptx.size() && (ptx[i] == 'U' || ptx[i] == 'u')) ++i;
+      return i > start;
+    };
+    std::uint64_t count = 0;
+    if (!number(count) || (skip_space(), i >= ptx.size() || ptx[i] != ']')) return bad("has no element count");
+    const std::uint64_t elements_max = bytes ? 8 * kMaxContractWords : kMaxContractWords;
+    if (count > elements_max || (bytes && count % 8))
+      return bad("has " + std::to_string(count) + " elements (at most " + std::to_string(elements_max) +
+                 (bytes ? " bytes, whole words)" : " words)"));
+    ++i;
+    skip_space();
+    if (i >= ptx.size() || ptx[i] != '=') return bad("has no initializer");
+    ++i;
+    skip_space();
+    if (i >= ptx.size() || ptx[i] != '{') return bad("has no initializer");
+    ++i;
+    std::vector<std::uint64_t> elements;
+    for (;;) {
+      std::uint64_t v = 0;
+      if (!number(v) || (bytes && v > 255)) return bad("has a value that is not a " + std::string(bytes ? "byte" : "64-bit word"));
+      elements.push_back(v);
+      if (elements.size() > count) return bad("has more values than its " + std::to_string(count) + " elements");
+      skip_space();
+      if (i < ptx.size() && ptx[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < ptx.size() && ptx[i] == '}') break;
+      return bad("has a malformed initializer");
+    }
+    elements.resize(count, 0);
+    if (!bytes) return elements;
+    std::vector<std::uint64_t> words(count / 8, 0);
+    for (std::size_t e = 0; e < elements.size(); ++e) words[e / 8] |= elements[e] << (8 * (e % 8));
+    return words;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigned char> d, const std::string& name) {
+  // ELF64, little-endian: the symbol table's entry for the contract locates its bytes in the
+  // section that holds the initialized globals. Anything that is not such an ELF file has no
+  // contract this reader can see (the driver judges the image when it loads).
+  const std::uint64_t size = d.size();
+  if (size < 64 || std::memcmp(d.data(), "\x7f" "ELF", 4) != 0 || d[4] != 2 || d[5] != 1) return std::nullopt;
+  const auto shoff = load_le<std::uint64_t>(d, 0x28);
+  const auto shentsize = load_le<std::uint16_t>(d, 0x3a);
+  const auto shnum = load_le<std::uint16_t>(d, 0x3c);
+  if (shentsize < 64 || shoff > size || std::uint64_t(shnum) * shentsize > size - shoff) return std::nullopt;
+  struct Section {
+    std::uint32_t type;
+    std::uint64_t addr, offset, size;
+    std::uint32_t link;
+    std::uint64_t entsize;
+  };
+  const auto section = [&](std::uint64_t i) {
+    const std::uint64_t h = shoff + i * shentsize;
+    return Section{load_le<std::uint32_t>(d, h + 4),  load_le<std::uint64_t>(d, h + 16),
+                   load_le<std::uint64_t>(d, h + 24), load_le<std::uint64_t>(d, h + 32),
+                   load_le<std::uint32_t>(d, h + 40), load_le<std::uint64_t>(d, h + 56)};
+  };
+  const auto inside = [&](const Section& s) { return s.offset <= size && s.size <= size - s.offset; };
+  const std::string symbol = kContractSymbol;
+  for (std::uint64_t si = 0; si < shnum; ++si) {
+    const Section symtab = section(si);
+    if (symtab.type != 2 || symtab.entsize < 24 || !inside(symtab) || symtab.link >= shnum) continue;  // SHT_SYMTAB
+    const Section strtab = section(symtab.link);
+    if (!inside(strtab)) continue;
+    for (std::uint64_t e = 0; e + 24 <= symtab.size; e += symtab.entsize) {
+      const std::uint64_t at = symtab.offset + e;
+      const auto name_at = load_le<std::uint32_t>(d, at);
+      if (name_at >= strtab.size || strtab.size - name_at < symbol.size() + 1 ||
+          std::memcmp(d.data() + strtab.offset + name_at, symbol.c_str(), symbol.size() + 1) != 0)
+        continue;
+      const auto shndx = load_le<std::uint16_t>(d, at + 6);
+      const auto value = load_le<std::uint64_t>(d, at + 8);
+      const auto bytes = load_le<std::uint64_t>(d, at + 16);
+      const auto bad = [&](const std::string& why) -> std::vector<std::uint64_t> {
+        fail_section(name, SectionKind::cubin, kNoOffset, std::string("the symbol ") + kContractSymbol + " " + why);
+      };
+      if (shndx == 0 || shndx >= shnum) return bad("is not defined in a section");
+      const Section data = section(shndx);
+      if (data.type != 1 || !inside(data)) return bad("is not in a section with contents");  // SHT_PROGBITS
+      const std::uint64_t offset = value >= data.addr ? value - data.addr : value;
+      if (bytes % 8 || bytes > 8 * kMaxContractWords || offset > data.size || bytes > data.size - offset)
+        return bad("(" + std::to_string(bytes) + " bytes at " + std::to_string(value) + ") lies outside its section");
+      std::vector<std::uint64_t> words(bytes / 8);
+      for (std::size_t w = 0; w < words.size(); ++w) words[w] = load_le<std::uint64_t>(d, data.offset + offset + 8 * w);
+      return words;
+    }
+  }
+  return std::nullopt;
 }
 
 json BundleMetadata::to_json() const {

@@ -82,6 +82,17 @@ CUfunction Module::function(const std::string& name) const {
   return fn;
 }
 
+std::optional<std::vector<unsigned char>> Module::global_bytes(const std::string& name) const {
+  CUdeviceptr ptr{};
+  std::size_t bytes = 0;
+  const CUresult rc = driver().cuModuleGetGlobal(&ptr, &bytes, mod_, name.c_str());
+  if (rc == CUDA_ERROR_NOT_FOUND) return std::nullopt;
+  if (rc != CUDA_SUCCESS) throw DriverError("cuModuleGetGlobal(" + what_ + ", " + name + ")", rc);
+  std::vector<unsigned char> out(bytes);
+  if (bytes) SPARSECC_CU(driver().cuMemcpyDtoH(out.data(), ptr, bytes));
+  return out;
+}
+
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes) SPARSECC_CU(driver().cuMemAlloc(&ptr_, bytes));
 }

@@ -1,5 +1,6 @@
 #include "sparsecc/runtime/executor.hpp"
 
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -44,6 +45,21 @@ ChosenImage choose_image(const Bundle& bundle, const std::string& name, const Co
                                                     device_arch + ", and the bundle has no PTX to JIT"));
 }
 
+void check_loaded_contract(const Bundle& bundle, const Module& module, const std::string& name,
+                           const std::string& from) {
+  const std::optional<std::vector<unsigned char>> bytes = module.global_bytes(kContractSymbol);
+  if (!bytes)
+    throw BundleError(name + ": the " + from + " defines no " + kContractSymbol +
+                      " (the code contract that binds the metadata to the code; bundles written before it "
+                      "existed have none): compile the executor again");
+  if (bytes->size() % sizeof(std::uint64_t))
+    throw BundleError(name + ": the " + from + "'s " + kContractSymbol + " has " + std::to_string(bytes->size()) +
+                      " bytes, not whole 64-bit words");
+  std::vector<std::uint64_t> words(bytes->size() / sizeof(std::uint64_t));
+  if (!words.empty()) std::memcpy(words.data(), bytes->data(), bytes->size());
+  check_contract(bundle, words, name, "loaded " + from);
+}
+
 SpmmExecutor SpmmExecutor::load_file(const std::string& path, const Context& ctx,
                                      const LoadOptions& options) {
   return load(read_bundle_file(path), path, ctx, options);
@@ -70,6 +86,7 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   const std::span<const unsigned char> image = chosen.image;
   ctx.make_current();
   ex.module_ = std::make_unique<Module>(image, name + " (" + ex.loaded_from_ + ")");
+  check_loaded_contract(bundle, *ex.module_, name, ex.loaded_from_);
   ex.fn_ = ex.module_->function(md.kernel);
   ex.bias_ = upload(bundle.bias);
   ex.values_ = upload(bundle.values);

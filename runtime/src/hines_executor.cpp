@@ -29,6 +29,7 @@ HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const 
   ex.load_reason_ = chosen.reason;
   ctx.make_current();
   ex.module_ = std::make_unique<Module>(chosen.image, name + " (" + ex.loaded_from_ + ")");
+  check_loaded_contract(bundle, *ex.module_, name, ex.loaded_from_);
   for (const KernelLaunch& l : bundle.metadata.hines.launches) {
     Launch launch;
     launch.fn = ex.module_->function(l.kernel);

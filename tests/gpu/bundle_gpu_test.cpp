@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "gpu_skip.hpp"
@@ -73,10 +75,7 @@ int count_nnz() {
 }
 
 rt::Bundle make_bundle(const std::string& arch, bool streamed, bool bias, bool relu,
-                       const std::string& n_mode) {
-  CudaCompileOptions options;
-  options.arch = arch;
-  const CudaCompileResult r = compile_cuda(kernel_source(streamed, relu), "spmm_small.cu", options);
+                       const std::string& n_mode, bool contract = true) {
   rt::Bundle b;
   auto& md = b.metadata;
   md.m = kM;
@@ -95,14 +94,19 @@ rt::Bundle make_bundle(const std::string& arch, bool streamed, bool bias, bool r
   md.shared_bytes = kTile * sizeof(float);
   md.generator_version = "test";
   md.fingerprint = "5ca1ab1e";
-  b.cubin = r.cubin;
-  b.ptx = r.ptx;
   if (streamed)
     for (int i = 0; i < kM; ++i)
       for (int j = 0; j < kK; ++j)
         if (a_at(i, j) != 0) b.values.push_back(static_cast<float>(a_at(i, j)));
   if (bias)
     for (int i = 0; i < kM; ++i) b.bias.push_back(0.25f * i - 0.5f);
+  // The kernel carries the code contract of this metadata, as the generator's do.
+  CudaCompileOptions options;
+  options.arch = arch;
+  const CudaCompileResult r = compile_cuda(kernel_source(streamed, relu) + (contract ? rt::contract_cuda(rt::bundle_contract(b)) : ""),
+                                           "spmm_small.cu", options);
+  b.cubin = r.cubin;
+  b.ptx = r.ptx;
   return b;
 }
 
@@ -260,4 +264,46 @@ TEST(GpuBundle, CApiLoadsFileAndRuns) {
   EXPECT_NE(std::string(sparsecc_last_error()).find("unknown flags"), std::string::npos);
   EXPECT_EQ(sparsecc_executor_run_ex(nullptr, 1, 1, 37, nullptr, 0u), SPARSECC_BAD_ARGUMENT);
   sparsecc_executor_destroy(ex);
+}
+
+// A bundle whose metadata was edited after its code was generated (the checksum recomputed) is
+// refused before anything is launched: by the contract read from the loaded module, whichever image
+// the device takes, and already when the bundle is read where the code's contract is visible.
+TEST(GpuBundle, ForgedMetadataIsRefusedBeforeLaunch) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  const rt::Bundle honest = make_bundle(ctx.device().arch(), true, false, false, "fixed");
+  rt::Bundle forged = honest;
+  forged.metadata.m = kM - 1;  // C of 4 rows; the kernel writes 5
+  forged.metadata.block_rows = kM - 1;
+  forged.values.pop_back();  // and one value fewer than the kernel reads
+  forged.metadata.nnz -= 1;
+  const auto expect_refused = [](const std::function<void()>& load, const std::string& part) {
+    try {
+      load();
+      ADD_FAILURE() << "a forged bundle loaded";
+    } catch (const rt::BundleError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { rt::SpmmExecutor::load(forged, "forged.sccb", ctx); },
+                 "forged.sccb: m is 4 in the bundle but 5 in the code's sparsecc_contract");
+  // The loader's own check, on the module the device loaded (cubin, then PTX through the JIT).
+  for (const bool ptx : {false, true}) {
+    const std::span<const unsigned char> image =
+        ptx ? std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(honest.ptx.data()), honest.ptx.size())
+            : std::span<const unsigned char>(honest.cubin);
+    const rt::Module module(image, ptx ? "honest.ptx" : "honest.cubin");
+    EXPECT_NO_THROW(rt::check_loaded_contract(honest, module, "honest.sccb", ptx ? "ptx" : "cubin"));
+    expect_refused([&] { rt::check_loaded_contract(forged, module, "forged.sccb", ptx ? "ptx" : "cubin"); },
+                   std::string("m is 4 in the bundle but 5 in the code's sparsecc_contract (loaded ") +
+                       (ptx ? "ptx" : "cubin") + ")");
+  }
+  // Code without a contract (a generator before it, or not sparsecc's) does not load.
+  const rt::Bundle bare = make_bundle(ctx.device().arch(), true, false, false, "fixed", false);
+  expect_refused([&] { rt::SpmmExecutor::load(bare, "bare.sccb", ctx); },
+                 "bare.sccb: the cubin defines no sparsecc_contract");
+  // The honest bundle runs.
+  const auto ex = rt::SpmmExecutor::load(honest, "honest.sccb", ctx);
+  run_and_check(ctx, honest, 37, [&](CUdeviceptr B, CUdeviceptr C) { ex.run(B, C, 37); });
 }

@@ -217,5 +217,28 @@ TEST(HinesGpu, RealCells) {
   }
 }
 
+TEST(HinesGpu, ForgedLaunchesAreRefusedBeforeLaunch) {
+  SPARSECC_GPU_OR_SKIP();
+  const rt::Context ctx(0);
+  const HinesSystem s = test::chain_system(3000);
+  const HinesPlan plan = plan_hines(s, 1, "f64", {});
+  CudaCompileOptions o;
+  o.arch = ctx.device().arch();
+  const CompiledHines c = compile_hines(plan, o);
+  const rt::Bundle honest = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, o.arch);
+  rt::Bundle forged = honest;
+  forged.metadata.hines.launches.front().grid += 1;  // one block more than the tables describe
+  EXPECT_THROW(rt::HinesExecutor::load(forged, "forged.sccb", ctx), rt::BundleError);
+  const rt::Module module(honest.cubin, "honest.cubin");
+  EXPECT_NO_THROW(rt::check_loaded_contract(honest, module, "honest.sccb", "cubin"));
+  try {
+    rt::check_loaded_contract(forged, module, "forged.sccb", "cubin");
+    ADD_FAILURE() << "forged launches passed the loaded module's contract";
+  } catch (const rt::BundleError& e) {
+    EXPECT_NE(std::string(e.what()).find("forged.sccb: hines.launches (digest) is"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rt::HinesExecutor::load(honest, "honest.sccb", ctx));
+}
+
 }  // namespace
 }  // namespace sparsecc

@@ -40,6 +40,7 @@ int run_verify(const VerifyArgs& args) {
   if (matrix_fingerprint(a) != md.fingerprint)
     throw InputError(SourceLocation::in_file(args.bundle),
                      "the verification matrix does not match the fingerprint");
+  check_spmm_bundle_matrix(md, a, args.bundle);
   const double tolerance = args.tolerance > 0 ? args.tolerance : spmm_check_tolerance(a, md.dtype, md.accumulate);
 
   const std::int64_t n = args.n > 0 ? args.n : md.n;
@@ -58,7 +59,7 @@ int run_verify(const VerifyArgs& args) {
   if (!args.cpu && rt::driver_available(&why)) {
     got = run_spmm_on_gpu(bundle, args.bundle, b, n, how);
   } else {
-    const SpmmPlan plan = replan_spmm_bundle(md, a);
+    const SpmmPlan plan = replan_spmm_bundle(md, a, args.bundle);
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr, spmm_fragment_words(plan, a)).data;
     how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }

@@ -71,19 +71,11 @@ HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> d, 
   return s;
 }
 
-rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, const HinesSystem& system,
-                        std::vector<unsigned char> cubin, std::string ptx, const std::string& arch) {
-  if (system.size() != plan.problem.n || system.num_cells() != plan.problem.cells)
-    throw UsageError("hines_bundle: the system is not the one the plan was made for");
-  rt::Bundle b;
-  rt::BundleMetadata& md = b.metadata;
+rt::BundleMetadata hines_launch_metadata(const HinesPlan& plan, const HinesSchedule& schedule) {
+  rt::BundleMetadata md;
   md.op = "hines";
   md.dtype = plan.problem.dtype;
-  md.arch = arch;
   md.kernel = plan.kernel_name;
-  md.generator_version = kVersion;
-  b.reference = hines_reference_bytes(system);
-  md.fingerprint = fmt::format("{:016x}", rt::fnv1a64(b.reference));
   md.hines.rows = plan.problem.n;
   md.hines.cells = plan.problem.cells;
   md.hines.rhs = plan.problem.rhs;
@@ -93,6 +85,20 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
     for (const HinesKernelArg& a : l.args) k.args.push_back({a.buffer, a.value});
     md.hines.launches.push_back(std::move(k));
   }
+  return md;
+}
+
+rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, const HinesSystem& system,
+                        std::vector<unsigned char> cubin, std::string ptx, const std::string& arch) {
+  if (system.size() != plan.problem.n || system.num_cells() != plan.problem.cells)
+    throw UsageError("hines_bundle: the system is not the one the plan was made for");
+  rt::Bundle b;
+  b.metadata = hines_launch_metadata(plan, schedule);
+  rt::BundleMetadata& md = b.metadata;
+  md.arch = arch;
+  md.generator_version = kVersion;
+  b.reference = hines_reference_bytes(system);
+  md.fingerprint = fmt::format("{:016x}", rt::fnv1a64(b.reference));
   std::vector<std::int32_t> sizes;
   for (const HinesLevel& L : plan.levels) sizes.push_back(L.size);
   md.plan_summary = {{"decomposition", to_string(plan.decomposition)},
@@ -116,18 +122,32 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
   return b;
 }
 
-HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s) {
+HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s, const std::string& name) {
+  if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
+    throw rt::BundleError(fmt::format("{}: metadata hines.rows and hines.cells are {} and {} but the bundle's system (its "
+                                      "verification section) has {} rows in {} cells",
+                                      name, md.hines.rows, md.hines.cells, s.size(), s.num_cells()));
   const auto& sum = md.plan_summary;
-  HinesOptions o;
-  o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
-                                                                                  : HinesDecomposition::fine;
-  o.k = std::max(2, sum.value("k", 3));
-  o.k_large = std::max(2, sum.value("k_large", o.k));
-  o.depth = sum.value("depth", -1);
-  o.code = sum.value("mode", std::string("tables"));
-  HinesPlan plan = plan_hines(s, md.hines.rhs, md.dtype, o);
-  if (plan.base_size() != sum.value("base_size", -1))
-    throw std::runtime_error("re-planning the bundle's system does not reproduce its levels");
+  HinesPlan plan;
+  std::int64_t base_size = -1;
+  try {
+    HinesOptions o;
+    o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
+                                                                                    : HinesDecomposition::fine;
+    o.k = std::max(2, sum.value("k", 3));
+    o.k_large = std::max(2, sum.value("k_large", o.k));
+    o.depth = sum.value("depth", -1);
+    o.code = sum.value("mode", std::string("tables"));
+    plan = plan_hines(s, md.hines.rhs, md.dtype, o);
+    base_size = sum.value("base_size", std::int64_t{-1});
+  } catch (const UsageError& e) {
+    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its system: {}", name, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its system: {}", name, e.what()));
+  }
+  if (plan.base_size() != base_size)
+    throw rt::BundleError(fmt::format("{}: plan_summary.base_size is {} but re-planning the bundle's system gives {}", name,
+                                      base_size, plan.base_size()));
   return plan;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <tuple>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
@@ -129,37 +130,63 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std:
   return bundle;
 }
 
-SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a) {
-  SpmmProblem problem;
-  problem.m = md.m;
-  problem.k = md.k;
-  problem.n = md.n;
-  problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
-  problem.bias = md.bias;
-  problem.relu = md.relu;
-  problem.dtype = md.dtype;
-  SpmmOptions o;
-  if (md.dtype != "f32") {
-    o.accumulate = md.accumulate;
-    // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
-    set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
+void check_spmm_bundle_matrix(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name) {
+  for (const auto& [key, stated, actual, what] :
+       {std::tuple{"m", md.m, a.rows, "rows"}, {"k", md.k, a.cols, "columns"}, {"nnz", md.nnz, a.nnz(), "nonzeros"}})
+    if (stated != actual)
+      throw rt::BundleError(fmt::format("{}: metadata key '{}' is {} but the bundle's matrix (its verification section) has {} {}",
+                                        name, key, stated, actual, what));
+}
+
+SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name) {
+  check_spmm_bundle_matrix(md, a, name);
+  // Throws UsageError (or nlohmann::json::exception) on a summary it cannot plan from.
+  const auto replan = [&] {
+    SpmmProblem problem;
+    problem.m = md.m;
+    problem.k = md.k;
+    problem.n = md.n;
+    problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
+    problem.bias = md.bias;
+    problem.relu = md.relu;
+    problem.dtype = md.dtype;
+    SpmmOptions o;
+    if (md.dtype != "f32") {
+      o.accumulate = md.accumulate;
+      // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
+      set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
+    }
+    const auto& s = md.plan_summary;
+    // The panel rows, not the tallest block row: a balanced split cuts its block rows from panels of
+    // panel_rows rows and may make one up to twice as tall.
+    o.rows_per_block = s.value("panel_rows", s.value("rows_per_block", 0));
+    o.n_tile = s.value("n_tile", 0);
+    o.groups = s.value("groups", 0);
+    o.cols_per_thread = s.value("cols_per_thread", 0);
+    o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
+    o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
+    o.stage_min_entries = s.value("stage_min_entries", 0);
+    // Rolled bundles written before step lanes existed have none.
+    if (o.value_mode == SpmmValueMode::rolled) o.step_lanes = s.value("step_lanes", 1);
+    o.kernel_name = md.kernel;
+    return plan_spmm(a, problem, o);
+  };
+  SpmmPlan plan;
+  try {
+    plan = replan();
+  } catch (const UsageError& e) {
+    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its matrix: {}", name, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its matrix: {}", name, e.what()));
   }
-  const auto& s = md.plan_summary;
-  // The panel rows, not the tallest block row: a balanced split cuts its block rows from panels of
-  // panel_rows rows and may make one up to twice as tall.
-  o.rows_per_block = s.value("panel_rows", s.value("rows_per_block", 0));
-  o.n_tile = s.value("n_tile", 0);
-  o.groups = s.value("groups", 0);
-  o.cols_per_thread = s.value("cols_per_thread", 0);
-  o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
-  o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
-  o.stage_min_entries = s.value("stage_min_entries", 0);
-  // Rolled bundles written before step lanes existed have none.
-  if (o.value_mode == SpmmValueMode::rolled) o.step_lanes = s.value("step_lanes", 1);
-  o.kernel_name = md.kernel;
-  SpmmPlan plan = plan_spmm(a, problem, o);
-  if (plan.block_rows() != md.block_rows || plan.block_x != md.block_x || plan.shared_bytes != md.shared_bytes)
-    throw std::runtime_error("re-planning the bundle's matrix does not reproduce its launch configuration");
+  // Everything the code contract binds, but the values (the re-plan packs its own).
+  const auto stated = rt::spmm_contract(md, 0);
+  const auto replanned = rt::spmm_contract(spmm_bundle_metadata(plan, a, md.arch), 0);
+  for (std::size_t i = 0; i < stated.size(); ++i)
+    if (stated[i].value != replanned[i].value)
+      throw rt::BundleError(fmt::format("{}: {} is {} in the metadata but re-planning the bundle's matrix from its "
+                                        "plan_summary gives {}: the metadata contradicts its plan",
+                                        name, stated[i].key, stated[i].value, replanned[i].value));
   return plan;
 }
 

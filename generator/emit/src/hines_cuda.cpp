@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/contract.hpp"
 #include "sparsecc/emit/template.hpp"
 
 namespace sparsecc {
@@ -118,6 +119,7 @@ EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& s, cons
                             {"BASE", unrolled ? unrolled_bases(s)
                                               : "__device__ __forceinline__ void base_unrolled(int, real*, const real*, "
                                                 "const real*, real*) {}\n"}});
+  out.source += rt::contract_cuda(hines_plan_contract(plan, s));
   for (const HinesLaunch& l : s.launches)
     if (std::find(out.kernels.begin(), out.kernels.end(), l.kernel) == out.kernels.end()) out.kernels.push_back(l.kernel);
   return out;

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/contract.hpp"
 #include "sparsecc/emit/template.hpp"
 #include "unrolled_groups.hpp"
 
@@ -146,6 +147,7 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
+  stamp_spmm_contract(out, plan, a);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/contract.hpp"
 #include "sparsecc/emit/template.hpp"
 #include "unrolled_groups.hpp"
 
@@ -226,6 +227,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"FRAGMENT_TABLE", table},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_half.cu").render(values);
+  stamp_spmm_contract(out, plan, a);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/emit/contract.hpp"
 #include "sparsecc/runtime/bundle.hpp"  // arch_has_programmatic_launch: the kernel contract the bundle records
 
 namespace sparsecc {
@@ -474,6 +475,7 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
     out.source = writer.inline_module();
     out.max_registers = plan.max_registers;
   }
+  stamp_spmm_contract(out, plan, a);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/emit/contract.hpp"
 #include "sparsecc/emit/template.hpp"
 #include "unrolled_groups.hpp"
 
@@ -33,6 +34,7 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"PROGRAMMATIC_TRIGGER", plan.programmatic && plan.programmatic_trigger ? "true" : "false"},
       {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"}};
   out.source = KernelTemplate::load("spmm_rolled.cu").render(values);
+  stamp_spmm_contract(out, plan, a);
   return out;
 }
 

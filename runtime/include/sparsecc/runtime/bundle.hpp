@@ -38,9 +38,11 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sparsecc::rt {
@@ -164,9 +166,53 @@ bool arch_has_programmatic_launch(const std::string& arch);
 // FNV-1a, 64 bits.
 std::uint64_t fnv1a64(std::span<const unsigned char> data);
 
-// Throws BundleError (naming `name`) when the bundle is inconsistent: bad metadata, no code, values
-// or bias not matching the metadata.
+// Throws BundleError (naming `name`) when the bundle is inconsistent: bad metadata, metadata keys that
+// contradict each other or the stored plan (plan_summary), no code, values or bias not matching the
+// metadata, or a code contract (below) found in the cubin or the PTX that differs from the metadata.
 void validate_bundle(const Bundle& bundle, const std::string& name);
+
+// The code contract. Every module the generator emits defines the global kContractSymbol, an array
+// of u64: kContractMagic, kContractVersion, the field count, then the fields' values, written by
+// the emitter from the plan the code was made for. The fields are the quantities that size a launch
+// or a buffer the kernel touches (bundle_contract lists them); the runtime reads the array from the
+// loaded module and refuses the bundle when it is missing or differs from the metadata, before any
+// launch, so metadata edited after the code was generated cannot make a kernel run out of bounds.
+// The checksum guards against accidental corruption only; the contract against metadata that lies
+// about its code. Neither authenticates the code itself: a bundle is code, to be trusted like a
+// shared library.
+inline constexpr const char* kContractSymbol = "sparsecc_contract";
+inline constexpr std::uint64_t kContractMagic = 0x3154435243435053ull;  // "SPCCRCT1", little-endian
+inline constexpr std::uint64_t kContractVersion = 1;
+
+// One field of the contract: `key` names the metadata key (or section) it comes from.
+struct ContractField {
+  std::string key;
+  std::uint64_t value = 0;
+};
+
+// The contract the code of a bundle with this metadata must carry. `values_words` is the length of
+// the values argument the kernel reads (0 baked, nnz - tile_nnz streamed, the step table's words
+// rolled); `tables` the Hines tables.
+std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t values_words);
+std::vector<ContractField> hines_contract(const BundleMetadata& md, std::span<const std::int32_t> tables);
+// The one for `bundle` (its metadata and sections).
+std::vector<ContractField> bundle_contract(const Bundle& bundle);
+// The array: magic, version, count, values.
+std::vector<std::uint64_t> contract_words(const std::vector<ContractField>& fields);
+// The definition an emitter appends to a module: CUDA C++ (an extern "C" __device__ array) or PTX
+// (a .visible .global array, which linking keeps).
+std::string contract_cuda(const std::vector<ContractField>& fields);
+std::string contract_ptx(const std::vector<ContractField>& fields);
+
+// Compares the contract found in the code (`where`: "cubin", "PTX", "loaded module") with `bundle`'s;
+// throws BundleError naming `name`, the metadata key and both values at the first difference.
+void check_contract(const Bundle& bundle, std::span<const std::uint64_t> found, const std::string& name,
+                    const std::string& where);
+// The contract in a PTX text or a cubin (ELF); nullopt when the code defines none. Throws BundleError
+// naming `name` when the definition is malformed.
+std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, const std::string& name);
+std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigned char> cubin,
+                                                         const std::string& name);
 
 // The bytes of an SpMM bundle that a loaded executor keeps on the device and touches on every
 // launch: its cubin (the code) and its values, bias and fragments. What timing with cold L2 must push

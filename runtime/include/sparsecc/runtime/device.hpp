@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +55,8 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
   CUfunction function(const std::string& name) const;
+  // The bytes of the global `name` (a __device__ variable), or nullopt when the module has none.
+  std::optional<std::vector<unsigned char>> global_bytes(const std::string& name) const;
 
  private:
   CUmodule mod_{};

@@ -22,6 +22,10 @@ std::vector<unsigned char> hines_reference_bytes(const HinesSystem& system);
 // Throws InputError naming `name` and the byte offset when the section is malformed.
 HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> data, const std::string& name);
 
+// The metadata keys of `plan` scheduled as `schedule` that size its launches and buffers: op, dtype,
+// kernel and `hines` (rows, cells, rhs, workspace bytes, the launch list).
+rt::BundleMetadata hines_launch_metadata(const HinesPlan& plan, const HinesSchedule& schedule);
+
 // The bundle of `plan` (scheduled as `schedule`) for `system`, compiled for `arch`. The permutation
 // section is the system's compartment_of when it has one.
 rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, const HinesSystem& system,
@@ -29,7 +33,8 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
 
 // The plan a Hines bundle was compiled from, rebuilt by the (deterministic) planner from its metadata
 // and its verification system `s` — for the plan interpreter, which checks an executor without a GPU.
-// Throws std::runtime_error when the re-plan does not reproduce the bundle's levels.
-HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s);
+// Throws rt::BundleError naming `name` when `s` is not the system the metadata describes or the
+// re-plan does not reproduce the bundle's levels.
+HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s, const std::string& name = "bundle");
 
 }  // namespace sparsecc

@@ -33,9 +33,15 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std:
                             std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
                             std::vector<std::uint32_t> fragments, const std::vector<double>& bias);
 
+// Throws rt::BundleError naming `name` and the key when `a` (the bundle's verification matrix) does not
+// have the metadata's m, k and nnz.
+void check_spmm_bundle_matrix(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name);
+
 // The plan a bundle was compiled from, rebuilt by the (deterministic) inspector from its metadata and
 // its verification matrix `a` — for the plan interpreter, which checks an executor without a GPU.
-// Throws std::runtime_error when the re-plan does not reproduce the bundle's launch configuration.
-SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a);
+// Throws rt::BundleError naming `name` and the metadata key when `a` is not the matrix the metadata
+// describes (m, k, nnz) or the re-plan contradicts the metadata (every quantity of the code contract:
+// the launch, the buffers, the value mode).
+SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name = "bundle");
 
 }  // namespace sparsecc

@@ -1,0 +1,29 @@
+#include "sparsecc/emit/contract.hpp"
+
+#include "sparsecc/bundle/hines_bundle.hpp"
+#include "sparsecc/bundle/spmm_bundle.hpp"
+
+namespace sparsecc {
+
+std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const CsrMatrix& a,
+                                                  std::int64_t values_words) {
+  // The metadata the bundle of this plan states; the architecture does not enter the contract.
+  return rt::spmm_contract(spmm_bundle_metadata(plan, a, "sm_90"), values_words);
+}
+
+std::vector<rt::ContractField> hines_plan_contract(const HinesPlan& plan, const HinesSchedule& schedule) {
+  return rt::hines_contract(hines_launch_metadata(plan, schedule), schedule.tables);
+}
+
+void stamp_spmm_contract(EmittedKernel& kernel, const SpmmPlan& plan, const CsrMatrix& a) {
+  const auto fields = spmm_plan_contract(plan, a, static_cast<std::int64_t>(kernel.packed_values.size()));
+  if (kernel.language == KernelLanguage::cuda) {
+    kernel.source += rt::contract_cuda(fields);
+    return;
+  }
+  const std::string ptx = rt::contract_ptx(fields);
+  kernel.source += ptx;
+  if (!kernel.modules.empty()) kernel.modules.front() += ptx;
+}
+
+}  // namespace sparsecc
