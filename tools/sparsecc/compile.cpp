@@ -109,6 +109,15 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   return o;
 }
 
+CsrMatrix load_spmm_matrix(const std::string& spec, const LoadOptions& options) {
+  CsrMatrix a = load_matrix(spec, options);
+  const InputSpec in = parse_input_spec(spec);
+  SourceLocation where = SourceLocation::in_file(in.path);
+  where.tensor = in.tensor;
+  require_spmm_matrix(a, where);
+  return a;
+}
+
 std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
   const Tensor t = load_tensor(spec);
   if (t.numel() != rows)
@@ -135,7 +144,7 @@ struct CompileArgs {
 int run_compile(const CompileArgs& args) {
   LoadOptions load;
   load.seed = args.spmm.seed;
-  const CsrMatrix a = load_matrix(args.spmm.matrix, load);
+  const CsrMatrix a = load_spmm_matrix(args.spmm.matrix, load);
   const std::vector<double> bias = args.spmm.bias.empty() ? std::vector<double>{} : load_bias(args.spmm.bias, a.rows);
   SpmmProblem problem;
   problem.m = a.rows;

@@ -160,7 +160,7 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
                    [input, seed] {
                      LoadOptions load;
                      load.seed = seed;
-                     return load_matrix(input, load);
+                     return load_spmm_matrix(input, load);
                    },
                    std::nullopt,
                    {}});
@@ -279,7 +279,7 @@ int run_refresh_features(const TuneArgs& args) {
                         [input, seed = args.seed] {
                           LoadOptions load;
                           load.seed = seed;
-                          return load_matrix(input, load);
+                          return load_spmm_matrix(input, load);
                         },
                         std::nullopt,
                         {}});
