@@ -231,6 +231,21 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
   EXPECT_THROW(plan_spmm(over, problem_for(over, 4)), UsageError);
 }
 
+// Grids of more than kSpmmPtxJumpTableEntries block rows dispatch in chunks (one table per chunk with
+// an explicit block row; the assembler fails on one table of every block row) and assemble.
+TEST(SpmmScale, HugeGridsDispatchInChunksAndAssemble) {
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r = 3; r < (std::int64_t{1} << 20); r += 17 * 4096 - 5) rows.push_back(r);
+  for (const auto& [label, a] : {std::pair<const char*, CsrMatrix>{"three rows", sparse_rows(std::int64_t{1} << 20, 64, {0, 5, 1000000})},
+                                 {"a row every chunk", sparse_rows(std::int64_t{1} << 20, 64, rows)}}) {
+    const SpmmPlan p = plan_spmm(a, problem_for(a, 8, true, true));
+    ASSERT_GT(p.block_rows(), static_cast<std::int64_t>(kSpmmPtxJumpTableEntries)) << label;
+    const EmittedKernel e = emit_spmm_ptx(p, a);
+    EXPECT_EQ(test::count(e.source, "$Lchunks: .branchtargets"), 1u) << label;
+    EXPECT_FALSE(compile_kernel(e, label).cubin.empty()) << label;
+  }
+}
+
 // Copies of a forest are counted against the compartment limit before any is built.
 TEST(HinesScale, TooManyCellsFailBeforeBuildingCopies) {
   const std::string swc = ::testing::TempDir() + "scale_cell.swc";

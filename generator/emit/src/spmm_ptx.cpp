@@ -220,10 +220,37 @@ class PtxWriter {
     reduction_slot(o);
     stage_slot(o);
     put(o, "  selp.u32 %flag, 1, 0, %live;\n  shl.b32 %info, %grp, 1;\n  or.b32 %info, %info, %flag;\n");
-    put(o, "  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi)
-      put(o, "{}{}", bi ? ", " : "", empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi));
-    put(o, ";\n  brx.idx %cx, $Lcases;\n");
+    put(o, "  mov.u32 %cx, %ctaid.y;\n");
+    dispatch(o);
+  }
+
+  // The jump to the thread's block row. Up to kSpmmPtxJumpTableEntries block rows, one table; beyond,
+  // a table of chunks of that many block rows (a chunk of plain empty block rows goes straight to
+  // their shared code), then the chunk's own table: the assembler fails on longer tables.
+  void dispatch(Out& o) {
+    const std::size_t n = p_.blocks.size(), chunk = kSpmmPtxJumpTableEntries;
+    const auto target = [&](std::size_t bi) { return empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi); };
+    if (n <= chunk) {
+      put(o, "  $Lcases: .branchtargets ");
+      for (std::size_t bi = 0; bi < n; ++bi) put(o, "{}{}", bi ? ", " : "", target(bi));
+      put(o, ";\n  brx.idx %cx, $Lcases;\n");
+      return;
+    }
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    std::vector<char> all_empty(chunks, 1);
+    for (std::size_t bi = 0; bi < n; ++bi) all_empty[bi / chunk] &= empty_[bi];
+    put(o, "  shr.u32 %erow, %cx, {};\n  and.b32 %eend, %cx, {};\n  $Lchunks: .branchtargets ",
+        std::countr_zero(chunk), chunk - 1);
+    for (std::size_t c = 0; c < chunks; ++c)
+      put(o, "{}{}", c ? ", " : "", all_empty[c] ? std::string("$Lempty") : fmt::format("$Lchunk{}", c));
+    put(o, ";\n  brx.idx %erow, $Lchunks;\n");
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (all_empty[c]) continue;
+      put(o, "$Lchunk{0}:\n  $Lcases{0}: .branchtargets ", c);
+      for (std::size_t bi = c * chunk; bi < std::min(n, (c + 1) * chunk); ++bi)
+        put(o, "{}{}", bi > c * chunk ? ", " : "", target(bi));
+      put(o, ";\n  brx.idx %eend, $Lcases{};\n", c);
+    }
   }
 
   // The plain empty block rows (spmm_plain_empty_block) share one piece of the entry that the jump
