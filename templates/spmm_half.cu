@@ -22,7 +22,8 @@
 //                 launch the wait is a no-op)
 //   BODY          one case per block row: accumulators, each group's steps, each group's share of the
 //                 fragments, then the epilogue (group reduction through shared memory, the groups'
-//                 fragment tiles, bias, ReLU, rounding to 16 bits, stores)
+//                 fragment tiles, bias, ReLU, rounding to 16 bits, stores); the block rows
+//                 without nonzeros share a `default:` that finds their rows from blockIdx.y
 // ABI: grid (ceil(n / (2 * N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan.
 // B is K x n and C is M x n, row-major, 16-bit; bias and values are float32 (values: the weights,
 // rounded to the dtype, of a streamed plan); fragments holds the packed tensor-core operands.

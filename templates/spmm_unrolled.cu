@@ -12,7 +12,9 @@
 //   BODY          one case per block row, self-contained: accumulators (one float per row and
 //                 column, indexed only by name), each group's steps, then the epilogue (group
 //                 reduction through shared memory, bias, ReLU, stores); staged steps copy B to
-//                 shared memory with cp.async from `stage` and read it back from `red`
+//                 shared memory with cp.async from `stage` and read it back from `red`; the
+//                 block rows without nonzeros share a `default:` that finds their rows from
+//                 blockIdx.y (spmm_plain_empty_block)
 // ABI: grid (ceil(n / (COLS N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan:
 // column tiles along x, so that consecutive blocks run the same block row's code.
 // Columns >= n neither load nor store but reach every __syncthreads().

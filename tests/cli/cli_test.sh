@@ -270,6 +270,50 @@ else
   [[ -e "$tmp/t.json" ]] && { echo "FAIL: a tune without a GPU wrote a database"; failures=$((failures + 1)); }
 fi
 
+# Degenerate and huge shapes: matrices without rows or columns, and more rows than the grid's block
+# rows can hold, are refused naming the file and the rule before any work; a tall matrix of empty rows
+# compiles quickly (empty rows take no code of their own); too many Hines cells fail before the copies
+# are built, within a 1 GiB address space.
+mtx_header() { printf '%%%%MatrixMarket matrix coordinate real general\n%s\n' "$1"; }
+mtx_header "0 5 0" >"$tmp/rows0.mtx"
+mtx_header "5 0 0" >"$tmp/cols0.mtx"
+npy_f32 "$tmp/rows0.npy" "(0, 4)"
+npy_f32 "$tmp/cols0.npy" "(4, 0)"
+{ mtx_header "4194241 4 1"; echo "1 1 1.5"; } >"$tmp/tall.mtx"
+{ mtx_header "1048576 8 2"; echo "1 1 1.5"; echo "1048576 8 -2"; } >"$tmp/mega.mtx"
+{ mtx_header "131072 64 1"; echo "1 1 1.5"; } >"$tmp/empty_rows.mtx"
+shape_rule="SpMM executors take matrices of 1 to 4194240 rows"
+expect 2 "rows0.mtx: the matrix is 0x5; $shape_rule" -- compile "$tmp/rows0.mtx" --n 4 -o "$tmp/x.sccb"
+expect 2 "cols0.mtx: the matrix is 5x0; $shape_rule .* at least one column" -- compile "$tmp/cols0.mtx" --n 4 -o "$tmp/x.sccb"
+expect 2 "rows0.npy: the matrix is 0x4"  -- compile "$tmp/rows0.npy" --n 4 --dtype f16 -o "$tmp/x.sccb"
+expect 2 "cols0.npy: the matrix is 4x0"  -- compile "$tmp/cols0.npy" --n 4 --emit cuda -o "$tmp/x.sccb"
+expect 2 "rows0.mtx: the matrix is 0x5"  -- tune --space "$tmp/rows0.mtx" --n 4
+expect 2 "tall.mtx: the matrix is 4194241x4; $shape_rule \(the grid's 65535 block rows of up to 64 rows\)" -- \
+  compile "$tmp/tall.mtx" --n 4 -o "$tmp/x.sccb"
+expect 2 "1048576 rows in block rows of 8 rows make 131072 block rows, more than the grid's 65535; take at least 17" -- \
+  compile "$tmp/mega.mtx" --n 4 --rows-per-block 8 -o "$tmp/x.sccb"
+[[ -e "$tmp/x.sccb" ]] && { echo "FAIL: a refused compile left x.sccb behind"; failures=$((failures + 1)); }
+expect 0 '"block_rows":61681'         -- compile "$tmp/mega.mtx" --n 4 --plan-json -o "$tmp/mega.sccb"
+expect 0 "plan interpreter .* ok$"    -- verify --cpu "$tmp/mega.sccb"
+started=$SECONDS
+expect 0 "compiled"                   -- compile "$tmp/empty_rows.mtx" --n 8 --relu -o "$tmp/er.sccb"
+expect 0 "compiled"                   -- compile "$tmp/empty_rows.mtx" --n 8 --runtime-n --values streamed -o "$tmp/er2.sccb"
+expect 0 "compiled"                   -- compile "$tmp/empty_rows.mtx" --n 8 --dtype f16 -o "$tmp/er3.sccb"
+expect 0 "plan interpreter .* ok$"    -- verify --cpu "$tmp/er.sccb"
+(( SECONDS - started > 60 )) && { echo "FAIL: 131072 empty rows took $((SECONDS - started)) s to compile"; failures=$((failures + 1)); }
+: >"$tmp/empty.swc"
+expect 2 "empty.swc: no samples"     -- hines "$tmp/empty.swc"
+expect 2 "empty.swc: no samples"     -- tune --space "$tmp/empty.swc"
+limited=(prlimit --as=$((1 << 30)) "$bin")
+out=$("${limited[@]}" hines "$tmp/cell.swc" --resolution 1000 --cells 1000000 2>&1)
+rc=$?
+if [[ $rc -ne 2 ]] || ! grep -Eq "1000000 copies of a forest of 4001 compartments are more than the limit of 268435456" <<<"$out"; then
+  echo "FAIL: hines --cells 1000000 under a 1 GiB limit -> exit $rc:"; sed 's/^/    /' <<<"$out" | head -n 5
+  failures=$((failures + 1))
+else
+  echo "ok:   hines --resolution 1000 --cells 1000000 (1 GiB address space) -> 2"
+fi
+
 # `bench` runs sparsecc_bench next to sparsecc, in ../bench/ or on PATH; alone, it names where it looked.
 mkdir "$tmp/lone"
 cp "$bin" "$tmp/lone/sparsecc"

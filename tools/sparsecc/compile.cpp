@@ -122,6 +122,16 @@ std::vector<std::string> input_paths(const std::vector<std::string>& specs) {
   return out;
 }
 
+CsrMatrix load_spmm_matrix(const std::string& spec, const LoadOptions& options, const std::string& dtype) {
+  CsrMatrix a = load_matrix(spec, options);
+  const InputSpec in = parse_input_spec(spec);
+  SourceLocation where = SourceLocation::in_file(in.path);
+  where.tensor = in.tensor;
+  require_spmm_matrix(a, where);
+  check_values_fit(a, dtype, in.path, in.tensor);
+  return a;
+}
+
 std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
   const Tensor t = load_tensor(spec);
   const std::string path = parse_input_spec(spec).path;
@@ -158,9 +168,7 @@ int run_compile(const CompileArgs& args) {
   }
   LoadOptions load;
   load.seed = args.spmm.seed;
-  const CsrMatrix a = load_matrix(args.spmm.matrix, load);
-  const InputSpec spec = parse_input_spec(args.spmm.matrix);
-  check_values_fit(a, args.spmm.dtype, spec.path, spec.tensor);
+  const CsrMatrix a = load_spmm_matrix(args.spmm.matrix, load, args.spmm.dtype);
   const std::vector<double> bias = args.spmm.bias.empty() ? std::vector<double>{} : load_bias(args.spmm.bias, a.rows);
   SpmmProblem problem;
   problem.m = a.rows;

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/io/load.hpp"
 
 namespace sparsecc::cli {
 
@@ -40,6 +41,10 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& args);
 // The inspector's options from the command line (value mode, tiling overrides, accumulation,
 // blocklets). Throws UsageError for a bad --blocklets text.
 SpmmOptions spmm_options(const SpmmArgs& args);
+
+// The matrix FILE[:TENSOR] (load_matrix), or an InputError naming the file when an SpMM executor cannot
+// take its shape (require_spmm_matrix) or a weight does not fit `dtype` (check_values_fit).
+CsrMatrix load_spmm_matrix(const std::string& spec, const LoadOptions& options, const std::string& dtype);
 
 // The bias vector FILE[:TENSOR], one value per row: InputError naming the file when the count differs.
 std::vector<double> load_bias(const std::string& spec, std::int64_t rows);

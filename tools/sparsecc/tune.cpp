@@ -163,10 +163,7 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
                    [input, seed, dtype = args.dtype] {
                      LoadOptions load;
                      load.seed = seed;
-                     CsrMatrix a = load_matrix(input, load);
-                     const InputSpec spec = parse_input_spec(input);
-                     check_values_fit(a, dtype, spec.path, spec.tensor);
-                     return a;
+                     return load_spmm_matrix(input, load, dtype);
                    },
                    std::nullopt,
                    {}});
@@ -285,10 +282,7 @@ int run_refresh_features(const TuneArgs& args) {
                         [input, seed = args.seed, dtype = args.dtype] {
                           LoadOptions load;
                           load.seed = seed;
-                          CsrMatrix a = load_matrix(input, load);
-                          const InputSpec spec = parse_input_spec(input);
-                          check_values_fit(a, dtype, spec.path, spec.tensor);
-                          return a;
+                          return load_spmm_matrix(input, load, dtype);
                         },
                         std::nullopt,
                         {}});

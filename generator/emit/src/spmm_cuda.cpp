@@ -61,6 +61,22 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   return s + "      }\n";
 }
 
+// The plain empty block rows (spmm_plain_empty_block) share the switch's default: group 0 stores the
+// epilogue of zero sums (0, plus the bias, through ReLU) to the rows the block row's index gives.
+std::string empty_case(const SpmmPlan& p) {
+  std::string s = "    default: {\n";
+  if (p.programmatic && p.programmatic_trigger) s += "      sparsecc_launch_dependents();\n";
+  s += fmt::format("      const long long first = static_cast<long long>(blockIdx.y) * {0};\n"
+                   "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n",
+                   p.panel_rows, p.problem.m);
+  s += "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {\n          float v = 0.0f;\n";
+  if (p.problem.bias) s += "          v = __fadd_rn(v, __ldg(bias + r));\n";
+  if (p.problem.relu) s += "          v = fmaxf(v, 0.0f);\n";
+  s += p.fp32_pairs() ? "          *reinterpret_cast<float2*>(c + r * ld) = make_float2(v, v);\n"
+                      : "          c[r * ld] = v;\n";
+  return s + "        }\n      break;\n    }\n";
+}
+
 // The case of one block row: its accumulators, then per group its steps (one load, then one multiply
 // for the first touch of an accumulator and one FMA for every later one), then the epilogue.
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
@@ -137,7 +153,9 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   const std::vector<float> weights = emit_detail::start_cuda_kernel(plan, a, out);
   std::string body;
   std::int64_t packed = 0;
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed);
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+    if (!spmm_plain_empty_block(plan, bi)) body += block_case(plan, weights, bi, packed);
+  if (spmm_has_plain_empty_blocks(plan)) body += empty_case(plan);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
                                                      {"KERNEL_NAME", plan.kernel_name},

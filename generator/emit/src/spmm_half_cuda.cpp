@@ -151,6 +151,21 @@ std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::in
   return s + (direct ? direct_store(p, block) : "        spcc_stage(st, d, g, q);\n") + "      }\n";
 }
 
+// The plain empty block rows (spmm_plain_empty_block) share the switch's default: group 0 stores the
+// epilogue of zero sums (0, plus the bias, through ReLU, rounded to the dtype) to the rows the block
+// row's index gives.
+std::string empty_case(const SpmmPlan& p) {
+  std::string s = fmt::format(
+      "    default: {{\n      const long long first = static_cast<long long>(blockIdx.y) * {0};\n"
+      "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n"
+      "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {{\n"
+      "          float v0 = 0.0f, v1 = 0.0f;\n",
+      p.panel_rows, p.problem.m);
+  if (p.problem.bias) s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
+  if (p.problem.relu) s += "          v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
+  return s + "          spcc_store_pair(c + r * ld, v0, v1, pair, live1);\n        }\n      break;\n    }\n";
+}
+
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
                        std::int64_t& fragment) {
   const SpmmBlockRow& block = p.blocks[bi];
@@ -199,7 +214,9 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   out.fragment_words = spmm_fragment_words(plan, a);
   std::string body;
   std::int64_t packed = 0, fragment = 0;
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) body += block_case(plan, weights, bi, packed, fragment);
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+    if (!spmm_plain_empty_block(plan, bi)) body += block_case(plan, weights, bi, packed, fragment);
+  if (spmm_has_plain_empty_blocks(plan)) body += empty_case(plan);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   // The stages follow the reduction buffer (spmm_shared_bytes), in floats.
   const std::int64_t stage =

@@ -40,7 +40,7 @@ constexpr std::int64_t kMaxImmediateOffset = std::numeric_limits<std::int32_t>::
 void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::size_t entries) {
   put(o,
       "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
-      "%redr, %flag, %info, %stg;\n");
+      "%redr, %flag, %info, %stg, %erow, %eend;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
       p.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.fp32_pairs())
@@ -65,6 +65,7 @@ class PtxWriter {
       entries_.push_back(entries);
       max_steps_ = std::max(max_steps_, steps);
       max_entries_ = std::max(max_entries_, entries);
+      empty_.push_back(spmm_plain_empty_block(p_, empty_.size()) ? 1 : 0);
     }
   }
 
@@ -78,9 +79,11 @@ class PtxWriter {
     prologue(o);
     std::int64_t packed = 0;
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      if (empty_[bi]) continue;
       put(o, "$Lb{}:\n", bi);
       case_body(o, bi, packed, false);
     }
+    empty_rows(o);
     put(o, "$Lexit:\n  ret;\n}}\n");
     return fmt::to_string(o);
   }
@@ -92,12 +95,14 @@ class PtxWriter {
     Out entry, whole;
     header(entry);
     header(whole);
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(entry, ".extern .func {};\n", signature(bi));
+    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi)
+      if (!empty_[bi]) put(entry, ".extern .func {};\n", signature(bi));
     put(entry, "\n");
     std::vector<Out> parts(1);
     header(parts.back());
     std::int64_t in_part = 0, packed = 0;
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      if (empty_[bi]) continue;
       const auto size = static_cast<std::int64_t>(steps_[bi] + entries_[bi]);
       if (in_part > 0 && in_part + size > module_instructions) {
         parts.emplace_back();
@@ -116,6 +121,7 @@ class PtxWriter {
     put(kernel, "\n");
     prologue(kernel);
     for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+      if (empty_[bi]) continue;
       put(kernel, "$Lb{}:\n  {{\n", bi);
       for (const char* name : kWideArgs) put(kernel, "  .param .b64 q_{};\n", name);
       for (const char* name : kNarrowArgs) put(kernel, "  .param .b32 q_{};\n", name);
@@ -124,6 +130,7 @@ class PtxWriter {
       put(kernel, "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_info, q_redr);\n  }}\n  ret;\n",
           p_.kernel_name, bi);
     }
+    empty_rows(kernel);
     put(kernel, "}}\n");
     entry.append(kernel.data(), kernel.data() + kernel.size());
     whole.append(kernel.data(), kernel.data() + kernel.size());
@@ -214,9 +221,63 @@ class PtxWriter {
     reduction_slot(o);
     stage_slot(o);
     put(o, "  selp.u32 %flag, 1, 0, %live;\n  shl.b32 %info, %grp, 1;\n  or.b32 %info, %info, %flag;\n");
-    put(o, "  mov.u32 %cx, %ctaid.y;\n  $Lcases: .branchtargets ");
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) put(o, "{}$Lb{}", bi ? ", " : "", bi);
-    put(o, ";\n  brx.idx %cx, $Lcases;\n");
+    put(o, "  mov.u32 %cx, %ctaid.y;\n");
+    dispatch(o);
+  }
+
+  // The jump to the thread's block row. Up to kSpmmPtxJumpTableEntries block rows, one table; beyond,
+  // a table of chunks of that many block rows (a chunk of plain empty block rows goes straight to
+  // their shared code), then the chunk's own table: the assembler fails on longer tables.
+  void dispatch(Out& o) {
+    const std::size_t n = p_.blocks.size(), chunk = kSpmmPtxJumpTableEntries;
+    const auto target = [&](std::size_t bi) { return empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi); };
+    if (n <= chunk) {
+      put(o, "  $Lcases: .branchtargets ");
+      for (std::size_t bi = 0; bi < n; ++bi) put(o, "{}{}", bi ? ", " : "", target(bi));
+      put(o, ";\n  brx.idx %cx, $Lcases;\n");
+      return;
+    }
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    std::vector<char> all_empty(chunks, 1);
+    for (std::size_t bi = 0; bi < n; ++bi) all_empty[bi / chunk] &= empty_[bi];
+    put(o, "  shr.u32 %erow, %cx, {};\n  and.b32 %eend, %cx, {};\n  $Lchunks: .branchtargets ",
+        std::countr_zero(chunk), chunk - 1);
+    for (std::size_t c = 0; c < chunks; ++c)
+      put(o, "{}{}", c ? ", " : "", all_empty[c] ? std::string("$Lempty") : fmt::format("$Lchunk{}", c));
+    put(o, ";\n  brx.idx %erow, $Lchunks;\n");
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (all_empty[c]) continue;
+      put(o, "$Lchunk{0}:\n  $Lcases{0}: .branchtargets ", c);
+      for (std::size_t bi = c * chunk; bi < std::min(n, (c + 1) * chunk); ++bi)
+        put(o, "{}{}", bi > c * chunk ? ", " : "", target(bi));
+      put(o, ";\n  brx.idx %eend, $Lcases{};\n", c);
+    }
+  }
+
+  // The plain empty block rows (spmm_plain_empty_block) share one piece of the entry that the jump
+  // table sends them to: the live threads of group 0 store the epilogue of zero sums (0, plus the
+  // bias, through ReLU) to the rows the block row's index gives, one row at a time.
+  void empty_rows(Out& o) {
+    if (std::find(empty_.begin(), empty_.end(), 1) == empty_.end()) return;
+    put(o, "$Lempty:\n");
+    if (programmatic_ && p_.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
+    put(o, "  @!%live ret;\n  @%helper ret;\n  mov.u32 %erow, %ctaid.y;\n  mul.lo.u32 %erow, %erow, {0};\n"
+           "  add.u32 %eend, %erow, {0};\n  min.u32 %eend, %eend, {1};\n$Lempty_row:\n  mov.f32 %a0, 0f00000000;\n",
+        p_.panel_rows, p_.problem.m);
+    if (p_.problem.bias)
+      put(o, "  mul.wide.u32 %u, %erow, 4;\n  add.s64 %u, %u, %bias;\n  ld.global.nc.f32 %y, [%u];\n"
+             "  add.rn.f32 %a0, %a0, %y;\n");
+    if (p_.problem.relu) put(o, "  max.f32 %a0, %a0, 0f00000000;\n");
+    if (fixed_)
+      put(o, "  mul.wide.u32 %q, %erow, {};\n", ld_bytes_);
+    else
+      put(o, "  mul.wide.u32 %q, %erow, %ldw;\n");
+    put(o, "  add.s64 %q, %q, %c;\n");
+    if (pairs_)
+      put(o, "  st.global.v2.f32 [%q], {{%a0, %a0}};\n");
+    else
+      put(o, "  st.global.f32 [%q], %a0;\n");
+    put(o, "  add.u32 %erow, %erow, 1;\n  setp.lt.u32 %p, %erow, %eend;\n  @%p bra $Lempty_row;\n  ret;\n");
   }
 
   // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t] (pairs: a float2
@@ -429,6 +490,7 @@ class PtxWriter {
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;
   std::vector<std::size_t> steps_, entries_;
+  std::vector<char> empty_;  // spmm_plain_empty_block, one flag a block row
   std::size_t max_steps_ = 0, max_entries_ = 0;
 };
 

@@ -177,6 +177,14 @@ double equal_panel_imbalance(const CsrMatrix& a, std::int64_t ny) {
   return static_cast<double>(heaviest) * static_cast<double>(blocks) / static_cast<double>(a.nnz()) - 1.0;
 }
 
+// Whether an equal panel of ny rows holds no nonzero. Such panels take no code of their own
+// (spmm_plain_empty_block), which balanced borders would undo, so the automatic rule keeps equal panels.
+bool has_empty_panel(const CsrMatrix& a, std::int64_t ny) {
+  for (std::int64_t r = 0; r < a.rows; r += ny)
+    if (a.row_ptr[std::min(a.rows, r + ny)] == a.row_ptr[r]) return true;
+  return false;
+}
+
 std::int32_t auto_n_tile(std::int64_t n) {
   if (n > 1024) return 64;
   return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
@@ -400,12 +408,32 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
   throw UsageError(fmt::format("{} '{}': expected auto, off, wait or trigger", what, word));
 }
 
+std::string spmm_shape_rule() {
+  return fmt::format("SpMM executors take matrices of 1 to {} rows (the grid's {} block rows of up to {} rows) and "
+                     "at least one column",
+                     kSpmmMaxRows, kSpmmMaxBlockRows, kSpmmMaxAccumulators);
+}
+
+void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where) {
+  if (a.rows < 1 || a.cols < 1 || a.rows > kSpmmMaxRows)
+    throw InputError(where, fmt::format("the matrix is {}x{}; {}", a.rows, a.cols, spmm_shape_rule()));
+}
+
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
   validate(a);
   if (problem.m != a.rows || problem.k != a.cols)
     throw UsageError(
         fmt::format("plan_spmm: problem is {}x{} but A is {}x{}", problem.m, problem.k, a.rows, a.cols));
   if (problem.n < 1) throw UsageError("plan_spmm: n must be positive");
+  if (a.rows < 1 || a.cols < 1 || a.rows > kSpmmMaxRows)
+    throw UsageError(fmt::format("plan_spmm: A is {}x{}; {}", a.rows, a.cols, spmm_shape_rule()));
+  if (options.rows_per_block > 0 && options.rows_per_block <= kSpmmMaxAccumulators &&
+      ceil_div(a.rows, options.rows_per_block) > kSpmmMaxBlockRows)
+    throw UsageError(fmt::format(
+        "plan_spmm: {} rows in block rows of {} rows make {} block rows, more than the grid's {}; take at least {} "
+        "rows per block",
+        a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block), kSpmmMaxBlockRows,
+        ceil_div(a.rows, kSpmmMaxBlockRows)));
   if (problem.dtype != "f32" && problem.dtype != "f16" && problem.dtype != "bf16")
     throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
   SpmmPlan p;
@@ -489,11 +517,13 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
         a.nnz() / ceil_div(a.rows, narrow_rows) >= kGroupNnz)
       p.n_tile = kNarrowTile;
   }
+  // Automatic block rows take at least the rows that keep the block rows within the grid.
   const std::int64_t ny = p.fragment_k             ? kSpmmFragmentRows
                           : options.rows_per_block ? options.rows_per_block
-                          : rolled                 ? (p.step_lanes > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
-                          : tall                   ? kTallRows
-                                 : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile));
+                                                   : std::max(ceil_div(a.rows, kSpmmMaxBlockRows),
+                                                              rolled ? (p.step_lanes > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
+                                                              : tall ? kTallRows
+                                                                     : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile)));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
@@ -522,7 +552,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
   // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
   if (!options.row_split && !clustered && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
-      problem.n < kBalanceMaxColumns && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
+      problem.n < kBalanceMaxColumns && !has_empty_panel(a, ny) && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
     p.row_split = SpmmRowSplit::balanced;
   const std::int64_t cap =
       p.row_split != SpmmRowSplit::balanced ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);

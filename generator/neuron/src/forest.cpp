@@ -1,5 +1,7 @@
 #include "sparsecc/neuron/forest.hpp"
 
+#include <fmt/format.h>
+
 #include <random>
 
 #include "sparsecc/common/error.hpp"
@@ -12,8 +14,17 @@ HinesSystem load_hines_forest(const std::vector<std::string>& swc_files, int cop
   if (copies < 1) throw UsageError("load_hines_forest: copies must be at least 1");
   CompartmentOptions co;
   co.resolution = resolution;
+  // The forest's size is checked against the limit as the files are read, before any copy is made.
   std::vector<HinesSystem> files;
-  for (const auto& f : swc_files) files.push_back(assemble_hines(load_neuron(f), CableParams{}, co));
+  std::int64_t rows = 0;
+  for (const auto& f : swc_files) {
+    files.push_back(assemble_hines(load_neuron(f), CableParams{}, co));
+    rows += files.back().size();
+    if (rows * copies > kMaxCompartments)
+      throw UsageError(fmt::format("{} copies of a forest of {}{} compartments are more than the limit of {} "
+                                   "compartments",
+                                   copies, rows, files.size() < swc_files.size() ? " or more" : "", kMaxCompartments));
+  }
   std::vector<HinesSystem> parts;
   parts.reserve(files.size() * static_cast<std::size_t>(copies));
   for (int c = 0; c < copies; ++c) parts.insert(parts.end(), files.begin(), files.end());

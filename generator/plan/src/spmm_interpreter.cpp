@@ -47,6 +47,7 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));
   std::vector<float> lane_sums(ny * static_cast<std::size_t>(std::max(plan.step_lanes, 1)));  // rolled plans
   std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.groups));
+  std::vector<char> touched(ny, 0);  // accumulators a group has written (unrolled plans)
   std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.groups));  // one per group
   std::int64_t packed_begin = 0;  // first packed value of the current block row
   std::size_t fragment_begin = 0;  // first fragment word of the current block row
@@ -88,7 +89,7 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
           std::copy(lane_sums.begin(), lane_sums.begin() + static_cast<std::ptrdiff_t>(ny), acc);
           continue;
         }
-        std::vector<char> touched(ny, 0);
+        std::fill(touched.begin(), touched.end(), 0);
         std::fill(acc, acc + ny, 0.0f);
         std::fill(hacc, hacc + ny, 0.0);
         for (const auto& step : block.groups[g].steps) {

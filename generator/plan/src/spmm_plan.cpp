@@ -195,6 +195,25 @@ std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, 
   return {at(static_cast<std::size_t>(g)), at(static_cast<std::size_t>(g) + 1)};
 }
 
+bool spmm_plain_empty_block(const SpmmPlan& plan, std::size_t bi) {
+  const SpmmBlockRow& b = plan.blocks.at(bi);
+  if (!b.fragments.empty()) return false;
+  for (const auto& g : b.groups)
+    if (!g.steps.empty()) return false;
+  const std::int64_t begin = static_cast<std::int64_t>(bi) * plan.panel_rows;
+  if (plan.panel_rows < 1 || b.row_begin != begin || b.row_end != std::min(plan.problem.m, begin + plan.panel_rows))
+    return false;
+  for (std::int64_t r = b.row_begin; r < b.row_end && !plan.row_order.empty(); ++r)
+    if (spmm_row(plan, r) != r) return false;
+  return true;
+}
+
+bool spmm_has_plain_empty_blocks(const SpmmPlan& plan) {
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+    if (spmm_plain_empty_block(plan, bi)) return true;
+  return false;
+}
+
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b) {
   if (!plan.half()) return plan.groups > 1;
   for (std::size_t g = 1; g < b.groups.size(); ++g)

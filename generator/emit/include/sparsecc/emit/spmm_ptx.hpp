@@ -32,6 +32,9 @@ inline constexpr std::int64_t kSpmmPtxSplitInstructions = 64000;
 // runtime-N kernels split sooner.
 inline constexpr std::int64_t kSpmmPtxRuntimeNSplitInstructions = 4000;
 inline constexpr std::int64_t kSpmmPtxModuleInstructions = 30000;
+// Entries of one jump table (.branchtargets); the entry dispatches longer grids in chunks of this many
+// block rows (a power of two).
+inline constexpr std::size_t kSpmmPtxJumpTableEntries = 4096;
 // Registers the split layout's case functions get beyond the plan's cap: their seven parameters
 // stay in registers where an entry reads its own from the constant bank. Measured on an H100 against
 // the plan's cap itself (p07-p10, p19, p20 of the SparseRT suite): +32 was 1.14x faster in geomean

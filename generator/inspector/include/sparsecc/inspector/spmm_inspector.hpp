@@ -4,7 +4,8 @@
 //                  M (1 for rolled plans); 32 for fp32 unrolled plans of one column a thread with
 //                  nnz x N of 10M or more whose 32-row grid still has 100 blocks (tall plans), whose
 //                  rows are clustered (row_clusters.hpp) at N > 1024 where the clustered panels load
-//                  at most 90 % of the equal panels' rows of B;
+//                  at most 90 % of the equal panels' rows of B; at least ceil(M / 65535) in every
+//                  case, so that the block rows fit the grid;
 //   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
 //                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
 //                  taller block rows that still hold 256 nonzeros;
@@ -16,7 +17,7 @@
 //                  is one wave more than half full, it takes that tile and the one-wave groups;
 //   row split      = equal row panels, but balanced by nonzeros (each block row at most 2 * Ny rows)
 //                  for fp32 unrolled plans at N < 4096 with Ny >= 4 whose heaviest equal panel holds
-//                  35 % more nonzeros than the mean; `balanced` / `equal` options force either;
+//                  35 % more nonzeros than the mean and none of which is empty; `balanced` / `equal` options force either;
 //                  `clustered` (never automatic; fp32 unrolled plans) takes equal panels of the rows
 //                  regrouped by cluster_rows (sparsecc/inspector/row_clusters.hpp) into the plan's
 //                  row_order;
@@ -45,6 +46,7 @@
 #include <optional>
 #include <string>
 
+#include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/blocklets.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
@@ -97,7 +99,15 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
 // tensor cores cannot take (16x8, 16x16, 8x8).
 void set_blocklets(SpmmOptions& o, const std::string& spec);
 
-// Throws UsageError when the problem does not match A, when Ny exceeds kSpmmMaxAccumulators, or when
+// The shapes plan_spmm takes, as a sentence: 1 to kSpmmMaxRows rows, at least one column.
+std::string spmm_shape_rule();
+
+// Throws InputError at `where` (the file A came from) when plan_spmm cannot take A's shape: no rows,
+// no columns, or more than kSpmmMaxRows rows. Commands call it right after loading A.
+void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where);
+
+// Throws UsageError when A has no rows or columns or more than kSpmmMaxRows rows, when the problem
+// does not match A, when explicit rows_per_block make more than kSpmmMaxBlockRows block rows, when Ny exceeds kSpmmMaxAccumulators, or when
 // T * Gy exceeds 1024 threads.
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {});
 

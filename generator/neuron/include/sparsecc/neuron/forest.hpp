@@ -12,7 +12,8 @@ namespace sparsecc {
 
 // Every file's cells in order, the whole list `copies` times, at `resolution` compartments per SWC
 // segment, as one Hines system. Throws what the SWC reader and the assembly throw (InputError naming
-// the file and line for a bad file, UsageError for bad arguments).
+// the file and line for a bad file, UsageError for bad arguments), and UsageError naming the limit
+// when the copies would hold more than kMaxCompartments compartments (checked before any copy).
 HinesSystem load_hines_forest(const std::vector<std::string>& swc_files, int copies, int resolution);
 
 // N x R right-hand sides of one passive step: per column, potentials uniform in -80..-50 mV and

@@ -186,6 +186,8 @@ inline constexpr std::int32_t kSpmmMaxAccumulators = 64;
 inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 // Block rows run along grid y, which CUDA limits to 65535 blocks.
 inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
+// The most rows of A an SpMM executor takes: kSpmmMaxBlockRows block rows of kSpmmMaxAccumulators rows.
+inline constexpr std::int64_t kSpmmMaxRows = kSpmmMaxBlockRows * kSpmmMaxAccumulators;
 // The hardware's registers per thread (the largest max_registers).
 inline constexpr std::int32_t kSpmmMaxRegisters = 255;
 // Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
@@ -239,6 +241,14 @@ std::int64_t spmm_stage_offset(const SpmmPlan& plan);
 std::int64_t spmm_stage_commits(const std::vector<char>& staged);
 bool spmm_stage_commit_after(std::int64_t copy, std::int64_t copies);
 std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits);
+
+// Whether block row `bi` is a plain empty one: no steps and no fragments, the rows bi * panel_rows ..
+// min(M, (bi + 1) * panel_rows), each computing its own row of C. The emitters give all of them one
+// shared piece of code that finds the rows from the block row's index (C = bias, ReLU, or 0), so that
+// empty rows cost no code of their own.
+bool spmm_plain_empty_block(const SpmmPlan& plan, std::size_t bi);
+// Whether some block row of the plan is a plain empty one.
+bool spmm_has_plain_empty_blocks(const SpmmPlan& plan);
 
 // Whether block row `b` hands partial sums from groups 1.. to group 0. Always for fp32 plans; half
 // plans skip the hand-over (and the interpreter the addition) where those groups have no steps.
