@@ -239,10 +239,12 @@ expect 2 "corrupt_copy.json" -- tune --refresh-features "$tmp/small.mtx" --db "$
 cmp -s "$tmp/corrupt.json" "$tmp/corrupt_copy.json" || { echo "FAIL: --refresh-features changed a damaged database"; failures=$((failures + 1)); }
 echo '{"schema": 1, "records": []}' >"$tmp/empty_db.json"
 expect 2 "none of the 0 records of .*empty_db.json is for the 1 matrices given" -- tune --refresh-features "$tmp/small.mtx" --db "$tmp/empty_db.json"
-expect 0 "ignoring tuning database .*corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
-expect 0 "no record in .*corrupt.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
+# A database named for a lookup must be readable: a damaged one is bad input, a missing one is empty.
+expect 2 "corrupt.json: byte [0-9]+" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" -o "$tmp/pred.sccb"
+[[ -e "$tmp/pred.sccb" ]] && { echo "FAIL: a compile with a damaged --db wrote its output"; failures=$((failures + 1)); }
+expect 0 "no record in .*nodb.json .*the predictor's choice R[0-9]+/" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/nodb.json" -o "$tmp/pred.sccb"
 expect 0 "plan interpreter .* ok$"  -- verify --cpu "$tmp/pred.sccb"
-expect 0 "no cold-L2 record in .*corrupt.json .*: the automatic plan" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/corrupt.json" --cold-l2 -o "$tmp/pred.sccb"
+expect 0 "no cold-L2 record in .*nodb.json .*: the automatic plan" -- compile "$tmp/small.mtx" --n 8 --db "$tmp/nodb.json" --cold-l2 -o "$tmp/pred.sccb"
 expect 2 "--cold-l2 times SpMM executors" -- tune "$tmp/cell.swc" --db "$tmp/h.json" --cold-l2
 [[ -e "$tmp/h.json" ]] && { echo "FAIL: a refused Hines --cold-l2 tune wrote a database"; failures=$((failures + 1)); }
 if [[ -e /dev/nvidia0 ]]; then

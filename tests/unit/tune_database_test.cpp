@@ -265,6 +265,14 @@ TEST(TuneDatabase, CorruptFilesAreReportedAndIgnored) {
   for (const Case& c : cases) {
     const std::string path = dir.file(c.name);
     test::write_text(path, c.text);
+    // A command that only reads the database refuses it, naming the file and the problem.
+    try {
+      read_database_file(path);
+      ADD_FAILURE() << c.name << ": read_database_file accepted it";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.detail), std::string::npos) << e.what();
+    }
     std::vector<std::string> warnings;
     TuningDatabase db;
     EXPECT_NO_THROW(db = load_database(path, &warnings)) << c.name;
@@ -283,6 +291,7 @@ TEST(TuneDatabase, CorruptFilesAreReportedAndIgnored) {
   for (const std::string& special : {std::string("/dev/zero"), fifo}) {
     if (special == fifo ? ::mkfifo(fifo.c_str(), 0600) != 0 : !std::filesystem::exists(special)) continue;
     warnings.clear();
+    EXPECT_THROW(read_database_file(special), InputError) << special;
     EXPECT_TRUE(load_database(special, &warnings).records.empty());
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("not a regular file"), std::string::npos) << warnings[0];
@@ -292,6 +301,8 @@ TEST(TuneDatabase, CorruptFilesAreReportedAndIgnored) {
   warnings.clear();
   EXPECT_EQ(load_database(dir.file("good.json"), &warnings).records.size(), 1u);
   EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(read_database_file(dir.file("good.json")).records.size(), 1u);
+  EXPECT_TRUE(read_database_file(dir.file("absent.json")).records.empty());
 }
 
 TEST(TuneDatabase, UpdateCreatesMergesAndReplaces) {
@@ -372,17 +383,20 @@ TEST(TuneDatabase, ConcurrentProcessesLoseNoRecords) {
   expect_no_leftovers(dir);
 }
 
-TEST(TuneDatabase, UpdateReplacesACorruptFileAndWarns) {
+TEST(TuneDatabase, UpdateRefusesToReplaceACorruptFile) {
   test::TempDir dir;
   const std::string path = dir.file("db.json");
-  test::write_text(path, R"({"schema": 1, "records": [{"key": )");
+  const std::string text = R"({"schema": 1, "records": [{"key": )";
+  test::write_text(path, text);
   std::vector<std::string> warnings;
-  EXPECT_NO_THROW(update_database(path, {make_record("new")}, &warnings));
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find(path), std::string::npos) << warnings[0];
-  const TuningDatabase db = strict_load(path);
-  ASSERT_EQ(db.records.size(), 1u);
-  EXPECT_NE(db.find(make_key("new")), nullptr);
+  try {
+    update_database(path, {make_record("new")}, &warnings);
+    ADD_FAILURE() << "a corrupt database was replaced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a tuning database"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(path), text);  // the user's file as it was
 }
 
 TEST(TuneDatabase, UpdateRefusesToReplaceANewerSchema) {

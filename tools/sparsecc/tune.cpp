@@ -248,9 +248,7 @@ SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n
 std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs, bool cold_l2) {
   std::vector<tune::PredictorSample> out;
   for (const std::string& path : dbs) {
-    std::vector<std::string> warnings;
-    const tune::TuningDatabase db = tune::load_database(path, &warnings);
-    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+    const tune::TuningDatabase db = tune::read_database_file(path);
     std::size_t stale = 0;
     for (tune::PredictorSample& s : tune::predictor_samples(db, &stale, cold_l2)) out.push_back(std::move(s));
     if (stale > 0)
@@ -436,6 +434,8 @@ void check_tune_outputs(const TuneArgs& args) {
   }
   if (args.space || args.db.size() != 1) return;  // nothing is written (or a usage error follows)
   check_output_file(args.db[0], inputs, "--db");
+  // The database the results go into must be one (or absent) before any time is spent tuning.
+  (void)tune::read_database_file(args.db[0]);
 }
 
 int run_tune(const TuneArgs& args) {

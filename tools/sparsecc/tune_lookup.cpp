@@ -45,9 +45,7 @@ std::pair<std::string, std::string> lookup_target(const std::string& arch, const
 
 // The record for `key` in the database at `path` (a copy), matching any GPU name when the key has none.
 std::optional<tune::TuningRecord> find_record(const std::string& path, const tune::TuningKey& key) {
-  std::vector<std::string> warnings;
-  const tune::TuningDatabase db = tune::load_database(path, &warnings);
-  for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  const tune::TuningDatabase db = tune::read_database_file(path);
   for (const tune::TuningRecord& r : db.records) {
     tune::TuningKey k = r.key;
     if (key.gpu.empty()) k.gpu.clear();  // any GPU of this compute capability

@@ -436,6 +436,13 @@ TuningDatabase parse_database(std::string_view text, const std::string& name) {
   return std::move(r.db);
 }
 
+TuningDatabase read_database_file(const std::string& path) {
+  LoadResult loaded = read_database(path);
+  if (loaded.state == FileState::ok) return std::move(loaded.db);
+  if (loaded.state == FileState::missing) return {};
+  throw InputError(loaded.where, loaded.problem);
+}
+
 TuningDatabase load_database(const std::string& path, std::vector<std::string>* warnings) {
   LoadResult loaded = read_database(path);
   if (loaded.state == FileState::ok) return std::move(loaded.db);
@@ -456,11 +463,9 @@ void update_database(const std::string& path, const std::vector<TuningRecord>& r
     case FileState::ok:
       break;
     case FileState::corrupt:
-      if (warnings)
-        warnings->push_back(fmt::format("replacing corrupt tuning database {}",
-                                        InputError(current.where, current.problem).what()));
-      current.db = {};
-      break;
+      // Not a database (perhaps not even one once): the user's file is never replaced.
+      throw InputError(current.where,
+                       fmt::format("not replacing a file that is not a tuning database: {}", current.problem));
     case FileState::unreadable:
       throw InputError(current.where, fmt::format("cannot update the tuning database: {}", current.problem));
     case FileState::newer:

@@ -94,6 +94,11 @@ TuningDatabase database_from_json(const nlohmann::json& j, const std::string& na
 // Throws InputError for every problem load_database reports as a warning.
 TuningDatabase parse_database(std::string_view text, const std::string& name);
 
+// Reads the database at `path` for a command that only reads it (a lookup, a fit): a missing file is an
+// empty database; every problem that load_database reports as a warning throws InputError naming the
+// file instead, so a database the user named is never silently ignored.
+TuningDatabase read_database_file(const std::string& path);
+
 // Loads the database at `path`. A missing file is an empty database, without a warning. A file that
 // cannot be read, is over kMaxTuningDatabaseBytes (common/json_input.hpp: such a file is not read,
 // and update_database refuses to replace it), is not JSON, nests deeper than kMaxJsonDepth, has the
@@ -104,8 +109,8 @@ TuningDatabase load_database(const std::string& path, std::vector<std::string>* 
 
 // Merges `records` into the file at `path` (same key: the new record replaces the stored one):
 //  1. takes an exclusive flock() on "<path>.lock" (created if needed, never removed);
-//  2. re-reads the current file; a corrupt one (not JSON, wrong schema number below the current,
-//     bad records) is reported in *warnings and replaced;
+//  2. re-reads the current file; one that is not a database (not JSON, wrong schema number below the
+//     current, bad records) throws InputError naming the path and is left as it was;
 //  3. writes the merged database to a uniquely named temporary in the same directory, fsyncs it and
 //     renames it over `path` (keeping the old file's permission bits);
 //  4. releases the lock.
