@@ -141,10 +141,13 @@ mkdir -p "$in/userdir" && echo keep >"$in/userdir/notes.txt" && echo '{"mine": t
 mkdir -p "$in/a_folder"
 
 # ---- The limit on address space -----------------------------------------------------------------
-# The smallest --as (in 32 MiB steps) under which a trivial compile and compile-model succeed; the
-# cases run with 1 GiB more. Without one up to 64 GiB, cases run without --as (peak RSS still checked).
+# The smallest --as (in 32 MiB steps) under which a trivial compile, verify, compile-model and hines
+# compile succeed (NVRTC, nvJitLink and a GPU driver reserve address space); the cases run with 1 GiB
+# more. Without one up to 64 GiB, cases run without --as (peak RSS still checked).
 fits() {
   prlimit --as="$1" -- "$bin" compile "$in/small.mtx" --n 4 -o "$tmp/base.sccb" >/dev/null 2>&1 &&
+    prlimit --as="$1" -- "$bin" verify --cpu "$tmp/base.sccb" >/dev/null 2>&1 &&
+    prlimit --as="$1" -- "$bin" hines "$in/cell.swc" -o "$tmp/base_hines.sccb" >/dev/null 2>&1 &&
     prlimit --as="$1" -- "$bin" compile-model "$in/model.npz" --n 8 --jobs 1 -o "$tmp/base_model" >/dev/null 2>&1 &&
     rm -rf "$tmp/base_model"
 }
