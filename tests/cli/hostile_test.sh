@@ -14,7 +14,8 @@
 # Cases are one line each: `check NAME EXIT REGEX -- ARGS...`, EXIT an extended regex of the allowed
 # statuses ("2", "0|2"), REGEX an extended regex the combined stdout and stderr must match ("" for
 # any). Environment: HOSTILE_ONLY (an extended regex: run only the cases whose name matches it),
-# HOSTILE_TIME_LIMIT (seconds, default 60), HOSTILE_PEAK_MIB (default 1024).
+# HOSTILE_TIME_LIMIT (seconds, default 60), HOSTILE_PEAK_MIB (default 1024), HOSTILE_NO_AS=1 (no --as:
+# the peak RSS is still checked).
 set -uo pipefail
 bin=$1
 maker=$2
@@ -95,6 +96,13 @@ mtx "$in/no_nnz.mtx" 4 4 0
   printf '\n'
   seq 0 1048575 | awk '{ printf "%d ", $1 % 16 } END { printf "\n" }'
 } | gzip -1 >"$in/rows2p20_full.smtx.gz"
+# A safetensors header whose tensor shape is an array nested 100000 levels deep (the maker's deep
+# files nest elsewhere).
+deep=$(head -c 100000 /dev/zero | tr '\0' '[')$(head -c 100000 /dev/zero | tr '\0' ']')
+header="{\"w\":{\"dtype\":\"F32\",\"shape\":$deep,\"data_offsets\":[0,0]}}"
+n=${#header}
+# shellcheck disable=SC2059 # the 8-byte little-endian length, as octal escapes
+{ printf "$(printf '\\%03o' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)) 0 0 0 0)"; printf '%s' "$header"; } >"$in/deep_shape.safetensors"
 # Headers that declare far more than the file holds.
 mtx "$in/huge_header.mtx" 16777216 16777216 281474976710656 "1 1 1.5"
 printf '16777216, 16777216, 1000000000000\n0 1\n0\n' >"$in/huge_header.smtx"
@@ -133,15 +141,19 @@ mkdir -p "$in/userdir" && echo keep >"$in/userdir/notes.txt" && echo '{"mine": t
 mkdir -p "$in/a_folder"
 
 # ---- The limit on address space -----------------------------------------------------------------
-# The smallest --as (in 32 MiB steps) under which a trivial compile and compile-model succeed; the
-# cases run with 1 GiB more. Without one up to 64 GiB, cases run without --as (peak RSS still checked).
+# The smallest --as (in 32 MiB steps) under which a trivial compile, verify, compile-model and hines
+# compile succeed (NVRTC, nvJitLink and a GPU driver reserve address space); the cases run with 1 GiB
+# more. Without one up to 64 GiB, cases run without --as (peak RSS still checked).
 fits() {
   prlimit --as="$1" -- "$bin" compile "$in/small.mtx" --n 4 -o "$tmp/base.sccb" >/dev/null 2>&1 &&
+    prlimit --as="$1" -- "$bin" verify --cpu "$tmp/base.sccb" >/dev/null 2>&1 &&
+    prlimit --as="$1" -- "$bin" hines "$in/cell.swc" -o "$tmp/base_hines.sccb" >/dev/null 2>&1 &&
     prlimit --as="$1" -- "$bin" compile-model "$in/model.npz" --n 8 --jobs 1 -o "$tmp/base_model" >/dev/null 2>&1 &&
     rm -rf "$tmp/base_model"
 }
 mib=$((1 << 20))
 hi=$((64 * mib))
+[[ -n ${HOSTILE_NO_AS:-} ]] && hi=$((128 * 1024 * mib))
 while ((hi <= 64 * 1024 * mib)) && ! fits "$hi"; do hi=$((hi * 2)); done
 limit=()
 if ((hi <= 64 * 1024 * mib)); then
@@ -154,7 +166,7 @@ if ((hi <= 64 * 1024 * mib)); then
   limit=(prlimit --as="$as" --)
   as_note="--as $((as / mib)) MiB (a trivial compile needs $((hi / mib)) MiB of address space)"
 else
-  as_note="no --as limit (a trivial compile does not run under 64 GiB of address space)"
+  as_note="no --as limit (HOSTILE_NO_AS, or a trivial compile does not run under 64 GiB of address space)"
 fi
 
 # ---- Running a case -----------------------------------------------------------------------------
@@ -225,6 +237,8 @@ o=$out
 check deep_json.safetensors.inspect  2 "deep\.safetensors"   -- inspect "$i/deep.safetensors"
 check deep_json.safetensors.compile  2 "deep\.safetensors"   -- compile "$i/deep.safetensors" --n 4 -o "$o/x.sccb"
 check deep_json.safetensors.model    2 "deep\.safetensors"   -- compile-model "$i/deep.safetensors" -o "$o/deep_st"
+check deep_json.st_shape.inspect     2 "deep_shape\.safetensors" -- inspect "$i/deep_shape.safetensors"
+check deep_json.st_shape.model       2 "deep_shape\.safetensors" -- compile-model "$i/deep_shape.safetensors" --jobs 1 -o "$o/deep_shape"
 check deep_json.manifest.embed       2 "deep_manifest\.json" -- embed --manifest "$i/deep_manifest.json" --name a -o "$o/deep.hpp"
 check deep_json.db.compile           2 "deep_db\.json"       -- compile "$i/small.mtx" --n 4 --db "$i/deep_db.json" -o "$o/x.sccb"
 check deep_json.db.compile_model     2 "deep_db\.json"       -- compile-model "$i/model.npz" --n 8 --jobs 1 --db "$i/deep_db.json" -o "$o/deep_db"
@@ -313,7 +327,7 @@ check hines_cells.over_limit         2 "cells|compartments"  -- hines "$i/cell.s
 check hines_cells.over_limit_out     2 "cells|compartments"  -- hines "$i/cell.swc" --resolution 100 --cells 1000000 -o "$o/x.sccb"
 check hines_cells.cli_range          2 "cells"               -- hines "$i/cell.swc" --cells 100000000
 check hines_cells.tune_space         2 "cells|compartments"  -- tune "$i/cell.swc" --resolution 100 --cells 1000000 --space
-check hines_cells.million            "0|2" ""                -- hines "$i/cell.swc" --cells 1000000
+check hines_cells.million            "0|2" "planned|cells.*(limit|at most)" -- hines "$i/cell.swc" --cells 1000000
 check empty_rows.131k.inspect        0 "131072"              -- inspect "$i/rows131k_one_nnz.mtx"
 check empty_rows.131k.compile        0 ""                    -- compile "$i/rows131k_one_nnz.mtx" --n 8 -o "$o/r131k.sccb"
 check_bundle empty_rows.131k.verify "$o/r131k.sccb"
@@ -322,11 +336,11 @@ check empty_rows.131k.prune          "0|2" "rows131k"        -- prune "$i/rows13
 
 # 5. Valid input: degenerate sizes compile (or are refused at the input with the limit); a non-float
 #    tensor beside the matrix; one rule for NaN in every format; messages name the file and entry.
-check rows_2p20.one_nnz              "0|2" ""                -- compile "$i/rows2p20_one_nnz.mtx" --n 8 -o "$o/r20.sccb"
+check rows_2p20.one_nnz              "0|2" "compiled|rows2p20_one_nnz\.mtx.*(limit|at most)" -- compile "$i/rows2p20_one_nnz.mtx" --n 8 -o "$o/r20.sccb"
 check_bundle rows_2p20.one_nnz.verify "$o/r20.sccb"
-check rows_2p20.full                 "0|2" ""                -- compile "$i/rows2p20_full.smtx.gz" --n 8 -o "$o/r20f.sccb"
+check rows_2p20.full                 "0|2" "compiled|rows2p20_full\.smtx\.gz.*(limit|at most)" -- compile "$i/rows2p20_full.smtx.gz" --n 8 -o "$o/r20f.sccb"
 check_bundle rows_2p20.full.verify "$o/r20f.sccb"
-check rows_2p24.one_nnz              "0|2" ""                -- compile "$i/rows2p24_one_nnz.mtx" --n 8 -o "$o/r24.sccb"
+check rows_2p24.one_nnz              "0|2" "compiled|rows2p24_one_nnz\.mtx.*(limit|at most)" -- compile "$i/rows2p24_one_nnz.mtx" --n 8 -o "$o/r24.sccb"
 for z in zero_rows zero_cols zero_both no_nnz; do
   check "empty.$z"                   "0|2" "$z\.mtx|compiled|wrote" -- compile "$i/$z.mtx" --n 4 -o "$o/$z.sccb"
   check_bundle "empty.$z.verify" "$o/$z.sccb"

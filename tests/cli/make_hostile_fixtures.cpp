@@ -47,8 +47,16 @@ void put(Bytes& b, std::uint64_t v, int bytes) {
 void append(Bytes& b, std::string_view s) { b.insert(b.end(), s.begin(), s.end()); }
 void append(Bytes& b, const Bytes& s) { b.insert(b.end(), s.begin(), s.end()); }
 
-void write(const fs::path& p, const Bytes& b) { sparsecc::write_file_atomic(p.string(), b); }
-void write(const fs::path& p, std::string_view s) { sparsecc::write_file_atomic(p.string(), s); }
+// The bytes as given (write_file_atomic would gzip them again under a .gz name).
+void write(const fs::path& p, std::string_view s) {
+  std::FILE* f = std::fopen(p.string().c_str(), "wb");
+  if (!f) throw std::runtime_error(p.string() + ": cannot create");
+  const bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  if (std::fclose(f) != 0 || !ok) throw std::runtime_error(p.string() + ": cannot write");
+}
+void write(const fs::path& p, const Bytes& b) {
+  write(p, std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+}
 
 // `levels` nested arrays around 0: [[[...0...]]].
 std::string deep_json(int levels) { return std::string(levels, '[') + "0" + std::string(levels, ']'); }
@@ -218,8 +226,9 @@ void add_float_initializer(onnx::GraphProto* g, const Tensor& t) {
   for (auto d : t.shape) p->add_dims(d);
   for (double v : t.data) p->add_float_data(static_cast<float>(v));
 }
-// X (batch x K) -> MatMul(W: K x N) -> Y, W given as an initializer (its data inline, or external).
-onnx::ModelProto matmul_model(const Tensor& w, const std::string& external) {
+// X (batch x K) -> MatMul(W: K x N) -> Y, W given as an initializer (its data inline, or external);
+// with `next`, a second MatMul by it (inline) follows.
+onnx::ModelProto matmul_model(const Tensor& w, const std::string& external, const Tensor* next = nullptr) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -249,7 +258,16 @@ onnx::ModelProto matmul_model(const Tensor& w, const std::string& external) {
   n->set_op_type("MatMul");
   n->add_input("X");
   n->add_input(w.name);
-  n->add_output("Y");
+  n->add_output(next ? "H" : "Y");
+  if (next) {
+    add_float_initializer(g, *next);
+    onnx::NodeProto* n2 = g->add_node();
+    n2->set_name("fc2");
+    n2->set_op_type("MatMul");
+    n2->add_input("H");
+    n2->add_input(next->name);
+    n2->add_output("Y");
+  }
   return m;
 }
 #endif
@@ -362,7 +380,9 @@ void write_fixtures(const fs::path& out) {
   {
     Tensor k = sparse_weight("W", 24, 32, 3);  // K x N for MatMul
     k.data[9] = std::numeric_limits<double>::quiet_NaN();
-    write(out / "nan.onnx", matmul_model(k, "").SerializeAsString());
+    // Beside a valid layer, so that skipping the NaN weight would still compile something.
+    const Tensor k2 = sparse_weight("W2", 32, 16, 4);
+    write(out / "nan.onnx", matmul_model(k, "", &k2).SerializeAsString());
     // External data behind a name in the model's folder that the test links to a device or FIFO.
     write(out / "external_zero.onnx", matmul_model(k, "zero.bin").SerializeAsString());
   }
