@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/nvrtc.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 
@@ -179,6 +181,22 @@ TEST(Compile, PtxErrorsCarryTheLog) {
     EXPECT_NE(std::string(e.what()).find("newer.ptx"), std::string::npos);
   }
   EXPECT_THROW(assemble_ptx("", "empty.ptx"), CompileError);
+}
+
+// A ptxas option the user gave is the user's error, with the assembler's cause, on both routes; good
+// options and none pass.
+TEST(Compile, BadPtxasOptionsAreTheUsersError) {
+  for (const KernelLanguage language : {KernelLanguage::ptx, KernelLanguage::cuda}) {
+    try {
+      check_ptxas_options({"-Xptxas=-bogus"}, "sm_90", language);
+      FAIL() << "expected a UsageError";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--Xptxas: the assembler refuses -bogus: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bogus'"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(check_ptxas_options({"-Xptxas=-O1"}, "sm_90", language));
+    EXPECT_NO_THROW(check_ptxas_options({}, "sm_90", language));
+  }
 }
 
 TEST(Compile, AcceptsArchSpecificSm90a) {
