@@ -33,6 +33,8 @@ constexpr std::int64_t kMaxSpmmShared = 48 * 1024;
 constexpr std::int64_t kMaxAccumulators = 64;
 // The most fields a code contract may have.
 constexpr std::size_t kMaxContractWords = 256;
+// The characters before the contract's name in which its PTX declaration starts.
+constexpr std::size_t kMaxContractHead = 256;
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
@@ -594,7 +596,10 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
   // may stop short of COUNT (the rest are zero).
   const std::string symbol = std::string(kContractSymbol) + "[";
   for (std::size_t at = ptx.find(symbol); at != std::string_view::npos; at = ptx.find(symbol, at + 1)) {
-    const std::size_t line = ptx.rfind('\n', at) == std::string_view::npos ? 0 : ptx.rfind('\n', at) + 1;
+    // The declaration's line, looked for within kMaxContractHead characters (a bound on the work).
+    const std::size_t from = at > kMaxContractHead ? at - kMaxContractHead : 0;
+    const std::size_t newline = ptx.substr(from, at - from).rfind('\n');
+    const std::size_t line = newline == std::string_view::npos ? from : from + newline + 1;
     const std::string_view head = ptx.substr(line, at - line);
     if (head.find(".global") == std::string_view::npos || head.find("//") != std::string_view::npos ||
         head.find(".extern") != std::string_view::npos)
@@ -694,10 +699,12 @@ std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigne
   const std::string symbol = kContractSymbol;
   for (std::uint64_t si = 0; si < shnum; ++si) {
     const Section symtab = section(si);
-    if (symtab.type != 2 || symtab.entsize < 24 || !inside(symtab) || symtab.link >= shnum) continue;  // SHT_SYMTAB
+    if (symtab.type != 2) continue;  // SHT_SYMTAB: an ELF file has one; only the first is read
+    if (symtab.entsize < 24 || symtab.entsize > symtab.size || !inside(symtab) || symtab.link >= shnum)
+      return std::nullopt;
     const Section strtab = section(symtab.link);
-    if (!inside(strtab)) continue;
-    for (std::uint64_t e = 0; e + 24 <= symtab.size; e += symtab.entsize) {
+    if (!inside(strtab)) return std::nullopt;
+    for (std::uint64_t e = 0; e <= symtab.size - 24; e += symtab.entsize) {
       const std::uint64_t at = symtab.offset + e;
       const auto name_at = load_le<std::uint32_t>(d, at);
       if (name_at >= strtab.size || strtab.size - name_at < symbol.size() + 1 ||
@@ -719,6 +726,7 @@ std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigne
       for (std::size_t w = 0; w < words.size(); ++w) words[w] = load_le<std::uint64_t>(d, data.offset + offset + 8 * w);
       return words;
     }
+    return std::nullopt;
   }
   return std::nullopt;
 }

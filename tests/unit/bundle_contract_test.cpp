@@ -5,6 +5,7 @@
 // with a BundleError naming the file and the key. The emitters' texts carry the plan's contract.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -308,4 +309,38 @@ TEST(BundleForgery, ReplanningRefusesMetadataThatContradictsThePlan) {
   refused([](auto& m) { m.shared_bytes += 4; }, "shared_bytes is");
   refused([](auto& m) { m.plan_summary["n_tile"] = "wide"; }, "plan_summary does not plan its matrix");
   refused([](auto& m) { m.plan_summary["panel_rows"] = 1000; }, "plan_summary does not plan its matrix");
+}
+
+// The cubin reader on damaged ELF files: no read outside the file, no contract where the symbol
+// table cannot be read, a clear error where the symbol points outside its section.
+TEST(BundleForgery, CubinReaderStaysInsideTheFile) {
+  // ELF64 little-endian: a section table of three entries (null, .symtab, .strtab) after the header.
+  const auto elf = [](std::uint64_t entsize, std::uint64_t symbol_bytes) {
+    Raw d(64 + 3 * 64 + 24 * 2 + 32, 0);
+    const auto put = [&](std::size_t at, auto v) { std::memcpy(d.data() + at, &v, sizeof v); };
+    std::memcpy(d.data(), "\x7f" "ELF\x02\x01", 6);
+    put(0x28, std::uint64_t{64});
+    put(0x3a, std::uint16_t{64});
+    put(0x3c, std::uint16_t{3});
+    const std::uint64_t symtab = 64 + 3 * 64, strtab = symtab + 48;
+    put(64 + 64 + 4, std::uint32_t{2});  // SHT_SYMTAB
+    put(64 + 64 + 24, symtab);
+    put(64 + 64 + 32, std::uint64_t{48});
+    put(64 + 64 + 40, std::uint32_t{2});
+    put(64 + 64 + 56, entsize);
+    put(64 + 128 + 4, std::uint32_t{3});  // SHT_STRTAB
+    put(64 + 128 + 24, strtab);
+    put(64 + 128 + 32, std::uint64_t{32});
+    std::memcpy(d.data() + strtab + 1, "sparsecc_contract", 18);
+    put(symtab + 24, std::uint32_t{1});  // the second symbol: the contract, in section 2 (not PROGBITS)
+    put(symtab + 24 + 6, std::uint16_t{2});
+    put(symtab + 24 + 16, symbol_bytes);
+    return d;
+  };
+  EXPECT_EQ(rt::cubin_contract(elf(~std::uint64_t{7}, 8), "x"), std::nullopt);  // entry size past the table
+  EXPECT_EQ(rt::cubin_contract(elf(0, 8), "x"), std::nullopt);
+  EXPECT_THROW(rt::cubin_contract(elf(24, 8), "x"), rt::BundleError);  // found, but not in a section with contents
+  Raw cut = elf(24, 8);
+  cut.resize(100);  // the section table runs past the end
+  EXPECT_EQ(rt::cubin_contract(cut, "x"), std::nullopt);
 }
