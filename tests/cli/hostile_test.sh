@@ -96,6 +96,11 @@ mtx "$in/no_nnz.mtx" 4 4 0
   printf '\n'
   seq 0 1048575 | awk '{ printf "%d ", $1 % 16 } END { printf "\n" }'
 } | gzip -1 >"$in/rows2p20_full.smtx.gz"
+{ # 2^20 rows with a nonzero every 64th row: a few nonzeros spread over every block row
+  printf '1048576, 64, 16384\n'
+  awk 'BEGIN { for (r = 0; r <= 1048576; ++r) printf "%d ", int((r + 63) / 64); printf "\n";
+               for (i = 0; i < 16384; ++i) printf "%d ", i % 64; printf "\n" }'
+} | gzip -1 >"$in/rows2p20_spread.smtx.gz"
 # A safetensors header whose tensor shape is an array nested 100000 levels deep (the maker's deep
 # files nest elsewhere).
 deep=$(head -c 100000 /dev/zero | tr '\0' '[')$(head -c 100000 /dev/zero | tr '\0' ']')
@@ -340,7 +345,10 @@ check rows_2p20.one_nnz              "0|2" "compiled|rows2p20_one_nnz\.mtx.*(lim
 check_bundle rows_2p20.one_nnz.verify "$o/r20.sccb"
 check rows_2p20.full                 "0|2" "compiled|rows2p20_full\.smtx\.gz.*(limit|at most)" -- compile "$i/rows2p20_full.smtx.gz" --n 8 -o "$o/r20f.sccb"
 check_bundle rows_2p20.full.verify "$o/r20f.sccb"
-check rows_2p24.one_nnz              "0|2" "compiled|rows2p24_one_nnz\.mtx.*(limit|at most)" -- compile "$i/rows2p24_one_nnz.mtx" --n 8 -o "$o/r24.sccb"
+check rows_2p20.spread               0 "rolled values" -- compile "$i/rows2p20_spread.smtx.gz" --n 8 -o "$o/r20s.sccb"
+check_bundle rows_2p20.spread.verify "$o/r20s.sccb"
+check rows_2p20.spread_f16           2 "more than the 32768 an unrolled executor takes" -- compile "$i/rows2p20_spread.smtx.gz" --n 8 --dtype f16 -o "$o/r20s16.sccb"
+check rows_2p24.one_nnz              2 "rows2p24_one_nnz\.mtx: the matrix is 16777216x16; SpMM executors take matrices of 1 to 4194240 rows" -- compile "$i/rows2p24_one_nnz.mtx" --n 8 -o "$o/r24.sccb"
 for z in zero_rows zero_cols zero_both no_nnz; do
   check "empty.$z"                   "0|2" "$z\.mtx|compiled|wrote" -- compile "$i/$z.mtx" --n 4 -o "$o/$z.sccb"
   check_bundle "empty.$z.verify" "$o/$z.sccb"

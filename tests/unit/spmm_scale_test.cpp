@@ -233,6 +233,42 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
 
 // Grids of more than kSpmmPtxJumpTableEntries block rows dispatch in chunks (one table per chunk with
 // an explicit block row; the assembler fails on one table of every block row) and assemble.
+// A tall matrix whose few nonzeros are spread over many block rows: unrolled code would grow with the
+// rows of every block row that holds one, so the automatic fp32 plan rolls and other plans are refused.
+TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r = 0; r < (std::int64_t{1} << 20); r += 64) rows.push_back(r);
+  const CsrMatrix spread = sparse_rows(std::int64_t{1} << 20, 64, rows);
+  const auto t0 = std::chrono::steady_clock::now();
+  const SpmmPlan automatic = plan_spmm(spread, problem_for(spread, 8));
+  EXPECT_EQ(automatic.value_mode, SpmmValueMode::rolled);
+  EXPECT_TRUE(check_plan(automatic, spread).empty());
+  EXPECT_LT(emit_spmm_cuda(automatic, spread).source.size(), 40000u);
+  EXPECT_LT(seconds_since(t0), 30.0);
+  SpmmOptions baked;
+  baked.value_mode = SpmmValueMode::baked;
+  SpmmProblem half = problem_for(spread, 8);
+  half.dtype = "f16";
+  for (const auto& [problem, options] : {std::pair{problem_for(spread, 8), baked}, std::pair{half, SpmmOptions{}}}) {
+    try {
+      plan_spmm(spread, problem, options);
+      ADD_FAILURE() << problem.dtype << ": planned an unrolled executor of every spread row";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("more than the {}", kSpmmMaxRowsWithCode)), std::string::npos)
+          << e.what();
+    }
+  }
+  // At the limit the unrolled plan stays: a real layer's rows all have code.
+  const CsrMatrix full = sparse_rows(kSpmmMaxRowsWithCode, 16, [] {
+    std::vector<std::int64_t> all(kSpmmMaxRowsWithCode);
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
+    return all;
+  }());
+  const SpmmPlan unrolled = plan_spmm(full, problem_for(full, 8));
+  EXPECT_NE(unrolled.value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(spmm_rows_with_code(unrolled), kSpmmMaxRowsWithCode);
+}
+
 TEST(SpmmScale, HugeGridsDispatchInChunksAndAssemble) {
   std::vector<std::int64_t> rows;
   for (std::int64_t r = 3; r < (std::int64_t{1} << 20); r += 17 * 4096 - 5) rows.push_back(r);

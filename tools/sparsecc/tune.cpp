@@ -434,8 +434,9 @@ void check_tune_outputs(const TuneArgs& args) {
   }
   if (args.space || args.db.size() != 1) return;  // nothing is written (or a usage error follows)
   check_output_file(args.db[0], inputs, "--db");
-  // The database the results go into must be one (or absent) before any time is spent tuning.
-  (void)tune::read_database_file(args.db[0]);
+  // The database the results go into must be one (or absent) before any time is spent tuning
+  // (--refresh-features reports a damaged one itself, after its usage checks).
+  if (!args.refresh_features) (void)tune::read_database_file(args.db[0]);
 }
 
 int run_tune(const TuneArgs& args) {

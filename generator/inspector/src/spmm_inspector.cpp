@@ -419,7 +419,9 @@ void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where) {
     throw InputError(where, fmt::format("the matrix is {}x{}; {}", a.rows, a.cols, spmm_shape_rule()));
 }
 
-SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
+namespace {
+
+SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
   validate(a);
   if (problem.m != a.rows || problem.k != a.cols)
     throw UsageError(
@@ -679,6 +681,32 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   p.programmatic = programmatic != SpmmProgrammatic::off;
   p.programmatic_trigger = programmatic == SpmmProgrammatic::trigger;
   return p;
+}
+
+}  // namespace
+
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
+  SpmmPlan p = plan_spmm_once(a, problem, options);
+  if (p.value_mode == SpmmValueMode::rolled) return p;
+  const std::int64_t rows = spmm_rows_with_code(p);
+  if (rows <= kSpmmMaxRowsWithCode) return p;
+  // Unrolled code would grow with the rows (see kSpmmMaxRowsWithCode): the automatic fp32 plan rolls.
+  const bool automatic = !options.value_mode && problem.dtype == "f32" &&
+                         options.blocklets == SpmmBlockletMode::off &&
+                         (!options.row_split || *options.row_split == SpmmRowSplit::equal) &&
+                         options.stage_min_entries == 0 && options.step_lanes == 0 && options.cols_per_thread == 0;
+  if (automatic) {
+    SpmmOptions rolled = options;
+    rolled.value_mode = SpmmValueMode::rolled;
+    rolled.row_split = SpmmRowSplit::equal;
+    return plan_spmm_once(a, problem, rolled);
+  }
+  throw UsageError(fmt::format(
+      "plan_spmm: this {} plan writes {} rows of C with code of their own, more than the {} an unrolled "
+      "executor takes (its code would take minutes and gigabytes to assemble); {}",
+      problem.dtype, rows, kSpmmMaxRowsWithCode,
+      problem.dtype == "f32" ? "take --values rolled, or the automatic plan"
+                             : "f16 / bf16 executors unroll every row with nonzeros, so this matrix needs fp32"));
 }
 
 }  // namespace sparsecc

@@ -214,6 +214,13 @@ bool spmm_has_plain_empty_blocks(const SpmmPlan& plan) {
   return false;
 }
 
+std::int64_t spmm_rows_with_code(const SpmmPlan& plan) {
+  std::int64_t rows = 0;
+  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+    if (!spmm_plain_empty_block(plan, bi)) rows += plan.blocks[bi].row_end - plan.blocks[bi].row_begin;
+  return rows;
+}
+
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b) {
   if (!plan.half()) return plan.groups > 1;
   for (std::size_t g = 1; g < b.groups.size(); ++g)

@@ -250,6 +250,15 @@ bool spmm_plain_empty_block(const SpmmPlan& plan, std::size_t bi);
 // Whether some block row of the plan is a plain empty one.
 bool spmm_has_plain_empty_blocks(const SpmmPlan& plan);
 
+// Rows of C an unrolled executor writes with code of their own: the rows of every block row that is not
+// a plain empty one. Its code grows with them (each gets its own epilogue per column), so a tall matrix
+// whose few nonzeros are spread over many block rows would assemble for minutes in gigabytes.
+std::int64_t spmm_rows_with_code(const SpmmPlan& plan);
+// The most rows with code of their own an unrolled plan may have. Above it the automatic fp32 plan is
+// rolled (one loop whatever the matrix) and other plans are refused, naming the limit. The evidence:
+// docs/input-safety.md ("Compile cost of degenerate shapes").
+inline constexpr std::int64_t kSpmmMaxRowsWithCode = 32768;
+
 // Whether block row `b` hands partial sums from groups 1.. to group 0. Always for fp32 plans; half
 // plans skip the hand-over (and the interpreter the addition) where those groups have no steps.
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b);
