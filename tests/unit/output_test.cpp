@@ -103,7 +103,7 @@ TEST(Output, OnlyARegularFileIsEverReplaced) {
   EXPECT_TRUE(has(usage_error([] { check_output_file("/dev/null", {}); }), "is a character device"));
   const std::string fifo = dir.file("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_TRUE(has(usage_error([&] { check_output_file(fifo, {}); }), "is a FIFO, not a regular file"));
+  EXPECT_TRUE(has(usage_error([&] { check_output_file(fifo, {}); }), "is a FIFO (named pipe), not a regular file"));
   EXPECT_TRUE(has(usage_error([&] { write_output_file(fifo, bytes("x")); }), "is a FIFO"));
   EXPECT_TRUE(has(usage_error([&] { write_file_atomic(fifo, std::string_view("x")); }), "is a FIFO"));
   EXPECT_TRUE(is_fifo(fifo));

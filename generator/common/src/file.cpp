@@ -21,16 +21,6 @@ namespace sparsecc {
 
 namespace {
 
-// What a non-regular file is, for the message that refuses it.
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 std::string limit_text(std::uint64_t bytes) {
   if (bytes % (std::uint64_t{1} << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
   if (bytes % (std::uint64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
@@ -38,6 +28,16 @@ std::string limit_text(std::uint64_t bytes) {
 }
 
 }  // namespace
+
+const char* file_kind_name(unsigned mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
 
 Bytes read_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other
@@ -58,7 +58,7 @@ Bytes read_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     if (S_ISDIR(st.st_mode)) throw_in_file(path, "is a directory, expected a file");
-    throw_in_file(path, fmt::format("is {}, not a regular file", file_kind(st.st_mode)));
+    throw_in_file(path, fmt::format("is {}, not a regular file", file_kind_name(st.st_mode)));
   }
   const auto declared = static_cast<std::uint64_t>(st.st_size);
   if (declared > kMaxInputBytes) {

@@ -1,5 +1,7 @@
 #include "sparsecc/common/output.hpp"
 
+#include "sparsecc/common/file.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <stdio.h>
@@ -35,17 +37,6 @@ std::string label(std::string_view option, const std::string& path) {
 
 [[noreturn]] void refuse(std::string_view option, const std::string& path, const std::string& why) {
   throw UsageError(fmt::format("{}: {}", label(option, path), why));
-}
-
-// "a folder", "a character device", ... for a file type other than a regular file.
-std::string kind_name(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
 }
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
@@ -132,7 +123,7 @@ std::string read_model_manifest(const std::string& folder, std::set<std::string>
   const std::string manifest = (fs::path(folder) / "manifest.json").string();
   struct stat st {};
   if (::lstat(manifest.c_str(), &st) != 0) return "it has no manifest.json";
-  if (!S_ISREG(st.st_mode)) return fmt::format("its manifest.json is {}", kind_name(st.st_mode));
+  if (!S_ISREG(st.st_mode)) return fmt::format("its manifest.json is {}", file_kind_name(st.st_mode));
   if (static_cast<std::uint64_t>(st.st_size) > kMaxModelManifestBytes)
     return fmt::format("its manifest.json is larger than a model manifest ({} MiB)", kMaxModelManifestBytes >> 20);
   std::ifstream in(manifest, std::ios::binary);
@@ -171,7 +162,7 @@ std::string model_folder_problem(const std::string& path, std::set<std::string>&
     if (!files.count(name)) return fmt::format("it holds {}, which its manifest.json does not list", name);
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0) return fmt::format("{} cannot be examined: {}", name, errno_text(errno));
-    if (!S_ISREG(st.st_mode)) return fmt::format("its {} is {}", name, kind_name(st.st_mode));
+    if (!S_ISREG(st.st_mode)) return fmt::format("its {} is {}", name, file_kind_name(st.st_mode));
   }
   if (ec) return fmt::format("it cannot be listed: {}", ec.message());
   return {};
@@ -196,7 +187,7 @@ std::string output_destination(const std::string& path, std::string_view option)
   if (S_ISDIR(st.st_mode)) refuse(option, path, "is a folder; give a file name");
   if (!S_ISLNK(st.st_mode))
     refuse(option, path,
-           fmt::format("is {}, not a regular file; outputs only ever replace regular files", kind_name(st.st_mode)));
+           fmt::format("is {}, not a regular file; outputs only ever replace regular files", file_kind_name(st.st_mode)));
   char* resolved = ::realpath(path.c_str(), nullptr);
   if (!resolved)
     refuse(option, path, fmt::format("is a symbolic link that leads nowhere: {}", errno_text(errno)));
@@ -207,7 +198,7 @@ std::string output_destination(const std::string& path, std::string_view option)
   if (!S_ISREG(st.st_mode))
     refuse(option, path,
            fmt::format("is a symbolic link to {}, {}; outputs only ever replace regular files", target,
-                       kind_name(st.st_mode)));
+                       file_kind_name(st.st_mode)));
   return target;
 }
 
@@ -274,7 +265,7 @@ void StagedOutput::commit() {
       if (!S_ISREG(st.st_mode))
         refuse(option_, path_,
                fmt::format("{} is now {}, not a regular file; outputs only ever replace regular files",
-                           destination_, kind_name(st.st_mode)));
+                           destination_, file_kind_name(st.st_mode)));
       if (::rename(temporary_.c_str(), destination_.c_str()) != 0)
         throw std::runtime_error(
             fmt::format("{}: cannot rename into place: {}", label(option_, path_), errno_text(errno)));
@@ -357,7 +348,7 @@ OutputFolder check_output_folder(const std::string& given, const std::vector<std
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) refuse(option, given, "is a symbolic link; give the output folder itself");
-    if (!S_ISDIR(st.st_mode)) refuse(option, given, fmt::format("exists and is not a folder (it is {})", kind_name(st.st_mode)));
+    if (!S_ISDIR(st.st_mode)) refuse(option, given, fmt::format("exists and is not a folder (it is {})", file_kind_name(st.st_mode)));
     std::error_code ec;
     const bool empty = fs::is_empty(path, ec);
     if (ec) refuse(option, given, fmt::format("cannot be listed: {}", ec.message()));

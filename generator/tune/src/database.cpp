@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/common/json_input.hpp"
 #include "sparsecc/common/version.hpp"
@@ -159,16 +160,6 @@ struct LoadResult {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-// Strips nlohmann's "[json.exception.parse_error.101] " prefix.
-std::string parse_message(const char* what) {
-  std::string s = what;
-  if (!s.empty() && s.front() == '[') {
-    const auto end = s.find("] ");
-    if (end != std::string::npos) s.erase(0, end + 2);
-  }
-  return s;
-}
-
 // The state of a database file's `text` (read from `path`): ok with its records, corrupt, or newer.
 LoadResult database_from_text(std::string_view text, const std::string& path, LoadResult out = {}) {
   auto fail = [&](FileState state, const InputError& e) {
@@ -186,10 +177,10 @@ LoadResult database_from_text(std::string_view text, const std::string& path, Lo
   } catch (const json::parse_error& e) {
     return fail(FileState::corrupt,
                 InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte > 0 ? e.byte - 1 : 0)),
-                           fmt::format("not valid JSON ({})", parse_message(e.what()))));
+                           fmt::format("not valid JSON ({})", json_error_message(e.what()))));
   } catch (const json::exception& e) {  // e.g. a number too large for a double: no position given
     return fail(FileState::corrupt, InputError(SourceLocation::in_file(path),
-                                               fmt::format("not valid JSON ({})", parse_message(e.what()))));
+                                               fmt::format("not valid JSON ({})", json_error_message(e.what()))));
   }
   // A newer schema is told apart from damage: it is valid data this version cannot read.
   if (j.is_object()) {
@@ -244,11 +235,7 @@ LoadResult read_database(const std::string& path) {
   } else if (!S_ISREG(st.st_mode)) {
     // A device such as /dev/zero or a FIFO would be read until memory runs out.
     ::close(fd);
-    const char* kind = S_ISCHR(st.st_mode)    ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "a special file";
+    const char* kind = file_kind_name(st.st_mode);
     return fail(FileState::unreadable,
                 InputError(SourceLocation::in_file(path), fmt::format("is {}, not a regular file", kind)));
   } else {

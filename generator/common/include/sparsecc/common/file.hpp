@@ -28,6 +28,11 @@ std::uint64_t gunzip_limit(std::uint64_t compressed_bytes);
 // message for input past gunzip_limit, `how` telling the user how to store the data uncompressed.
 std::string expansion_limit_message(std::uint64_t limit, std::uint64_t compressed_bytes, const char* how);
 
+// What a file of type `mode` (st_mode) is, for messages that refuse it: "a directory", "a character
+// device", "a block device", "a FIFO (named pipe)", "a socket", "a symbolic link", else "not a regular
+// file".
+const char* file_kind_name(unsigned mode);
+
 // Reads the whole of a regular file, sized from its real size. Throws InputError naming the file
 // when it cannot be opened or read, is not a regular file (a directory, a device such as /dev/zero, a
 // FIFO, a socket), or is larger than kMaxInputBytes.
