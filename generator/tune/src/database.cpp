@@ -160,14 +160,17 @@ struct LoadResult {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
+// `out` in `state`, with the problem `e` describes.
+LoadResult failed(LoadResult out, FileState state, const InputError& e) {
+  out.state = state;
+  out.where = e.where();
+  out.problem = e.message();
+  return out;
+}
+
 // The state of a database file's `text` (read from `path`): ok with its records, corrupt, or newer.
 LoadResult database_from_text(std::string_view text, const std::string& path, LoadResult out = {}) {
-  auto fail = [&](FileState state, const InputError& e) {
-    out.state = state;
-    out.where = e.where();
-    out.problem = e.message();
-    return out;
-  };
+  auto fail = [&](FileState state, const InputError& e) { return failed(std::move(out), state, e); };
   json j;
   try {
     check_json_input(text, path, kMaxTuningDatabaseBytes, "tuning database");
@@ -207,12 +210,7 @@ LoadResult database_from_text(std::string_view text, const std::string& path, Lo
 
 LoadResult read_database(const std::string& path) {
   LoadResult out;
-  auto fail = [&](FileState state, const InputError& e) {
-    out.state = state;
-    out.where = e.where();
-    out.problem = e.message();
-    return out;
-  };
+  auto fail = [&](FileState state, const InputError& e) { return failed(std::move(out), state, e); };
   int fd;
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below, as a device is).
   do fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
