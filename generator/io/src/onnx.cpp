@@ -177,9 +177,6 @@ OnnxNode convert(const onnx::NodeProto& p) {
   return node;
 }
 
-// How long the parent waits for the child that runs shape inference.
-constexpr int kInferenceSeconds = 120;
-
 bool write_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
@@ -194,9 +191,11 @@ bool write_all(int fd, const char* p, std::size_t n) {
 // libonnx's shape inference over `model`, in a child process: on malformed attributes it can divide
 // by zero or worse (a Conv with a zero stride does), and no model may take sparsecc down. The child
 // sends back a status byte and the inferred value infos (a serialized GraphProto) or the message of
-// the exception that stopped inference; the parent waits at most kInferenceSeconds. Returns the
+// the exception that stopped inference; the parent waits at most `seconds`. The schema registry is built
+// in the parent first, so that every child inherits it instead of building it again. Returns the
 // graph, or in `why` the reason there is none.
-std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::string& why) {
+std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, int seconds, std::string& why) {
+  onnx::OpSchemaRegistry::Instance();
   int fds[2];
   if (::pipe(fds) != 0) {
     why = fmt::format("ONNX shape inference not run: pipe: {}", std::strerror(errno));
@@ -230,7 +229,7 @@ std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::stri
   }
   ::close(fds[1]);
   std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kInferenceSeconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   bool timed_out = false;
   for (char buf[65536];;) {
     const auto left =
@@ -256,7 +255,7 @@ std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::stri
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    why = fmt::format("ONNX shape inference did not finish in {} s", kInferenceSeconds);
+    why = fmt::format("ONNX shape inference did not finish in {} s", seconds);
     return std::nullopt;
   }
   if (WIFSIGNALED(wstatus)) {
@@ -278,7 +277,7 @@ std::optional<onnx::GraphProto> run_inference(onnx::ModelProto& model, std::stri
 }
 
 // The shapes of the graph's values by libonnx's shape inference (see onnx.hpp), into out.shapes.
-void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
+void infer_shapes(onnx::ModelProto& model, std::int64_t batch, int seconds, OnnxGraph& out) {
   onnx::GraphProto& g = *model.mutable_graph();
   std::set<std::string> initializers;
   for (const auto& p : g.initializer()) initializers.insert(p.name());
@@ -300,7 +299,7 @@ void infer_shapes(onnx::ModelProto& model, std::int64_t batch, OnnxGraph& out) {
       o->set_domain(n.domain());
       o->set_version(1);
     }
-  const std::optional<onnx::GraphProto> values = run_inference(model, out.shape_note);
+  const std::optional<onnx::GraphProto> values = run_inference(model, seconds, out.shape_note);
   if (!values) return;
   const auto take = [&](const onnx::ValueInfoProto& v) {
     if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
@@ -402,7 +401,7 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
   for (const auto& n : g.node()) out.nodes.push_back(convert(n));
   for (const auto& v : g.input()) out.inputs.push_back(v.name());
   for (const auto& v : g.output()) out.outputs.push_back(v.name());
-  if (options.infer_shapes) infer_shapes(model, options.batch, out);
+  if (options.infer_shapes) infer_shapes(model, options.batch, options.inference_seconds, out);
   return out;
 }
 

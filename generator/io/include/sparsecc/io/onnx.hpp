@@ -59,6 +59,9 @@ struct OnnxReadOptions {
   std::int64_t batch = 0;
   // The most protobuf messages the model may hold (0: onnx_message_limit of the data's size).
   std::uint64_t message_limit = 0;
+  // With infer_shapes: how long inference may run before it is abandoned (the shapes stay unknown
+  // and shape_note says why).
+  int inference_seconds = 120;
 };
 
 struct OnnxGraph {
