@@ -15,8 +15,8 @@
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/io/load.hpp"
+#include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
-#include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -182,7 +182,7 @@ int run_compile(const CompileArgs& args) {
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
-    TunedChoice choice = choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit),
+    tune::TunedChoice choice = tune::choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit),
                                            args.arch, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     plan_options = choice.options;

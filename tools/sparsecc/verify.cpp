@@ -1,5 +1,5 @@
 // sparsecc verify OUT.sccb: runs the bundle's executor on the GPU on fresh random B and compares with
-// the fp64 reference (Hines bundles: hines_verify.cpp); without a GPU it re-plans from the bundle and runs the plan interpreter (which
+// the fp64 reference (Hines bundles: pipeline::verify_hines_bundle); without a GPU it re-plans from the bundle and runs the plan interpreter (which
 // executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
 #include <fmt/format.h>
 
@@ -7,11 +7,10 @@
 #include <random>
 
 #include "cli.hpp"
-#include "hines_verify.hpp"
-#include "spmm_run.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -20,6 +19,12 @@ namespace sparsecc::cli {
 
 namespace {
 
+using pipeline::compare_spmm;
+using pipeline::random_check_input;
+using pipeline::run_spmm_on_gpu;
+using pipeline::spmm_check_tolerance;
+using pipeline::SpmmCheck;
+
 struct VerifyArgs {
   std::string bundle;
   std::int64_t n = 0;
@@ -27,6 +32,15 @@ struct VerifyArgs {
   double tolerance = 0;  // 0: 1e-5 for SpMM; for Hines the accuracy yardstick (1e-12 f64 / 1e-4 f32, raised on ill-conditioned systems)
   bool cpu = false;
 };
+
+// A Hines bundle: its result line; exit 1 above the tolerance.
+int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance, bool cpu) {
+  const pipeline::HinesVerifyResult r = pipeline::verify_hines_bundle(bundle, path, seed, tolerance, cpu);
+  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.3g}){}{} {}\n",
+             path, r.rows, r.cells, r.rhs, r.dtype, r.how, seed, r.rel_error, r.tolerance, r.note,
+             r.unwritten ? fmt::format(", {} outputs not written", r.unwritten) : "", r.ok() ? "ok" : "FAILED");
+  return r.ok() ? kExitOk : kExitCheckFailed;
+}
 
 int run_verify(const VerifyArgs& args) {
   const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file
