@@ -1,12 +1,11 @@
 // A model's layers as compile-model builds them and tune --model tunes them (model/layers.hpp): the N
 // rules of --layer-n-file and --layer-n (their order, precedence and errors), the N of the model's
 // shapes, the notes the reader reports, and each layer's SpMM problem (bias, ReLU, N mode).
-#include "sparsecc/model/layers.hpp"
-
 #include <gtest/gtest.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/npz.hpp"
+#include "sparsecc/model/layers.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -27,11 +26,11 @@ std::string write_model(const test::TempDir& dir) {
   std::vector<double> w1(24, 0.0), w2(12, 0.0);
   w1[0] = 1, w1[7] = 2, w1[20] = 3;
   w2[1] = 4, w2[11] = 5;
-  write_npz(path,
-            {test::make_tensor("fc1.weight", {4, 6}, w1), test::make_tensor("fc1.bias", {4}, {1, 2, 3, 4}),
-             test::make_tensor("fc2.weight", {3, 4}, w2),
-             test::make_tensor("dense.weight", {2, 2}, {1, 1, 1, 1})},
-            false);
+  write_npz(
+      path,
+      {test::make_tensor("fc1.weight", {4, 6}, w1), test::make_tensor("fc1.bias", {4}, {1, 2, 3, 4}),
+       test::make_tensor("fc2.weight", {3, 4}, w2), test::make_tensor("dense.weight", {2, 2}, {1, 1, 1, 1})},
+      false);
   return path;
 }
 

@@ -2,8 +2,6 @@
 // `sparsecc_bench --db` (tune/lookup.hpp): a record whose key matches gives its winner; without one the
 // predictor chooses (warm) or the automatic plan stays (cold L2); a GPU name left empty matches any
 // GPU of the compute capability; a database that cannot be read is an error naming it.
-#include "sparsecc/tune/lookup.hpp"
-
 #include <gtest/gtest.h>
 
 #include "sparsecc/common/error.hpp"
@@ -11,6 +9,7 @@
 #include "sparsecc/neuron/morphology.hpp"
 #include "sparsecc/tune/database.hpp"
 #include "sparsecc/tune/hines_tuner.hpp"
+#include "sparsecc/tune/lookup.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "test_support.hpp"
 
@@ -36,7 +35,8 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 // A database holding one record of a shipped file, re-keyed for `key`, with winner options that differ
 // from the automatic plan (rows per block 2).
 tune::TuningRecord record_for(const tune::TuningKey& key) {
-  tune::TuningRecord r = tune::read_database_file(shipped("h100_sparsert90_b1_exhaustive_tune.json")).records.at(0);
+  tune::TuningRecord r =
+      tune::read_database_file(shipped("h100_sparsert90_b1_exhaustive_tune.json")).records.at(0);
   r.key = key;
   r.winner = "R2/test";
   r.winner_options["rows_per_block"] = 2;  // the shipped winner had 32
@@ -58,20 +58,24 @@ TEST(TuneLookup, ARecordOfTheMatrixGivesItsWinner) {
   EXPECT_EQ(c.options.rows_per_block, 2);
 
   // Another GPU of the same name does not match; a cold-L2 lookup does not take a warm record.
-  const tune::TunedChoice other = tune::choose_tuned_plan(db, a, p, {}, KernelLanguage::ptx, "sm_90", "Other GPU");
-  EXPECT_TRUE(starts_with(other.how, "no record in " + db + " for this matrix and problem on Other GPU: the "
-                                     "predictor's choice"))
+  const tune::TunedChoice other =
+      tune::choose_tuned_plan(db, a, p, {}, KernelLanguage::ptx, "sm_90", "Other GPU");
+  EXPECT_TRUE(starts_with(other.how, "no record in " + db +
+                                         " for this matrix and problem on Other GPU: the "
+                                         "predictor's choice"))
       << other.how;
   SpmmOptions base;
   base.rows_per_block = 16;
-  const tune::TunedChoice cold = tune::choose_tuned_plan(db, a, p, base, KernelLanguage::ptx, "sm_90", kGpu, true);
+  const tune::TunedChoice cold =
+      tune::choose_tuned_plan(db, a, p, base, KernelLanguage::ptx, "sm_90", kGpu, true);
   EXPECT_TRUE(starts_with(cold.how, "no cold-L2 record in " + db)) << cold.how;
   EXPECT_EQ(cold.options.rows_per_block, 16);  // the automatic plan: `base` as given
   EXPECT_EQ(cold.emitter, KernelLanguage::ptx);
 
   // A cold record answers the cold lookup only.
   tune::update_database(db, {record_for(tune::spmm_tuning_key(a, p, kGpu, "9.0", true))});
-  const tune::TunedChoice cold2 = tune::choose_tuned_plan(db, a, p, base, KernelLanguage::ptx, "sm_90", kGpu, true);
+  const tune::TunedChoice cold2 =
+      tune::choose_tuned_plan(db, a, p, base, KernelLanguage::ptx, "sm_90", kGpu, true);
   EXPECT_TRUE(starts_with(cold2.how, "tuned plan R2/test")) << cold2.how;
   EXPECT_NE(cold2.how.find(", cold L2"), std::string::npos) << cold2.how;
 }
@@ -80,13 +84,15 @@ TEST(TuneLookup, WithoutARecordThePredictorRanksTheSpace) {
   // A shipped database of other matrices: no record of this one.
   const std::string db = shipped("h100_sparsert90_b1_exhaustive_tune.json");
   const CsrMatrix a = test::random_csr(128, 96, 0.1, 6);
-  const tune::TunedChoice c = tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, "sm_90", kGpu);
+  const tune::TunedChoice c =
+      tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, "sm_90", kGpu);
   EXPECT_TRUE(starts_with(c.how, "no record in " + db + " for this matrix and problem on " + kGpu)) << c.how;
   EXPECT_NE(c.how.find("unrolled candidates"), std::string::npos) << c.how;
   // The choice plans.
   EXPECT_NO_THROW(plan_spmm(a, problem_of(a, 64), c.options));
   // The same inputs, the same choice.
-  EXPECT_EQ(tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, "sm_90", kGpu).how, c.how);
+  EXPECT_EQ(tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, "sm_90", kGpu).how,
+            c.how);
 }
 
 TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
@@ -98,10 +104,10 @@ TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
       [&] { tune::choose_tuned_plan(db, a, problem_of(a, 8), {}, KernelLanguage::ptx, "sm_90", kGpu); },
       {"broken.json"});
   // A missing database is an empty one.
-  EXPECT_TRUE(starts_with(
-      tune::choose_tuned_plan(dir.file("none.json"), a, problem_of(a, 8), {}, KernelLanguage::ptx, "sm_90", kGpu)
-          .how,
-      "no record in"));
+  EXPECT_TRUE(starts_with(tune::choose_tuned_plan(dir.file("none.json"), a, problem_of(a, 8), {},
+                                                  KernelLanguage::ptx, "sm_90", kGpu)
+                              .how,
+                          "no record in"));
 }
 
 TEST(TuneLookup, HinesRecordOrTheRules) {
@@ -126,8 +132,8 @@ TEST(TuneLookup, HinesRecordOrTheRules) {
   r.default_us = 7.5;
   tune::update_database(db, {r});
   const tune::TunedHines found = tune::choose_tuned_hines(db, s, 1, "f64", base, "sm_90", kGpu);
-  EXPECT_EQ(found.how, "tuned plan K8/D2 from " + db + " (" + kGpu +
-                           ", 5.00 us per step; the default plan 7.50 us)");
+  EXPECT_EQ(found.how,
+            "tuned plan K8/D2 from " + db + " (" + kGpu + ", 5.00 us per step; the default plan 7.50 us)");
   EXPECT_EQ(found.options.k, 8);
   EXPECT_EQ(found.options.depth, 2);
   // Another R is another problem.

@@ -2,8 +2,6 @@
 // shared by weight, the searches at once, one measurement at a time, every record in the database and
 // in the jobs' order, the first failure stopping the run; refreshing features and collecting the
 // predictor's samples of databases.
-#include "sparsecc/tune/schedule.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +13,7 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/tune/schedule.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -100,8 +99,8 @@ TEST(TuneSchedule, WeightsAndBudgetShares) {
   EXPECT_DOUBLE_EQ(tune::budget_share(100, w, 0, 1), 25);
   EXPECT_DOUBLE_EQ(tune::budget_share(100, w, 0, 2), 50);
   EXPECT_DOUBLE_EQ(tune::budget_share(100, w, 0, 3), 75);
-  EXPECT_DOUBLE_EQ(tune::budget_share(90, w, 1, 3), 60);   // 90 * 1/3 * 2 beside
-  EXPECT_DOUBLE_EQ(tune::budget_share(40, w, 2, 3), 40);   // the last: all that is left
+  EXPECT_DOUBLE_EQ(tune::budget_share(90, w, 1, 3), 60);  // 90 * 1/3 * 2 beside
+  EXPECT_DOUBLE_EQ(tune::budget_share(40, w, 2, 3), 40);  // the last: all that is left
   EXPECT_DOUBLE_EQ(tune::budget_share(100, {1, 100}, 0, 4), 100 * 2.0 / 101);
   EXPECT_DOUBLE_EQ(tune::budget_share(0.01, w, 0, 1), 0.1);  // never below 0.1 s
   EXPECT_DOUBLE_EQ(tune::budget_share(-5, w, 2, 1), 0.1);
@@ -174,8 +173,8 @@ TEST(TuneSchedule, ColdL2KeysAndNoDatabase) {
   o.budget_seconds = 1000;
   std::atomic<int> running{0}, overlaps{0}, measured{0};
   const tune::TuneManyResult r = tune::tune_many(
-      jobs, o, [&](const tune::TuneJob&) { return std::make_unique<FakeGpu>(running, overlaps, measured); }, {},
-      fake_bundle);
+      jobs, o, [&](const tune::TuneJob&) { return std::make_unique<FakeGpu>(running, overlaps, measured); },
+      {}, fake_bundle);
   ASSERT_EQ(r.records.size(), 2u);
   for (const tune::TuningRecord& rec : r.records) EXPECT_TRUE(tune::tuned_cold_l2(rec.key));
 }

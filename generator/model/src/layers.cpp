@@ -109,7 +109,8 @@ ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& a
   }
   if (read_options.infer_shapes)
     report(fmt::format("{}: the model's shapes give {} of {} layer(s) an N{}{}{}", path, shaped,
-                       set.model.layers.size(), shaped > from_shapes ? fmt::format(" ({} taken)", from_shapes) : "",
+                       set.model.layers.size(),
+                       shaped > from_shapes ? fmt::format(" ({} taken)", from_shapes) : "",
                        set.model.shape_note.empty() ? "" : ": ", set.model.shape_note));
   for (const LayerNRule& rule : rules)
     if (!rule.used)

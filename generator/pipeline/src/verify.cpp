@@ -50,7 +50,8 @@ SpmmGpuInputs::SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std
 
 std::vector<double> SpmmGpuInputs::run(const rt::Context& ctx, const rt::SpmmExecutor& exec, std::int64_t n) {
   const std::size_t outputs = static_cast<std::size_t>(exec.metadata().m * n);
-  if (outputs > outputs_) throw std::invalid_argument("SpmmGpuInputs::run: C is smaller than the executor's output");
+  if (outputs > outputs_)
+    throw std::invalid_argument("SpmmGpuInputs::run: C is smaller than the executor's output");
   std::vector<double> out(outputs);
   if (dtype_ == "f32") {
     std::vector<float> cf(outputs);
@@ -67,7 +68,8 @@ std::vector<double> SpmmGpuInputs::run(const rt::Context& ctx, const rt::SpmmExe
   exec.run(b_.get(), c_.get(), static_cast<int>(n));
   ctx.synchronize();
   c_.download(ch.data(), ch.size() * 2);
-  for (std::size_t i = 0; i < outputs; ++i) out[i] = bf16 ? bf16_bits_to_double(ch[i]) : half_bits_to_double(ch[i]);
+  for (std::size_t i = 0; i < outputs; ++i)
+    out[i] = bf16 ? bf16_bits_to_double(ch[i]) : half_bits_to_double(ch[i]);
   return out;
 }
 
@@ -156,12 +158,14 @@ void HinesGpuInputs::enqueue(const rt::HinesExecutor& exec, CUstream stream) con
 HinesVerifyResult verify_hines_bundle(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed,
                                       double tolerance, bool cpu) {
   const rt::BundleMetadata& md = bundle.metadata;
-  if (bundle.reference.empty()) throw InputError(SourceLocation::in_file(path), "the bundle carries no verification section");
+  if (bundle.reference.empty())
+    throw InputError(SourceLocation::in_file(path), "the bundle carries no verification section");
   const HinesSystem s = hines_system_from_reference_bytes(bundle.reference, path);
   if (fmt::format("{:016x}", rt::fnv1a64(bundle.reference)) != md.fingerprint)
     throw InputError(SourceLocation::in_file(path), "the verification system does not match the fingerprint");
   if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
-    throw InputError(SourceLocation::in_file(path), "the verification system does not match hines.rows / hines.cells");
+    throw InputError(SourceLocation::in_file(path),
+                     "the verification system does not match hines.rows / hines.cells");
   const auto r = static_cast<std::size_t>(md.hines.rhs);
   std::vector<double> b;
   if (s.cap_over_dt.empty()) {
@@ -239,7 +243,8 @@ double hines_backward_error(const HinesSystem& s, const std::vector<double>& x, 
   return eta;
 }
 
-HinesNumericsCheck check_hines_plan_numerics(const HinesPlan& plan, const HinesSystem& s, std::uint64_t seed) {
+HinesNumericsCheck check_hines_plan_numerics(const HinesPlan& plan, const HinesSystem& s,
+                                             std::uint64_t seed) {
   const auto r = static_cast<std::size_t>(plan.problem.rhs);
   const std::vector<double> b = random_step_rhs(s, r, seed);
   const HinesAccuracy acc = hines_accuracy(s, b, plan.problem.rhs);

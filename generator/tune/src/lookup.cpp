@@ -118,8 +118,8 @@ TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& sys
     return choice;
   }
   choice.options = hines_options_from_json(record->winner_options, base, db_path);
-  choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us per step; the default plan {:.2f} us)", record->winner,
-                           db_path, record->key.gpu, record->winner_us, record->default_us);
+  choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us per step; the default plan {:.2f} us)",
+                           record->winner, db_path, record->key.gpu, record->winner_us, record->default_us);
   return choice;
 }
 

@@ -63,8 +63,9 @@ Measurement GpuSpmmMeasurer::measure(const SpmmCandidate& candidate, const rt::B
   m.rel_error = check.rel_error;
   const double tolerance = spmm_check_tolerance(a_, problem_.dtype, candidate.plan.accumulate);
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
-    m.error = fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
-                          check.unwritten, check.rel_error, tolerance);
+    m.error =
+        fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
+                    check.unwritten, check.rel_error, tolerance);
     return m;
   }
   const int n = static_cast<int>(problem_.n);
@@ -93,7 +94,8 @@ Measurement GpuHinesMeasurer::measure(const HinesCandidate& candidate, const rt:
   const std::vector<double> x = inputs_->run(ctx_, exec);
   m.rel_error = hines_max_rel_error(x, reference_);  // infinite when an output is not finite
   if (!(m.rel_error <= tolerance_)) {
-    m.error = fmt::format("verification failed: max relative error {:.3e} (tolerance {:.1e})", m.rel_error, tolerance_);
+    m.error = fmt::format("verification failed: max relative error {:.3e} (tolerance {:.1e})", m.rel_error,
+                          tolerance_);
     return m;
   }
   const rt::LaunchTiming t = rt::time_launches(ctx_, [&](CUstream s) { inputs_->enqueue(exec, s); });

@@ -9,8 +9,8 @@
 #include <thread>
 #include <utility>
 
-#include "sparsecc/common/file.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/file.hpp"
 
 namespace sparsecc::tune {
 
@@ -18,7 +18,8 @@ double tune_weight(const CsrMatrix& a) { return static_cast<double>(a.nnz()) + 2
 
 std::size_t searches_at_once(int requested, std::size_t matrices, int compile_threads) {
   const std::size_t most = std::min(matrices, static_cast<std::size_t>(std::max(compile_threads, 1)));
-  return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(requested, 1)), 1, std::max<std::size_t>(most, 1));
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(requested, 1)), 1,
+                                 std::max<std::size_t>(most, 1));
 }
 
 double budget_share(double left, const std::vector<double>& weights, std::size_t i, std::size_t at_once) {
@@ -57,7 +58,8 @@ TuneManyResult tune_many(const std::vector<TuneJob>& jobs, const TuneManyOptions
   double default_total = 0, tuned_total = 0;
   const auto tune_one = [&](std::size_t i, const TuneOptions& o) {
     const TuneJob& job = jobs[i];
-    const SpmmSpace space = spmm_space(job.a, job.problem, options.base, options.default_emitter, options.dims);
+    const SpmmSpace space =
+        spmm_space(job.a, job.problem, options.base, options.default_emitter, options.dims);
     const TuningKey key =
         spmm_tuning_key(job.a, job.problem, options.gpu, options.compute_capability, options.cold_l2);
     std::unique_ptr<SpmmMeasurer> device;
@@ -69,17 +71,18 @@ TuneManyResult tune_many(const std::vector<TuneJob>& jobs, const TuneManyOptions
     const SpmmBuilder builder = [&](const SpmmCandidate& c) {
       return build ? build(job, c) : compile_spmm_candidate(c, job.a, o.arch, job.bias);
     };
-    TuningRecord record = tune_spmm(job.a, space, options.dims, key, builder, measurer, o,
-                                    [&](const TuneProgress& p) {
-                                      if (callbacks.progress) callbacks.progress(i, p);
-                                    });
+    TuningRecord record =
+        tune_spmm(job.a, space, options.dims, key, builder, measurer, o, [&](const TuneProgress& p) {
+          if (callbacks.progress) callbacks.progress(i, p);
+        });
     {
       const std::lock_guard<std::mutex> lock(gpu);
       device.reset();
     }
     const std::lock_guard<std::mutex> lock(state);
     for (const CandidateTiming& t : record.timings) {
-      if (t.options.value("value_mode", std::string()) == "rolled") continue;  // not a guide to unrolled compiles
+      if (t.options.value("value_mode", std::string()) == "rolled")
+        continue;  // not a guide to unrolled compiles
       compile_seconds += t.compile_seconds;
       compiled_nnz += static_cast<double>(job.a.nnz());
     }
@@ -141,7 +144,8 @@ RefreshResult refresh_features(const std::string& db_path, const std::vector<Csr
   result.database_records = db.records.size();
   std::vector<TuningRecord> refreshed;
   for (const TuningRecord& record : db.records) {
-    const auto it = record.key.op == "spmm" ? by_fingerprint.find(record.key.fingerprint) : by_fingerprint.end();
+    const auto it =
+        record.key.op == "spmm" ? by_fingerprint.find(record.key.fingerprint) : by_fingerprint.end();
     if (it == by_fingerprint.end()) {
       ++result.other;
       continue;
@@ -164,10 +168,10 @@ DatabaseSamples database_samples(const std::vector<std::string>& databases, bool
     std::size_t stale = 0;
     for (PredictorSample& s : predictor_samples(db, &stale, cold_l2)) out.samples.push_back(std::move(s));
     if (stale > 0)
-      out.warnings.push_back(fmt::format(
-          "{}: {} timings hold another version's predictor features and were skipped; "
-          "`sparsecc tune --refresh-features MATRICES... --db {}` recomputes them",
-          path, stale, path));
+      out.warnings.push_back(
+          fmt::format("{}: {} timings hold another version's predictor features and were skipped; "
+                      "`sparsecc tune --refresh-features MATRICES... --db {}` recomputes them",
+                      path, stale, path));
   }
   return out;
 }

@@ -85,10 +85,10 @@ class HinesGpuInputs {
 struct HinesVerifyResult {
   std::int64_t rows = 0, cells = 0, rhs = 0;
   std::string dtype;
-  std::string how;          // "GPU <name> (<image> image)", or "plan interpreter (...)"
-  double rel_error = 0;     // max |x - x_ref| / max |x_ref| over the finite outputs
-  double tolerance = 0;     // the bound it is held to
-  std::string note;         // why the bound is above its floor (" [...]"), when the yardstick raised it
+  std::string how;       // "GPU <name> (<image> image)", or "plan interpreter (...)"
+  double rel_error = 0;  // max |x - x_ref| / max |x_ref| over the finite outputs
+  double tolerance = 0;  // the bound it is held to
+  std::string note;      // why the bound is above its floor (" [...]"), when the yardstick raised it
   std::int64_t unwritten = 0;
   bool ok() const { return unwritten == 0 && rel_error <= tolerance; }
 };

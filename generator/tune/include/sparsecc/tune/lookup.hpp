@@ -1,15 +1,15 @@
-// How `sparsecc compile --db` (and compile-model --db, hines --db, sparsecc_bench --db) picks its plan: the tuning database's recorded winner when a record's
-// key matches the problem (matrix fingerprint, parameters, GPU, compute capability, generator
-// version), else the predictor's top choice among the search space, so a build machine without a
-// GPU still compiles a well-chosen plan.
+// How `sparsecc compile --db` (and compile-model --db, hines --db, sparsecc_bench --db) picks its plan: the
+// tuning database's recorded winner when a record's key matches the problem (matrix fingerprint, parameters,
+// GPU, compute capability, generator version), else the predictor's top choice among the search space, so a
+// build machine without a GPU still compiles a well-chosen plan.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "sparsecc/emit/emitted_kernel.hpp"
-#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/neuron/hines.hpp"
 

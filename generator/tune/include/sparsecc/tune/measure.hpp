@@ -52,8 +52,8 @@ class GpuHinesMeasurer : public HinesMeasurer {
  public:
   // The right-hand sides are a random passive step's (random_step_rhs from `seed`); `system` must
   // outlive the measurer.
-  GpuHinesMeasurer(const rt::Context& ctx, const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
-                   std::uint64_t seed);
+  GpuHinesMeasurer(const rt::Context& ctx, const HinesSystem& system, std::int32_t rhs,
+                   const std::string& dtype, std::uint64_t seed);
   Measurement measure(const HinesCandidate& candidate, const rt::Bundle& bundle) override;
 
  private:

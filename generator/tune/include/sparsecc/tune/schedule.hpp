@@ -32,7 +32,7 @@ namespace sparsecc::tune {
 
 // One matrix of a run, loaded, with the problem it is tuned for.
 struct TuneJob {
-  std::string name;          // for progress and results
+  std::string name;  // for progress and results
   CsrMatrix a;
   SpmmProblem problem;
   std::vector<double> bias;  // problem.m values, or empty
@@ -62,25 +62,25 @@ class SerialMeasurer : public SpmmMeasurer {
 };
 
 struct TuneManyOptions {
-  TuneOptions search;             // each search's: jobs (compile threads, 0: the hardware's), arch, limits
-  double budget_seconds = 0;      // the whole run's wall clock, from `start`; 0: unlimited
-  int matrices_at_once = 3;       // searches at once (searches_at_once bounds it)
-  SpmmSpaceDims dims;             // the search spaces'
-  SpmmOptions base;               // the options every candidate starts from
+  TuneOptions search;         // each search's: jobs (compile threads, 0: the hardware's), arch, limits
+  double budget_seconds = 0;  // the whole run's wall clock, from `start`; 0: unlimited
+  int matrices_at_once = 3;   // searches at once (searches_at_once bounds it)
+  SpmmSpaceDims dims;         // the search spaces'
+  SpmmOptions base;           // the options every candidate starts from
   KernelLanguage default_emitter = KernelLanguage::ptx;
-  std::string gpu;                // the records' key: the device name and compute capability ("9.0")
+  std::string gpu;  // the records' key: the device name and compute capability ("9.0")
   std::string compute_capability;
-  bool cold_l2 = false;           // the records' key says the candidates were timed with cold L2
-  std::string database;           // updated with each record as its search ends (empty: not written)
+  bool cold_l2 = false;  // the records' key says the candidates were timed with cold L2
+  std::string database;  // updated with each record as its search ends (empty: not written)
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();  // the budget's clock
 };
 
 // One search's end, as tune_many reports it.
 struct TunedJob {
-  std::size_t index = 0;              // into the jobs
+  std::size_t index = 0;                 // into the jobs
   const TuningRecord* record = nullptr;  // valid during the call
-  std::size_t space_size = 0;         // candidates in its search space
-  std::vector<std::string> warnings;  // of the database update
+  std::size_t space_size = 0;            // candidates in its search space
+  std::vector<std::string> warnings;     // of the database update
 };
 
 struct TuneManyResult {
