@@ -173,8 +173,8 @@ std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a) {
   return unplanned;
 }
 
-// What the budget expects a rolled candidate's compile to take (NVRTC of a small loop: 0.1-0.4 s
-// measured, whatever the matrix).
+// What the budget expects a rolled candidate's compile to take (NVRTC of a small loop, whatever the
+// matrix). Evidence: docs/design/evidence.md#rolled-compile-seconds
 constexpr double kRolledCompileSeconds = 1.0;
 
 TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,
