@@ -1,16 +1,15 @@
 // sparsecc hines FILE.swc...: plan the Hines solver of one forest (the cells of every file, repeated
-// --cells times): junction selection, recursion depth, the plan as JSON, and a check of the plan
-// through its interpreter against the accuracy yardstick (the serial solve in extended precision:
-// pipeline::check_hines_plan_numerics).
+// --cells times; pipeline::compile_hines): junction selection, recursion depth, the plan as JSON, the
+// executor's bundle (-o), and a check of the plan through its interpreter against the accuracy
+// yardstick (the serial solve in extended precision: pipeline::check_hines_plan_numerics).
 #include <fmt/format.h>
 
 #include "cli.hpp"
-#include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/output.hpp"
-#include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/tune/lookup.hpp"
 
@@ -125,50 +124,32 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       if (!a->db.empty()) {
-        const tune::TunedHines tuned = tune::choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
+        const tune::TunedHines tuned =
+            tune::choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);
         o = tuned.options;
       }
-      const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
-      if (const auto errors = check_hines_plan(plan); !errors.empty())
-        throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
+      pipeline::HinesRequest request;
+      request.rhs = a->rhs;
+      request.dtype = a->dtype;
+      request.options = o;
+      request.compile = false;  // the plan first: printed before a compile that may fail
+      const pipeline::HinesArtifact art = pipeline::compile_hines(s, request, default_gpu_target());
+      const HinesPlan& plan = art.plan;
       if (a->plan_json) fmt::print("{}\n", to_json(plan).dump());
-      std::string levels;
-      for (const HinesLevel& L : plan.levels)
-        levels += a->minimal ? fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size())
-                             : fmt::format("{} rows (K {}: {} chains, {} junctions) -> ", L.size, L.k, L.chains.size(),
-                                           L.junctions.size());
-      fmt::print(stderr,
-                 "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows "
-                 "(one thread per cell, {} code); {} grid levels, {} threads per cell block\n",
-                 plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
-                 plan.depth(), levels, plan.base_size(), to_string(plan.code),
-                 plan.grid_levels, plan.block_threads);
+      fmt::print(stderr, "{}\n", art.plan_text());
       if (!a->output.empty()) {
-        CudaCompileOptions co;
-        co.arch = a->arch;
-        const CompiledHines c = compile_hines(plan, co);
-        const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, a->arch);
-        write_bundle(a->output, bundle);
-        const std::string shared =
-            c.schedule.shared_from < plan.depth()
-                ? fmt::format(", levels {}..{} in {} KiB of shared memory per block", c.schedule.shared_from,
-                              plan.depth() - 1, (c.schedule.shared_bytes() + 1023) / 1024)
-                : "";
-        fmt::print(stderr,
-                   "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} "
-                   "({:.1f} s to compile)\n",
-                   a->output, c.schedule.launches.size(), c.schedule.segment_types,
-                   c.schedule.tables.size() * 4 / 1024, c.schedule.workspace_bytes() >> 20, shared,
-                   c.code.seconds);
+        const pipeline::HinesArtifact built = pipeline::compile_hines_plan(plan, s, gpu_target(a->arch));
+        write_bundle(a->output, *built.bundle);
+        fmt::print(stderr, "wrote {}: {}\n", a->output, built.compile_text());
       }
       if (!a->check) return kExitOk;
       const pipeline::HinesNumericsCheck c = pipeline::check_hines_plan_numerics(plan, s, a->seed);
       fmt::print(stderr,
                  "plan interpreter vs extended-precision serial reference: max relative error {:.3g} "
                  "(tolerance {:.3g}{}): {}; backward error {:.3g} (the serial fp64 solve's {:.3g})\n",
-                 c.error, c.tolerance, c.note.empty() ? "" : "; " + c.note, c.ok() ? "ok" : "FAILED", c.backward,
-                 c.ref_backward);
+                 c.error, c.tolerance, c.note.empty() ? "" : "; " + c.note, c.ok() ? "ok" : "FAILED",
+                 c.backward, c.ref_backward);
       return c.ok() ? kExitOk : kExitCheckFailed;
     };
   });

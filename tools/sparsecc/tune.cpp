@@ -9,10 +9,10 @@
 //   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
 //                          build's feature set, for the records of the matrices given (files or a --suite).
 // With several matrices the budget is shared in proportion to their nonzeros, and --matrices-at-once
-// of them (default 3) are tuned together (tune/schedule.hpp: tune_many). --cold-l2 times the SpMM candidates with cold L2 and keys their records so
-// (with --fit / --evaluate it selects those records instead of the warm ones). SWC inputs (--cells,
-// --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
-// of its space), or --space prints that space.
+// of them (default 3) are tuned together (tune/schedule.hpp: tune_many). --cold-l2 times the SpMM
+// candidates with cold L2 and keys their records so (with --fit / --evaluate it selects those records
+// instead of the warm ones). SWC inputs (--cells, --resolution, --rhs, --dtype f64|f32): the Hines
+// solver of their forest is tuned (every candidate of its space), or --space prints that space.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -108,9 +108,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     ModelLayerArgs layer_args = args.model_layers;
     layer_args.n = args.n.empty() ? 0 : args.n[0];
     layer_args.relu = args.relu;
-    const ModelLayerSet layers = read_model_layers(args.model, layer_args, "tune", [](const std::string& line) {
-      fmt::print(stderr, "{}\n", line);
-    });
+    const ModelLayerSet layers = read_model_layers(
+        args.model, layer_args, "tune", [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
     for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
       const ModelLayer& layer = layers.model.layers[i];
       const SpmmProblem problem = model_layer_problem(layer, layers.n[i], layer_args, args.dtype);
@@ -273,8 +272,9 @@ int run_refresh_features(const TuneArgs& args) {
   fmt::print("{}: features (version {}) of {} timings in {} records recomputed{}; {} records left as they were "
              "(no matrix given, or not SpMM)\n",
              args.db[0], tune::kSpmmFeatureVersion, r.timings - r.unplanned, r.refreshed,
-             r.unplanned ? fmt::format(", {} timings whose options no longer plan left without features", r.unplanned)
-                         : std::string(),
+             r.unplanned
+                 ? fmt::format(", {} timings whose options no longer plan left without features", r.unplanned)
+                 : std::string(),
              r.other);
   return kExitOk;
 }
@@ -446,7 +446,8 @@ int run_tune(const TuneArgs& args) {
   if (args.space) {
     nlohmann::json spaces = nlohmann::json::array();
     for (const tune::TuneJob& job : jobs) {
-      nlohmann::json j = tune::to_json(tune::spmm_space(job.a, job.problem, base, default_emitter, dims), dims);
+      nlohmann::json j =
+          tune::to_json(tune::spmm_space(job.a, job.problem, base, default_emitter, dims), dims);
       j["matrix"] = job.name;
       j["n"] = job.problem.n;
       j["n_mode"] = job.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
@@ -477,8 +478,8 @@ int run_tune(const TuneArgs& args) {
     printer.line(fmt::format(
         "{} (N = {}{}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us ({:.2f}x)",
         jobs[t.index].name, jobs[t.index].problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(),
-        t.space_size, record.tuning_seconds, record.strategy, record.winner, record.winner_us, record.default_us,
-        record.default_us / record.winner_us));
+        t.space_size, record.tuning_seconds, record.strategy, record.winner, record.winner_us,
+        record.default_us, record.default_us / record.winner_us));
   };
   const tune::TuneManyResult result = tune::tune_many(
       jobs, many,

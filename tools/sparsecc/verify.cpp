@@ -33,12 +33,15 @@ struct VerifyArgs {
   bool cpu = false;
 };
 
-// A Hines bundle: its result line; exit 1 above the tolerance.
-int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance, bool cpu) {
+// A Hines bundle (pipeline::verify_hines_bundle): its result line; exit 1 above the tolerance.
+int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance,
+                 bool cpu) {
   const pipeline::HinesVerifyResult r = pipeline::verify_hines_bundle(bundle, path, seed, tolerance, cpu);
-  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.3g}){}{} {}\n",
-             path, r.rows, r.cells, r.rhs, r.dtype, r.how, seed, r.rel_error, r.tolerance, r.note,
-             r.unwritten ? fmt::format(", {} outputs not written", r.unwritten) : "", r.ok() ? "ok" : "FAILED");
+  fmt::print(
+      "{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance "
+      "{:.3g}){}{} {}\n",
+      path, r.rows, r.cells, r.rhs, r.dtype, r.how, seed, r.rel_error, r.tolerance, r.note,
+      r.unwritten ? fmt::format(", {} outputs not written", r.unwritten) : "", r.ok() ? "ok" : "FAILED");
   return r.ok() ? kExitOk : kExitCheckFailed;
 }
 
