@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
@@ -24,7 +25,6 @@
 #include "sparsecc/inspector/matrix_summary.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
-#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -82,12 +82,12 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   std::vector<double> got;
   std::string how, why;
   if (rt::driver_available(&why)) {
-    got = pipeline::run_spmm_on_gpu(*art.bundle, "demo layer", b, b.cols, how);
+    got = run_spmm_on_gpu(*art.bundle, "demo layer", b, b.cols, how);
   } else {
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, &bias).data;
     how = fmt::format("plan interpreter (no GPU: {})", why);
   }
-  const pipeline::SpmmCheck check = pipeline::compare_spmm(got, ref);
+  const SpmmCheck check = compare_spmm(got, ref);
   const double rel = check.rel_error;
   LayerResult r;
   r.ok = check.unwritten == 0 && rel <= kExecutorTolerance && !compiled.cubin.empty();

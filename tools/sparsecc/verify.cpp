@@ -7,10 +7,11 @@
 #include <random>
 
 #include "cli.hpp"
+#include "sparsecc/pipeline/run.hpp"
+#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
-#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -18,12 +19,6 @@
 namespace sparsecc::cli {
 
 namespace {
-
-using pipeline::compare_spmm;
-using pipeline::random_check_input;
-using pipeline::run_spmm_on_gpu;
-using pipeline::spmm_check_tolerance;
-using pipeline::SpmmCheck;
 
 struct VerifyArgs {
   std::string bundle;

@@ -1,67 +1,23 @@
-// Checking executors against the references: the device side of `sparsecc verify`, `demo` and the
-// tuner's measurers (tune/measure.hpp). Each executor runs on outputs poisoned with NaN first (an
-// output it never writes fails the check) and its result is widened to double for the comparison.
-// The numbers come back to the caller, which prints them and sets its exit status.
-//   SpMM: B (k x n) uniform in [-1, 1) from a seed, rounded to the executor's dtype; C against the
-//   fp64 reference within spmm_tolerance of A's longest row.
-//   Hines: the right-hand sides of a random passive time step (random_step_rhs); x against the
-//   extended-precision serial solve, within the accuracy yardstick's bound (reference/hines_accuracy.hpp).
+// Checking Hines executors and plans against the references: `sparsecc verify` of a Hines bundle,
+// `sparsecc hines --check`, and the device inputs the tuner's Hines measurer shares (SpMM executors
+// run through run.hpp). An executor runs on a solution poisoned with NaN first (an output it never
+// writes fails the check), its result widened to double, against the extended-precision serial solve
+// of the right-hand sides of a random passive time step (random_step_rhs), within the accuracy
+// yardstick's bound (reference/hines_accuracy.hpp). The numbers come back to the caller, which prints
+// them and sets its exit status.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "sparsecc/matrix/csr.hpp"
-#include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/neuron/hines.hpp"
 #include "sparsecc/plan/hines_plan.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 #include "sparsecc/runtime/device.hpp"
-#include "sparsecc/runtime/executor.hpp"
 #include "sparsecc/runtime/hines_executor.hpp"
 
 namespace sparsecc::pipeline {
-
-// ---- SpMM ----
-
-// B on the device in an executor's dtype (f16 / bf16: rounded to it) and a C buffer, for running
-// executors of one problem, each on NaN-poisoned outputs.
-class SpmmGpuInputs {
- public:
-  SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std::int64_t m);
-  // Poisons C, runs `exec` on B (n columns), waits, and returns C widened to double.
-  std::vector<double> run(const rt::Context& ctx, const rt::SpmmExecutor& exec, std::int64_t n);
-  CUdeviceptr b() const { return b_.get(); }
-  CUdeviceptr c() const { return c_.get(); }
-
- private:
-  std::string dtype_;
-  std::size_t outputs_ = 0;
-  rt::DeviceBuffer b_, c_;
-};
-
-// Loads `bundle` (named `name` in errors) on device 0 and runs it on B (n columns) with C poisoned
-// with NaN first; returns C. f16 / bf16 bundles take B rounded to their dtype and return C widened.
-// `how` receives the device and the image that ran ("GPU … (cubin image)").
-std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string& name, const DenseMatrix& b,
-                                    std::int64_t n, std::string& how);
-
-// B (k x n) for a check: uniform in [-1, 1) from `seed`, rounded to `dtype` (the executor's own inputs;
-// f32 is exact already).
-DenseMatrix random_check_input(std::int64_t k, std::int64_t n, std::uint64_t seed, const std::string& dtype);
-
-// spmm_tolerance for A's longest row.
-double spmm_check_tolerance(const CsrMatrix& a, const std::string& dtype, const std::string& accumulate);
-
-struct SpmmCheck {
-  double rel_error = 0;        // max |C - ref| / max |ref| over the finite outputs
-  std::int64_t unwritten = 0;  // outputs that are not finite (never written, or NaN/Inf)
-};
-
-SpmmCheck compare_spmm(const std::vector<double>& got, const DenseMatrix& ref);
-
-// ---- Hines ----
 
 // One step's arrays on the device in the executor's dtype (f64 or f32): the system's d, u and l, the
 // right-hand sides b (rows x R) and the solution x. Shared by verify_hines_bundle and the tuner's

@@ -1,10 +1,10 @@
 // The tuner's GPU side, the measurers tune_spmm, tune_hines and tune_many take: each compiled
-// candidate is loaded through the runtime, run once on NaN-poisoned outputs (pipeline/verify.hpp) and
-// checked against the reference — SpMM: fp64 on a fresh random B with the problem's bias and ReLU,
-// within spmm_tolerance; Hines: the extended-precision serial solve of a random time step's
-// right-hand sides, within the accuracy yardstick's bound — and only then timed in steady state
-// (rt::time_launches: a CUDA graph of 100 launches replayed for 25 ms to warm the clocks, then the
-// median of 21 replays), with warm L2 or (SpMM, `tune --cold-l2`) cold.
+// candidate is loaded through the runtime, run once on NaN-poisoned outputs (pipeline/run.hpp, verify.hpp)
+// and checked against the reference — SpMM: fp64 on a fresh random B with the problem's bias and ReLU, within
+// spmm_tolerance; Hines: the extended-precision serial solve of a random time step's right-hand sides, within
+// the accuracy yardstick's bound — and only then timed in steady state (rt::time_launches: a CUDA graph of
+// 100 launches replayed for 25 ms to warm the clocks, then the median of 21 replays), with warm L2 or (SpMM,
+// `tune --cold-l2`) cold.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 #include "sparsecc/runtime/device.hpp"
