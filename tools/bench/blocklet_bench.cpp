@@ -137,7 +137,7 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
   const CudaCompileResult r = compile_kernel(k, p.name, co);
   b.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   b.usage = resource_usage(r);
-  b.bundle.metadata = spmm_bundle_metadata(b.plan, p.a, "sm_90");
+  b.bundle.metadata = spmm_bundle_metadata(b.plan, p.a, gpu_target("sm_90"));
   b.bundle.cubin = r.cubin;
   b.bundle.ptx = r.ptx;
   b.bundle.values = k.packed_values;

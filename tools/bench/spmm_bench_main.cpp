@@ -58,6 +58,7 @@
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
+#include "target_flags.hpp"
 #include "tune_lookup.hpp"
 
 namespace {
@@ -76,6 +77,7 @@ struct Args {
   std::int64_t max_nnz = 40000;
   int jobs = 0;
   std::string arch = "sm_90";
+  GpuTarget target;          // --arch's, resolved after parsing
   std::string emit = "ptx";  // ptx | cuda | both
   std::int32_t rows_per_block = 0;
   std::int32_t n_tile = 0;
@@ -226,16 +228,16 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.b_loads = spmm_plan_loads(plan);
     c.column_tiles = plan.column_tiles(n);
     c.reads_values = plan.value_mode != SpmmValueMode::baked;
-    const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.arch);
+    const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.target);
     for (const KernelLanguage language : languages) {
       Build b;
       b.language = language;
       try {
         const auto t1 = std::chrono::steady_clock::now();
-        const EmittedKernel k = emit_spmm(plan, a, language, args.arch);
+        const EmittedKernel k = emit_spmm(plan, a, language, args.target);
         b.emit_seconds = seconds_since(t1);
         CudaCompileOptions o;
-        o.arch = args.arch;
+        o.arch = args.target.arch;
         o.extra.push_back(kPtxasVerbose);
         o.threads = 1;  // the problems compile in parallel already
         const CudaCompileResult r = compile_kernel(k, name, o);
@@ -520,7 +522,7 @@ int run(const Args& args) {
       sp.m = problems[i].M, sp.k = problems[i].K, sp.n = problems[i].N;
       Task& first = tasks[candidates[i].front()];
       const cli::TunedChoice choice = cli::choose_tuned_plan(
-          args.db, mats[i], sp, first.options, first.languages.front(), args.arch, "", args.db_cold);
+          args.db, mats[i], sp, first.options, first.languages.front(), args.target, "", args.db_cold);
       first.options = choice.options;
       first.languages = {choice.emitter};
       plan_sources[i] = choice.how;
@@ -868,7 +870,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-nnz", args.max_nnz, "skip matrices with more nonzeros (compile time)")
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
-  app.add_option("--arch", args.arch, "architecture to compile for")->capture_default_str();
+  cli::add_arch_option(&app, args.arch, "GPU to plan and compile for");
   app.add_option("--emit", args.emit,
                  "emitter whose executor is verified and timed: direct PTX (nvJitLink), CUDA C++ (NVRTC), "
                  "or both (both verified and compared bit for bit, PTX timed)")
@@ -938,6 +940,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  try {
+    args.target = cli::resolve_gpu_target(args.arch);
+    args.arch = args.target.arch;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sparsecc_bench: error: {}\n", e.what());
+    return 2;
   }
   if (args.network && args.timing.cold_l2) {
     fmt::print(stderr, "sparsecc_bench: error: --network times passes as they run (warm); drop --cold-l2\n");

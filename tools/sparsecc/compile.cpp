@@ -16,6 +16,7 @@
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/io/load.hpp"
 #include "spmm_options.hpp"
+#include "target_flags.hpp"
 #include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
@@ -160,11 +161,12 @@ struct CompileArgs {
 int run_compile(const CompileArgs& args) {
   // The output and the assembler options are checked before the work.
   check_output_file(args.output, input_paths({args.spmm.matrix, args.spmm.bias, args.db}));
+  const GpuTarget target = resolve_gpu_target(args.arch);
   if (!args.ptxas.empty()) {
     std::vector<std::string> ptxas;
     for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
     const std::string given_emit = args.spmm.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
-    check_ptxas_options(ptxas, args.arch, parse_kernel_language(given_emit), "--Xptxas");
+    check_ptxas_options(ptxas, target.arch, parse_kernel_language(given_emit), "--Xptxas");
   }
   LoadOptions load;
   load.seed = args.spmm.seed;
@@ -183,7 +185,7 @@ int run_compile(const CompileArgs& args) {
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
     TunedChoice choice = choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit),
-                                           args.arch, args.gpu, args.cold_l2);
+                                           target, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     plan_options = choice.options;
     emit = to_string(choice.emitter);
@@ -194,16 +196,16 @@ int run_compile(const CompileArgs& args) {
   if (args.plan_json) fmt::print("{}\n", to_json(plan).dump());
 
   const auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel kernel = emit_spmm(plan, a, parse_kernel_language(emit), args.arch);
+  const EmittedKernel kernel = emit_spmm(plan, a, parse_kernel_language(emit), target);
   const double emit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CudaCompileOptions options;
-  options.arch = args.arch;
+  options.arch = target.arch;
   options.extra.push_back(kPtxasVerbose);
   for (const auto& o : args.ptxas) options.extra.push_back("-Xptxas=" + o);
   const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
   const ResourceUsage usage = resource_usage(compiled);
 
-  write_bundle(args.output, make_spmm_bundle(plan, a, args.arch, compiled.cubin, compiled.ptx,
+  write_bundle(args.output, make_spmm_bundle(plan, a, target, compiled.cubin, compiled.ptx,
                                             kernel.packed_values, kernel.fragment_words, bias));
 
   fmt::print(
@@ -248,9 +250,7 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   CLI::App* cmd =
       app.add_subcommand("compile", "Compile an SpMM executor for a fixed sparse matrix into a bundle");
   add_spmm_options(cmd, args->spmm);
-  cmd->add_option("--arch", args->arch, "GPU architecture of the cubin (PTX is included for others)")
-      ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
-      ->capture_default_str();
+  add_arch_option(cmd, args->arch, "GPU the plan and the cubin are for (PTX is included for others)");
   cmd->add_option("--emit", args->emit,
                   "Emitter: direct PTX assembled with nvJitLink (fast; fp32 only), or CUDA C++ compiled with "
                   "NVRTC (the default for f16 / bf16)")

@@ -25,6 +25,7 @@
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "spmm_options.hpp"
+#include "target_flags.hpp"
 #include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
@@ -67,12 +68,13 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
+  const GpuTarget target = resolve_gpu_target(args.arch);
   SpmmOptions options = spmm_options(args.spmm);
   std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
     const TunedChoice tuned = choose_tuned_plan(
-        args.db, layer.a, problem, options, parse_kernel_language(emit), args.arch, args.gpu, args.cold_l2);
+        args.db, layer.a, problem, options, parse_kernel_language(emit), target, args.gpu, args.cold_l2);
     options = tuned.options;
     emit = to_string(tuned.emitter);
     choice = tuned.how;
@@ -89,7 +91,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
     throw std::runtime_error(fmt::format("layer {}: the inspector produced an invalid plan: {}", layer.name,
                                          problems.front()));
   const auto t0 = std::chrono::steady_clock::now();
-  const rt::Bundle bundle = tune::compile_spmm_candidate(candidate, layer.a, args.arch, layer.bias);
+  const rt::Bundle bundle = tune::compile_spmm_candidate(candidate, layer.a, target, layer.bias);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   LayerResult r;
@@ -219,7 +221,7 @@ int run_compile_model(const CompileModelArgs& args) {
                              {"model", fs::absolute(args.model).string()},
                              {"model_format", model.format},
                              {"generator_version", std::string(kVersion)},
-                             {"arch", args.arch},
+                             {"arch", resolve_gpu_target(args.arch).arch},
                              {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
                              {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
                              {"layers", nlohmann::json::array()},
@@ -308,9 +310,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--arch", args->arch, "GPU architecture of the cubins (PTX is included for others)")
-      ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
-      ->capture_default_str();
+  add_arch_option(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
   cmd->add_flag("--cold-l2", args->cold_l2,

@@ -77,7 +77,7 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   std::string how, why;
   if (rt::driver_available(&why)) {
     rt::Bundle bundle;
-    bundle.metadata = spmm_bundle_metadata(plan, a, options.arch);
+    bundle.metadata = spmm_bundle_metadata(plan, a, gpu_target(options.arch));
     bundle.cubin = compiled.cubin;
     bundle.ptx = compiled.ptx;
     bundle.values = kernel.packed_values;
@@ -231,7 +231,8 @@ LayerResult run_hines_executor(const HinesSystem& h, const std::vector<double>& 
   const CompiledHines compiled = compile_hines(plan, CudaCompileOptions{});
   const double compile_s = seconds_since(t0);
   NeuronSolver solver(plan, h,
-                      hines_bundle(plan, compiled.schedule, h, compiled.code.cubin, compiled.code.ptx, "sm_90"));
+                      hines_bundle(plan, compiled.schedule, h, compiled.code.cubin, compiled.code.ptx,
+                                   CudaCompileOptions{}.arch));
   std::vector<double> v(h.diag.size(), h.leak_reversal_mv), trace;
   double worst = 0, tolerance = kF64ToleranceFloor;
   std::int64_t unwritten = 0;

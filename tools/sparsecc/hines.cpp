@@ -17,6 +17,7 @@
 #include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
+#include "target_flags.hpp"
 #include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
@@ -154,7 +155,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)")
       ->check(kOutputPath);
-  cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
+  add_arch_option(cmd, a->arch, "GPU the plan and the cubin are for");
   cmd->add_option("--db", a->db,
                   "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
                   "R, dtype and GPU; otherwise the rules");
@@ -177,15 +178,16 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
         inputs.push_back(a->db);
         check_output_file(a->output, inputs);
       }
+      const GpuTarget target = resolve_gpu_target(a->arch);
       const HinesSystem s = load_hines_forest(a->files, a->cells, a->resolution);
       HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       if (!a->db.empty()) {
-        const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
+        const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, target, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);
         o = tuned.options;
       }
-      const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
+      const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o, target);
       if (const auto errors = check_hines_plan(plan); !errors.empty())
         throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
       if (a->plan_json) fmt::print("{}\n", to_json(plan).dump());
@@ -202,9 +204,9 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
                  plan.grid_levels, plan.block_threads);
       if (!a->output.empty()) {
         CudaCompileOptions co;
-        co.arch = a->arch;
+        co.arch = target.arch;
         const CompiledHines c = compile_hines(plan, co);
-        const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, a->arch);
+        const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, target.arch);
         write_bundle(a->output, bundle);
         const std::string shared =
             c.schedule.shared_from < plan.depth()

@@ -30,11 +30,11 @@ struct Compiled {
 
 }  // namespace
 
-rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const std::string& arch) {
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const GpuTarget& target) {
   CudaCompileOptions co;
-  co.arch = arch;
+  co.arch = target.arch;
   const CompiledHines compiled = compile_hines(c.plan, co);
-  return hines_bundle(c.plan, compiled.schedule, system, compiled.code.cubin, compiled.code.ptx, arch);
+  return hines_bundle(c.plan, compiled.schedule, system, compiled.code.cubin, compiled.code.ptx, target.arch);
 }
 
 nlohmann::json hines_options_json(const HinesOptions& o) {
