@@ -870,7 +870,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-nnz", args.max_nnz, "skip matrices with more nonzeros (compile time)")
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
-  cli::add_arch_option(&app, args.arch, "GPU to plan and compile for");
+  flags::add_arch_flag(&app, args.arch, "GPU to plan and compile for");
   app.add_option("--emit", args.emit,
                  "emitter whose executor is verified and timed: direct PTX (nvJitLink), CUDA C++ (NVRTC), "
                  "or both (both verified and compared bit for bit, PTX timed)")

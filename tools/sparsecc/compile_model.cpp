@@ -310,7 +310,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
-  add_arch_option(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
+  flags::add_arch_flag(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
   cmd->add_flag("--cold-l2", args->cold_l2,

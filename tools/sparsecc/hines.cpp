@@ -155,7 +155,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)")
       ->check(kOutputPath);
-  add_arch_option(cmd, a->arch, "GPU the plan and the cubin are for");
+  flags::add_arch_flag(cmd, a->arch, "GPU the plan and the cubin are for");
   cmd->add_option("--db", a->db,
                   "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
                   "R, dtype and GPU; otherwise the rules");

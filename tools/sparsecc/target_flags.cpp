@@ -1,7 +1,6 @@
 #include "target_flags.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/runtime/driver.hpp"
@@ -35,32 +34,13 @@ GpuTarget device_target(int ordinal, const std::string& arch) {
   try {
     info = rt::device_info(ordinal);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format("--arch {}: no GPU to take the target from ({})", kNativeArch, e.what()));
+    throw UsageError(fmt::format("--arch {}: no GPU to take the target from ({})", flags::kNativeArch, e.what()));
   }
   return gpu_target_from_device(device_facts(info), arch);
 }
 
 GpuTarget resolve_gpu_target(const std::string& arch) {
-  return arch == kNativeArch ? device_target() : gpu_target(arch);
-}
-
-CLI::Option* add_arch_option(CLI::App* cmd, std::string& arch, const std::string& description) {
-  const CLI::Validator known(
-      [](std::string& word) -> std::string {
-        if (word == kNativeArch) return {};
-        try {
-          gpu_target(word);
-          return {};
-        } catch (const UsageError& e) {
-          return e.what();
-        }
-      },
-      fmt::format("{{{},{}}}", fmt::join(known_gpu_archs(), ","), kNativeArch));
-  return cmd
-      ->add_option("--arch", arch,
-                   description + " (a row of `sparsecc targets`, or native: the live GPU's own figures)")
-      ->check(known)
-      ->capture_default_str();
+  return arch == flags::kNativeArch ? device_target() : gpu_target(arch);
 }
 
 }  // namespace sparsecc::cli

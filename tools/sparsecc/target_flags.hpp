@@ -4,16 +4,13 @@
 // does not include generator headers.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/target/target.hpp"
+#include "spmm_flags.hpp"  // flags::kNativeArch
 
 namespace sparsecc::cli {
-
-// The --arch word that asks for the live device's target.
-inline constexpr const char* kNativeArch = "native";
 
 // What the driver reports of a device, as the target stage takes it. The clock is left out (0): the
 // table's is the sustained clock under load the predictor's times assume, not the peak the driver
@@ -24,11 +21,8 @@ GpuDeviceFacts device_facts(const rt::DeviceInfo& d);
 // Throws UsageError when there is no driver or no such device.
 GpuTarget device_target(int ordinal = 0, const std::string& arch = {});
 
-// --arch's word: kNativeArch (the device's target) or an architecture of the table (gpu_target);
-// UsageError naming the known ones otherwise.
+// --arch's word (flags::add_arch_flag): native (the device's target) or an architecture of the
+// table (gpu_target); UsageError naming the known ones otherwise.
 GpuTarget resolve_gpu_target(const std::string& arch);
-
-// Adds --arch to `cmd`, checked at parse time against the table (and "native").
-CLI::Option* add_arch_option(CLI::App* cmd, std::string& arch, const std::string& description);
 
 }  // namespace sparsecc::cli

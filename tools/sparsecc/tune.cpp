@@ -681,7 +681,7 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
          "candidate at a time (1: one after another)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  add_arch_option(cmd, args->arch, "GPU the plans, the predictor's ranking and the cubins are for");
+  flags::add_arch_flag(cmd, args->arch, "GPU the plans, the predictor's ranking and the cubins are for");
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit, "Search spaces up to this size exhaustively")
       ->check(kNotNegative)
       ->capture_default_str();
