@@ -232,7 +232,8 @@ TEST(BundleForgery, CompiledCodeCarriesTheContract) {
     const SpmmPlan plan = plan_for(SpmmValueMode::streamed, false);
     const EmittedKernel k = emit_spmm(plan, a, language, gpu_target("sm_90"));
     const CudaCompileResult r = compile_kernel(k, plan.kernel_name, {});
-    const rt::Bundle b = make_spmm_bundle(plan, a, gpu_target("sm_90"), r.cubin, r.ptx, k.packed_values, k.fragment_words, {});
+    const rt::Bundle b =
+        make_spmm_bundle(plan, a, gpu_target("sm_90"), r.cubin, r.ptx, k.packed_values, k.fragment_words, {});
     const auto words = rt::contract_words(rt::bundle_contract(b));
     EXPECT_EQ(rt::cubin_contract(r.cubin, "x"), words);
     EXPECT_EQ(rt::ptx_contract(r.ptx, "x"), words);

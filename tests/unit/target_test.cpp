@@ -23,7 +23,8 @@ constexpr std::int64_t KiB = 1024;
 
 TEST(Target, EveryRowOfTheTableRoundTrips) {
   const auto& archs = known_gpu_archs();
-  ASSERT_EQ(archs, (std::vector<std::string>{"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"}));
+  ASSERT_EQ(archs,
+            (std::vector<std::string>{"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"}));
   for (const std::string& arch : archs) {
     const GpuTarget t = gpu_target(arch);
     EXPECT_EQ(t.arch, arch);
@@ -113,9 +114,9 @@ TEST(Target, DeviceFactsOverrideTheTable) {
   EXPECT_EQ(t.arch, "sm_90");
   EXPECT_EQ(t.source, "device");
   EXPECT_EQ(t.name, "NVIDIA H100 PCIe");
-  EXPECT_EQ(t.sm_count, 114);                     // the device's
-  EXPECT_EQ(t.shared_per_sm, 228 * KiB);          // not reported: the row's
-  EXPECT_EQ(t.clock_mhz, 1755);                   // not reported: the row's sustained clock
+  EXPECT_EQ(t.sm_count, 114);             // the device's
+  EXPECT_EQ(t.shared_per_sm, 228 * KiB);  // not reported: the row's
+  EXPECT_EQ(t.clock_mhz, 1755);           // not reported: the row's sustained clock
   EXPECT_EQ(t.ptx_isa, "7.8");
   EXPECT_TRUE(t.programmatic_launch);
   EXPECT_EQ(to_json(t).at("source"), "device");
@@ -182,7 +183,8 @@ TEST(Target, DeviceFactsFromTheRuntimesDeviceInfo) {
 // The rule as it was with the H100's constants: 227 KiB among the blocks an SM holds at 64
 // registers a thread (2048 threads, 65536 registers, at most 32 blocks), less the base and 1 KiB.
 std::int64_t h100_rule(std::int32_t threads, std::int64_t base) {
-  const std::int64_t blocks = std::clamp<std::int64_t>(std::min<std::int64_t>(2048 / threads, 65536 / (threads * 64)), 1, 32);
+  const std::int64_t blocks =
+      std::clamp<std::int64_t>(std::min<std::int64_t>(2048 / threads, 65536 / (threads * 64)), 1, 32);
   return std::clamp<std::int64_t>(232448 / blocks - base - 1024, 0, kHinesSharedWorkspaceMax);
 }
 
@@ -190,7 +192,8 @@ TEST(HinesTarget, SharedWorkspaceRuleReadsTheTarget) {
   const GpuTarget sm90 = gpu_target("sm_90"), sm80 = gpu_target("sm_80");
   for (std::int32_t threads = 32; threads <= 1024; threads += 32)
     for (const std::int64_t base : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{24576}}) {
-      EXPECT_EQ(hines_shared_workspace_rule(threads, base), h100_rule(threads, base)) << threads << " " << base;
+      EXPECT_EQ(hines_shared_workspace_rule(threads, base), h100_rule(threads, base))
+          << threads << " " << base;
       EXPECT_EQ(hines_shared_workspace_rule(threads, base, sm90), h100_rule(threads, base)) << threads;
     }
   EXPECT_EQ(hines_shared_workspace_rule(512, 0, sm90), 232448 / 2 - 1024);

@@ -34,7 +34,8 @@ GpuTarget device_target(int ordinal, const std::string& arch) {
   try {
     info = rt::device_info(ordinal);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format("--arch {}: no GPU to take the target from ({})", flags::kNativeArch, e.what()));
+    throw UsageError(
+        fmt::format("--arch {}: no GPU to take the target from ({})", flags::kNativeArch, e.what()));
   }
   return gpu_target_from_device(device_facts(info), arch);
 }

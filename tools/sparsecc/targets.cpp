@@ -28,11 +28,12 @@ std::string features(const GpuTarget& t) {
 }
 
 std::string row(const GpuTarget& t) {
-  return fmt::format("{:<8} {:<28} {:>2}.{:<1} {:>4} {:>4} {:>6} {:>6} {:>6} {:>9} {:>7} {:>6} {:>5} {:>6} {:>6}  {}",
-                     t.arch, t.name.substr(0, 28), t.cc_major, t.cc_minor, t.ptx_isa, t.sm_count,
-                     t.max_threads_per_sm, t.max_blocks_per_sm, t.registers_per_sm, t.shared_per_sm / 1024,
-                     t.shared_per_block_optin / 1024, t.l2_bytes / (1024 * 1024), t.clock_mhz,
-                     t.dram_bytes_per_us / 1e3, t.l2_bytes_per_us / 1e3, features(t));
+  return fmt::format(
+      "{:<8} {:<28} {:>2}.{:<1} {:>4} {:>4} {:>6} {:>6} {:>6} {:>9} {:>7} {:>6} {:>5} {:>6} {:>6}  {}",
+      t.arch, t.name.substr(0, 28), t.cc_major, t.cc_minor, t.ptx_isa, t.sm_count, t.max_threads_per_sm,
+      t.max_blocks_per_sm, t.registers_per_sm, t.shared_per_sm / 1024, t.shared_per_block_optin / 1024,
+      t.l2_bytes / (1024 * 1024), t.clock_mhz, t.dram_bytes_per_us / 1e3, t.l2_bytes_per_us / 1e3,
+      features(t));
 }
 
 }  // namespace
@@ -60,9 +61,9 @@ void add_targets(CLI::App& app, std::function<int()>& run) {
         fmt::print("{}\n", out.dump(2));
         return kExitOk;
       }
-      fmt::print("{:<8} {:<28} {:>4} {:>4} {:>4} {:>6} {:>6} {:>6} {:>9} {:>7} {:>6} {:>5} {:>6} {:>6}  {}\n", "arch",
-                 "part", "cc", "PTX", "SMs", "thr/SM", "blk/SM", "reg/SM", "smem KiB", "opt-in", "L2 MiB", "MHz",
-                 "DRAM", "L2", "features");
+      fmt::print("{:<8} {:<28} {:>4} {:>4} {:>4} {:>6} {:>6} {:>6} {:>9} {:>7} {:>6} {:>5} {:>6} {:>6}  {}\n",
+                 "arch", "part", "cc", "PTX", "SMs", "thr/SM", "blk/SM", "reg/SM", "smem KiB", "opt-in",
+                 "L2 MiB", "MHz", "DRAM", "L2", "features");
       for (const std::string& arch : known_gpu_archs()) fmt::print("{}\n", row(gpu_target(arch)));
       if (device)
         fmt::print("\nthis machine's GPU (--arch native):\n{}\n", row(*device));

@@ -22,8 +22,8 @@ struct TunedChoice {
 };
 
 // `gpu` names the target GPU ("NVIDIA H100 80GB HBM3"); empty: the GPU of this machine when there is
-// one, else any GPU of the target's compute capability (sm_90 -> 9.0); the predictor ranks for the target. With `cold_l2` only a
-// record tuned with cold L2 (`tune --cold-l2`) matches, and without one the choice is `base` (the
+// one, else any GPU of the target's compute capability (sm_90 -> 9.0); the predictor ranks for the
+// target. With `cold_l2` only a record tuned with cold L2 (`tune --cold-l2`) matches, and without one the choice is `base` (the
 // automatic plan), not the predictor's (a model of warm launches). Warnings about the database
 // (corrupt, newer schema) go to stderr; they never stop the compile.
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,

@@ -7,8 +7,8 @@
 // shared memory reserved per block, the register allocation unit, DRAM and L2 bandwidth; the default
 // target, sm_90's row, is the H100 SXM the coefficients were fitted on: 132 SMs at 1.755 GHz; per SM
 // 65536 registers, 2048 threads, 32 blocks, 228 KiB of shared memory with 1 KiB reserved per block),
-// so that a coefficient near 1 means "this limit alone sets the time". Per thread, a group's path is its instructions: the address and load of B
-// for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
+// so that a coefficient near 1 means "this limit alone sets the time". Per thread, a group's path is
+// its instructions: the address and load of B for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
 // columns a thread), the value loads of streamed plans, its fragments' operand loads, B loads,
 // packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias,
 // ReLU, store) or the hand-over of groups 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
@@ -32,8 +32,9 @@
 //               waves x (a 64-cycle barrier + 2 cycles per row and extra group).
 //   imbalance   the largest block row's nonzeros over the mean, minus 1 (0 when balanced).
 //   l2_us       B read from L2 by the SMs at the target's L2 bandwidth (5.5 TB/s): every step of
-//               every group reads its row of B across the columns of each column tile, N columns in all. Short block rows (few
-//               rows, so few nonzeros share a row of B) and many groups read B more often.
+//               every group reads its row of B across the columns of each column tile, N columns in
+//               all. Short block rows (few rows, so few nonzeros share a row of B) and many groups
+//               read B more often.
 //
 // Terms (spmm_predictor_terms): the predictor's inputs, the features above and, derived from them
 // (so stored features need no recomputation), bound_imbalance_us = bound_us x imbalance: the time the
