@@ -73,6 +73,13 @@ expect 2 "compiled for N = 5"      -- verify "$tmp/small.sccb" --cpu --n 6
 expect 0 '"row_split":"clustered"' -- compile "$tmp/small.mtx" --n 5 --clustered-rows --plan-json -o "$tmp/clu.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/clu.sccb" --cpu
 expect 2 "exclude each other"      -- compile "$tmp/small.mtx" --n 5 --clustered-rows --balanced -o "$tmp/x.sccb"
+# Targets: --arch is checked against the table (the error names the known architectures), sm_80
+# compiles for an A100, and `targets` lists the table.
+expect 2 "unknown GPU architecture 'sm_91'.*sm_80, sm_86"   -- compile "$tmp/small.mtx" --n 5 --arch sm_91 -o "$tmp/x.sccb"
+expect 2 "unknown GPU architecture 'sm_91'"                -- hines "$tmp/cell.swc" --arch sm_91
+expect 0 '"target":"sm_80"'                                -- compile "$tmp/small.mtx" --n 5 --arch sm_80 --json -o "$tmp/a100.sccb"
+expect 0 "^sm_80 +A100 SXM 40GB +8.0 +7.0 +108 "           -- targets
+expect 0 '"sm_count": 132'                                 -- targets --json
 expect 2 "clustered rows need an fp32 plan" -- compile "$tmp/small.mtx" --n 5 --clustered-rows --dtype f16 -o "$tmp/x.sccb"
 expect 0 '"stage_min_entries":1'   -- compile "$tmp/small.mtx" --n 5 --stage-dense 1 --plan-json -o "$tmp/st.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/st.sccb" --cpu

@@ -92,7 +92,8 @@ inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
   out.plan = plan_spmm(c.a, c.problem, c.options);
   out.plan_errors = check_plan(out.plan, c.a);
   if (!out.plan_errors.empty()) return out;
-  out.emitted = emit_spmm(out.plan, c.a, c.emit, arch);
+  const GpuTarget target = gpu_target(arch);
+  out.emitted = emit_spmm(out.plan, c.a, c.emit, target);
   CudaCompileOptions options;
   options.arch = arch;
   options.extra.push_back(kPtxasVerbose);
@@ -106,7 +107,7 @@ inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
     out.usage = parse_ptxas_log(out.compiled.log);
   }
   rt::Bundle& b = out.bundle;
-  b.metadata = spmm_bundle_metadata(out.plan, c.a, arch);
+  b.metadata = spmm_bundle_metadata(out.plan, c.a, target);
   b.cubin = out.compiled.cubin;
   b.ptx = out.compiled.ptx;
   b.values = out.emitted.packed_values;  // empty when baked

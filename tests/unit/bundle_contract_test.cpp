@@ -52,7 +52,7 @@ Raw spmm_bytes(const SpmmPlan& plan, const std::string& ptx) {
                                     : plan.value_mode == SpmmValueMode::streamed ? spmm_kernel_values(plan, a)
                                                                                  : std::vector<float>{};
   const std::vector<double> bias(plan.problem.bias ? static_cast<std::size_t>(a.rows) : 0, 0.5);
-  return rt::bundle_bytes(make_spmm_bundle(plan, a, "sm_90", {}, ptx, values, {}, bias), "honest.sccb");
+  return rt::bundle_bytes(make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, ptx, values, {}, bias), "honest.sccb");
 }
 
 // Parses `bytes` as forged.sccb: expects a BundleError whose message has every one of `parts`.
@@ -168,7 +168,7 @@ TEST(BundleForgery, EveryEmitterStampsThePlansContract) {
     SCOPED_TRACE(to_string(mode));
     const EmittedKernel cuda = emit_spmm_cuda(plan, a);
     rt::Bundle b;
-    b.metadata = spmm_bundle_metadata(plan, a, "sm_90");
+    b.metadata = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
     b.values = cuda.packed_values;
     const auto fields = rt::bundle_contract(b);
     EXPECT_NE(cuda.source.find(rt::contract_cuda(fields)), std::string::npos);
@@ -201,7 +201,7 @@ TEST(BundleForgery, EveryEmitterStampsThePlansContract) {
     ASSERT_GT(plan.fragment_count(), 0);
     const EmittedKernel k = emit_spmm_cuda(plan, d);
     rt::Bundle b;
-    b.metadata = spmm_bundle_metadata(plan, d, "sm_90");
+    b.metadata = spmm_bundle_metadata(plan, d, gpu_target("sm_90"));
     b.values = k.packed_values;
     EXPECT_GT(b.metadata.fragment_words, 0);
     EXPECT_NE(k.source.find(rt::contract_cuda(rt::bundle_contract(b))), std::string::npos);
@@ -230,9 +230,10 @@ TEST(BundleForgery, CompiledCodeCarriesTheContract) {
   for (const KernelLanguage language : {KernelLanguage::cuda, KernelLanguage::ptx}) {
     SCOPED_TRACE(to_string(language));
     const SpmmPlan plan = plan_for(SpmmValueMode::streamed, false);
-    const EmittedKernel k = emit_spmm(plan, a, language, "sm_90");
+    const EmittedKernel k = emit_spmm(plan, a, language, gpu_target("sm_90"));
     const CudaCompileResult r = compile_kernel(k, plan.kernel_name, {});
-    const rt::Bundle b = make_spmm_bundle(plan, a, "sm_90", r.cubin, r.ptx, k.packed_values, k.fragment_words, {});
+    const rt::Bundle b =
+        make_spmm_bundle(plan, a, gpu_target("sm_90"), r.cubin, r.ptx, k.packed_values, k.fragment_words, {});
     const auto words = rt::contract_words(rt::bundle_contract(b));
     EXPECT_EQ(rt::cubin_contract(r.cubin, "x"), words);
     EXPECT_EQ(rt::ptx_contract(r.ptx, "x"), words);
@@ -289,7 +290,7 @@ TEST(BundleForgery, HinesLaunchesAndTablesAreBound) {
 TEST(BundleForgery, ReplanningRefusesMetadataThatContradictsThePlan) {
   const CsrMatrix& a = matrix();
   const SpmmPlan plan = plan_for(SpmmValueMode::streamed);
-  const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, "sm_90");
+  const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
   EXPECT_NO_THROW(replan_spmm_bundle(md, a, "b.sccb"));
   const auto refused = [&](const std::function<void(rt::BundleMetadata&)>& edit, const std::string& part) {
     rt::BundleMetadata bad = md;

@@ -33,7 +33,7 @@ std::vector<unsigned char> spmm_bundle_bytes(std::uint64_t seed) {
   p.n = 32;  // an unrolled plan (N <= 16 plans rolled, with a step table in `values`)
   const SpmmPlan plan = plan_spmm(a, p);
   rt::Bundle b;
-  b.metadata = spmm_bundle_metadata(plan, a, "sm_90");
+  b.metadata = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
   b.ptx = "// not compiled in this test\n";
   b.reference = csr_reference_bytes(a);
   return rt::bundle_bytes(b);

@@ -134,7 +134,7 @@ std::string spmm_hash(const CsrMatrix& a, const SpmmCase& c) {
   SpmmOptions o;
   c.options(o);
   const SpmmPlan plan = plan_spmm(a, p, o);
-  return hash_kernel(emit_spmm(plan, a, c.language, "sm_90"));
+  return hash_kernel(emit_spmm(plan, a, c.language, gpu_target("sm_90")));
 }
 
 std::string hines_hash(const HinesSystem& s, std::int32_t rhs, const std::string& dtype, const HinesOptions& o) {

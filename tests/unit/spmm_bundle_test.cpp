@@ -66,16 +66,16 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   p.n_mode = SpmmNMode::runtime;
   p.relu = true;
   const SpmmPlan plan = plan_spmm(a, p);
-  const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, "sm_90");
+  const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
   EXPECT_EQ(md.n_mode, "runtime");
   // Kernels for sm_90 on wait for their predecessor (programmatic dependent launch), fp32 and half.
   EXPECT_TRUE(md.programmatic_launch);
-  EXPECT_FALSE(spmm_bundle_metadata(plan, a, "sm_80").programmatic_launch);
-  EXPECT_FALSE(spmm_bundle_metadata(plan, a, "sm_89").programmatic_launch);
+  EXPECT_FALSE(spmm_bundle_metadata(plan, a, gpu_target("sm_80")).programmatic_launch);
+  EXPECT_FALSE(spmm_bundle_metadata(plan, a, gpu_target("sm_89")).programmatic_launch);
   SpmmProblem half = p;
   half.dtype = "f16";
-  EXPECT_TRUE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_90").programmatic_launch);
-  EXPECT_FALSE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_80").programmatic_launch);
+  EXPECT_TRUE(spmm_bundle_metadata(plan_spmm(a, half), a, gpu_target("sm_90")).programmatic_launch);
+  EXPECT_FALSE(spmm_bundle_metadata(plan_spmm(a, half), a, gpu_target("sm_80")).programmatic_launch);
   EXPECT_EQ(md.block_rows, plan.block_rows());
   EXPECT_EQ(md.block_x, plan.block_x);
   EXPECT_EQ(md.nnz, a.nnz());

@@ -61,8 +61,8 @@ TEST(SpmmPtx, TextIsDeterministicAndUnrolled) {
   EXPECT_NE(e.source.find("bar.sync 0;"), std::string::npos);
   // B at immediate offsets k * N * 4 from the thread's column.
   EXPECT_TRUE(std::regex_search(e.source, std::regex(R"(ld\.global\.nc\.f32 %x\d+, \[%b\+\d+\];)")));
-  EXPECT_EQ(emit_spmm_ptx(p, a, "sm_90a").source.find(".target sm_90a\n") != std::string::npos, true);
-  EXPECT_THROW(emit_spmm_ptx(p, a, "sm_91"), UsageError);
+  EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target("sm_90a")).source.find(".target sm_90a\n") != std::string::npos, true);
+  EXPECT_THROW(emit_spmm_ptx(p, a, gpu_target("sm_91")), UsageError);
   SpmmPlan other = p;
   other.kernel_name = "2bad";
   EXPECT_THROW(emit_spmm_ptx(other, a), UsageError);
@@ -127,13 +127,13 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   ASSERT_TRUE(p.programmatic);
   ASSERT_TRUE(p.programmatic_trigger);
   for (const char* arch : {"sm_90", "sm_90a", "sm_100"}) {
-    const std::string text = emit_spmm_ptx(p, a, arch).source;
+    const std::string text = emit_spmm_ptx(p, a, gpu_target(arch)).source;
     EXPECT_EQ(count(text, "griddepcontrol.wait;"), 1u) << arch;
     EXPECT_LT(text.find("griddepcontrol.wait;"), text.find("ld.global.nc")) << arch;
     EXPECT_EQ(count(text, "griddepcontrol.launch_dependents;"), p.blocks.size()) << arch;
   }
   for (const char* arch : {"sm_80", "sm_89"})
-    EXPECT_EQ(emit_spmm_ptx(p, a, arch).source.find("griddepcontrol"), std::string::npos) << arch;
+    EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target(arch)).source.find("griddepcontrol"), std::string::npos) << arch;
   SpmmPlan wait_only = p;
   wait_only.programmatic_trigger = false;
   const std::string wait_text = emit_spmm_ptx(wait_only, a).source;

@@ -374,7 +374,7 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   const CsrMatrix a = random_sparse(40, 90, 0.2, 13);
   const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, "f32"}, rolled_options(2, 4, 32));
   rt::Bundle b;
-  b.metadata = spmm_bundle_metadata(p, a, "sm_90");
+  b.metadata = spmm_bundle_metadata(p, a, gpu_target("sm_90"));
   EXPECT_EQ(b.metadata.values_mode, "rolled");
   EXPECT_EQ(b.metadata.n_tile, 64);  // columns a block covers
   b.ptx = "// not compiled in this test\n";
@@ -410,7 +410,7 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   rolled.value_mode = SpmmValueMode::rolled;
   const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"}, rolled);
   ASSERT_EQ(lanes.step_lanes, 8);
-  const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, "sm_90");
+  const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, gpu_target("sm_90"));
   EXPECT_EQ(md.n_tile, 4);
   EXPECT_EQ(md.plan_summary.at("step_lanes"), 8);
   EXPECT_EQ(to_json(replan_spmm_bundle(md, a)), to_json(lanes));

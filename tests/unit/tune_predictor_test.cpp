@@ -15,6 +15,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/tune/predictor.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "test_support.hpp"
@@ -119,6 +120,75 @@ TEST(TunePredictor, FeaturesAreFiniteAndDeterministic) {
   SpmmPlan empty;
   empty.problem = pr;
   EXPECT_THROW(spmm_features(empty, a), UsageError);
+}
+
+// The features of the default target (sm_90's row) are those of the H100 constants the predictor had
+// before targets (recorded with that build, printed to 17 digits), and an A100 target changes them.
+TEST(TunePredictor, FeaturesComeFromTheTargetAndSm90KeepsTheH100Figures) {
+  const CsrMatrix small = random_csr(96, 80, 0.1, 11, true);
+  const CsrMatrix big = random_csr(3000, 256, 0.05, 5, false);
+  const std::vector<std::vector<double>> small_before = {
+      {1, 0.25103276353276355, 0.11095571095571095, 0.017930911680911682, 0.023466666666666667, 0,
+       1.0021953896816682, 0.066254545454545455},
+      {1, 0.25103276353276355, 0.44382284382284382, 0.013448183760683761, 0.023466666666666667, 0,
+       1.0021953896816682, 0.066254545454545455},
+      {1, 0.55940170940170941, 0.21279461279461279, 0.035434472934472931, 0.023466666666666667,
+       0.041025641025641026, 0.7124039517014269, 0.050981818181818184},
+      {1, 1.6792022792022792, 0.1097125097125097, 0.29715099715099713, 0.023466666666666667,
+       0.10142450142450142, 0.073545554335894492, 0.028290909090909092},
+      {1, 1.3401709401709401, 0.84344297677631008, 0.070204178537511874, 0.024681333333333333,
+       0.10028490028490028, 0.686059275521405, 0.040581818181818184},
+      {1, 0.51502849002849005, 0.44133644133644129, 0.14715099715099716, 0.23466666666666666, 0,
+       0.89681668496158062, 0.58618181818181814},
+      {1, 0.71396011396011394, 0.27571440904774236, 0.023124406457739794, 0.011733333333333333,
+       0.041025641025641026, 0.7124039517014269, 0.025490909090909092},
+      {1, 3.5511870845204183, 0.18530605197271863, 0.063414055080721746, 0.011818666666666667, 0,
+       0.59385290889132802, 0.013818181818181818}};
+  const std::vector<std::vector<double>> big_before = {
+      {1, 4.3104503849184708, 3.5210567210567207, 0.61577862641692438, 0.43413333333333332, 0,
+       0.20216428922774221, 1.9621090909090908},
+      {1, 2.1584370370370367, 18.079046879046878, 0.53960925925925929, 0.43413333333333332, 0,
+       1.0969787972143834, 2.8092363636363635},
+      {1, 2.3942017094017092, 9.2761460761460768, 0.59855042735042729, 0.43413333333333332,
+       0.082051282051282051, 0.33973645377585626, 2.6065454545454547},
+      {1, 4.2825725889555679, 4.8048001381334711, 0.83427895981087474, 0.43413333333333332,
+       0.20284900284900284, 0.095088927434178183, 1.9637818181818181},
+      {1, 5.9280653371320033, 33.319174652507982, 1.0721823361823362, 0.48563600000000001,
+       0.40113960113960112, 0.26207057239754561, 2.3620363636363635},
+      {1, 11.223655080721747, 18.634619701286368, 4.609715479582146, 4.341333333333333, 0,
+       0.66981644963367581, 27.373090909090909}};
+  // sample_plans' fp32 options on a larger matrix (its grid exceeds one wave of 132 SMs).
+  const SpmmProblem f32{big.rows, big.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  SpmmProblem bias_relu = f32;
+  bias_relu.bias = bias_relu.relu = true;
+  bias_relu.n = 1000;
+  const std::vector<SpmmPlan> big_plans = {
+      plan_spmm(big, f32),
+      plan_spmm(big, f32, options(1, 32, 1)),
+      plan_spmm(big, f32, options(4, 64, 2)),
+      plan_spmm(big, f32, options(16, 128, 4, SpmmRowSplit::balanced)),
+      plan_spmm(big, f32, options(8, 32, 8, SpmmRowSplit::equal, SpmmValueMode::streamed)),
+      plan_spmm(big, bias_relu, options(2, 256, 1))};
+  const GpuTarget sm90 = gpu_target("sm_90"), sm80 = gpu_target("sm_80");
+  const auto check = [&](const CsrMatrix& a, const std::vector<SpmmPlan>& plans,
+                         const std::vector<std::vector<double>>& before) {
+    ASSERT_EQ(plans.size(), before.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      EXPECT_EQ(spmm_features(plans[i], a), before[i]) << "plan " << i;
+      EXPECT_EQ(spmm_features(plans[i], a, sm90), before[i]) << "plan " << i;
+      differ += spmm_features(plans[i], a, sm80) != before[i];
+    }
+    EXPECT_EQ(differ, plans.size());  // a slower clock and DRAM: every plan's times change
+  };
+  check(small, sample_plans(small), small_before);
+  check(big, big_plans, big_before);
+  // Fewer SMs: the busiest SM of a large grid runs more blocks, so the issue bound grows by more
+  // than the clock alone explains.
+  const SpmmPlan& p = big_plans[1];
+  const double issue90 = spmm_features(p, big, sm90)[index_of("issue_us")];
+  const double issue80 = spmm_features(p, big, sm80)[index_of("issue_us")];
+  EXPECT_GT(issue80, issue90 * sm90.clock_mhz / sm80.clock_mhz);
 }
 
 TEST(TunePredictor, TermsAreTheFeaturesAndTheDerivedTerms) {

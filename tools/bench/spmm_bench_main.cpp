@@ -61,6 +61,7 @@
 #include "sparsecc/runtime/executor.hpp"
 #include "sparsecc/tune/lookup.hpp"
 #include "spmm_flags.hpp"
+#include "target_flags.hpp"
 
 namespace {
 
@@ -78,6 +79,7 @@ struct Args : flags::SpmmPlanFlags {
   std::int64_t max_nnz = 40000;
   int jobs = 0;
   std::string arch = "sm_90";
+  GpuTarget target;          // --arch's, resolved after parsing
   std::string emit = "ptx";  // ptx | cuda | both
   std::int64_t n = 0;  // > 0: every problem's N
   bool compile_only = false;
@@ -201,7 +203,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.b_loads = spmm_plan_loads(plan);
     c.column_tiles = plan.column_tiles(n);
     c.reads_values = plan.value_mode != SpmmValueMode::baked;
-    const GpuTarget target = gpu_target(args.arch);
+    const GpuTarget& target = args.target;
     for (const KernelLanguage language : languages) {
       Build b;
       b.language = language;
@@ -488,7 +490,7 @@ int run(const Args& args) {
       sp.m = problems[i].M, sp.k = problems[i].K, sp.n = problems[i].N;
       Task& first = tasks[candidates[i].front()];
       const tune::TunedChoice choice = tune::choose_tuned_plan(
-          args.db, mats[i], sp, first.options, first.languages.front(), args.arch, "", args.db_cold);
+          args.db, mats[i], sp, first.options, first.languages.front(), args.target, "", args.db_cold);
       first.options = choice.options;
       first.languages = {choice.emitter};
       plan_sources[i] = choice.how;
@@ -836,7 +838,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-nnz", args.max_nnz, "skip matrices with more nonzeros (compile time)")
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
-  flags::add_arch_flag(&app, args.arch, "architecture to compile for");
+  flags::add_arch_flag(&app, args.arch, "GPU to plan and compile for");
   app.add_option("--emit", args.emit,
                  "emitter whose executor is verified and timed: direct PTX (nvJitLink), CUDA C++ (NVRTC), "
                  "or both (both verified and compared bit for bit, PTX timed)")
@@ -874,6 +876,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  try {
+    args.target = cli::resolve_gpu_target(args.arch);
+    args.arch = args.target.arch;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sparsecc_bench: error: {}\n", e.what());
+    return 2;
   }
   if (args.network && args.timing.cold_l2) {
     fmt::print(stderr, "sparsecc_bench: error: --network times passes as they run (warm); drop --cold-l2\n");

@@ -94,8 +94,20 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
 }
 
 CLI::Option* add_arch_flag(CLI::App* cmd, std::string& arch, const std::string& help) {
-  return cmd->add_option("--arch", arch, help)
-      ->check(CLI::IsMember(known_gpu_archs()))
+  // gpu_target's message names the known architectures.
+  const CLI::Validator known(
+      [](std::string& word) -> std::string {
+        if (word == kNativeArch) return {};
+        try {
+          gpu_target(word);
+          return {};
+        } catch (const UsageError& e) {
+          return fmt::format("{}, or {}: the live GPU's own figures", e.what(), kNativeArch);
+        }
+      },
+      fmt::format("{{{},{}}}", fmt::join(known_gpu_archs(), ","), kNativeArch));
+  return cmd->add_option("--arch", arch, help + " (a row of `sparsecc targets`, or native: the live GPU's figures)")
+      ->check(known)
       ->capture_default_str();
 }
 

@@ -41,7 +41,10 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f);
 // exclude each other or a bad --blocklets text.
 SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype);
 
-// --arch, checked against the target table (sparsecc/target/target.hpp).
+// The --arch word that asks for the live device's target (resolved by the tools: target_flags.hpp).
+inline constexpr const char* kNativeArch = "native";
+
+// --arch, checked against the target table (sparsecc/target/target.hpp) or kNativeArch.
 CLI::Option* add_arch_flag(CLI::App* cmd, std::string& arch, const std::string& help = "GPU architecture of the cubin (PTX is included for others)");
 
 }  // namespace sparsecc::flags

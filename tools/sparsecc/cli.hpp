@@ -49,6 +49,7 @@ void add_embed(CLI::App& app, std::function<int()>& run);
 void add_hines(CLI::App& app, std::function<int()>& run);
 void add_prune(CLI::App& app, std::function<int()>& run);
 void add_tune(CLI::App& app, std::function<int()>& run);
+void add_targets(CLI::App& app, std::function<int()>& run);
 // Forwards every argument to the sparsecc_bench program (execv); its callback returns only on failure.
 void add_bench(CLI::App& app, std::function<int()>& run);
 

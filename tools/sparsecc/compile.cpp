@@ -14,6 +14,7 @@
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
+#include "target_flags.hpp"
 
 namespace sparsecc::cli {
 
@@ -77,13 +78,13 @@ struct CompileArgs {
 int run_compile(const CompileArgs& args) {
   // The output and the assembler options are checked before the work.
   check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias, args.db}));
+  const GpuTarget target = resolve_gpu_target(args.arch);
   if (!args.ptxas.empty()) {
     std::vector<std::string> ptxas;
     for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
     const std::string given_emit = args.spmm.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
-    check_ptxas_options(ptxas, args.arch, parse_kernel_language(given_emit), "--Xptxas");
+    check_ptxas_options(ptxas, target.arch, parse_kernel_language(given_emit), "--Xptxas");
   }
-  const GpuTarget target = gpu_target(args.arch);
   LoadOptions load;
   load.seed = args.spmm.seed;
   const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, args.spmm.dtype);
@@ -103,9 +104,9 @@ int run_compile(const CompileArgs& args) {
   std::string chosen_by;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
-    const tune::TunedChoice choice = tune::choose_tuned_plan(
-        args.db, a, request.problem, request.options,
-        request.emit.value_or(pipeline::emitter_default(request.problem)), args.arch, args.gpu, args.cold_l2);
+    tune::TunedChoice choice = tune::choose_tuned_plan(args.db, a, request.problem, request.options,
+                                           request.emit.value_or(pipeline::emitter_default(request.problem)),
+                                           target, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     request.options = choice.options;
     request.emit = choice.emitter;
@@ -144,7 +145,7 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   CLI::App* cmd =
       app.add_subcommand("compile", "Compile an SpMM executor for a fixed sparse matrix into a bundle");
   add_spmm_options(cmd, args->spmm);
-  flags::add_arch_flag(cmd, args->arch);
+  flags::add_arch_flag(cmd, args->arch, "GPU the plan and the cubin are for (PTX is included for others)");
   cmd->add_option("--emit", args->emit,
                   "Emitter: direct PTX assembled with nvJitLink (fast; fp32 only), or CUDA C++ compiled with "
                   "NVRTC (the default for f16 / bf16)")

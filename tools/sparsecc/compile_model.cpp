@@ -26,6 +26,7 @@
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
+#include "target_flags.hpp"
 
 namespace sparsecc::cli {
 
@@ -68,6 +69,7 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
+  const GpuTarget target = resolve_gpu_target(args.arch);
   pipeline::SpmmRequest request;
   request.problem = problem;
   request.options = spmm_options(args.spmm);
@@ -78,9 +80,10 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                                         : pipeline::LongCompile::take_ptx;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
-    const tune::TunedChoice tuned = tune::choose_tuned_plan(
-        args.db, layer.a, problem, request.options, request.emit.value_or(pipeline::emitter_default(problem)),
-        args.arch, args.gpu, args.cold_l2);
+    const tune::TunedChoice tuned =
+        tune::choose_tuned_plan(args.db, layer.a, problem, request.options,
+                          request.emit.value_or(pipeline::emitter_default(problem)), target, args.gpu,
+                           args.cold_l2);
     request.options = tuned.options;
     request.emit = tuned.emitter;
     choice = tuned.how;
@@ -88,7 +91,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   const auto t0 = std::chrono::steady_clock::now();
   pipeline::SpmmArtifact art;
   try {
-    art = pipeline::compile_spmm(layer.a, request, gpu_target(args.arch));
+    art = pipeline::compile_spmm(layer.a, request, target);
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("layer {}: {}", layer.name, e.what()));
   }
@@ -224,7 +227,7 @@ int run_compile_model(const CompileModelArgs& args) {
                              {"model", fs::absolute(args.model).string()},
                              {"model_format", model.format},
                              {"generator_version", std::string(kVersion)},
-                             {"arch", args.arch},
+                             {"arch", resolve_gpu_target(args.arch).arch},
                              {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
                              {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
                              {"layers", nlohmann::json::array()},
@@ -303,7 +306,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
-  flags::add_arch_flag(cmd, args->arch, "GPU architecture of the cubins (PTX is included for others)");
+  flags::add_arch_flag(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
   cmd->add_flag("--allow-long-compile", args->allow_long,
                 "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without --emit, "
                 "taking the PTX route)");

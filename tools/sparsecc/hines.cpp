@@ -12,6 +12,7 @@
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/tune/lookup.hpp"
+#include "target_flags.hpp"
 
 namespace sparsecc::cli {
 
@@ -97,7 +98,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)")
       ->check(kOutputPath);
-  cmd->add_option("--arch", a->arch, "Architecture of the cubin")->capture_default_str();
+  flags::add_arch_flag(cmd, a->arch, "GPU the plan and the cubin are for");
   cmd->add_option("--db", a->db,
                   "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
                   "R, dtype and GPU; otherwise the rules");
@@ -120,12 +121,13 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
         inputs.push_back(a->db);
         check_output_file(a->output, inputs);
       }
+      const GpuTarget target = resolve_gpu_target(a->arch);
       const HinesSystem s = load_hines_forest(a->files, a->cells, a->resolution);
       HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       if (!a->db.empty()) {
         const tune::TunedHines tuned =
-            tune::choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
+            tune::choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, target, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);
         o = tuned.options;
       }
@@ -134,12 +136,12 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       request.dtype = a->dtype;
       request.options = o;
       request.compile = false;  // the plan first: printed before a compile that may fail
-      const pipeline::HinesArtifact art = pipeline::compile_hines(s, request, default_gpu_target());
+      const pipeline::HinesArtifact art = pipeline::compile_hines(s, request, target);
       const HinesPlan& plan = art.plan;
       if (a->plan_json) fmt::print("{}\n", to_json(plan).dump());
       fmt::print(stderr, "{}\n", art.plan_text());
       if (!a->output.empty()) {
-        const pipeline::HinesArtifact built = pipeline::compile_hines_plan(plan, s, gpu_target(a->arch));
+        const pipeline::HinesArtifact built = pipeline::compile_hines_plan(plan, s, target);
         write_bundle(a->output, *built.bundle);
         fmt::print(stderr, "wrote {}: {}\n", a->output, built.compile_text());
       }

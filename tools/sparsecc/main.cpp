@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   cli::add_hines(app, run);
   cli::add_prune(app, run);
   cli::add_tune(app, run);
+  cli::add_targets(app, run);
   cli::add_demo(app, run);
   cli::add_bench(app, run);
 

@@ -42,6 +42,7 @@
 #include "sparsecc/tune/schedule.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "spmm_options.hpp"
+#include "target_flags.hpp"
 
 namespace sparsecc::cli {
 
@@ -325,9 +326,10 @@ int run_hines_tune(const TuneArgs& args) {
   if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + given);
   if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
   const auto t0 = std::chrono::steady_clock::now();  // --budget covers the planning of the space too
+  const GpuTarget target = resolve_gpu_target(args.arch);
   const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
   const tune::HinesSpaceDims dims;
-  const tune::HinesSpace space = tune::hines_space(system, args.rhs, dtype, {}, dims);
+  const tune::HinesSpace space = tune::hines_space(system, args.rhs, dtype, {}, dims, target);
   if (args.space) {
     nlohmann::json j = tune::to_json(space, dims);
     j["files"] = args.inputs;
@@ -346,7 +348,7 @@ int run_hines_tune(const TuneArgs& args) {
                                                      fmt::format("{}.{}", ctx.device().cc_major, ctx.device().cc_minor));
   tune::TuneOptions options;
   options.jobs = args.jobs;
-  options.arch = args.arch;
+  options.target = target;
   if (args.budget > 0) {
     const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     options.budget_seconds = std::max(0.1, args.budget - used);
@@ -360,7 +362,7 @@ int run_hines_tune(const TuneArgs& args) {
   ProgressPrinter printer;
   const tune::TuningRecord record = tune::tune_hines(
       space, key,
-      [&](const tune::HinesCandidate& c) { return tune::compile_hines_candidate(c, system, args.arch); },
+      [&](const tune::HinesCandidate& c) { return tune::compile_hines_candidate(c, system, target); },
       measurer, options, [&](const tune::TuneProgress& p) { printer.update("[1/1] " + name, p); });
   std::vector<std::string> warnings;
   tune::update_database(args.db[0], {record}, &warnings);
@@ -427,7 +429,7 @@ int run_tune(const TuneArgs& args) {
   }
   tune::TuneOptions options;
   options.jobs = args.jobs;
-  options.arch = args.arch;
+  options.target = resolve_gpu_target(args.arch);
   options.exhaustive_limit = args.exhaustive_limit;
   options.shortlist = args.shortlist;
 
@@ -561,7 +563,7 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
          "candidate at a time (1: one after another)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  cmd->add_option("--arch", args->arch, "GPU architecture of the cubins")->capture_default_str();
+  flags::add_arch_flag(cmd, args->arch, "GPU the plans, the predictor's ranking and the cubins are for");
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit, "Search spaces up to this size exhaustively")
       ->check(kNotNegative)
       ->capture_default_str();

@@ -62,7 +62,7 @@ std::string matrix_fingerprint(const CsrMatrix& a) {
   return fmt::format("{:016x}", rt::fnv1a64(csr_reference_bytes(a)));
 }
 
-rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
+rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target) {
   rt::BundleMetadata md;
   md.op = "spmm";
   md.m = plan.problem.m;
@@ -83,8 +83,8 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.bias = plan.problem.bias;
   md.relu = plan.problem.relu;
   md.values_mode = to_string(plan.value_mode);
-  md.arch = arch;
-  md.programmatic_launch = plan.programmatic && rt::arch_has_programmatic_launch(arch);
+  md.arch = target.arch;
+  md.programmatic_launch = plan.programmatic && target.programmatic_launch;
   md.kernel = plan.kernel_name;
   md.block_rows = plan.block_rows();
   md.block_x = plan.block_x;
@@ -116,11 +116,11 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   return md;
 }
 
-rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch,
+rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target,
                             std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
                             std::vector<std::uint32_t> fragments, const std::vector<double>& bias) {
   rt::Bundle bundle;
-  bundle.metadata = spmm_bundle_metadata(plan, a, arch);
+  bundle.metadata = spmm_bundle_metadata(plan, a, target);
   bundle.cubin = std::move(cubin);
   bundle.ptx = std::move(ptx);
   bundle.values = std::move(values);
@@ -181,7 +181,8 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, co
   }
   // Everything the code contract binds, but the values (the re-plan packs its own).
   const auto stated = rt::spmm_contract(md, 0);
-  const auto replanned = rt::spmm_contract(spmm_bundle_metadata(plan, a, md.arch), 0);
+  // The contract holds no architecture: any target states the same one.
+  const auto replanned = rt::spmm_contract(spmm_bundle_metadata(plan, a, default_gpu_target()), 0);
   for (std::size_t i = 0; i < stated.size(); ++i)
     if (stated[i].value != replanned[i].value)
       throw rt::BundleError(fmt::format("{}: {} is {} in the metadata but re-planning the bundle's matrix from its "

@@ -7,8 +7,9 @@ namespace sparsecc {
 
 std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const CsrMatrix& a,
                                                   std::int64_t values_words) {
-  // The metadata the bundle of this plan states; the architecture does not enter the contract.
-  return rt::spmm_contract(spmm_bundle_metadata(plan, a, "sm_90"), values_words);
+  // The metadata the bundle of this plan states; the target (its arch and programmatic launch) does
+  // not enter the contract, so any target's metadata states it.
+  return rt::spmm_contract(spmm_bundle_metadata(plan, a, default_gpu_target()), values_words);
 }
 
 std::vector<rt::ContractField> hines_plan_contract(const HinesPlan& plan, const HinesSchedule& schedule) {

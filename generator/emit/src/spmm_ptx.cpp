@@ -12,19 +12,10 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/contract.hpp"
-#include "sparsecc/runtime/bundle.hpp"  // arch_has_programmatic_launch: the kernel contract the bundle records
 
 namespace sparsecc {
 
 namespace {
-
-// The lowest PTX ISA version that knows each target (what the widest range of drivers accepts).
-const std::map<std::string, std::string>& isa_versions() {
-  static const std::map<std::string, std::string> v = {{"sm_80", "7.0"}, {"sm_86", "7.1"},  {"sm_89", "7.8"},
-                                                       {"sm_90", "7.8"}, {"sm_90a", "8.0"}, {"sm_100", "8.6"},
-                                                       {"sm_120", "8.7"}};
-  return v;
-}
 
 using Out = fmt::memory_buffer;
 
@@ -51,8 +42,8 @@ void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::s
 
 class PtxWriter {
  public:
-  PtxWriter(const SpmmPlan& p, const std::vector<float>& weights, std::string arch)
-      : p_(p), w_(weights), arch_(std::move(arch)) {
+  PtxWriter(const SpmmPlan& p, const std::vector<float>& weights, const GpuTarget& target)
+      : p_(p), w_(weights), target_(target) {
     fixed_ = p.problem.n_mode == SpmmNMode::fixed;
     ld_bytes_ = p.problem.n * 4;
     for (const auto& b : p_.blocks) {
@@ -146,7 +137,7 @@ class PtxWriter {
         "values)\n//\n",
         p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.blocks.size(),
         p_.groups, p_.n_tile, p_.value_mode == SpmmValueMode::baked ? "baked" : "streamed");
-    put(o, ".version {}\n.target {}\n.address_size 64\n\n", isa_versions().at(arch_), arch_);
+    put(o, ".version {}\n.target {}\n.address_size 64\n\n", target_.ptx_isa, target_.arch);
   }
 
   // A case function takes seven parameters, all passed in registers (with more, the ABI passes the
@@ -485,8 +476,8 @@ class PtxWriter {
   const std::vector<float>& w_;
   bool pairs_ = p_.fp32_pairs();
   bool shares_ = p_.groups > 1 || p_.stage_slots > 0;  // the kernel takes dynamic shared memory
-  std::string arch_;
-  bool programmatic_ = p_.programmatic && rt::arch_has_programmatic_launch(arch_);
+  const GpuTarget& target_;
+  bool programmatic_ = p_.programmatic && target_.programmatic_launch;
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;
   std::vector<std::size_t> steps_, entries_;
@@ -504,14 +495,14 @@ bool spmm_ptx_splits(const SpmmPlan& plan) {
                                                                  : kSpmmPtxRuntimeNSplitInstructions);
 }
 
-std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan) {
-  const std::int32_t fit = 65536 / std::max(plan.block_x, 1) / 8 * 8;
+std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan, const GpuTarget& target) {
+  const std::int32_t fit = target.registers_per_block / std::max(plan.block_x, 1) / 8 * 8;
   return std::min({plan.max_registers + kSpmmPtxSplitExtraRegisters, kSpmmMaxRegisters, fit});
 }
 
 std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }
 
-EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch) {
+EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_ptx: invalid plan: {}", errors.front()));
   if (plan.half())
@@ -521,18 +512,18 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
     throw UsageError("the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
   if (!is_c_identifier(plan.kernel_name))
     throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.kernel_name));
-  if (!isa_versions().count(arch))
-    throw UsageError(fmt::format("emit_spmm_ptx: unknown architecture '{}'", arch));
+  if (target.ptx_isa.empty())
+    throw UsageError(fmt::format("emit_spmm_ptx: the target {} has no PTX ISA version", target.arch));
   EmittedKernel out;
   out.language = KernelLanguage::ptx;
   out.kernel_name = plan.kernel_name;
   const std::vector<float> weights = spmm_kernel_values(plan, a);
   if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
-  PtxWriter writer(plan, weights, arch);
+  PtxWriter writer(plan, weights, target);
   out.opt_level = plan.assembler_opt_level;
   if (spmm_ptx_splits(plan)) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
-    out.max_registers = spmm_ptx_split_registers(plan);
+    out.max_registers = spmm_ptx_split_registers(plan, target);
   } else {
     out.source = writer.inline_module();
     out.max_registers = plan.max_registers;
@@ -548,10 +539,10 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std:
 namespace sparsecc {
 
 EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
-                        const std::string& arch) {
+                        const GpuTarget& target) {
   // A rolled kernel is a small loop: NVRTC compiles it in well under a second, so it has no PTX form.
   const bool ptx = language == KernelLanguage::ptx && plan.value_mode != SpmmValueMode::rolled;
-  return ptx ? emit_spmm_ptx(plan, a, arch) : emit_spmm_cuda(plan, a);
+  return ptx ? emit_spmm_ptx(plan, a, target) : emit_spmm_cuda(plan, a);
 }
 
 }  // namespace sparsecc

@@ -60,14 +60,17 @@ std::int32_t hines_published_base_threshold(std::int32_t rhs) {
   return rhs == 1 ? 3500 : 5245 / rhs + 40;
 }
 
-std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes) {
+std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes,
+                                         const GpuTarget& target) {
   if (block_threads < 32 || block_threads > 1024)
     throw UsageError(fmt::format("hines_shared_workspace_rule: {} threads", block_threads));
-  constexpr std::int64_t kThreadsPerSm = 2048, kRegistersPerSm = 65536, kRegistersPerThread = 64;
+  constexpr std::int64_t kRegistersPerThread = 64;  // what the block kernel is budgeted to take
   const std::int64_t blocks = std::clamp<std::int64_t>(
-      std::min(kThreadsPerSm / block_threads, kRegistersPerSm / (block_threads * kRegistersPerThread)), 1,
-      32);
-  const std::int64_t limit = kHinesSharedPerSm / blocks - std::max<std::int64_t>(0, base_shared_bytes) - 1024;
+      std::min<std::int64_t>(target.max_threads_per_sm / block_threads,
+                             target.registers_per_sm / (block_threads * kRegistersPerThread)),
+      1, std::max(target.max_blocks_per_sm, 1));
+  const std::int64_t limit = target.shared_per_block_optin / blocks - std::max<std::int64_t>(0, base_shared_bytes) -
+                             target.shared_reserved_per_block;
   return std::clamp<std::int64_t>(limit, 0, kHinesSharedWorkspaceMax);
 }
 
@@ -101,7 +104,7 @@ std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecom
 constexpr Index kFewCells = 64;
 
 HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
-                     const HinesOptions& options) {
+                     const HinesOptions& options, const GpuTarget& target) {
   if (rhs < 1) throw UsageError(fmt::format("plan_hines: {} right-hand sides (at least 1)", rhs));
   if (dtype != "f64" && dtype != "f32") throw UsageError(fmt::format("plan_hines: dtype '{}' is not f64 or f32", dtype));
   if (options.decomposition == HinesDecomposition::fine && options.k != 0 &&
@@ -213,7 +216,7 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   const bool fits = base_bytes <= kHinesBaseSharedLimit;
   plan.shared_workspace_limit = options.shared_workspace >= 0
                                     ? options.shared_workspace
-                                    : hines_shared_workspace_rule(plan.block_threads, fits ? base_bytes : 0);
+                                    : hines_shared_workspace_rule(plan.block_threads, fits ? base_bytes : 0, target);
   if (options.code != "tables") {
     const std::int64_t unrolled = fits ? unrolled_base_instructions(plan) : -1;
     if (options.code == "unrolled" && !fits)

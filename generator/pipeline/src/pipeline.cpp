@@ -125,7 +125,7 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
     }
   }
   art.kernel = run_step("emit", estimate.emit, request.progress, steps,
-                        [&] { return emit_spmm(plan, a, language, target.arch); });
+                        [&] { return emit_spmm(plan, a, language, target); });
   CudaCompileOptions options;
   options.arch = target.arch;
   options.extra.push_back(kPtxasVerbose);
@@ -138,7 +138,7 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   art.usage = resource_usage(art.compiled);
   if (request.bundle)
     art.bundle = run_step("bundle", -1, request.progress, steps, [&] {
-      return make_spmm_bundle(plan, a, target.arch, art.compiled.cubin, art.compiled.ptx, art.kernel.packed_values,
+      return make_spmm_bundle(plan, a, target, art.compiled.cubin, art.compiled.ptx, art.kernel.packed_values,
                               art.kernel.fragment_words, request.bias);
     });
   art.plan = std::move(plan);
@@ -248,7 +248,7 @@ HinesArtifact compile_hines_plan(HinesPlan plan, const HinesSystem& system, cons
 HinesArtifact compile_hines(const HinesSystem& system, const HinesRequest& request, const GpuTarget& target) {
   std::vector<StepCost> steps;
   HinesPlan plan = run_step("plan", -1, request.progress, steps, [&] {
-    HinesPlan p = plan_hines(system, request.rhs, request.dtype, request.options);
+    HinesPlan p = plan_hines(system, request.rhs, request.dtype, request.options, target);
     if (const auto errors = check_hines_plan(p); !errors.empty())
       throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
     return p;

@@ -108,8 +108,13 @@ GpuTarget gpu_target_from_device(const GpuDeviceFacts& f, const std::string& arc
   take(t.max_grid_z, f.max_grid_z);
   take(t.l2_bytes, f.l2_bytes);
   take(t.clock_mhz, f.clock_mhz);
-  t.programmatic_launch = f.cc_major >= 9;
-  t.cp_async = t.mma_f16 = f.cc_major >= 8;
+  // Features are the cubin's: with `arch` given they stay that row's (an sm_80 cubin on an H100 has
+  // no griddepcontrol); otherwise they follow the device's compute capability.
+  if (arch.empty()) {
+    t.programmatic_launch = f.cc_major >= 9;
+    t.cp_async = t.mma_f16 = f.cc_major >= 8;
+    t.wgmma = false;
+  }
   return t;
 }
 

@@ -24,11 +24,11 @@ struct Planned {
 };
 
 Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const HinesOptions& o,
-                   bool is_default, const std::string& point) {
+                   bool is_default, const std::string& point, const GpuTarget& target) {
   Planned p;
   p.point = point;
   try {
-    p.candidate.plan = plan_hines(system, rhs, dtype, o);
+    p.candidate.plan = plan_hines(system, rhs, dtype, o, target);
   } catch (const UsageError& e) {
     p.error = e.what();
     return p;
@@ -64,7 +64,7 @@ std::string plan_signature(const HinesPlan& plan) {
 }  // namespace
 
 HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
-                       const HinesOptions& base, const HinesSpaceDims& dims) {
+                       const HinesOptions& base, const HinesSpaceDims& dims, const GpuTarget& target) {
   HinesSpace space;
   std::set<std::string> seen;  // plans already taken, by plan_signature
   const auto add = [&](Planned&& p) {
@@ -78,7 +78,7 @@ HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::s
   };
 
   // The default plan; its errors are the caller's.
-  Planned d = plan_point(system, rhs, dtype, base, true, "default");
+  Planned d = plan_point(system, rhs, dtype, base, true, "default", target);
   if (!d.error.empty()) throw UsageError(d.error);
   add(std::move(d));
 
@@ -101,7 +101,7 @@ HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::s
     o.block_threads = t.threads;
     o.depth = -1;
     Planned rule = plan_point(system, rhs, dtype, o, false,
-                              fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", 0, t.threads));
+                              fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", 0, t.threads), target);
     const std::int32_t rule_depth = rule.error.empty() ? rule.candidate.plan.depth() : -1;
     for (const std::int32_t offset : dims.depth_offset) {
       const std::string point = fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", offset, t.threads);
@@ -119,7 +119,7 @@ HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::s
       }
       HinesOptions od = o;
       od.depth = depth;
-      out.push_back(plan_point(system, rhs, dtype, od, false, point));
+      out.push_back(plan_point(system, rhs, dtype, od, false, point, target));
     }
     return out;
   };

@@ -31,8 +31,8 @@ struct Compiled {
 
 }  // namespace
 
-rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const std::string& arch) {
-  return std::move(*pipeline::compile_hines_plan(c.plan, system, gpu_target(arch)).bundle);
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const GpuTarget& target) {
+  return std::move(*pipeline::compile_hines_plan(c.plan, system, target).bundle);
 }
 
 nlohmann::json hines_options_json(const HinesOptions& o) {

@@ -17,20 +17,11 @@ namespace sparsecc::tune {
 
 namespace {
 
-// "sm_90a" -> "9.0".
-std::string compute_capability_of(const std::string& arch) {
-  std::string digits;
-  for (const char c : arch)
-    if (c >= '0' && c <= '9') digits += c;
-  if (digits.size() < 2) return {};
-  return digits.substr(0, digits.size() - 1) + "." + digits.back();
-}
-
 // The GPU a lookup is for, and its compute capability: `gpu` when given, else this machine's GPU,
-// else (a build machine) no name and the compute capability `arch` names.
-std::pair<std::string, std::string> lookup_target(const std::string& arch, const std::string& gpu) {
+// else (a build machine) no name and the target's compute capability (sm_90a -> "9.0").
+std::pair<std::string, std::string> lookup_target(const GpuTarget& target, const std::string& gpu) {
   std::string target_gpu = gpu;
-  std::string cc = compute_capability_of(arch);
+  std::string cc = fmt::format("{}.{}", target.cc_major, target.cc_minor);
   if (target_gpu.empty() && rt::driver_available()) {
     try {
       const rt::DeviceInfo d = rt::device_info(0);
@@ -58,8 +49,8 @@ std::optional<TuningRecord> find_record(const std::string& path, const TuningKey
 
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
                               const SpmmOptions& base, KernelLanguage default_emitter,
-                              const std::string& arch, const std::string& gpu, bool cold_l2) {
-  const auto [target_gpu, cc] = lookup_target(arch, gpu);
+                              const GpuTarget& gpu_target, const std::string& gpu, bool cold_l2) {
+  const auto [target_gpu, cc] = lookup_target(gpu_target, gpu);
   const std::optional<TuningRecord> record =
       find_record(db_path, spmm_tuning_key(a, problem, target_gpu, cc, cold_l2));
   TunedChoice choice;
@@ -93,7 +84,7 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   for (const SpmmCandidate& c : space.candidates)
     if (rolled(c) == rolled(space.candidates.front())) {
       kind.push_back(&c);
-      features.push_back(spmm_features(c.plan, a));
+      features.push_back(spmm_features(c.plan, a, gpu_target));
     }
   const SpmmCandidate& best = *kind.at(rank_candidates(shipped_predictor(), features).front());
   choice.options = best.options;
@@ -106,9 +97,9 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
 }
 
 TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& system, std::int32_t rhs,
-                              const std::string& dtype, const HinesOptions& base, const std::string& arch,
+                              const std::string& dtype, const HinesOptions& base, const GpuTarget& gpu_target,
                               const std::string& gpu) {
-  const auto [target_gpu, cc] = lookup_target(arch, gpu);
+  const auto [target_gpu, cc] = lookup_target(gpu_target, gpu);
   const std::optional<TuningRecord> record =
       find_record(db_path, hines_tuning_key(system, rhs, dtype, target_gpu, cc));
   TunedHines choice{base, ""};

@@ -18,21 +18,13 @@ namespace {
 
 using json = nlohmann::json;
 
-// The H100 SXM figures the nominal times are computed with.
-constexpr double kSms = 132;
-constexpr double kCyclesPerUs = 1755;  // sustained SM clock under load, MHz
-constexpr std::int64_t kRegistersPerSm = 65536;
-constexpr std::int64_t kThreadsPerSm = 2048;
-constexpr std::int64_t kBlocksPerSm = 32;
-constexpr std::int64_t kSharedPerSm = 228 * 1024;
-constexpr std::int64_t kSharedReservedPerBlock = 1024;
-constexpr std::int64_t kRegisterAllocationUnit = 256;  // registers, per warp
+// The machine's figures (SMs, clock, registers, threads, blocks and shared memory per SM, DRAM and L2
+// bandwidth) come from the GpuTarget; the constants below are the model's: rates measured on the H100
+// and fitted numbers.
 constexpr double kColdCyclesPerInstruction = 14;       // a warp running code not yet in its SM's cache
 constexpr double kSupplyPerCycle = 1;                  // instructions an SM's cache hands its schedulers
 constexpr double kFetchBytesPerCycle = 2;              // instruction fetch per SM from L2
 constexpr double kIssuePerCycle = 4;                   // warp instructions per SM per cycle
-constexpr double kDramBytesPerUs = 3.0e6;
-constexpr double kL2BytesPerUs = 5.5e6;  // L2 to the SMs, reads
 // Nominal instruction fetch (fetch_us) up to which the other work hides it (fetch_excess_us), chosen
 // by cross-validation over the ResNet-50 timings (9-12 us score alike).
 constexpr double kFetchHiddenUs = 10;
@@ -62,28 +54,27 @@ const std::vector<std::string>& term_names() {
   return n;
 }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // Registers a thread of the kernel takes: the plan's cap, or what lets one block fit the SM where
 // that is less (ptxas keeps to it through .maxntid); fp32 plans that the PTX emitter writes in the
 // split layout (every block row a function) take the split layout's cap.
-std::int64_t kernel_registers(const SpmmPlan& p) {
+std::int64_t kernel_registers(const SpmmPlan& p, const GpuTarget& target) {
   std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1}),
-                                             kRegistersPerSm / std::max(p.block_x, 1) / 8 * 8);
-  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p), p.estimated_registers);
+                                             target.registers_per_sm / std::max(p.block_x, 1) / 8 * 8);
+  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p, target), p.estimated_registers);
   return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
 }
 
 // Blocks of the plan one SM holds at once (at least 1).
-std::int64_t resident_blocks(const SpmmPlan& p) {
+std::int64_t resident_blocks(const SpmmPlan& p, const GpuTarget& target) {
   const std::int64_t warps = std::max<std::int64_t>(1, ceil_div(p.block_x, 32));
-  const std::int64_t regs_per_warp =
-      ceil_div(kernel_registers(p) * 32, kRegisterAllocationUnit) * kRegisterAllocationUnit;
-  const std::int64_t by_threads = kThreadsPerSm / (warps * 32);
-  const std::int64_t by_registers = kRegistersPerSm / (warps * regs_per_warp);
+  const std::int64_t unit = std::max(target.register_allocation_unit, 1);
+  const std::int64_t regs_per_warp = ceil_div(kernel_registers(p, target) * 32, unit) * unit;
+  const std::int64_t by_threads = target.max_threads_per_sm / (warps * 32);
+  const std::int64_t by_registers = target.registers_per_sm / (warps * regs_per_warp);
   const std::int64_t by_shared =
-      kSharedPerSm / (std::max<std::int64_t>(p.shared_bytes, 0) + kSharedReservedPerBlock);
-  return std::max<std::int64_t>(1, std::min({kBlocksPerSm, by_threads, by_registers, by_shared}));
+      target.shared_per_sm / (std::max<std::int64_t>(p.shared_bytes, 0) + target.shared_reserved_per_block);
+  return std::max<std::int64_t>(
+      1, std::min({std::int64_t{target.max_blocks_per_sm}, by_threads, by_registers, by_shared}));
 }
 
 // Warps with at least one live column, summed over the column tiles, for one thread group.
@@ -114,7 +105,7 @@ std::vector<double> spmm_predictor_terms(const std::vector<double>& f) {
   return t;
 }
 
-std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
+std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target) {
   const SpmmProblem& pr = plan.problem;
   if (pr.m != a.rows || pr.k != a.cols)
     throw UsageError(
@@ -126,9 +117,12 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const std::int64_t block_rows = std::max<std::int64_t>(1, plan.block_rows());
   const std::int64_t grid = block_rows * tiles;
   const std::int64_t groups = std::max(plan.groups, 1);
-  const std::int64_t resident = resident_blocks(plan);
-  const double waves = static_cast<double>(ceil_div(grid, resident * static_cast<std::int64_t>(kSms)));
-  const std::int64_t busiest = ceil_div(grid, static_cast<std::int64_t>(kSms));  // blocks of the busiest SM
+  const std::int64_t sms = std::max(target.sm_count, 1);
+  const double sms_d = static_cast<double>(sms);
+  const double cycles_per_us = target.clock_mhz;  // sustained SM clock under load, MHz
+  const std::int64_t resident = resident_blocks(plan, target);
+  const double waves = static_cast<double>(ceil_div(grid, resident * sms));
+  const std::int64_t busiest = ceil_div(grid, sms);  // blocks of the busiest SM
   const double rounds = static_cast<double>(ceil_div(busiest, resident));
   const std::int64_t live_warps = live_warps_over_tiles(plan, n);  // one group's, all tiles
   // SMSPs a group's warps run on, each fetching the group's code into its own instruction cache.
@@ -212,7 +206,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const double latency_cycles = rounds * path_sum / rows_d * kColdCyclesPerInstruction;
   const double supply_cycles = busiest_d * supply_sum / rows_d / kSupplyPerCycle;
   const double code_bytes = code_instructions * kInstructionBytes;
-  const double fetch_bytes_per_sm = code_bytes * std::min<double>(static_cast<double>(tiles), kSms) / kSms;
+  const double fetch_bytes_per_sm = code_bytes * std::min<double>(static_cast<double>(tiles), sms_d) / sms_d;
   // Issue: warp instructions of the average block times the blocks of the busiest SM.
   const double warp_instructions = thread_instructions * static_cast<double>(live_warps);
   const double issue_cycles = warp_instructions / static_cast<double>(grid) * busiest_d / kIssuePerCycle;
@@ -228,13 +222,13 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const double mean_nnz = total_nnz / rows_d;
 
   std::vector<double> f{1.0,
-                        std::max(latency_cycles, supply_cycles) / kCyclesPerUs,
-                        fetch_bytes_per_sm / kFetchBytesPerCycle / kCyclesPerUs,
-                        issue_cycles / kCyclesPerUs,
-                        dram_bytes / kDramBytesPerUs,
-                        waves * reduce_cycles / kCyclesPerUs,
+                        std::max(latency_cycles, supply_cycles) / cycles_per_us,
+                        fetch_bytes_per_sm / kFetchBytesPerCycle / cycles_per_us,
+                        issue_cycles / cycles_per_us,
+                        dram_bytes / target.dram_bytes_per_us,
+                        waves * reduce_cycles / cycles_per_us,
                         mean_nnz > 0 ? max_nnz / mean_nnz - 1.0 : 0.0,
-                        l2_bytes / kL2BytesPerUs};
+                        l2_bytes / target.l2_bytes_per_us};
   for (double& v : f) v = finite_or_zero(v);
   return f;
 }

@@ -69,7 +69,7 @@ TuneManyResult tune_many(const std::vector<TuneJob>& jobs, const TuneManyOptions
     }
     SerialMeasurer measurer(*device, gpu);
     const SpmmBuilder builder = [&](const SpmmCandidate& c) {
-      return build ? build(job, c) : compile_spmm_candidate(c, job.a, o.arch, job.bias);
+      return build ? build(job, c) : compile_spmm_candidate(c, job.a, o.target, job.bias);
     };
     TuningRecord record =
         tune_spmm(job.a, space, options.dims, key, builder, measurer, o, [&](const TuneProgress& p) {

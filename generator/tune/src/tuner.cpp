@@ -77,14 +77,14 @@ TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed
   return p;
 }
 
-rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
+rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const GpuTarget& target,
                                   const std::vector<double>& bias) {
   pipeline::SpmmRequest request;
   request.problem = c.plan.problem;
   request.emit = c.emitter;
   request.bias = bias;
   request.long_cuda = pipeline::LongCompile::allow;  // the tuner budgets its compiles itself
-  return std::move(*pipeline::compile_spmm_plan(c.plan, a, request, gpu_target(arch)).bundle);
+  return std::move(*pipeline::compile_spmm_plan(c.plan, a, request, target).bundle);
 }
 
 TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
@@ -158,13 +158,13 @@ std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::si
   return out;
 }
 
-std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a) {
+std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a, const GpuTarget& target) {
   const SpmmProblem problem = spmm_problem_of_key(record.key, a);
   std::size_t unplanned = 0;
   for (CandidateTiming& t : record.timings) {
     try {
       const SpmmPlan plan = plan_spmm(a, problem, spmm_options_from_json(t.options, SpmmOptions{}).first);
-      t.features = features_json(spmm_features(plan, a));
+      t.features = features_json(spmm_features(plan, a, target));
     } catch (const UsageError&) {
       t.features = nlohmann::json::object();
       ++unplanned;
@@ -194,7 +194,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
 
   std::vector<std::vector<double>> features;
   features.reserve(n);
-  for (const SpmmCandidate& c : space.candidates) features.push_back(spmm_features(c.plan, a));
+  for (const SpmmCandidate& c : space.candidates) features.push_back(spmm_features(c.plan, a, options.target));
 
   std::size_t default_index = 0;
   for (std::size_t i = 0; i < n; ++i)
@@ -363,7 +363,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
           ++staged;
         }
         for (SpmmCandidate& v : last) {
-          features.push_back(spmm_features(v.plan, a));
+          features.push_back(spmm_features(v.plan, a, options.target));
           variants.push_back(std::move(v));
           queued.push_back(0);
           enqueue(n + variants.size() - 1);

@@ -21,6 +21,18 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
   std::size_t l2_bytes = 0;
   int max_shared_per_block_optin = 0;
+  // The launch and residency limits (cuDeviceGetAttribute), for the generator's target description
+  // of this device (tools: device_facts).
+  int max_threads_per_block = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  int registers_per_sm = 0;
+  int registers_per_block = 0;
+  int shared_per_sm = 0;              // bytes
+  int shared_per_block = 0;           // bytes, without opting in
+  int reserved_shared_per_block = 0;  // bytes the system keeps of each resident block
+  int max_grid[3] = {0, 0, 0};
+  int clock_khz = 0;  // peak SM clock
   int driver_version = 0;
 
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }

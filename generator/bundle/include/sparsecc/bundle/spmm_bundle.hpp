@@ -11,6 +11,7 @@
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 #include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -24,12 +25,13 @@ CsrMatrix csr_from_reference_bytes(std::span<const unsigned char> data, const st
 // values) give equal fingerprints.
 std::string matrix_fingerprint(const CsrMatrix& a);
 
-// Metadata for `plan` compiled for `arch`; plan_summary records the options needed to re-plan.
-rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch);
+// Metadata for `plan` compiled for `target` (its arch; programmatic_launch where the plan and the
+// target have it); plan_summary records the options needed to re-plan.
+rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target);
 
-// The whole bundle of `plan` compiled for `arch`: the metadata, the cubin and PTX, the `values` and
+// The whole bundle of `plan` compiled for `target`: the metadata, the cubin and PTX, the `values` and
 // `fragments` arrays the emitter packed, the bias (m values, or empty) and the verification section.
-rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch,
+rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target,
                             std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
                             std::vector<std::uint32_t> fragments, const std::vector<double>& bias);
 

@@ -17,6 +17,7 @@
 #include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -46,13 +47,15 @@ inline constexpr std::int32_t kSpmmPtxSplitExtraRegisters = 32;
 bool spmm_ptx_splits(const SpmmPlan& plan);
 
 // The register cap of a split-layout kernel: the plan's cap plus kSpmmPtxSplitExtraRegisters, at most
-// what lets a block of block_x threads fit the SM's 64k registers (the linked kernel takes its
-// largest case function's count), in steps of 8.
-std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan);
+// what lets a block of block_x threads fit the target's registers per block (64k; the linked kernel
+// takes its largest case function's count), in steps of 8.
+std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan, const GpuTarget& target = default_gpu_target());
 
-// `arch` selects the .target (sm_80 ... sm_120, sm_90a) and the PTX ISA version. Throws UsageError
-// when the plan is not valid for `a`, the kernel name is not a C identifier or the arch is unknown.
-EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const std::string& arch = "sm_90");
+// The target sets the .target (its arch: sm_80 ... sm_120, sm_90a), the PTX ISA version (ptx_isa),
+// whether programmatic plans wait and trigger (programmatic_launch) and the split layout's register
+// cap (registers_per_block). Throws UsageError when the plan is not valid for `a`, the kernel name
+// is not a C identifier or the target has no PTX ISA version.
+EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target = default_gpu_target());
 
 // A float32 value as an exact PTX immediate ("0f3F800000").
 std::string ptx_float_literal(float v);
@@ -61,9 +64,9 @@ std::string ptx_float_literal(float v);
 
 namespace sparsecc {
 
-// The plan's kernel from the emitter `language` names (emit_spmm_ptx for `arch`, or emit_spmm_cuda).
+// The plan's kernel from the emitter `language` names (emit_spmm_ptx for `target`, or emit_spmm_cuda).
 // Rolled plans always take emit_spmm_cuda (the kernel is a small loop; the result says which language).
 EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
-                        const std::string& arch = "sm_90");
+                        const GpuTarget& target = default_gpu_target());
 
 }  // namespace sparsecc

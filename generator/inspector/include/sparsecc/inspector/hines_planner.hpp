@@ -20,6 +20,7 @@
 
 #include "sparsecc/neuron/hines.hpp"
 #include "sparsecc/plan/hines_plan.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -63,9 +64,12 @@ std::int32_t hines_base_threshold(std::int32_t rhs);
 std::int32_t hines_published_base_threshold(std::int32_t rhs);
 
 // The execution rule's shared workspace for a block kernel of `block_threads` threads whose bases
-// stage `base_shared_bytes` in static shared memory: an SM's shared memory divided among the blocks it
-// holds at 64 registers a thread (2 of 512 threads), less the static part and 1 KiB a block.
-std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes);
+// stage `base_shared_bytes` in static shared memory on `target`: the shared memory a block may opt in
+// to (227 KiB on sm_90, 163 KiB on sm_80) divided among the blocks an SM holds at 64 registers a
+// thread (by the target's threads, registers and blocks per SM: 2 of 512 threads on sm_90), less the
+// static part and the system's share of each block (1 KiB).
+std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_t base_shared_bytes,
+                                         const GpuTarget& target = default_gpu_target());
 
 // Ascending junction rows of one level's forest `parent` (post-order).
 std::vector<std::int32_t> select_junctions(const std::vector<std::int32_t>& parent,
@@ -73,7 +77,8 @@ std::vector<std::int32_t> select_junctions(const std::vector<std::int32_t>& pare
 
 // Throws UsageError for an invalid structure (see validate_hines), rhs < 1, a dtype other than f64 or
 // f32, K outside 2..1024 (or 0) with fine decomposition, or depth outside -1..kHinesMaxDepth.
+// `target` sets the shared workspace rule's figures (the rest of the plan does not depend on it).
 HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
-                     const HinesOptions& options = {});
+                     const HinesOptions& options = {}, const GpuTarget& target = default_gpu_target());
 
 }  // namespace sparsecc

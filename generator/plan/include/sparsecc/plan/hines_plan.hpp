@@ -48,9 +48,9 @@ constexpr std::int64_t hines_base_shared_bytes(std::int64_t rows, std::int64_t r
   return rows * ((4 + 2 * rhs) * real_bytes + 4);  // d u l piv, b and x per column, the parent
 }
 
-// Dynamic shared memory an SM of sm_90 gives its blocks (227 KiB), and what the block kernel may hold
-// at most of its levels' workspace there (see HinesPlan::shared_workspace_limit).
-inline constexpr std::int64_t kHinesSharedPerSm = 232448;
+// What the block kernel may hold at most of its levels' workspace in shared memory (see
+// HinesPlan::shared_workspace_limit; what an SM gives its blocks comes from the target, see
+// hines_shared_workspace_rule).
 inline constexpr std::int64_t kHinesSharedWorkspaceMax = 200 * 1024;
 
 struct HinesProblem {

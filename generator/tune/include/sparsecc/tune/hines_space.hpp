@@ -42,10 +42,11 @@ struct HinesSpace {
   std::int64_t points = 0;
 };
 
-// The space for `system` with R = rhs right-hand sides in `dtype`. Throws what plan_hines throws for
-// the default plan (an invalid system, rhs or dtype).
+// The space for `system` with R = rhs right-hand sides in `dtype`, planned for `target`. Throws what
+// plan_hines throws for the default plan (an invalid system, rhs or dtype).
 HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
-                       const HinesOptions& base = {}, const HinesSpaceDims& dims = {});
+                       const HinesOptions& base = {}, const HinesSpaceDims& dims = {},
+                       const GpuTarget& target = default_gpu_target());
 
 // The dimensions, the candidates (label, default flag, options, depth, launches) and the rejected
 // points with their rules.

@@ -28,7 +28,8 @@ class HinesMeasurer {
 // Turns a candidate into its bundle; called from the compile threads. Default: compile_hines_candidate.
 using HinesBuilder = std::function<rt::Bundle(const HinesCandidate&)>;
 
-rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const std::string& arch);
+// The bundle of a candidate: compile_hines for target.arch.
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const GpuTarget& target);
 
 // The planner options a candidate differs in: {"decomposition", "k", "k_large", "depth", "block_threads", "code"}.
 nlohmann::json hines_options_json(const HinesOptions& o);

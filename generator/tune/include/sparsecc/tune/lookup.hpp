@@ -12,6 +12,7 @@
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc::tune {
 
@@ -22,14 +23,15 @@ struct TunedChoice {
 };
 
 // `gpu` names the target GPU ("NVIDIA H100 80GB HBM3"); empty: the GPU of this machine when there is
-// one, else any GPU of the compute capability `arch` names (sm_90 -> 9.0). With `cold_l2` only a
-// record tuned with cold L2 (`tune --cold-l2`) matches, and without one the choice is `base` (the
-// automatic plan), not the predictor's (a model of warm launches). A database that cannot be read
-// (corrupt, newer schema) throws InputError naming it (tune::read_database_file); a missing one is
-// empty. Without a GPU of its own, the lookup names the target by `arch` alone.
+// one, else any GPU of the target's compute capability (sm_90 -> 9.0); the predictor ranks for the
+// target. With `cold_l2` only a record tuned with cold L2 (`tune --cold-l2`) matches, and without one
+// the choice is `base` (the automatic plan), not the predictor's (a model of warm launches). A
+// database that cannot be read (corrupt, newer schema) throws InputError naming it
+// (tune::read_database_file); a missing one is empty. Without a GPU of its own, the lookup names the
+// target by its compute capability alone.
 TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, const SpmmProblem& problem,
                               const SpmmOptions& base, KernelLanguage default_emitter,
-                              const std::string& arch, const std::string& gpu, bool cold_l2 = false);
+                              const GpuTarget& target, const std::string& gpu, bool cold_l2 = false);
 
 struct TunedHines {
   HinesOptions options;
@@ -40,7 +42,7 @@ struct TunedHines {
 // matches the forest and problem on the target GPU (as for choose_tuned_plan), else `base` — the
 // planner's rules (there is no Hines predictor).
 TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& system, std::int32_t rhs,
-                              const std::string& dtype, const HinesOptions& base, const std::string& arch,
+                              const std::string& dtype, const HinesOptions& base, const GpuTarget& target,
                               const std::string& gpu);
 
 }  // namespace sparsecc::tune

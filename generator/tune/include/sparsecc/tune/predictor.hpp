@@ -3,16 +3,18 @@
 //
 // Features (spmm_features; finite, non-negative, deterministic, computed from the plan and A alone).
 // All but `launch` and `imbalance` are nominal times in microseconds of one hardware limit, from the
-// H100 SXM's figures (132 SMs at 1.755 GHz; per SM 65536 registers, 2048 threads, 32 blocks, 228 KiB
-// of shared memory with 1 KiB reserved per block), so that a coefficient near 1 means "this limit
-// alone sets the time". Per thread, a group's path is its instructions: the address and load of B
-// for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
+// target's figures (GpuTarget: SMs, clock, per SM registers, threads, blocks and shared memory, the
+// shared memory reserved per block, the register allocation unit, DRAM and L2 bandwidth; the default
+// target, sm_90's row, is the H100 SXM the coefficients were fitted on: 132 SMs at 1.755 GHz; per SM
+// 65536 registers, 2048 threads, 32 blocks, 228 KiB of shared memory with 1 KiB reserved per block),
+// so that a coefficient near 1 means "this limit alone sets the time". Per thread, a group's path is
+// its instructions: the address and load of B for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
 // columns a thread), the value loads of streamed plans, its fragments' operand loads, B loads,
 // packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias,
 // ReLU, store) or the hand-over of groups 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
 // thread takes (max_registers rounded up to 8, allocated per warp in units of 256; fp32 plans the PTX
 // emitter writes in the split layout take 128, what ptxas gives those), block_x and shared_bytes. The
-// busiest SM runs ceil(grid / 132) blocks (grid = block rows x column tiles), in rounds of the
+// busiest SM runs ceil(grid / SMs) blocks (grid = block rows x column tiles), in rounds of the
 // resident blocks.
 //   launch      1: the launch floor and fixed costs (about 0.9 us at batch 1).
 //   bound_us    the instruction-stream bound, max of two limits measured on the H100: latency, the
@@ -21,17 +23,18 @@
 //               the busiest SM's instructions at one a cycle, each group's counted once per SMSP its
 //               warps run on (min(ceil(n_tile / 32), 4)).
 //   fetch_us    instruction fetch from L2: the code bytes each SM fetches (every block row's code, 16
-//               bytes an instruction, is fetched by each of the min(column tiles, 132) SMs that run
+//               bytes an instruction, is fetched by each of the min(column tiles, SMs) SMs that run
 //               it) at 2 bytes a cycle. Big unrolled kernels (MBs of code) are bound by it.
 //   issue_us    the busiest SM's warp instructions (warps without a live column skipped) at 4 a cycle.
-//   dram_us     compulsory DRAM traffic at 3 TB/s: B and C once, streamed values and fragment
-//               operands once.
+//   dram_us     compulsory DRAM traffic at the target's DRAM bandwidth (3 TB/s): B and C once,
+//               streamed values and fragment operands once.
 //   reduce_us   the hand-over of groups 1.. to group 0 through shared memory, for plans that do it:
 //               waves x (a 64-cycle barrier + 2 cycles per row and extra group).
 //   imbalance   the largest block row's nonzeros over the mean, minus 1 (0 when balanced).
-//   l2_us       B read from L2 by the SMs at 5.5 TB/s: every step of every group reads its row of B
-//               across the columns of each column tile, N columns in all. Short block rows (few
-//               rows, so few nonzeros share a row of B) and many groups read B more often.
+//   l2_us       B read from L2 by the SMs at the target's L2 bandwidth (5.5 TB/s): every step of
+//               every group reads its row of B across the columns of each column tile, N columns in
+//               all. Short block rows (few rows, so few nonzeros share a row of B) and many groups
+//               read B more often.
 //
 // Terms (spmm_predictor_terms): the predictor's inputs, the features above and, derived from them
 // (so stored features need no recomputation), bound_imbalance_us = bound_us x imbalance: the time the
@@ -72,6 +75,7 @@
 
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc::tune {
 
@@ -82,8 +86,10 @@ inline constexpr int kSpmmFeatureVersion = 2;
 // Analytic features of one candidate plan for matrix a (all finite, deterministic). Names are stable
 // strings, in the order spmm_features returns the values.
 std::vector<std::string> spmm_feature_names();
-// Throws UsageError when the plan's problem does not match A or it has no launch configuration.
-std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a);
+// Computed with `target`'s figures. Throws UsageError when the plan's problem does not match A or it
+// has no launch configuration.
+std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a,
+                                  const GpuTarget& target = default_gpu_target());
 nlohmann::json features_json(const std::vector<double>& f);  // {name: value}; UsageError on a size mismatch
 // The values of an object {name: number} in spmm_feature_names() order (other keys are ignored);
 // throws UsageError naming a missing or non-numeric feature.

@@ -68,7 +68,7 @@ struct TuneOptions {
   int jobs = 0;                       // compile threads; 0: the hardware's
   std::size_t exhaustive_limit = 24;  // spaces up to this size are searched exhaustively
   std::size_t shortlist = 8;          // predictor picks tried first in larger spaces
-  std::string arch = "sm_90";
+  GpuTarget target = default_gpu_target();  // what the predictor's features are computed for
   const Predictor* predictor = nullptr;  // nullptr: shipped_predictor()
   // Shared with other searches running at once: beyond its first compile in flight, a compile
   // starts only with a free shared slot (and at most `jobs` in all). nullptr: `jobs` threads of its own.
@@ -98,8 +98,8 @@ void tally_timing(TuningRecord& record, const CandidateTiming& t, std::size_t in
 TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
                            const std::string& best_label, double best_us);
 
-// The bundle of a candidate: emit_spmm + compile_kernel for `arch`, with `bias` (m values or empty).
-rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
+// The bundle of a candidate: emit_spmm + compile_kernel for `target`, with `bias` (m values or empty).
+rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const GpuTarget& target,
                                   const std::vector<double>& bias);
 
 // The database key of an SpMM problem on a GPU: op "spmm", the matrix fingerprint, the problem's
@@ -120,7 +120,8 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a);
 // (spmm_features of its options re-planned for a), so that databases recorded before a change of
 // the feature set can be fitted again. A timing whose options no longer plan loses its features
 // (the fit skips it). Returns how many did.
-std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a);
+std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a,
+                                  const GpuTarget& target = default_gpu_target());
 
 // The predictor's samples in a database: every verified timing of an unrolled plan with features,
 // grouped by the record's key_string, of the records timed in one L2 state: warm, or with `cold_l2`
