@@ -101,7 +101,7 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
     got = inputs.run(ctx, ex);
     how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
   } else {
-    const HinesPlan plan = replan_hines_bundle(md, s, path);
+    const HinesPlan plan = hines_bundle_plan(bundle, s, path);
     if (f32) {
       const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
       const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));

@@ -434,8 +434,10 @@ bool strip_bundle(rt::Bundle& b, const EmbedOptions& options) {
     b.ptx.clear();
     changed = true;
   }
-  if (options.strip_reference && b.metadata.op == "spmm" && !b.reference.empty()) {
+  // The plan goes with the verification matrix: it is interpreted against it, never alone.
+  if (options.strip_reference && b.metadata.op == "spmm" && (!b.reference.empty() || !b.plan.empty())) {
     b.reference.clear();
+    b.plan.clear();
     changed = true;
   }
   return changed;

@@ -1,14 +1,13 @@
 #include "sparsecc/emit/contract.hpp"
 
-#include "sparsecc/bundle/hines_bundle.hpp"
-#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/plan/launch_metadata.hpp"
 
 namespace sparsecc {
 
 std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const CsrMatrix& a,
                                                   std::int64_t values_words) {
   // The metadata the bundle of this plan states; the architecture does not enter the contract.
-  return rt::spmm_contract(spmm_bundle_metadata(plan, a, "sm_90"), values_words);
+  return rt::spmm_contract(spmm_launch_metadata(plan, a, "sm_90"), values_words);
 }
 
 std::vector<rt::ContractField> hines_plan_contract(const HinesPlan& plan, const HinesSchedule& schedule) {

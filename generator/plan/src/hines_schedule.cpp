@@ -256,14 +256,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
 
 nlohmann::json launches_to_json(const std::vector<HinesLaunch>& launches) {
   nlohmann::json out = nlohmann::json::array();
-  for (const HinesLaunch& l : launches) {
-    nlohmann::json args = nlohmann::json::array();
-    for (const HinesKernelArg& a : l.args) args.push_back({a.buffer, a.value});
-    nlohmann::json launch{
-        {"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
-    if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;
-    out.push_back(std::move(launch));
-  }
+  for (const HinesLaunch& l : launches) out.push_back(rt::to_json(l));
   return out;
 }
 
