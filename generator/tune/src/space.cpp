@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/options_json.hpp"
 
@@ -166,7 +167,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   }
   const bool half = problem.dtype != "f32";
   const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
-  const std::int64_t widest = std::max<std::int64_t>(32, (threads_for_n + 31) / 32 * 32);
+  const std::int64_t widest = std::max<std::int64_t>(32, round_up(threads_for_n, 32));
   const std::vector<std::string> blocklets = half ? dims.blocklets : std::vector<std::string>{"off"};
   for (const std::string& bl : blocklets)
     for (const KernelLanguage emitter : dims.emitter)
