@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/pipeline/inputs.hpp"
+
 namespace sparsecc::cli {
 
 inline constexpr int kExitOk = 0;
@@ -26,9 +28,7 @@ inline const CLI::Validator kOutputPath(
     [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); }, "PATH",
     "an output path");
 
-// The files named by input specs FILE or FILE:TENSOR (both readings where they differ), for the
-// output checks (sparsecc/common/output.hpp); empty specs are left out.
-std::vector<std::string> input_paths(const std::vector<std::string>& specs);
+using pipeline::input_paths;
 
 // Each registers its sub-command on `app`; the callback stored in `run` executes it and returns the
 // exit status.
