@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sparsecc/pipeline/inputs.hpp"
+#include "sparsecc/pipeline/run.hpp"
 
 namespace sparsecc::cli {
 
@@ -28,7 +29,14 @@ inline const CLI::Validator kOutputPath(
     [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); }, "PATH",
     "an output path");
 
+// The library's names the commands use unqualified.
+using pipeline::compare_spmm;
 using pipeline::input_paths;
+using pipeline::random_check_input;
+using pipeline::run_spmm_on_gpu;
+using pipeline::spmm_check_tolerance;
+using pipeline::SpmmCheck;
+using pipeline::SpmmGpuInputs;
 
 // Each registers its sub-command on `app`; the callback stored in `run` executes it and returns the
 // exit status.

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "spmm_run.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/compile/compile_hines.hpp"

@@ -67,7 +67,7 @@ auto run_step(const std::string& name, double estimate, const ProgressSink& sink
 }
 
 std::string duration_words(double s) {
-  if (s < 90) return fmt::format("{:.0f} s", s);
+  if (s < 600) return fmt::format("{:.0f} s", s);
   if (s < 5400) return fmt::format("{:.0f} min", s / 60);
   return fmt::format("{:.1f} h", s / 3600);
 }

@@ -56,7 +56,7 @@ struct SpmmRequest {
   std::vector<std::string> ptxas;      // extra ptxas options ("-O1", ...), without -Xptxas=
   std::vector<double> bias;            // one value per row when problem.bias, else empty
   LongCompile long_cuda = LongCompile::refuse;
-  double max_cuda_seconds = 120;
+  double max_cuda_seconds = 60;
   ProgressSink progress;               // empty: no progress lines
   bool bundle = true;                  // false: stop after compile (no bundle in the artifact)
   std::string name;                    // the compile's label in logs; empty: the plan's kernel name
