@@ -22,7 +22,7 @@ namespace {
 
 using json = nlohmann::json;
 constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
-constexpr std::size_t kKinds = 10;  // section kinds 1..9, index 0 unused
+constexpr std::size_t kKinds = 11;  // section kinds 1..10, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 // The most dynamic shared memory a block of any supported architecture can have (sm_90: 227 KiB).
@@ -39,7 +39,8 @@ constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
   static const char* const names[kKinds] = {"?",    "metadata",  "cubin",  "ptx",        "values",
-                                            "bias", "reference", "tables", "permutation", "fragments"};
+                                            "bias", "reference", "tables", "permutation", "fragments",
+                                            "plan"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -731,6 +732,14 @@ std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigne
   return std::nullopt;
 }
 
+json to_json(const KernelLaunch& l) {
+  json args = json::array();
+  for (const LaunchArg& a : l.args) args.push_back(json::array({a.buffer, a.value}));
+  json launch{{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
+  if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;  // absent: none (earlier generators)
+  return launch;
+}
+
 json BundleMetadata::to_json() const {
   json j{{"op", op},
          {"dtype", dtype},
@@ -741,13 +750,7 @@ json BundleMetadata::to_json() const {
          {"plan_summary", plan_summary}};
   if (op == "hines") {
     json launches = json::array();
-    for (const KernelLaunch& l : hines.launches) {
-      json args = json::array();
-      for (const LaunchArg& a : l.args) args.push_back(json::array({a.buffer, a.value}));
-      json launch{{"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
-      if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;  // absent: none (earlier generators)
-      launches.push_back(std::move(launch));
-    }
+    for (const KernelLaunch& l : hines.launches) launches.push_back(rt::to_json(l));
     j["hines"] = {{"rows", hines.rows},
                   {"cells", hines.cells},
                   {"rhs", hines.rhs},
@@ -890,6 +893,7 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
   if (!b.tables.empty()) sections.emplace_back(SectionKind::tables, bytes_of(b.tables));
   if (!b.permutation.empty()) sections.emplace_back(SectionKind::permutation, bytes_of(b.permutation));
   if (!b.fragments.empty()) sections.emplace_back(SectionKind::fragments, bytes_of(b.fragments));
+  if (!b.plan.empty()) sections.emplace_back(SectionKind::plan, bytes_of(b.plan));
 
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
@@ -996,6 +1000,8 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   b.ptx.assign(ptx.begin(), ptx.end());
   const auto reference = body(SectionKind::reference);
   b.reference.assign(reference.begin(), reference.end());
+  const auto plan = body(SectionKind::plan);
+  b.plan.assign(plan.begin(), plan.end());
   b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
   b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
   b.tables = ints_of(body(SectionKind::tables), name, SectionKind::tables, offset_of(SectionKind::tables));

@@ -66,7 +66,7 @@ bool check_spmm(const rt::Bundle& bundle, const std::string& name, const rt::Spm
     dc.download(cf.data(), cf.size() * sizeof(float));
     got.assign(cf.begin(), cf.end());
   } else {
-    const SpmmPlan plan = replan_spmm_bundle(md, a);
+    const SpmmPlan plan = spmm_bundle_plan(bundle, a, name);
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, md.bias ? &bias : nullptr, spmm_fragment_words(plan, a)).data;
   }
   const Error e = compare(got, ref.data);
@@ -101,7 +101,7 @@ bool check_hines(const rt::Bundle& bundle, const std::string& name, const rt::Hi
     got.resize(b.size());
     x.download(got.data(), got.size() * sizeof(double));
   } else {
-    got = interpret_hines(replan_hines_bundle(md, s), s.diag, s.upper, s.lower, b);
+    got = interpret_hines(hines_bundle_plan(bundle, s, name), s.diag, s.upper, s.lower, b);
   }
   const Error e = compare(got, acc.ref);
   const double tol = acc.tolerance(md.dtype);

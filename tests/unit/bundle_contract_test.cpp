@@ -285,31 +285,44 @@ TEST(BundleForgery, HinesLaunchesAndTablesAreBound) {
                  {"section tables (digest)"});
 }
 
-// `sparsecc verify` without a GPU: the bundle's matrix must be the metadata's, and re-planning it from
-// plan_summary must give the metadata's launch.
-TEST(BundleForgery, ReplanningRefusesMetadataThatContradictsThePlan) {
+// `sparsecc verify` without a GPU: the bundle's matrix must be the metadata's, and the plan it carries
+// must be a plan of that matrix with the metadata's launch.
+TEST(BundleForgery, PlanSectionRefusesMetadataThatContradictsThePlan) {
   const CsrMatrix& a = matrix();
   const SpmmPlan plan = plan_for(SpmmValueMode::streamed);
-  const rt::BundleMetadata md = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
-  EXPECT_NO_THROW(replan_spmm_bundle(md, a, "b.sccb"));
-  const auto refused = [&](const std::function<void(rt::BundleMetadata&)>& edit, const std::string& part) {
-    rt::BundleMetadata bad = md;
+  rt::Bundle b;
+  b.metadata = spmm_bundle_metadata(plan, a, gpu_target("sm_90"));
+  b.plan = to_json(plan).dump();
+  EXPECT_EQ(to_json(spmm_bundle_plan(b, a, "b.sccb")), to_json(plan));
+  const auto refused = [&](const std::function<void(rt::Bundle&)>& edit, const std::string& part) {
+    rt::Bundle bad = b;
     edit(bad);
     try {
-      replan_spmm_bundle(bad, a, "b.sccb");
+      spmm_bundle_plan(bad, a, "b.sccb");
       ADD_FAILURE() << "accepted; expected " << part;
     } catch (const rt::BundleError& e) {
       EXPECT_NE(std::string(e.what()).find("b.sccb: "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   };
-  refused([](auto& m) { m.m = 39; }, "metadata key 'm' is 39 but the bundle's matrix (its verification section) has 40 rows");
-  refused([](auto& m) { m.nnz -= 1; }, "metadata key 'nnz'");
-  refused([](auto& m) { m.k = 31; }, "metadata key 'k'");
-  refused([](auto& m) { m.block_x *= 2; }, "block_x is");
-  refused([](auto& m) { m.shared_bytes += 4; }, "shared_bytes is");
-  refused([](auto& m) { m.plan_summary["n_tile"] = "wide"; }, "plan_summary does not plan its matrix");
-  refused([](auto& m) { m.plan_summary["panel_rows"] = 1000; }, "plan_summary does not plan its matrix");
+  refused([](auto& x) { x.metadata.m = 39; },
+          "metadata key 'm' is 39 but the bundle's matrix (its verification section) has 40 rows");
+  refused([](auto& x) { x.metadata.nnz -= 1; }, "metadata key 'nnz'");
+  refused([](auto& x) { x.metadata.k = 31; }, "metadata key 'k'");
+  refused([](auto& x) { x.metadata.block_x *= 2; }, "block_x is");
+  refused([](auto& x) { x.metadata.shared_bytes += 4; }, "shared_bytes is");
+  refused([](auto& x) { x.plan.clear(); }, "b.sccb: has no plan section");
+  refused([](auto& x) { x.plan = "{"; }, "section plan: not valid JSON");
+  refused([&](auto& x) {
+    nlohmann::json j = to_json(plan);
+    j["n_tile"] = "wide";
+    x.plan = j.dump();
+  }, "section plan: SpMM plan: malformed JSON");
+  refused([&](auto& x) {
+    nlohmann::json j = to_json(plan);
+    j["blocks"][0]["groups"][0] = nlohmann::json::array();  // its nonzeros appear in no step
+    x.plan = j.dump();
+  }, "section plan: not a valid plan for the bundle's matrix");
 }
 
 // The cubin reader on damaged ELF files: no read outside the file, no contract where the symbol

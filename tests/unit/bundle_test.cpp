@@ -151,7 +151,7 @@ TEST(Bundle, BytesAreDeterministicAndFollowTheLayout) {
   std::memcpy(&count, &a[12], 4);
   std::memcpy(&size, &a[16], 8);
   std::memcpy(&sum, &a[24], 8);
-  EXPECT_EQ(version, 2u);
+  EXPECT_EQ(version, 3u);
   EXPECT_EQ(count, 5u);
   EXPECT_EQ(size, a.size());
   EXPECT_EQ(sum, rt::fnv1a64(std::span(a).subspan(32)));
@@ -195,10 +195,13 @@ TEST(Bundle, HeaderFieldsAreChecked) {
   r[0] = 'X';
   expect_bundle_error(r, {"byte 0", "magic"});
   r = rt::bundle_bytes(small_bundle());
-  r[8] = 3;
-  expect_bundle_error(r, {"byte 8: bundle format version 3 is newer than this runtime supports (2)"});
+  r[8] = 4;
+  expect_bundle_error(r, {"byte 8: bundle format version 4 is newer than this runtime supports (3)"});
+  r[8] = 2;  // version 2 carried no plan section: such bundles must be compiled again
+  expect_bundle_error(r, {"byte 8: bundle format version 2 is older than this runtime supports (3); compile the "
+                          "executor again"});
   r[8] = 1;  // the grid order of version 1 differs: such bundles must be compiled again
-  expect_bundle_error(r, {"byte 8: bundle format version 1 is older than this runtime supports (2)"});
+  expect_bundle_error(r, {"byte 8: bundle format version 1 is older than this runtime supports (3)"});
   r[8] = 0;
   expect_bundle_error(r, {"byte 8", "version 0"});
   r = rt::bundle_bytes(small_bundle());
@@ -231,8 +234,8 @@ TEST(Bundle, SectionTableIsChecked) {
   patch_u64(r, 32 + 8, 32);  // inside the table
   expect_bundle_error(r, {"byte 40", "outside the data area"});
   r = good;
-  patch_u64(r, 32, 10);  // kind 10, reserved 0
-  expect_bundle_error(r, {"byte 32", "unknown section kind 10"});
+  patch_u64(r, 32, 11);  // kind 11, reserved 0
+  expect_bundle_error(r, {"byte 32", "unknown section kind 11"});
   r = good;
   patch_u64(r, 32, 1 | (std::uint64_t{1} << 32));
   expect_bundle_error(r, {"byte 36", "reserved"});

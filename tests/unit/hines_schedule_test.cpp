@@ -221,6 +221,14 @@ TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
       EXPECT_EQ(back.permutation.size(), static_cast<std::size_t>(plan.problem.n));
       const HinesSystem sys = hines_system_from_reference_bytes(back.reference, "round trip");
       EXPECT_EQ(sys.diag, concatenate_hines(std::vector<HinesSystem>(3, cell)).diag);
+      // The plan comes back from its section, and a plan section that contradicts the bundle is refused.
+      EXPECT_EQ(to_json(hines_bundle_plan(back, sys, "round trip")), to_json(plan));
+      rt::Bundle bad = back;
+      bad.tables.at(0) ^= 1;
+      EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
+      bad = back;
+      bad.plan.clear();
+      EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
     }
 }
 

@@ -379,10 +379,11 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   EXPECT_EQ(b.metadata.n_tile, 64);  // columns a block covers
   b.ptx = "// not compiled in this test\n";
   b.values = spmm_rolled_table(p, a);
+  b.plan = to_json(p).dump();
   const std::vector<unsigned char> bytes = rt::bundle_bytes(b, "r.sccb");
   EXPECT_EQ(rt::parse_bundle(bytes, "r.sccb"), b);
-  // The same options come back from the metadata.
-  const SpmmPlan again = replan_spmm_bundle(b.metadata, a);
+  // The same plan comes back from the bundle.
+  const SpmmPlan again = spmm_bundle_plan(rt::parse_bundle(bytes, "r.sccb"), a);
   EXPECT_EQ(to_json(again), to_json(p));
 
   const auto rejects = [&](const std::function<void(rt::Bundle&)>& spoil, const std::string& part) {
@@ -404,8 +405,7 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   rejects([](rt::Bundle& x) { x.values.clear(); }, "values");
   rejects([](rt::Bundle& x) { x.metadata.plan_summary.erase("groups"); }, "plan_summary.groups");
 
-  // Step lanes: the metadata's columns a block covers, and the same plan from the metadata; a rolled
-  // bundle without the key has none.
+  // Step lanes: the metadata's columns a block covers, and the same plan from the bundle.
   SpmmOptions rolled;
   rolled.value_mode = SpmmValueMode::rolled;
   const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"}, rolled);
@@ -413,10 +413,10 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, gpu_target("sm_90"));
   EXPECT_EQ(md.n_tile, 4);
   EXPECT_EQ(md.plan_summary.at("step_lanes"), 8);
-  EXPECT_EQ(to_json(replan_spmm_bundle(md, a)), to_json(lanes));
-  rt::BundleMetadata old = b.metadata;
-  old.plan_summary.erase("step_lanes");
-  EXPECT_EQ(replan_spmm_bundle(old, a).step_lanes, 1);
+  rt::Bundle with_lanes;
+  with_lanes.metadata = md;
+  with_lanes.plan = to_json(lanes).dump();
+  EXPECT_EQ(to_json(spmm_bundle_plan(with_lanes, a)), to_json(lanes));
 }
 
 TEST(SpmmRolled, RealDlmcLayerMatchesReference) {

@@ -30,11 +30,6 @@ else()
   set(SPARSECC_CUDART CUDA::cudart)
 endif()
 
-if(SPARSECC_WITH_LLVM)
-  find_package(LLVM REQUIRED CONFIG)
-  message(STATUS "sparsecc: LLVM ${LLVM_PACKAGE_VERSION} from ${LLVM_DIR}")
-endif()
-
 include(SparseccOnnx)
 
 # Binaries find the CUDA libraries (NVRTC, cuBLAS, cuSPARSE) where the toolkit keeps them.

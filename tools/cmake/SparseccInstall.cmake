@@ -8,12 +8,12 @@ set(SPARSECC_INSTALL_TEMPLATEDIR ${CMAKE_INSTALL_DATADIR}/sparsecc/templates)
 
 set_target_properties(sparsecc_bundle_format PROPERTIES EXPORT_NAME bundle_format)
 set_target_properties(sparsecc_runtime PROPERTIES EXPORT_NAME runtime)
-set_target_properties(sparsecc_core PROPERTIES EXPORT_NAME core)
-set_target_properties(sparsecc_generator PROPERTIES EXPORT_NAME generator)
 set_target_properties(sparsecc PROPERTIES EXPORT_NAME sparsecc)
 
-install(TARGETS sparsecc_bundle_format sparsecc_runtime sparsecc_core sparsecc_codegen sparsecc_pipeline sparsecc_tune
-                sparsecc_generator sparsecc
+# Every generator stage (sparsecc::<stage>, EXPORT_NAME set by sparsecc_add_stage) and the aggregates
+# sparsecc::core and sparsecc::generator.
+get_property(_stage_targets GLOBAL PROPERTY SPARSECC_STAGES)
+install(TARGETS sparsecc_bundle_format sparsecc_runtime ${_stage_targets} sparsecc_core sparsecc_generator sparsecc
         EXPORT sparseccTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -71,7 +71,7 @@ int run_verify(const VerifyArgs& args) {
   if (!args.cpu && rt::driver_available(&why)) {
     got = run_spmm_on_gpu(bundle, args.bundle, b, n, how);
   } else {
-    const SpmmPlan plan = replan_spmm_bundle(md, a, args.bundle);
+    const SpmmPlan plan = spmm_bundle_plan(bundle, a, args.bundle);
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, bias_ptr, spmm_fragment_words(plan, a)).data;
     how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }

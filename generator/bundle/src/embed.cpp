@@ -12,6 +12,7 @@
 
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 
 namespace sparsecc {
 
@@ -126,7 +127,7 @@ void append_bytes(std::string& out, std::span<const unsigned char> bytes) {
 // Little-endian 64-bit words of `bytes`, the last one zero-padded, five a line.
 void append_words(std::string& out, std::span<const unsigned char> bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::vector<std::uint64_t> words((bytes.size() + 7) / 8, 0);
+  std::vector<std::uint64_t> words(static_cast<std::size_t>(ceil_div(std::ssize(bytes), 8)), 0);
   for (std::size_t i = 0; i < bytes.size(); ++i) words[i / 8] |= std::uint64_t{bytes[i]} << (8 * (i % 8));
   out.reserve(out.size() + words.size() * 21 + 64);
   append_elements<std::uint64_t>(out, words, 5, [](std::string& o, std::uint64_t w) {
@@ -289,7 +290,7 @@ std::string make_source(const std::vector<Layer>& layers, const std::string& ns,
       s += "// As little-endian 64-bit words: compilers spend time and memory per array element, and as a\n"
            "// byte array this bundle would cost them gigabytes.\n";
       s += fmt::format("alignas(16) static const std::uint64_t kBundle{}Words[{}] = {{\n", i,
-                       (l.bytes.size() + 7) / 8);
+                       ceil_div(std::ssize(l.bytes), 8));
       append_words(s, l.bytes);
       s += fmt::format(
           "}};\nstatic std::span<const unsigned char> bundle{}() {{\n"
@@ -434,8 +435,10 @@ bool strip_bundle(rt::Bundle& b, const EmbedOptions& options) {
     b.ptx.clear();
     changed = true;
   }
-  if (options.strip_reference && b.metadata.op == "spmm" && !b.reference.empty()) {
+  // The plan goes with the verification matrix: it is interpreted against it, never alone.
+  if (options.strip_reference && b.metadata.op == "spmm" && (!b.reference.empty() || !b.plan.empty())) {
     b.reference.clear();
+    b.plan.clear();
     changed = true;
   }
   return changed;

@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "section_bytes.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
-#include "sparsecc/inspector/hines_planner.hpp"
+#include "sparsecc/plan/launch_metadata.hpp"
 
 namespace sparsecc {
 
@@ -71,23 +72,6 @@ HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> d, 
   return s;
 }
 
-rt::BundleMetadata hines_launch_metadata(const HinesPlan& plan, const HinesSchedule& schedule) {
-  rt::BundleMetadata md;
-  md.op = "hines";
-  md.dtype = plan.problem.dtype;
-  md.kernel = plan.kernel_name;
-  md.hines.rows = plan.problem.n;
-  md.hines.cells = plan.problem.cells;
-  md.hines.rhs = plan.problem.rhs;
-  md.hines.workspace_bytes = schedule.workspace_bytes();
-  for (const HinesLaunch& l : schedule.launches) {
-    rt::KernelLaunch k{l.kernel, l.grid, l.block, l.shared_bytes, {}};
-    for (const HinesKernelArg& a : l.args) k.args.push_back({a.buffer, a.value});
-    md.hines.launches.push_back(std::move(k));
-  }
-  return md;
-}
-
 rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, const HinesSystem& system,
                         std::vector<unsigned char> cubin, std::string ptx, const std::string& arch) {
   if (system.size() != plan.problem.n || system.num_cells() != plan.problem.cells)
@@ -118,36 +102,41 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
   if (system.compartment_of.size() == static_cast<std::size_t>(system.size())) b.permutation = system.compartment_of;
   b.cubin = std::move(cubin);
   b.ptx = std::move(ptx);
+  b.plan = to_json(plan).dump();
   rt::validate_bundle(b, "Hines bundle");
   return b;
 }
 
-HinesPlan replan_hines_bundle(const rt::BundleMetadata& md, const HinesSystem& s, const std::string& name) {
+HinesPlan hines_bundle_plan(const rt::Bundle& bundle, const HinesSystem& s, const std::string& name) {
+  const rt::BundleMetadata& md = bundle.metadata;
   if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
     throw rt::BundleError(fmt::format("{}: metadata hines.rows and hines.cells are {} and {} but the bundle's system (its "
                                       "verification section) has {} rows in {} cells",
                                       name, md.hines.rows, md.hines.cells, s.size(), s.num_cells()));
-  const auto& sum = md.plan_summary;
+  if (bundle.plan.empty())
+    throw rt::BundleError(fmt::format("{}: has no plan section (written without one); compile the executor again",
+                                      name));
   HinesPlan plan;
-  std::int64_t base_size = -1;
+  HinesSchedule schedule;
   try {
-    HinesOptions o;
-    o.decomposition = sum.value("decomposition", std::string("fine")) == "minimal" ? HinesDecomposition::minimal
-                                                                                    : HinesDecomposition::fine;
-    o.k = std::max(2, sum.value("k", 3));
-    o.k_large = std::max(2, sum.value("k_large", o.k));
-    o.depth = sum.value("depth", -1);
-    o.code = sum.value("mode", std::string("tables"));
-    plan = plan_hines(s, md.hines.rhs, md.dtype, o);
-    base_size = sum.value("base_size", std::int64_t{-1});
+    plan = hines_plan_from_json(nlohmann::json::parse(bundle.plan));
+    if (const auto problems = check_hines_plan(plan); !problems.empty())
+      throw UsageError(fmt::format("not a valid Hines plan: {}", problems.front()));
+    if (plan.parent != s.parent || plan.cell_offsets != s.cell_offsets)
+      throw UsageError("not a plan of the bundle's system (its parents or cells differ)");
+    schedule = schedule_hines(plan);
   } catch (const UsageError& e) {
-    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its system: {}", name, e.what()));
+    throw rt::BundleError(fmt::format("{}: section plan: {}", name, e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its system: {}", name, e.what()));
+    throw rt::BundleError(fmt::format("{}: section plan: not valid JSON: {}", name, e.what()));
   }
-  if (plan.base_size() != base_size)
-    throw rt::BundleError(fmt::format("{}: plan_summary.base_size is {} but re-planning the bundle's system gives {}", name,
-                                      base_size, plan.base_size()));
+  const auto stated = rt::hines_contract(md, bundle.tables);
+  const auto planned = rt::hines_contract(hines_launch_metadata(plan, schedule), schedule.tables);
+  for (std::size_t i = 0; i < stated.size(); ++i)
+    if (stated[i].value != planned[i].value)
+      throw rt::BundleError(fmt::format("{}: {} is {} in the bundle but {} in the schedule of its plan section: the "
+                                        "bundle contradicts its plan",
+                                        name, stated[i].key, stated[i].value, planned[i].value));
   return plan;
 }
 

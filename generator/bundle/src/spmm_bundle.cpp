@@ -4,11 +4,11 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/version.hpp"
-#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/plan/launch_metadata.hpp"
 #include "section_bytes.hpp"
 
 namespace sparsecc {
@@ -63,56 +63,8 @@ std::string matrix_fingerprint(const CsrMatrix& a) {
 }
 
 rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target) {
-  rt::BundleMetadata md;
-  md.op = "spmm";
-  md.m = plan.problem.m;
-  md.k = plan.problem.k;
-  md.n = plan.problem.n;
-  md.nnz = a.nnz();
-  md.n_mode = plan.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
-  md.dtype = plan.problem.dtype;
-  if (plan.half()) {
-    md.accumulate = plan.accumulate;
-    md.params = rt::kSpmmHalfParams;
-    for (const auto& b : plan.blocks)
-      for (const auto& f : b.fragments)
-        for (const std::int64_t e : f.entries) md.tile_nnz += e >= 0;
-    md.fragment_words = plan.fragment_count() * 8 * plan.fragment_k;
-  }
-  md.n_tile = plan.block_columns();
-  md.bias = plan.problem.bias;
-  md.relu = plan.problem.relu;
-  md.values_mode = to_string(plan.value_mode);
-  md.arch = target.arch;
-  md.programmatic_launch = plan.programmatic && target.programmatic_launch;
-  md.kernel = plan.kernel_name;
-  md.block_rows = plan.block_rows();
-  md.block_x = plan.block_x;
-  md.shared_bytes = plan.shared_bytes;
-  md.generator_version = kVersion;
+  rt::BundleMetadata md = spmm_launch_metadata(plan, a, target);
   md.fingerprint = matrix_fingerprint(a);
-  md.plan_summary = {{"rows_per_block", plan.rows_per_block},
-                     {"panel_rows", plan.panel_rows},
-                     {"n_tile", plan.n_tile},
-                     {"groups", plan.groups},
-                     {"cols_per_thread", plan.cols_per_thread},
-                     {"max_registers", plan.max_registers},
-                     {"assembler_opt_level", plan.assembler_opt_level},
-                     {"row_split", to_string(plan.row_split)},
-                     {"block_rows", plan.block_rows()},
-                     {"loads", spmm_plan_loads(plan)},
-                     {"estimated_registers", plan.estimated_registers},
-                     {"estimated_instructions", plan.estimated_instructions}};
-  if (plan.stage_slots > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries;
-  if (plan.value_mode == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes;
-  if (plan.half()) {
-    md.plan_summary["n_tile"] = plan.n_tile;  // threads per group; metadata n_tile counts columns
-    md.plan_summary["blocklets"] = plan.blocklets.shape.empty() ? std::string("off")
-                                   : fmt::format("{}:{}", plan.blocklets.shape, plan.blocklets.fill_threshold);
-    md.plan_summary["fragments"] = plan.fragment_count();
-    md.plan_summary["tiles"] = plan.blocklets.tiles;
-    md.plan_summary["tile_explicit_zeros"] = plan.blocklets.explicit_zeros;
-  }
   return md;
 }
 
@@ -127,6 +79,7 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   bundle.fragments = std::move(fragments);
   bundle.bias.assign(bias.begin(), bias.end());
   bundle.reference = csr_reference_bytes(a);
+  bundle.plan = to_json(plan).dump();
   return bundle;
 }
 
@@ -138,56 +91,32 @@ void check_spmm_bundle_matrix(const rt::BundleMetadata& md, const CsrMatrix& a, 
                                         name, key, stated, actual, what));
 }
 
-SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name) {
+SpmmPlan spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const std::string& name) {
+  const rt::BundleMetadata& md = bundle.metadata;
   check_spmm_bundle_matrix(md, a, name);
-  // Throws UsageError (or nlohmann::json::exception) on a summary it cannot plan from.
-  const auto replan = [&] {
-    SpmmProblem problem;
-    problem.m = md.m;
-    problem.k = md.k;
-    problem.n = md.n;
-    problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
-    problem.bias = md.bias;
-    problem.relu = md.relu;
-    problem.dtype = md.dtype;
-    SpmmOptions o;
-    if (md.dtype != "f32") {
-      o.accumulate = md.accumulate;
-      // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
-      set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
-    }
-    const auto& s = md.plan_summary;
-    // The panel rows, not the tallest block row: a balanced split cuts its block rows from panels of
-    // panel_rows rows and may make one up to twice as tall.
-    o.rows_per_block = s.value("panel_rows", s.value("rows_per_block", 0));
-    o.n_tile = s.value("n_tile", 0);
-    o.groups = s.value("groups", 0);
-    o.cols_per_thread = s.value("cols_per_thread", 0);
-    o.row_split = parse_row_split(s.value("row_split", std::string("equal")), "bundle row_split");
-    o.value_mode = parse_value_mode(md.values_mode, "bundle values_mode");
-    o.stage_min_entries = s.value("stage_min_entries", 0);
-    // Rolled bundles written before step lanes existed have none.
-    if (o.value_mode == SpmmValueMode::rolled) o.step_lanes = s.value("step_lanes", 1);
-    o.kernel_name = md.kernel;
-    return plan_spmm(a, problem, o);
-  };
+  if (bundle.plan.empty())
+    throw rt::BundleError(fmt::format("{}: has no plan section (written without one); compile the executor again",
+                                      name));
   SpmmPlan plan;
   try {
-    plan = replan();
+    plan = plan_from_json(nlohmann::json::parse(bundle.plan));
   } catch (const UsageError& e) {
-    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its matrix: {}", name, e.what()));
+    throw rt::BundleError(fmt::format("{}: section plan: {}", name, e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw rt::BundleError(fmt::format("{}: its plan_summary does not plan its matrix: {}", name, e.what()));
+    throw rt::BundleError(fmt::format("{}: section plan: not valid JSON: {}", name, e.what()));
   }
-  // Everything the code contract binds, but the values (the re-plan packs its own).
+  if (const auto problems = check_plan(plan, a); !problems.empty())
+    throw rt::BundleError(fmt::format("{}: section plan: not a valid plan for the bundle's matrix: {}", name,
+                                      problems.front()));
+  // Everything the code contract binds, but the values (the plan packs its own).
   const auto stated = rt::spmm_contract(md, 0);
-  // The contract holds no architecture: any target states the same one.
-  const auto replanned = rt::spmm_contract(spmm_bundle_metadata(plan, a, default_gpu_target()), 0);
+  // The target does not enter the contract: any target's metadata states it.
+  const auto planned = rt::spmm_contract(spmm_launch_metadata(plan, a, default_gpu_target()), 0);
   for (std::size_t i = 0; i < stated.size(); ++i)
-    if (stated[i].value != replanned[i].value)
-      throw rt::BundleError(fmt::format("{}: {} is {} in the metadata but re-planning the bundle's matrix from its "
-                                        "plan_summary gives {}: the metadata contradicts its plan",
-                                        name, stated[i].key, stated[i].value, replanned[i].value));
+    if (stated[i].value != planned[i].value)
+      throw rt::BundleError(fmt::format("{}: {} is {} in the metadata but {} in the plan section: the metadata "
+                                        "contradicts its plan",
+                                        name, stated[i].key, stated[i].value, planned[i].value));
   return plan;
 }
 

@@ -1,7 +1,6 @@
 #include "sparsecc/emit/contract.hpp"
 
-#include "sparsecc/bundle/hines_bundle.hpp"
-#include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/plan/launch_metadata.hpp"
 
 namespace sparsecc {
 
@@ -9,7 +8,7 @@ std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const Cs
                                                   std::int64_t values_words) {
   // The metadata the bundle of this plan states; the target (its arch and programmatic launch) does
   // not enter the contract, so any target's metadata states it.
-  return rt::spmm_contract(spmm_bundle_metadata(plan, a, default_gpu_target()), values_words);
+  return rt::spmm_contract(spmm_launch_metadata(plan, a, default_gpu_target()), values_words);
 }
 
 std::vector<rt::ContractField> hines_plan_contract(const HinesPlan& plan, const HinesSchedule& schedule) {

@@ -10,12 +10,11 @@
 #include <tuple>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 
 namespace sparsecc {
 
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 std::int64_t area_of(BlockShape s) { return std::int64_t{s.bh} * s.bw; }
 

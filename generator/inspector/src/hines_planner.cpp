@@ -6,6 +6,7 @@
 #include <set>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 
 namespace sparsecc {
 
@@ -205,7 +206,7 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
       work = static_cast<Index>(per_row * cell_rows) + 1;
     }
     // More than 512 threads leave 64 registers a thread, which the R accumulators of stage 2 exceed.
-    plan.block_threads = std::clamp((work + 31) / 32 * 32, 32, rhs > 1 ? 512 : 1024);
+    plan.block_threads = std::clamp(static_cast<Index>(round_up(work, 32)), 32, rhs > 1 ? 512 : 1024);
     if (system.num_cells() > 256) plan.block_threads = std::min(plan.block_threads, 512);
   }
   instructions += static_cast<std::int64_t>(parent.size()) * (kBaseRowFixed + kBaseRowPerRhs * rhs);

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 
 namespace sparsecc {
 
@@ -13,7 +14,7 @@ std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_ro
   if (panel_rows < 1) throw UsageError(fmt::format("cluster_rows: {} rows a panel", panel_rows));
   const std::int64_t m = a.rows;
   // The panel's columns as bits; a row's fresh and shared columns are counted from its own nonzeros.
-  std::vector<std::uint64_t> panel(static_cast<std::size_t>((a.cols + 63) / 64), 0);
+  std::vector<std::uint64_t> panel(static_cast<std::size_t>(ceil_div(a.cols, 64)), 0);
   const auto in_panel = [&](std::int32_t k) { return (panel[static_cast<std::size_t>(k / 64)] >> (k % 64)) & 1u; };
   const auto add_to_panel = [&](std::int64_t r) {
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
@@ -73,7 +74,7 @@ std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_ro
   // The panels of rows with nonzeros take, in order, the panel slots that hold rows with nonzeros in
   // A's own order; every other slot keeps its empty rows in place (they take no code of their own,
   // spmm_plain_empty_block), and the empty rows displaced fill the positions left, in ascending order.
-  const std::int64_t slots = (m + panel_rows - 1) / panel_rows;
+  const std::int64_t slots = ceil_div(m, panel_rows);
   std::vector<char> busy(static_cast<std::size_t>(slots), 0);
   for (const std::int64_t r : clustered) busy[static_cast<std::size_t>(r / panel_rows)] = 1;
   std::vector<std::int64_t> order(static_cast<std::size_t>(m), -1);

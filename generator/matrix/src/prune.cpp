@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/random.hpp"
 
@@ -62,8 +63,6 @@ void check_sparsity(double sparsity) {
   if (!(sparsity >= 0.0 && sparsity <= 1.0))
     throw UsageError(fmt::format("prune: sparsity must be in [0, 1], got {}", sparsity));
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // The first `keep` of `order` after sorting by strength, largest first, ties to the lower index (the
 // first maximum of the thesis's argmax); `order` holds indices into `strength`.

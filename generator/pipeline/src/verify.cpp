@@ -110,7 +110,7 @@ HinesVerifyResult verify_hines_bundle(const rt::Bundle& bundle, const std::strin
     got = inputs.run(ctx, ex);
     result.how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
   } else {
-    const HinesPlan plan = replan_hines_bundle(md, s, path);
+    const HinesPlan plan = hines_bundle_plan(bundle, s, path);
     if (f32) {
       const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
       const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 
 namespace sparsecc {
 
@@ -17,7 +18,7 @@ enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX };
 constexpr std::int64_t kAlign = 64;  // elements: 256-byte aligned arrays in both precisions
 constexpr std::int64_t kSharedAlign = 4;  // elements: 16-byte aligned arrays in shared memory
 
-std::int64_t align(std::int64_t x, std::int64_t to = kAlign) { return (x + to - 1) / to * to; }
+std::int64_t align(std::int64_t x, std::int64_t to = kAlign) { return round_up(x, to); }
 
 // A level's arrays for `n` rows and `nj` junctions at `at` onwards (kSharedAlign or kAlign apart);
 // piv and w take no room when `factor` is false (no chain needs them).
@@ -146,7 +147,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     return {ws(l - 1, MD), ws(l - 1, MU), ws(l - 1, ML), ws(l - 1, MB)};
   };
   const auto solution = [&](std::size_t l) { return l == 0 ? HinesKernelArg{"x", 0} : ws(l - 1, MX); };
-  const auto blocks = [&](std::int64_t threads) { return (threads + plan.threads_per_block - 1) / plan.threads_per_block; };
+  const auto blocks = [&](std::int64_t threads) { return ceil_div(threads, plan.threads_per_block); };
 
   // Grid levels.
   struct GridTables {
@@ -256,14 +257,7 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
 
 nlohmann::json launches_to_json(const std::vector<HinesLaunch>& launches) {
   nlohmann::json out = nlohmann::json::array();
-  for (const HinesLaunch& l : launches) {
-    nlohmann::json args = nlohmann::json::array();
-    for (const HinesKernelArg& a : l.args) args.push_back({a.buffer, a.value});
-    nlohmann::json launch{
-        {"kernel", l.kernel}, {"grid", l.grid}, {"block", l.block}, {"args", std::move(args)}};
-    if (l.shared_bytes) launch["shared_bytes"] = l.shared_bytes;
-    out.push_back(std::move(launch));
-  }
+  for (const HinesLaunch& l : launches) out.push_back(rt::to_json(l));
   return out;
 }
 

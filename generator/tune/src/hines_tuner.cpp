@@ -14,6 +14,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
+#include "sparsecc/inspector/options_json.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 
 namespace sparsecc::tune {
@@ -35,38 +36,10 @@ rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& s
   return std::move(*pipeline::compile_hines_plan(c.plan, system, target).bundle);
 }
 
-nlohmann::json hines_options_json(const HinesOptions& o) {
-  return {{"decomposition", o.decomposition == HinesDecomposition::minimal ? "minimal" : "fine"},
-          {"k", o.k},
-          {"k_large", o.k_large},
-          {"depth", o.depth},
-          {"block_threads", o.block_threads},
-          {"code", o.code}};
-}
+nlohmann::json hines_options_json(const HinesOptions& o) { return to_json(o); }
 
 HinesOptions hines_options_from_json(const nlohmann::json& j, HinesOptions base, const std::string& name) {
-  if (!j.is_object()) throw InputError(SourceLocation::in_file(name), "Hines options are not a JSON object");
-  const auto integer = [&](const char* key, std::int32_t& field) {
-    if (!j.contains(key)) return;
-    if (!j[key].is_number_integer())
-      throw InputError(SourceLocation::in_file(name), fmt::format("Hines option '{}' is not an integer", key));
-    field = j[key].get<std::int32_t>();
-  };
-  integer("k", base.k);
-  integer("k_large", base.k_large);
-  integer("depth", base.depth);
-  integer("block_threads", base.block_threads);
-  if (j.contains("decomposition")) {
-    const std::string d = j["decomposition"].is_string() ? j["decomposition"].get<std::string>() : "";
-    if (d != "fine" && d != "minimal")
-      throw InputError(SourceLocation::in_file(name), "Hines option 'decomposition' is neither fine nor minimal");
-    base.decomposition = d == "minimal" ? HinesDecomposition::minimal : HinesDecomposition::fine;
-  }
-  if (j.contains("code")) {
-    if (!j["code"].is_string()) throw InputError(SourceLocation::in_file(name), "Hines option 'code' is not a string");
-    base.code = j["code"].get<std::string>();
-  }
-  return base;
+  return sparsecc::hines_options_from_json(j, name, std::move(base));
 }
 
 TuningKey hines_tuning_key(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const std::string& gpu,

@@ -6,7 +6,9 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
+#include "sparsecc/inspector/options_json.hpp"
 
 namespace sparsecc::tune {
 
@@ -165,7 +167,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   }
   const bool half = problem.dtype != "f32";
   const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
-  const std::int64_t widest = std::max<std::int64_t>(32, (threads_for_n + 31) / 32 * 32);
+  const std::int64_t widest = std::max<std::int64_t>(32, round_up(threads_for_n, 32));
   const std::vector<std::string> blocklets = half ? dims.blocklets : std::vector<std::string>{"off"};
   for (const std::string& bl : blocklets)
     for (const KernelLanguage emitter : dims.emitter)
@@ -296,50 +298,39 @@ std::string spmm_variant_base_label(const std::string& label) {
 }
 
 nlohmann::json candidate_json(const SpmmCandidate& c) {
+  // The candidate's options with the plan's choices filled in, through the options codec.
   const SpmmPlan& p = c.plan;
-  nlohmann::json j{{"rows_per_block", c.options.rows_per_block},
-                   {"n_tile", p.n_tile},
-                   {"groups", p.groups},
-                   {"row_split", to_string(p.row_split)},
-                   {"value_mode", to_string(p.value_mode)},
-                   {"emitter", to_string(c.emitter)},
-                   {"max_registers", c.options.max_registers}};
-  if (p.fp32_pairs()) j["cols_per_thread"] = 2;
-  if (p.value_mode == SpmmValueMode::rolled) j["step_lanes"] = p.step_lanes;
-  if (p.stage_slots > 0) j["stage_min_entries"] = p.stage_min_entries;
+  SpmmOptions o;
+  o.rows_per_block = c.options.rows_per_block;
+  o.n_tile = p.n_tile;
+  o.groups = p.groups;
+  o.max_registers = c.options.max_registers;
+  o.row_split = p.row_split;
+  o.value_mode = p.value_mode;
+  if (p.fp32_pairs()) o.cols_per_thread = 2;
+  if (p.value_mode == SpmmValueMode::rolled) o.step_lanes = p.step_lanes;
+  if (p.stage_slots > 0) o.stage_min_entries = p.stage_min_entries;
   if (p.half()) {
-    j["blocklets"] = blocklet_spec(p);
-    j["accumulate"] = p.accumulate;
+    set_blocklets(o, blocklet_spec(p));
+    o.accumulate = p.accumulate;
   }
+  nlohmann::json j = to_json(o);
+  j["emitter"] = to_string(c.emitter);
   return j;
 }
 
 std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base) {
-  if (!j.is_object()) throw UsageError("tuning options: expected an object");
-  const auto integer = [&](const char* key) -> std::int32_t {
-    if (!j.contains(key) || !j[key].is_number_integer())
-      throw UsageError(fmt::format("tuning options: '{}' must be an integer", key));
-    return j[key].get<std::int32_t>();
-  };
-  const auto text = [&](const char* key) -> std::string {
+  const std::string context = "tuning options";
+  if (!j.is_object()) throw UsageError(context + ": expected an object");
+  // A record states every dimension of the space; blocklets only for half precision (absent: off).
+  for (const char* key : {"rows_per_block", "n_tile", "groups"})
+    if (!j.contains(key)) throw UsageError(fmt::format("{}: '{}' must be an integer", context, key));
+  for (const char* key : {"row_split", "value_mode", "emitter"})
     if (!j.contains(key) || !j[key].is_string())
-      throw UsageError(fmt::format("tuning options: '{}' must be a string", key));
-    return j[key].get<std::string>();
-  };
-  SpmmOptions o = base;
-  o.rows_per_block = integer("rows_per_block");
-  o.n_tile = integer("n_tile");
-  o.groups = integer("groups");
-  if (j.contains("max_registers")) o.max_registers = integer("max_registers");
-  if (j.contains("cols_per_thread")) o.cols_per_thread = integer("cols_per_thread");
-  if (j.contains("step_lanes")) o.step_lanes = integer("step_lanes");
-  if (j.contains("stage_min_entries")) o.stage_min_entries = integer("stage_min_entries");
-  o.row_split = parse_row_split(text("row_split"), "tuning options: 'row_split'");
-  o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");
-  if (j.contains("accumulate")) o.accumulate = text("accumulate");
-  // The plan records an automatic choice as "auto": replaying it re-runs the same proposal.
-  set_blocklets(o, j.contains("blocklets") ? text("blocklets") : std::string("off"));
-  return {o, parse_kernel_language(text("emitter"))};
+      throw UsageError(fmt::format("{}: '{}' must be a string", context, key));
+  SpmmOptions start = base;
+  start.blocklets = SpmmBlockletMode::off;
+  return {sparsecc::spmm_options_from_json(j, context, start), parse_kernel_language(j["emitter"].get<std::string>())};
 }
 
 nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {

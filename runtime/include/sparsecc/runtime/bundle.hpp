@@ -3,11 +3,11 @@
 // (metadata with its launch list, cubin and/or PTX, the schedule's tables, the permutation). Plain C++ and nlohmann_json only:
 // the generator writes bundles with it and the runtime reads them, and neither side needs CUDA here.
 //
-// Format (version 2), every integer little-endian:
+// Format (version 3), every integer little-endian:
 //
 //   offset  size  field
 //        0     8  magic "SPCCBNDL"
-//        8     4  u32 format version (2)
+//        8     4  u32 format version (3)
 //       12     4  u32 section count (1..16)
 //       16     8  u64 total file size in bytes
 //       24     8  u64 checksum: FNV-1a 64 over every byte after the 32-byte header
@@ -30,6 +30,10 @@
 //      8  permutation int32[rows], Hines only, optional: Hines index -> the user's compartment index
 //      9  fragments u32[fragment_words], SpMM with tensor-core tiles: the packed fp16/bf16 mma
 //                   operands the kernel reads (present iff metadata fragment_words > 0)
+//     10  plan      optional JSON text written by the generator: the executor plan the code was
+//                   emitted from (the generator's to_json of its SpMM or Hines plan), so that
+//                   `sparsecc verify` runs the plan interpreter without re-running the inspector;
+//                   opaque to the runtime, which never reads it (version 3)
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
@@ -45,6 +49,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sparsecc/runtime/launch.hpp"
+
 namespace sparsecc::rt {
 
 // A malformed, inconsistent or unsupported bundle; what() names the file and the byte offset or the
@@ -54,9 +60,11 @@ class BundleError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Version 2 launches column tiles along grid x and block rows along grid y (version 1 had them the
-// other way round); the runtime reads version 2 only.
-inline constexpr std::uint32_t kBundleFormatVersion = 2;
+// Versions: 1 launched block rows along grid x; 2 launches column tiles along grid x and block rows
+// along grid y; 3 adds the plan section (kind 10), so that a bundle carries its plan instead of the
+// generator re-planning its matrix. The runtime reads version 3 only: an older or newer bundle is
+// refused with a BundleError naming the file and both versions ("compile the executor again").
+inline constexpr std::uint32_t kBundleFormatVersion = 3;
 // The CUDA limit on grid y.
 inline constexpr std::int64_t kMaxBlockRows = 65535;
 inline constexpr std::size_t kBundleHeaderBytes = 32;
@@ -72,7 +80,8 @@ enum class SectionKind : std::uint32_t {
   reference = 6,
   tables = 7,
   permutation = 8,
-  fragments = 9
+  fragments = 9,
+  plan = 10
 };
 
 // Kernel parameters in launch order (the kernel ABI, see executor.hpp): fp32 kernels, and the fp16 /
@@ -80,24 +89,9 @@ enum class SectionKind : std::uint32_t {
 inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
 inline const std::vector<std::string> kSpmmHalfParams = {"B", "C", "bias", "values", "n", "fragments"};
 
-// A kernel argument of a Hines launch: a pointer (`buffer` "d", "u", "l", "b", "x" with `value` 0,
-// or "workspace", "tables" with `value` bytes into it) or an int (`buffer` "i32", the int `value`).
-struct LaunchArg {
-  std::string buffer;
-  std::int64_t value = 0;
-  bool operator==(const LaunchArg&) const = default;
-};
-
-struct KernelLaunch {
-  std::string kernel;
-  std::int64_t grid = 1, block = 1;  // 1-D
-  std::int64_t shared_bytes = 0;     // dynamic shared memory of a block (metadata key absent: 0)
-  std::vector<LaunchArg> args;
-  bool operator==(const KernelLaunch&) const = default;
-};
-
 // op "hines": solves H x = b for a fixed forest of `cells` neurons (`rows` compartments in Hines
-// order) and R right-hand sides; one step is the launch list, in order, on one stream.
+// order) and R right-hand sides; one step is the launch list (KernelLaunch, launch.hpp), in order,
+// on one stream.
 struct HinesMetadata {
   std::int64_t rows = 0, cells = 0, rhs = 1;
   std::int64_t workspace_bytes = 0;
@@ -151,6 +145,7 @@ struct Bundle {
   std::vector<std::int32_t> tables;       // op "hines": the kernels' tables
   std::vector<std::int32_t> permutation;  // op "hines", optional: Hines index -> compartment index
   std::vector<std::uint32_t> fragments;   // op "spmm" with tensor-core tiles: the mma operands
+  std::string plan;                       // optional: the generator's plan as JSON text, opaque here
 
   bool operator==(const Bundle&) const = default;
 };

@@ -34,8 +34,9 @@ struct EmbeddedLayer {
 
 // Sections left out of the embedded bytes (the bundle is written again, with its own checksum): the
 // PTX (the fallback for GPUs of another architecture than the cubin's; a bundle keeps it when it
-// has no cubin) and the verification section of SpMM bundles (what `sparsecc verify` checks against;
-// a Hines bundle keeps its own, which holds the system). Together they are most of an SpMM bundle.
+// has no cubin) and the verification and plan sections of SpMM bundles (what `sparsecc verify` checks
+// against and interprets; a Hines bundle keeps both: its verification section holds the system).
+// Together they are most of an SpMM bundle.
 struct EmbedOptions {
   bool strip_ptx = false;
   bool strip_reference = false;

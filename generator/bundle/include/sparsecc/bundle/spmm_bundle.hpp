@@ -1,6 +1,7 @@
 // From a compiled SpMM executor to its bundle and back: the matrix fingerprint, the verification
-// section (the matrix in CSR, so `sparsecc verify` can recompute the fp64 reference and re-plan for
-// the CPU interpreter), and the metadata that records the plan's launch configuration.
+// section (the matrix in CSR, so `sparsecc verify` can recompute the fp64 reference), the plan
+// section (the plan itself, for the CPU interpreter: reading a bundle never re-runs the inspector),
+// and the metadata that records the plan's launch configuration.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/plan/launch_metadata.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 #include "sparsecc/target/target.hpp"
 
@@ -25,12 +27,13 @@ CsrMatrix csr_from_reference_bytes(std::span<const unsigned char> data, const st
 // values) give equal fingerprints.
 std::string matrix_fingerprint(const CsrMatrix& a);
 
-// Metadata for `plan` compiled for `target` (its arch; programmatic_launch where the plan and the
-// target have it); plan_summary records the options needed to re-plan.
+// Metadata for `plan` compiled for `target`: spmm_launch_metadata (sparsecc/plan/launch_metadata.hpp)
+// and the fingerprint of `a`.
 rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target);
 
 // The whole bundle of `plan` compiled for `target`: the metadata, the cubin and PTX, the `values` and
-// `fragments` arrays the emitter packed, the bias (m values, or empty) and the verification section.
+// `fragments` arrays the emitter packed, the bias (m values, or empty), the verification section and
+// the plan section (to_json(plan)).
 rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target,
                             std::vector<unsigned char> cubin, std::string ptx, std::vector<float> values,
                             std::vector<std::uint32_t> fragments, const std::vector<double>& bias);
@@ -39,11 +42,12 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
 // have the metadata's m, k and nnz.
 void check_spmm_bundle_matrix(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name);
 
-// The plan a bundle was compiled from, rebuilt by the (deterministic) inspector from its metadata and
-// its verification matrix `a` — for the plan interpreter, which checks an executor without a GPU.
-// Throws rt::BundleError naming `name` and the metadata key when `a` is not the matrix the metadata
-// describes (m, k, nnz) or the re-plan contradicts the metadata (every quantity of the code contract:
-// the launch, the buffers, the value mode).
-SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name = "bundle");
+// The plan `bundle` was compiled from, read from its plan section — for the plan interpreter, which
+// checks an executor without a GPU; `a` is its verification matrix. Throws rt::BundleError naming
+// `name` when the bundle has no plan section, when the section is not a valid plan for `a`
+// (plan_from_json, check_plan), when `a` is not the matrix the metadata describes (m, k, nnz), or when
+// the plan contradicts the metadata (every quantity of the code contract: the launch, the buffers,
+// the value mode).
+SpmmPlan spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const std::string& name = "bundle");
 
 }  // namespace sparsecc

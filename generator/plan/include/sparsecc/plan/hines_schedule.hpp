@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sparsecc/plan/hines_plan.hpp"
+#include "sparsecc/runtime/launch.hpp"
 
 namespace sparsecc {
 
@@ -28,19 +29,11 @@ inline constexpr int kHinesLevelArrays = 10;  // rv pv qv piv w md mu ml mb mx
 // as kRegChainMax); longer ones keep their factorisation in the piv and w arrays.
 inline constexpr int kHinesRegisterChain = 8;
 
-// A kernel argument: a pointer (`buffer` d, u, l, b, x, workspace or tables, plus `value` bytes) or
-// an int (`buffer` "i32", `value` the int).
-struct HinesKernelArg {
-  std::string buffer;
-  std::int64_t value = 0;
-};
-
-struct HinesLaunch {
-  std::string kernel;
-  std::int64_t grid = 1, block = 1;
-  std::int64_t shared_bytes = 0;  // dynamic shared memory of a block
-  std::vector<HinesKernelArg> args;
-};
+// A launch of the list and its kernel arguments: the runtime's own record (sparsecc/runtime/launch.hpp),
+// which the bundle's metadata carries unchanged. An argument is a pointer (`buffer` d, u, l, b, x,
+// workspace or tables, plus `value` bytes) or an int (`buffer` "i32", `value` the int).
+using HinesKernelArg = rt::LaunchArg;
+using HinesLaunch = rt::KernelLaunch;
 
 struct HinesSchedule {
   std::int32_t real_bytes = 8;  // 8 (f64) or 4 (f32)

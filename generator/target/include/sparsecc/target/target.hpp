@@ -12,10 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace sparsecc {
+#include "sparsecc/common/math.hpp"  // ceil_div, for the figures derived from the table
 
-// Rounded-up integer division of non-negative a by positive b.
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+namespace sparsecc {
 
 struct GpuTarget {
   std::string arch = "sm_90";    // the cubin's architecture: sm_80, sm_90, sm_90a, ...

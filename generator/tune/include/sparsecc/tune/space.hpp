@@ -95,9 +95,11 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
 // block (a balanced plan's tallest block row may be taller), else the plan's.
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block = 0);
 
-// The options that reproduce a candidate, as JSON (rows_per_block, n_tile, groups, row_split,
-// value_mode, emitter, blocklets, accumulate, max_registers), and back. spmm_candidate_from_json
-// throws UsageError naming the field.
+// The options that reproduce a candidate, as JSON: the options codec (sparsecc/inspector/options_json.hpp;
+// rows_per_block, n_tile, groups, row_split, value_mode, blocklets, accumulate, max_registers, ...)
+// and the emitter; and back, where a record must state rows_per_block, n_tile, groups, row_split,
+// value_mode and emitter, and absent blocklets are off. spmm_options_from_json throws UsageError
+// naming the field.
 nlohmann::json candidate_json(const SpmmCandidate& c);
 std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base);
 
