@@ -196,7 +196,7 @@ TEST(BundleForgery, EveryEmitterStampsThePlansContract) {
     SpmmOptions o;
     set_blocklets(o, "16x8:0.25");
     SpmmProblem p = test::problem_for(d, 64);
-    p.dtype = "f16";
+    p.dtype = DType::f16;
     const SpmmPlan plan = plan_spmm(d, p, o);
     ASSERT_GT(plan.fragment_count(), 0);
     const EmittedKernel k = emit_spmm_cuda(plan, d);

@@ -176,7 +176,7 @@ TEST(RowClusters, RolledAndHalfPlansRefuseClusteredRows) {
   o.value_mode = SpmmValueMode::rolled;
   EXPECT_THROW(plan_spmm(a, problem_for(a, 32), o), UsageError);
   SpmmProblem half = problem_for(a, 32);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_THROW(plan_spmm(a, half, clustered()), UsageError);
   EXPECT_EQ(parse_row_split("clustered"), SpmmRowSplit::clustered);
   EXPECT_STREQ(to_string(SpmmRowSplit::balanced), "balanced");

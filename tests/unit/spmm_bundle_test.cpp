@@ -73,7 +73,7 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   EXPECT_FALSE(spmm_bundle_metadata(plan, a, "sm_80").programmatic_launch);
   EXPECT_FALSE(spmm_bundle_metadata(plan, a, "sm_89").programmatic_launch);
   SpmmProblem half = p;
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_TRUE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_90").programmatic_launch);
   EXPECT_FALSE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_80").programmatic_launch);
   EXPECT_EQ(md.block_rows, plan.block_rows());

@@ -41,7 +41,7 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
   SpmmOptions o;
   o.rows_per_block = 3;
-  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, DType::f32}, o);
   const EmittedKernel e = emit_spmm_cuda(p, a);
   EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);
   EXPECT_EQ(e.kernel_name, "sparsecc_spmm");
@@ -88,7 +88,7 @@ TEST(SpmmEmit, StreamedModeReadsPackedValuesInOrder) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, DType::f32}, o);
   const EmittedKernel e = emit_spmm_cuda(p, a);
   EXPECT_EQ(e.packed_values, spmm_kernel_values(p, a));
   EXPECT_EQ(e.packed_values.size(), static_cast<std::size_t>(a.nnz()));
@@ -148,37 +148,37 @@ TEST(SpmmEmit, NvrtcCompilesSmallPlansWithoutSpills) {
   const CsrMatrix a = random_csr(37, 64, 0.15, 3);
   const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
   SpmmOptions o;
-  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                        "random fixed");
-  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, o), zero,
                        "all-zero N=1 (step lanes)");
   o.value_mode = SpmmValueMode::baked;
-  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, o), zero,
                        "all-zero N=1 unrolled");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_compile(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, DType::f32}, o), a,
                        "random runtime Gy=3 streamed");
   o = {};
   o.rows_per_block = 16;
   o.row_split = SpmmRowSplit::balanced;
-  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, true, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, true, false, DType::f32}, o), a,
                        "random balanced Ny=16");
   o.cols_per_thread = 2;
   o.groups = 3;
-  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a,
                        "random balanced Ny=16 pairs Gy=3");
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                        "random balanced Ny=16 pairs streamed");
 }
 
 TEST(SpmmEmit, NvrtcCompilesRealDlmcLayerWithoutSpills) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_2_block_group2_3_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 128 x 1152, 14,745 nonzeros
-  expect_clean_compile(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, "f32"}, {}), a,
+  expect_clean_compile(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, {}), a,
                        "rn50 0.9 bottleneck_2_block_group2_3_1");
 }
 

@@ -284,11 +284,11 @@ TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
 // before the key, with the wait).
 TEST(SpmmPlan, ProgrammaticRule) {
   const CsrMatrix a = random_csr(192, 192, 0.1, 6);
-  const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"});
+  const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_LE(small.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   EXPECT_TRUE(small.programmatic);
   EXPECT_TRUE(small.programmatic_trigger);
-  const SpmmProblem small_problem{a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem small_problem{a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f32};
   for (const auto& [mode, waits, triggers] :
        {std::tuple{SpmmProgrammatic::off, false, false}, std::tuple{SpmmProgrammatic::wait, true, false},
         std::tuple{SpmmProgrammatic::trigger, true, true}}) {
@@ -310,7 +310,7 @@ TEST(SpmmPlan, ProgrammaticRule) {
   trigger_alone.programmatic_trigger = true;
   EXPECT_FALSE(check_plan(trigger_alone, a).empty());
   const CsrMatrix big = random_csr(2048, 512, 0.1, 5);  // ~105k nonzeros
-  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, "f32"});
+  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_GT(unrolled.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   EXPECT_TRUE(unrolled.programmatic);
   EXPECT_FALSE(unrolled.programmatic_trigger);
@@ -318,11 +318,11 @@ TEST(SpmmPlan, ProgrammaticRule) {
   forced_trigger.programmatic = SpmmProgrammatic::trigger;
   forced_wait.programmatic = SpmmProgrammatic::wait;
   EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_trigger).programmatic_trigger);
-  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
   ASSERT_EQ(rolled.value_mode, SpmmValueMode::rolled);
   EXPECT_TRUE(rolled.programmatic);
   EXPECT_TRUE(rolled.programmatic_trigger);
-  SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f16"});
+  SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f16});
   EXPECT_TRUE(half.programmatic);
   EXPECT_FALSE(half.programmatic_trigger);
   EXPECT_TRUE(check_plan(half, a).empty());
@@ -365,7 +365,7 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     const std::int64_t n = pick({1, 2, 49, 64, 65, 300});
     SpmmProblem problem = problem_for(a, n, rng() % 2 != 0, rng() % 2 != 0,
                                       rng() % 3 == 0 ? SpmmNMode::runtime : SpmmNMode::fixed);
-    if (rng() % 4 == 0) problem.dtype = "f16";
+    if (rng() % 4 == 0) problem.dtype = DType::f16;
     SpmmPlan p;
     try {
       p = plan_spmm(a, problem, o);
@@ -381,7 +381,7 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes) << "trial " << trial;
     const SpmmPlan again = replan_spmm_bundle(spmm_bundle_metadata(p, a, "sm_90"), a);
     EXPECT_EQ(to_json(again).at("blocks"), to_json(p).at("blocks")) << "trial " << trial;
-    if (problem.dtype == "f32") {
+    if (problem.dtype == DType::f32) {
       EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance) << "trial " << trial;
     }
   }

@@ -33,7 +33,7 @@ SpmmPlan grouped_plan(const CsrMatrix& a) {
   SpmmOptions o;
   o.rows_per_block = 3;
   o.groups = 2;
-  return plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  return plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, DType::f32}, o);
 }
 
 TEST(SpmmPtx, FloatImmediatesAreExactBitPatterns) {
@@ -73,7 +73,7 @@ TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, DType::f32}, o);
   const EmittedKernel e = emit_spmm_ptx(p, a);
   EXPECT_EQ(e.packed_values, spmm_kernel_values(p, a));
   EXPECT_NE(e.source.find("ld.param.u32 %n32"), std::string::npos);
@@ -87,7 +87,7 @@ TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
 
 TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   const CsrMatrix a = random_csr(1000, 1000, 0.06, 3);  // about 48,000 nonzeros
-  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, {});
   const EmittedKernel e = emit_spmm_ptx(p, a);
   ASSERT_GE(e.modules.size(), 3u);
   EXPECT_NE(e.modules[0].find(".visible .entry sparsecc_spmm("), std::string::npos);
@@ -145,7 +145,7 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   SpmmOptions trigger;
   trigger.programmatic = SpmmProgrammatic::trigger;
   const SpmmPlan r =
-      plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, "f32"}, trigger);
+      plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, DType::f32}, trigger);
   ASSERT_TRUE(r.programmatic_trigger);
   const EmittedKernel split = emit_spmm_ptx(r, mid);
   ASSERT_GE(split.modules.size(), 2u);
@@ -158,7 +158,7 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   }
   EXPECT_EQ(triggers, r.blocks.size());
   // Above kSpmmProgrammaticTriggerInstructions: the wait alone; with programmatic launches off, neither.
-  const SpmmProblem big_problem{mid.rows, mid.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem big_problem{mid.rows, mid.cols, 100, SpmmNMode::fixed, false, false, DType::f32};
   const SpmmPlan q = plan_spmm(mid, big_problem, {});
   ASSERT_GT(q.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   const std::string q_text = emit_spmm_ptx(q, mid).source;
@@ -201,47 +201,47 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   const CsrMatrix a = random_csr(37, 64, 0.15, 3);
   const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
   SpmmOptions o;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                         "random fixed");
   SpmmOptions unrolled = o;  // N = 1 plans rolled by default: CUDA C++ only
   unrolled.value_mode = SpmmValueMode::baked;
-  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, unrolled), zero,
+  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, unrolled), zero,
                         "all-zero N=1");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
+  expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, DType::f32}, o), a,
                         "random runtime Gy=3 streamed");
   // Runtime N, one function of ~13k nonzeros and 64 block rows behind one jump table.
   const CsrMatrix wide = random_csr(256, 512, 0.1, 15);
   o = {};
-  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, "f32"}, o), wide,
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, DType::f32}, o), wide,
                         "random 256x512 runtime split");
-  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, "f32"}, o), wide,
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, DType::f32}, o), wide,
                         "random 256x512 fixed inline");
   const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
   o = {};
   o.groups = 2;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split");
   o.groups = 4;  // 512 threads a block
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split 512 thr");
   o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split 512 thr r200");
   // Two columns a thread: inline and split layouts, baked and streamed, reduced through shared memory.
   o = {};
   o.cols_per_thread = 2;
   o.groups = 3;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a, "pairs Gy=3");
+  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a, "pairs Gy=3");
   o.groups = 2;
   o.rows_per_block = 16;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o), big,
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
                         "pairs 1000x1000 split Ny=16");
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, "f32"}, o), big,
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, DType::f32}, o), big,
                         "pairs 1000x1000 split streamed");
 }
 
@@ -252,7 +252,7 @@ TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
   SpmmOptions o;
   o.cols_per_thread = 2;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, false, DType::f32}, o);
   EXPECT_TRUE(p.fp32_pairs());
   EXPECT_EQ(p.block_columns(), 2 * p.n_tile);
   const std::string s = emit_spmm_ptx(p, a).source;
@@ -265,12 +265,12 @@ TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
   EXPECT_EQ(s.find("ld.global.nc.f32 %x"), std::string::npos);
   EXPECT_GT(count(s, "%e"), static_cast<std::size_t>(a.nnz()));  // every entry also updates a second accumulator
   for (const std::int64_t n : {49, 51}) {
-    EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, "f32"}, o), UsageError) << n;
+    EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, DType::f32}, o), UsageError) << n;
   }
-  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::runtime, false, false, "f32"}, o), UsageError);
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::runtime, false, false, DType::f32}, o), UsageError);
   o.value_mode = SpmmValueMode::rolled;
   o.cols_per_thread = 1;
-  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), UsageError);
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, DType::f32}, o), UsageError);
 }
 
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and
@@ -314,19 +314,19 @@ void expect_same_split_assembly(const CsrMatrix& a, const SpmmProblem& problem, 
 
 TEST(SpmmPtx, SplitModulesAssembleInParallel) {
   const CsrMatrix a = random_csr(600, 600, 0.12, 9);  // about 43,000 nonzeros
-  expect_same_split_assembly(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  expect_same_split_assembly(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, {});
   const CsrMatrix b = random_csr(1000, 700, 0.08, 16);  // about 45,000 nonzeros
   SpmmOptions o;
   o.rows_per_block = 8;
   o.groups = 2;
   o.value_mode = SpmmValueMode::baked;
-  expect_same_split_assembly(b, {b.rows, b.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o);
+  expect_same_split_assembly(b, {b.rows, b.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o);
 }
 
 TEST(SpmmPtx, AssemblesRealDlmcLayer) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_2_block_group2_3_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 128 x 1152, 14,745 nonzeros
-  expect_clean_assembly(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, "f32"}, {}), a,
+  expect_clean_assembly(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, {}), a,
                         "rn50 0.9 bottleneck_2_block_group2_3_1");
 }
 

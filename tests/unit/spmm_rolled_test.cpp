@@ -55,7 +55,7 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
   const CsrMatrix wide = random_sparse(64, 2048, 0.1, 1);  // about 205 nonzeros a row
   const CsrMatrix big = random_sparse(640, 2048, 0.1, 2);  // 100k+ nonzeros, 4 rows in 5 filled
   ASSERT_GE(big.nnz(), 100000);
-  const SpmmPlan p = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  const SpmmPlan p = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
   EXPECT_EQ(p.cols_per_thread, 2);
   EXPECT_EQ(p.rows_per_block, 1);
@@ -69,23 +69,23 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
                   taller = random_sparse(2048, 512, 0.0625, 4);  // 4 rows in 5 filled
   ASSERT_GE(tall.nnz(), 50000);
   ASSERT_GE(taller.nnz(), 50000);
-  const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, "f32"});
+  const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_EQ(t.value_mode, SpmmValueMode::rolled);
   EXPECT_EQ(t.groups, 4);
-  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode,
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode,
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, DType::f32}).value_mode,
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f16"}).value_mode,
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f16}).value_mode,
             SpmmValueMode::rolled);
   // Rolled plans refuse what their kernel cannot do.
   SpmmOptions balanced = rolled_options(2, 2, 32);
   balanced.row_split = SpmmRowSplit::balanced;
-  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}, balanced),
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, balanced),
                UsageError);
-  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "bf16"},
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::bf16},
                          rolled_options(1, 2, 32)),
                UsageError);
 }
@@ -100,9 +100,9 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   ASSERT_LT(mid.nnz(), 50000);
   const auto plan_of = [](const CsrMatrix& m, std::int64_t n, SpmmNMode mode = SpmmNMode::fixed,
                           const std::string& dtype = "f32", const SpmmOptions& o = {}) {
-    return plan_spmm(m, {m.rows, m.cols, n, mode, false, false, dtype}, o);
+    return plan_spmm(m, {m.rows, m.cols, n, mode, false, false, *parse_dtype(dtype)}, o);
   };
-  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = "f32",
+  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = DType::f32,
                         const SpmmOptions& o = {}) { return plan_of(a, n, mode, dtype, o); };
   // A rolled plan at a fixed N of at most 8: 32 / N' slots of N' column lanes.
   for (const auto& [n, lanes] : {std::pair{1, 32}, {2, 16}, {3, 8}, {4, 8}, {5, 4}, {8, 4}}) {
@@ -142,32 +142,32 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   EXPECT_EQ(plan(9).step_lanes, 1);
   EXPECT_EQ(plan(9).value_mode, SpmmValueMode::rolled);  // the one-step-a-warp layout up to N = 64
   EXPECT_EQ(plan(1, SpmmNMode::runtime).step_lanes, 1);
-  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f16").step_lanes, 1);
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f16).step_lanes, 1);
   // Forced: any power of two of a rolled plan, also at a wider N (more column tiles).
   SpmmOptions forced;
   forced.value_mode = SpmmValueMode::rolled;
   forced.step_lanes = 4;
-  const SpmmPlan wide = plan(49, SpmmNMode::runtime, "f32", forced);
+  const SpmmPlan wide = plan(49, SpmmNMode::runtime, DType::f32, forced);
   EXPECT_EQ(wide.step_lanes, 4);
   EXPECT_EQ(wide.column_tiles(49), 7);
   EXPECT_TRUE(check_plan(wide, a).empty());
   forced.step_lanes = 1;
-  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f32", forced).cols_per_thread, 2);  // the one-step-a-warp layout
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f32, forced).cols_per_thread, 2);  // the one-step-a-warp layout
   // Refused: step lanes of an unrolled plan, with another n tile, or not a power of two; a plan that
   // claims them without a rolled kernel.
   SpmmOptions bad;
   bad.step_lanes = 4;
   bad.value_mode = SpmmValueMode::baked;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.value_mode = SpmmValueMode::rolled;
   bad.n_tile = 64;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.n_tile = 0;
   bad.step_lanes = 3;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.step_lanes = 8;
   bad.cols_per_thread = 2;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   SpmmPlan claims = plan(65);
   ASSERT_NE(claims.value_mode, SpmmValueMode::rolled);
   claims.step_lanes = 2;
@@ -181,7 +181,7 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
 TEST(SpmmRolled, PlanRefusesAnNWhosePitchOverflows32Bits) {
   const CsrMatrix a = random_sparse(64, 256, 0.2, 9);
   SpmmPlan p =
-      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, "f32"}, rolled_options(1, 4, 32));
+      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, DType::f32}, rolled_options(1, 4, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   auto mentions_pitch = [&](std::int64_t n) {
     p.problem.n = n;
@@ -198,7 +198,7 @@ TEST(SpmmRolled, TableLayout) {
   DenseMatrix d(3, 4);
   d(0, 0) = 1, d(0, 2) = 2, d(1, 2) = 3, d(2, 1) = 4;
   const CsrMatrix a = csr_from_dense(d, DType::f32);
-  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 1, 32));
+  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 1, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   EXPECT_EQ(spmm_rolled_record_words(p), 4);
   EXPECT_EQ(spmm_rolled_header_words(p), 4);  // 2 block rows x 1 group + 1, padded
@@ -301,7 +301,7 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
   SpmmOptions one_group;
   one_group.value_mode = SpmmValueMode::rolled;
   one_group.groups = 1;
-  const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, "f32"}, one_group);
+  const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, DType::f32}, one_group);
   ASSERT_EQ(p.step_lanes, 32);
   DenseMatrix b(4, 1);
   b(0, 0) = 1.0, b(1, 0) = 0x1p-24, b(2, 0) = 0x1p-24, b(3, 0) = 0x1p-24;
@@ -313,7 +313,7 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
 
 TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
   const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
-  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 2, 32));
+  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 2, 32));
   const DenseMatrix b = random_dense(30, 8, 3);
   std::vector<float> t = spmm_kernel_values(p, a);
   EXPECT_THROW(interpret_spmm(p, std::vector<float>(t.begin(), t.begin() + 2), b), UsageError);
@@ -372,7 +372,7 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
 
 TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   const CsrMatrix a = random_sparse(40, 90, 0.2, 13);
-  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, "f32"}, rolled_options(2, 4, 32));
+  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, DType::f32}, rolled_options(2, 4, 32));
   rt::Bundle b;
   b.metadata = spmm_bundle_metadata(p, a, "sm_90");
   EXPECT_EQ(b.metadata.values_mode, "rolled");
@@ -408,7 +408,7 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   // bundle without the key has none.
   SpmmOptions rolled;
   rolled.value_mode = SpmmValueMode::rolled;
-  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"}, rolled);
+  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, DType::f32}, rolled);
   ASSERT_EQ(lanes.step_lanes, 8);
   const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, "sm_90");
   EXPECT_EQ(md.n_tile, 4);
@@ -422,7 +422,7 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
 TEST(SpmmRolled, RealDlmcLayerMatchesReference) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group4_1_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 512 x 2048, 104,857 nonzeros
-  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, "f32"});
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, DType::f32});
   ASSERT_EQ(p.value_mode, SpmmValueMode::rolled);
   const DenseMatrix b = random_dense(a.cols, 49, 21);
   const std::vector<double> bias = bias_for(a.rows);

@@ -71,7 +71,7 @@ TEST(SpmmScale, EmptyRowsTakeNoCodeOfTheirOwn) {
   }
   for (const std::string dtype : {"f16", "bf16"}) {
     SpmmProblem pr = problem_for(a, 32, true, true);
-    pr.dtype = dtype;
+    pr.dtype = *parse_dtype(dtype);
     const SpmmPlan p = plan_spmm(a, pr);
     EXPECT_LT(emit_spmm_cuda(p, a).source.size(), 40000u) << dtype;
   }
@@ -139,7 +139,7 @@ TEST(SpmmScale, EmptyBlockRowCodeAssembles) {
                 .modules.size(),
             1u);
   SpmmProblem half = problem_for(a, 50, true, true);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   const SpmmPlan hp = plan_spmm(a, half, grouped);
   ASSERT_GT(plain_empty_blocks(hp), 0);
   EXPECT_FALSE(compile_kernel(emit_spmm_cuda(hp, a), "half").cubin.empty());
@@ -188,7 +188,7 @@ TEST(SpmmScale, MatricesWithoutRowsOrColumnsAreRefused) {
     const CsrMatrix a = sparse_rows(m, k, {});
     test::expect_input_error([&] { require_spmm_matrix(a, SourceLocation::in_file("empty.mtx")); },
                              {"empty.mtx", fmt::format("{}x{}", m, k), "at least one column", "4194240"});
-    EXPECT_THROW(plan_spmm(a, {m, k, 4, SpmmNMode::fixed, false, false, "f32"}), UsageError);
+    EXPECT_THROW(plan_spmm(a, {m, k, 4, SpmmNMode::fixed, false, false, DType::f32}), UsageError);
   }
   EXPECT_NO_THROW(require_spmm_matrix(sparse_rows(1, 1, {}), SourceLocation::in_file("one.mtx")));
 }
@@ -206,7 +206,7 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
     EXPECT_TRUE(check_plan(p, mega).empty());
   }
   SpmmProblem half = problem_for(mega, 16);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_LE(plan_spmm(mega, half).block_rows(), kSpmmMaxBlockRows);
   SpmmOptions eight;
   eight.rows_per_block = 8;
@@ -248,7 +248,7 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
   SpmmOptions baked;
   baked.value_mode = SpmmValueMode::baked;
   SpmmProblem half = problem_for(spread, 8);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   for (const auto& [problem, options] : {std::pair{problem_for(spread, 8), baked}, std::pair{half, SpmmOptions{}}}) {
     try {
       plan_spmm(spread, problem, options);

@@ -135,7 +135,7 @@ TEST(SpmmStage, CheckPlanJsonAndRefusals) {
   rolled.value_mode = SpmmValueMode::rolled;
   EXPECT_THROW(plan_spmm(a, problem_for(a, 49), rolled), UsageError);
   SpmmProblem half = problem_for(a, 49);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_THROW(plan_spmm(a, half, staged(1)), UsageError);
   EXPECT_THROW(plan_spmm(a, problem_for(a, 49), staged(-1)), UsageError);
 }

@@ -24,7 +24,7 @@ SpmmProblem problem(const CsrMatrix& a, std::int64_t n, const std::string& dtype
   p.m = a.rows;
   p.k = a.cols;
   p.n = n;
-  p.dtype = dtype;
+  p.dtype = *parse_dtype(dtype);
   return p;
 }
 
@@ -364,7 +364,7 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   runtime.n_mode = SpmmNMode::runtime;
   EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, runtime, {}, KernelLanguage::ptx, dims).candidates.front(), dims));
   SpmmProblem half = problem(a, 128);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, half, {}, KernelLanguage::cuda, dims).candidates.front(), dims));
   SpmmOptions rolled_options;
   rolled_options.value_mode = SpmmValueMode::rolled;

@@ -117,7 +117,7 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
   const std::int64_t max_nnz = args.max_nnz;
   Built b;
   b.config = blocklets;
-  SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, dtype};
+  SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, require_dtype(dtype, "--dtype", kSpmmDtypes)};
   SpmmOptions o;
   set_blocklets(o, blocklets);
   o.groups = args.groups;

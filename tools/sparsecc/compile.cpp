@@ -106,7 +106,7 @@ SpmmOptions spmm_options(const SpmmArgs& a) {
   if (a.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (a.values != "auto") o.value_mode = parse_value_mode(a.values, "--values");
   o.stage_min_entries = a.stage_dense;
-  o.accumulate = a.accumulate;
+  o.accumulate = require_dtype(a.accumulate, "--accumulate", kSpmmDtypes);
   o.programmatic = parse_programmatic(a.programmatic, "--programmatic");
   set_blocklets(o, a.dtype == "f32" && a.blocklets == "auto" ? "off" : a.blocklets);
   return o;
@@ -177,9 +177,9 @@ int run_compile(const CompileArgs& args) {
   problem.n_mode = args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
   problem.bias = !bias.empty();
   problem.relu = args.spmm.relu;
-  problem.dtype = args.spmm.dtype;
+  problem.dtype = require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes);
   SpmmOptions plan_options = spmm_options(args.spmm);
-  std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
+  std::string emit = problem.dtype != DType::f32 && !args.emit_given ? "cuda" : args.emit;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
     TunedChoice choice = choose_tuned_plan(args.db, a, problem, plan_options, parse_kernel_language(emit),

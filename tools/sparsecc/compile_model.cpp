@@ -68,7 +68,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
   SpmmOptions options = spmm_options(args.spmm);
-  std::string emit = problem.dtype != "f32" && !args.emit_given ? "cuda" : args.emit;
+  std::string emit = problem.dtype != DType::f32 && !args.emit_given ? "cuda" : args.emit;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
     const TunedChoice tuned = choose_tuned_plan(

@@ -63,7 +63,7 @@ struct LayerResult {
 // outputs, on the GPU or through the plan interpreter; compares with `ref`.
 LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::vector<double>& bias,
                          const DenseMatrix& ref, bool quiet) {
-  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, "f32"};
+  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, DType::f32};
   const SpmmPlan plan = plan_spmm(a, problem);
   auto t0 = std::chrono::steady_clock::now();
   const EmittedKernel kernel = emit_spmm(plan, a, KernelLanguage::ptx);

@@ -70,9 +70,9 @@ rt::BundleMetadata spmm_bundle_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.n = plan.problem.n;
   md.nnz = a.nnz();
   md.n_mode = plan.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
-  md.dtype = plan.problem.dtype;
+  md.dtype = dtype_name(plan.problem.dtype);
   if (plan.half()) {
-    md.accumulate = plan.accumulate;
+    md.accumulate = dtype_name(plan.accumulate);
     md.params = rt::kSpmmHalfParams;
     for (const auto& b : plan.blocks)
       for (const auto& f : b.fragments)
@@ -149,10 +149,10 @@ SpmmPlan replan_spmm_bundle(const rt::BundleMetadata& md, const CsrMatrix& a, co
     problem.n_mode = md.n_mode == "fixed" ? SpmmNMode::fixed : SpmmNMode::runtime;
     problem.bias = md.bias;
     problem.relu = md.relu;
-    problem.dtype = md.dtype;
+    problem.dtype = require_dtype(md.dtype, "dtype", kSpmmDtypes);
     SpmmOptions o;
-    if (md.dtype != "f32") {
-      o.accumulate = md.accumulate;
+    if (problem.dtype != DType::f32) {
+      o.accumulate = require_dtype(md.accumulate, "accumulate", kSpmmDtypes);
       // The configuration recorded ("off" or "16x8:0.5"), forced: that reproduces an automatic choice.
       set_blocklets(o, md.plan_summary.value("blocklets", std::string("off")));
     }

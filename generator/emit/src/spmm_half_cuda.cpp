@@ -19,13 +19,13 @@ namespace {
 
 // The 16-bit pattern of `w` (already rounded to the dtype) twice, as a packed-pair literal.
 std::string pair_literal(const SpmmPlan& p, float w) {
-  const std::uint32_t h = p.problem.dtype == "bf16" ? double_to_bf16_bits(w) : double_to_half_bits(w);
+  const std::uint32_t h = p.problem.dtype == DType::bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
   return fmt::format("0x{:08x}u", h | (h << 16));
 }
 
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
-  const bool half_acc = p.accumulate != "f32";
+  const bool half_acc = p.accumulate != DType::f32;
   const auto pair_of = [&](std::int32_t i) {
     return half_acc ? std::pair{fmt::format("spcc_lo(a{})", i), fmt::format("spcc_hi(a{})", i)}
                     : std::pair{fmt::format("a{}x", i), fmt::format("a{}y", i)};
@@ -169,7 +169,7 @@ std::string empty_case(const SpmmPlan& p) {
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
                        std::int64_t& fragment) {
   const SpmmBlockRow& block = p.blocks[bi];
-  const bool half_acc = p.accumulate != "f32";
+  const bool half_acc = p.accumulate != DType::f32;
   const bool streamed = p.value_mode == SpmmValueMode::streamed;
   const std::int64_t rows = block.row_end - block.row_begin;
   std::string s = fmt::format("    case {}: {{\n      spcc_u32 x;\n", bi);
@@ -236,7 +236,7 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
                                                      {"N_TILE", std::to_string(plan.n_tile)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
                                                      {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
-                                                     {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
+                                                     {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
                                                      {"FRAGMENT_K", std::to_string(plan.fragment_k)},
                                                      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
                                                      {"VEC8", vec8(plan) ? "1" : "0"},

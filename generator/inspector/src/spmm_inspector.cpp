@@ -256,11 +256,11 @@ constexpr std::int64_t kStepLaneRolledColumns = 4;
 constexpr std::int64_t kStepLaneTwoRows = 1000;
 
 bool auto_step_lanes(const SpmmProblem& problem) {
-  return problem.dtype == "f32" && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
+  return problem.dtype == DType::f32 && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
 }
 
 bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
-  if (problem.dtype != "f32" || a.nnz() < kRolledRowNnz * a.rows) return false;
+  if (problem.dtype != DType::f32 || a.nnz() < kRolledRowNnz * a.rows) return false;
   const bool few_columns = problem.n_mode == SpmmNMode::fixed && problem.n <= kStepLaneRolledColumns;
   return (problem.n <= kRolledColumns && a.nnz() >= kRolledNnz) || (few_columns && a.nnz() >= kStepLaneNnz);
 }
@@ -309,7 +309,7 @@ bool tensor_core_shape(BlockShape s) {
 // The blocklet configuration of `o` for `a` (max_blocks 0: none), with how it was chosen.
 BlockletConfig choose_blocklets(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& o) {
   BlockletConfig cfg;
-  cfg.precision = problem.dtype;
+  cfg.precision = std::string(dtype_name(problem.dtype));
   cfg.max_blocks = 0;
   if (o.blocklets == SpmmBlockletMode::forced) {
     cfg.shape = o.blocklet_shape;
@@ -320,7 +320,7 @@ BlockletConfig choose_blocklets(const CsrMatrix& a, const SpmmProblem& problem, 
     // The proposal's own winner may be a SIMT shape; the executor runs tensor-core shapes only, so
     // the choice is made here from its estimates.
     std::vector<BlockletCandidate> candidates;
-    propose_blocklets(a, {problem.dtype}, &candidates);
+    propose_blocklets(a, {std::string(dtype_name(problem.dtype))}, &candidates);
     // A shape that finds no tile keeps every nonzero in the residual: the largest estimate is the
     // all-residual cost the 5 % saving is measured against.
     double baseline = 0;
@@ -436,7 +436,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
         "rows per block",
         a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block), kSpmmMaxBlockRows,
         ceil_div(a.rows, kSpmmMaxBlockRows)));
-  if (problem.dtype != "f32" && problem.dtype != "f16" && problem.dtype != "bf16")
+  if (!spmm_dtype(problem.dtype))
     throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
   SpmmPlan p;
   p.problem = problem;
@@ -446,12 +446,12 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
                                          : options.blocklets == SpmmBlockletMode::off &&
                                                options.row_split != SpmmRowSplit::clustered && options.stage_min_entries == 0 &&
                                                auto_rolled(a, problem);
-  if (rolled && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
+  if (rolled && (problem.dtype != DType::f32 || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
   if (rolled && p.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
   bool clustered = p.row_split == SpmmRowSplit::clustered;
-  if (clustered && (problem.dtype != "f32" || options.blocklets != SpmmBlockletMode::off))
+  if (clustered && (problem.dtype != DType::f32 || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
   if (options.step_lanes < 0 || options.step_lanes > 32 ||
       (options.step_lanes & (options.step_lanes - 1)) != 0)
@@ -467,19 +467,19 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   if (p.step_lanes > 1 && options.n_tile && options.n_tile != 32)
     throw UsageError(fmt::format("plan_spmm: step lanes need groups of one warp (an n tile of 32, not {})",
                                  options.n_tile));
-  p.cols_per_thread = problem.dtype == "f32" && (!rolled || p.step_lanes > 1) ? 1 : 2;
+  p.cols_per_thread = problem.dtype == DType::f32 && (!rolled || p.step_lanes > 1) ? 1 : 2;
   if (options.cols_per_thread != 0 && options.cols_per_thread != p.cols_per_thread) {
     if (options.cols_per_thread != 2 || p.cols_per_thread != 1 || rolled)
       throw UsageError(fmt::format(
           "plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
-          rolled ? p.step_lanes > 1 ? "rolled step-lane" : "rolled" : problem.dtype, p.cols_per_thread));
+          rolled ? p.step_lanes > 1 ? "rolled step-lane" : "rolled" : dtype_name(problem.dtype), p.cols_per_thread));
     if (problem.n_mode != SpmmNMode::fixed || problem.n % 2 != 0)
       throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})",
                                    problem.n, problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
     p.cols_per_thread = 2;
   }
-  p.accumulate = options.accumulate.empty() ? "f32" : options.accumulate;
-  if (p.accumulate != "f32" && p.accumulate != problem.dtype)
+  p.accumulate = options.accumulate;
+  if (p.accumulate != DType::f32 && p.accumulate != problem.dtype)
     throw UsageError(fmt::format("plan_spmm: accumulation in {} needs dtype {} (or f32 accumulation)",
                                  p.accumulate, p.accumulate));
   // Blocklets: tiles of A for the tensor cores, decided before the tiling (they fix it).
@@ -634,7 +634,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const bool pairs = !p.half() && !rolled && p.cols_per_thread == 2;  // two FMAs an entry
   const std::int32_t per_row =
-      (p.half() && p.accumulate == "f32") || (rolled && p.step_lanes == 1) || pairs ? 2 : 1;
+      (p.half() && p.accumulate == DType::f32) || (rolled && p.step_lanes == 1) || pairs ? 2 : 1;
   p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
   // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
   const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight
@@ -691,7 +691,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   const std::int64_t rows = spmm_rows_with_code(p);
   if (rows <= kSpmmMaxRowsWithCode) return p;
   // Unrolled code would grow with the rows (see kSpmmMaxRowsWithCode): the automatic fp32 plan rolls.
-  const bool automatic = !options.value_mode && problem.dtype == "f32" &&
+  const bool automatic = !options.value_mode && problem.dtype == DType::f32 &&
                          options.blocklets == SpmmBlockletMode::off &&
                          (!options.row_split || *options.row_split == SpmmRowSplit::equal) &&
                          options.stage_min_entries == 0 && options.step_lanes == 0 && options.cols_per_thread == 0;
@@ -705,7 +705,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       "plan_spmm: this {} plan writes {} rows of C with code of their own, more than the {} an unrolled "
       "executor takes (its code would take minutes and gigabytes to assemble); {}",
       problem.dtype, rows, kSpmmMaxRowsWithCode,
-      problem.dtype == "f32" ? "take --values rolled, or the automatic plan"
+      problem.dtype == DType::f32 ? "take --values rolled, or the automatic plan"
                              : "f16 / bf16 executors unroll every row with nonzeros, so this matrix needs fp32"));
 }
 

@@ -37,11 +37,11 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   const std::int64_t n = b.cols;
   const bool streamed = plan.value_mode == SpmmValueMode::streamed;
   // Rounding to the plan's storage type (f32, f16 or bf16).
-  const DType type = parse_dtype(pr.dtype).value_or(DType::f32);
+  const DType type = pr.dtype;
   const auto store = [type](double v) { return round_to(type, v); };
   // Accumulation in the dtype rounds every product and sum to it; fp32 accumulation uses float FMAs.
-  const bool half_acc = plan.half() && plan.accumulate != "f32";
-  const bool bf16 = pr.dtype == "bf16";
+  const bool half_acc = plan.half() && plan.accumulate != DType::f32;
+  const bool bf16 = pr.dtype == DType::bf16;
   DenseMatrix c(pr.m, n, std::nan(""));  // poisoned: a row the plan never writes stays NaN
   const auto ny = static_cast<std::size_t>(plan.rows_per_block);
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));

@@ -148,6 +148,10 @@ SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
   throw UsageError(fmt::format("{}: '{}' is not equal, balanced or clustered", what, word));
 }
 
+bool spmm_dtype(DType t) {
+  return std::find(kSpmmDtypes.begin(), kSpmmDtypes.end(), t) != kSpmmDtypes.end();
+}
+
 std::int32_t spmm_step_lanes_for(std::int64_t n) {
   std::int32_t columns = 1;
   while (columns < n && columns < 32) columns *= 2;
@@ -290,7 +294,7 @@ bool spmm_fragment_stages(const SpmmPlan& p) {
 }
 
 float spmm_weight(const SpmmPlan& plan, double v) {
-  const double r = round_to(parse_dtype(plan.problem.dtype).value_or(DType::f32), v);
+  const double r = round_to(plan.problem.dtype, v);
   if (!std::isfinite(r))
     throw UsageError(fmt::format("the weight {} overflows {}", v, plan.problem.dtype));
   return static_cast<float>(r);
@@ -311,7 +315,7 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
   std::vector<std::uint32_t> out;
   const std::int32_t fk = plan.fragment_k;
   if (fk == 0) return out;
-  const bool bf16 = plan.problem.dtype == "bf16";
+  const bool bf16 = plan.problem.dtype == DType::bf16;
   const auto bits = [&](const SpmmFragment& f, int r, int c) -> std::uint32_t {
     const std::int64_t e = f.entries.at(static_cast<std::size_t>(r * fk + c));
     const double v = e < 0 ? 0.0 : spmm_weight(plan, a.values.at(static_cast<std::size_t>(e)));
@@ -338,7 +342,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.n < 1) err("n must be positive");
   if (pr.n >= (std::int64_t{1} << 30))
     err(fmt::format("n {} must be below 2^30 (a row of B's pitch in bytes fits 32 bits)", pr.n));
-  if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
+  if (!spmm_dtype(pr.dtype))
     err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
   const bool rolled = p.value_mode == SpmmValueMode::rolled;
   const bool lanes = p.step_lanes > 1;
@@ -376,7 +380,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
                     p.stage_min_entries, p.stage_slots, kSpmmMaxStageSlots));
   if (p.stage_slots > 0 && (rolled || p.half()))
     err("staged steps need an fp32 unrolled plan");
-  if (p.accumulate != "f32" && p.accumulate != pr.dtype)
+  if (p.accumulate != DType::f32 && p.accumulate != pr.dtype)
     err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
   if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
     err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.n_tile, p.groups, p.block_x));
@@ -448,7 +452,7 @@ json to_json(const SpmmPlan& p) {
             {"n_mode", name(pr.n_mode)},
             {"bias", pr.bias},
             {"relu", pr.relu},
-            {"dtype", pr.dtype}}},
+            {"dtype", dtype_name(pr.dtype)}}},
           {"value_mode", to_string(p.value_mode)},
           {"kernel_name", p.kernel_name},
           {"row_split", to_string(p.row_split)},
@@ -469,7 +473,7 @@ json to_json(const SpmmPlan& p) {
           {"programmatic", p.programmatic},
           {"programmatic_trigger", p.programmatic_trigger},
           {"packed_order", p.packed_order},
-          {"accumulate", p.accumulate},
+          {"accumulate", dtype_name(p.accumulate)},
           {"cols_per_thread", p.cols_per_thread},
           {"step_lanes", p.step_lanes},
           {"fragment_k", p.fragment_k},
@@ -491,7 +495,7 @@ SpmmPlan plan_from_json(const json& j) {
     p.problem = {pr.at("m"),    pr.at("k"),
                  pr.at("n"),    parse_n_mode(pr),
                  pr.at("bias"), pr.at("relu"),
-                 pr.at("dtype")};
+                 require_dtype(pr.at("dtype").get<std::string>(), "SpMM plan: dtype", kSpmmDtypes)};
     p.value_mode = parse_value_mode(j.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
     p.kernel_name = j.at("kernel_name");
     p.row_split = parse_row_split(j.at("row_split").get<std::string>(), "SpMM plan: row_split");
@@ -512,7 +516,7 @@ SpmmPlan plan_from_json(const json& j) {
     // Plans written before the key existed let the next grid launch early whenever programmatic.
     p.programmatic_trigger = j.value("programmatic_trigger", p.programmatic);
     p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
-    p.accumulate = j.value("accumulate", std::string("f32"));
+    p.accumulate = require_dtype(j.value("accumulate", std::string("f32")), "SpMM plan: accumulate", kSpmmDtypes);
     p.cols_per_thread = j.value("cols_per_thread", 1);
     p.step_lanes = j.value("step_lanes", 1);
     p.fragment_k = j.value("fragment_k", 0);

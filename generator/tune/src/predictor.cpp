@@ -139,7 +139,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a) {
   const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
   const bool warp_groups = plan.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
   // Two FMAs an entry where a thread owns two columns summed separately (half in fp32, fp32 pairs).
-  const double fma_per_entry = (plan.half() && plan.accumulate == "f32") || plan.fp32_pairs() ? 2 : 1;
+  const double fma_per_entry = (plan.half() && plan.accumulate == DType::f32) || plan.fp32_pairs() ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
   const std::int64_t fk = plan.fragment_k;
   const double fragment_instructions = fk ? 1.0 + 8.0 * (fk / 2 + fk / 4 + 1) : 0.0;

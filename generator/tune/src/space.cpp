@@ -154,7 +154,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   if (!space.candidates.empty()) {
     const bool default_rolled = space.candidates.front().plan.value_mode == SpmmValueMode::rolled;
     const SpmmValueMode other = default_rolled ? SpmmValueMode::baked : SpmmValueMode::rolled;
-    const bool rolled_fits = problem.dtype == "f32" && problem.n <= dims.rolled_max_n;
+    const bool rolled_fits = problem.dtype == DType::f32 && problem.n <= dims.rolled_max_n;
     if (std::find(dims.value_mode.begin(), dims.value_mode.end(), other) != dims.value_mode.end() &&
         (default_rolled || rolled_fits)) {
       SpmmOptions o = base;
@@ -163,7 +163,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
           fmt::format("the rules' {} plan", to_string(other)));
     }
   }
-  const bool half = problem.dtype != "f32";
+  const bool half = problem.dtype != DType::f32;
   const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
   const std::int64_t widest = std::max<std::int64_t>(32, (threads_for_n + 31) / 32 * 32);
   const std::vector<std::string> blocklets = half ? dims.blocklets : std::vector<std::string>{"off"};
@@ -309,7 +309,7 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (p.stage_slots > 0) j["stage_min_entries"] = p.stage_min_entries;
   if (p.half()) {
     j["blocklets"] = blocklet_spec(p);
-    j["accumulate"] = p.accumulate;
+    j["accumulate"] = dtype_name(p.accumulate);
   }
   return j;
 }
@@ -336,7 +336,7 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
   if (j.contains("stage_min_entries")) o.stage_min_entries = integer("stage_min_entries");
   o.row_split = parse_row_split(text("row_split"), "tuning options: 'row_split'");
   o.value_mode = parse_value_mode(text("value_mode"), "tuning options: 'value_mode'");
-  if (j.contains("accumulate")) o.accumulate = text("accumulate");
+  if (j.contains("accumulate")) o.accumulate = require_dtype(text("accumulate"), "tuning options: 'accumulate'", kSpmmDtypes);
   // The plan records an automatic choice as "auto": replaying it re-runs the same proposal.
   set_blocklets(o, j.contains("blocklets") ? text("blocklets") : std::string("off"));
   return {o, parse_kernel_language(text("emitter"))};

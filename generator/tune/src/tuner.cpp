@@ -95,7 +95,7 @@ TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const 
                 {"k", problem.k},
                 {"n", problem.n},
                 {"n_mode", problem.n_mode == SpmmNMode::runtime ? "runtime" : "fixed"},
-                {"dtype", problem.dtype},
+                {"dtype", dtype_name(problem.dtype)},
                 {"bias", problem.bias},
                 {"relu", problem.relu}};
   if (cold_l2) key.params["l2"] = "cold";
@@ -119,7 +119,7 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
     problem.k = p.at("k").get<std::int64_t>();
     problem.n = p.at("n").get<std::int64_t>();
     problem.n_mode = p.at("n_mode").get<std::string>() == "runtime" ? SpmmNMode::runtime : SpmmNMode::fixed;
-    problem.dtype = p.at("dtype").get<std::string>();
+    problem.dtype = require_dtype(p.at("dtype").get<std::string>(), "dtype", kSpmmDtypes);
     problem.bias = p.at("bias").get<bool>();
     problem.relu = p.at("relu").get<bool>();
   } catch (const std::exception& e) {

@@ -81,7 +81,7 @@ struct SpmmOptions {
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
-  std::string accumulate;  // half plans: "f32" (empty) or the dtype
+  DType accumulate = DType::f32;  // half plans: f32 or the dtype
   SpmmBlockletMode blocklets = SpmmBlockletMode::off;
   BlockShape blocklet_shape{16, 8};  // forced mode
   double blocklet_fill = 1.0;        // forced mode: the fill threshold

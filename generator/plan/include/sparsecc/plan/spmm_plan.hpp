@@ -71,6 +71,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/matrix/csr.hpp"
 
 namespace sparsecc {
@@ -87,7 +88,7 @@ struct SpmmProblem {
   SpmmNMode n_mode = SpmmNMode::fixed;
   bool bias = false;
   bool relu = false;
-  std::string dtype = "f32";
+  DType dtype = DType::f32;  // f32, f16 or bf16 (spmm_dtypes)
 };
 
 struct SpmmEntry {
@@ -148,7 +149,7 @@ struct SpmmPlan {
   // nothing at run time.
   std::vector<std::int64_t> row_order;
   std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
-  std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
+  DType accumulate = DType::f32;           // f32, or the dtype (half plans only)
   std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32;
                                            // 1 for rolled plans with step lanes
   std::int32_t step_lanes = 1;             // rolled plans: lanes of a warp that take different steps
@@ -176,7 +177,7 @@ struct SpmmPlan {
   // C columns a block covers
   std::int64_t block_columns() const { return std::int64_t{n_tile} / step_lanes * cols_per_thread; }
   std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x
-  bool half() const { return problem.dtype != "f32"; }
+  bool half() const { return problem.dtype != DType::f32; }
   std::int64_t fragment_count() const;
 };
 
@@ -284,6 +285,10 @@ bool spmm_fragment_stages(const SpmmPlan& plan);
 // 32 lanes x (fragment_k / 4) words, lane-major; each word packs two weights of the dtype (low half
 // first) at the positions mma.sync's A operand gives that lane. Empty without fragments.
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a);
+
+// The element types of B and C an SpMM executor takes.
+inline constexpr std::initializer_list<DType> kSpmmDtypes = {DType::f32, DType::f16, DType::bf16};
+bool spmm_dtype(DType t);  // one of kSpmmDtypes
 
 // "baked", "streamed", "rolled"; parse_value_mode throws UsageError naming `what` on another word.
 const char* to_string(SpmmValueMode mode);
