@@ -115,20 +115,20 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
   }
   std::int64_t max_row_nnz = 0;
   for (std::int64_t r = 0; r < c.a.rows; ++r) max_row_nnz = std::max(max_row_nnz, c.a.row_nnz(r));
-  const double tol = spmm_tolerance(plan.problem.dtype, plan.accumulate, max_row_nnz);
+  const double tol = spmm_tolerance(plan.problem.dtype, plan.epilogue.accumulate, max_row_nnz);
   const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
   std::printf(
       "[ half gpu ] %-46s %5lldx%-5lld nnz %7lld N %5d %-4s acc %-4s %-8s tiles %5lld (%5.1f %% nnz) "
       "max rel err %.2e (tol %.1e) interp %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), std::string(dtype_name(plan.accumulate)).c_str(),
-      to_string(plan.value_mode), static_cast<long long>(plan.blocklets.tiles),
-      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
+      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), std::string(dtype_name(plan.epilogue.accumulate)).c_str(),
+      to_string(plan.value_mode()), static_cast<long long>(plan.blocklets().tiles),
+      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
       rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within bound" : "DIFFERS");
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(rel, tol) << c.name << " n=" << n;
-  if (plan.fragment_k == 0) {
+  if (plan.fragment_k() == 0) {
     EXPECT_EQ(bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
   } else {
     EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first " << first_far;
@@ -229,8 +229,8 @@ TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
     SCOPED_TRACE(c.name);
     const SpmmBuilt& b = built[i].get();
     expect_clean_build(c, b);
-    ASSERT_TRUE(b.plan.programmatic);
-    ASSERT_FALSE(b.plan.programmatic_trigger);
+    ASSERT_TRUE(b.plan.hints.programmatic);
+    ASSERT_FALSE(b.plan.hints.programmatic_trigger);
     ASSERT_TRUE(b.bundle.metadata.programmatic_launch);
     const bool bf16 = c.problem.dtype == DType::bf16;
     const rt::SpmmExecutor ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);
@@ -253,7 +253,7 @@ TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
         "%lld non-finite, %lld of %zu nonzero, %lld elements differ from the plain chain\n",
         c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
         static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(c.problem.dtype)).c_str(),
-        static_cast<long long>(b.plan.blocklets.tiles), kLayers, static_cast<long long>(nonfinite),
+        static_cast<long long>(b.plan.blocklets().tiles), kLayers, static_cast<long long>(nonfinite),
         static_cast<long long>(nonzero), plain.size(), static_cast<long long>(differing));
     std::fflush(stdout);
     EXPECT_EQ(nonfinite, 0);

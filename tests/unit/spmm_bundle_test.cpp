@@ -77,9 +77,9 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   EXPECT_TRUE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_90").programmatic_launch);
   EXPECT_FALSE(spmm_bundle_metadata(plan_spmm(a, half), a, "sm_80").programmatic_launch);
   EXPECT_EQ(md.block_rows, plan.block_rows());
-  EXPECT_EQ(md.block_x, plan.block_x);
+  EXPECT_EQ(md.block_x, plan.layout.block_x);
   EXPECT_EQ(md.nnz, a.nnz());
-  EXPECT_EQ(md.plan_summary.at("rows_per_block"), plan.rows_per_block);
+  EXPECT_EQ(md.plan_summary.at("rows_per_block"), plan.layout.rows_per_block);
   rt::Bundle b;
   b.metadata = md;
   b.ptx = "// not compiled in this test\n";

@@ -49,7 +49,7 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   EXPECT_EQ(count(e.source, "__ldg(b + "), static_cast<std::size_t>(spmm_plan_loads(p)));
   EXPECT_EQ(count(e.source, "__fmaf_rn(x, ") + count(e.source, "__fmul_rn(x, "),
             static_cast<std::size_t>(a.nnz()));
-  EXPECT_EQ(count(e.source, "\n    case "), p.blocks.size());
+  EXPECT_EQ(count(e.source, "\n    case "), p.layout.blocks.size());
   EXPECT_NE(e.source.find("const long long ld = 49;"), std::string::npos);
   EXPECT_NE(e.source.find("__ldg(bias + "), std::string::npos);
   EXPECT_NE(e.source.find(" = fmaxf(a"), std::string::npos);
@@ -59,27 +59,27 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   // A programmatic plan (sm_90 on, under __CUDA_ARCH__): one wait before the block rows' cases, and
   // every case's epilogue lets the next grid launch (programmatic_trigger); a plan without the trigger
   // only waits, and a plan that is not programmatic does neither.
-  ASSERT_TRUE(p.programmatic);
-  ASSERT_TRUE(p.programmatic_trigger);
+  ASSERT_TRUE(p.hints.programmatic);
+  ASSERT_TRUE(p.hints.programmatic_trigger);
   EXPECT_EQ(count(e.source, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_LT(e.source.find("sparsecc_wait_for_predecessor();\n"), e.source.find("switch (blockIdx.y)"));
-  EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.blocks.size());
+  EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.layout.blocks.size());
   EXPECT_EQ(count(e.source, "#if __CUDA_ARCH__ >= 900"), 2u);
   SpmmPlan wait_only = p;
-  wait_only.programmatic_trigger = false;
+  wait_only.hints.programmatic_trigger = false;
   const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
   EXPECT_EQ(count(wait_text, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_EQ(count(wait_text, "sparsecc_launch_dependents();\n"), 0u);
   SpmmPlan plain = wait_only;
-  plain.programmatic = false;
+  plain.hints.programmatic = false;
   const std::string plain_text = emit_spmm_cuda(plain, a).source;
   EXPECT_EQ(count(plain_text, "  if (false) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_EQ(count(plain_text, "sparsecc_launch_dependents();\n"), 0u);
 
   SpmmPlan other = p;
-  other.kernel_name = "layer2";
+  other.hints.kernel_name = "layer2";
   EXPECT_NE(emit_spmm_cuda(other, a).source, e.source);
-  other.kernel_name = "2bad";
+  other.hints.kernel_name = "2bad";
   EXPECT_THROW(emit_spmm_cuda(other, a), UsageError);
 }
 
@@ -131,8 +131,8 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   std::printf(
       "[ spmm    ] %-34s nnz %7lld  Ny %2d T %3d Gy %d %-8s compile %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
-      label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
-      to_string(p.value_mode), r.seconds, r.cubin.size(),
+      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile, p.layout.groups,
+      to_string(p.value_mode()), r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
@@ -140,7 +140,7 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
   // Rolled kernels hold a batch of records and loads besides the accumulators: their cap binds.
-  EXPECT_LE(u.registers, p.value_mode == SpmmValueMode::rolled ? p.max_registers : p.estimated_registers + 16)
+  EXPECT_LE(u.registers, p.value_mode() == SpmmValueMode::rolled ? p.hints.max_registers : p.hints.estimated_registers + 16)
       << label;
 }
 

@@ -77,14 +77,14 @@ TEST(SpmmHalf, InterpreterMatchesTheReferenceForEveryConfiguration) {
             o.groups = groups;
             const SpmmPlan plan = plan_spmm(a, pr, o);
             if (groups) {
-              EXPECT_EQ(plan.groups, groups);
+              EXPECT_EQ(plan.layout.groups, groups);
             }
             const auto errors = check_plan(plan, a);
             ASSERT_TRUE(errors.empty()) << errors.front();
-            EXPECT_EQ(plan.cols_per_thread, 2);
+            EXPECT_EQ(plan.layout.cols_per_thread, 2);
             if (bl != "off") {
               EXPECT_GT(plan.fragment_count(), 0);
-              EXPECT_EQ(plan.rows_per_block, 16);
+              EXPECT_EQ(plan.layout.rows_per_block, 16);
             }
             SplitMix64 rng(99);
             DenseMatrix b(a.cols, 37);
@@ -124,11 +124,11 @@ TEST(SpmmHalf, FragmentWordsFollowTheMmaLaneLayout) {
   const CsrMatrix a = planted(32, 24, 0.0, 7);  // the 8x8 block and one 16x16 block
   const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
                                   with_blocklets("16x8:1"));
-  ASSERT_EQ(plan.fragment_k, 8);
+  ASSERT_EQ(plan.fragment_k(), 8);
   const std::vector<std::uint32_t> words = spmm_fragment_words(plan, a);
   ASSERT_EQ(words.size(), static_cast<std::size_t>(plan.fragment_count()) * 64);
   std::size_t f = 0;
-  for (const SpmmBlockRow& b : plan.blocks)
+  for (const SpmmBlockRow& b : plan.layout.blocks)
     for (const SpmmFragment& fr : b.fragments) {
       for (int lane = 0; lane < 32; ++lane)
         for (int reg = 0; reg < 2; ++reg)
@@ -152,7 +152,7 @@ TEST(SpmmHalf, PlanJsonRoundTripKeepsFragments) {
   EXPECT_TRUE(check_plan(back, a).empty());
   EXPECT_EQ(to_json(back), to_json(plan));
   EXPECT_EQ(back.fragment_count(), plan.fragment_count());
-  EXPECT_EQ(back.accumulate, DType::bf16);
+  EXPECT_EQ(back.epilogue.accumulate, DType::bf16);
 }
 
 TEST(SpmmHalf, BadOptionsAreRefused) {
@@ -165,7 +165,7 @@ TEST(SpmmHalf, BadOptionsAreRefused) {
   // Blocklets need a 16-bit dtype; accumulation in another type than the dtype is refused.
   EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f32}, with_blocklets("16x8:0.5")),
                UsageError);
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off", DType::bf16)),
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off", "bf16")),
                UsageError);
   // Tensor-core tiles take whole warps and 16-row block rows.
   SpmmOptions partial_warp = with_blocklets("16x8:0.5");
@@ -209,29 +209,29 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
   const SpmmProblem pr{32, 512, 64, SpmmNMode::fixed, false, false, DType::f16};
   const SpmmPlan one = plan_spmm(a, pr, with_blocklets("16x8"));
   EXPECT_EQ(one.fragment_count(), 32);
-  EXPECT_EQ(one.groups, 2);
+  EXPECT_EQ(one.layout.groups, 2);
   EXPECT_TRUE(check_plan(one, a).empty());
   const SpmmProblem wide{32, 512, 65536, SpmmNMode::fixed, false, false, DType::f16};  // 2048 warps
   const SpmmPlan direct = plan_spmm(a, wide, with_blocklets("16x8"));
-  EXPECT_EQ(direct.groups, 1);
+  EXPECT_EQ(direct.layout.groups, 1);
   // One group on the 16-byte path, fragments only: tiles go straight to C, no stage in shared memory.
   EXPECT_FALSE(spmm_fragment_stages(direct));
-  EXPECT_EQ(direct.shared_bytes, 0);
+  EXPECT_EQ(direct.layout.shared_bytes, 0);
   SpmmProblem scalar = wide;
   scalar.n_mode = SpmmNMode::runtime;  // the scalar path stages every tile
   const SpmmPlan staged = plan_spmm(a, scalar, with_blocklets("16x8"));
   EXPECT_TRUE(spmm_fragment_stages(staged));
-  EXPECT_EQ(staged.shared_bytes, std::int64_t{staged.block_x / 32} * 16 * 72 * 4);
+  EXPECT_EQ(staged.layout.shared_bytes, std::int64_t{staged.layout.block_x / 32} * 16 * 72 * 4);
   DenseMatrix shorter = d;  // 15 fragments per block row
   for (std::int64_t r = 0; r < 32; ++r)
     for (std::int64_t c = 480; c < 488; ++c) shorter(r, c) = 0;
-  EXPECT_EQ(plan_spmm(csr_from_dense(shorter, DType::f32), pr, with_blocklets("16x8")).groups, 1);
+  EXPECT_EQ(plan_spmm(csr_from_dense(shorter, DType::f32), pr, with_blocklets("16x8")).layout.groups, 1);
   SpmmOptions o = with_blocklets("16x8");
   o.groups = 4;
   const SpmmPlan four = plan_spmm(a, pr, o);
-  EXPECT_EQ(four.groups, 4);
+  EXPECT_EQ(four.layout.groups, 4);
   EXPECT_TRUE(check_plan(four, a).empty());
-  EXPECT_EQ(four.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
+  EXPECT_EQ(four.layout.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
   o.groups = 11;  // 11 stages of 4.5 KiB
   EXPECT_THROW(plan_spmm(a, pr, o), UsageError);
 }
@@ -264,7 +264,7 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
       EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
       EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
       // Programmatic (the rule for half plans): one wait before the block rows' cases, no trigger.
-      ASSERT_TRUE(plan.programmatic);
+      ASSERT_TRUE(plan.hints.programmatic);
       EXPECT_NE(k.source.find("if (true) sparsecc_wait_for_predecessor();\n  switch (blockIdx.y)"),
                 std::string::npos);
       EXPECT_EQ(k.source.find("launch_dependents"), std::string::npos);

@@ -44,7 +44,7 @@ CsrMatrix sparse_rows(std::int64_t m, std::int64_t k, const std::vector<std::int
 
 std::int64_t plain_empty_blocks(const SpmmPlan& p) {
   std::int64_t n = 0;
-  for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) n += spmm_plain_empty_block(p, bi);
+  for (std::size_t bi = 0; bi < p.layout.blocks.size(); ++bi) n += spmm_plain_empty_block(p, bi);
   return n;
 }
 
@@ -60,7 +60,7 @@ TEST(SpmmScale, EmptyRowsTakeNoCodeOfTheirOwn) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const bool bias : {false, true}) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 32, bias, true));
-    EXPECT_EQ(p.row_split, SpmmRowSplit::equal);
+    EXPECT_EQ(p.layout.row_split, SpmmRowSplit::equal);
     EXPECT_TRUE(check_plan(p, a).empty());
     EXPECT_EQ(plain_empty_blocks(p), p.block_rows() - 1);
     const EmittedKernel ptx = emit_spmm_ptx(p, a);
@@ -221,7 +221,7 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
   const auto t0 = std::chrono::steady_clock::now();
   const SpmmPlan p = plan_spmm(largest, problem_for(largest, 4));
   EXPECT_EQ(p.block_rows(), kSpmmMaxBlockRows);
-  EXPECT_EQ(p.rows_per_block, kSpmmMaxAccumulators);
+  EXPECT_EQ(p.layout.rows_per_block, kSpmmMaxAccumulators);
   EXPECT_TRUE(check_plan(p, largest).empty());
   EXPECT_LT(emit_spmm_cuda(p, largest).source.size(), 40000u);
   EXPECT_LT(seconds_since(t0), 30.0);
@@ -241,7 +241,7 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
   const CsrMatrix spread = sparse_rows(std::int64_t{1} << 20, 64, rows);
   const auto t0 = std::chrono::steady_clock::now();
   const SpmmPlan automatic = plan_spmm(spread, problem_for(spread, 8));
-  EXPECT_EQ(automatic.value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(automatic.value_mode(), SpmmValueMode::rolled);
   EXPECT_TRUE(check_plan(automatic, spread).empty());
   EXPECT_LT(emit_spmm_cuda(automatic, spread).source.size(), 40000u);
   EXPECT_LT(seconds_since(t0), 30.0);
@@ -265,7 +265,7 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
     return all;
   }());
   const SpmmPlan unrolled = plan_spmm(full, problem_for(full, 8));
-  EXPECT_NE(unrolled.value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(unrolled.value_mode(), SpmmValueMode::rolled);
   EXPECT_EQ(spmm_rows_with_code(unrolled), kSpmmMaxRowsWithCode);
 }
 

@@ -69,7 +69,7 @@ std::vector<SpmmPlan> sample_plans(const CsrMatrix& a) {
   set_blocklets(tc, "16x8:0.5");
   tc.n_tile = 32;
   plans.push_back(plan_spmm(a, f16, tc));
-  EXPECT_EQ(plans.back().fragment_k, 8);
+  EXPECT_EQ(plans.back().fragment_k(), 8);
   return plans;
 }
 
@@ -103,7 +103,7 @@ TEST(TunePredictor, FeaturesAreFiniteAndDeterministic) {
     EXPECT_GT(f[index_of("l2_us")], 0.0);
     // Only plans whose groups hand over partial sums pay for the reduction.
     bool reduces = false;
-    for (const SpmmBlockRow& b : p.blocks) reduces = reduces || (p.groups > 1 && spmm_block_reduces(p, b));
+    for (const SpmmBlockRow& b : p.layout.blocks) reduces = reduces || (p.layout.groups > 1 && spmm_block_reduces(p, b));
     EXPECT_EQ(f[index_of("reduce_us")] > 0.0, reduces);
   }
   // Equal panels of a matrix with one dense corner are imbalanced; one block row is not.
@@ -174,7 +174,7 @@ TEST(TunePredictor, L2TrafficIsEveryStepsRowOfBAcrossN) {
     for (const SpmmOptions& o : {options(1, 64, 1), options(16, 64, 2), options(8, 128, 4, SpmmRowSplit::balanced)}) {
       const SpmmPlan p = plan_spmm(a, pr, o);
       double steps = 0;
-      for (const SpmmBlockRow& b : p.blocks)
+      for (const SpmmBlockRow& b : p.layout.blocks)
         for (const SpmmGroup& g : b.groups) steps += static_cast<double>(g.steps.size());
       EXPECT_NEAR(l2_of(p), steps * 200 * (dtype == "f32" ? 4 : 2) / 5.5e6, 1e-12) << dtype;
     }

@@ -298,10 +298,10 @@ int blocklet_bench_main(int argc, char** argv) {
           pdl_gain.push_back(t.median_us / tp.median_us);
         }
         if (cfg == "auto")
-          cover = bt.plan.blocklets.shape.empty()
+          cover = bt.plan.blocklets().shape.empty()
                       ? "off"
-                      : fmt::format("{} {:.0f}%", bt.plan.blocklets.shape,
-                                    100.0 * static_cast<double>(bt.plan.blocklets.nnz_covered) /
+                      : fmt::format("{} {:.0f}%", bt.plan.blocklets().shape,
+                                    100.0 * static_cast<double>(bt.plan.blocklets().nnz_covered) /
                                         static_cast<double>(std::max<std::int64_t>(p.a.nnz(), 1)));
         jp[cfg] = jc;
       }

@@ -200,7 +200,7 @@ int run_compile(const CompileArgs& args) {
   options.arch = args.arch;
   options.extra.push_back(kPtxasVerbose);
   for (const auto& o : args.ptxas) options.extra.push_back("-Xptxas=" + o);
-  const CudaCompileResult compiled = compile_kernel(kernel, plan.kernel_name, options);
+  const CudaCompileResult compiled = compile_kernel(kernel, plan.hints.kernel_name, options);
   const ResourceUsage usage = resource_usage(compiled);
 
   write_bundle(args.output, make_spmm_bundle(plan, a, args.arch, compiled.cubin, compiled.ptx,
@@ -213,10 +213,10 @@ int run_compile(const CompileArgs& args) {
       "registers, "
       "stack {} B, spills {} -> {}\n",
       args.spmm.matrix, a.rows, a.cols, a.nnz(), args.spmm.n, args.spmm.runtime_n ? " (runtime N)" : "",
-      plan.block_rows(), plan.rows_per_block, to_string(plan.row_split), plan.n_tile, plan.groups,
-      to_string(plan.value_mode),
-      plan.step_lanes > 1
-          ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes, plan.block_columns())
+      plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split), plan.layout.n_tile, plan.layout.groups,
+      to_string(plan.value_mode()),
+      plan.step_lanes() > 1
+          ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes(), plan.block_columns())
           : "",
       to_string(kernel.language), emit_seconds,
       kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", compiled.seconds, compiled.cubin.size(),
@@ -226,16 +226,16 @@ int run_compile(const CompileArgs& args) {
                                   : fmt::format("{} B", usage.spill_store_bytes + usage.spill_load_bytes),
       args.output);
   if (plan.half())
-    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.accumulate,
-               plan.blocklets.shape.empty()
+    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.epilogue.accumulate,
+               plan.blocklets().shape.empty()
                    ? std::string("off")
                    : fmt::format("{} fill >= {:.3g} ({}): {} tiles in {} fragments of k {}, {} of {} nonzeros "
                                  "({:.1f} %), {} explicit zeros",
-                                 plan.blocklets.shape, plan.blocklets.fill_threshold, plan.blocklets.chosen_by,
-                                 plan.blocklets.tiles, plan.fragment_count(), plan.fragment_k,
-                                 plan.blocklets.nnz_covered, a.nnz(),
-                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
-                                 plan.blocklets.explicit_zeros));
+                                 plan.blocklets().shape, plan.blocklets().fill_threshold, plan.blocklets().chosen_by,
+                                 plan.blocklets().tiles, plan.fragment_count(), plan.fragment_k(),
+                                 plan.blocklets().nnz_covered, a.nnz(),
+                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
+                                 plan.blocklets().explicit_zeros));
   if (usage.spill_store_bytes + usage.spill_load_bytes > 0 || usage.stack_frame_bytes > 0)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
   return kExitOk;

@@ -81,7 +81,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   candidate.options = options;
   candidate.emitter = parse_kernel_language(emit);
   candidate.plan = plan_spmm(layer.a, problem, options);
-  if (candidate.plan.value_mode == SpmmValueMode::rolled) {  // a rolled kernel is CUDA C++ whatever was asked
+  if (candidate.plan.value_mode() == SpmmValueMode::rolled) {  // a rolled kernel is CUDA C++ whatever was asked
     candidate.emitter = KernelLanguage::cuda;
     emit = to_string(candidate.emitter);
   }
@@ -123,7 +123,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                          "{} group(s), {} values, {} in {:.2f} s -> {}",
                          layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density,
                          md.bias ? ", bias" : "", md.relu ? ", ReLU" : "", md.block_rows,
-                         candidate.plan.rows_per_block, md.n_tile, candidate.plan.groups, md.values_mode, emit,
+                         candidate.plan.layout.rows_per_block, md.n_tile, candidate.plan.layout.groups, md.values_mode, emit,
                          seconds, r.file);
   if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
   return r;

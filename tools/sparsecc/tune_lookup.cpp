@@ -87,7 +87,7 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
   // The predictor was fitted on unrolled plans only: it ranks the candidates of the default plan's kind
   // (rolled, or unrolled) and leaves the choice between the kinds to the inspector's rule.
-  const auto rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
   std::vector<const tune::SpmmCandidate*> kind;
   std::vector<std::vector<double>> features;
   for (const tune::SpmmCandidate& c : space.candidates)

@@ -54,7 +54,7 @@ tune::Measurement GpuSpmmMeasurer::measure(const tune::SpmmCandidate& candidate,
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, candidate.label, ctx_);
   const SpmmCheck check = compare_spmm(inputs_->run(ctx_, exec, problem_.n), reference_);
   m.rel_error = check.rel_error;
-  const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)), std::string(dtype_name(candidate.plan.accumulate)));
+  const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)), std::string(dtype_name(candidate.plan.epilogue.accumulate)));
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
     m.error = fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
                           check.unwritten, check.rel_error, tolerance);

@@ -440,17 +440,20 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
     throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
   SpmmPlan p;
   p.problem = problem;
-  p.kernel_name = options.kernel_name;
-  p.row_split = options.row_split.value_or(SpmmRowSplit::equal);
+  p.epilogue.bias = problem.bias;
+  p.epilogue.relu = problem.relu;
+  p.epilogue.output = problem.dtype;
+  p.hints.kernel_name = options.kernel_name;
+  p.layout.row_split = options.row_split.value_or(SpmmRowSplit::equal);
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
                                          : options.blocklets == SpmmBlockletMode::off &&
                                                options.row_split != SpmmRowSplit::clustered && options.stage_min_entries == 0 &&
                                                auto_rolled(a, problem);
   if (rolled && (problem.dtype != DType::f32 || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: rolled plans are fp32 without blocklets");
-  if (rolled && p.row_split != SpmmRowSplit::equal)
+  if (rolled && p.layout.row_split != SpmmRowSplit::equal)
     throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
-  bool clustered = p.row_split == SpmmRowSplit::clustered;
+  bool clustered = p.layout.row_split == SpmmRowSplit::clustered;
   if (clustered && (problem.dtype != DType::f32 || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
   if (options.step_lanes < 0 || options.step_lanes > 32 ||
@@ -459,29 +462,31 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
         fmt::format("plan_spmm: {} step lanes: expected a power of two in 1..32", options.step_lanes));
   if (options.step_lanes > 1 && !rolled)
     throw UsageError("plan_spmm: step lanes need a rolled plan (--values rolled)");
-  p.step_lanes = options.step_lanes ? options.step_lanes
+  p.body = spmm_body(rolled ? SpmmFamily::rolled : SpmmFamily::unrolled);
+  const std::int32_t step_lanes = options.step_lanes ? options.step_lanes
                  : rolled && auto_step_lanes(problem) && (!options.n_tile || options.n_tile == 32) &&
                          !options.cols_per_thread
                      ? spmm_step_lanes_for(problem.n)
                      : 1;
-  if (p.step_lanes > 1 && options.n_tile && options.n_tile != 32)
+  if (rolled) p.rolled()->step_lanes = step_lanes;
+  if (p.step_lanes() > 1 && options.n_tile && options.n_tile != 32)
     throw UsageError(fmt::format("plan_spmm: step lanes need groups of one warp (an n tile of 32, not {})",
                                  options.n_tile));
-  p.cols_per_thread = problem.dtype == DType::f32 && (!rolled || p.step_lanes > 1) ? 1 : 2;
-  if (options.cols_per_thread != 0 && options.cols_per_thread != p.cols_per_thread) {
-    if (options.cols_per_thread != 2 || p.cols_per_thread != 1 || rolled)
+  p.layout.cols_per_thread = problem.dtype == DType::f32 && (!rolled || p.step_lanes() > 1) ? 1 : 2;
+  if (options.cols_per_thread != 0 && options.cols_per_thread != p.layout.cols_per_thread) {
+    if (options.cols_per_thread != 2 || p.layout.cols_per_thread != 1 || rolled)
       throw UsageError(fmt::format(
           "plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
-          rolled ? p.step_lanes > 1 ? "rolled step-lane" : "rolled" : dtype_name(problem.dtype), p.cols_per_thread));
+          rolled ? p.step_lanes() > 1 ? "rolled step-lane" : "rolled" : dtype_name(problem.dtype), p.layout.cols_per_thread));
     if (problem.n_mode != SpmmNMode::fixed || problem.n % 2 != 0)
       throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})",
                                    problem.n, problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
-    p.cols_per_thread = 2;
+    p.layout.cols_per_thread = 2;
   }
-  p.accumulate = options.accumulate;
-  if (p.accumulate != DType::f32 && p.accumulate != problem.dtype)
+  p.epilogue.accumulate = options.accumulate;
+  if (p.epilogue.accumulate != DType::f32 && p.epilogue.accumulate != problem.dtype)
     throw UsageError(fmt::format("plan_spmm: accumulation in {} needs dtype {} (or f32 accumulation)",
-                                 p.accumulate, p.accumulate));
+                                 p.epilogue.accumulate, p.epilogue.accumulate));
   // Blocklets: tiles of A for the tensor cores, decided before the tiling (they fix it).
   std::vector<char> covered;
   std::vector<std::vector<SpmmFragment>> fragments;
@@ -492,40 +497,40 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
       const BlockletDecomposition d = decompose_blocklets(a, cfg);
       if (!d.tiles.empty()) {
         if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) ||
-            (options.n_tile % 32) != 0 || p.row_split != SpmmRowSplit::equal)
+            (options.n_tile % 32) != 0 || p.layout.row_split != SpmmRowSplit::equal)
           throw UsageError(fmt::format(
               "plan_spmm: tensor-core tiles need 16 rows per block, equal rows and an n tile of whole warps"));
-        p.fragment_k = cfg.shape.bw;
+        p.fragments = SpmmFragments{cfg.shape.bw, {}};
         covered.assign(static_cast<std::size_t>(a.nnz()), 0);
-        fragments = fragments_of(a, d, p.fragment_k, covered);
-        p.blocklets = {block_shape_name(cfg.shape), cfg.fill_threshold,
+        fragments = fragments_of(a, d, p.fragment_k(), covered);
+        p.fragments->blocklets = {block_shape_name(cfg.shape), cfg.fill_threshold,
                        options.blocklets == SpmmBlockletMode::forced ? "forced" : "auto",
                        static_cast<std::int64_t>(d.tiles.size()), d.nnz_covered(), d.explicit_zeros()};
       }
     }
   }
-  const std::int64_t thread_columns = ceil_div(problem.n, p.cols_per_thread);
-  p.n_tile = options.n_tile                                        ? options.n_tile
-             : p.step_lanes > 1                                    ? 32
-             : p.fragment_k && problem.n > kFragmentOneWarpColumns ? 32
+  const std::int64_t thread_columns = ceil_div(problem.n, p.layout.cols_per_thread);
+  p.layout.n_tile = options.n_tile                                        ? options.n_tile
+             : p.step_lanes() > 1                                    ? 32
+             : p.fragment_k() && problem.n > kFragmentOneWarpColumns ? 32
                                                                    : auto_n_tile(thread_columns);
-  if (p.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
-  const bool tall = !options.rows_per_block && !p.fragment_k && !p.half() && !rolled &&
-                    p.cols_per_thread == 1 && auto_tall(a, problem.n, ceil_div(thread_columns, p.n_tile));
-  if (!tall && !options.n_tile && !options.rows_per_block && !p.fragment_k && !p.half() && !rolled &&
-      p.n_tile > kNarrowTile && a.nnz() <= kLargeNnz) {
+  if (p.layout.n_tile < 1) throw UsageError("plan_spmm: the n tile must be positive");
+  const bool tall = !options.rows_per_block && !p.fragment_k() && !p.half() && !rolled &&
+                    p.layout.cols_per_thread == 1 && auto_tall(a, problem.n, ceil_div(thread_columns, p.layout.n_tile));
+  if (!tall && !options.n_tile && !options.rows_per_block && !p.fragment_k() && !p.half() && !rolled &&
+      p.layout.n_tile > kNarrowTile && a.nnz() <= kLargeNnz) {
     const std::int64_t narrow_rows = auto_rows_per_block(a.rows, ceil_div(thread_columns, kNarrowTile));
-    if (narrow_rows > auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile)) &&
+    if (narrow_rows > auto_rows_per_block(a.rows, ceil_div(thread_columns, p.layout.n_tile)) &&
         a.nnz() / ceil_div(a.rows, narrow_rows) >= kGroupNnz)
-      p.n_tile = kNarrowTile;
+      p.layout.n_tile = kNarrowTile;
   }
   // Automatic block rows take at least the rows that keep the block rows within the grid.
-  const std::int64_t ny = p.fragment_k             ? kSpmmFragmentRows
+  const std::int64_t ny = p.fragment_k()             ? kSpmmFragmentRows
                           : options.rows_per_block ? options.rows_per_block
                                                    : std::max(ceil_div(a.rows, kSpmmMaxBlockRows),
-                                                              rolled ? (p.step_lanes > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
+                                                              rolled ? (p.step_lanes() > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
                                                               : tall ? kTallRows
-                                                                     : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.n_tile)));
+                                                                     : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.layout.n_tile)));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
@@ -539,147 +544,147 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   // rule above).
   CsrMatrix regrouped;
   std::vector<std::int64_t> source_index;
-  if (clustered) p.row_order = cluster_rows(a, ny);
+  if (clustered) p.layout.row_order = cluster_rows(a, ny);
   if (tall && !options.row_split && problem.n > kClusterMinColumns) {
     std::vector<std::int64_t> order = cluster_rows(a, ny);
     if (static_cast<double>(panel_column_pairs(a, order, ny)) <=
         kClusterLoads * static_cast<double>(panel_column_pairs(a, {}, ny))) {
       clustered = true;
-      p.row_split = SpmmRowSplit::clustered;
-      p.row_order = std::move(order);
+      p.layout.row_split = SpmmRowSplit::clustered;
+      p.layout.row_order = std::move(order);
     }
   }
-  if (clustered) regrouped = permute_rows(a, p.row_order, &source_index);
+  if (clustered) regrouped = permute_rows(a, p.layout.row_order, &source_index);
   const CsrMatrix& rows = clustered ? regrouped : a;
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
   // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
-  if (!options.row_split && !clustered && !rolled && !p.fragment_k && !p.half() && ny >= kBalanceMinRows &&
+  if (!options.row_split && !clustered && !rolled && !p.fragment_k() && !p.half() && ny >= kBalanceMinRows &&
       problem.n < kBalanceMaxColumns && !has_empty_panel(a, ny) && equal_panel_imbalance(a, ny) >= kBalanceImbalance)
-    p.row_split = SpmmRowSplit::balanced;
+    p.layout.row_split = SpmmRowSplit::balanced;
   const std::int64_t cap =
-      p.row_split != SpmmRowSplit::balanced ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
-  const auto borders = row_borders(rows, blocks, ny, cap, p.row_split);
+      p.layout.row_split != SpmmRowSplit::balanced ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
+  const auto borders = row_borders(rows, blocks, ny, cap, p.layout.row_split);
   std::int64_t tallest = 1;
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
-  p.groups =
+  p.layout.groups =
       options.groups ? options.groups
-      : p.fragment_k ? fragment_groups(fragments, thread_columns, p.n_tile)
+      : p.fragment_k() ? fragment_groups(fragments, thread_columns, p.layout.n_tile)
       : rolled
           ? rolled_groups(blocks,
-                          ceil_div(problem.n, std::int64_t{p.n_tile} / p.step_lanes * p.cols_per_thread),
-                          p.n_tile, tallest, p.step_lanes, a.nnz())
-          : auto_groups(a, blocks, ceil_div(thread_columns, p.n_tile), tallest, p.n_tile, p.cols_per_thread);
-  if (!options.n_tile && !options.groups && !p.fragment_k && !p.half() && !rolled && p.groups > 1) {
+                          ceil_div(problem.n, std::int64_t{p.layout.n_tile} / p.step_lanes() * p.layout.cols_per_thread),
+                          p.layout.n_tile, tallest, p.step_lanes(), a.nnz())
+          : auto_groups(a, blocks, ceil_div(thread_columns, p.layout.n_tile), tallest, p.layout.n_tile, p.layout.cols_per_thread);
+  if (!options.n_tile && !options.groups && !p.fragment_k() && !p.half() && !rolled && p.layout.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
-        {std::int64_t{p.n_tile} * p.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
+        {std::int64_t{p.layout.n_tile} * p.layout.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
     const std::int64_t wide_grid = ceil_div(thread_columns, wide) * blocks;
-    if (wide > p.n_tile && wide_grid >= kWideGrid) {
-      p.groups = std::max(1, p.n_tile * p.groups / wide);
-      p.n_tile = wide;
-    } else if (wide > p.n_tile && a.nnz() > kLargeNnz && wide_grid <= kOneWaveBlocks && 2 * wide_grid > kOneWaveBlocks) {
-      p.n_tile = wide;  // one wave of wide blocks, with the groups of the one-wave rule
-      p.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.cols_per_thread);
+    if (wide > p.layout.n_tile && wide_grid >= kWideGrid) {
+      p.layout.groups = std::max(1, p.layout.n_tile * p.layout.groups / wide);
+      p.layout.n_tile = wide;
+    } else if (wide > p.layout.n_tile && a.nnz() > kLargeNnz && wide_grid <= kOneWaveBlocks && 2 * wide_grid > kOneWaveBlocks) {
+      p.layout.n_tile = wide;  // one wave of wide blocks, with the groups of the one-wave rule
+      p.layout.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.layout.cols_per_thread);
     } else {  // a tile of half the width (or a quarter), where that grid still has kWideGrid blocks
-      for (std::int32_t half = wide / 2; half > p.n_tile && half % 32 == 0; half /= 2)
+      for (std::int32_t half = wide / 2; half > p.layout.n_tile && half % 32 == 0; half /= 2)
         if (ceil_div(thread_columns, half) * blocks >= kWideGrid) {
-          p.groups = std::max(1, p.n_tile * p.groups / half);
-          p.n_tile = half;
+          p.layout.groups = std::max(1, p.layout.n_tile * p.layout.groups / half);
+          p.layout.n_tile = half;
           break;
         }
     }
   }
-  if (p.n_tile < 1 || p.groups < 1 || std::int64_t{p.n_tile} * p.groups > 1024)
+  if (p.layout.n_tile < 1 || p.layout.groups < 1 || std::int64_t{p.layout.n_tile} * p.layout.groups > 1024)
     throw UsageError(
-        fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.groups, p.n_tile));
-  p.block_x = p.n_tile * p.groups;
+        fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", p.layout.groups, p.layout.n_tile));
+  p.layout.block_x = p.layout.n_tile * p.layout.groups;
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = borders[b], end = borders[b + 1];
-    p.blocks.push_back({begin, end, block_groups(rows, begin, end, p.groups, covered),
+    p.layout.blocks.push_back({begin, end, block_groups(rows, begin, end, p.layout.groups, covered),
                         fragments.empty() ? std::vector<SpmmFragment>{} : std::move(fragments[b])});
   }
   if (clustered)
-    for (auto& b : p.blocks)
+    for (auto& b : p.layout.blocks)
       for (auto& g : b.groups)
         for (auto& s : g.steps)
           for (auto& e : s.entries) e.value_index = source_index[static_cast<std::size_t>(e.value_index)];
-  p.rows_per_block = static_cast<std::int32_t>(tallest);
-  p.panel_rows = static_cast<std::int32_t>(ny);
-  if (p.fragment_k) p.rows_per_block = kSpmmFragmentRows;
+  p.layout.rows_per_block = static_cast<std::int32_t>(tallest);
+  p.layout.panel_rows = static_cast<std::int32_t>(ny);
+  if (p.fragment_k()) p.layout.rows_per_block = kSpmmFragmentRows;
   if (options.stage_min_entries < 0)
     throw UsageError(fmt::format("plan_spmm: stage_min_entries {} is negative", options.stage_min_entries));
   if (options.stage_min_entries > 0) {
-    if (rolled || p.half() || p.fragment_k)
+    if (rolled || p.half() || p.fragment_k())
       throw UsageError("plan_spmm: staged steps need an fp32 unrolled plan");
     std::int64_t dense = 0;  // the most dense steps of one group
-    for (const auto& b : p.blocks)
+    for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups)
         dense = std::max<std::int64_t>(
             dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
               return static_cast<std::int64_t>(s.entries.size()) >= options.stage_min_entries;
             }));
-    const std::int64_t slot_bytes = std::int64_t{p.block_x} * p.cols_per_thread * 4;
+    const std::int64_t slot_bytes = std::int64_t{p.layout.block_x} * p.layout.cols_per_thread * 4;
     const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / slot_bytes;
     const auto slots = static_cast<std::int32_t>(std::min<std::int64_t>({dense, fit, kSpmmMaxStageSlots}));
     if (slots > 0) {  // else nothing is dense (or nothing fits): the plan is the unstaged one
-      p.stage_min_entries = options.stage_min_entries;
-      p.stage_slots = slots;
+      p.unrolled()->stage_min_entries = options.stage_min_entries;
+      p.unrolled()->stage_slots = slots;
     }
   }
-  p.shared_bytes = spmm_shared_bytes(p);
-  if (p.shared_bytes > kSpmmMaxSharedBytes)
+  p.layout.shared_bytes = spmm_shared_bytes(p);
+  if (p.layout.shared_bytes > kSpmmMaxSharedBytes)
     throw UsageError(fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "
                                  "a block is launched with; take fewer groups or a smaller n tile",
-                                 p.groups, p.n_tile, p.shared_bytes, kSpmmMaxSharedBytes));
+                                 p.layout.groups, p.layout.n_tile, p.layout.shared_bytes, kSpmmMaxSharedBytes));
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
-  const bool pairs = !p.half() && !rolled && p.cols_per_thread == 2;  // two FMAs an entry
+  const bool pairs = !p.half() && !rolled && p.layout.cols_per_thread == 2;  // two FMAs an entry
   const std::int32_t per_row =
-      (p.half() && p.accumulate == DType::f32) || (rolled && p.step_lanes == 1) || pairs ? 2 : 1;
-  p.estimated_registers = p.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k ? 36 : 0);
+      (p.half() && p.epilogue.accumulate == DType::f32) || (rolled && p.step_lanes() == 1) || pairs ? 2 : 1;
+  p.hints.estimated_registers = p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0);
   // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
-  const std::int64_t in_flight = p.fragment_k ? kFragmentLoadsInFlight
+  const std::int64_t in_flight = p.fragment_k() ? kFragmentLoadsInFlight
                                  : rolled     ? std::int64_t{kSpmmRolledBatch} * ((1 + ny + 3) / 4 * 4 + 2)
                                  : pairs      ? 2 * kLoadsInFlight  // a pair of floats a load
                                               : kLoadsInFlight;
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
-  p.max_registers = options.max_registers
+  p.hints.max_registers = options.max_registers
                         ? options.max_registers
                         : static_cast<std::int32_t>(std::min<std::int64_t>(
                               kSpmmMaxRegisters,
-                              ceil_div(p.estimated_registers + in_flight, 8) * 8));
-  if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
-    throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.max_registers,
-                                 p.estimated_registers, kSpmmMaxRegisters));
+                              ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
+  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > kSpmmMaxRegisters)
+    throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.hints.max_registers,
+                                 p.hints.estimated_registers, kSpmmMaxRegisters));
   // B loads + FMAs (two an entry with fp32 pairs); a fragment takes its operand load and, for each
   // of the warp's 8 column groups, fragment_k / 2 B loads, their packing and one mma.
-  p.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (pairs ? 2 : 1) +
-                             p.fragment_count() * (1 + 8 * (p.fragment_k / 2 + p.fragment_k / 4 + 1));
-  p.assembler_opt_level = options.assembler_opt_level.value_or(3);
-  if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)
+  p.hints.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (pairs ? 2 : 1) +
+                             p.fragment_count() * (1 + 8 * (p.fragment_k() / 2 + p.fragment_k() / 4 + 1));
+  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
+  if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
     throw UsageError(fmt::format("plan_spmm: assembler optimization level {} is outside 0..3",
-                                 p.assembler_opt_level));
+                                 p.hints.assembler_opt_level));
   // A plan whose nonzeros all sit in fragments has no unrolled values to stream.
-  p.value_mode = rolled ? SpmmValueMode::rolled
-                 : options.value_mode.value_or(p.estimated_instructions <= options.baked_instruction_budget ||
+  if (SpmmUnrolledBody* u = p.unrolled())
+    u->values = options.value_mode.value_or(p.hints.estimated_instructions <= options.baked_instruction_budget ||
                                                        spmm_plan_nnz(p) == 0
                                                    ? SpmmValueMode::baked
                                                    : SpmmValueMode::streamed);
-  if (p.value_mode == SpmmValueMode::streamed)
-    for (const auto& b : p.blocks)
+  if (p.value_mode() == SpmmValueMode::streamed)
+    for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups)
         for (const auto& s : g.steps)
-          for (const auto& e : s.entries) p.packed_order.push_back(e.value_index);
+          for (const auto& e : s.entries) p.unrolled()->packed_order.push_back(e.value_index);
   const SpmmProgrammatic programmatic = options.programmatic.value_or(
-      !p.half() && (rolled || p.estimated_instructions <= kSpmmProgrammaticTriggerInstructions)
+      !p.half() && (rolled || p.hints.estimated_instructions <= kSpmmProgrammaticTriggerInstructions)
           ? SpmmProgrammatic::trigger
           : SpmmProgrammatic::wait);
   if (programmatic == SpmmProgrammatic::trigger && p.half())
     throw UsageError(
         "plan_spmm: f16 / bf16 kernels wait for their predecessor but do not let the next grid "
         "launch early (programmatic wait or off)");
-  p.programmatic = programmatic != SpmmProgrammatic::off;
-  p.programmatic_trigger = programmatic == SpmmProgrammatic::trigger;
+  p.hints.programmatic = programmatic != SpmmProgrammatic::off;
+  p.hints.programmatic_trigger = programmatic == SpmmProgrammatic::trigger;
   return p;
 }
 
@@ -687,7 +692,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
 
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
   SpmmPlan p = plan_spmm_once(a, problem, options);
-  if (p.value_mode == SpmmValueMode::rolled) return p;
+  if (p.value_mode() == SpmmValueMode::rolled) return p;
   const std::int64_t rows = spmm_rows_with_code(p);
   if (rows <= kSpmmMaxRowsWithCode) return p;
   // Unrolled code would grow with the rows (see kSpmmMaxRowsWithCode): the automatic fp32 plan rolls.

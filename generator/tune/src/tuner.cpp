@@ -81,7 +81,7 @@ rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, co
   const EmittedKernel kernel = emit_spmm(c.plan, a, c.emitter, arch);
   CudaCompileOptions options;
   options.arch = arch;
-  CudaCompileResult compiled = compile_kernel(kernel, c.plan.kernel_name, options);
+  CudaCompileResult compiled = compile_kernel(kernel, c.plan.hints.kernel_name, options);
   return make_spmm_bundle(c.plan, a, arch, std::move(compiled.cubin), std::move(compiled.ptx), kernel.packed_values,
                           kernel.fragment_words, bias);
 }
@@ -218,7 +218,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   // kind only, and which kind wins depends on the matrix and on the L2 state the candidates are timed
   // in. The rules' plan of that kind (the space's first of it) and the predictor's first of it.
   const auto is_rolled = [&](std::size_t i) {
-    return space.candidates[i].plan.value_mode == SpmmValueMode::rolled;
+    return space.candidates[i].plan.value_mode() == SpmmValueMode::rolled;
   };
   for (std::size_t i = 0; i < n; ++i)
     if (is_rolled(i) != is_rolled(default_index)) {
@@ -257,7 +257,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
-  const auto rolled = [&](std::size_t i) { return candidate(i).plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = [&](std::size_t i) { return candidate(i).plan.value_mode() == SpmmValueMode::rolled; };
   // Whether the budget lets candidate i start: its compile must end within it (the first compile, the
   // default plan's, always starts). Rolled kernels are small loops and compile in well under a second.
   const auto fits = [&](std::size_t i) {
