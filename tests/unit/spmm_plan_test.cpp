@@ -10,6 +10,7 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
@@ -212,7 +213,7 @@ TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   EXPECT_EQ(t.layout.row_split, SpmmRowSplit::balanced);
   EXPECT_GT(t.layout.rows_per_block, 32);
   EXPECT_GT(t.layout.groups, 1);
-  EXPECT_LE(t.layout.shared_bytes, kSpmmMaxSharedBytes);
+  EXPECT_LE(t.layout.shared_bytes, default_gpu_target().shared_per_block);
   EXPECT_TRUE(check_plan(t, skewed).empty());
   EXPECT_NEAR(interp_error(t, skewed, 256, 8), 0.0, kTolerance);
 }
@@ -378,7 +379,7 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     ++planned;
     const auto errors = check_plan(p, a);
     ASSERT_TRUE(errors.empty()) << "trial " << trial << ": " << errors.front();
-    EXPECT_LE(p.layout.shared_bytes, kSpmmMaxSharedBytes) << "trial " << trial;
+    EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block) << "trial " << trial;
     const SpmmPlan again = replan_spmm_bundle(spmm_bundle_metadata(p, a, "sm_90"), a);
     EXPECT_EQ(to_json(again).at("blocks"), to_json(p).at("blocks")) << "trial " << trial;
     if (problem.dtype == DType::f32) {

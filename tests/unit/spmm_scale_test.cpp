@@ -1,6 +1,6 @@
 // Degenerate and huge SpMM shapes: empty rows cost no code of their own (every emitter gives the block
 // rows without nonzeros one shared piece of code), matrices without rows or columns are refused naming
-// the file, every row count up to kSpmmMaxRows plans within the grid (and more is refused with the
+// the file, every row count up to spmm_max_rows() plans within the grid (and more is refused with the
 // limit), and an explicit rows per block that cannot fit is refused with the rows it needs.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -202,12 +203,12 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
     SpmmOptions o;
     o.value_mode = mode;
     const SpmmPlan p = plan_spmm(mega, problem_for(mega, 16), o);
-    EXPECT_LE(p.block_rows(), kSpmmMaxBlockRows);
+    EXPECT_LE(p.block_rows(), default_gpu_target().max_grid_y);
     EXPECT_TRUE(check_plan(p, mega).empty());
   }
   SpmmProblem half = problem_for(mega, 16);
   half.dtype = DType::f16;
-  EXPECT_LE(plan_spmm(mega, half).block_rows(), kSpmmMaxBlockRows);
+  EXPECT_LE(plan_spmm(mega, half).block_rows(), default_gpu_target().max_grid_y);
   SpmmOptions eight;
   eight.rows_per_block = 8;
   try {
@@ -217,15 +218,15 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
     EXPECT_NE(std::string(e.what()).find("65535"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("at least 17 rows per block"), std::string::npos) << e.what();
   }
-  const CsrMatrix largest = sparse_rows(kSpmmMaxRows, 8, {0, kSpmmMaxRows - 1});
+  const CsrMatrix largest = sparse_rows(spmm_max_rows(), 8, {0, spmm_max_rows() - 1});
   const auto t0 = std::chrono::steady_clock::now();
   const SpmmPlan p = plan_spmm(largest, problem_for(largest, 4));
-  EXPECT_EQ(p.block_rows(), kSpmmMaxBlockRows);
+  EXPECT_EQ(p.block_rows(), default_gpu_target().max_grid_y);
   EXPECT_EQ(p.layout.rows_per_block, kSpmmMaxAccumulators);
   EXPECT_TRUE(check_plan(p, largest).empty());
   EXPECT_LT(emit_spmm_cuda(p, largest).source.size(), 40000u);
   EXPECT_LT(seconds_since(t0), 30.0);
-  const CsrMatrix over = sparse_rows(kSpmmMaxRows + 1, 8, {0});
+  const CsrMatrix over = sparse_rows(spmm_max_rows() + 1, 8, {0});
   test::expect_input_error([&] { require_spmm_matrix(over, SourceLocation::in_file("tall.mtx")); },
                            {"tall.mtx", "4194241x8", "4194240", "65535"});
   EXPECT_THROW(plan_spmm(over, problem_for(over, 4)), UsageError);

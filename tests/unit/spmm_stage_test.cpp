@@ -9,6 +9,7 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -65,11 +66,11 @@ TEST(SpmmStage, DenseStepsTakeTheSlotsInOrder) {
         dense = std::max<std::int64_t>(dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
                                          return static_cast<std::int32_t>(s.entries.size()) >= least;
                                        }));
-    const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
+    const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
     EXPECT_EQ(p.stage_slots(), std::min<std::int64_t>({dense, kSpmmMaxStageSlots, fit})) << least;
     EXPECT_EQ(spmm_stage_offset(p), (spmm_reduction_bytes(2, p.layout.rows_per_block, p.layout.n_tile, 1) + 15) / 16 * 16);
     EXPECT_EQ(p.layout.shared_bytes, spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * 4);
-    EXPECT_LE(p.layout.shared_bytes, kSpmmMaxSharedBytes);
+    EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
     // Staged: exactly the first stage_slots steps of a group with `least` entries or more.
     for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups) {
@@ -100,10 +101,10 @@ TEST(SpmmStage, SlotsStopAtTheSharedMemoryOfABlock) {
   const CsrMatrix a = test::random_csr(64, 400, 0.4, 6, 0, 1);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 3136), staged(1, 16, 2, 256));
   ASSERT_TRUE(check_plan(p, a).empty());
-  const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
+  const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
   EXPECT_EQ(fit, 16);
   EXPECT_EQ(p.stage_slots(), fit);  // every group has more dense steps than that
-  EXPECT_LE(p.layout.shared_bytes, kSpmmMaxSharedBytes);
+  EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
   const SpmmPlan q = plan_spmm(a, problem_for(a, 3136), staged(1, 16, 1, 64));
   EXPECT_EQ(q.stage_slots(), kSpmmMaxStageSlots);  // 100+ steps a group, capped
 }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/contract.hpp"
 #include "sparsecc/runtime/bundle.hpp"  // arch_has_programmatic_launch: the kernel contract the bundle records
 
@@ -506,7 +507,9 @@ bool spmm_ptx_splits(const SpmmPlan& plan) {
 
 std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan) {
   const std::int32_t fit = 65536 / std::max(plan.layout.block_x, 1) / 8 * 8;
-  return std::min({plan.hints.max_registers + kSpmmPtxSplitExtraRegisters, kSpmmMaxRegisters, fit});
+  // The target of the emitters replaces the default target here when emit_spmm takes one.
+  return std::min({plan.hints.max_registers + kSpmmPtxSplitExtraRegisters,
+                   default_gpu_target().max_registers_per_thread, fit});
 }
 
 std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }

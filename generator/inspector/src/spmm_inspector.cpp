@@ -9,6 +9,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/row_clusters.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -18,8 +19,6 @@ constexpr std::int64_t kLoadsInFlight = 16;  // registers of the automatic cap b
 // Fragment plans hold the warp's 32-float tile, a fragment's operand words and its B loads (up to 32
 // 16-bit values for m16n8k16) beside the unrolled path's accumulators.
 constexpr std::int64_t kFragmentLoadsInFlight = 48;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Row borders of `blocks` block rows: equal panels of `ny` rows, or nnz-balanced panels of at most
 // `cap` rows each.
@@ -117,7 +116,7 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
 //    by latency) clustering followed no rule (0.95x and 0.98x over the suite), hence the N condition.
 //  - groups: 4 when a block row has kGroupNnz nonzeros or more, else 1; matrices above kLargeNnz
 //    keep blocks to 256 threads (their long unrolled bodies need registers), or 512 where the grid
-//    is one wave (at most kOneWaveBlocks blocks, so an SM holds one block and would run only 8 warps):
+//    is one wave (at most one block an SM of the target, so an SM holds one block and would run only 8 warps):
 //    measured on an H100 at batch 1 (same run, 4 groups against 2 at an n tile of 128), the
 //    512x2048 Transformer layer at N = 256 12.74 -> 11.01 us (90 %) and 7.67 -> 6.73 (95 %), the
 //    DLMC ResNet-50 layers at N = 196 256x2304 8.18 -> 7.30, 1024x512 5.63 -> 4.48 and 512x1024
@@ -160,7 +159,6 @@ constexpr double kClusterLoads = 0.9;
 constexpr std::int32_t kNarrowTile = 64;
 constexpr std::int64_t kGroupNnz = 256;
 constexpr std::int64_t kLargeNnz = 40000;
-constexpr std::int64_t kOneWaveBlocks = 132;  // the SMs of an H100
 constexpr std::int32_t kWideTile = 256;
 constexpr std::int64_t kWideGrid = 200;
 constexpr double kBalanceImbalance = 0.35;
@@ -203,19 +201,20 @@ std::int64_t auto_rows_per_block(std::int64_t m, std::int64_t tiles) {
 
 // Whether g groups keep the reduction buffer of the tallest block row within the shared memory a
 // block is launched with.
-bool reduction_fits(std::int64_t g, std::int64_t tallest, std::int64_t n_tile, std::int64_t cols_per_thread) {
-  return spmm_reduction_bytes(g, tallest, n_tile, cols_per_thread) <= kSpmmMaxSharedBytes;
+bool reduction_fits(std::int64_t g, std::int64_t tallest, std::int64_t n_tile, std::int64_t cols_per_thread,
+                    const GpuTarget& target) {
+  return spmm_reduction_bytes(g, tallest, n_tile, cols_per_thread) <= target.shared_per_block;
 }
 
 std::int32_t auto_groups(const CsrMatrix& a, std::int64_t blocks, std::int64_t tiles, std::int64_t tallest,
-                         std::int32_t n_tile, std::int32_t cols_per_thread) {
+                         std::int32_t n_tile, std::int32_t cols_per_thread, const GpuTarget& target) {
   const std::int64_t per_block = blocks ? a.nnz() / blocks : 0;
   if (per_block < kGroupNnz) return 1;
   std::int64_t g = 4;
   // At most 1024 threads (256 for large matrices, 512 in a one-wave grid) and 48 KiB of reduction
   // buffer.
-  const std::int64_t threads = a.nnz() <= kLargeNnz ? 1024 : blocks * tiles <= kOneWaveBlocks ? 512 : 256;
-  while (g > 1 && (g * n_tile > threads || !reduction_fits(g, tallest, n_tile, cols_per_thread))) --g;
+  const std::int64_t threads = a.nnz() <= kLargeNnz ? 1024 : blocks * tiles <= target.sm_count ? 512 : 256;
+  while (g > 1 && (g * n_tile > threads || !reduction_fits(g, tallest, n_tile, cols_per_thread, target))) --g;
   return static_cast<std::int32_t>(g);
 }
 
@@ -270,10 +269,10 @@ bool auto_rolled(const CsrMatrix& a, const SpmmProblem& problem) {
 // lane, 8000 warps) took 3.96 us against 3.06 with 4; at N = 4 and 16 the rule's groups were
 // 1.1-2.8x faster than 1 or 2 on the layers of 50k+ nonzeros.
 std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t n_tile, std::int64_t tallest,
-                           std::int32_t step_lanes, std::int64_t nnz) {
+                           std::int32_t step_lanes, std::int64_t nnz, const GpuTarget& target) {
   std::int32_t g = 4;
   while (g < 16 && blocks * tiles * g * ceil_div(n_tile, 32) < kRolledWarps && 2 * g * n_tile <= 1024) g *= 2;
-  while (g > 1 && (g * n_tile > 1024 || !reduction_fits(g, tallest, n_tile, 2))) g /= 2;
+  while (g > 1 && (g * n_tile > 1024 || !reduction_fits(g, tallest, n_tile, 2, target))) g /= 2;
   if (step_lanes > 1)
     while (g > 1 && std::int64_t{g} * step_lanes * blocks > nnz) g /= 2;
   return g;
@@ -286,20 +285,20 @@ std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t
 // fragments over two groups (added through shared memory) pays only where the grid is short of warps
 // and block rows are long: the ResNet-50 3x3 layer of block group 3 (800 warps, 29 fragments per
 // block row) ran 5 % faster with two; every other layer of the suite 11-79 % slower. So two groups
-// when the grid has fewer than kFragmentSplitWarps warps and block rows average kFragmentSplitMin
+// when the grid has fewer than kFragmentSplitWarpsPerSm warps an SM of the target and block rows average kFragmentSplitMin
 // fragments or more, else one; `groups` is honored when given. (Before the fragments were
 // straight-line code, more groups were 1.2-1.6x slower on every layer tried.)
 constexpr std::int64_t kFragmentOneWarpColumns = 32768;
-constexpr std::int64_t kFragmentSplitWarps = 1056;  // 8 per SM of a 132-SM H100
+constexpr std::int64_t kFragmentSplitWarpsPerSm = 8;
 constexpr std::int64_t kFragmentSplitMin = 16;
 
 std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments, std::int64_t thread_columns,
-                             std::int32_t n_tile) {
+                             std::int32_t n_tile, const GpuTarget& target) {
   std::int64_t total = 0;
   for (const auto& f : fragments) total += static_cast<std::int64_t>(f.size());
   const auto rows = static_cast<std::int64_t>(fragments.size());
   const std::int64_t warps = rows * ceil_div(thread_columns, n_tile) * ceil_div(n_tile, 32);
-  return rows > 0 && total >= kFragmentSplitMin * rows && warps < kFragmentSplitWarps ? 2 : 1;
+  return rows > 0 && total >= kFragmentSplitMin * rows && warps < kFragmentSplitWarpsPerSm * target.sm_count ? 2 : 1;
 }
 
 bool tensor_core_shape(BlockShape s) {
@@ -408,34 +407,35 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
   throw UsageError(fmt::format("{} '{}': expected auto, off, wait or trigger", what, word));
 }
 
-std::string spmm_shape_rule() {
+std::string spmm_shape_rule(const GpuTarget& target) {
   return fmt::format("SpMM executors take matrices of 1 to {} rows (the grid's {} block rows of up to {} rows) and "
                      "at least one column",
-                     kSpmmMaxRows, kSpmmMaxBlockRows, kSpmmMaxAccumulators);
+                     spmm_max_rows(target), target.max_grid_y, kSpmmMaxAccumulators);
 }
 
-void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where) {
-  if (a.rows < 1 || a.cols < 1 || a.rows > kSpmmMaxRows)
-    throw InputError(where, fmt::format("the matrix is {}x{}; {}", a.rows, a.cols, spmm_shape_rule()));
+void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where, const GpuTarget& target) {
+  if (a.rows < 1 || a.cols < 1 || a.rows > spmm_max_rows(target))
+    throw InputError(where, fmt::format("the matrix is {}x{}; {}", a.rows, a.cols, spmm_shape_rule(target)));
 }
 
 namespace {
 
-SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
+SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
+                        const GpuTarget& target) {
   validate(a);
   if (problem.m != a.rows || problem.k != a.cols)
     throw UsageError(
         fmt::format("plan_spmm: problem is {}x{} but A is {}x{}", problem.m, problem.k, a.rows, a.cols));
   if (problem.n < 1) throw UsageError("plan_spmm: n must be positive");
-  if (a.rows < 1 || a.cols < 1 || a.rows > kSpmmMaxRows)
-    throw UsageError(fmt::format("plan_spmm: A is {}x{}; {}", a.rows, a.cols, spmm_shape_rule()));
+  if (a.rows < 1 || a.cols < 1 || a.rows > spmm_max_rows(target))
+    throw UsageError(fmt::format("plan_spmm: A is {}x{}; {}", a.rows, a.cols, spmm_shape_rule(target)));
   if (options.rows_per_block > 0 && options.rows_per_block <= kSpmmMaxAccumulators &&
-      ceil_div(a.rows, options.rows_per_block) > kSpmmMaxBlockRows)
+      ceil_div(a.rows, options.rows_per_block) > target.max_grid_y)
     throw UsageError(fmt::format(
         "plan_spmm: {} rows in block rows of {} rows make {} block rows, more than the grid's {}; take at least {} "
         "rows per block",
-        a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block), kSpmmMaxBlockRows,
-        ceil_div(a.rows, kSpmmMaxBlockRows)));
+        a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block), target.max_grid_y,
+        ceil_div(a.rows, target.max_grid_y)));
   if (!spmm_dtype(problem.dtype))
     throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
   SpmmPlan p;
@@ -527,7 +527,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   // Automatic block rows take at least the rows that keep the block rows within the grid.
   const std::int64_t ny = p.fragment_k()             ? kSpmmFragmentRows
                           : options.rows_per_block ? options.rows_per_block
-                                                   : std::max(ceil_div(a.rows, kSpmmMaxBlockRows),
+                                                   : std::max(ceil_div(a.rows, target.max_grid_y),
                                                               rolled ? (p.step_lanes() > 1 && a.rows >= kStepLaneTwoRows ? 2 : 1)
                                                               : tall ? kTallRows
                                                                      : auto_rows_per_block(a.rows, ceil_div(thread_columns, p.layout.n_tile)));
@@ -535,9 +535,9 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
     throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
                                  ny, kSpmmMaxAccumulators));
   const std::int64_t blocks = ceil_div(a.rows, ny);
-  if (blocks > kSpmmMaxBlockRows)
+  if (blocks > target.max_grid_y)
     throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
-                                 blocks, ny, kSpmmMaxBlockRows));
+                                 blocks, ny, target.max_grid_y));
   // Clustered rows: the block rows are equal panels of A's rows regrouped by cluster_rows, planned as
   // the regrouped matrix; its nonzeros' indices are mapped back to A's below.
   // Tall plans over many column tiles cluster their rows where that cuts the B loads enough (see the
@@ -568,12 +568,12 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
   p.layout.groups =
       options.groups ? options.groups
-      : p.fragment_k() ? fragment_groups(fragments, thread_columns, p.layout.n_tile)
+      : p.fragment_k() ? fragment_groups(fragments, thread_columns, p.layout.n_tile, target)
       : rolled
           ? rolled_groups(blocks,
                           ceil_div(problem.n, std::int64_t{p.layout.n_tile} / p.step_lanes() * p.layout.cols_per_thread),
-                          p.layout.n_tile, tallest, p.step_lanes(), a.nnz())
-          : auto_groups(a, blocks, ceil_div(thread_columns, p.layout.n_tile), tallest, p.layout.n_tile, p.layout.cols_per_thread);
+                          p.layout.n_tile, tallest, p.step_lanes(), a.nnz(), target)
+          : auto_groups(a, blocks, ceil_div(thread_columns, p.layout.n_tile), tallest, p.layout.n_tile, p.layout.cols_per_thread, target);
   if (!options.n_tile && !options.groups && !p.fragment_k() && !p.half() && !rolled && p.layout.groups > 1) {
     const auto wide = static_cast<std::int32_t>(std::min<std::int64_t>(
         {std::int64_t{p.layout.n_tile} * p.layout.groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
@@ -581,9 +581,9 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
     if (wide > p.layout.n_tile && wide_grid >= kWideGrid) {
       p.layout.groups = std::max(1, p.layout.n_tile * p.layout.groups / wide);
       p.layout.n_tile = wide;
-    } else if (wide > p.layout.n_tile && a.nnz() > kLargeNnz && wide_grid <= kOneWaveBlocks && 2 * wide_grid > kOneWaveBlocks) {
+    } else if (wide > p.layout.n_tile && a.nnz() > kLargeNnz && wide_grid <= target.sm_count && 2 * wide_grid > target.sm_count) {
       p.layout.n_tile = wide;  // one wave of wide blocks, with the groups of the one-wave rule
-      p.layout.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.layout.cols_per_thread);
+      p.layout.groups = auto_groups(a, blocks, ceil_div(thread_columns, wide), tallest, wide, p.layout.cols_per_thread, target);
     } else {  // a tile of half the width (or a quarter), where that grid still has kWideGrid blocks
       for (std::int32_t half = wide / 2; half > p.layout.n_tile && half % 32 == 0; half /= 2)
         if (ceil_div(thread_columns, half) * blocks >= kWideGrid) {
@@ -623,7 +623,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
               return static_cast<std::int64_t>(s.entries.size()) >= options.stage_min_entries;
             }));
     const std::int64_t slot_bytes = std::int64_t{p.layout.block_x} * p.layout.cols_per_thread * 4;
-    const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / slot_bytes;
+    const std::int64_t fit = (target.shared_per_block - spmm_stage_offset(p)) / slot_bytes;
     const auto slots = static_cast<std::int32_t>(std::min<std::int64_t>({dense, fit, kSpmmMaxStageSlots}));
     if (slots > 0) {  // else nothing is dense (or nothing fits): the plan is the unstaged one
       p.unrolled()->stage_min_entries = options.stage_min_entries;
@@ -631,10 +631,10 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
     }
   }
   p.layout.shared_bytes = spmm_shared_bytes(p);
-  if (p.layout.shared_bytes > kSpmmMaxSharedBytes)
+  if (p.layout.shared_bytes > target.shared_per_block)
     throw UsageError(fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "
                                  "a block is launched with; take fewer groups or a smaller n tile",
-                                 p.layout.groups, p.layout.n_tile, p.layout.shared_bytes, kSpmmMaxSharedBytes));
+                                 p.layout.groups, p.layout.n_tile, p.layout.shared_bytes, target.shared_per_block));
   // One float accumulator per row, two for half plans accumulating in fp32 (a column pair); fragment
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const bool pairs = !p.half() && !rolled && p.layout.cols_per_thread == 2;  // two FMAs an entry
@@ -651,11 +651,11 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   p.hints.max_registers = options.max_registers
                         ? options.max_registers
                         : static_cast<std::int32_t>(std::min<std::int64_t>(
-                              kSpmmMaxRegisters,
+                              std::int64_t{target.max_registers_per_thread},
                               ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
-  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > kSpmmMaxRegisters)
+  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > target.max_registers_per_thread)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", p.hints.max_registers,
-                                 p.hints.estimated_registers, kSpmmMaxRegisters));
+                                 p.hints.estimated_registers, target.max_registers_per_thread));
   // B loads + FMAs (two an entry with fp32 pairs); a fragment takes its operand load and, for each
   // of the warp's 8 column groups, fragment_k / 2 B loads, their packing and one mma.
   p.hints.estimated_instructions = spmm_plan_loads(p) + spmm_plan_nnz(p) * (pairs ? 2 : 1) +
@@ -690,8 +690,9 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
 
 }  // namespace
 
-SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options) {
-  SpmmPlan p = plan_spmm_once(a, problem, options);
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
+                   const GpuTarget& target) {
+  SpmmPlan p = plan_spmm_once(a, problem, options, target);
   if (p.value_mode() == SpmmValueMode::rolled) return p;
   const std::int64_t rows = spmm_rows_with_code(p);
   if (rows <= kSpmmMaxRowsWithCode) return p;
@@ -704,7 +705,7 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
     SpmmOptions rolled = options;
     rolled.value_mode = SpmmValueMode::rolled;
     rolled.row_split = SpmmRowSplit::equal;
-    return plan_spmm_once(a, problem, rolled);
+    return plan_spmm_once(a, problem, rolled, target);
   }
   throw UsageError(fmt::format(
       "plan_spmm: this {} plan writes {} rows of C with code of their own, more than the {} an unrolled "

@@ -8,6 +8,7 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -153,6 +154,8 @@ SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
     if (word == to_string(s)) return s;
   throw UsageError(fmt::format("{}: '{}' is not equal, balanced or clustered", what, word));
 }
+
+std::int64_t spmm_max_rows(const GpuTarget& target) { return target.max_grid_y * kSpmmMaxAccumulators; }
 
 bool spmm_dtype(DType t) {
   return std::find(kSpmmDtypes.begin(), kSpmmDtypes.end(), t) != kSpmmDtypes.end();
@@ -365,7 +368,7 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
   return out;
 }
 
-std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
+std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const GpuTarget& target) {
   std::vector<std::string> errors;
   const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
   const SpmmProblem& pr = p.problem;
@@ -431,9 +434,9 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
       err("fragment plans need equal block rows of 16 rows and groups of whole warps");
   }
   if (p.layout.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
-  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > kSpmmMaxRegisters)
+  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > target.max_registers_per_thread)
     err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.hints.max_registers,
-                    p.hints.estimated_registers, kSpmmMaxRegisters));
+                    p.hints.estimated_registers, target.max_registers_per_thread));
   if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
     err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
   if (!errors.empty()) return errors;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 
 namespace sparsecc::tune {
@@ -55,8 +56,9 @@ std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, 
 // Empty when the built plan is acceptable as a candidate, else the rule it breaks.
 std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage emitter, const SpmmOptions& base,
                       const SpmmSpaceDims& dims) {
-  if (plan.hints.estimated_registers > kSpmmMaxRegisters)
-    return fmt::format("{} estimated registers exceed {}", plan.hints.estimated_registers, kSpmmMaxRegisters);
+  const std::int32_t most = default_gpu_target().max_registers_per_thread;
+  if (plan.hints.estimated_registers > most)
+    return fmt::format("{} estimated registers exceed {}", plan.hints.estimated_registers, most);
   if (plan.value_mode() == SpmmValueMode::baked && plan.hints.estimated_instructions > base.baked_instruction_budget)
     return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.hints.estimated_instructions,
                        base.baked_instruction_budget);
@@ -224,7 +226,7 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
   std::vector<std::int32_t> seen{given(p)};
   for (const std::int32_t extra : dims.register_headroom) {
     const std::int32_t cap = p.hints.max_registers + extra;
-    if (extra <= 0 || cap > kSpmmMaxRegisters) continue;
+    if (extra <= 0 || cap > default_gpu_target().max_registers_per_thread) continue;
     SpmmCandidate v;
     v.options = c.options;
     v.options.max_registers = cap;

@@ -99,16 +99,21 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
 // tensor cores cannot take (16x8, 16x16, 8x8).
 void set_blocklets(SpmmOptions& o, const std::string& spec);
 
-// The shapes plan_spmm takes, as a sentence: 1 to kSpmmMaxRows rows, at least one column.
-std::string spmm_shape_rule();
+// The shapes plan_spmm takes on `target`, as a sentence: 1 to spmm_max_rows(target) rows, at least one
+// column.
+std::string spmm_shape_rule(const GpuTarget& target = default_gpu_target());
 
 // Throws InputError at `where` (the file A came from) when plan_spmm cannot take A's shape: no rows,
-// no columns, or more than kSpmmMaxRows rows. Commands call it right after loading A.
-void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where);
+// no columns, or more than spmm_max_rows(target) rows. Commands call it right after loading A.
+void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where,
+                         const GpuTarget& target = default_gpu_target());
 
-// Throws UsageError when A has no rows or columns or more than kSpmmMaxRows rows, when the problem
-// does not match A, when explicit rows_per_block make more than kSpmmMaxBlockRows block rows, when Ny exceeds kSpmmMaxAccumulators, or when
+// Throws UsageError when A has no rows or columns or more than spmm_max_rows(target) rows, when the problem
+// does not match A, when explicit rows_per_block make more than the target's grid y limit of block rows, when Ny exceeds kSpmmMaxAccumulators, or when
 // T * Gy exceeds 1024 threads.
-SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {});
+// The target supplies the hardware figures the rules read: SM count, shared memory and registers a
+// block or thread may take, grid limits (default_gpu_target(): an H100, sm_90).
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {},
+                   const GpuTarget& target = default_gpu_target());
 
 }  // namespace sparsecc

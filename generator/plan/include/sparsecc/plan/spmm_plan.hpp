@@ -103,6 +103,9 @@
 
 namespace sparsecc {
 
+struct GpuTarget;                      // sparsecc/target/target.hpp
+const GpuTarget& default_gpu_target();  // likewise
+
 enum class SpmmNMode { fixed, runtime };       // N compiled in, or read from the kernel's `n` argument
 // Weights as literals, read from `values` in emission order, or a loop over a step table (above).
 enum class SpmmValueMode { baked, streamed, rolled };
@@ -274,15 +277,12 @@ const char* to_string(SpmmFamily family);
 inline constexpr std::int32_t kSpmmMaxAccumulators = 64;
 // Registers a thread needs beside its accumulators (addresses, indices, loads in flight).
 inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
-// Block rows run along grid y, which CUDA limits to 65535 blocks.
-inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
-// The most rows of A an SpMM executor takes: kSpmmMaxBlockRows block rows of kSpmmMaxAccumulators rows.
-inline constexpr std::int64_t kSpmmMaxRows = kSpmmMaxBlockRows * kSpmmMaxAccumulators;
-// The hardware's registers per thread (the largest max_registers).
-inline constexpr std::int32_t kSpmmMaxRegisters = 255;
-// Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
-// to more).
-inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
+// The hardware limits a plan is held to come from its GpuTarget: block rows run along grid y
+// (target.max_grid_y), a block takes at most target.shared_per_block bytes of dynamic shared memory
+// (the runtime launches without opting in to more), and max_registers is at most
+// target.max_registers_per_thread.
+// The most rows of A an SpMM executor takes: max_grid_y block rows of kSpmmMaxAccumulators rows.
+std::int64_t spmm_max_rows(const GpuTarget& target = default_gpu_target());
 // Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
 // next grid launch early. On an H100, with the same executors launched programmatically against
 // plainly in graphs of 100 (SparseRT suite at batch 1, 90 and 95 %; DLMC ResNet-50 0.9 at batch 1;
@@ -410,7 +410,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover positions 0..M exactly once in order, row_order is a permutation of
 // 0..M exactly when the split is clustered (fp32 unrolled plans only), every nonzero of A appears
-// exactly once at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// exactly once at its own (row, k), max_registers is in estimated_registers..target.max_registers_per_thread, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget. Rolled plans: dtype
 // f32, no fragments, cols_per_thread 2. Half plans: dtype
@@ -418,7 +418,8 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // fragment_k 8 or 16, block rows of 16 rows at multiples of 16, groups of whole warps; each fragment
 // at a distinct multiple of fragment_k, its entries A's own (row, column) or -1 (a nonzero of A is
 // in exactly one step or fragment).
-std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
+std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a,
+                                    const GpuTarget& target = default_gpu_target());
 
 nlohmann::json to_json(const SpmmPlan& plan);
 // Throws UsageError on a malformed document.
