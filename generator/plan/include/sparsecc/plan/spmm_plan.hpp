@@ -284,19 +284,13 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 // The most rows of A an SpMM executor takes: max_grid_y block rows of kSpmmMaxAccumulators rows.
 std::int64_t spmm_max_rows(const GpuTarget& target = default_gpu_target());
 // Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
-// next grid launch early. On an H100, with the same executors launched programmatically against
-// plainly in graphs of 100 (SparseRT suite at batch 1, 90 and 95 %; DLMC ResNet-50 0.9 at batch 1;
-// DLMC Transformer 0.9 at N = 256: 190 kernels), every mode forced on every kernel in turn:
-// - the wait alone gained on all but one (0.998x), geomean 1.07-1.13x per set;
-// - the wait and the trigger gained more on rolled kernels and on unrolled ones of at most 12k
-//   instructions (rolled and small kernels together: 1.12-1.18x against 1.08-1.15x), with no loss;
-// - but 51 unrolled kernels of 16.9k instructions or more ran 0.67-0.99x as fast as plainly with the
-//   trigger (p08 at 95 % 4.65 -> 6.90 us; near-identical layers lost or gained run to run).
+// next grid launch early (the trigger slowed large unrolled kernels down).
+// Evidence: docs/design/spmm-plan-evidence.md#programmatic-trigger
 inline constexpr std::int64_t kSpmmProgrammaticTriggerInstructions = 12000;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
-// Rolled plans at a fixed N of at most this many columns take step lanes automatically (at N = 16
-// they measured even with the one-step-a-warp layout: 0.87-1.19x on six layers).
+// Rolled plans at a fixed N of at most this many columns take step lanes automatically.
+// Evidence: docs/design/spmm-plan-evidence.md#step-lanes
 inline constexpr std::int32_t kSpmmStepLaneColumns = 8;
 // The step lanes that give every lane of a warp a column at N: 32 / N rounded up to a power of two
 // (1 from N = 32).
