@@ -562,8 +562,8 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
 // N = 256 (their features refreshed with `tune --refresh-features`), and two runs over the 95 %
 // Transformer layers (attention, feed-forward). The shipped predictor is the fit of the three
 // ResNet-50 files (the test refits them and compares) and is scored on the Transformer files, which
-// it never saw: regression floors a little under what it reaches there (see the README's Tuning
-// section).
+// it never saw: regression floors a little under what it reaches there (see
+// docs/performance/2026-11-24-tuning-predictor.md).
 TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   const auto dir = test::source_dir() / "tests/data/tuning";
   const std::vector<std::filesystem::path> rn50_paths{dir / "h100_dlmc_rn50_b1_tune.json",
@@ -671,7 +671,7 @@ TEST(TunePredictor, RanksWholeSpacesTimedExhaustively) {
 // why `compile --db FILE --cold-l2` keeps the automatic plan without a cold record: timed cold, the
 // shipped (warm) predictor's top choice ran slower than the automatic plan, and a refit on the cold
 // ResNet-50 timings, though it ranks better out of sample, did not beat the automatic plan either
-// (the README's "Tuned for cold L2" gives the figures these floors sit under).
+// (docs/performance/2026-11-25-tuning-cold-l2.md gives the figures these floors sit under).
 TEST(TunePredictor, ColdTimingsKeepTheAutomaticPlanForColdLookups) {
   const auto dir = test::source_dir() / "tests/data/tuning";
   const std::vector<std::filesystem::path> sparsert{dir / "h100_sparsert90_b1_cold_tune.json",

@@ -40,6 +40,7 @@
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -128,20 +129,17 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
     b.skipped = fmt::format("{} unrolled nonzeros > --max-nnz {}", unrolled, max_nnz);
     return b;
   }
+  pipeline::SpmmRequest request;
+  request.problem = pr;
+  request.emit = KernelLanguage::cuda;
+  request.long_cuda = pipeline::LongCompile::allow;  // --max-nnz bounds the bench's compiles
+  request.name = p.name;
+  request.compile_threads = 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel k = emit_spmm_cuda(b.plan, p.a);
-  CudaCompileOptions co;
-  co.arch = "sm_90";
-  co.extra.push_back(kPtxasVerbose);
-  co.threads = 1;
-  const CudaCompileResult r = compile_kernel(k, p.name, co);
+  pipeline::SpmmArtifact art = pipeline::compile_spmm_plan(b.plan, p.a, request, gpu_target("sm_90"));
   b.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  b.usage = resource_usage(r);
-  b.bundle.metadata = spmm_bundle_metadata(b.plan, p.a, "sm_90");
-  b.bundle.cubin = r.cubin;
-  b.bundle.ptx = r.ptx;
-  b.bundle.values = k.packed_values;
-  b.bundle.fragments = k.fragment_words;
+  b.usage = art.usage;
+  b.bundle = std::move(*art.bundle);
   return b;
 }
 

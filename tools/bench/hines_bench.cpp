@@ -26,6 +26,7 @@
 #include "sparsecc/cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
@@ -71,10 +72,9 @@ DeviceBuffer upload(const std::vector<Real>& v) {
 template <typename Real>
 Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& plan, const std::vector<double>& b,
                  const HinesAccuracy& acc, const TimingOptions& timing) {
-  CudaCompileOptions o;
-  o.arch = ctx.device().arch();
-  const CompiledHines c = compile_hines(plan, o);
-  const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, o.arch);
+  const pipeline::HinesArtifact art = pipeline::compile_hines_plan(plan, s, gpu_target(ctx.device().arch()));
+  const rt::Bundle& bundle = *art.bundle;
+  const CompiledHines& c = *art.compiled;
   const rt::HinesExecutor ex = rt::HinesExecutor::load_bytes(rt::bundle_bytes(bundle), "bench", ctx);
   DeviceBuffer d = upload(cast<Real>(s.diag)), u = upload(cast<Real>(s.upper)), l = upload(cast<Real>(s.lower)),
                bb = upload(cast<Real>(b));

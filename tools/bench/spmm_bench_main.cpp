@@ -55,9 +55,11 @@
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
+#include "spmm_flags.hpp"
 #include "tune_lookup.hpp"
 
 namespace {
@@ -65,7 +67,7 @@ namespace {
 using namespace sparsecc;
 using namespace sparsecc::bench;
 
-struct Args {
+struct Args : flags::SpmmPlanFlags {
   std::string suite = "sparsert";
   double sparsity = 0.9;
   int batch = 1;
@@ -77,20 +79,7 @@ struct Args {
   int jobs = 0;
   std::string arch = "sm_90";
   std::string emit = "ptx";  // ptx | cuda | both
-  std::int32_t rows_per_block = 0;
-  std::int32_t n_tile = 0;
-  std::int32_t groups = 0;
-  std::int32_t cols_per_thread = 0;
-  std::int32_t step_lanes = 0;
   std::int64_t n = 0;  // > 0: every problem's N
-  std::int32_t max_registers = 0;
-  std::int32_t assembler_opt = -1;  // -1: automatic
-  bool balanced = false;
-  bool equal_rows = false;
-  bool clustered_rows = false;
-  std::int32_t stage_dense = 0;
-  std::string values = "auto";  // baked | streamed | auto
-  std::string programmatic = "auto";  // auto | off | wait | trigger
   bool compile_only = false;
   bool sweep = false;
   bool network = false;
@@ -106,25 +95,7 @@ std::vector<KernelLanguage> emitters(const Args& args) {
   return {parse_kernel_language(args.emit)};
 }
 
-SpmmOptions plan_options(const Args& args) {
-  SpmmOptions o;
-  o.rows_per_block = args.rows_per_block;
-  o.n_tile = args.n_tile;
-  o.groups = args.groups;
-  o.cols_per_thread = args.cols_per_thread;
-  o.step_lanes = args.step_lanes;
-  o.max_registers = args.max_registers;
-  if (args.assembler_opt >= 0) o.assembler_opt_level = args.assembler_opt;
-  if (args.balanced + args.equal_rows + args.clustered_rows > 1)
-    throw UsageError("--balanced, --equal-rows and --clustered-rows exclude each other");
-  if (args.balanced) o.row_split = SpmmRowSplit::balanced;
-  if (args.equal_rows) o.row_split = SpmmRowSplit::equal;
-  if (args.clustered_rows) o.row_split = SpmmRowSplit::clustered;
-  if (args.values != "auto") o.value_mode = parse_value_mode(args.values, "--values");
-  o.stage_min_entries = args.stage_dense;
-  o.programmatic = parse_programmatic(args.programmatic, "--programmatic");
-  return o;
-}
+SpmmOptions plan_options(const Args& args) { return flags::spmm_options(args, "f32"); }
 
 // The plan overrides in words ("automatic" when there are none).
 std::string describe_overrides(const Args& args) {
@@ -212,12 +183,16 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
                          const std::vector<KernelLanguage>& languages, const std::string& name) {
   Compiled c;
   try {
-    SpmmProblem p;
-    p.m = a.rows;
-    p.k = a.cols;
-    p.n = n;
+    pipeline::SpmmRequest request;
+    request.problem.m = a.rows;
+    request.problem.k = a.cols;
+    request.problem.n = n;
+    request.options = options;
+    request.long_cuda = pipeline::LongCompile::allow;  // --max-nnz bounds the bench's compiles
+    request.name = name;
+    request.compile_threads = 1;  // the problems compile in parallel already
     const auto t0 = std::chrono::steady_clock::now();
-    const SpmmPlan plan = plan_spmm(a, p, options);
+    SpmmPlan plan = plan_spmm(a, request.problem, options);
     if (const auto problems = check_plan(plan, a); !problems.empty())
       throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
     c.plan_seconds = seconds_since(t0);
@@ -226,26 +201,19 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.b_loads = spmm_plan_loads(plan);
     c.column_tiles = plan.column_tiles(n);
     c.reads_values = plan.value_mode() != SpmmValueMode::baked;
-    const rt::BundleMetadata metadata = spmm_bundle_metadata(plan, a, args.arch);
+    const GpuTarget target = gpu_target(args.arch);
     for (const KernelLanguage language : languages) {
       Build b;
       b.language = language;
       try {
-        const auto t1 = std::chrono::steady_clock::now();
-        const EmittedKernel k = emit_spmm(plan, a, language, args.arch);
-        b.emit_seconds = seconds_since(t1);
-        CudaCompileOptions o;
-        o.arch = args.arch;
-        o.extra.push_back(kPtxasVerbose);
-        o.threads = 1;  // the problems compile in parallel already
-        const CudaCompileResult r = compile_kernel(k, name, o);
-        b.seconds = seconds_since(t1);
-        b.compile_seconds = r.seconds;
-        b.usage = resource_usage(r);
-        b.bundle.metadata = metadata;
-        b.bundle.cubin = r.cubin;
-        b.bundle.ptx = r.ptx;
-        b.bundle.values = k.packed_values;
+        request.emit = language;
+        pipeline::SpmmArtifact art = pipeline::compile_spmm_plan(plan, a, request, target);
+        for (const pipeline::StepCost& step : art.report.steps)
+          if (step.step == "emit") b.emit_seconds = step.seconds;
+        b.compile_seconds = art.compiled.seconds;
+        b.seconds = b.emit_seconds + b.compile_seconds;
+        b.usage = art.usage;
+        b.bundle = std::move(*art.bundle);
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format("{} emitter: {}", to_string(language), e.what()));
       }
@@ -868,47 +836,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-nnz", args.max_nnz, "skip matrices with more nonzeros (compile time)")
       ->capture_default_str();
   app.add_option("--jobs", args.jobs, "parallel compilations (default: all cores)");
-  app.add_option("--arch", args.arch, "architecture to compile for")->capture_default_str();
+  flags::add_arch_flag(&app, args.arch, "architecture to compile for");
   app.add_option("--emit", args.emit,
                  "emitter whose executor is verified and timed: direct PTX (nvJitLink), CUDA C++ (NVRTC), "
                  "or both (both verified and compared bit for bit, PTX timed)")
       ->check(CLI::IsMember({"ptx", "cuda", "both"}))
       ->capture_default_str();
-  app.add_option("--rows-per-block", args.rows_per_block, "plan: rows of A per thread block (0: automatic)")
-      ->check(CLI::Range(0, 64));
-  app.add_option("--n-tile", args.n_tile, "plan: columns of C per thread group (0: automatic)")
-      ->check(CLI::Range(0, 1024));
-  app.add_option("--cols-per-thread", args.cols_per_thread,
-                 "plan: columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
-      ->check(CLI::Range(0, 2));
-  app.add_option("--groups", args.groups, "plan: thread groups splitting K (0: automatic)")
-      ->check(CLI::Range(0, 32));
-  app.add_option("--step-lanes", args.step_lanes, "plan: rolled plans' step lanes (0: automatic)")
-      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32}));
+  flags::add_spmm_plan_flags(&app, args);
   app.add_option("--n", args.n, "every problem's N instead of the suite's (after --batch)")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-registers", args.max_registers, "plan: register cap per thread (0: automatic)")
-      ->check(CLI::Range(0, 255));
-  app.add_option("--assembler-opt", args.assembler_opt, "plan: ptxas optimization level 0..3 (-1: automatic)")
-      ->check(CLI::Range(-1, 3));
-  app.add_flag("--balanced", args.balanced, "plan: balance block rows by nonzeros instead of equal panels");
-  app.add_flag("--equal-rows", args.equal_rows,
-               "plan: equal row panels even where the rule would balance or cluster them");
-  app.add_flag("--clustered-rows", args.clustered_rows,
-               "plan: equal panels of rows regrouped so that a panel's rows share columns (fp32 unrolled)");
-  app.add_option("--stage-dense", args.stage_dense,
-                 "plan: copy B of steps with at least this many nonzeros to shared memory with cp.async (fp32 "
-                 "unrolled; 0: none)")
-      ->check(CLI::Range(0, 64));
-  app.add_option("--values", args.values,
-                 "plan: weights baked into the code, streamed from an array, a step table loop (rolled), or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
-      ->capture_default_str();
-  app.add_option("--programmatic", args.programmatic,
-                 "plan: programmatic dependent launch: auto (the rule), off, wait (wait for the "
-                 "previous kernel) or trigger (also let the next kernel launch as each block row ends)")
-      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
-      ->capture_default_str();
   app.add_flag("--sweep", args.sweep,
                "also try a grid of plans per problem (rows per block, groups, n tile, register cap), "
                "verify each, and report the fastest next to the automatic plan");

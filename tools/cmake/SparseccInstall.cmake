@@ -12,7 +12,8 @@ set_target_properties(sparsecc_core PROPERTIES EXPORT_NAME core)
 set_target_properties(sparsecc_generator PROPERTIES EXPORT_NAME generator)
 set_target_properties(sparsecc PROPERTIES EXPORT_NAME sparsecc)
 
-install(TARGETS sparsecc_bundle_format sparsecc_runtime sparsecc_core sparsecc_generator sparsecc
+install(TARGETS sparsecc_bundle_format sparsecc_runtime sparsecc_core sparsecc_codegen sparsecc_pipeline sparsecc_tune
+                sparsecc_generator sparsecc
         EXPORT sparseccTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

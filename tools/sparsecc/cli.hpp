@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/pipeline/inputs.hpp"
+#include "sparsecc/pipeline/run.hpp"
+
 namespace sparsecc::cli {
 
 inline constexpr int kExitOk = 0;
@@ -26,9 +29,14 @@ inline const CLI::Validator kOutputPath(
     [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); }, "PATH",
     "an output path");
 
-// The files named by input specs FILE or FILE:TENSOR (both readings where they differ), for the
-// output checks (sparsecc/common/output.hpp); empty specs are left out.
-std::vector<std::string> input_paths(const std::vector<std::string>& specs);
+// The library's names the commands use unqualified.
+using pipeline::compare_spmm;
+using pipeline::input_paths;
+using pipeline::random_check_input;
+using pipeline::run_spmm_on_gpu;
+using pipeline::spmm_check_tolerance;
+using pipeline::SpmmCheck;
+using pipeline::SpmmGpuInputs;
 
 // Each registers its sub-command on `app`; the callback stored in `run` executes it and returns the
 // exit status.

@@ -23,7 +23,7 @@
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/model/model.hpp"
-#include "sparsecc/tune/tuner.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "spmm_options.hpp"
 #include "tune_lookup.hpp"
 
@@ -40,6 +40,7 @@ struct CompileModelArgs {
   SpmmArgs spmm;  // values, dtype, accumulate, blocklets
   std::string emit = "ptx";
   bool emit_given = false;
+  bool allow_long = false;
   std::string arch = "sm_90";
   std::string db;
   std::string gpu;
@@ -67,30 +68,33 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
-  SpmmOptions options = spmm_options(args.spmm);
-  std::string emit = problem.dtype != DType::f32 && !args.emit_given ? "cuda" : args.emit;
+  pipeline::SpmmRequest request;
+  request.problem = problem;
+  request.options = spmm_options(args.spmm);
+  request.bias = layer.bias;
+  if (args.emit_given) request.emit = parse_kernel_language(args.emit);
+  request.long_cuda = args.allow_long ? pipeline::LongCompile::allow
+                      : args.emit_given ? pipeline::LongCompile::refuse
+                                        : pipeline::LongCompile::take_ptx;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
-    const TunedChoice tuned = choose_tuned_plan(
-        args.db, layer.a, problem, options, parse_kernel_language(emit), args.arch, args.gpu, args.cold_l2);
-    options = tuned.options;
-    emit = to_string(tuned.emitter);
+    const TunedChoice tuned =
+        choose_tuned_plan(args.db, layer.a, problem, request.options,
+                          request.emit.value_or(pipeline::emitter_default(problem)), args.arch, args.gpu, args.cold_l2);
+    request.options = tuned.options;
+    request.emit = tuned.emitter;
     choice = tuned.how;
   }
-  tune::SpmmCandidate candidate;
-  candidate.options = options;
-  candidate.emitter = parse_kernel_language(emit);
-  candidate.plan = plan_spmm(layer.a, problem, options);
-  if (candidate.plan.value_mode() == SpmmValueMode::rolled) {  // a rolled kernel is CUDA C++ whatever was asked
-    candidate.emitter = KernelLanguage::cuda;
-    emit = to_string(candidate.emitter);
-  }
-  if (const auto problems = check_plan(candidate.plan, layer.a); !problems.empty())
-    throw std::runtime_error(fmt::format("layer {}: the inspector produced an invalid plan: {}", layer.name,
-                                         problems.front()));
   const auto t0 = std::chrono::steady_clock::now();
-  const rt::Bundle bundle = tune::compile_spmm_candidate(candidate, layer.a, args.arch, layer.bias);
+  pipeline::SpmmArtifact art;
+  try {
+    art = pipeline::compile_spmm(layer.a, request, gpu_target(args.arch));
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("layer {}: {}", layer.name, e.what()));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const rt::Bundle& bundle = *art.bundle;
+  const std::string emit = to_string(art.kernel.language);
 
   LayerResult r;
   r.file = layer_file_name(index, layer.name);
@@ -123,7 +127,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                          "{} group(s), {} values, {} in {:.2f} s -> {}",
                          layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density,
                          md.bias ? ", bias" : "", md.relu ? ", ReLU" : "", md.block_rows,
-                         candidate.plan.layout.rows_per_block, md.n_tile, candidate.plan.layout.groups, md.values_mode, emit,
+                         art.plan.layout.rows_per_block, md.n_tile, art.plan.layout.groups, md.values_mode, emit,
                          seconds, r.file);
   if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
   return r;
@@ -289,28 +293,19 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
                 "Apply ReLU after every layer (ONNX: layers followed by a Relu get it anyway)");
   cmd->add_option("--relu-select", args->layers.relu_select,
                   "Apply ReLU after the layers whose name matches this regular expression");
-  cmd->add_option("--values", args->spmm.values, "Weights as code literals (baked), from an array (streamed), a step table loop (rolled, fp32), or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
-      ->capture_default_str();
+  flags::add_values_flag(cmd, args->spmm);
   cmd->add_option("--dtype", args->spmm.dtype, "Element type of B and C")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--accumulate", args->spmm.accumulate, "Accumulation for f16 / bf16: f32 or the dtype")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--blocklets", args->spmm.blocklets, "Tensor-core tiles for f16 / bf16: off, auto or BHxBW[:FILL]")
-      ->capture_default_str();
-  cmd->add_option("--programmatic", args->spmm.programmatic,
-                  "Programmatic dependent launch: auto (the rule), off, wait or trigger (fp32) "
-                  "(see sparsecc compile --help)")
-      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
-      ->capture_default_str();
+  flags::add_half_flags(cmd, args->spmm);
+  flags::add_programmatic_flag(cmd, args->spmm);
   cmd->add_option("--emit", args->emit, "Emitter: ptx (fp32) or cuda")
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--arch", args->arch, "GPU architecture of the cubins (PTX is included for others)")
-      ->check(CLI::IsMember({"sm_90", "sm_90a", "sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}))
-      ->capture_default_str();
+  flags::add_arch_flag(cmd, args->arch, "GPU architecture of the cubins (PTX is included for others)");
+  cmd->add_flag("--allow-long-compile", args->allow_long,
+                "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without --emit, "
+                "taking the PTX route)");
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
   cmd->add_flag("--cold-l2", args->cold_l2,

@@ -14,12 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "spmm_run.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/matrix_summary.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
@@ -64,25 +65,24 @@ struct LayerResult {
 LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::vector<double>& bias,
                          const DenseMatrix& ref, bool quiet) {
   SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, DType::f32};
-  const SpmmPlan plan = plan_spmm(a, problem);
-  auto t0 = std::chrono::steady_clock::now();
-  const EmittedKernel kernel = emit_spmm(plan, a, KernelLanguage::ptx);
-  CudaCompileOptions options;
-  options.extra.push_back(kPtxasVerbose);
-  const CudaCompileResult compiled = compile_kernel(kernel, "demo_layer", options);
-  const double gen_s = seconds_since(t0);
-  const ResourceUsage usage = resource_usage(compiled);
+  pipeline::SpmmRequest request;
+  request.problem = problem;
+  request.emit = KernelLanguage::ptx;
+  request.bias = bias;
+  request.name = "demo_layer";
+  const pipeline::SpmmArtifact art = pipeline::compile_spmm(a, request, default_gpu_target());
+  const SpmmPlan& plan = art.plan;
+  const EmittedKernel& kernel = art.kernel;
+  const CudaCompileResult& compiled = art.compiled;
+  double gen_s = 0;
+  for (const pipeline::StepCost& step : art.report.steps)
+    if (step.step != "plan" && step.step != "bundle") gen_s += step.seconds;
+  const ResourceUsage& usage = art.usage;
 
   std::vector<double> got;
   std::string how, why;
   if (rt::driver_available(&why)) {
-    rt::Bundle bundle;
-    bundle.metadata = spmm_bundle_metadata(plan, a, options.arch);
-    bundle.cubin = compiled.cubin;
-    bundle.ptx = compiled.ptx;
-    bundle.values = kernel.packed_values;
-    bundle.bias.assign(bias.begin(), bias.end());
-    got = run_spmm_on_gpu(bundle, "demo layer", b, b.cols, how);
+    got = run_spmm_on_gpu(*art.bundle, "demo layer", b, b.cols, how);
   } else {
     got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, &bias).data;
     how = fmt::format("plan interpreter (no GPU: {})", why);
@@ -226,12 +226,12 @@ class NeuronSolver {
 // right-hand side, and the soma trace against the reference's.
 LayerResult run_hines_executor(const HinesSystem& h, const std::vector<double>& inject,
                                const std::vector<double>& ref_trace, std::int32_t soma, bool quiet) {
-  const HinesPlan plan = plan_hines(h, 1, "f64");
-  auto t0 = std::chrono::steady_clock::now();
-  const CompiledHines compiled = compile_hines(plan, CudaCompileOptions{});
-  const double compile_s = seconds_since(t0);
-  NeuronSolver solver(plan, h,
-                      hines_bundle(plan, compiled.schedule, h, compiled.code.cubin, compiled.code.ptx, "sm_90"));
+  pipeline::HinesRequest request;
+  pipeline::HinesArtifact art = pipeline::compile_hines(h, request, default_gpu_target());
+  const HinesPlan& plan = art.plan;
+  const CompiledHines& compiled = *art.compiled;
+  const double compile_s = compiled.code.seconds;
+  NeuronSolver solver(plan, h, std::move(*art.bundle));
   std::vector<double> v(h.diag.size(), h.leak_reversal_mv), trace;
   double worst = 0, tolerance = kF64ToleranceFloor;
   std::int64_t unwritten = 0;

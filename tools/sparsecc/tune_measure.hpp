@@ -19,7 +19,8 @@
 #include "sparsecc/runtime/timing.hpp"
 #include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/tuner.hpp"
-#include "spmm_run.hpp"
+#include "cli.hpp"
+#include "sparsecc/pipeline/run.hpp"
 
 namespace sparsecc::cli {
 

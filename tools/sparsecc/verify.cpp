@@ -8,7 +8,7 @@
 
 #include "cli.hpp"
 #include "hines_verify.hpp"
-#include "spmm_run.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"

@@ -14,6 +14,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 
 namespace sparsecc::tune {
 
@@ -31,10 +32,7 @@ struct Compiled {
 }  // namespace
 
 rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const std::string& arch) {
-  CudaCompileOptions co;
-  co.arch = arch;
-  const CompiledHines compiled = compile_hines(c.plan, co);
-  return hines_bundle(c.plan, compiled.schedule, system, compiled.code.cubin, compiled.code.ptx, arch);
+  return std::move(*pipeline::compile_hines_plan(c.plan, system, gpu_target(arch)).bundle);
 }
 
 nlohmann::json hines_options_json(const HinesOptions& o) {

@@ -14,6 +14,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 
@@ -78,12 +79,12 @@ TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed
 
 rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const std::string& arch,
                                   const std::vector<double>& bias) {
-  const EmittedKernel kernel = emit_spmm(c.plan, a, c.emitter, arch);
-  CudaCompileOptions options;
-  options.arch = arch;
-  CudaCompileResult compiled = compile_kernel(kernel, c.plan.hints.kernel_name, options);
-  return make_spmm_bundle(c.plan, a, arch, std::move(compiled.cubin), std::move(compiled.ptx), kernel.packed_values,
-                          kernel.fragment_words, bias);
+  pipeline::SpmmRequest request;
+  request.problem = c.plan.problem;
+  request.emit = c.emitter;
+  request.bias = bias;
+  request.long_cuda = pipeline::LongCompile::allow;  // the tuner budgets its compiles itself
+  return std::move(*pipeline::compile_spmm_plan(c.plan, a, request, gpu_target(arch)).bundle);
 }
 
 TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const std::string& gpu,
@@ -172,8 +173,8 @@ std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a) {
   return unplanned;
 }
 
-// What the budget expects a rolled candidate's compile to take (NVRTC of a small loop: 0.1-0.4 s
-// measured, whatever the matrix).
+// What the budget expects a rolled candidate's compile to take (NVRTC of a small loop, whatever the
+// matrix). Evidence: docs/design/evidence.md#rolled-compile-seconds
 constexpr double kRolledCompileSeconds = 1.0;
 
 TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,

@@ -17,9 +17,8 @@ struct LaunchTimingOptions {
   int launches_per_graph = 100;  // consecutive enqueues captured in one graph
   int repetitions = 21;          // graph replays, each one sample
   // Graph replays before the samples until this much wall time has passed (at least one): a GPU
-  // that was idle (a tuner waiting for compiles) ramps its clocks up meanwhile. Without it the
-  // first candidates a tuner timed after a pause measured 1.3 % slower in geometric mean (up to
-  // 10 % on 2-3 us kernels) than the same plans timed on a busy GPU (H100, DLMC ResNet-50).
+  // that was idle (a tuner waiting for compiles) ramps its clocks up meanwhile.
+  // Evidence: docs/design/evidence.md#timing-warm-up
   double warmup_seconds = 0.025;
 };
 

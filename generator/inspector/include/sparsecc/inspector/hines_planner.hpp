@@ -10,8 +10,8 @@
 //
 // Execution rule: levels whose largest cell has more than block_rows rows run as grid-wide kernels,
 // the rest in the per-cell block kernel; block_threads covers the first block level's largest cell
-// (a multiple of 32, at most 1024, 512 for R > 1), and at most 512 when there are many cells (the
-// fastest on 500 CA1 cells on an H100 among 64..1024).
+// (a multiple of 32, at most 1024, 512 for R > 1), and at most 512 when there are many cells.
+// Evidence: docs/design/evidence.md#hines-block-threads
 #pragma once
 
 #include <cstdint>
@@ -52,16 +52,10 @@ struct HinesOptions {
 inline constexpr std::int32_t kHinesMaxDepth = 32;
 inline constexpr std::int32_t kHinesMaxBaseFunctions = 64;
 
-// The default K of the block kernel's levels for R right-hand sides: 6 for R = 1, else 3. Measured on
-// an H100 over forests of 500 cells of five real morphologies (CA1, Allen, FlyWire T4, retina, L5PC)
-// at K 3, 4, 6 and 8: at R = 1, K 6 was the fastest or within 1 % of it in 9 of 10 cases (geometric
-// mean 1.23x over K 3 in f64, 1.16x in f32): a level fewer, chains of 5 rows that one register pass
-// eliminates, and more of the per-cell workspace in shared memory. Above R = 1 no K won throughout
-// (R 8 on all five, R 2 and 4 on CA1 and FlyWire): in f64, K 4 by 2-4 % at R 2 and 8 % at R 8 but
-// K 3 by 9-12 % at R 4; in f32, K 3 or 4 at R 2, K 6 by 1.4x at R 4, K 3 at R 8 (on four of five).
-// NeuroM's test cell (843 rows, more junctions than chains from its second level on) took K 4 at
-// R 1 (1.19x over K 6 in f64).
-// `sparsecc tune` searches K for a given forest, R and precision.
+// The default K of the block kernel's levels for R right-hand sides: 6 for R = 1 (a level fewer,
+// chains of 5 rows that one register pass eliminates, more of the per-cell workspace in shared
+// memory), else 3, where no K wins throughout. `sparsecc tune` searches K for a given forest, R and
+// precision. Evidence: docs/design/evidence.md#hines-k-rule
 std::int32_t hines_k_rule(std::int32_t rhs);
 // The default per-cell base threshold for R right-hand sides on the GPU: max(8, 64 / R).
 std::int32_t hines_base_threshold(std::int32_t rhs);

@@ -56,9 +56,11 @@ struct SpmmRequest {
   std::vector<std::string> ptxas;      // extra ptxas options ("-O1", ...), without -Xptxas=
   std::vector<double> bias;            // one value per row when problem.bias, else empty
   LongCompile long_cuda = LongCompile::refuse;
-  double max_cuda_seconds = 120;
+  double max_cuda_seconds = 60;
   ProgressSink progress;               // empty: no progress lines
   bool bundle = true;                  // false: stop after compile (no bundle in the artifact)
+  std::string name;                    // the compile's label in logs; empty: the plan's kernel name
+  unsigned compile_threads = 0;        // PTX route: modules assembled at once (0: one per hardware thread)
 };
 
 struct SpmmReport {
@@ -92,9 +94,14 @@ struct CompileEstimate {
 CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage language);
 
 // plan_spmm -> check_plan -> emit -> compile -> (bundle) for `a` on `target`. Throws UsageError for
-// options the planner refuses or a refused long compile, InternalError when the planner's plan fails
-// check_plan, CompileError when NVRTC / nvJitLink fail.
+// options the planner refuses or a refused long compile, std::runtime_error when the planner's plan
+// fails check_plan, CompileError when NVRTC / nvJitLink fail. request.problem and request.options
+// give the plan; the rest of the request the later steps.
 SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target);
+// The same from a plan made already (a tuner's candidate): emit -> compile -> (bundle). `steps` are
+// the costs of the steps before (the plan's), carried into the report.
+SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target,
+                               std::vector<StepCost> steps = {});
 
 struct HinesRequest {
   std::int32_t rhs = 1;
@@ -116,6 +123,10 @@ struct HinesArtifact {
 };
 
 // plan_hines -> check_hines_plan -> schedule -> emit -> compile -> bundle for `system` on `target`.
+// Throws std::runtime_error when the planner's plan fails check_hines_plan.
 HinesArtifact compile_hines(const HinesSystem& system, const HinesRequest& request, const GpuTarget& target);
+// The same from a plan made already (a tuner's candidate): schedule -> emit -> compile -> bundle.
+HinesArtifact compile_hines_plan(HinesPlan plan, const HinesSystem& system, const GpuTarget& target,
+                                 const ProgressSink& progress = {}, std::vector<StepCost> steps = {});
 
 }  // namespace sparsecc::pipeline

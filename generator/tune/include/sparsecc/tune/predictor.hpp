@@ -60,13 +60,8 @@
 //
 // The shipped coefficients (generator/tune/data/spmm_predictor.json, compiled in by CMake) are the fit
 // of three H100 tuning databases of the DLMC ResNet-50 layers at batch 1 (tests/data/tuning: two at
-// 90 %, one at 95 %; 86 problems, 1151 timed unrolled plans). On the 96 DLMC Transformer 90 % layers
-// at N = 256 and the 17 Transformer 95 % attention layers with two or more timed plans (tuned on the
-// same GPU, never fitted on) it puts its top choice within 10 % of the measured best on 97.9 % and
-// 100 % and the best in its top 3 on 94.8 % and 94.1 % (evaluate_predictor's default, variants
-// folded); the fit of the 90 % databases alone reached 97.9 % / 90.6 % and 88.2 % / 35.3 %. On the
-// 24 Transformer 95 % feed-forward layers, tuned after it was shipped: 91.7 % / 100 %. Many
-// candidates lie within 1-3 % of each other, about as far apart as two timings of one plan.
+// 90 %, one at 95 %; 86 problems, 1151 timed unrolled plans), scored on DLMC Transformer layers it
+// was never fitted on. Evidence: docs/design/evidence.md#predictor-fit
 #pragma once
 
 #include <cstddef>

@@ -113,27 +113,25 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
 
 // The winner `c` with two adjacent columns a thread (SpmmOptions::cols_per_thread 2) and the same rows,
 // n tile, groups and split, when dims.try_column_pairs and the plan can take it: an unrolled fp32 plan
-// at a fixed even N within the baked code budget (the pair's FMAs are twice as many). Measured on an
-// H100 it helps the largest layers at wide N (the 105k-nonzero Transformer layers at N = 4096, about
-// 10 %) and costs elsewhere, so it is a tuning choice, not an automatic one. Label: c's + "/c2".
+// at a fixed even N within the baked code budget (the pair's FMAs are twice as many). It helps only
+// the largest layers at wide N, so it is a tuning choice, not an automatic one. Label: c's + "/c2".
+// Evidence: docs/design/evidence.md#tune-two-columns-a-thread
 std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                const SpmmSpaceDims& dims);
 
 // The winner `c` with its rows regrouped (SpmmRowSplit::clustered: equal panels of c's panel height
 // whose rows share columns; same n tile, groups and value mode), when dims.try_clustered_rows and c is
-// an unrolled fp32 plan of one column a thread that builds that way within c's budget. Measured on an
-// H100 (SparseRT suite, batch 1, equal panels on both sides) it ranges from 0.81x to 1.23x a problem
-// (the 2048x512 Transformer layer at N = 256 gains most), so it is a tuning choice. Label: c's +
-// "/clu" (its options record the split as clustered).
+// an unrolled fp32 plan of one column a thread that builds that way within c's budget. It gains on
+// some problems and loses on others, so it is a tuning choice. Label: c's + "/clu" (its options
+// record the split as clustered). Evidence: docs/design/evidence.md#tune-clustered-rows
 std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims);
 
 // The winner `c` with staged steps (SpmmOptions::stage_min_entries, SpmmPlan: B of the steps with at
 // least that many nonzeros copied to shared memory with cp.async at the start of each group), one
 // candidate for each of dims.stage_min_entries that stages something: unrolled fp32 plans only (the
-// same tiling, split, value mode and register cap). Measured on an H100 (SparseRT suite, batch 1, the
-// automatic plans' tilings) it ranges from 0.81x to 1.08x a problem, so it is a tuning choice. Label:
-// c's + "/st{N}".
+// same tiling, split, value mode and register cap). It gains on few problems, so it is a tuning
+// choice. Label: c's + "/st{N}". Evidence: docs/design/evidence.md#tune-staged-steps
 std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCandidate& c, const SpmmSpaceDims& dims);
 
 // The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant,

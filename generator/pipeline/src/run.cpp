@@ -1,4 +1,4 @@
-#include "spmm_run.hpp"
+#include "sparsecc/pipeline/run.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
 
-namespace sparsecc::cli {
+namespace sparsecc::pipeline {
 
 SpmmGpuInputs::SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std::int64_t m)
     : dtype_(dtype), outputs_(static_cast<std::size_t>(m * b.cols)) {
@@ -91,4 +91,4 @@ SpmmCheck compare_spmm(const std::vector<double>& got, const DenseMatrix& ref) {
   return c;
 }
 
-}  // namespace sparsecc::cli
+}  // namespace sparsecc::pipeline

@@ -1,5 +1,5 @@
-// Running an SpMM executor for the CLI's checks (`verify`, `demo`): on the GPU with NaN-poisoned
-// outputs, and the comparison with the fp64 reference.
+// Running an SpMM executor for the checks (`verify`, `demo`, the tuner's measurer): on the GPU with
+// NaN-poisoned outputs, and the comparison with the fp64 reference.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/executor.hpp"
 
-namespace sparsecc::cli {
+namespace sparsecc::pipeline {
 
 // B on the device in an executor's dtype (f16 / bf16: rounded to it) and a C buffer, for running
 // executors of one problem, each on NaN-poisoned outputs.
@@ -49,4 +49,4 @@ struct SpmmCheck {
 
 SpmmCheck compare_spmm(const std::vector<double>& got, const DenseMatrix& ref);
 
-}  // namespace sparsecc::cli
+}  // namespace sparsecc::pipeline

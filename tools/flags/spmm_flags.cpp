@@ -1,0 +1,102 @@
+#include "spmm_flags.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
+
+namespace sparsecc::flags {
+
+void add_values_flag(CLI::App* cmd, SpmmPlanFlags& f) {
+  cmd->add_option("--values", f.values,
+                  "Weights as code literals (baked), read from an array (streamed), a loop over a step table "
+                  "(rolled, fp32), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
+      ->capture_default_str();
+}
+
+void add_programmatic_flag(CLI::App* cmd, SpmmPlanFlags& f) {
+  cmd->add_option(
+         "--programmatic", f.programmatic,
+         "Programmatic dependent launch (sm_90 on): wait (wait for the previous kernel), trigger (fp32: "
+         "wait, and let the next kernel launch as each block row ends), off, or auto (trigger for fp32 "
+         "kernels rolled or unrolled of at most 12k instructions, wait for the others)")
+      ->check(CLI::IsMember({"auto", "off", "wait", "trigger"}))
+      ->capture_default_str();
+}
+
+void add_spmm_plan_flags(CLI::App* cmd, SpmmPlanFlags& f) {
+  add_values_flag(cmd, f);
+  cmd->add_option("--rows-per-block", f.rows_per_block, "Rows of A per thread block (0: automatic)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--n-tile", f.n_tile, "Columns of C per thread group (0: automatic)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--groups", f.groups, "Thread groups splitting K (0: automatic)")->check(CLI::Range(0, 32));
+  cmd->add_option("--cols-per-thread", f.cols_per_thread,
+                  "Columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
+      ->check(CLI::Range(0, 2));
+  cmd->add_option("--step-lanes", f.step_lanes,
+                  "Rolled plans: lanes of a warp that take different steps of a row, 1, 2, 4, 8, 16 or 32 "
+                  "(0: automatic, 32 / N rounded up to a power of two for a fixed N of at most 8, else 1)")
+      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32}));
+  cmd->add_option("--max-registers", f.max_registers,
+                  "Register cap per thread for the assembler (0: automatic; PTX route)")
+      ->check(CLI::Range(0, 255));
+  cmd->add_option("--assembler-opt", f.assembler_opt, "ptxas optimization level 0..3 (-1: automatic, which is 3)")
+      ->check(CLI::Range(-1, 3));
+  cmd->add_flag("--balanced", f.balanced, "Balance block rows by nonzeros instead of equal row panels");
+  cmd->add_flag("--equal-rows", f.equal_rows,
+                "Equal row panels even where they are uneven (default: balanced when the heaviest panel "
+                "holds 35 % more nonzeros than the mean, fp32 unrolled plans; clustered for 32-row plans at "
+                "N > 1024 where that cuts the loads of B by 10 %)");
+  cmd->add_flag("--clustered-rows", f.clustered_rows,
+                "Equal panels of rows regrouped so that a panel's rows share columns (fewer loads of B; "
+                "fp32 unrolled plans)");
+  cmd->add_option("--stage-dense", f.stage_dense,
+                  "Copy B of the steps with at least this many nonzeros of their block row to shared memory "
+                  "with cp.async at the start of each group (ASpT-style dense column segments; fp32 unrolled "
+                  "plans; 0: none)")
+      ->check(CLI::Range(0, 64));
+  add_programmatic_flag(cmd, f);
+}
+
+void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
+  cmd->add_option("--accumulate", f.accumulate,
+                  "Accumulation of the unrolled path for f16 / bf16: f32, or the dtype (paired FMAs)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--blocklets", f.blocklets,
+                  "Dense tiles on tensor cores (f16 / bf16): off, auto (the inspector's cost estimate) or "
+                  "BHxBW[:FILL] with BHxBW one of 16x8, 16x16, 8x8")
+      ->capture_default_str();
+}
+
+SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
+  SpmmOptions o;
+  o.rows_per_block = f.rows_per_block;
+  o.n_tile = f.n_tile;
+  o.groups = f.groups;
+  o.cols_per_thread = f.cols_per_thread;
+  o.step_lanes = f.step_lanes;
+  o.max_registers = f.max_registers;
+  if (f.assembler_opt >= 0) o.assembler_opt_level = f.assembler_opt;
+  if (f.balanced + f.equal_rows + f.clustered_rows > 1)
+    throw UsageError("--balanced, --equal-rows and --clustered-rows exclude each other");
+  if (f.balanced) o.row_split = SpmmRowSplit::balanced;
+  if (f.equal_rows) o.row_split = SpmmRowSplit::equal;
+  if (f.clustered_rows) o.row_split = SpmmRowSplit::clustered;
+  if (f.values != "auto") o.value_mode = parse_value_mode(f.values, "--values");
+  o.stage_min_entries = f.stage_dense;
+  o.accumulate = require_dtype(f.accumulate, "--accumulate", kSpmmDtypes);
+  o.programmatic = parse_programmatic(f.programmatic, "--programmatic");
+  set_blocklets(o, dtype == "f32" && f.blocklets == "auto" ? "off" : f.blocklets);
+  return o;
+}
+
+CLI::Option* add_arch_flag(CLI::App* cmd, std::string& arch, const std::string& help) {
+  return cmd->add_option("--arch", arch, help)
+      ->check(CLI::IsMember(known_gpu_archs()))
+      ->capture_default_str();
+}
+
+}  // namespace sparsecc::flags
