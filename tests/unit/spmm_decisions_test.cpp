@@ -147,7 +147,7 @@ TEST(SpmmDecisions, TallBlockRowsNeedWorkAndAGrid) {
 
 TEST(SpmmDecisions, RowsPerBlockKeepTheGridCovered) {
   EXPECT_EQ(auto_rows_per_block(1600, 1), 16);
-  EXPECT_EQ(auto_rows_per_block(1599, 1), 8);
+  EXPECT_EQ(auto_rows_per_block(1584, 1), 8);  // 99 blocks of 16 rows
   EXPECT_EQ(auto_rows_per_block(200, 1), 2);
   EXPECT_EQ(auto_rows_per_block(50, 1), 1);
   EXPECT_EQ(auto_rows_per_block(100, 16), 16);
@@ -237,7 +237,8 @@ TEST(SpmmDecisions, GroupsSplitHeavyBlockRows) {
   // The reduction buffer must fit the target's shared memory a block.
   EXPECT_TRUE(reduction_fits(4, 32, 128, 1, h100));  // 3 * 32 * 128 * 4 = 48 KiB
   EXPECT_FALSE(reduction_fits(4, 33, 128, 1, h100));
-  EXPECT_EQ(auto_groups(100 * 10000, 100, 1, 64, 64, 1, h100), 3);  // 4 would need 48 KiB + 16 KiB
+  // Block rows of 64 rows at an n tile of 128: 3 groups would need 64 KiB of reduction buffer.
+  EXPECT_EQ(auto_groups(100 * 10000, 100, 1, 64, 128, 1, h100), 2);
 }
 
 TEST(SpmmDecisions, RolledGroupsAimForTheWarps) {
