@@ -59,8 +59,8 @@
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
+#include "sparsecc/tune/lookup.hpp"
 #include "spmm_flags.hpp"
-#include "tune_lookup.hpp"
 
 namespace {
 
@@ -487,7 +487,7 @@ int run(const Args& args) {
       SpmmProblem sp;
       sp.m = problems[i].M, sp.k = problems[i].K, sp.n = problems[i].N;
       Task& first = tasks[candidates[i].front()];
-      const cli::TunedChoice choice = cli::choose_tuned_plan(
+      const tune::TunedChoice choice = tune::choose_tuned_plan(
           args.db, mats[i], sp, first.options, first.languages.front(), args.arch, "", args.db_cold);
       first.options = choice.options;
       first.languages = {choice.emitter};

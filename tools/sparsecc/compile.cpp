@@ -12,8 +12,8 @@
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/pipeline/inputs.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
-#include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -104,9 +104,9 @@ int run_compile(const CompileArgs& args) {
   std::string chosen_by;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
-    TunedChoice choice = choose_tuned_plan(args.db, a, request.problem, request.options,
-                                           request.emit.value_or(pipeline::emitter_default(request.problem)),
-                                           args.arch, args.gpu, args.cold_l2);
+    const tune::TunedChoice choice = tune::choose_tuned_plan(
+        args.db, a, request.problem, request.options,
+        request.emit.value_or(pipeline::emitter_default(request.problem)), args.arch, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     request.options = choice.options;
     request.emit = choice.emitter;

@@ -15,17 +15,17 @@
 
 #include "cli.hpp"
 #include "sparsecc/io/load.hpp"
-#include "model_layers.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
+#include "sparsecc/model/layers.hpp"
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
-#include "tune_lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -78,9 +78,9 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                                         : pipeline::LongCompile::take_ptx;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
-    const TunedChoice tuned =
-        choose_tuned_plan(args.db, layer.a, problem, request.options,
-                          request.emit.value_or(pipeline::emitter_default(problem)), args.arch, args.gpu, args.cold_l2);
+    const tune::TunedChoice tuned = tune::choose_tuned_plan(
+        args.db, layer.a, problem, request.options, request.emit.value_or(pipeline::emitter_default(problem)),
+        args.arch, args.gpu, args.cold_l2);
     request.options = tuned.options;
     request.emit = tuned.emitter;
     choice = tuned.how;
@@ -170,7 +170,8 @@ int run_compile_model(const CompileModelArgs& args) {
   const std::vector<std::string> inputs = {args.model, args.db, args.layers.layer_n_file};
   if (!args.list) check_output_folder(args.output, inputs);
 
-  const ModelLayerSet layers = read_model_layers(args.model, args.layers, "compile");
+  const ModelLayerSet layers = read_model_layers(
+      args.model, args.layers, "compile", [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   const ModelContents& model = layers.model;
   if (args.list) return list_layers(args, layers);
   // Every weight and bias must fit the executor's precision before any layer is compiled.

@@ -1,23 +1,17 @@
 // sparsecc hines FILE.swc...: plan the Hines solver of one forest (the cells of every file, repeated
-// --cells times): junction selection, recursion depth, the plan as JSON, and a check of the plan
-// through its interpreter against the accuracy yardstick (the serial solve in extended precision).
+// --cells times; pipeline::compile_hines): junction selection, recursion depth, the plan as JSON, the
+// executor's bundle (-o), and a check of the plan through its interpreter against the accuracy
+// yardstick (the serial solve in extended precision: pipeline::check_hines_plan_numerics).
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
-#include <random>
-
 #include "cli.hpp"
-#include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/output.hpp"
-#include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
-#include "sparsecc/plan/hines_interpreter.hpp"
-#include "sparsecc/reference/hines_accuracy.hpp"
-#include "sparsecc/reference/hines_solve.hpp"
-#include "tune_lookup.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/pipeline/verify.hpp"
+#include "sparsecc/tune/lookup.hpp"
 
 namespace sparsecc::cli {
 
@@ -39,57 +33,6 @@ struct HinesArgs {
   std::string db;
   std::string gpu;
 };
-
-// Componentwise backward error of x for A x = b (N x R): max over rows of |A x - b| over
-// |A| |x| + |b|. It is independent of the conditioning, unlike the error against the reference.
-double backward_error(const HinesSystem& s, const std::vector<double>& x, const std::vector<double>& b, std::size_t r) {
-  const auto n = static_cast<std::size_t>(s.size());
-  std::vector<double> ax(n * r, 0.0), mag(n * r, 0.0);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < r; ++c) {
-      ax[i * r + c] += s.diag[i] * x[i * r + c];
-      mag[i * r + c] += std::fabs(s.diag[i] * x[i * r + c]) + std::fabs(b[i * r + c]);
-      const std::int32_t p = s.parent[i];
-      if (p < 0) continue;
-      const auto q = static_cast<std::size_t>(p);
-      ax[i * r + c] += s.upper[i] * x[q * r + c];
-      mag[i * r + c] += std::fabs(s.upper[i] * x[q * r + c]);
-      ax[q * r + c] += s.lower[i] * x[i * r + c];
-      mag[q * r + c] += std::fabs(s.lower[i] * x[i * r + c]);
-    }
-  double eta = 0;
-  for (std::size_t j = 0; j < n * r; ++j)
-    if (mag[j] > 0) eta = std::max(eta, std::fabs(ax[j] - b[j]) / mag[j]);
-  return eta;
-}
-
-struct CheckResult {
-  double error = 0;           // max |x - x_ref| / max |x_ref|
-  double tolerance = 0;       // the accuracy yardstick's bound
-  std::string note;           // why the bound is above its floor, when it is
-  double backward = 0;        // of the plan's x
-  double ref_backward = 0;    // of the serial fp64 x_ref
-};
-
-// Interprets the plan on fresh right-hand sides of one time step (each column from random membrane
-// potentials in -80..-50 mV and injected currents in -0.1..0.1 nA); returns
-// the errors. Random b of mixed signs would mostly measure the matrix's conditioning.
-CheckResult check_plan_numerics(const HinesPlan& plan, const HinesSystem& s, std::uint64_t seed) {
-  const auto r = static_cast<std::size_t>(plan.problem.rhs);
-  const std::vector<double> b = random_step_rhs(s, r, seed);
-  const HinesAccuracy acc = hines_accuracy(s, b, plan.problem.rhs);
-  const std::vector<double>& ref = acc.ref;
-  std::vector<double> x;
-  if (plan.problem.dtype == "f64") {
-    x = interpret_hines(plan, s.diag, s.upper, s.lower, b);
-  } else {
-    const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-    const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));
-    x.assign(xf.begin(), xf.end());
-  }
-  return {hines_max_rel_error(x, ref), acc.tolerance(plan.problem.dtype), acc.note(plan.problem.dtype),
-          backward_error(s, x, b, r), backward_error(s, hines_solve_many(s, b, r), b, r)};
-}
 
 }  // namespace
 
@@ -181,51 +124,33 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
       HinesOptions o = a->plan;
       o.decomposition = a->minimal ? HinesDecomposition::minimal : HinesDecomposition::fine;
       if (!a->db.empty()) {
-        const TunedHines tuned = choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
+        const tune::TunedHines tuned =
+            tune::choose_tuned_hines(a->db, s, a->rhs, a->dtype, o, a->arch, a->gpu);
         fmt::print(stderr, "sparsecc: {}\n", tuned.how);
         o = tuned.options;
       }
-      const HinesPlan plan = plan_hines(s, a->rhs, a->dtype, o);
-      if (const auto errors = check_hines_plan(plan); !errors.empty())
-        throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
+      pipeline::HinesRequest request;
+      request.rhs = a->rhs;
+      request.dtype = a->dtype;
+      request.options = o;
+      request.compile = false;  // the plan first: printed before a compile that may fail
+      const pipeline::HinesArtifact art = pipeline::compile_hines(s, request, default_gpu_target());
+      const HinesPlan& plan = art.plan;
       if (a->plan_json) fmt::print("{}\n", to_json(plan).dump());
-      std::string levels;
-      for (const HinesLevel& L : plan.levels)
-        levels += a->minimal ? fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size())
-                             : fmt::format("{} rows (K {}: {} chains, {} junctions) -> ", L.size, L.k, L.chains.size(),
-                                           L.junctions.size());
-      fmt::print(stderr,
-                 "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows "
-                 "(one thread per cell, {} code); {} grid levels, {} threads per cell block\n",
-                 plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
-                 plan.depth(), levels, plan.base_size(), to_string(plan.code),
-                 plan.grid_levels, plan.block_threads);
+      fmt::print(stderr, "{}\n", art.plan_text());
       if (!a->output.empty()) {
-        CudaCompileOptions co;
-        co.arch = a->arch;
-        const CompiledHines c = compile_hines(plan, co);
-        const rt::Bundle bundle = hines_bundle(plan, c.schedule, s, c.code.cubin, c.code.ptx, a->arch);
-        write_bundle(a->output, bundle);
-        const std::string shared =
-            c.schedule.shared_from < plan.depth()
-                ? fmt::format(", levels {}..{} in {} KiB of shared memory per block", c.schedule.shared_from,
-                              plan.depth() - 1, (c.schedule.shared_bytes() + 1023) / 1024)
-                : "";
-        fmt::print(stderr,
-                   "wrote {}: {} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} "
-                   "({:.1f} s to compile)\n",
-                   a->output, c.schedule.launches.size(), c.schedule.segment_types,
-                   c.schedule.tables.size() * 4 / 1024, c.schedule.workspace_bytes() >> 20, shared,
-                   c.code.seconds);
+        const pipeline::HinesArtifact built = pipeline::compile_hines_plan(plan, s, gpu_target(a->arch));
+        write_bundle(a->output, *built.bundle);
+        fmt::print(stderr, "wrote {}: {}\n", a->output, built.compile_text());
       }
       if (!a->check) return kExitOk;
-      const CheckResult c = check_plan_numerics(plan, s, a->seed);
+      const pipeline::HinesNumericsCheck c = pipeline::check_hines_plan_numerics(plan, s, a->seed);
       fmt::print(stderr,
                  "plan interpreter vs extended-precision serial reference: max relative error {:.3g} "
                  "(tolerance {:.3g}{}): {}; backward error {:.3g} (the serial fp64 solve's {:.3g})\n",
-                 c.error, c.tolerance, c.note.empty() ? "" : "; " + c.note, c.error <= c.tolerance ? "ok" : "FAILED",
+                 c.error, c.tolerance, c.note.empty() ? "" : "; " + c.note, c.ok() ? "ok" : "FAILED",
                  c.backward, c.ref_backward);
-      return c.error <= c.tolerance ? kExitOk : kExitCheckFailed;
+      return c.ok() ? kExitOk : kExitCheckFailed;
     };
   });
 }

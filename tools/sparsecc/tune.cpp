@@ -1,6 +1,6 @@
 // sparsecc tune MATRIX... --n N... --db tuning.json [--budget SECONDS] [--jobs J]: tunes the SpMM
 // executor of every matrix on the GPU (tune/tuner.hpp) and merges the records into the database.
-// `--model MODEL` tunes every layer of a model as `compile-model` builds it (model_layers.hpp: its
+// `--model MODEL` tunes every layer of a model as `compile-model` builds it (model/layers.hpp: its
 // bias and ReLU, its N from --layer-n(-file), the model's shapes, --n or run time), so that
 // `compile-model --db` finds every layer's record.
 //   --space                prints the search space of each matrix as JSON (no GPU, nothing written);
@@ -9,44 +9,39 @@
 //   --refresh-features     recomputes the predictor features of the SpMM timings in --db with this
 //                          build's feature set, for the records of the matrices given (files or a --suite).
 // With several matrices the budget is shared in proportion to their nonzeros, and --matrices-at-once
-// of them (default 3) are tuned together: their compiles share the --jobs threads, so that one
-// matrix's compiles keep the cores busy while another's candidates are timed; the GPU times one
-// candidate at a time. --cold-l2 times the SpMM candidates with cold L2 and keys their records so
-// (with --fit / --evaluate it selects those records instead of the warm ones). SWC inputs (--cells,
-// --resolution, --rhs, --dtype f64|f32): the Hines solver of their forest is tuned (every candidate
-// of its space), or --space prints that space.
+// of them (default 3) are tuned together (tune/schedule.hpp: tune_many). --cold-l2 times the SpMM
+// candidates with cold L2 and keys their records so (with --fit / --evaluate it selects those records
+// instead of the warm ones). SWC inputs (--cells, --resolution, --rhs, --dtype f64|f32): the Hines
+// solver of their forest is tuned (every candidate of its space), or --space prints that space.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "bench/suites.hpp"
 #include "cli.hpp"
-#include "model_layers.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/io/load.hpp"
+#include "sparsecc/model/layers.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/tune/database.hpp"
 #include "sparsecc/tune/hines_space.hpp"
 #include "sparsecc/tune/hines_tuner.hpp"
+#include "sparsecc/tune/measure.hpp"
 #include "sparsecc/tune/predictor.hpp"
+#include "sparsecc/tune/schedule.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "spmm_options.hpp"
-#include "tune_measure.hpp"
 
 namespace sparsecc::cli {
 
@@ -113,7 +108,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     ModelLayerArgs layer_args = args.model_layers;
     layer_args.n = args.n.empty() ? 0 : args.n[0];
     layer_args.relu = args.relu;
-    const ModelLayerSet layers = read_model_layers(args.model, layer_args, "tune");
+    const ModelLayerSet layers = read_model_layers(
+        args.model, layer_args, "tune", [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
     for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
       const ModelLayer& layer = layers.model.layers[i];
       const SpmmProblem problem = model_layer_problem(layer, layers.n[i], layer_args, args.dtype);
@@ -217,20 +213,6 @@ class ProgressPrinter {
   bool open_ = false;
 };
 
-// The measurements of searches that run at once, one at a time: the GPU times one candidate alone.
-class SerialMeasurer : public tune::SpmmMeasurer {
- public:
-  SerialMeasurer(tune::SpmmMeasurer& inner, std::mutex& gpu) : inner_(inner), gpu_(gpu) {}
-  tune::Measurement measure(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) override {
-    const std::lock_guard<std::mutex> lock(gpu_);
-    return inner_.measure(candidate, bundle);
-  }
-
- private:
-  tune::SpmmMeasurer& inner_;
-  std::mutex& gpu_;
-};
-
 SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n, bool bias) {
   SpmmProblem p;
   p.m = a.rows;
@@ -243,21 +225,12 @@ SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n
   return p;
 }
 
-// The predictor's samples of the databases (tune::predictor_samples), with a warning for each file
-// whose timings hold another version's features.
+// The predictor's samples of the databases, with a warning for each file whose timings hold another
+// version's features.
 std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& dbs, bool cold_l2) {
-  std::vector<tune::PredictorSample> out;
-  for (const std::string& path : dbs) {
-    const tune::TuningDatabase db = tune::read_database_file(path);
-    std::size_t stale = 0;
-    for (tune::PredictorSample& s : tune::predictor_samples(db, &stale, cold_l2)) out.push_back(std::move(s));
-    if (stale > 0)
-      fmt::print(stderr,
-                 "sparsecc: warning: {}: {} timings hold another version's predictor features and were skipped; "
-                 "`sparsecc tune --refresh-features MATRICES... --db {}` recomputes them\n",
-                 path, stale, path);
-  }
-  return out;
+  tune::DatabaseSamples samples = tune::database_samples(dbs, cold_l2);
+  for (const std::string& w : samples.warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  return std::move(samples.samples);
 }
 
 // --refresh-features: every SpMM timing of the records whose matrix is given gets the features of
@@ -285,42 +258,24 @@ int run_refresh_features(const TuneArgs& args) {
                         std::nullopt,
                         {}});
   }
-  std::map<std::string, CsrMatrix> matrices;  // by fingerprint
-  for (const TuneInput& in : inputs) {
-    CsrMatrix a = in.load();
-    std::string fingerprint = matrix_fingerprint(a);
-    matrices.emplace(std::move(fingerprint), std::move(a));
-  }
-  std::vector<std::string> warnings;
-  const tune::TuningDatabase db = tune::load_database(args.db[0], &warnings);
-  if (!warnings.empty()) {  // damaged: nothing to refresh, and nothing is written
-    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: error: {}\n", w);
+  std::vector<CsrMatrix> matrices;
+  for (const TuneInput& in : inputs) matrices.push_back(in.load());
+  const tune::RefreshResult r = tune::refresh_features(args.db[0], matrices);
+  if (!r.damaged.empty()) {  // nothing to refresh, and nothing is written
+    for (const std::string& w : r.damaged) fmt::print(stderr, "sparsecc: error: {}\n", w);
     return kExitBadInput;
   }
-  std::vector<tune::TuningRecord> refreshed;
-  std::size_t timings = 0, unplanned = 0, other = 0;
-  for (const tune::TuningRecord& record : db.records) {
-    const auto it = record.key.op == "spmm" ? matrices.find(record.key.fingerprint) : matrices.end();
-    if (it == matrices.end()) {
-      ++other;
-      continue;
-    }
-    tune::TuningRecord r = record;
-    unplanned += tune::refresh_spmm_features(r, it->second);
-    timings += r.timings.size();
-    refreshed.push_back(std::move(r));
-  }
-  if (refreshed.empty())
+  if (r.refreshed == 0)
     throw UsageError(fmt::format("--refresh-features: none of the {} records of {} is for the {} matrices given",
-                                 db.records.size(), args.db[0], matrices.size()));
-  tune::update_database(args.db[0], refreshed, &warnings);
-  for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+                                 r.database_records, args.db[0], r.matrices));
+  for (const std::string& w : r.warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
   fmt::print("{}: features (version {}) of {} timings in {} records recomputed{}; {} records left as they were "
              "(no matrix given, or not SpMM)\n",
-             args.db[0], tune::kSpmmFeatureVersion, timings - unplanned, refreshed.size(),
-             unplanned ? fmt::format(", {} timings whose options no longer plan left without features", unplanned)
-                       : std::string(),
-             other);
+             args.db[0], tune::kSpmmFeatureVersion, r.timings - r.unplanned, r.refreshed,
+             r.unplanned
+                 ? fmt::format(", {} timings whose options no longer plan left without features", r.unplanned)
+                 : std::string(),
+             r.other);
   return kExitOk;
 }
 
@@ -398,7 +353,7 @@ int run_hines_tune(const TuneArgs& args) {
     fmt::print(stderr, "space of {} candidates planned in {:.1f} s; {:.1f} s of the budget left\n",
                space.candidates.size(), used, options.budget_seconds);
   }
-  GpuHinesMeasurer measurer(ctx, system, args.rhs, dtype, args.seed + 1);
+  tune::GpuHinesMeasurer measurer(ctx, system, args.rhs, dtype, args.seed + 1);
   const std::string name = fmt::format("{}{} ({} compartments in {} cells, R = {}, {})", args.inputs.front(),
                                        args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
                                        system.size(), system.num_cells(), args.rhs, dtype);
@@ -476,139 +431,66 @@ int run_tune(const TuneArgs& args) {
   options.exhaustive_limit = args.exhaustive_limit;
   options.shortlist = args.shortlist;
 
-  // Every matrix first: the budget is shared in proportion to their nonzeros (plus a fixed share for
-  // the measurements), as compile time grows with them.
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<CsrMatrix> matrices;
-  for (const TuneInput& in : inputs) matrices.push_back(in.load());
-  const auto weight = [&](std::size_t i) { return static_cast<double>(matrices[i].nnz()) + 20000.0; };
-  const auto problem_of = [&](std::size_t i, const std::vector<double>& bias) {
-    return inputs[i].layer_problem ? *inputs[i].layer_problem
-                                   : problem_for(matrices[i], args, inputs[i].n, !bias.empty());
-  };
-  const auto bias_of = [&](std::size_t i) {
-    if (inputs[i].layer_problem) return inputs[i].layer_bias;
-    return args.bias.empty() ? std::vector<double>{} : load_bias(args.bias, matrices[i].rows);
-  };
+  // Every matrix first: the budget is shared in proportion to their nonzeros (tune::tune_many).
+  tune::TuneManyOptions many;
+  many.start = std::chrono::steady_clock::now();
+  std::vector<tune::TuneJob> jobs;
+  for (const TuneInput& in : inputs) {
+    tune::TuneJob job{in.name, in.load(), {}, {}};
+    job.bias = in.layer_problem ? in.layer_bias
+               : args.bias.empty() ? std::vector<double>{}
+                                   : load_bias(args.bias, job.a.rows);
+    job.problem = in.layer_problem ? *in.layer_problem : problem_for(job.a, args, in.n, !job.bias.empty());
+    jobs.push_back(std::move(job));
+  }
   if (args.space) {
     nlohmann::json spaces = nlohmann::json::array();
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const SpmmProblem problem = problem_of(i, bias_of(i));
+    for (const tune::TuneJob& job : jobs) {
       nlohmann::json j =
-          tune::to_json(tune::spmm_space(matrices[i], problem, base, default_emitter, dims), dims);
-      j["matrix"] = inputs[i].name;
-      j["n"] = problem.n;
-      j["n_mode"] = problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
+          tune::to_json(tune::spmm_space(job.a, job.problem, base, default_emitter, dims), dims);
+      j["matrix"] = job.name;
+      j["n"] = job.problem.n;
+      j["n_mode"] = job.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
       spaces.push_back(std::move(j));
     }
     fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
     return kExitOk;
   }
 
-  // Several matrices are tuned at once (--matrices-at-once): their compiles share the --jobs
-  // threads, so that one matrix's compiles fill the cores while another's candidates are timed, and
-  // the GPU times one candidate at a time. Each matrix's share of the budget is its weight's part of
-  // what is left, times the matrices that run beside it.
-  const int jobs =
-      args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // No more matrices at once than compile threads: each search keeps a compile of its own in flight.
-  const std::size_t at_once = std::clamp<std::size_t>(static_cast<std::size_t>(args.matrices_at_once), 1,
-                                                      std::min<std::size_t>(inputs.size(), jobs));
-  tune::CompileSlots slots(std::max(0, jobs - static_cast<int>(at_once)));  // each search has one of its own
-  options.jobs = jobs;
-  if (at_once > 1) options.slots = &slots;
+  many.search = options;
+  many.budget_seconds = args.budget;
+  many.matrices_at_once = args.matrices_at_once;
+  many.dims = dims;
+  many.base = base;
+  many.default_emitter = default_emitter;
+  many.gpu = ctx->device().name;
+  many.compute_capability = fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor);
+  many.cold_l2 = args.cold_l2;
+  many.database = args.db[0];
   ProgressPrinter printer;
-  std::mutex gpu;    // one measurement (or measurer set-up) at a time
-  std::mutex state;  // what follows, the database and the output
-  std::size_t next = 0;
-  std::exception_ptr failure;
-  double compile_seconds = 0, compiled_nnz = 0;  // compiles so far, for the next matrix's estimate
-  double default_total = 0, tuned_total = 0;
-  std::size_t gained = 0;
-  const auto tune_one = [&](std::size_t i, tune::TuneOptions o) {
-    const CsrMatrix& a = matrices[i];
-    const std::vector<double> bias = bias_of(i);
-    const SpmmProblem problem = problem_of(i, bias);
-    const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter, dims);
-    const tune::TuningKey key = tune::spmm_tuning_key(
-        a, problem, ctx->device().name, fmt::format("{}.{}", ctx->device().cc_major, ctx->device().cc_minor),
-        args.cold_l2);
-    std::unique_ptr<GpuSpmmMeasurer> gpu_measurer;
-    {
-      const std::lock_guard<std::mutex> lock(gpu);
-      gpu_measurer = std::make_unique<GpuSpmmMeasurer>(*ctx, a, problem, bias, args.seed + 1, args.cold_l2);
-    }
-    SerialMeasurer measurer(*gpu_measurer, gpu);
-    const std::string prefix = fmt::format("[{}/{}] {}", i + 1, inputs.size(), inputs[i].name);
-    const tune::TuningRecord record = tune::tune_spmm(
-        a, space, dims, key,
-        [&](const tune::SpmmCandidate& c) { return tune::compile_spmm_candidate(c, a, args.arch, bias); },
-        measurer, o, [&](const tune::TuneProgress& p) { printer.update(prefix, p); });
-    {
-      const std::lock_guard<std::mutex> lock(gpu);
-      gpu_measurer.reset();
-    }
-    const std::lock_guard<std::mutex> lock(state);
-    for (const tune::CandidateTiming& t : record.timings) {
-      if (t.options.value("value_mode", std::string()) == "rolled")
-        continue;  // not a guide to unrolled compiles
-      compile_seconds += t.compile_seconds;
-      compiled_nnz += static_cast<double>(a.nnz());
-    }
-    std::vector<std::string> warnings;
-    tune::update_database(args.db[0], {record}, &warnings);
-    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+  tune::TuneManyCallbacks callbacks;
+  callbacks.progress = [&](std::size_t i, const tune::TuneProgress& p) {
+    printer.update(fmt::format("[{}/{}] {}", i + 1, jobs.size(), jobs[i].name), p);
+  };
+  callbacks.tuned = [&](const tune::TunedJob& t) {
+    for (const std::string& w : t.warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+    const tune::TuningRecord& record = *t.record;
     printer.line(fmt::format(
         "{} (N = {}{}): {} of {} candidates in {:.1f} s ({}): best {} {:.2f} us, default {:.2f} us ({:.2f}x)",
-        inputs[i].name, problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(),
-        space.candidates.size(), record.tuning_seconds, record.strategy, record.winner, record.winner_us,
+        jobs[t.index].name, jobs[t.index].problem.n, args.cold_l2 ? ", cold L2" : "", record.timings.size(),
+        t.space_size, record.tuning_seconds, record.strategy, record.winner, record.winner_us,
         record.default_us, record.default_us / record.winner_us));
-    if (std::isfinite(record.winner_us) && std::isfinite(record.default_us)) {
-      default_total += std::log(record.default_us);
-      tuned_total += std::log(record.winner_us);
-      ++gained;
-    }
   };
-  const auto worker = [&] {
-    for (;;) {
-      std::size_t i = 0;
-      tune::TuneOptions o = options;
-      {
-        const std::lock_guard<std::mutex> lock(state);
-        if (failure || next == inputs.size()) return;
-        i = next++;
-        if (args.budget > 0) {
-          const double left =
-              args.budget - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          double weights = 0;
-          for (std::size_t j = i; j < inputs.size(); ++j) weights += weight(j);
-          const double beside = static_cast<double>(std::min(at_once, inputs.size() - i));
-          o.budget_seconds = std::max(0.1, std::min(left, left * weight(i) / weights * beside));
-          o.expected_compile_seconds =
-              compiled_nnz > 0 ? compile_seconds / compiled_nnz * static_cast<double>(matrices[i].nnz())
-                               : 0.0;
-        }
-      }
-      try {
-        tune_one(i, o);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(state);
-        if (!failure) failure = std::current_exception();
-        return;
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> workers;
-    for (std::size_t w = 1; w < at_once; ++w) workers.emplace_back(worker);
-    worker();
-  }
-  if (failure) std::rethrow_exception(failure);
-  if (gained > 1)
+  const tune::TuneManyResult result = tune::tune_many(
+      jobs, many,
+      [&](const tune::TuneJob& job) {
+        return std::make_unique<tune::GpuSpmmMeasurer>(*ctx, job.a, job.problem, job.bias, args.seed + 1,
+                                                       args.cold_l2);
+      },
+      callbacks);
+  if (result.compared > 1)
     fmt::print("geomean over {} matrices{}: tuned {:.3f}x faster than the default plan; {:.1f} s in all\n",
-               gained, args.cold_l2 ? " (cold L2)" : "",
-               std::exp((default_total - tuned_total) / static_cast<double>(gained)),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+               result.compared, args.cold_l2 ? " (cold L2)" : "", result.geomean_speedup, result.seconds);
   return kExitOk;
 }
 

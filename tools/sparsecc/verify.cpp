@@ -1,5 +1,5 @@
 // sparsecc verify OUT.sccb: runs the bundle's executor on the GPU on fresh random B and compares with
-// the fp64 reference (Hines bundles: hines_verify.cpp); without a GPU it re-plans from the bundle and runs the plan interpreter (which
+// the fp64 reference (Hines bundles: pipeline::verify_hines_bundle); without a GPU it re-plans from the bundle and runs the plan interpreter (which
 // executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <random>
 
 #include "cli.hpp"
-#include "hines_verify.hpp"
 #include "sparsecc/pipeline/run.hpp"
+#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -27,6 +27,18 @@ struct VerifyArgs {
   double tolerance = 0;  // 0: 1e-5 for SpMM; for Hines the accuracy yardstick (1e-12 f64 / 1e-4 f32, raised on ill-conditioned systems)
   bool cpu = false;
 };
+
+// A Hines bundle (pipeline::verify_hines_bundle): its result line; exit 1 above the tolerance.
+int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance,
+                 bool cpu) {
+  const pipeline::HinesVerifyResult r = pipeline::verify_hines_bundle(bundle, path, seed, tolerance, cpu);
+  fmt::print(
+      "{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance "
+      "{:.3g}){}{} {}\n",
+      path, r.rows, r.cells, r.rhs, r.dtype, r.how, seed, r.rel_error, r.tolerance, r.note,
+      r.unwritten ? fmt::format(", {} outputs not written", r.unwritten) : "", r.ok() ? "ok" : "FAILED");
+  return r.ok() ? kExitOk : kExitCheckFailed;
+}
 
 int run_verify(const VerifyArgs& args) {
   const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file

@@ -18,7 +18,7 @@
 
 namespace sparsecc::tune {
 
-// The GPU side (the CLI implements it over the runtime; tests use fakes). Called from one thread.
+// The GPU side (tune/measure.hpp implements it over the runtime; tests use fakes). Called from one thread.
 class HinesMeasurer {
  public:
   virtual ~HinesMeasurer() = default;

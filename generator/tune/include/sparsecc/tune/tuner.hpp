@@ -40,7 +40,7 @@ struct Measurement {
   std::string error;  // why it did not verify or could not run
 };
 
-// The GPU side of the tuner (implemented over the runtime by the CLI; tests use fakes). Called from
+// The GPU side of the tuner (implemented over the runtime in tune/measure.hpp; tests use fakes). Called from
 // one thread, in the order candidates finish compiling.
 class SpmmMeasurer {
  public:
@@ -52,7 +52,7 @@ class SpmmMeasurer {
 // threads. Throws on failure (the message is recorded). The default is compile_spmm_candidate.
 using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 
-// Compile threads shared by searches that run at once (the CLI tunes several matrices together so that
+// Compile threads shared by searches that run at once (tune_many tunes several matrices together so that
 // one matrix's compiles fill the cores while another's candidates are timed): a search always keeps
 // one compile of its own in flight, and each more takes one of `count` shared slots (so searches
 // with cheap compiles are never starved by those with long ones).

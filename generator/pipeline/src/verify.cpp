@@ -1,15 +1,16 @@
-// sparsecc verify for Hines bundles: one step of the bundle's executor on the GPU (x poisoned with
-// NaN first) on the right-hand sides of a fresh random time step, against the extended-precision
-// serial reference on the system the bundle carries, held to the accuracy yardstick's bound
-// (reference/hines_accuracy.hpp); without a GPU the plan is rebuilt from the bundle's summary and run
-// by the plan interpreter, saying so.
+// The Hines checks (verify.hpp): the device inputs, `sparsecc verify` of a Hines bundle (one step of
+// its executor on the GPU, or without one the plan rebuilt from the bundle's summary and run by the
+// plan interpreter, saying so) and `sparsecc hines --check` (the plan interpreter), each against the
+// extended-precision serial reference on the system.
+#include "sparsecc/pipeline/verify.hpp"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 
-#include "hines_verify.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/neuron/forest.hpp"
@@ -19,7 +20,7 @@
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/hines_executor.hpp"
 
-namespace sparsecc::cli {
+namespace sparsecc::pipeline {
 
 namespace {
 
@@ -66,14 +67,17 @@ void HinesGpuInputs::enqueue(const rt::HinesExecutor& exec, CUstream stream) con
   exec.run(d_.get(), u_.get(), l_.get(), b_.get(), x_.get(), stream);
 }
 
-int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed, double tolerance, bool cpu) {
+HinesVerifyResult verify_hines_bundle(const rt::Bundle& bundle, const std::string& path, std::uint64_t seed,
+                                      double tolerance, bool cpu) {
   const rt::BundleMetadata& md = bundle.metadata;
-  if (bundle.reference.empty()) throw InputError(SourceLocation::in_file(path), "the bundle carries no verification section");
+  if (bundle.reference.empty())
+    throw InputError(SourceLocation::in_file(path), "the bundle carries no verification section");
   const HinesSystem s = hines_system_from_reference_bytes(bundle.reference, path);
   if (fmt::format("{:016x}", rt::fnv1a64(bundle.reference)) != md.fingerprint)
     throw InputError(SourceLocation::in_file(path), "the verification system does not match the fingerprint");
   if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
-    throw InputError(SourceLocation::in_file(path), "the verification system does not match hines.rows / hines.cells");
+    throw InputError(SourceLocation::in_file(path),
+                     "the verification system does not match hines.rows / hines.cells");
   const auto r = static_cast<std::size_t>(md.hines.rhs);
   std::vector<double> b;
   if (s.cap_over_dt.empty()) {
@@ -87,19 +91,24 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
   const HinesAccuracy acc = hines_accuracy(s, b, md.hines.rhs);
   const std::vector<double>& ref = acc.ref;
   const bool f32 = md.dtype == "f32";
-  std::string note;
+  HinesVerifyResult result;
+  result.rows = md.hines.rows;
+  result.cells = md.hines.cells;
+  result.rhs = md.hines.rhs;
+  result.dtype = md.dtype;
   if (tolerance <= 0) {
     tolerance = acc.tolerance(md.dtype);
-    if (const std::string n = acc.note(md.dtype); !n.empty()) note = fmt::format(" [{}]", n);
+    if (const std::string n = acc.note(md.dtype); !n.empty()) result.note = fmt::format(" [{}]", n);
   }
+  result.tolerance = tolerance;
   std::vector<double> got;
-  std::string how, why;
+  std::string why;
   if (!cpu && rt::driver_available(&why)) {
     const rt::Context ctx(0);
     const rt::HinesExecutor ex = rt::HinesExecutor::load(bundle, path, ctx);
     HinesGpuInputs inputs(s, b, md.dtype);
     got = inputs.run(ctx, ex);
-    how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
+    result.how = fmt::format("GPU {} ({} image)", ctx.device().name, ex.loaded_from());
   } else {
     const HinesPlan plan = replan_hines_bundle(md, s, path);
     if (f32) {
@@ -109,24 +118,59 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
     } else {
       got = interpret_hines(plan, s.diag, s.upper, s.lower, b);
     }
-    how = cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
+    result.how = cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
   }
   double err = 0, scale = 0;
-  std::int64_t unwritten = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     if (!std::isfinite(got[i])) {
-      ++unwritten;
+      ++result.unwritten;
       continue;
     }
     err = std::max(err, std::fabs(got[i] - ref[i]));
     scale = std::max(scale, std::fabs(ref[i]));
   }
-  const double rel = scale > 0 ? err / scale : err;
-  const bool ok = unwritten == 0 && rel <= tolerance;
-  fmt::print("{}: Hines, {} compartments in {} cells, R = {}, {}, {}, seed {}: max relative error {:.3e} (tolerance {:.3g}){}{} {}\n",
-             path, md.hines.rows, md.hines.cells, md.hines.rhs, md.dtype, how, seed, rel, tolerance, note,
-             unwritten ? fmt::format(", {} outputs not written", unwritten) : "", ok ? "ok" : "FAILED");
-  return ok ? 0 : 1;
+  result.rel_error = scale > 0 ? err / scale : err;
+  return result;
 }
 
-}  // namespace sparsecc::cli
+double hines_backward_error(const HinesSystem& s, const std::vector<double>& x, const std::vector<double>& b,
+                            std::size_t r) {
+  const auto n = static_cast<std::size_t>(s.size());
+  std::vector<double> ax(n * r, 0.0), mag(n * r, 0.0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t c = 0; c < r; ++c) {
+      ax[i * r + c] += s.diag[i] * x[i * r + c];
+      mag[i * r + c] += std::fabs(s.diag[i] * x[i * r + c]) + std::fabs(b[i * r + c]);
+      const std::int32_t p = s.parent[i];
+      if (p < 0) continue;
+      const auto q = static_cast<std::size_t>(p);
+      ax[i * r + c] += s.upper[i] * x[q * r + c];
+      mag[i * r + c] += std::fabs(s.upper[i] * x[q * r + c]);
+      ax[q * r + c] += s.lower[i] * x[i * r + c];
+      mag[q * r + c] += std::fabs(s.lower[i] * x[i * r + c]);
+    }
+  double eta = 0;
+  for (std::size_t j = 0; j < n * r; ++j)
+    if (mag[j] > 0) eta = std::max(eta, std::fabs(ax[j] - b[j]) / mag[j]);
+  return eta;
+}
+
+HinesNumericsCheck check_hines_plan_numerics(const HinesPlan& plan, const HinesSystem& s,
+                                             std::uint64_t seed) {
+  const auto r = static_cast<std::size_t>(plan.problem.rhs);
+  const std::vector<double> b = random_step_rhs(s, r, seed);
+  const HinesAccuracy acc = hines_accuracy(s, b, plan.problem.rhs);
+  const std::vector<double>& ref = acc.ref;
+  std::vector<double> x;
+  if (plan.problem.dtype == "f64") {
+    x = interpret_hines(plan, s.diag, s.upper, s.lower, b);
+  } else {
+    const auto f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    const auto xf = interpret_hines(plan, f(s.diag), f(s.upper), f(s.lower), f(b));
+    x.assign(xf.begin(), xf.end());
+  }
+  return {hines_max_rel_error(x, ref), acc.tolerance(plan.problem.dtype), acc.note(plan.problem.dtype),
+          hines_backward_error(s, x, b, r), hines_backward_error(s, hines_solve_many(s, b, r), b, r)};
+}
+
+}  // namespace sparsecc::pipeline

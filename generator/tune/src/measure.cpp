@@ -1,4 +1,4 @@
-#include "tune_measure.hpp"
+#include "sparsecc/tune/measure.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,14 @@
 #include "sparsecc/runtime/hines_executor.hpp"
 #include "sparsecc/runtime/timing.hpp"
 
-namespace sparsecc::cli {
+namespace sparsecc::tune {
+
+using pipeline::compare_spmm;
+using pipeline::HinesGpuInputs;
+using pipeline::random_check_input;
+using pipeline::spmm_check_tolerance;
+using pipeline::SpmmCheck;
+using pipeline::SpmmGpuInputs;
 
 GpuSpmmMeasurer::GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, const SpmmProblem& problem,
                                  const std::vector<double>& bias, std::uint64_t seed, bool cold_l2)
@@ -25,7 +32,7 @@ GpuSpmmMeasurer::GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, con
   inputs_ = std::make_unique<SpmmGpuInputs>(std::string(dtype_name(problem.dtype)), b_, a.rows);
 }
 
-rt::LaunchTiming GpuSpmmMeasurer::time_cold(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) {
+rt::LaunchTiming GpuSpmmMeasurer::time_cold(const SpmmCandidate& candidate, const rt::Bundle& bundle) {
   // The bytes one launch keeps in L2: code, values and tables, B and C.
   const std::size_t element = problem_.dtype == DType::f32 ? 4 : 2;
   const std::size_t set_bytes =
@@ -49,15 +56,16 @@ rt::LaunchTiming GpuSpmmMeasurer::time_cold(const tune::SpmmCandidate& candidate
   });
 }
 
-tune::Measurement GpuSpmmMeasurer::measure(const tune::SpmmCandidate& candidate, const rt::Bundle& bundle) {
-  tune::Measurement m;
+Measurement GpuSpmmMeasurer::measure(const SpmmCandidate& candidate, const rt::Bundle& bundle) {
+  Measurement m;
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, candidate.label, ctx_);
   const SpmmCheck check = compare_spmm(inputs_->run(ctx_, exec, problem_.n), reference_);
   m.rel_error = check.rel_error;
   const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)), std::string(dtype_name(candidate.plan.epilogue.accumulate)));
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
-    m.error = fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
-                          check.unwritten, check.rel_error, tolerance);
+    m.error =
+        fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",
+                    check.unwritten, check.rel_error, tolerance);
     return m;
   }
   const int n = static_cast<int>(problem_.n);
@@ -80,13 +88,14 @@ GpuHinesMeasurer::GpuHinesMeasurer(const rt::Context& ctx, const HinesSystem& sy
   inputs_ = std::make_unique<HinesGpuInputs>(system, b, dtype);
 }
 
-tune::Measurement GpuHinesMeasurer::measure(const tune::HinesCandidate& candidate, const rt::Bundle& bundle) {
-  tune::Measurement m;
+Measurement GpuHinesMeasurer::measure(const HinesCandidate& candidate, const rt::Bundle& bundle) {
+  Measurement m;
   const rt::HinesExecutor exec = rt::HinesExecutor::load(bundle, candidate.label, ctx_);
   const std::vector<double> x = inputs_->run(ctx_, exec);
   m.rel_error = hines_max_rel_error(x, reference_);  // infinite when an output is not finite
   if (!(m.rel_error <= tolerance_)) {
-    m.error = fmt::format("verification failed: max relative error {:.3e} (tolerance {:.1e})", m.rel_error, tolerance_);
+    m.error = fmt::format("verification failed: max relative error {:.3e} (tolerance {:.1e})", m.rel_error,
+                          tolerance_);
     return m;
   }
   const rt::LaunchTiming t = rt::time_launches(ctx_, [&](CUstream s) { inputs_->enqueue(exec, s); });
@@ -95,4 +104,4 @@ tune::Measurement GpuHinesMeasurer::measure(const tune::HinesCandidate& candidat
   return m;
 }
 
-}  // namespace sparsecc::cli
+}  // namespace sparsecc::tune

@@ -1,4 +1,4 @@
-#include "tune_lookup.hpp"
+#include "sparsecc/tune/lookup.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "sparsecc/tune/space.hpp"
 #include "sparsecc/tune/tuner.hpp"
 
-namespace sparsecc::cli {
+namespace sparsecc::tune {
 
 namespace {
 
@@ -44,10 +44,10 @@ std::pair<std::string, std::string> lookup_target(const std::string& arch, const
 }
 
 // The record for `key` in the database at `path` (a copy), matching any GPU name when the key has none.
-std::optional<tune::TuningRecord> find_record(const std::string& path, const tune::TuningKey& key) {
-  const tune::TuningDatabase db = tune::read_database_file(path);
-  for (const tune::TuningRecord& r : db.records) {
-    tune::TuningKey k = r.key;
+std::optional<TuningRecord> find_record(const std::string& path, const TuningKey& key) {
+  const TuningDatabase db = read_database_file(path);
+  for (const TuningRecord& r : db.records) {
+    TuningKey k = r.key;
     if (key.gpu.empty()) k.gpu.clear();  // any GPU of this compute capability
     if (k == key) return r;
   }
@@ -60,11 +60,11 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
                               const SpmmOptions& base, KernelLanguage default_emitter,
                               const std::string& arch, const std::string& gpu, bool cold_l2) {
   const auto [target_gpu, cc] = lookup_target(arch, gpu);
-  const std::optional<tune::TuningRecord> record =
-      find_record(db_path, tune::spmm_tuning_key(a, problem, target_gpu, cc, cold_l2));
+  const std::optional<TuningRecord> record =
+      find_record(db_path, spmm_tuning_key(a, problem, target_gpu, cc, cold_l2));
   TunedChoice choice;
   if (record) {
-    auto [options, emitter] = tune::spmm_options_from_json(record->winner_options, base);
+    auto [options, emitter] = spmm_options_from_json(record->winner_options, base);
     choice.options = options;
     choice.emitter = emitter;
     choice.how = fmt::format("tuned plan {} from {} ({}{}, {:.2f} us; the default plan {:.2f} us)",
@@ -84,18 +84,18 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
         db_path, target);
     return choice;
   }
-  const tune::SpmmSpace space = tune::spmm_space(a, problem, base, default_emitter);
+  const SpmmSpace space = spmm_space(a, problem, base, default_emitter);
   // The predictor was fitted on unrolled plans only: it ranks the candidates of the default plan's kind
   // (rolled, or unrolled) and leaves the choice between the kinds to the inspector's rule.
-  const auto rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
-  std::vector<const tune::SpmmCandidate*> kind;
+  const auto rolled = [](const SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
+  std::vector<const SpmmCandidate*> kind;
   std::vector<std::vector<double>> features;
-  for (const tune::SpmmCandidate& c : space.candidates)
+  for (const SpmmCandidate& c : space.candidates)
     if (rolled(c) == rolled(space.candidates.front())) {
       kind.push_back(&c);
-      features.push_back(tune::spmm_features(c.plan, a));
+      features.push_back(spmm_features(c.plan, a));
     }
-  const tune::SpmmCandidate& best = *kind.at(tune::rank_candidates(tune::shipped_predictor(), features).front());
+  const SpmmCandidate& best = *kind.at(rank_candidates(shipped_predictor(), features).front());
   choice.options = best.options;
   choice.emitter = best.emitter;
   choice.how = fmt::format(
@@ -109,18 +109,18 @@ TunedHines choose_tuned_hines(const std::string& db_path, const HinesSystem& sys
                               const std::string& dtype, const HinesOptions& base, const std::string& arch,
                               const std::string& gpu) {
   const auto [target_gpu, cc] = lookup_target(arch, gpu);
-  const std::optional<tune::TuningRecord> record =
-      find_record(db_path, tune::hines_tuning_key(system, rhs, dtype, target_gpu, cc));
+  const std::optional<TuningRecord> record =
+      find_record(db_path, hines_tuning_key(system, rhs, dtype, target_gpu, cc));
   TunedHines choice{base, ""};
   if (!record) {
     choice.how = fmt::format("no record in {} for this forest and problem on {}: the planner's rules",
                              db_path, target_gpu.empty() ? "compute capability " + cc : target_gpu);
     return choice;
   }
-  choice.options = tune::hines_options_from_json(record->winner_options, base, db_path);
-  choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us per step; the default plan {:.2f} us)", record->winner,
-                           db_path, record->key.gpu, record->winner_us, record->default_us);
+  choice.options = hines_options_from_json(record->winner_options, base, db_path);
+  choice.how = fmt::format("tuned plan {} from {} ({}, {:.2f} us per step; the default plan {:.2f} us)",
+                           record->winner, db_path, record->key.gpu, record->winner_us, record->default_us);
   return choice;
 }
 
-}  // namespace sparsecc::cli
+}  // namespace sparsecc::tune
