@@ -337,8 +337,8 @@ TEST(SpmmGpuPipelineCpu, BuildsSmallCaseWithoutDevice) {
   EXPECT_EQ(b.bundle.metadata.arch, "sm_90");
   EXPECT_EQ(b.bundle.metadata.kernel, b.emitted.kernel_name);
   EXPECT_EQ(b.bundle.metadata.block_rows, b.plan.block_rows());
-  EXPECT_EQ(b.bundle.metadata.block_x, b.plan.block_x);
-  EXPECT_EQ(b.bundle.metadata.shared_bytes, b.plan.shared_bytes);
+  EXPECT_EQ(b.bundle.metadata.block_x, b.plan.layout.block_x);
+  EXPECT_EQ(b.bundle.metadata.shared_bytes, b.plan.layout.shared_bytes);
   EXPECT_EQ(b.bundle.values, spmm_kernel_values(b.plan, c.a));
   EXPECT_EQ(rt::parse_bundle(rt::bundle_bytes(b.bundle, c.name), c.name), b.bundle);
   test::TempDir dir;
@@ -443,7 +443,7 @@ TEST(SpmmGpu, StepLanesOnRealLayers) {
                     lanes({}, n == 16 ? 2 : 0)));
   for (const SpmmCase& c : cases) {
     const SpmmPlan p = plan_spmm(c.a, c.problem, c.options);
-    ASSERT_GT(p.step_lanes, 1) << c.name;
+    ASSERT_GT(p.step_lanes(), 1) << c.name;
   }
   build_and_run(ctx, cases);
 }
@@ -519,8 +519,8 @@ TEST(SpmmGpu, TallBlockRowsAtBatch16) {
     CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
     SpmmCase c = make_case(std::string("tall/") + layer, std::move(a), n, SpmmNMode::fixed, true, true);
     const SpmmPlan p = plan_spmm(c.a, c.problem);
-    EXPECT_EQ(p.panel_rows, 32) << layer;
-    EXPECT_EQ(p.row_split == SpmmRowSplit::clustered, cases.size() > 0) << layer;
+    EXPECT_EQ(p.layout.panel_rows, 32) << layer;
+    EXPECT_EQ(p.layout.row_split == SpmmRowSplit::clustered, cases.size() > 0) << layer;
     cases.push_back(std::move(c));
   }
   std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 3});
@@ -610,8 +610,8 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
     expect_clean_build(c, b);
     const auto named = [&](const char* word) { return c.name.find(word) != std::string::npos; };
     const bool plain_plan = named("_off_");
-    ASSERT_EQ(b.plan.programmatic, !plain_plan);
-    ASSERT_EQ(b.plan.programmatic_trigger, !plain_plan && !named("_wait_") && !named("_rule_"));
+    ASSERT_EQ(b.plan.hints.programmatic, !plain_plan);
+    ASSERT_EQ(b.plan.hints.programmatic_trigger, !plain_plan && !named("_wait_") && !named("_rule_"));
     ASSERT_EQ(b.bundle.metadata.programmatic_launch, !plain_plan);
     if (c.name.find("split") != std::string::npos) {
       EXPECT_FALSE(b.emitted.modules.empty()) << "not split";
@@ -642,9 +642,9 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
           "[ spmm gpu ] %-44s %5lldx%-5lld nnz %7lld  N %4d  %-7s %d launches (%s%s): max rel err %.2e, "
           "%lld elements differ from the plain chain\n",
           c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-          static_cast<long long>(c.a.nnz()), n, to_string(b.plan.value_mode), kLayers,
+          static_cast<long long>(c.a.nnz()), n, to_string(b.plan.value_mode()), kLayers,
           ex.metadata().programmatic_launch ? "programmatic" : "asked programmatic, plain",
-          b.plan.programmatic_trigger ? ", early trigger" : "", err, static_cast<long long>(differing));
+          b.plan.hints.programmatic_trigger ? ", early trigger" : "", err, static_cast<long long>(differing));
       std::fflush(stdout);
       EXPECT_EQ(nonfinite, 0);
       EXPECT_LE(err, kMaxRelError);

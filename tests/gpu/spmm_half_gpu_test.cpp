@@ -41,8 +41,8 @@ HalfCase half_case(std::string name, CsrMatrix a, std::int64_t n, const std::str
   h.blocklets = blocklets;
   SpmmCase& c = h.c;
   c.name = std::move(name);
-  c.problem = {a.rows, a.cols, n, mode, bias_relu, bias_relu, dtype};
-  c.options.accumulate = accumulate;
+  c.problem = {a.rows, a.cols, n, mode, bias_relu, bias_relu, *parse_dtype(dtype)};
+  c.options.accumulate = *parse_dtype(accumulate);
   c.options.value_mode = values;
   set_blocklets(c.options, blocklets);
   if (bias_relu) c.bias = random_vector(a.rows, 0xb1a5);
@@ -72,7 +72,7 @@ double from_bits(std::uint16_t h, bool bf16) { return bf16 ? bf16_bits_to_double
 // Runs `ex` at n on a NaN-poisoned C and checks it; prints one line.
 void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built, int n) {
   const SpmmPlan& plan = built.plan;
-  const bool bf16 = plan.problem.dtype == "bf16";
+  const bool bf16 = plan.problem.dtype == DType::bf16;
   DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
   round_values(b, plan.problem.dtype);
   const std::vector<double>* bias = c.problem.bias ? &c.bias : nullptr;
@@ -115,20 +115,20 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
   }
   std::int64_t max_row_nnz = 0;
   for (std::int64_t r = 0; r < c.a.rows; ++r) max_row_nnz = std::max(max_row_nnz, c.a.row_nnz(r));
-  const double tol = spmm_tolerance(plan.problem.dtype, plan.accumulate, max_row_nnz);
+  const double tol = spmm_tolerance(plan.problem.dtype, plan.epilogue.accumulate, max_row_nnz);
   const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
   std::printf(
       "[ half gpu ] %-46s %5lldx%-5lld nnz %7lld N %5d %-4s acc %-4s %-8s tiles %5lld (%5.1f %% nnz) "
       "max rel err %.2e (tol %.1e) interp %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-      static_cast<long long>(c.a.nnz()), n, plan.problem.dtype.c_str(), plan.accumulate.c_str(),
-      to_string(plan.value_mode), static_cast<long long>(plan.blocklets.tiles),
-      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
+      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), std::string(dtype_name(plan.epilogue.accumulate)).c_str(),
+      to_string(plan.value_mode()), static_cast<long long>(plan.blocklets().tiles),
+      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
       rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within bound" : "DIFFERS");
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(rel, tol) << c.name << " n=" << n;
-  if (plan.fragment_k == 0) {
+  if (plan.fragment_k() == 0) {
     EXPECT_EQ(bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
   } else {
     EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first " << first_far;
@@ -229,10 +229,10 @@ TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
     SCOPED_TRACE(c.name);
     const SpmmBuilt& b = built[i].get();
     expect_clean_build(c, b);
-    ASSERT_TRUE(b.plan.programmatic);
-    ASSERT_FALSE(b.plan.programmatic_trigger);
+    ASSERT_TRUE(b.plan.hints.programmatic);
+    ASSERT_FALSE(b.plan.hints.programmatic_trigger);
     ASSERT_TRUE(b.bundle.metadata.programmatic_launch);
-    const bool bf16 = c.problem.dtype == "bf16";
+    const bool bf16 = c.problem.dtype == DType::bf16;
     const rt::SpmmExecutor ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);
     const int n = static_cast<int>(c.problem.n);
     DenseMatrix x0 = random_b(c.a.cols, n, 97);
@@ -252,8 +252,8 @@ TEST(SpmmHalfGpu, ProgrammaticLaunchChains) {
         "[ half gpu ] %-46s %5lldx%-5lld nnz %7lld N %5d %-4s tiles %5lld %d programmatic launches: "
         "%lld non-finite, %lld of %zu nonzero, %lld elements differ from the plain chain\n",
         c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-        static_cast<long long>(c.a.nnz()), n, c.problem.dtype.c_str(),
-        static_cast<long long>(b.plan.blocklets.tiles), kLayers, static_cast<long long>(nonfinite),
+        static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(c.problem.dtype)).c_str(),
+        static_cast<long long>(b.plan.blocklets().tiles), kLayers, static_cast<long long>(nonfinite),
         static_cast<long long>(nonzero), plain.size(), static_cast<long long>(differing));
     std::fflush(stdout);
     EXPECT_EQ(nonfinite, 0);

@@ -83,7 +83,7 @@ double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 SpmmProblem problem_for(const CsrMatrix& a, std::int64_t n, bool bias, bool relu, SpmmNMode mode) {
-  return {a.rows, a.cols, n, mode, bias, relu, "f32"};
+  return {a.rows, a.cols, n, mode, bias, relu, DType::f32};
 }
 
 double interp_error(const SpmmPlan& p, const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {

@@ -48,8 +48,8 @@ SpmmPlan plan_for(SpmmValueMode mode, bool bias = true) {
 // The bundle `sparsecc compile` writes for `plan`, with `ptx` standing in for the code.
 Raw spmm_bytes(const SpmmPlan& plan, const std::string& ptx) {
   const CsrMatrix& a = matrix();
-  const std::vector<float> values = plan.value_mode == SpmmValueMode::rolled ? spmm_rolled_table(plan, a)
-                                    : plan.value_mode == SpmmValueMode::streamed ? spmm_kernel_values(plan, a)
+  const std::vector<float> values = plan.value_mode() == SpmmValueMode::rolled ? spmm_rolled_table(plan, a)
+                                    : plan.value_mode() == SpmmValueMode::streamed ? spmm_kernel_values(plan, a)
                                                                                  : std::vector<float>{};
   const std::vector<double> bias(plan.problem.bias ? static_cast<std::size_t>(a.rows) : 0, 0.5);
   return rt::bundle_bytes(make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, ptx, values, {}, bias), "honest.sccb");
@@ -196,7 +196,7 @@ TEST(BundleForgery, EveryEmitterStampsThePlansContract) {
     SpmmOptions o;
     set_blocklets(o, "16x8:0.25");
     SpmmProblem p = test::problem_for(d, 64);
-    p.dtype = "f16";
+    p.dtype = DType::f16;
     const SpmmPlan plan = plan_spmm(d, p, o);
     ASSERT_GT(plan.fragment_count(), 0);
     const EmittedKernel k = emit_spmm_cuda(plan, d);
@@ -231,7 +231,7 @@ TEST(BundleForgery, CompiledCodeCarriesTheContract) {
     SCOPED_TRACE(to_string(language));
     const SpmmPlan plan = plan_for(SpmmValueMode::streamed, false);
     const EmittedKernel k = emit_spmm(plan, a, language, gpu_target("sm_90"));
-    const CudaCompileResult r = compile_kernel(k, plan.kernel_name, {});
+    const CudaCompileResult r = compile_kernel(k, plan.hints.kernel_name, {});
     const rt::Bundle b =
         make_spmm_bundle(plan, a, gpu_target("sm_90"), r.cubin, r.ptx, k.packed_values, k.fragment_words, {});
     const auto words = rt::contract_words(rt::bundle_contract(b));

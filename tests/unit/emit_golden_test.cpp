@@ -110,7 +110,7 @@ std::vector<SpmmCase> synthetic_cases() {
        [](SpmmOptions& o) { o.programmatic = SpmmProgrammatic::trigger; }},
       {"f16_auto", 64, false, true, true, "f16", L::cuda},
       {"f16_runtime", 64, true, false, false, "f16", L::cuda},
-      {"bf16_acc_bf16", 64, false, false, false, "bf16", L::cuda, [](SpmmOptions& o) { o.accumulate = "bf16"; }},
+      {"bf16_acc_bf16", 64, false, false, false, "bf16", L::cuda, [](SpmmOptions& o) { o.accumulate = DType::bf16; }},
       {"f16_blocklets_auto", 64, false, false, false, "f16", L::cuda,
        [](SpmmOptions& o) { set_blocklets(o, "auto"); }},
       {"f16_blocklets_16x8", 64, false, true, false, "f16", L::cuda,
@@ -130,7 +130,7 @@ std::string spmm_hash(const CsrMatrix& a, const SpmmCase& c) {
   p.n_mode = c.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
   p.bias = c.bias;
   p.relu = c.relu;
-  p.dtype = c.dtype;
+  p.dtype = *parse_dtype(c.dtype);
   SpmmOptions o;
   c.options(o);
   const SpmmPlan plan = plan_spmm(a, p, o);

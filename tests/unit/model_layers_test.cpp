@@ -119,7 +119,7 @@ TEST(ModelLayers, ProblemOfALayer) {
   EXPECT_EQ(p.n_mode, SpmmNMode::runtime);
   EXPECT_FALSE(p.bias);
   EXPECT_FALSE(p.relu);
-  EXPECT_EQ(p.dtype, "f16");
+  EXPECT_EQ(p.dtype, DType::f16);
 
   l.bias = std::vector<double>(6, 1.0);
   p = model_layer_problem(l, 32, args, "f32");

@@ -43,7 +43,7 @@ TEST(OptionsJson, SpmmOptionsRoundTrip) {
   o.value_mode = SpmmValueMode::streamed;
   o.baked_instruction_budget = 1000;
   o.kernel_name = "layer_3";
-  o.accumulate = "f16";
+  o.accumulate = DType::f16;
   set_blocklets(o, "16x8:0.75");
   o.programmatic = SpmmProgrammatic::wait;
   const nlohmann::json j = to_json(o);

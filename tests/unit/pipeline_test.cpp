@@ -14,7 +14,7 @@ namespace {
 pipeline::SpmmRequest request_for(const CsrMatrix& a, std::int64_t n, const std::string& dtype = "f32") {
   pipeline::SpmmRequest r;
   r.problem = test::problem_for(a, n);
-  r.problem.dtype = dtype;
+  r.problem.dtype = *parse_dtype(dtype);
   return r;
 }
 

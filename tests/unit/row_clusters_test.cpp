@@ -103,8 +103,8 @@ TEST(RowClusters, ClusteredPlansLoadFewerRowsOfBAndMatchTheReference) {
   const SpmmPlan natural = plan_spmm(a, problem_for(a, 64), equal);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 64), clustered(8));
   ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
-  EXPECT_EQ(p.row_split, SpmmRowSplit::clustered);
-  EXPECT_TRUE(is_permutation_of_rows(p.row_order, a.rows));
+  EXPECT_EQ(p.layout.row_split, SpmmRowSplit::clustered);
+  EXPECT_TRUE(is_permutation_of_rows(p.layout.row_order, a.rows));
   EXPECT_EQ(p.block_rows(), natural.block_rows());
   EXPECT_EQ(spmm_plan_nnz(p), a.nnz());
   // Twins share every column, so a clustered panel loads each of its columns once for two rows.
@@ -132,10 +132,10 @@ TEST(RowClusters, RealLayersPlanAndMatchTheReference) {
     const SpmmPlan natural = plan_spmm(a, problem_for(a, 196), equal);
     const SpmmPlan p = plan_spmm(a, problem_for(a, 196, true, true), clustered());
     ASSERT_TRUE(check_plan(p, a).empty()) << layer;
-    EXPECT_EQ(p.panel_rows, natural.panel_rows) << layer;
+    EXPECT_EQ(p.layout.panel_rows, natural.layout.panel_rows) << layer;
     // Fewer (block row, k) loads: 7 % and 17 % fewer on these two layers (panels of 2 and 4 rows).
     EXPECT_LT(static_cast<double>(spmm_plan_loads(p)), 0.95 * static_cast<double>(spmm_plan_loads(natural)))
-        << layer << ": " << spmm_plan_loads(p) << " against " << spmm_plan_loads(natural) << " rows " << p.panel_rows;
+        << layer << ": " << spmm_plan_loads(p) << " against " << spmm_plan_loads(natural) << " rows " << p.layout.panel_rows;
     EXPECT_LE(interp_error(p, a, 196, 2), kTolerance) << layer;
   }
 }
@@ -145,28 +145,28 @@ TEST(RowClusters, CheckPlanAndJsonKeepTheOrder) {
   const SpmmPlan good = plan_spmm(a, problem_for(a, 16, true, false, SpmmNMode::runtime), clustered(4, 2));
   ASSERT_TRUE(check_plan(good, a).empty());
   const nlohmann::json j = to_json(good);
-  EXPECT_EQ(j["row_split"], "clustered");
+  EXPECT_EQ(j["layout"]["row_split"], "clustered");
   const SpmmPlan back = plan_from_json(nlohmann::json::parse(j.dump()));
-  EXPECT_EQ(back.row_order, good.row_order);
+  EXPECT_EQ(back.layout.row_order, good.layout.row_order);
   EXPECT_EQ(to_json(back), j);
 
   SpmmPlan p = good;
-  p.row_order.clear();
+  p.layout.row_order.clear();
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.row_order[1] = p.row_order[0];
+  p.layout.row_order[1] = p.layout.row_order[0];
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  std::swap(p.row_order[0], p.row_order[23]);  // entries no longer sit at their own rows
-  if (good.row_order[0] != good.row_order[23] &&
-      a.row_nnz(good.row_order[0]) + a.row_nnz(good.row_order[23]) > 0) {
+  std::swap(p.layout.row_order[0], p.layout.row_order[23]);  // entries no longer sit at their own rows
+  if (good.layout.row_order[0] != good.layout.row_order[23] &&
+      a.row_nnz(good.layout.row_order[0]) + a.row_nnz(good.layout.row_order[23]) > 0) {
     EXPECT_FALSE(check_plan(p, a).empty());
   }
   p = good;
-  p.row_split = SpmmRowSplit::equal;  // an order without the clustered split
+  p.layout.row_split = SpmmRowSplit::equal;  // an order without the clustered split
   EXPECT_FALSE(check_plan(p, a).empty());
   nlohmann::json bad = j;
-  bad["row_split"] = "shuffled";
+  bad["layout"]["row_split"] = "shuffled";
   EXPECT_THROW(plan_from_json(bad), UsageError);
 }
 
@@ -176,7 +176,7 @@ TEST(RowClusters, RolledAndHalfPlansRefuseClusteredRows) {
   o.value_mode = SpmmValueMode::rolled;
   EXPECT_THROW(plan_spmm(a, problem_for(a, 32), o), UsageError);
   SpmmProblem half = problem_for(a, 32);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_THROW(plan_spmm(a, half, clustered()), UsageError);
   EXPECT_EQ(parse_row_split("clustered"), SpmmRowSplit::clustered);
   EXPECT_STREQ(to_string(SpmmRowSplit::balanced), "balanced");
@@ -191,7 +191,7 @@ TEST(RowClusters, BothEmittersStoreToTheOrderedRows) {
   const CsrMatrix a = csr_from_dense(d, DType::f32);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 32, true, false), clustered(2));
   ASSERT_TRUE(check_plan(p, a).empty());
-  ASSERT_EQ(p.row_order, (std::vector<std::int64_t>{1, 0}));
+  ASSERT_EQ(p.layout.row_order, (std::vector<std::int64_t>{1, 0}));
   const std::string cuda = emit_spmm(p, a, KernelLanguage::cuda).source;
   const std::string ptx = emit_spmm(p, a, KernelLanguage::ptx).source;
   // Accumulator 0 (position 0) is row 1: its store goes to C's row 1 (32 floats in), its bias to bias[1].
@@ -213,10 +213,10 @@ TEST(RowClusters, TunerTimesTheWinnerWithClusteredRows) {
   const auto v = tune::spmm_cluster_variant(a, winner, dims);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->label, winner.label + "/clu");
-  EXPECT_EQ(v->plan.row_split, SpmmRowSplit::clustered);
-  EXPECT_EQ(v->plan.panel_rows, winner.plan.panel_rows);
-  EXPECT_EQ(v->plan.n_tile, winner.plan.n_tile);
-  EXPECT_EQ(v->plan.groups, winner.plan.groups);
+  EXPECT_EQ(v->plan.layout.row_split, SpmmRowSplit::clustered);
+  EXPECT_EQ(v->plan.layout.panel_rows, winner.plan.layout.panel_rows);
+  EXPECT_EQ(v->plan.layout.n_tile, winner.plan.layout.n_tile);
+  EXPECT_EQ(v->plan.layout.groups, winner.plan.layout.groups);
   EXPECT_TRUE(check_plan(v->plan, a).empty());
   EXPECT_EQ(tune::spmm_variant_base_label(v->label), winner.label);
   EXPECT_EQ(tune::spmm_variant_base_label(v->label + "/r72"), winner.label);
@@ -233,8 +233,8 @@ TEST(RowClusters, TunerTimesTheWinnerWithClusteredRows) {
   const tune::SpmmSpace ws = tune::spmm_space(a, wide, {}, KernelLanguage::ptx);
   const tune::SpmmCandidate& d = ws.candidates.front();
   ASSERT_TRUE(d.is_default);
-  ASSERT_EQ(d.plan.row_split, SpmmRowSplit::clustered);
-  EXPECT_EQ(d.plan.panel_rows, 32);
+  ASSERT_EQ(d.plan.layout.row_split, SpmmRowSplit::clustered);
+  EXPECT_EQ(d.plan.layout.panel_rows, 32);
   EXPECT_FALSE(tune::spmm_cluster_variant(a, d, dims).has_value());
   const auto [wide_options, wide_emitter] = tune::spmm_options_from_json(tune::candidate_json(d), {});
   EXPECT_EQ(to_json(plan_spmm(a, wide, wide_options)), to_json(d.plan));

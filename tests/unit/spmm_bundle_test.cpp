@@ -73,13 +73,13 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   EXPECT_FALSE(spmm_bundle_metadata(plan, a, gpu_target("sm_80")).programmatic_launch);
   EXPECT_FALSE(spmm_bundle_metadata(plan, a, gpu_target("sm_89")).programmatic_launch);
   SpmmProblem half = p;
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_TRUE(spmm_bundle_metadata(plan_spmm(a, half), a, gpu_target("sm_90")).programmatic_launch);
   EXPECT_FALSE(spmm_bundle_metadata(plan_spmm(a, half), a, gpu_target("sm_80")).programmatic_launch);
   EXPECT_EQ(md.block_rows, plan.block_rows());
-  EXPECT_EQ(md.block_x, plan.block_x);
+  EXPECT_EQ(md.block_x, plan.layout.block_x);
   EXPECT_EQ(md.nnz, a.nnz());
-  EXPECT_EQ(md.plan_summary.at("rows_per_block"), plan.rows_per_block);
+  EXPECT_EQ(md.plan_summary.at("rows_per_block"), plan.layout.rows_per_block);
   rt::Bundle b;
   b.metadata = md;
   b.ptx = "// not compiled in this test\n";
@@ -92,7 +92,7 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
 
   // make_spmm_bundle stores the plan: it comes back from the file as it was planned.
   const rt::Bundle whole = make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, "// not compiled in this test\n",
-                                            plan.value_mode == SpmmValueMode::baked ? std::vector<float>{}
+                                            plan.value_mode() == SpmmValueMode::baked ? std::vector<float>{}
                                                                                     : spmm_kernel_values(plan, a),
                                             spmm_fragment_words(plan, a), {});
   write_bundle(dir.file("b.sccb"), whole);

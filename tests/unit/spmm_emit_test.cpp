@@ -41,7 +41,7 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
   SpmmOptions o;
   o.rows_per_block = 3;
-  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, DType::f32}, o);
   const EmittedKernel e = emit_spmm_cuda(p, a);
   EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);
   EXPECT_EQ(e.kernel_name, "sparsecc_spmm");
@@ -49,7 +49,7 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   EXPECT_EQ(count(e.source, "__ldg(b + "), static_cast<std::size_t>(spmm_plan_loads(p)));
   EXPECT_EQ(count(e.source, "__fmaf_rn(x, ") + count(e.source, "__fmul_rn(x, "),
             static_cast<std::size_t>(a.nnz()));
-  EXPECT_EQ(count(e.source, "\n    case "), p.blocks.size());
+  EXPECT_EQ(count(e.source, "\n    case "), p.layout.blocks.size());
   EXPECT_NE(e.source.find("const long long ld = 49;"), std::string::npos);
   EXPECT_NE(e.source.find("__ldg(bias + "), std::string::npos);
   EXPECT_NE(e.source.find(" = fmaxf(a"), std::string::npos);
@@ -59,27 +59,27 @@ TEST(SpmmEmit, SourceIsDeterministicAndUnrolled) {
   // A programmatic plan (sm_90 on, under __CUDA_ARCH__): one wait before the block rows' cases, and
   // every case's epilogue lets the next grid launch (programmatic_trigger); a plan without the trigger
   // only waits, and a plan that is not programmatic does neither.
-  ASSERT_TRUE(p.programmatic);
-  ASSERT_TRUE(p.programmatic_trigger);
+  ASSERT_TRUE(p.hints.programmatic);
+  ASSERT_TRUE(p.hints.programmatic_trigger);
   EXPECT_EQ(count(e.source, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_LT(e.source.find("sparsecc_wait_for_predecessor();\n"), e.source.find("switch (blockIdx.y)"));
-  EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.blocks.size());
+  EXPECT_EQ(count(e.source, "      sparsecc_launch_dependents();\n"), p.layout.blocks.size());
   EXPECT_EQ(count(e.source, "#if __CUDA_ARCH__ >= 900"), 2u);
   SpmmPlan wait_only = p;
-  wait_only.programmatic_trigger = false;
+  wait_only.hints.programmatic_trigger = false;
   const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
   EXPECT_EQ(count(wait_text, "  if (true) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_EQ(count(wait_text, "sparsecc_launch_dependents();\n"), 0u);
   SpmmPlan plain = wait_only;
-  plain.programmatic = false;
+  plain.hints.programmatic = false;
   const std::string plain_text = emit_spmm_cuda(plain, a).source;
   EXPECT_EQ(count(plain_text, "  if (false) sparsecc_wait_for_predecessor();\n"), 1u);
   EXPECT_EQ(count(plain_text, "sparsecc_launch_dependents();\n"), 0u);
 
   SpmmPlan other = p;
-  other.kernel_name = "layer2";
+  other.hints.kernel_name = "layer2";
   EXPECT_NE(emit_spmm_cuda(other, a).source, e.source);
-  other.kernel_name = "2bad";
+  other.hints.kernel_name = "2bad";
   EXPECT_THROW(emit_spmm_cuda(other, a), UsageError);
 }
 
@@ -88,7 +88,7 @@ TEST(SpmmEmit, StreamedModeReadsPackedValuesInOrder) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, DType::f32}, o);
   const EmittedKernel e = emit_spmm_cuda(p, a);
   EXPECT_EQ(e.packed_values, spmm_kernel_values(p, a));
   EXPECT_EQ(e.packed_values.size(), static_cast<std::size_t>(a.nnz()));
@@ -131,8 +131,8 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   std::printf(
       "[ spmm    ] %-34s nnz %7lld  Ny %2d T %3d Gy %d %-8s compile %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
-      label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
-      to_string(p.value_mode), r.seconds, r.cubin.size(),
+      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile, p.layout.groups,
+      to_string(p.value_mode()), r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
@@ -140,7 +140,7 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
   // Rolled kernels hold a batch of records and loads besides the accumulators: their cap binds.
-  EXPECT_LE(u.registers, p.value_mode == SpmmValueMode::rolled ? p.max_registers : p.estimated_registers + 16)
+  EXPECT_LE(u.registers, p.value_mode() == SpmmValueMode::rolled ? p.hints.max_registers : p.hints.estimated_registers + 16)
       << label;
 }
 
@@ -148,37 +148,37 @@ TEST(SpmmEmit, NvrtcCompilesSmallPlansWithoutSpills) {
   const CsrMatrix a = random_csr(37, 64, 0.15, 3);
   const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
   SpmmOptions o;
-  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                        "random fixed");
-  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, o), zero,
                        "all-zero N=1 (step lanes)");
   o.value_mode = SpmmValueMode::baked;
-  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, o), zero,
+  expect_clean_compile(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, o), zero,
                        "all-zero N=1 unrolled");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_compile(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, DType::f32}, o), a,
                        "random runtime Gy=3 streamed");
   o = {};
   o.rows_per_block = 16;
   o.row_split = SpmmRowSplit::balanced;
-  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, true, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, true, false, DType::f32}, o), a,
                        "random balanced Ny=16");
   o.cols_per_thread = 2;
   o.groups = 3;
-  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a,
                        "random balanced Ny=16 pairs Gy=3");
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_compile(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                        "random balanced Ny=16 pairs streamed");
 }
 
 TEST(SpmmEmit, NvrtcCompilesRealDlmcLayerWithoutSpills) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_2_block_group2_3_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 128 x 1152, 14,745 nonzeros
-  expect_clean_compile(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, "f32"}, {}), a,
+  expect_clean_compile(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, {}), a,
                        "rn50 0.9 bottleneck_2_block_group2_3_1");
 }
 

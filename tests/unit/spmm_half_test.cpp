@@ -42,7 +42,7 @@ CsrMatrix planted(std::int64_t m, std::int64_t k, double density, std::uint64_t 
 SpmmOptions with_blocklets(const std::string& spec, const std::string& accumulate = "f32") {
   SpmmOptions o;
   set_blocklets(o, spec);
-  o.accumulate = accumulate;
+  o.accumulate = *parse_dtype(accumulate);
   return o;
 }
 
@@ -72,19 +72,19 @@ TEST(SpmmHalf, InterpreterMatchesTheReferenceForEveryConfiguration) {
           for (const int groups : {0, 3}) {
             SCOPED_TRACE(dtype + " " + bl + " acc " + acc + (bias ? " bias+relu" : "") + " groups " +
                          std::to_string(groups));
-            const SpmmProblem pr{a.rows, a.cols, 37, SpmmNMode::fixed, bias, bias, dtype};
+            const SpmmProblem pr{a.rows, a.cols, 37, SpmmNMode::fixed, bias, bias, *parse_dtype(dtype)};
             SpmmOptions o = with_blocklets(bl, acc);
             o.groups = groups;
             const SpmmPlan plan = plan_spmm(a, pr, o);
             if (groups) {
-              EXPECT_EQ(plan.groups, groups);
+              EXPECT_EQ(plan.layout.groups, groups);
             }
             const auto errors = check_plan(plan, a);
             ASSERT_TRUE(errors.empty()) << errors.front();
-            EXPECT_EQ(plan.cols_per_thread, 2);
+            EXPECT_EQ(plan.layout.cols_per_thread, 2);
             if (bl != "off") {
               EXPECT_GT(plan.fragment_count(), 0);
-              EXPECT_EQ(plan.rows_per_block, 16);
+              EXPECT_EQ(plan.layout.rows_per_block, 16);
             }
             SplitMix64 rng(99);
             DenseMatrix b(a.cols, 37);
@@ -108,7 +108,7 @@ TEST(SpmmHalf, ToleranceFollowsThePrecision) {
   EXPECT_DOUBLE_EQ(spmm_tolerance("f16", "f16", 100), std::ldexp(1.0, -11) * 22);
   // A wrong weight is caught: the interpreter of a plan with one corrupted value misses the bound.
   const CsrMatrix a = planted(32, 40, 0.1, 5);
-  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off"));
+  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   std::vector<float> w = spmm_kernel_values(plan, a);
   w[3] += 0.5f;
   DenseMatrix b(a.cols, 8, 0.0);
@@ -122,13 +122,13 @@ TEST(SpmmHalf, ToleranceFollowsThePrecision) {
 
 TEST(SpmmHalf, FragmentWordsFollowTheMmaLaneLayout) {
   const CsrMatrix a = planted(32, 24, 0.0, 7);  // the 8x8 block and one 16x16 block
-  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, "f16"},
+  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
                                   with_blocklets("16x8:1"));
-  ASSERT_EQ(plan.fragment_k, 8);
+  ASSERT_EQ(plan.fragment_k(), 8);
   const std::vector<std::uint32_t> words = spmm_fragment_words(plan, a);
   ASSERT_EQ(words.size(), static_cast<std::size_t>(plan.fragment_count()) * 64);
   std::size_t f = 0;
-  for (const SpmmBlockRow& b : plan.blocks)
+  for (const SpmmBlockRow& b : plan.layout.blocks)
     for (const SpmmFragment& fr : b.fragments) {
       for (int lane = 0; lane < 32; ++lane)
         for (int reg = 0; reg < 2; ++reg)
@@ -146,13 +146,13 @@ TEST(SpmmHalf, FragmentWordsFollowTheMmaLaneLayout) {
 
 TEST(SpmmHalf, PlanJsonRoundTripKeepsFragments) {
   const CsrMatrix a = planted(40, 50, 0.05, 11);
-  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 64, SpmmNMode::runtime, false, false, "bf16"},
+  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 64, SpmmNMode::runtime, false, false, DType::bf16},
                                   with_blocklets("auto", "bf16"));
   const SpmmPlan back = plan_from_json(to_json(plan));
   EXPECT_TRUE(check_plan(back, a).empty());
   EXPECT_EQ(to_json(back), to_json(plan));
   EXPECT_EQ(back.fragment_count(), plan.fragment_count());
-  EXPECT_EQ(back.accumulate, "bf16");
+  EXPECT_EQ(back.epilogue.accumulate, DType::bf16);
 }
 
 TEST(SpmmHalf, BadOptionsAreRefused) {
@@ -163,24 +163,24 @@ TEST(SpmmHalf, BadOptionsAreRefused) {
   EXPECT_EQ(o.blocklet_fill, 1.0);
   const CsrMatrix a = planted(32, 32, 0.1, 1);
   // Blocklets need a 16-bit dtype; accumulation in another type than the dtype is refused.
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f32"}, with_blocklets("16x8:0.5")),
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f32}, with_blocklets("16x8:0.5")),
                UsageError);
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off", "bf16")),
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off", "bf16")),
                UsageError);
   // Tensor-core tiles take whole warps and 16-row block rows.
   SpmmOptions partial_warp = with_blocklets("16x8:0.5");
   partial_warp.n_tile = 48;
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, partial_warp), UsageError);
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, partial_warp), UsageError);
   SpmmOptions short_rows = with_blocklets("16x8:0.5");
   short_rows.rows_per_block = 8;
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, short_rows), UsageError);
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, short_rows), UsageError);
   // The PTX emitter writes fp32 kernels only.
-  const SpmmPlan half = plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off"));
+  const SpmmPlan half = plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   EXPECT_THROW(emit_spmm(half, a, KernelLanguage::ptx), UsageError);
   // A weight beyond fp16's range cannot be represented.
   CsrMatrix big = a;
   big.values[0] = 1e6;
-  const SpmmPlan p16 = plan_spmm(big, {32, 32, 8, SpmmNMode::fixed, false, false, "f16"}, with_blocklets("off"));
+  const SpmmPlan p16 = plan_spmm(big, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   EXPECT_THROW(spmm_kernel_values(p16, big), UsageError);
 }
 
@@ -206,32 +206,32 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
     for (std::int64_t r = 0; r < 32; ++r)
       for (std::int64_t c = c0; c < c0 + 8; ++c) d(r, c) = rng.uniform_pm1();
   const CsrMatrix a = csr_from_dense(d, DType::f32);
-  const SpmmProblem pr{32, 512, 64, SpmmNMode::fixed, false, false, "f16"};
+  const SpmmProblem pr{32, 512, 64, SpmmNMode::fixed, false, false, DType::f16};
   const SpmmPlan one = plan_spmm(a, pr, with_blocklets("16x8"));
   EXPECT_EQ(one.fragment_count(), 32);
-  EXPECT_EQ(one.groups, 2);
+  EXPECT_EQ(one.layout.groups, 2);
   EXPECT_TRUE(check_plan(one, a).empty());
-  const SpmmProblem wide{32, 512, 65536, SpmmNMode::fixed, false, false, "f16"};  // 2048 warps
+  const SpmmProblem wide{32, 512, 65536, SpmmNMode::fixed, false, false, DType::f16};  // 2048 warps
   const SpmmPlan direct = plan_spmm(a, wide, with_blocklets("16x8"));
-  EXPECT_EQ(direct.groups, 1);
+  EXPECT_EQ(direct.layout.groups, 1);
   // One group on the 16-byte path, fragments only: tiles go straight to C, no stage in shared memory.
   EXPECT_FALSE(spmm_fragment_stages(direct));
-  EXPECT_EQ(direct.shared_bytes, 0);
+  EXPECT_EQ(direct.layout.shared_bytes, 0);
   SpmmProblem scalar = wide;
   scalar.n_mode = SpmmNMode::runtime;  // the scalar path stages every tile
   const SpmmPlan staged = plan_spmm(a, scalar, with_blocklets("16x8"));
   EXPECT_TRUE(spmm_fragment_stages(staged));
-  EXPECT_EQ(staged.shared_bytes, std::int64_t{staged.block_x / 32} * 16 * 72 * 4);
+  EXPECT_EQ(staged.layout.shared_bytes, std::int64_t{staged.layout.block_x / 32} * 16 * 72 * 4);
   DenseMatrix shorter = d;  // 15 fragments per block row
   for (std::int64_t r = 0; r < 32; ++r)
     for (std::int64_t c = 480; c < 488; ++c) shorter(r, c) = 0;
-  EXPECT_EQ(plan_spmm(csr_from_dense(shorter, DType::f32), pr, with_blocklets("16x8")).groups, 1);
+  EXPECT_EQ(plan_spmm(csr_from_dense(shorter, DType::f32), pr, with_blocklets("16x8")).layout.groups, 1);
   SpmmOptions o = with_blocklets("16x8");
   o.groups = 4;
   const SpmmPlan four = plan_spmm(a, pr, o);
-  EXPECT_EQ(four.groups, 4);
+  EXPECT_EQ(four.layout.groups, 4);
   EXPECT_TRUE(check_plan(four, a).empty());
-  EXPECT_EQ(four.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
+  EXPECT_EQ(four.layout.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
   o.groups = 11;  // 11 stages of 4.5 KiB
   EXPECT_THROW(plan_spmm(a, pr, o), UsageError);
 }
@@ -255,7 +255,7 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
       SpmmOptions so = with_blocklets(bl);
       so.groups = cfg.groups;
       if (cfg.groups > 1) so.n_tile = 64;  // within 48 KiB of warp stages
-      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, cfg.n, SpmmNMode::fixed, true, true, dtype}, so);
+      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, cfg.n, SpmmNMode::fixed, true, true, *parse_dtype(dtype)}, so);
       const EmittedKernel k = emit_spmm_cuda(plan, a);
       EXPECT_NE(k.source.find(bl[3] == '8' ? "m16n8k8" : "m16n8k16"), std::string::npos);
       EXPECT_NE(k.source.find(cfg.n % 8 == 0 ? "#define SPCC_VEC8 1" : "#define SPCC_VEC8 0"), std::string::npos);
@@ -264,7 +264,7 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
       EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
       EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
       // Programmatic (the rule for half plans): one wait before the block rows' cases, no trigger.
-      ASSERT_TRUE(plan.programmatic);
+      ASSERT_TRUE(plan.hints.programmatic);
       EXPECT_NE(k.source.find("if (true) sparsecc_wait_for_predecessor();\n  switch (blockIdx.y)"),
                 std::string::npos);
       EXPECT_EQ(k.source.find("launch_dependents"), std::string::npos);

@@ -10,6 +10,7 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
@@ -64,40 +65,40 @@ TEST(SpmmPlan, InvariantsHoldAcrossShapesAndOptions) {
 TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   const CsrMatrix a = random_csr(64, 256, 0.1, 3);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 49));
-  EXPECT_EQ(p.rows_per_block, 1);  // no taller block row keeps 100 blocks
-  EXPECT_EQ(p.n_tile, 64);
+  EXPECT_EQ(p.layout.rows_per_block, 1);  // no taller block row keeps 100 blocks
+  EXPECT_EQ(p.layout.n_tile, 64);
   EXPECT_EQ(p.block_rows(), 64);
   EXPECT_EQ(p.column_tiles(49), 1);
-  EXPECT_EQ(p.groups, 1);  // ~25 nonzeros per block row
-  EXPECT_EQ(p.value_mode, SpmmValueMode::baked);
-  EXPECT_EQ(p.estimated_registers, 1 + kSpmmRegisterOverhead);
-  EXPECT_EQ(p.max_registers, 48);  // the estimate and 16 for loads in flight, rounded up to 8
-  EXPECT_EQ(p.estimated_instructions, spmm_plan_loads(p) + a.nnz());
-  EXPECT_EQ(p.assembler_opt_level, 3);
+  EXPECT_EQ(p.layout.groups, 1);  // ~25 nonzeros per block row
+  EXPECT_EQ(p.value_mode(), SpmmValueMode::baked);
+  EXPECT_EQ(p.hints.estimated_registers, 1 + kSpmmRegisterOverhead);
+  EXPECT_EQ(p.hints.max_registers, 48);  // the estimate and 16 for loads in flight, rounded up to 8
+  EXPECT_EQ(p.hints.estimated_instructions, spmm_plan_loads(p) + a.nnz());
+  EXPECT_EQ(p.hints.assembler_opt_level, 3);
   SpmmOptions level;
   level.assembler_opt_level = 1;
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 49), level).assembler_opt_level, 1);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 49), level).hints.assembler_opt_level, 1);
   const SpmmPlan tall = plan_spmm(a, problem_for(a, 3136));  // 49 column tiles of 64
-  EXPECT_EQ(tall.n_tile, 64);
-  EXPECT_EQ(tall.rows_per_block, 16);  // 4 block rows x 49 tiles: 196 blocks
+  EXPECT_EQ(tall.layout.n_tile, 64);
+  EXPECT_EQ(tall.layout.rows_per_block, 16);  // 4 block rows x 49 tiles: 196 blocks
   // N = 196: tiles of 128 leave one row per block row (64 x 2 blocks); tiles of 64 would give 4
   // column tiles and block rows of 2 (32 x 4 blocks), but of ~51 nonzeros, too few for groups: 128.
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 196)).n_tile, 128);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 196)).layout.n_tile, 128);
   // The same shape with ~410 nonzeros a block row of 2 takes the narrow tile (and 4 groups).
   const CsrMatrix heavy = random_csr(64, 2048, 0.1, 3);
   const SpmmPlan narrow = plan_spmm(heavy, problem_for(heavy, 196));
-  EXPECT_EQ(narrow.n_tile, 64);
-  EXPECT_EQ(narrow.rows_per_block, 2);
-  EXPECT_EQ(narrow.groups, 4);
+  EXPECT_EQ(narrow.layout.n_tile, 64);
+  EXPECT_EQ(narrow.layout.rows_per_block, 2);
+  EXPECT_EQ(narrow.layout.groups, 4);
   // Where 128 already gives 16 rows a block row, it stays (more tiles would only double the grid),
   // and so it does above kLargeNnz nonzeros.
   const CsrMatrix tall_a = random_csr(2048, 64, 0.1, 3);
   const SpmmPlan kept = plan_spmm(tall_a, problem_for(tall_a, 196));
-  EXPECT_EQ(kept.n_tile, 128);
-  EXPECT_EQ(kept.rows_per_block, 16);
+  EXPECT_EQ(kept.layout.n_tile, 128);
+  EXPECT_EQ(kept.layout.rows_per_block, 16);
   const CsrMatrix large = random_csr(256, 2048, 0.1, 3);  // ~52k nonzeros
-  EXPECT_EQ(plan_spmm(large, problem_for(large, 196)).n_tile, 128);
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).n_tile, 32);
+  EXPECT_EQ(plan_spmm(large, problem_for(large, 196)).layout.n_tile, 128);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 1)).layout.n_tile, 32);
 
   // Tall block rows: 32 rows where nnz x N reaches 10M multiply-adds and the 32-row grid keeps 100
   // blocks. The 2048 x 512 Transformer layer at N = 256 (27M) takes 64 block rows of 32 x 2 tiles of
@@ -106,17 +107,17 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   // 3136) keeps 16 rows, and takes 32 at N = 50176 (2 block rows x 784 tiles).
   const CsrMatrix ffn1 = random_csr(2048, 512, 0.1, 5);
   const SpmmPlan tall_ffn = plan_spmm(ffn1, problem_for(ffn1, 256));
-  EXPECT_EQ(tall_ffn.rows_per_block, 32);
-  EXPECT_EQ(tall_ffn.n_tile, 128);
-  EXPECT_EQ(tall_ffn.groups, 4);
+  EXPECT_EQ(tall_ffn.layout.rows_per_block, 32);
+  EXPECT_EQ(tall_ffn.layout.n_tile, 128);
+  EXPECT_EQ(tall_ffn.layout.groups, 4);
   EXPECT_EQ(tall_ffn.column_tiles(256) * tall_ffn.block_rows(), 128);
   const CsrMatrix ffn2 = random_csr(512, 2048, 0.1, 5);
   const SpmmPlan kept_g4 = plan_spmm(ffn2, problem_for(ffn2, 256));
-  EXPECT_EQ(kept_g4.rows_per_block, 8);
-  EXPECT_EQ(kept_g4.n_tile, 128);
-  EXPECT_EQ(kept_g4.groups, 4);
+  EXPECT_EQ(kept_g4.layout.rows_per_block, 8);
+  EXPECT_EQ(kept_g4.layout.n_tile, 128);
+  EXPECT_EQ(kept_g4.layout.groups, 4);
   const SpmmPlan batch16 = plan_spmm(a, problem_for(a, 50176));
-  EXPECT_EQ(batch16.rows_per_block, 32);
+  EXPECT_EQ(batch16.layout.rows_per_block, 32);
   EXPECT_EQ(batch16.block_rows(), 2);
   // Half-wide tiles: 128 x 512 at N = 12544 (SparseRT p03 at batch 16) would take 4 block rows x 196
   // tiles of 64 columns x 4 groups; 256 columns leave 196 blocks, below 200, so 128 columns x 2
@@ -124,39 +125,39 @@ TEST(SpmmPlan, DefaultsFollowTheDocumentedRule) {
   for (const auto& [m, k, n] : {std::tuple{128, 512, 12544}, std::tuple{256, 1024, 3136}}) {
     const CsrMatrix layer = random_csr(m, k, 0.1, 6);
     const SpmmPlan half = plan_spmm(layer, problem_for(layer, n));
-    EXPECT_EQ(half.rows_per_block, 32) << m << "x" << k;
-    EXPECT_EQ(half.n_tile, 128) << m << "x" << k;
-    EXPECT_EQ(half.groups, 2) << m << "x" << k;
+    EXPECT_EQ(half.layout.rows_per_block, 32) << m << "x" << k;
+    EXPECT_EQ(half.layout.n_tile, 128) << m << "x" << k;
+    EXPECT_EQ(half.layout.groups, 2) << m << "x" << k;
   }
   SpmmOptions sixteen;
   sixteen.rows_per_block = 16;  // asked-for rows are honored
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), sixteen).rows_per_block, 16);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), sixteen).layout.rows_per_block, 16);
   SpmmOptions pairs;
   pairs.cols_per_thread = 2;  // two columns a thread double the accumulators: 16 rows
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), pairs).rows_per_block, 16);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 50176), pairs).layout.rows_per_block, 16);
   // Above kLargeNnz, below the tall work, a wide tile whose grid is one wave more than half full:
   // 2048 x 512 with ~47k nonzeros at N = 200 (9.4M) takes 128 blocks of 224 columns x 2 groups (448
   // threads) instead of 256 blocks of 128 x 2.
   const CsrMatrix ffn_light = random_csr(2048, 512, 0.045, 5);
   const SpmmPlan one_wave = plan_spmm(ffn_light, problem_for(ffn_light, 200));
-  EXPECT_EQ(one_wave.rows_per_block, 16);
-  EXPECT_EQ(one_wave.n_tile, 224);
-  EXPECT_EQ(one_wave.groups, 2);
+  EXPECT_EQ(one_wave.layout.rows_per_block, 16);
+  EXPECT_EQ(one_wave.layout.n_tile, 224);
+  EXPECT_EQ(one_wave.layout.groups, 2);
   EXPECT_EQ(one_wave.column_tiles(200) * one_wave.block_rows(), 128);
   const CsrMatrix small_ffn = random_csr(2048, 512, 0.03, 5);  // ~31k nonzeros: not large
-  EXPECT_EQ(plan_spmm(small_ffn, problem_for(small_ffn, 256)).n_tile, 128);
+  EXPECT_EQ(plan_spmm(small_ffn, problem_for(small_ffn, 256)).layout.n_tile, 128);
 
   const CsrMatrix wide = random_csr(16, 4096, 0.1, 4);  // 16 block rows of ~400 nonzeros
   const SpmmPlan g = plan_spmm(wide, problem_for(wide, 49));
-  EXPECT_EQ(g.groups, 4);
-  EXPECT_EQ(g.block_x, 256);
-  EXPECT_EQ(g.shared_bytes, 3 * 1 * 64 * 4);
+  EXPECT_EQ(g.layout.groups, 4);
+  EXPECT_EQ(g.layout.block_x, 256);
+  EXPECT_EQ(g.layout.shared_bytes, 3 * 1 * 64 * 4);
 
   SpmmOptions small_budget;
   small_budget.baked_instruction_budget = 10;
   const SpmmPlan s = plan_spmm(a, problem_for(a, 49), small_budget);
-  EXPECT_EQ(s.value_mode, SpmmValueMode::streamed);
-  EXPECT_EQ(static_cast<std::int64_t>(s.packed_order.size()), a.nnz());
+  EXPECT_EQ(s.value_mode(), SpmmValueMode::streamed);
+  EXPECT_EQ(static_cast<std::int64_t>(s.packed_order().size()), a.nnz());
 }
 
 // Rows 0..63 hold `heavy` nonzeros, the rest `light` (columns spread over k).
@@ -182,37 +183,37 @@ CsrMatrix uneven_csr(std::int64_t m, std::int64_t k, std::int64_t heavy, std::in
 TEST(SpmmPlan, UnevenPanelsAreBalancedByDefault) {
   const CsrMatrix skewed = uneven_csr(512, 512, 200, 30);  // 16-row panels: 3200 nonzeros against 480
   const SpmmPlan p = plan_spmm(skewed, problem_for(skewed, 256));
-  EXPECT_EQ(p.row_split, SpmmRowSplit::balanced);
+  EXPECT_EQ(p.layout.row_split, SpmmRowSplit::balanced);
   EXPECT_EQ(p.block_rows(), 32);
   EXPECT_NEAR(interp_error(p, skewed, 256, 7), 0.0, kTolerance);
   std::int64_t heaviest = 0;
-  for (const SpmmBlockRow& b : p.blocks)
+  for (const SpmmBlockRow& b : p.layout.blocks)
     heaviest = std::max(heaviest, skewed.row_ptr[b.row_end] - skewed.row_ptr[b.row_begin]);
   EXPECT_LT(heaviest, 3200);
   SpmmOptions equal;
   equal.row_split = SpmmRowSplit::equal;
-  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 256), equal).row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 256), equal).layout.row_split, SpmmRowSplit::equal);
   // Batch-16 widths are not balanced (there the tall plan clusters these rows instead).
-  EXPECT_NE(plan_spmm(skewed, problem_for(skewed, 4096)).row_split, SpmmRowSplit::balanced);
+  EXPECT_NE(plan_spmm(skewed, problem_for(skewed, 4096)).layout.row_split, SpmmRowSplit::balanced);
   const CsrMatrix even = uneven_csr(512, 512, 40, 40);
-  EXPECT_EQ(plan_spmm(even, problem_for(even, 256)).row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(plan_spmm(even, problem_for(even, 256)).layout.row_split, SpmmRowSplit::equal);
   // Block rows of fewer than 4 rows (96 rows at N = 49 take one row each) and rolled plans stay equal.
   const CsrMatrix rows = uneven_csr(96, 512, 200, 30);
   const SpmmPlan single = plan_spmm(rows, problem_for(rows, 49));
-  ASSERT_LT(single.rows_per_block, 4);
-  EXPECT_EQ(single.row_split, SpmmRowSplit::equal);
+  ASSERT_LT(single.layout.rows_per_block, 4);
+  EXPECT_EQ(single.layout.row_split, SpmmRowSplit::equal);
   SpmmOptions rolled;
   rolled.value_mode = SpmmValueMode::rolled;
-  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 49), rolled).row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(plan_spmm(skewed, problem_for(skewed, 49), rolled).layout.row_split, SpmmRowSplit::equal);
   // The automatic groups fit the reduction buffer to the tallest block row of the balanced split
   // (up to twice the 32 rows asked for), not to the rows asked for.
   SpmmOptions tall;
   tall.rows_per_block = 32;
   const SpmmPlan t = plan_spmm(skewed, problem_for(skewed, 256), tall);
-  EXPECT_EQ(t.row_split, SpmmRowSplit::balanced);
-  EXPECT_GT(t.rows_per_block, 32);
-  EXPECT_GT(t.groups, 1);
-  EXPECT_LE(t.shared_bytes, kSpmmMaxSharedBytes);
+  EXPECT_EQ(t.layout.row_split, SpmmRowSplit::balanced);
+  EXPECT_GT(t.layout.rows_per_block, 32);
+  EXPECT_GT(t.layout.groups, 1);
+  EXPECT_LE(t.layout.shared_bytes, default_gpu_target().shared_per_block);
   EXPECT_TRUE(check_plan(t, skewed).empty());
   EXPECT_NEAR(interp_error(t, skewed, 256, 8), 0.0, kTolerance);
 }
@@ -243,32 +244,32 @@ CsrMatrix interleaved_csr(std::int64_t m, std::int64_t k, std::int64_t per_row) 
 TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
   const CsrMatrix a = interleaved_csr(512, 512, 40);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 4096));
-  EXPECT_EQ(p.panel_rows, 32);
-  ASSERT_EQ(p.row_split, SpmmRowSplit::clustered);
-  EXPECT_EQ(static_cast<std::int64_t>(p.row_order.size()), a.rows);
+  EXPECT_EQ(p.layout.panel_rows, 32);
+  ASSERT_EQ(p.layout.row_split, SpmmRowSplit::clustered);
+  EXPECT_EQ(static_cast<std::int64_t>(p.layout.row_order.size()), a.rows);
   EXPECT_TRUE(check_plan(p, a).empty());
   EXPECT_EQ(spmm_plan_nnz(p), a.nnz());
   EXPECT_NEAR(interp_error(p, a, 4096, 21), 0.0, kTolerance);
   SpmmOptions equal;
   equal.row_split = SpmmRowSplit::equal;
   const SpmmPlan e = plan_spmm(a, problem_for(a, 4096), equal);
-  EXPECT_EQ(e.row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(e.layout.row_split, SpmmRowSplit::equal);
   EXPECT_LE(static_cast<double>(spmm_plan_loads(p)), 0.9 * static_cast<double>(spmm_plan_loads(e)));
   // N = 1024: still tall (20k nonzeros x 1024), one column tile too few for the rule.
   const SpmmPlan narrow = plan_spmm(a, problem_for(a, 1024));
-  EXPECT_EQ(narrow.panel_rows, 32);
-  EXPECT_NE(narrow.row_split, SpmmRowSplit::clustered);
-  EXPECT_TRUE(narrow.row_order.empty());
+  EXPECT_EQ(narrow.layout.panel_rows, 32);
+  EXPECT_NE(narrow.layout.row_split, SpmmRowSplit::clustered);
+  EXPECT_TRUE(narrow.layout.row_order.empty());
   // Uniform random rows: 32-row panels touch nearly every column either way.
   const CsrMatrix uniform = random_csr(512, 512, 0.1, 9);
   const SpmmPlan u = plan_spmm(uniform, problem_for(uniform, 4096));
-  EXPECT_EQ(u.panel_rows, 32);
-  EXPECT_EQ(u.row_split, SpmmRowSplit::equal);
+  EXPECT_EQ(u.layout.panel_rows, 32);
+  EXPECT_EQ(u.layout.row_split, SpmmRowSplit::equal);
   // Light kernels (16-row plans) are not clustered either.
   const CsrMatrix light = interleaved_csr(64, 512, 8);
   const SpmmPlan l = plan_spmm(light, problem_for(light, 4096));
-  EXPECT_LT(l.panel_rows, 32);
-  EXPECT_NE(l.row_split, SpmmRowSplit::clustered);
+  EXPECT_LT(l.layout.panel_rows, 32);
+  EXPECT_NE(l.layout.row_split, SpmmRowSplit::clustered);
 }
 
 // Any combination of plan options either plans (a plan that passes check_plan and, in fp32,
@@ -284,60 +285,60 @@ TEST(SpmmPlan, TallWidePlansClusterRowsWhereThatCutsLoads) {
 // before the key, with the wait).
 TEST(SpmmPlan, ProgrammaticRule) {
   const CsrMatrix a = random_csr(192, 192, 0.1, 6);
-  const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_LE(small.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
-  EXPECT_TRUE(small.programmatic);
-  EXPECT_TRUE(small.programmatic_trigger);
-  const SpmmProblem small_problem{a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmPlan small = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f32});
+  EXPECT_LE(small.hints.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
+  EXPECT_TRUE(small.hints.programmatic);
+  EXPECT_TRUE(small.hints.programmatic_trigger);
+  const SpmmProblem small_problem{a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f32};
   for (const auto& [mode, waits, triggers] :
        {std::tuple{SpmmProgrammatic::off, false, false}, std::tuple{SpmmProgrammatic::wait, true, false},
         std::tuple{SpmmProgrammatic::trigger, true, true}}) {
     SpmmOptions o;
     o.programmatic = mode;
     const SpmmPlan forced = plan_spmm(a, small_problem, o);
-    EXPECT_EQ(forced.programmatic, waits);
-    EXPECT_EQ(forced.programmatic_trigger, triggers);
+    EXPECT_EQ(forced.hints.programmatic, waits);
+    EXPECT_EQ(forced.hints.programmatic_trigger, triggers);
     EXPECT_TRUE(check_plan(forced, a).empty());
     const SpmmPlan read = plan_from_json(to_json(forced));
-    EXPECT_EQ(read.programmatic, waits);
-    EXPECT_EQ(read.programmatic_trigger, triggers);
+    EXPECT_EQ(read.hints.programmatic, waits);
+    EXPECT_EQ(read.hints.programmatic_trigger, triggers);
   }
   EXPECT_EQ(parse_programmatic("auto", "--programmatic"), std::nullopt);
   EXPECT_EQ(parse_programmatic("wait", "--programmatic"), SpmmProgrammatic::wait);
   EXPECT_THROW(parse_programmatic("early", "--programmatic"), UsageError);
   SpmmPlan trigger_alone = small;
-  trigger_alone.programmatic = false;
-  trigger_alone.programmatic_trigger = true;
+  trigger_alone.hints.programmatic = false;
+  trigger_alone.hints.programmatic_trigger = true;
   EXPECT_FALSE(check_plan(trigger_alone, a).empty());
   const CsrMatrix big = random_csr(2048, 512, 0.1, 5);  // ~105k nonzeros
-  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_GT(unrolled.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
-  EXPECT_TRUE(unrolled.programmatic);
-  EXPECT_FALSE(unrolled.programmatic_trigger);
+  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, DType::f32});
+  EXPECT_GT(unrolled.hints.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
+  EXPECT_TRUE(unrolled.hints.programmatic);
+  EXPECT_FALSE(unrolled.hints.programmatic_trigger);
   SpmmOptions forced_trigger, forced_wait;
   forced_trigger.programmatic = SpmmProgrammatic::trigger;
   forced_wait.programmatic = SpmmProgrammatic::wait;
-  EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_trigger).programmatic_trigger);
-  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
-  ASSERT_EQ(rolled.value_mode, SpmmValueMode::rolled);
-  EXPECT_TRUE(rolled.programmatic);
-  EXPECT_TRUE(rolled.programmatic_trigger);
-  SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, "f16"});
-  EXPECT_TRUE(half.programmatic);
-  EXPECT_FALSE(half.programmatic_trigger);
+  EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_trigger).hints.programmatic_trigger);
+  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
+  ASSERT_EQ(rolled.value_mode(), SpmmValueMode::rolled);
+  EXPECT_TRUE(rolled.hints.programmatic);
+  EXPECT_TRUE(rolled.hints.programmatic_trigger);
+  SpmmPlan half = plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, false, false, DType::f16});
+  EXPECT_TRUE(half.hints.programmatic);
+  EXPECT_FALSE(half.hints.programmatic_trigger);
   EXPECT_TRUE(check_plan(half, a).empty());
-  EXPECT_TRUE(plan_spmm(a, half.problem, forced_wait).programmatic);
+  EXPECT_TRUE(plan_spmm(a, half.problem, forced_wait).hints.programmatic);
   EXPECT_THROW(plan_spmm(a, half.problem, forced_trigger), UsageError);
-  half.programmatic_trigger = true;
+  half.hints.programmatic_trigger = true;
   EXPECT_FALSE(check_plan(half, a).empty());
-  EXPECT_TRUE(plan_from_json(to_json(small)).programmatic_trigger);
-  EXPECT_FALSE(plan_from_json(to_json(unrolled)).programmatic_trigger);
+  EXPECT_TRUE(plan_from_json(to_json(small)).hints.programmatic_trigger);
+  EXPECT_FALSE(plan_from_json(to_json(unrolled)).hints.programmatic_trigger);
   nlohmann::json old_plan = to_json(small);
-  old_plan.erase("programmatic_trigger");
-  EXPECT_TRUE(plan_from_json(old_plan).programmatic_trigger);
-  old_plan.erase("programmatic");
-  EXPECT_FALSE(plan_from_json(old_plan).programmatic);
-  EXPECT_FALSE(plan_from_json(old_plan).programmatic_trigger);
+  old_plan["hints"].erase("programmatic_trigger");
+  EXPECT_TRUE(plan_from_json(old_plan).hints.programmatic_trigger);
+  old_plan["hints"].erase("programmatic");
+  EXPECT_FALSE(plan_from_json(old_plan).hints.programmatic);
+  EXPECT_FALSE(plan_from_json(old_plan).hints.programmatic_trigger);
 }
 
 TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
@@ -365,7 +366,7 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     const std::int64_t n = pick({1, 2, 49, 64, 65, 300});
     SpmmProblem problem = problem_for(a, n, rng() % 2 != 0, rng() % 2 != 0,
                                       rng() % 3 == 0 ? SpmmNMode::runtime : SpmmNMode::fixed);
-    if (rng() % 4 == 0) problem.dtype = "f16";
+    if (rng() % 4 == 0) problem.dtype = DType::f16;
     SpmmPlan p;
     try {
       p = plan_spmm(a, problem, o);
@@ -378,13 +379,13 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     ++planned;
     const auto errors = check_plan(p, a);
     ASSERT_TRUE(errors.empty()) << "trial " << trial << ": " << errors.front();
-    EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes) << "trial " << trial;
+    EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block) << "trial " << trial;
     rt::Bundle b;
     b.metadata = spmm_bundle_metadata(p, a, gpu_target("sm_90"));
     b.plan = to_json(p).dump();
     const SpmmPlan again = spmm_bundle_plan(b, a);
     EXPECT_EQ(to_json(again).at("blocks"), to_json(p).at("blocks")) << "trial " << trial;
-    if (problem.dtype == "f32") {
+    if (problem.dtype == DType::f32) {
       EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance) << "trial " << trial;
     }
   }
@@ -416,7 +417,7 @@ TEST(SpmmPlan, GroupsStayWithinTheBalanceBound) {
   const SpmmPlan p = plan_spmm(a, problem_for(a, 64), o);
   ASSERT_TRUE(check_plan(p, a).empty());
   const std::int64_t target = (a.nnz() + 4) / 5;
-  for (const auto& g : p.blocks[0].groups) {
+  for (const auto& g : p.layout.blocks[0].groups) {
     std::int64_t nnz = 0;
     for (const auto& s : g.steps) nnz += static_cast<std::int64_t>(s.entries.size());
     EXPECT_LE(nnz, target + 7);  // at most one column (8 rows) past the target
@@ -432,7 +433,7 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
   const CsrMatrix a = csr_from_dense(d, DType::f32);
   const auto max_block_nnz = [&](const SpmmPlan& p) {
     std::int64_t most = 0;
-    for (const auto& b : p.blocks) most = std::max(most, a.row_ptr[b.row_end] - a.row_ptr[b.row_begin]);
+    for (const auto& b : p.layout.blocks) most = std::max(most, a.row_ptr[b.row_end] - a.row_ptr[b.row_begin]);
     return most;
   };
   SpmmOptions o;
@@ -443,7 +444,7 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
   const SpmmPlan balanced = plan_spmm(a, problem_for(a, 32), o);
   EXPECT_TRUE(check_plan(balanced, a).empty());
   EXPECT_EQ(balanced.block_rows(), equal.block_rows());
-  EXPECT_LE(balanced.rows_per_block, 8);
+  EXPECT_LE(balanced.layout.rows_per_block, 8);
   EXPECT_LT(max_block_nnz(balanced), max_block_nnz(equal));
 }
 
@@ -452,24 +453,24 @@ TEST(SpmmPlan, CheckPlanFindsBrokenPlans) {
   const SpmmPlan good = plan_spmm(a, problem_for(a, 16));
   ASSERT_TRUE(check_plan(good, a).empty());
   SpmmPlan p = good;
-  p.blocks[0].groups[0].steps[0].entries.pop_back();
+  p.layout.blocks[0].groups[0].steps[0].entries.pop_back();
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.blocks[1].groups[0].steps.push_back(p.blocks[1].groups[0].steps.back());
+  p.layout.blocks[1].groups[0].steps.push_back(p.layout.blocks[1].groups[0].steps.back());
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.blocks[0].row_end += 1;
+  p.layout.blocks[0].row_end += 1;
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.shared_bytes = 4;
+  p.layout.shared_bytes = 4;
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.assembler_opt_level = -1;
+  p.hints.assembler_opt_level = -1;
   EXPECT_FALSE(check_plan(p, a).empty());
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;
   p = plan_spmm(a, problem_for(a, 16), o);
-  std::swap(p.packed_order[0], p.packed_order[1]);
+  std::swap(p.unrolled()->packed_order[0], p.unrolled()->packed_order[1]);
   EXPECT_FALSE(check_plan(p, a).empty());
 }
 
@@ -485,9 +486,9 @@ TEST(SpmmPlan, JsonRoundTrip) {
   EXPECT_EQ(to_json(q), j);
   EXPECT_TRUE(check_plan(q, a).empty());
   EXPECT_EQ(j["problem"]["n_mode"], "runtime");
-  EXPECT_EQ(j["block_rows"], p.block_rows());
+  EXPECT_EQ(j["layout"]["block_rows"], p.block_rows());
   nlohmann::json bad = j;
-  bad["value_mode"] = "sometimes";
+  bad["body"]["value_mode"] = "sometimes";
   EXPECT_THROW(plan_from_json(bad), UsageError);
   bad = j;
   bad.erase("blocks");

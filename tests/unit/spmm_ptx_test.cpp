@@ -33,7 +33,7 @@ SpmmPlan grouped_plan(const CsrMatrix& a) {
   SpmmOptions o;
   o.rows_per_block = 3;
   o.groups = 2;
-  return plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, "f32"}, o);
+  return plan_spmm(a, {22, 40, 49, SpmmNMode::fixed, true, true, DType::f32}, o);
 }
 
 TEST(SpmmPtx, FloatImmediatesAreExactBitPatterns) {
@@ -64,7 +64,7 @@ TEST(SpmmPtx, TextIsDeterministicAndUnrolled) {
   EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target("sm_90a")).source.find(".target sm_90a\n") != std::string::npos, true);
   EXPECT_THROW(emit_spmm_ptx(p, a, gpu_target("sm_91")), UsageError);
   SpmmPlan other = p;
-  other.kernel_name = "2bad";
+  other.hints.kernel_name = "2bad";
   EXPECT_THROW(emit_spmm_ptx(other, a), UsageError);
 }
 
@@ -73,7 +73,7 @@ TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::streamed;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {10, 30, 64, SpmmNMode::runtime, false, false, DType::f32}, o);
   const EmittedKernel e = emit_spmm_ptx(p, a);
   EXPECT_EQ(e.packed_values, spmm_kernel_values(p, a));
   EXPECT_NE(e.source.find("ld.param.u32 %n32"), std::string::npos);
@@ -87,11 +87,11 @@ TEST(SpmmPtx, StreamedModeReadsPackedValuesInOrder) {
 
 TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   const CsrMatrix a = random_csr(1000, 1000, 0.06, 3);  // about 48,000 nonzeros
-  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, {});
   const EmittedKernel e = emit_spmm_ptx(p, a);
   ASSERT_GE(e.modules.size(), 3u);
   EXPECT_NE(e.modules[0].find(".visible .entry sparsecc_spmm("), std::string::npos);
-  EXPECT_EQ(count(e.modules[0], ".extern .func sparsecc_spmm_case"), p.blocks.size());
+  EXPECT_EQ(count(e.modules[0], ".extern .func sparsecc_spmm_case"), p.layout.blocks.size());
   std::size_t functions = 0, fmas = 0, group_tests = 0;
   for (std::size_t i = 1; i < e.modules.size(); ++i) {
     EXPECT_EQ(e.modules[i].find(".entry"), std::string::npos);
@@ -101,19 +101,19 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
     functions += count(e.modules[i], ".visible .func sparsecc_spmm_case");
     fmas += count(e.modules[i], "fma.rn.f32 %a") + count(e.modules[i], "mul.rn.f32 %a");
   }
-  EXPECT_EQ(functions, p.blocks.size());
-  EXPECT_EQ(group_tests, p.blocks.size());  // every block row has steps in group 1
+  EXPECT_EQ(functions, p.layout.blocks.size());
+  EXPECT_EQ(group_tests, p.layout.blocks.size());  // every block row has steps in group 1
   EXPECT_EQ(fmas, static_cast<std::size_t>(a.nnz()));
   // The one-module form holds the same functions, defined, and no extern declarations.
-  EXPECT_EQ(count(e.source, ".visible .func sparsecc_spmm_case"), p.blocks.size());
+  EXPECT_EQ(count(e.source, ".visible .func sparsecc_spmm_case"), p.layout.blocks.size());
   EXPECT_EQ(count(e.source, ".extern .func"), 0u);
-  ASSERT_GT(p.groups, 1);
+  ASSERT_GT(p.layout.groups, 1);
   EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
   // Seven register parameters, no return, and the split layout's register cap.
   EXPECT_EQ(count(e.modules[1], "(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, "
                                 ".param .b64 p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn"),
             count(e.modules[1], ".visible .func"));
-  EXPECT_EQ(e.max_registers, std::min(p.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.block_x / 8 * 8));
+  EXPECT_EQ(e.max_registers, std::min(p.hints.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.layout.block_x / 8 * 8));
 }
 
 // Programmatic plans (the inspector's rule: every fp32 plan, with the trigger up to
@@ -124,18 +124,18 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
 TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   const CsrMatrix a = random_csr(22, 40, 0.2, 1);
   const SpmmPlan p = grouped_plan(a);
-  ASSERT_TRUE(p.programmatic);
-  ASSERT_TRUE(p.programmatic_trigger);
+  ASSERT_TRUE(p.hints.programmatic);
+  ASSERT_TRUE(p.hints.programmatic_trigger);
   for (const char* arch : {"sm_90", "sm_90a", "sm_100"}) {
     const std::string text = emit_spmm_ptx(p, a, gpu_target(arch)).source;
     EXPECT_EQ(count(text, "griddepcontrol.wait;"), 1u) << arch;
     EXPECT_LT(text.find("griddepcontrol.wait;"), text.find("ld.global.nc")) << arch;
-    EXPECT_EQ(count(text, "griddepcontrol.launch_dependents;"), p.blocks.size()) << arch;
+    EXPECT_EQ(count(text, "griddepcontrol.launch_dependents;"), p.layout.blocks.size()) << arch;
   }
   for (const char* arch : {"sm_80", "sm_89"})
     EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target(arch)).source.find("griddepcontrol"), std::string::npos) << arch;
   SpmmPlan wait_only = p;
-  wait_only.programmatic_trigger = false;
+  wait_only.hints.programmatic_trigger = false;
   const std::string wait_text = emit_spmm_ptx(wait_only, a).source;
   EXPECT_EQ(count(wait_text, "griddepcontrol.wait;"), 1u);
   EXPECT_EQ(count(wait_text, "griddepcontrol.launch_dependents;"), 0u);
@@ -145,8 +145,8 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
   SpmmOptions trigger;
   trigger.programmatic = SpmmProgrammatic::trigger;
   const SpmmPlan r =
-      plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, "f32"}, trigger);
-  ASSERT_TRUE(r.programmatic_trigger);
+      plan_spmm(mid, {mid.rows, mid.cols, 64, SpmmNMode::runtime, false, false, DType::f32}, trigger);
+  ASSERT_TRUE(r.hints.programmatic_trigger);
   const EmittedKernel split = emit_spmm_ptx(r, mid);
   ASSERT_GE(split.modules.size(), 2u);
   EXPECT_EQ(count(split.modules[0], "griddepcontrol.wait;"), 1u);
@@ -156,11 +156,11 @@ TEST(SpmmPtx, ProgrammaticPlansWaitForTheirPredecessor) {
     EXPECT_EQ(count(split.modules[i], "griddepcontrol.wait;"), 0u);
     triggers += count(split.modules[i], "griddepcontrol.launch_dependents;");
   }
-  EXPECT_EQ(triggers, r.blocks.size());
+  EXPECT_EQ(triggers, r.layout.blocks.size());
   // Above kSpmmProgrammaticTriggerInstructions: the wait alone; with programmatic launches off, neither.
-  const SpmmProblem big_problem{mid.rows, mid.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem big_problem{mid.rows, mid.cols, 100, SpmmNMode::fixed, false, false, DType::f32};
   const SpmmPlan q = plan_spmm(mid, big_problem, {});
-  ASSERT_GT(q.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
+  ASSERT_GT(q.hints.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   const std::string q_text = emit_spmm_ptx(q, mid).source;
   EXPECT_EQ(count(q_text, "griddepcontrol.wait;"), 1u);
   EXPECT_EQ(count(q_text, "griddepcontrol.launch_dependents;"), 0u);
@@ -182,16 +182,16 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
   std::printf(
       "[ spmm ptx] %-30s nnz %7lld  Ny %2d T %3d Gy %d %-8s %s  assemble %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
-      label.c_str(), static_cast<long long>(a.nnz()), p.rows_per_block, p.n_tile, p.groups,
-      p.value_mode == SpmmValueMode::baked ? "baked" : "streamed", e.modules.empty() ? "inline" : "split ",
+      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile, p.layout.groups,
+      p.value_mode() == SpmmValueMode::baked ? "baked" : "streamed", e.modules.empty() ? "inline" : "split ",
       r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
   EXPECT_FALSE(r.cubin.empty());
   EXPECT_EQ(r.ptx, e.source);
-  EXPECT_LE(u.registers, e.modules.empty() ? p.max_registers : spmm_ptx_split_registers(p)) << label;
-  EXPECT_LE(u.registers, 65536 / p.block_x) << label;
+  EXPECT_LE(u.registers, e.modules.empty() ? p.hints.max_registers : spmm_ptx_split_registers(p)) << label;
+  EXPECT_LE(u.registers, 65536 / p.layout.block_x) << label;
   EXPECT_EQ(u.stack_frame_bytes, 0) << label;
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
@@ -201,47 +201,47 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   const CsrMatrix a = random_csr(37, 64, 0.15, 3);
   const CsrMatrix zero = random_csr(9, 5, 0.0, 4);
   SpmmOptions o;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, "f32"}, o), a,
+  expect_clean_assembly(plan_spmm(a, {37, 64, 49, SpmmNMode::fixed, false, false, DType::f32}, o), a,
                         "random fixed");
   SpmmOptions unrolled = o;  // N = 1 plans rolled by default: CUDA C++ only
   unrolled.value_mode = SpmmValueMode::baked;
-  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, "f32"}, unrolled), zero,
+  expect_clean_assembly(plan_spmm(zero, {9, 5, 1, SpmmNMode::fixed, true, true, DType::f32}, unrolled), zero,
                         "all-zero N=1");
   o.groups = 3;
   o.n_tile = 32;
   o.rows_per_block = 8;
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, "f32"}, o), a,
+  expect_clean_assembly(plan_spmm(a, {37, 64, 100, SpmmNMode::runtime, true, true, DType::f32}, o), a,
                         "random runtime Gy=3 streamed");
   // Runtime N, one function of ~13k nonzeros and 64 block rows behind one jump table.
   const CsrMatrix wide = random_csr(256, 512, 0.1, 15);
   o = {};
-  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, "f32"}, o), wide,
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::runtime, true, true, DType::f32}, o), wide,
                         "random 256x512 runtime split");
-  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, "f32"}, o), wide,
+  expect_clean_assembly(plan_spmm(wide, {256, 512, 196, SpmmNMode::fixed, true, true, DType::f32}, o), wide,
                         "random 256x512 fixed inline");
   const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
   o = {};
   o.groups = 2;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split");
   o.groups = 4;  // 512 threads a block
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split 512 thr");
   o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o),
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
                         big, "random 1000x1000 split 512 thr r200");
   // Two columns a thread: inline and split layouts, baked and streamed, reduced through shared memory.
   o = {};
   o.cols_per_thread = 2;
   o.groups = 3;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, "f32"}, o), a, "pairs Gy=3");
+  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a, "pairs Gy=3");
   o.groups = 2;
   o.rows_per_block = 16;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o), big,
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
                         "pairs 1000x1000 split Ny=16");
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, "f32"}, o), big,
+  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, DType::f32}, o), big,
                         "pairs 1000x1000 split streamed");
 }
 
@@ -252,9 +252,9 @@ TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
   SpmmOptions o;
   o.cols_per_thread = 2;
   o.groups = 2;
-  const SpmmPlan p = plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, false, "f32"}, o);
+  const SpmmPlan p = plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, false, DType::f32}, o);
   EXPECT_TRUE(p.fp32_pairs());
-  EXPECT_EQ(p.block_columns(), 2 * p.n_tile);
+  EXPECT_EQ(p.block_columns(), 2 * p.layout.n_tile);
   const std::string s = emit_spmm_ptx(p, a).source;
   EXPECT_EQ(s, emit_spmm_ptx(p, a).source);
   EXPECT_NE(s.find("shl.b64 %col, %col, 1;"), std::string::npos);
@@ -265,12 +265,12 @@ TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
   EXPECT_EQ(s.find("ld.global.nc.f32 %x"), std::string::npos);
   EXPECT_GT(count(s, "%e"), static_cast<std::size_t>(a.nnz()));  // every entry also updates a second accumulator
   for (const std::int64_t n : {49, 51}) {
-    EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, "f32"}, o), UsageError) << n;
+    EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, DType::f32}, o), UsageError) << n;
   }
-  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::runtime, false, false, "f32"}, o), UsageError);
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::runtime, false, false, DType::f32}, o), UsageError);
   o.value_mode = SpmmValueMode::rolled;
   o.cols_per_thread = 1;
-  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, "f32"}, o), UsageError);
+  EXPECT_THROW(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, false, false, DType::f32}, o), UsageError);
 }
 
 // The split layout's modules assembled on two threads (each to relocatable code, then linked) and
@@ -305,7 +305,7 @@ void expect_same_split_assembly(const CsrMatrix& a, const SpmmProblem& problem, 
     EXPECT_EQ(ps.at(name), bytes) << name;
     texts += name.rfind(".text.", 0) == 0;
   }
-  EXPECT_EQ(texts, p.blocks.size() + 1);
+  EXPECT_EQ(texts, p.layout.blocks.size() + 1);
   const double ratio = static_cast<double>(parallel.cubin.size()) / static_cast<double>(serial.cubin.size());
   EXPECT_NEAR(ratio, 1.0, 0.02);
   std::printf("[ spmm ptx] split assembly of %zu modules: %.2f s on one thread, %.2f s on two\n",
@@ -314,19 +314,19 @@ void expect_same_split_assembly(const CsrMatrix& a, const SpmmProblem& problem, 
 
 TEST(SpmmPtx, SplitModulesAssembleInParallel) {
   const CsrMatrix a = random_csr(600, 600, 0.12, 9);  // about 43,000 nonzeros
-  expect_same_split_assembly(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, "f32"}, {});
+  expect_same_split_assembly(a, {a.rows, a.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, {});
   const CsrMatrix b = random_csr(1000, 700, 0.08, 16);  // about 45,000 nonzeros
   SpmmOptions o;
   o.rows_per_block = 8;
   o.groups = 2;
   o.value_mode = SpmmValueMode::baked;
-  expect_same_split_assembly(b, {b.rows, b.cols, 196, SpmmNMode::fixed, true, true, "f32"}, o);
+  expect_same_split_assembly(b, {b.rows, b.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o);
 }
 
 TEST(SpmmPtx, AssemblesRealDlmcLayer) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_2_block_group2_3_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 128 x 1152, 14,745 nonzeros
-  expect_clean_assembly(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, "f32"}, {}), a,
+  expect_clean_assembly(plan_spmm(a, {a.rows, a.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, {}), a,
                         "rn50 0.9 bottleneck_2_block_group2_3_1");
 }
 

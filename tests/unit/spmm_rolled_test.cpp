@@ -55,12 +55,12 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
   const CsrMatrix wide = random_sparse(64, 2048, 0.1, 1);  // about 205 nonzeros a row
   const CsrMatrix big = random_sparse(640, 2048, 0.1, 2);  // 100k+ nonzeros, 4 rows in 5 filled
   ASSERT_GE(big.nnz(), 100000);
-  const SpmmPlan p = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
-  EXPECT_EQ(p.cols_per_thread, 2);
-  EXPECT_EQ(p.rows_per_block, 1);
-  EXPECT_EQ(p.n_tile, 32);
-  EXPECT_EQ(p.groups, 8);  // 640 block rows x 8 groups: about 4096 warps
+  const SpmmPlan p = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
+  EXPECT_EQ(p.value_mode(), SpmmValueMode::rolled);
+  EXPECT_EQ(p.layout.cols_per_thread, 2);
+  EXPECT_EQ(p.layout.rows_per_block, 1);
+  EXPECT_EQ(p.layout.n_tile, 32);
+  EXPECT_EQ(p.layout.groups, 8);  // 640 block rows x 8 groups: about 4096 warps
   EXPECT_EQ(p.block_columns(), 64);
   EXPECT_TRUE(check_plan(p, big).empty());
   // 52k nonzeros at about 51 a row: rolled, 4 groups for 1024 block rows; at about 26 a row, or
@@ -69,23 +69,23 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
                   taller = random_sparse(2048, 512, 0.0625, 4);  // 4 rows in 5 filled
   ASSERT_GE(tall.nnz(), 50000);
   ASSERT_GE(taller.nnz(), 50000);
-  const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, "f32"});
-  EXPECT_EQ(t.value_mode, SpmmValueMode::rolled);
-  EXPECT_EQ(t.groups, 4);
-  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
+  EXPECT_EQ(t.value_mode(), SpmmValueMode::rolled);
+  EXPECT_EQ(t.layout.groups, 4);
+  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, "f32"}).value_mode,
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, "f16"}).value_mode,
+  EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f16}).value_mode(),
             SpmmValueMode::rolled);
   // Rolled plans refuse what their kernel cannot do.
   SpmmOptions balanced = rolled_options(2, 2, 32);
   balanced.row_split = SpmmRowSplit::balanced;
-  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "f32"}, balanced),
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, balanced),
                UsageError);
-  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, "bf16"},
+  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::bf16},
                          rolled_options(1, 2, 32)),
                UsageError);
 }
@@ -99,81 +99,81 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   ASSERT_GE(mid.nnz(), 20000);
   ASSERT_LT(mid.nnz(), 50000);
   const auto plan_of = [](const CsrMatrix& m, std::int64_t n, SpmmNMode mode = SpmmNMode::fixed,
-                          const std::string& dtype = "f32", const SpmmOptions& o = {}) {
+                          DType dtype = DType::f32, const SpmmOptions& o = {}) {
     return plan_spmm(m, {m.rows, m.cols, n, mode, false, false, dtype}, o);
   };
-  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, const std::string& dtype = "f32",
+  const auto plan = [&](std::int64_t n, SpmmNMode mode = SpmmNMode::fixed, DType dtype = DType::f32,
                         const SpmmOptions& o = {}) { return plan_of(a, n, mode, dtype, o); };
   // A rolled plan at a fixed N of at most 8: 32 / N' slots of N' column lanes.
   for (const auto& [n, lanes] : {std::pair{1, 32}, {2, 16}, {3, 8}, {4, 8}, {5, 4}, {8, 4}}) {
     SCOPED_TRACE(fmt::format("N {}", n));
     const SpmmPlan p = plan(n);
-    EXPECT_EQ(p.value_mode, SpmmValueMode::rolled);
-    EXPECT_EQ(p.step_lanes, lanes);
-    EXPECT_EQ(p.cols_per_thread, 1);
-    EXPECT_EQ(p.n_tile, 32);
+    EXPECT_EQ(p.value_mode(), SpmmValueMode::rolled);
+    EXPECT_EQ(p.step_lanes(), lanes);
+    EXPECT_EQ(p.layout.cols_per_thread, 1);
+    EXPECT_EQ(p.layout.n_tile, 32);
     EXPECT_EQ(p.block_columns(), 32 / lanes);
     EXPECT_EQ(p.column_tiles(n), 1);
     // Every lane has a step on average: 700 block rows of 80 steps, 32 / 16 / 8 ... slots.
-    EXPECT_LE(std::int64_t{p.groups} * lanes * p.block_rows(), a.nnz());
+    EXPECT_LE(std::int64_t{p.layout.groups} * lanes * p.block_rows(), a.nnz());
     EXPECT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
-    EXPECT_EQ(plan_from_json(to_json(p)).step_lanes, lanes);
+    EXPECT_EQ(plan_from_json(to_json(p)).step_lanes(), lanes);
   }
-  EXPECT_EQ(plan(1).rows_per_block, 1);
-  EXPECT_EQ(plan(1).groups, 2);  // 80 steps a block row over 32 lanes: 2 groups, not the rule's 8
+  EXPECT_EQ(plan(1).layout.rows_per_block, 1);
+  EXPECT_EQ(plan(1).layout.groups, 2);  // 80 steps a block row over 32 lanes: 2 groups, not the rule's 8
   // From 1000 rows of A, two rows a block row.
   const CsrMatrix tall = random_sparse(1000, 800, 0.1, 35);  // 64k nonzeros
   const SpmmPlan two = plan_of(tall, 2);
-  EXPECT_EQ(two.step_lanes, 16);
-  EXPECT_EQ(two.rows_per_block, 2);
+  EXPECT_EQ(two.step_lanes(), 16);
+  EXPECT_EQ(two.layout.rows_per_block, 2);
   EXPECT_EQ(two.block_rows(), 500);
-  EXPECT_EQ(plan_of(tall, 9).value_mode, SpmmValueMode::rolled);
-  EXPECT_EQ(plan_of(tall, 9).rows_per_block, 1);  // one step a warp: one row
-  EXPECT_EQ(plan(8).groups, 8);  // 4 slots: the rule's groups (about 4096 warps)
+  EXPECT_EQ(plan_of(tall, 9).value_mode(), SpmmValueMode::rolled);
+  EXPECT_EQ(plan_of(tall, 9).layout.rows_per_block, 1);  // one step a warp: one row
+  EXPECT_EQ(plan(8).layout.groups, 8);  // 4 slots: the rule's groups (about 4096 warps)
   // From 20k nonzeros at N <= 4, from 50k above; unrolled below, and on short rows.
-  EXPECT_EQ(plan_of(mid, 4).value_mode, SpmmValueMode::rolled);
-  EXPECT_NE(plan_of(mid, 5).value_mode, SpmmValueMode::rolled);
-  EXPECT_NE(plan_of(small, 1).value_mode, SpmmValueMode::rolled);
-  EXPECT_EQ(plan_of(small, 1).step_lanes, 1);
+  EXPECT_EQ(plan_of(mid, 4).value_mode(), SpmmValueMode::rolled);
+  EXPECT_NE(plan_of(mid, 5).value_mode(), SpmmValueMode::rolled);
+  EXPECT_NE(plan_of(small, 1).value_mode(), SpmmValueMode::rolled);
+  EXPECT_EQ(plan_of(small, 1).step_lanes(), 1);
   const CsrMatrix short_rows = random_sparse(2000, 200, 0.1, 34);  // 16 a row on average
   ASSERT_GE(short_rows.nnz(), 20000);
-  EXPECT_NE(plan_of(short_rows, 1).value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(plan_of(short_rows, 1).value_mode(), SpmmValueMode::rolled);
   // Wider N, runtime N and half precision keep their plans.
-  EXPECT_EQ(plan(9).step_lanes, 1);
-  EXPECT_EQ(plan(9).value_mode, SpmmValueMode::rolled);  // the one-step-a-warp layout up to N = 64
-  EXPECT_EQ(plan(1, SpmmNMode::runtime).step_lanes, 1);
-  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f16").step_lanes, 1);
+  EXPECT_EQ(plan(9).step_lanes(), 1);
+  EXPECT_EQ(plan(9).value_mode(), SpmmValueMode::rolled);  // the one-step-a-warp layout up to N = 64
+  EXPECT_EQ(plan(1, SpmmNMode::runtime).step_lanes(), 1);
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f16).step_lanes(), 1);
   // Forced: any power of two of a rolled plan, also at a wider N (more column tiles).
   SpmmOptions forced;
   forced.value_mode = SpmmValueMode::rolled;
   forced.step_lanes = 4;
-  const SpmmPlan wide = plan(49, SpmmNMode::runtime, "f32", forced);
-  EXPECT_EQ(wide.step_lanes, 4);
+  const SpmmPlan wide = plan(49, SpmmNMode::runtime, DType::f32, forced);
+  EXPECT_EQ(wide.step_lanes(), 4);
   EXPECT_EQ(wide.column_tiles(49), 7);
   EXPECT_TRUE(check_plan(wide, a).empty());
   forced.step_lanes = 1;
-  EXPECT_EQ(plan(1, SpmmNMode::fixed, "f32", forced).cols_per_thread, 2);  // the one-step-a-warp layout
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f32, forced).layout.cols_per_thread, 2);  // the one-step-a-warp layout
   // Refused: step lanes of an unrolled plan, with another n tile, or not a power of two; a plan that
   // claims them without a rolled kernel.
   SpmmOptions bad;
   bad.step_lanes = 4;
   bad.value_mode = SpmmValueMode::baked;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.value_mode = SpmmValueMode::rolled;
   bad.n_tile = 64;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.n_tile = 0;
   bad.step_lanes = 3;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   bad.step_lanes = 8;
   bad.cols_per_thread = 2;
-  EXPECT_THROW(plan(1, SpmmNMode::fixed, "f32", bad), UsageError);
+  EXPECT_THROW(plan(1, SpmmNMode::fixed, DType::f32, bad), UsageError);
   SpmmPlan claims = plan(65);
-  ASSERT_NE(claims.value_mode, SpmmValueMode::rolled);
-  claims.step_lanes = 2;
+  ASSERT_NE(claims.value_mode(), SpmmValueMode::rolled);
+  claims.body = SpmmRolledBody{2};  // step lanes over an unrolled layout
   EXPECT_FALSE(check_plan(claims, a).empty());
   SpmmPlan odd = plan(1);
-  odd.step_lanes = 12;
+  odd.rolled()->step_lanes = 12;
   EXPECT_FALSE(check_plan(odd, a).empty());
 }
 
@@ -181,7 +181,7 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
 TEST(SpmmRolled, PlanRefusesAnNWhosePitchOverflows32Bits) {
   const CsrMatrix a = random_sparse(64, 256, 0.2, 9);
   SpmmPlan p =
-      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, "f32"}, rolled_options(1, 4, 32));
+      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, DType::f32}, rolled_options(1, 4, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   auto mentions_pitch = [&](std::int64_t n) {
     p.problem.n = n;
@@ -198,7 +198,7 @@ TEST(SpmmRolled, TableLayout) {
   DenseMatrix d(3, 4);
   d(0, 0) = 1, d(0, 2) = 2, d(1, 2) = 3, d(2, 1) = 4;
   const CsrMatrix a = csr_from_dense(d, DType::f32);
-  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 1, 32));
+  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 1, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   EXPECT_EQ(spmm_rolled_record_words(p), 4);
   EXPECT_EQ(spmm_rolled_header_words(p), 4);  // 2 block rows x 1 group + 1, padded
@@ -240,7 +240,7 @@ TEST(SpmmRolled, InterpreterMatchesReferenceAndUnrolledPlans) {
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{}x{} N {} R{} G{} T{}", c.m, c.k, c.n, c.rows, c.groups, c.n_tile));
     const CsrMatrix a = random_sparse(c.m, c.k, c.density, static_cast<std::uint64_t>(c.m * 7 + c.n));
-    const SpmmProblem problem{c.m, c.k, c.n, c.mode, c.bias, c.relu, "f32"};
+    const SpmmProblem problem{c.m, c.k, c.n, c.mode, c.bias, c.relu, DType::f32};
     const SpmmPlan p = plan_spmm(a, problem, rolled_options(c.rows, c.groups, c.n_tile));
     ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
     const DenseMatrix b = random_dense(c.k, c.n, 11);
@@ -284,9 +284,9 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
     o.rows_per_block = c.rows;
     o.groups = c.groups;
     o.step_lanes = c.lanes;
-    const SpmmPlan p = plan_spmm(a, {c.m, c.k, c.n, c.mode, c.bias, c.relu, "f32"}, o);
+    const SpmmPlan p = plan_spmm(a, {c.m, c.k, c.n, c.mode, c.bias, c.relu, DType::f32}, o);
     ASSERT_TRUE(check_plan(p, a).empty()) << check_plan(p, a).front();
-    ASSERT_GT(p.step_lanes, 1);
+    ASSERT_GT(p.step_lanes(), 1);
     const DenseMatrix b = random_dense(c.k, c.n, 17);
     const std::vector<double> bias = bias_for(c.m);
     const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, c.bias ? &bias : nullptr);
@@ -301,8 +301,8 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
   SpmmOptions one_group;
   one_group.value_mode = SpmmValueMode::rolled;
   one_group.groups = 1;
-  const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, "f32"}, one_group);
-  ASSERT_EQ(p.step_lanes, 32);
+  const SpmmPlan p = plan_spmm(a, {1, 4, 1, SpmmNMode::fixed, false, false, DType::f32}, one_group);
+  ASSERT_EQ(p.step_lanes(), 32);
   DenseMatrix b(4, 1);
   b(0, 0) = 1.0, b(1, 0) = 0x1p-24, b(2, 0) = 0x1p-24, b(3, 0) = 0x1p-24;
   const float tree = (1.0f + 0x1p-24f) + (0x1p-24f + 0x1p-24f),
@@ -313,7 +313,7 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
 
 TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
   const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
-  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, "f32"}, rolled_options(2, 2, 32));
+  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 2, 32));
   const DenseMatrix b = random_dense(30, 8, 3);
   std::vector<float> t = spmm_kernel_values(p, a);
   EXPECT_THROW(interpret_spmm(p, std::vector<float>(t.begin(), t.begin() + 2), b), UsageError);
@@ -334,26 +334,26 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
        {std::tuple{1, 8, SpmmNMode::fixed, 32, 49}, std::tuple{4, 2, SpmmNMode::runtime, 32, 49},
         std::tuple{2, 2, SpmmNMode::runtime, 16, 49}, std::tuple{1, 4, SpmmNMode::fixed, 0, 1},
         std::tuple{3, 2, SpmmNMode::fixed, 0, 5}}) {
-    const SpmmPlan p = plan_spmm(a, {70, 500, n, mode, true, true, "f32"},
+    const SpmmPlan p = plan_spmm(a, {70, 500, n, mode, true, true, DType::f32},
                                  rolled_options(rows, groups, n_tile, n_tile ? 1 : 0));
-    EXPECT_EQ(p.step_lanes > 1, n_tile == 0);
+    EXPECT_EQ(p.step_lanes() > 1, n_tile == 0);
     const EmittedKernel e = emit_spmm_cuda(p, a);
     EXPECT_EQ(e.source, emit_spmm_cuda(p, a).source);  // deterministic
     EXPECT_EQ(e.packed_values, spmm_rolled_table(p, a));
     EXPECT_NE(e.source.find("constexpr int G = " + std::to_string(groups) + ";"), std::string::npos);
-    EXPECT_NE(e.source.find(fmt::format("constexpr int L = {};", p.step_lanes)), std::string::npos);
+    EXPECT_NE(e.source.find(fmt::format("constexpr int L = {};", p.step_lanes())), std::string::npos);
     // The code does not carry the matrix: no weight literal, whatever the values.
     EXPECT_EQ(e.source.find("0x1."), std::string::npos);
     // Programmatic: the wait, and the early launch of the next grid only with the trigger.
-    ASSERT_TRUE(p.programmatic);
+    ASSERT_TRUE(p.hints.programmatic);
     EXPECT_EQ(count(e.source, "if (true) sparsecc_wait_for_predecessor();"), 1u);
     SpmmPlan wait_only = p;
-    wait_only.programmatic_trigger = false;
+    wait_only.hints.programmatic_trigger = false;
     const std::string wait_text = emit_spmm_cuda(wait_only, a).source;
     EXPECT_EQ(count(wait_text, "if (true) sparsecc_wait_for_predecessor();"), 1u);
     // (Both layouts' epilogues carry the trigger; the kernel takes one.)
     EXPECT_EQ(count(wait_text, "if (false) sparsecc_launch_dependents();"), 2u);
-    EXPECT_EQ(count(e.source, p.programmatic_trigger ? "if (true) sparsecc_launch_dependents();"
+    EXPECT_EQ(count(e.source, p.hints.programmatic_trigger ? "if (true) sparsecc_launch_dependents();"
                                                      : "if (false) sparsecc_launch_dependents();"),
               2u);
     // Asked for PTX, the dispatcher still writes CUDA C++; the PTX emitter itself refuses.
@@ -366,13 +366,13 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
     ASSERT_TRUE(u.found) << r.log;
     EXPECT_EQ(u.stack_frame_bytes, 0);
     EXPECT_EQ(u.spill_store_bytes + u.spill_load_bytes, 0);
-    EXPECT_LE(u.registers, p.max_registers);
+    EXPECT_LE(u.registers, p.hints.max_registers);
   }
 }
 
 TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   const CsrMatrix a = random_sparse(40, 90, 0.2, 13);
-  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, "f32"}, rolled_options(2, 4, 32));
+  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, DType::f32}, rolled_options(2, 4, 32));
   rt::Bundle b;
   b.metadata = spmm_bundle_metadata(p, a, gpu_target("sm_90"));
   EXPECT_EQ(b.metadata.values_mode, "rolled");
@@ -408,8 +408,8 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   // Step lanes: the metadata's columns a block covers, and the same plan from the bundle.
   SpmmOptions rolled;
   rolled.value_mode = SpmmValueMode::rolled;
-  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, "f32"}, rolled);
-  ASSERT_EQ(lanes.step_lanes, 8);
+  const SpmmPlan lanes = plan_spmm(a, {40, 90, 3, SpmmNMode::fixed, false, true, DType::f32}, rolled);
+  ASSERT_EQ(lanes.step_lanes(), 8);
   const rt::BundleMetadata md = spmm_bundle_metadata(lanes, a, gpu_target("sm_90"));
   EXPECT_EQ(md.n_tile, 4);
   EXPECT_EQ(md.plan_summary.at("step_lanes"), 8);
@@ -422,8 +422,8 @@ TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
 TEST(SpmmRolled, RealDlmcLayerMatchesReference) {
   SPARSECC_DATA_OR_SKIP(file, "dlmc/rn50/magnitude_pruning/0.9/bottleneck_1_block_group4_1_1.smtx.gz");
   const CsrMatrix a = load_matrix(file.string());  // 512 x 2048, 104,857 nonzeros
-  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, "f32"});
-  ASSERT_EQ(p.value_mode, SpmmValueMode::rolled);
+  const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::fixed, true, true, DType::f32});
+  ASSERT_EQ(p.value_mode(), SpmmValueMode::rolled);
   const DenseMatrix b = random_dense(a.cols, 49, 21);
   const std::vector<double> bias = bias_for(a.rows);
   const DenseMatrix got = interpret_spmm(p, spmm_kernel_values(p, a), b, &bias);

@@ -1,6 +1,6 @@
 // Degenerate and huge SpMM shapes: empty rows cost no code of their own (every emitter gives the block
 // rows without nonzeros one shared piece of code), matrices without rows or columns are refused naming
-// the file, every row count up to kSpmmMaxRows plans within the grid (and more is refused with the
+// the file, every row count up to spmm_max_rows() plans within the grid (and more is refused with the
 // limit), and an explicit rows per block that cannot fit is refused with the rows it needs.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -44,7 +45,7 @@ CsrMatrix sparse_rows(std::int64_t m, std::int64_t k, const std::vector<std::int
 
 std::int64_t plain_empty_blocks(const SpmmPlan& p) {
   std::int64_t n = 0;
-  for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) n += spmm_plain_empty_block(p, bi);
+  for (std::size_t bi = 0; bi < p.layout.blocks.size(); ++bi) n += spmm_plain_empty_block(p, bi);
   return n;
 }
 
@@ -60,7 +61,7 @@ TEST(SpmmScale, EmptyRowsTakeNoCodeOfTheirOwn) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const bool bias : {false, true}) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 32, bias, true));
-    EXPECT_EQ(p.row_split, SpmmRowSplit::equal);
+    EXPECT_EQ(p.layout.row_split, SpmmRowSplit::equal);
     EXPECT_TRUE(check_plan(p, a).empty());
     EXPECT_EQ(plain_empty_blocks(p), p.block_rows() - 1);
     const EmittedKernel ptx = emit_spmm_ptx(p, a);
@@ -71,7 +72,7 @@ TEST(SpmmScale, EmptyRowsTakeNoCodeOfTheirOwn) {
   }
   for (const std::string dtype : {"f16", "bf16"}) {
     SpmmProblem pr = problem_for(a, 32, true, true);
-    pr.dtype = dtype;
+    pr.dtype = *parse_dtype(dtype);
     const SpmmPlan p = plan_spmm(a, pr);
     EXPECT_LT(emit_spmm_cuda(p, a).source.size(), 40000u) << dtype;
   }
@@ -139,7 +140,7 @@ TEST(SpmmScale, EmptyBlockRowCodeAssembles) {
                 .modules.size(),
             1u);
   SpmmProblem half = problem_for(a, 50, true, true);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   const SpmmPlan hp = plan_spmm(a, half, grouped);
   ASSERT_GT(plain_empty_blocks(hp), 0);
   EXPECT_FALSE(compile_kernel(emit_spmm_cuda(hp, a), "half").cubin.empty());
@@ -188,7 +189,7 @@ TEST(SpmmScale, MatricesWithoutRowsOrColumnsAreRefused) {
     const CsrMatrix a = sparse_rows(m, k, {});
     test::expect_input_error([&] { require_spmm_matrix(a, SourceLocation::in_file("empty.mtx")); },
                              {"empty.mtx", fmt::format("{}x{}", m, k), "at least one column", "4194240"});
-    EXPECT_THROW(plan_spmm(a, {m, k, 4, SpmmNMode::fixed, false, false, "f32"}), UsageError);
+    EXPECT_THROW(plan_spmm(a, {m, k, 4, SpmmNMode::fixed, false, false, DType::f32}), UsageError);
   }
   EXPECT_NO_THROW(require_spmm_matrix(sparse_rows(1, 1, {}), SourceLocation::in_file("one.mtx")));
 }
@@ -202,12 +203,12 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
     SpmmOptions o;
     o.value_mode = mode;
     const SpmmPlan p = plan_spmm(mega, problem_for(mega, 16), o);
-    EXPECT_LE(p.block_rows(), kSpmmMaxBlockRows);
+    EXPECT_LE(p.block_rows(), default_gpu_target().max_grid_y);
     EXPECT_TRUE(check_plan(p, mega).empty());
   }
   SpmmProblem half = problem_for(mega, 16);
-  half.dtype = "f16";
-  EXPECT_LE(plan_spmm(mega, half).block_rows(), kSpmmMaxBlockRows);
+  half.dtype = DType::f16;
+  EXPECT_LE(plan_spmm(mega, half).block_rows(), default_gpu_target().max_grid_y);
   SpmmOptions eight;
   eight.rows_per_block = 8;
   try {
@@ -217,15 +218,15 @@ TEST(SpmmScale, TallMatricesFitTheGrid) {
     EXPECT_NE(std::string(e.what()).find("65535"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("at least 17 rows per block"), std::string::npos) << e.what();
   }
-  const CsrMatrix largest = sparse_rows(kSpmmMaxRows, 8, {0, kSpmmMaxRows - 1});
+  const CsrMatrix largest = sparse_rows(spmm_max_rows(), 8, {0, spmm_max_rows() - 1});
   const auto t0 = std::chrono::steady_clock::now();
   const SpmmPlan p = plan_spmm(largest, problem_for(largest, 4));
-  EXPECT_EQ(p.block_rows(), kSpmmMaxBlockRows);
-  EXPECT_EQ(p.rows_per_block, kSpmmMaxAccumulators);
+  EXPECT_EQ(p.block_rows(), default_gpu_target().max_grid_y);
+  EXPECT_EQ(p.layout.rows_per_block, kSpmmMaxAccumulators);
   EXPECT_TRUE(check_plan(p, largest).empty());
   EXPECT_LT(emit_spmm_cuda(p, largest).source.size(), 40000u);
   EXPECT_LT(seconds_since(t0), 30.0);
-  const CsrMatrix over = sparse_rows(kSpmmMaxRows + 1, 8, {0});
+  const CsrMatrix over = sparse_rows(spmm_max_rows() + 1, 8, {0});
   test::expect_input_error([&] { require_spmm_matrix(over, SourceLocation::in_file("tall.mtx")); },
                            {"tall.mtx", "4194241x8", "4194240", "65535"});
   EXPECT_THROW(plan_spmm(over, problem_for(over, 4)), UsageError);
@@ -241,14 +242,14 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
   const CsrMatrix spread = sparse_rows(std::int64_t{1} << 20, 64, rows);
   const auto t0 = std::chrono::steady_clock::now();
   const SpmmPlan automatic = plan_spmm(spread, problem_for(spread, 8));
-  EXPECT_EQ(automatic.value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(automatic.value_mode(), SpmmValueMode::rolled);
   EXPECT_TRUE(check_plan(automatic, spread).empty());
   EXPECT_LT(emit_spmm_cuda(automatic, spread).source.size(), 40000u);
   EXPECT_LT(seconds_since(t0), 30.0);
   SpmmOptions baked;
   baked.value_mode = SpmmValueMode::baked;
   SpmmProblem half = problem_for(spread, 8);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   for (const auto& [problem, options] : {std::pair{problem_for(spread, 8), baked}, std::pair{half, SpmmOptions{}}}) {
     try {
       plan_spmm(spread, problem, options);
@@ -265,7 +266,7 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
     return all;
   }());
   const SpmmPlan unrolled = plan_spmm(full, problem_for(full, 8));
-  EXPECT_NE(unrolled.value_mode, SpmmValueMode::rolled);
+  EXPECT_NE(unrolled.value_mode(), SpmmValueMode::rolled);
   EXPECT_EQ(spmm_rows_with_code(unrolled), kSpmmMaxRowsWithCode);
 }
 

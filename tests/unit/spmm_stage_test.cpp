@@ -9,6 +9,7 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -41,7 +42,7 @@ using test::count;
 // Staged steps and commits of the whole plan, from spmm_staged_steps.
 std::pair<std::size_t, std::size_t> staged_and_commits(const SpmmPlan& p) {
   std::size_t steps = 0, commits = 0;
-  for (const auto& b : p.blocks)
+  for (const auto& b : p.layout.blocks)
     for (const auto& g : b.groups) {
       const auto flags = spmm_staged_steps(p, g);
       const auto n = static_cast<std::size_t>(std::count(flags.begin(), flags.end(), 1));
@@ -57,27 +58,27 @@ TEST(SpmmStage, DenseStepsTakeTheSlotsInOrder) {
   for (const std::int32_t least : {1, 2, 3}) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 96), staged(least, 8, 2));
     ASSERT_TRUE(check_plan(p, a).empty()) << least;
-    EXPECT_EQ(p.stage_min_entries, least);
+    EXPECT_EQ(p.stage_min_entries(), least);
     // The slots: the most dense steps of a group, within kSpmmMaxStageSlots and 48 KiB.
     std::int64_t dense = 0;
-    for (const auto& b : p.blocks)
+    for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups)
         dense = std::max<std::int64_t>(dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
                                          return static_cast<std::int32_t>(s.entries.size()) >= least;
                                        }));
-    const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / (std::int64_t{p.block_x} * 4);
-    EXPECT_EQ(p.stage_slots, std::min<std::int64_t>({dense, kSpmmMaxStageSlots, fit})) << least;
-    EXPECT_EQ(spmm_stage_offset(p), (spmm_reduction_bytes(2, p.rows_per_block, p.n_tile, 1) + 15) / 16 * 16);
-    EXPECT_EQ(p.shared_bytes, spmm_stage_offset(p) + std::int64_t{p.stage_slots} * p.block_x * 4);
-    EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes);
+    const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
+    EXPECT_EQ(p.stage_slots(), std::min<std::int64_t>({dense, kSpmmMaxStageSlots, fit})) << least;
+    EXPECT_EQ(spmm_stage_offset(p), (spmm_reduction_bytes(2, p.layout.rows_per_block, p.layout.n_tile, 1) + 15) / 16 * 16);
+    EXPECT_EQ(p.layout.shared_bytes, spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * 4);
+    EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
     // Staged: exactly the first stage_slots steps of a group with `least` entries or more.
-    for (const auto& b : p.blocks)
+    for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups) {
         const auto flags = spmm_staged_steps(p, g);
         std::int32_t taken = 0;
         for (std::size_t i = 0; i < g.steps.size(); ++i) {
           const bool dense_step = static_cast<std::int32_t>(g.steps[i].entries.size()) >= least;
-          EXPECT_EQ(flags[i] != 0, dense_step && taken < p.stage_slots);
+          EXPECT_EQ(flags[i] != 0, dense_step && taken < p.stage_slots());
           taken += flags[i] != 0;
         }
       }
@@ -89,8 +90,8 @@ TEST(SpmmStage, DenseStepsTakeTheSlotsInOrder) {
   }
   // Nothing dense enough: the plan is the unstaged one.
   const SpmmPlan none = plan_spmm(a, problem_for(a, 96), staged(60, 8, 2));
-  EXPECT_EQ(none.stage_slots, 0);
-  EXPECT_EQ(none.stage_min_entries, 0);
+  EXPECT_EQ(none.stage_slots(), 0);
+  EXPECT_EQ(none.stage_min_entries(), 0);
   EXPECT_EQ(to_json(none), to_json(plain));
 }
 
@@ -100,34 +101,34 @@ TEST(SpmmStage, SlotsStopAtTheSharedMemoryOfABlock) {
   const CsrMatrix a = test::random_csr(64, 400, 0.4, 6, 0, 1);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 3136), staged(1, 16, 2, 256));
   ASSERT_TRUE(check_plan(p, a).empty());
-  const std::int64_t fit = (kSpmmMaxSharedBytes - spmm_stage_offset(p)) / (std::int64_t{p.block_x} * 4);
+  const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
   EXPECT_EQ(fit, 16);
-  EXPECT_EQ(p.stage_slots, fit);  // every group has more dense steps than that
-  EXPECT_LE(p.shared_bytes, kSpmmMaxSharedBytes);
+  EXPECT_EQ(p.stage_slots(), fit);  // every group has more dense steps than that
+  EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
   const SpmmPlan q = plan_spmm(a, problem_for(a, 3136), staged(1, 16, 1, 64));
-  EXPECT_EQ(q.stage_slots, kSpmmMaxStageSlots);  // 100+ steps a group, capped
+  EXPECT_EQ(q.stage_slots(), kSpmmMaxStageSlots);  // 100+ steps a group, capped
 }
 
 TEST(SpmmStage, CheckPlanJsonAndRefusals) {
   const CsrMatrix a = test::random_csr(40, 90, 0.2, 8, 0, 1);
   const SpmmPlan good = plan_spmm(a, problem_for(a, 49, true, true, SpmmNMode::runtime), staged(2, 4, 3, 32));
   ASSERT_TRUE(check_plan(good, a).empty());
-  ASSERT_GT(good.stage_slots, 0);
+  ASSERT_GT(good.stage_slots(), 0);
   const nlohmann::json j = to_json(good);
-  EXPECT_EQ(j["stage_min_entries"], 2);
-  EXPECT_EQ(j["stage_slots"], good.stage_slots);
+  EXPECT_EQ(j["body"]["stage_min_entries"], 2);
+  EXPECT_EQ(j["body"]["stage_slots"], good.stage_slots());
   EXPECT_EQ(to_json(plan_from_json(nlohmann::json::parse(j.dump()))), j);
   SpmmPlan p = good;
-  p.stage_slots = 0;  // a threshold without slots
+  p.unrolled()->stage_slots = 0;  // a threshold without slots
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.stage_slots = kSpmmMaxStageSlots + 1;
+  p.unrolled()->stage_slots = kSpmmMaxStageSlots + 1;
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.stage_slots += 1;  // the shared memory no longer matches
+  p.unrolled()->stage_slots += 1;  // the shared memory no longer matches
   EXPECT_FALSE(check_plan(p, a).empty());
   p = good;
-  p.stage_min_entries = -1;
+  p.unrolled()->stage_min_entries = -1;
   EXPECT_FALSE(check_plan(p, a).empty());
   EXPECT_THROW(emit_spmm_ptx(p, a), UsageError);
 
@@ -135,7 +136,7 @@ TEST(SpmmStage, CheckPlanJsonAndRefusals) {
   rolled.value_mode = SpmmValueMode::rolled;
   EXPECT_THROW(plan_spmm(a, problem_for(a, 49), rolled), UsageError);
   SpmmProblem half = problem_for(a, 49);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_THROW(plan_spmm(a, half, staged(1)), UsageError);
   EXPECT_THROW(plan_spmm(a, problem_for(a, 49), staged(-1)), UsageError);
 }
@@ -143,12 +144,12 @@ TEST(SpmmStage, CheckPlanJsonAndRefusals) {
 TEST(SpmmStage, StagingKeepsAnAutomaticPlanUnrolled) {
   // 1024 x 1024 at 5 %: 52k nonzeros, 51 a row, N = 49: the automatic plan is rolled.
   const CsrMatrix a = test::random_csr(1024, 1024, 0.05, 12, 0, 1);
-  EXPECT_EQ(plan_spmm(a, problem_for(a, 49)).value_mode, SpmmValueMode::rolled);
+  EXPECT_EQ(plan_spmm(a, problem_for(a, 49)).value_mode(), SpmmValueMode::rolled);
   SpmmOptions o;
   o.stage_min_entries = 1;
   const SpmmPlan p = plan_spmm(a, problem_for(a, 49), o);
-  EXPECT_NE(p.value_mode, SpmmValueMode::rolled);
-  EXPECT_GT(p.stage_slots, 0);
+  EXPECT_NE(p.value_mode(), SpmmValueMode::rolled);
+  EXPECT_GT(p.stage_slots(), 0);
 }
 
 TEST(SpmmStage, BothEmittersCopyEveryStagedStepOnce) {
@@ -191,7 +192,7 @@ TEST(SpmmStage, StagedKernelsAssembleWithoutSpills) {
   const CsrMatrix a = test::random_csr(128, 256, 0.1, 14, 0, 1);
   for (const auto& [least, groups] : {std::pair{1, 4}, std::pair{2, 1}}) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 784, true, true), staged(least, 16, groups, 64));
-    ASSERT_GT(p.stage_slots, 0);
+    ASSERT_GT(p.stage_slots(), 0);
     for (const KernelLanguage lang : {KernelLanguage::ptx, KernelLanguage::cuda}) {
       const EmittedKernel e = emit_spmm(p, a, lang);
       CudaCompileOptions options;
@@ -202,7 +203,7 @@ TEST(SpmmStage, StagedKernelsAssembleWithoutSpills) {
       EXPECT_FALSE(r.cubin.empty());
       EXPECT_EQ(u.spill_store_bytes, 0) << to_string(lang);
       EXPECT_EQ(u.stack_frame_bytes, 0) << to_string(lang);
-      EXPECT_LE(u.registers, p.max_registers) << to_string(lang);
+      EXPECT_LE(u.registers, p.hints.max_registers) << to_string(lang);
     }
   }
 }
@@ -210,10 +211,10 @@ TEST(SpmmStage, StagedKernelsAssembleWithoutSpills) {
 TEST(SpmmStage, BundlesCarryTheStagedPlan) {
   const CsrMatrix a = test::random_csr(48, 64, 0.2, 15, 0, 1);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 64, true, false), staged(2, 8, 2));
-  ASSERT_GT(p.stage_slots, 0);
+  ASSERT_GT(p.stage_slots(), 0);
   const rt::BundleMetadata md = spmm_bundle_metadata(p, a, gpu_target("sm_90"));
   EXPECT_EQ(md.plan_summary.at("stage_min_entries"), 2);
-  EXPECT_EQ(md.shared_bytes, p.shared_bytes);
+  EXPECT_EQ(md.shared_bytes, p.layout.shared_bytes);
   rt::Bundle b;
   b.metadata = md;
   b.plan = to_json(p).dump();
@@ -227,7 +228,7 @@ TEST(SpmmStage, TunerTimesTheWinnerWithStagedSteps) {
   const tune::SpmmSpaceDims dims;
   // A plan of 8 or more rows a block row, whose steps hold two or more entries often enough.
   const auto tall = std::find_if(space.candidates.begin(), space.candidates.end(), [](const tune::SpmmCandidate& c) {
-    return c.plan.rows_per_block >= 8 && c.plan.value_mode == SpmmValueMode::baked;
+    return c.plan.layout.rows_per_block >= 8 && c.plan.value_mode() == SpmmValueMode::baked;
   });
   ASSERT_NE(tall, space.candidates.end());
   const tune::SpmmCandidate& winner = *tall;
@@ -236,7 +237,7 @@ TEST(SpmmStage, TunerTimesTheWinnerWithStagedSteps) {
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const tune::SpmmCandidate& v = variants[i];
     EXPECT_EQ(v.label, winner.label + "/st" + std::to_string(dims.stage_min_entries[i]));
-    EXPECT_EQ(v.plan.stage_min_entries, dims.stage_min_entries[i]);
+    EXPECT_EQ(v.plan.stage_min_entries(), dims.stage_min_entries[i]);
     EXPECT_EQ(to_json(v.plan)["blocks"], to_json(winner.plan)["blocks"]);
     EXPECT_EQ(tune::spmm_variant_base_label(v.label), winner.label);
     EXPECT_EQ(tune::spmm_variant_base_label(v.label + "/r72"), winner.label);
@@ -258,7 +259,7 @@ TEST(SpmmStage, RealLayerMatchesTheReference) {
   o.stage_min_entries = 1;
   const SpmmPlan p = plan_spmm(a, problem_for(a, 784, true, true), o);
   ASSERT_TRUE(check_plan(p, a).empty());
-  EXPECT_GT(p.stage_slots, 0);
+  EXPECT_GT(p.stage_slots(), 0);
   EXPECT_LE(test::interp_error(p, a, 784, 3), kTolerance);
   const std::string ptx = emit_spmm_ptx(p, a).source;
   EXPECT_EQ(count(ptx, "cp.async.ca.shared.global"), staged_and_commits(p).first);

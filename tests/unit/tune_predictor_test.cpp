@@ -52,9 +52,9 @@ SpmmOptions options(std::int32_t ny, std::int32_t tile, std::int32_t groups,
 // Plans of several shapes for one matrix: tilings, groups, balanced rows, streamed values, a half
 // plan and a tensor-core plan.
 std::vector<SpmmPlan> sample_plans(const CsrMatrix& a) {
-  const SpmmProblem f32{a.rows, a.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem f32{a.rows, a.cols, 100, SpmmNMode::fixed, false, false, DType::f32};
   SpmmProblem f16 = f32;
-  f16.dtype = "f16";
+  f16.dtype = DType::f16;
   std::vector<SpmmPlan> plans;
   plans.push_back(plan_spmm(a, f32));
   plans.push_back(plan_spmm(a, f32, options(1, 32, 1)));
@@ -70,7 +70,7 @@ std::vector<SpmmPlan> sample_plans(const CsrMatrix& a) {
   set_blocklets(tc, "16x8:0.5");
   tc.n_tile = 32;
   plans.push_back(plan_spmm(a, f16, tc));
-  EXPECT_EQ(plans.back().fragment_k, 8);
+  EXPECT_EQ(plans.back().fragment_k(), 8);
   return plans;
 }
 
@@ -104,15 +104,15 @@ TEST(TunePredictor, FeaturesAreFiniteAndDeterministic) {
     EXPECT_GT(f[index_of("l2_us")], 0.0);
     // Only plans whose groups hand over partial sums pay for the reduction.
     bool reduces = false;
-    for (const SpmmBlockRow& b : p.blocks) reduces = reduces || (p.groups > 1 && spmm_block_reduces(p, b));
+    for (const SpmmBlockRow& b : p.layout.blocks) reduces = reduces || (p.layout.groups > 1 && spmm_block_reduces(p, b));
     EXPECT_EQ(f[index_of("reduce_us")] > 0.0, reduces);
   }
   // Equal panels of a matrix with one dense corner are imbalanced; one block row is not.
-  const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, DType::f32};
   EXPECT_GT(spmm_features(plan_spmm(a, pr, options(4, 64, 1)), a)[index_of("imbalance")], 0.0);
   const CsrMatrix small = random_csr(8, 40, 0.3, 3);
   EXPECT_EQ(
-      spmm_features(plan_spmm(small, {8, 40, 64, SpmmNMode::fixed, false, false, "f32"}, options(8, 64, 1)),
+      spmm_features(plan_spmm(small, {8, 40, 64, SpmmNMode::fixed, false, false, DType::f32}, options(8, 64, 1)),
                     small)[index_of("imbalance")],
       0.0);
   // A plan for another matrix shape is refused.
@@ -158,7 +158,7 @@ TEST(TunePredictor, FeaturesComeFromTheTargetAndSm90KeepsTheH100Figures) {
       {1, 11.223655080721747, 18.634619701286368, 4.609715479582146, 4.341333333333333, 0,
        0.66981644963367581, 27.373090909090909}};
   // sample_plans' fp32 options on a larger matrix (its grid exceeds one wave of 132 SMs).
-  const SpmmProblem f32{big.rows, big.cols, 100, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem f32{big.rows, big.cols, 100, SpmmNMode::fixed, false, false, DType::f32};
   SpmmProblem bias_relu = f32;
   bias_relu.bias = bias_relu.relu = true;
   bias_relu.n = 1000;
@@ -201,7 +201,7 @@ TEST(TunePredictor, TermsAreTheFeaturesAndTheDerivedTerms) {
   const auto derived = std::find(terms.begin(), terms.end(), "bound_imbalance_us");
   ASSERT_NE(derived, terms.end());
   const CsrMatrix a = random_csr(96, 80, 0.1, 11, true);
-  const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, "f32"};
+  const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, DType::f32};
   const std::vector<double> f = spmm_features(plan_spmm(a, pr, options(4, 64, 1)), a);
   ASSERT_GT(f[index_of("imbalance")], 0.0);
   const std::vector<double> x = spmm_predictor_terms(f);
@@ -225,9 +225,9 @@ TEST(TunePredictor, MoreWorkCostsMore) {
   // slots, DRAM traffic and code fetched.
   const CsrMatrix a = random_csr(1024, 256, 0.05, 5);
   const SpmmPlan narrow =
-      plan_spmm(a, {a.rows, a.cols, 64, SpmmNMode::fixed, false, false, "f32"}, options(4, 64, 1));
+      plan_spmm(a, {a.rows, a.cols, 64, SpmmNMode::fixed, false, false, DType::f32}, options(4, 64, 1));
   const SpmmPlan wide =
-      plan_spmm(a, {a.rows, a.cols, 128, SpmmNMode::fixed, false, false, "f32"}, options(4, 64, 1));
+      plan_spmm(a, {a.rows, a.cols, 128, SpmmNMode::fixed, false, false, DType::f32}, options(4, 64, 1));
   const auto fn = spmm_features(narrow, a), fw = spmm_features(wide, a);
   for (const char* name : {"issue_us", "dram_us", "fetch_us"})
     EXPECT_GT(fw[index_of(name)], fn[index_of(name)]) << name;
@@ -240,11 +240,11 @@ TEST(TunePredictor, L2TrafficIsEveryStepsRowOfBAcrossN) {
   const CsrMatrix a = random_csr(256, 192, 0.05, 9);
   const auto l2_of = [&](const SpmmPlan& p) { return spmm_features(p, a)[index_of("l2_us")]; };
   for (const std::string dtype : {"f32", "f16"}) {
-    const SpmmProblem pr{a.rows, a.cols, 200, SpmmNMode::fixed, false, false, dtype};
+    const SpmmProblem pr{a.rows, a.cols, 200, SpmmNMode::fixed, false, false, *parse_dtype(dtype)};
     for (const SpmmOptions& o : {options(1, 64, 1), options(16, 64, 2), options(8, 128, 4, SpmmRowSplit::balanced)}) {
       const SpmmPlan p = plan_spmm(a, pr, o);
       double steps = 0;
-      for (const SpmmBlockRow& b : p.blocks)
+      for (const SpmmBlockRow& b : p.layout.blocks)
         for (const SpmmGroup& g : b.groups) steps += static_cast<double>(g.steps.size());
       EXPECT_NEAR(l2_of(p), steps * 200 * (dtype == "f32" ? 4 : 2) / 5.5e6, 1e-12) << dtype;
     }
@@ -255,7 +255,7 @@ TEST(TunePredictor, L2TrafficIsEveryStepsRowOfBAcrossN) {
 TEST(TunePredictor, FeaturesJsonRoundTrip) {
   const CsrMatrix a = random_csr(64, 48, 0.2, 7);
   const std::vector<double> f =
-      spmm_features(plan_spmm(a, {a.rows, a.cols, 33, SpmmNMode::fixed, false, false, "f32"}), a);
+      spmm_features(plan_spmm(a, {a.rows, a.cols, 33, SpmmNMode::fixed, false, false, DType::f32}), a);
   const json j = features_json(f);
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.size(), spmm_feature_names().size());
@@ -559,7 +559,7 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
   // A record as an older build wrote it: every timing's features of another feature set.
   const CsrMatrix a = random_csr(64, 48, 0.2, 7);
   // N above rolled_max_n: every candidate unrolled (rolled timings are never fitted).
-  const SpmmProblem pr{a.rows, a.cols, 80, SpmmNMode::fixed, false, true, "f32"};
+  const SpmmProblem pr{a.rows, a.cols, 80, SpmmNMode::fixed, false, true, DType::f32};
   const SpmmSpace space = spmm_space(a, pr, SpmmOptions{}, KernelLanguage::ptx);
   ASSERT_GE(space.candidates.size(), 4u);
   TuningRecord r;

@@ -50,7 +50,7 @@ class FakeGpu : public tune::SpmmMeasurer {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     tune::Measurement m;
     m.verified = true;
-    m.median_us = 10 + std::fabs(std::log2(c.plan.rows_per_block) - 3) + (c.plan.groups - 1);
+    m.median_us = 10 + std::fabs(std::log2(c.plan.layout.rows_per_block) - 3) + (c.plan.layout.groups - 1);
     ++measured_;
     --running_;
     return m;

@@ -24,7 +24,7 @@ SpmmProblem problem(const CsrMatrix& a, std::int64_t n, const std::string& dtype
   p.m = a.rows;
   p.k = a.cols;
   p.n = n;
-  p.dtype = dtype;
+  p.dtype = *parse_dtype(dtype);
   return p;
 }
 
@@ -38,8 +38,8 @@ TEST(TuneSpace, DefaultFirstAndEveryCandidateIsAValidDistinctPlan) {
   for (const tune::SpmmCandidate& c : space.candidates) {
     EXPECT_TRUE(check_plan(c.plan, a).empty()) << c.label;
     EXPECT_TRUE(labels.insert(c.label).second) << "duplicate " << c.label;
-    EXPECT_LE(c.plan.n_tile, 64) << c.label;  // no wider than N needs
-    EXPECT_LE(std::int64_t{c.plan.n_tile} * c.plan.groups, 1024);
+    EXPECT_LE(c.plan.layout.n_tile, 64) << c.label;  // no wider than N needs
+    EXPECT_LE(std::int64_t{c.plan.layout.n_tile} * c.plan.layout.groups, 1024);
     if (c.emitter == KernelLanguage::cuda) {
       EXPECT_LE(a.nnz(), tune::SpmmSpaceDims{}.cuda_max_nnz);
     }
@@ -68,7 +68,7 @@ TEST(TuneSpace, RulesLeaveOutWhatCannotRun) {
   const tune::SpmmSpace f32 = tune::spmm_space(a, problem(a, 300), {}, KernelLanguage::ptx, dims);
   for (const tune::SpmmCandidate& c : f32.candidates) {
     EXPECT_EQ(c.emitter, KernelLanguage::ptx) << c.label;
-    EXPECT_LE(c.plan.rows_per_block, 48) << c.label;
+    EXPECT_LE(c.plan.layout.rows_per_block, 48) << c.label;
   }
   // Half precision: CUDA C++ only, blocklet settings in the space.
   SpmmOptions half_base;
@@ -90,11 +90,11 @@ TEST(TuneSpace, RolledPointsOnlyAtSmallNInFp32) {
   const tune::SpmmSpace small_n = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims);
   std::size_t rolled = 0;
   for (const tune::SpmmCandidate& c : small_n.candidates) {
-    if (c.plan.value_mode != SpmmValueMode::rolled) continue;
+    if (c.plan.value_mode() != SpmmValueMode::rolled) continue;
     ++rolled;
     EXPECT_EQ(c.emitter, KernelLanguage::cuda) << c.label;
-    EXPECT_EQ(c.plan.row_split, SpmmRowSplit::equal) << c.label;
-    EXPECT_LE(c.plan.rows_per_block, dims.rolled_max_rows) << c.label;
+    EXPECT_EQ(c.plan.layout.row_split, SpmmRowSplit::equal) << c.label;
+    EXPECT_LE(c.plan.layout.rows_per_block, dims.rolled_max_rows) << c.label;
     EXPECT_NE(c.label.find("/rolled/cuda"), std::string::npos) << c.label;
     const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
     EXPECT_EQ(to_json(plan_spmm(a, problem(a, 49), options)), to_json(c.plan)) << c.label;
@@ -112,7 +112,7 @@ TEST(TuneSpace, RolledPointsOnlyAtSmallNInFp32) {
     if (dtype != "f32") set_blocklets(base, "off");
     const auto language = dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
     for (const tune::SpmmCandidate& c : tune::spmm_space(a, problem(a, n, dtype), base, language).candidates)
-      EXPECT_NE(c.plan.value_mode, SpmmValueMode::rolled) << n << " " << dtype << " " << c.label;
+      EXPECT_NE(c.plan.value_mode(), SpmmValueMode::rolled) << n << " " << dtype << " " << c.label;
   }
 }
 
@@ -138,28 +138,28 @@ TEST(TuneSpace, StepLanesAtSmallNRoundTrip) {
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 1), {}, KernelLanguage::ptx);
   const tune::SpmmCandidate& def = space.candidates.front();
   ASSERT_TRUE(def.is_default);
-  EXPECT_EQ(def.plan.step_lanes, 32);
+  EXPECT_EQ(def.plan.step_lanes(), 32);
   EXPECT_NE(def.label.find("/rolled/cuda/L32"), std::string::npos) << def.label;
   EXPECT_EQ(tune::candidate_json(def).at("step_lanes"), 32);
   std::size_t rolled = 0;
   for (const tune::SpmmCandidate& c : space.candidates) {
     const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
     EXPECT_EQ(to_json(plan_spmm(a, problem(a, 1), options)), to_json(c.plan)) << c.label;
-    if (c.plan.value_mode != SpmmValueMode::rolled) continue;
-    EXPECT_EQ(c.plan.step_lanes, 32) << c.label;
+    if (c.plan.value_mode() != SpmmValueMode::rolled) continue;
+    EXPECT_EQ(c.plan.step_lanes(), 32) << c.label;
     ++rolled;
   }
   EXPECT_GT(rolled, 4u);
   // At N = 16 (one step a warp by default) the rolled points of an n tile of 32 come both ways.
   const CsrMatrix big = test::random_csr(700, 1000, 0.1, 8);  // 70k nonzeros: rolled by default
   const tune::SpmmSpace wide = tune::spmm_space(big, problem(big, 16), {}, KernelLanguage::ptx);
-  EXPECT_EQ(wide.candidates.front().plan.step_lanes, 1);
+  EXPECT_EQ(wide.candidates.front().plan.step_lanes(), 1);
   std::size_t with = 0, without = 0;
   for (const tune::SpmmCandidate& c : wide.candidates) {
-    if (c.plan.value_mode != SpmmValueMode::rolled || c.plan.n_tile != 32) continue;
-    (c.plan.step_lanes == 2 ? with : without) += 1;
+    if (c.plan.value_mode() != SpmmValueMode::rolled || c.plan.layout.n_tile != 32) continue;
+    (c.plan.step_lanes() == 2 ? with : without) += 1;
     const auto [options, emitter] = tune::spmm_options_from_json(tune::candidate_json(c), {});
-    EXPECT_EQ(plan_spmm(big, problem(big, 16), options).step_lanes, c.plan.step_lanes) << c.label;
+    EXPECT_EQ(plan_spmm(big, problem(big, 16), options).step_lanes(), c.plan.step_lanes()) << c.label;
   }
   EXPECT_GT(with, 0u);
   EXPECT_LE(with, without);  // without: the default too
@@ -172,13 +172,13 @@ TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {
     const SpmmPlan& p = space.candidates[i].plan;
     for (const std::size_t j : tune::spmm_neighbours(space, i, {})) {
       const SpmmPlan& q = space.candidates[j].plan;
-      const int differing = (space.candidates[i].options.rows_per_block != space.candidates[j].options.rows_per_block) + (p.n_tile != q.n_tile) +
-                            (p.groups != q.groups) + (p.row_split != q.row_split) +
-                            (p.value_mode != q.value_mode) +
+      const int differing = (space.candidates[i].options.rows_per_block != space.candidates[j].options.rows_per_block) + (p.layout.n_tile != q.layout.n_tile) +
+                            (p.layout.groups != q.layout.groups) + (p.layout.row_split != q.layout.row_split) +
+                            (p.value_mode() != q.value_mode()) +
                             (space.candidates[i].emitter != space.candidates[j].emitter);
       EXPECT_EQ(differing, 1) << space.candidates[i].label << " vs " << space.candidates[j].label;
-      if (p.n_tile != q.n_tile) {
-        EXPECT_TRUE(p.n_tile == 2 * q.n_tile || q.n_tile == 2 * p.n_tile);
+      if (p.layout.n_tile != q.layout.n_tile) {
+        EXPECT_TRUE(p.layout.n_tile == 2 * q.layout.n_tile || q.layout.n_tile == 2 * p.layout.n_tile);
       }
     }
   }
@@ -203,8 +203,8 @@ class FakeMeasurer : public tune::SpmmMeasurer {
   }
   static double time_of(const SpmmPlan& p) {
     const auto d = [](double x, double at) { return std::fabs(std::log2(x) - std::log2(at)); };
-    return 10 + 3 * d(p.rows_per_block, 8) + 2 * d(p.n_tile, 64) + d(p.groups, 2) +
-           (p.value_mode == SpmmValueMode::streamed ? 0.5 : 0) + (p.row_split == SpmmRowSplit::balanced ? 0.25 : 0);
+    return 10 + 3 * d(p.layout.rows_per_block, 8) + 2 * d(p.layout.n_tile, 64) + d(p.layout.groups, 2) +
+           (p.value_mode() == SpmmValueMode::streamed ? 0.5 : 0) + (p.layout.row_split == SpmmRowSplit::balanced ? 0.25 : 0);
   }
 };
 
@@ -290,11 +290,11 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   const auto variants = tune::spmm_register_variants(a, c, dims);
   ASSERT_EQ(variants.size(), dims.register_headroom.size());
   for (std::size_t i = 0; i < variants.size(); ++i) {
-    const std::int32_t cap = c.plan.max_registers + dims.register_headroom[i];
-    EXPECT_EQ(variants[i].plan.max_registers, cap);
+    const std::int32_t cap = c.plan.hints.max_registers + dims.register_headroom[i];
+    EXPECT_EQ(variants[i].plan.hints.max_registers, cap);
     EXPECT_EQ(variants[i].label, c.label + "/r" + std::to_string(cap));
     SpmmPlan same = variants[i].plan;
-    same.max_registers = c.plan.max_registers;
+    same.hints.max_registers = c.plan.hints.max_registers;
     EXPECT_EQ(to_json(same).dump(), to_json(c.plan).dump());  // nothing else changes
   }
   // No variants where the emitter does not cap registers, or for rolled plans.
@@ -316,7 +316,7 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
    public:
     tune::Measurement measure(const tune::SpmmCandidate& x, const rt::Bundle& b) override {
       tune::Measurement m = FakeMeasurer::measure(x, b);
-      m.median_us -= 0.001 * x.plan.max_registers;
+      m.median_us -= 0.001 * x.plan.hints.max_registers;
       return m;
     }
   } gpu;
@@ -329,7 +329,7 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   EXPECT_EQ(r.winner, r.timings.back().label);
   const auto [options, emitter] = tune::spmm_options_from_json(r.winner_options, {});
   EXPECT_EQ(emitter, KernelLanguage::ptx);
-  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).max_registers, options.max_registers);
+  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).hints.max_registers, options.max_registers);
   EXPECT_EQ(r.winner.substr(r.winner.rfind("/r") + 2), std::to_string(options.max_registers));
 }
 
@@ -364,7 +364,7 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   runtime.n_mode = SpmmNMode::runtime;
   EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, runtime, {}, KernelLanguage::ptx, dims).candidates.front(), dims));
   SpmmProblem half = problem(a, 128);
-  half.dtype = "f16";
+  half.dtype = DType::f16;
   EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, half, {}, KernelLanguage::cuda, dims).candidates.front(), dims));
   SpmmOptions rolled_options;
   rolled_options.value_mode = SpmmValueMode::rolled;
@@ -383,7 +383,7 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   const tune::TuningRecord r = tune::tune_spmm(a, space, dims, {}, fake_builder(), gpu, {});
   EXPECT_EQ(r.winner.substr(r.winner.size() - 3), "/c2");
   const auto [options, emitter] = tune::spmm_options_from_json(r.winner_options, {});
-  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).cols_per_thread, 2);
+  EXPECT_EQ(plan_spmm(a, problem(a, 128), options).layout.cols_per_thread, 2);
 }
 
 // The whole space of PTX plans for a 128 x 128 matrix at N = 256: too large to search exhaustively.
@@ -520,8 +520,8 @@ TEST(TuneSearch, TheBudgetStopsNewCompiles) {
 TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   const CsrMatrix a = test::random_csr(64, 300, 0.1, 10);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx);
-  ASSERT_NE(space.candidates.front().plan.value_mode, SpmmValueMode::rolled);
-  const auto is_rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
+  ASSERT_NE(space.candidates.front().plan.value_mode(), SpmmValueMode::rolled);
+  const auto is_rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
   const auto rolled = std::count_if(space.candidates.begin(), space.candidates.end(), is_rolled);
   ASSERT_GT(rolled, 0);
   FakeMeasurer gpu;
@@ -542,7 +542,7 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   SpmmOptions base;
   base.value_mode = SpmmValueMode::rolled;
   const tune::SpmmSpace from_rolled = tune::spmm_space(a, problem(a, 49), base, KernelLanguage::ptx);
-  ASSERT_EQ(from_rolled.candidates.front().plan.value_mode, SpmmValueMode::rolled);
+  ASSERT_EQ(from_rolled.candidates.front().plan.value_mode(), SpmmValueMode::rolled);
   options.exhaustive_limit = 4;
   FakeMeasurer gpu2;
   const tune::TuningRecord walked = tune::tune_spmm(a, from_rolled, {}, {}, fake_builder(), gpu2, options);

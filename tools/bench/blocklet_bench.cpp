@@ -118,7 +118,7 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
   const std::int64_t max_nnz = args.max_nnz;
   Built b;
   b.config = blocklets;
-  SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, dtype};
+  SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, require_dtype(dtype, "--dtype", kSpmmDtypes)};
   SpmmOptions o;
   set_blocklets(o, blocklets);
   o.groups = args.groups;
@@ -296,10 +296,10 @@ int blocklet_bench_main(int argc, char** argv) {
           pdl_gain.push_back(t.median_us / tp.median_us);
         }
         if (cfg == "auto")
-          cover = bt.plan.blocklets.shape.empty()
+          cover = bt.plan.blocklets().shape.empty()
                       ? "off"
-                      : fmt::format("{} {:.0f}%", bt.plan.blocklets.shape,
-                                    100.0 * static_cast<double>(bt.plan.blocklets.nnz_covered) /
+                      : fmt::format("{} {:.0f}%", bt.plan.blocklets().shape,
+                                    100.0 * static_cast<double>(bt.plan.blocklets().nnz_covered) /
                                         static_cast<double>(std::max<std::int64_t>(p.a.nnz(), 1)));
         jp[cfg] = jc;
       }

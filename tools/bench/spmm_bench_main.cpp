@@ -149,20 +149,20 @@ struct Compiled {
 
 nlohmann::json plan_json(const SpmmPlan& plan) {
   return {{"block_rows", plan.block_rows()},
-          {"rows_per_block", plan.rows_per_block},
-          {"n_tile", plan.n_tile},
-          {"groups", plan.groups},
-          {"cols_per_thread", plan.cols_per_thread},
-          {"step_lanes", plan.step_lanes},
-          {"max_registers", plan.max_registers},
-          {"assembler_opt_level", plan.assembler_opt_level},
-          {"block_x", plan.block_x},
-          {"values", to_string(plan.value_mode)},
-          {"row_split", to_string(plan.row_split)},
-          {"shared_bytes", plan.shared_bytes},
-          {"estimated_instructions", plan.estimated_instructions},
-          {"programmatic", !plan.programmatic          ? "off"
-                           : plan.programmatic_trigger ? "trigger"
+          {"rows_per_block", plan.layout.rows_per_block},
+          {"n_tile", plan.layout.n_tile},
+          {"groups", plan.layout.groups},
+          {"cols_per_thread", plan.layout.cols_per_thread},
+          {"step_lanes", plan.step_lanes()},
+          {"max_registers", plan.hints.max_registers},
+          {"assembler_opt_level", plan.hints.assembler_opt_level},
+          {"block_x", plan.layout.block_x},
+          {"values", to_string(plan.value_mode())},
+          {"row_split", to_string(plan.layout.row_split)},
+          {"shared_bytes", plan.layout.shared_bytes},
+          {"estimated_instructions", plan.hints.estimated_instructions},
+          {"programmatic", !plan.hints.programmatic          ? "off"
+                           : plan.hints.programmatic_trigger ? "trigger"
                                                        : "wait"}};
 }
 
@@ -171,14 +171,14 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 // columns a thread, "/stN:S" for staged steps of N or more nonzeros in S slots).
 std::string plan_column(const SpmmPlan& plan) {
   return fmt::format(
-      "R{}/T{}/G{}/r{}/O{}/{}{}{}{}{}", plan.rows_per_block, plan.n_tile, plan.groups, plan.max_registers,
-      plan.assembler_opt_level, to_string(plan.value_mode),
-      plan.step_lanes > 1 ? fmt::format("/L{}", plan.step_lanes) : "",
-      plan.row_split == SpmmRowSplit::balanced    ? "/bal"
-      : plan.row_split == SpmmRowSplit::clustered ? "/clu"
+      "R{}/T{}/G{}/r{}/O{}/{}{}{}{}{}", plan.layout.rows_per_block, plan.layout.n_tile, plan.layout.groups, plan.hints.max_registers,
+      plan.hints.assembler_opt_level, to_string(plan.value_mode()),
+      plan.step_lanes() > 1 ? fmt::format("/L{}", plan.step_lanes()) : "",
+      plan.layout.row_split == SpmmRowSplit::balanced    ? "/bal"
+      : plan.layout.row_split == SpmmRowSplit::clustered ? "/clu"
                                                   : "",
       plan.fp32_pairs() ? "/c2" : "",
-      plan.stage_slots > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries, plan.stage_slots) : "");
+      plan.stage_slots() > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries(), plan.stage_slots()) : "");
 }
 
 Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, const SpmmOptions& options,
@@ -202,7 +202,7 @@ Compiled compile_problem(const CsrMatrix& a, std::int64_t n, const Args& args, c
     c.plan_column = plan_column(plan);
     c.b_loads = spmm_plan_loads(plan);
     c.column_tiles = plan.column_tiles(n);
-    c.reads_values = plan.value_mode != SpmmValueMode::baked;
+    c.reads_values = plan.value_mode() != SpmmValueMode::baked;
     const GpuTarget& target = args.target;
     for (const KernelLanguage language : languages) {
       Build b;

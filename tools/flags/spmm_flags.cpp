@@ -87,7 +87,7 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
   if (f.clustered_rows) o.row_split = SpmmRowSplit::clustered;
   if (f.values != "auto") o.value_mode = parse_value_mode(f.values, "--values");
   o.stage_min_entries = f.stage_dense;
-  o.accumulate = f.accumulate;
+  o.accumulate = require_dtype(f.accumulate, "--accumulate", kSpmmDtypes);
   o.programmatic = parse_programmatic(f.programmatic, "--programmatic");
   set_blocklets(o, dtype == "f32" && f.blocklets == "auto" ? "off" : f.blocklets);
   return o;

@@ -91,7 +91,8 @@ int run_compile(const CompileArgs& args) {
   pipeline::SpmmRequest request;
   if (!args.spmm.bias.empty()) request.bias = pipeline::load_bias(args.spmm.bias, a.rows);
   request.problem = {a.rows, a.cols, args.spmm.n, args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed,
-                     !request.bias.empty(), args.spmm.relu, args.spmm.dtype};
+                     !request.bias.empty(), args.spmm.relu,
+                     require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes)};
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   request.ptxas = args.ptxas;
@@ -123,16 +124,16 @@ int run_compile(const CompileArgs& args) {
   const SpmmPlan& plan = art.plan;
   fmt::print(stderr, "{} -> {}\n", art.report.text(art), args.output);
   if (plan.half())
-    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.accumulate,
-               plan.blocklets.shape.empty()
+    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.epilogue.accumulate,
+               plan.blocklets().shape.empty()
                    ? std::string("off")
                    : fmt::format("{} fill >= {:.3g} ({}): {} tiles in {} fragments of k {}, {} of {} nonzeros "
                                  "({:.1f} %), {} explicit zeros",
-                                 plan.blocklets.shape, plan.blocklets.fill_threshold, plan.blocklets.chosen_by,
-                                 plan.blocklets.tiles, plan.fragment_count(), plan.fragment_k,
-                                 plan.blocklets.nnz_covered, a.nnz(),
-                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets.nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
-                                 plan.blocklets.explicit_zeros));
+                                 plan.blocklets().shape, plan.blocklets().fill_threshold, plan.blocklets().chosen_by,
+                                 plan.blocklets().tiles, plan.fragment_count(), plan.fragment_k(),
+                                 plan.blocklets().nnz_covered, a.nnz(),
+                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
+                                 plan.blocklets().explicit_zeros));
   if (art.usage.spill_store_bytes + art.usage.spill_load_bytes > 0 || art.usage.stack_frame_bytes > 0)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
   return kExitOk;

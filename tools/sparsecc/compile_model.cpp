@@ -130,7 +130,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
                          "{} group(s), {} values, {} in {:.2f} s -> {}",
                          layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density,
                          md.bias ? ", bias" : "", md.relu ? ", ReLU" : "", md.block_rows,
-                         art.plan.rows_per_block, md.n_tile, art.plan.groups, md.values_mode, emit,
+                         art.plan.layout.rows_per_block, md.n_tile, art.plan.layout.groups, md.values_mode, emit,
                          seconds, r.file);
   if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
   return r;

@@ -64,7 +64,7 @@ struct LayerResult {
 // outputs, on the GPU or through the plan interpreter; compares with `ref`.
 LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::vector<double>& bias,
                          const DenseMatrix& ref, bool quiet) {
-  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, "f32"};
+  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, DType::f32};
   pipeline::SpmmRequest request;
   request.problem = problem;
   request.emit = KernelLanguage::ptx;
@@ -92,10 +92,10 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
   LayerResult r;
   r.ok = check.unwritten == 0 && rel <= kExecutorTolerance && !compiled.cubin.empty();
   r.json = {{"plan",
-             {{"rows_per_block", plan.rows_per_block},
-              {"n_tile", plan.n_tile},
-              {"groups", plan.groups},
-              {"value_mode", to_string(plan.value_mode)},
+             {{"rows_per_block", plan.layout.rows_per_block},
+              {"n_tile", plan.layout.n_tile},
+              {"groups", plan.layout.groups},
+              {"value_mode", to_string(plan.value_mode())},
               {"emitter", to_string(kernel.language)}}},
             {"generate_compile_seconds", gen_s},
             {"cubin_bytes", compiled.cubin.size()},
@@ -109,7 +109,7 @@ LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::ve
         "   executor: plan R{}/T{}/G{} {}, {} generated and compiled in {:.2f} s, cubin {} bytes ({:.1f} "
         "bytes/nonzero), {} registers;\n   run on the {}: max relative error vs fp64 {:.2e} "
         "(tolerance {:.0e}) {}\n\n",
-        plan.rows_per_block, plan.n_tile, plan.groups, to_string(plan.value_mode),
+        plan.layout.rows_per_block, plan.layout.n_tile, plan.layout.groups, to_string(plan.value_mode()),
         kernel.language == KernelLanguage::ptx ? "PTX" : "CUDA C++", gen_s, compiled.cubin.size(),
         static_cast<double>(compiled.cubin.size()) / static_cast<double>(std::max<std::int64_t>(a.nnz(), 1)),
         usage.registers, how, rel, kExecutorTolerance, r.ok ? "ok" : "FAILED");

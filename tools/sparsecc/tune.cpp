@@ -114,7 +114,7 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
     for (std::size_t i = 0; i < layers.model.layers.size(); ++i) {
       const ModelLayer& layer = layers.model.layers[i];
       const SpmmProblem problem = model_layer_problem(layer, layers.n[i], layer_args, args.dtype);
-      check_values_fit(layer.a, problem.dtype, args.model, layer.tensor);
+      check_values_fit(layer.a, args.dtype, args.model, layer.tensor);
       check_bias_fits(layer.bias, args.model, layer.tensor + " (its bias)");
       out.push_back({layer.name, problem.n, [a = layer.a] { return a; }, problem, layer.bias});
     }
@@ -222,7 +222,7 @@ SpmmProblem problem_for(const CsrMatrix& a, const TuneArgs& args, std::int64_t n
   p.n_mode = args.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed;
   p.bias = bias;
   p.relu = args.relu;
-  p.dtype = args.dtype;
+  p.dtype = require_dtype(args.dtype, "--dtype", kSpmmDtypes);
   return p;
 }
 
@@ -415,7 +415,7 @@ int run_tune(const TuneArgs& args) {
 
   tune::SpmmSpaceDims dims;
   SpmmOptions base;
-  base.accumulate = args.dtype == "f32" ? std::string() : args.accumulate;
+  base.accumulate = args.dtype == "f32" ? DType::f32 : require_dtype(args.accumulate, "--accumulate", kSpmmDtypes);
   set_blocklets(base, args.dtype == "f32" ? "off" : "auto");
   const KernelLanguage default_emitter = args.dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
 

@@ -1,9 +1,13 @@
 #include "sparsecc/common/dtype.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <ostream>
+
+#include "sparsecc/common/error.hpp"
 
 namespace sparsecc {
 
@@ -28,6 +32,23 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "f64") return DType::f64;
   return std::nullopt;
 }
+
+DType require_dtype(std::string_view name, std::string_view what, std::initializer_list<DType> allowed) {
+  const std::optional<DType> t = parse_dtype(name);
+  if (t && (allowed.size() == 0 || std::find(allowed.begin(), allowed.end(), *t) != allowed.end())) return *t;
+  std::string names;
+  const std::initializer_list<DType> all = {DType::f16, DType::bf16, DType::f32, DType::f64};
+  const auto& list = allowed.size() ? allowed : all;
+  std::size_t i = 0;
+  for (const DType d : list) {
+    names += i == 0 ? "" : i + 1 == list.size() ? " or " : ", ";
+    names += dtype_name(d);
+    ++i;
+  }
+  throw UsageError(fmt::format("{}: '{}' is not {}", what, name, names));
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 std::size_t dtype_size(DType t) {
   switch (t) {

@@ -25,34 +25,34 @@ namespace {
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   const bool pairs = p.fp32_pairs();
-  std::string s = p.programmatic && p.programmatic_trigger ? "      sparsecc_launch_dependents();\n" : "";
-  if (p.groups > 1) {
+  std::string s = p.hints.programmatic && p.hints.programmatic_trigger ? "      sparsecc_launch_dependents();\n" : "";
+  if (p.layout.groups > 1) {
     s += pairs ? fmt::format("      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
                              "(group - 1) * {} * T + t;\n",
-                             p.rows_per_block)
+                             p.layout.rows_per_block)
                : fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
-                             p.rows_per_block);
+                             p.layout.rows_per_block);
     for (std::int32_t i = 0; i < rows; ++i)
       s += pairs ? fmt::format("        r[{0} * T] = make_float2(a{0}, e{0});\n", i)
                  : fmt::format("        r[{0} * T] = a{0};\n", i);
     s += "      }\n      __syncthreads();\n";
   }
   s += "      if (live && group == 0) {\n";
-  if (pairs && p.groups > 1) s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
+  if (pairs && p.layout.groups > 1) s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
     const std::string v = fmt::format("a{}", i), u = fmt::format("e{}", i);
     const std::int64_t row = spmm_row(p, block.row_begin + i);
-    for (std::int32_t g = 1; g < p.groups; ++g) {
-      const std::int64_t at = std::int64_t{g - 1} * p.rows_per_block + i;
+    for (std::int32_t g = 1; g < p.layout.groups; ++g) {
+      const std::int64_t at = std::int64_t{g - 1} * p.layout.rows_per_block + i;
       if (pairs)
         s += fmt::format("        {0} = __fadd_rn({0}, r[{2} * T].x); {1} = __fadd_rn({1}, r[{2} * T].y);\n", v, u, at);
       else
         s += fmt::format("        {0} = __fadd_rn({0}, red[{1} * T + t]);\n", v, at);
     }
     for (const std::string& x : pairs ? std::vector<std::string>{v, u} : std::vector<std::string>{v}) {
-      if (p.problem.bias)
+      if (p.epilogue.bias)
         s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, row);
-      if (p.problem.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
+      if (p.epilogue.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
     }
     s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n",
                              row, v, u)
@@ -65,13 +65,13 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
 // epilogue of zero sums (0, plus the bias, through ReLU) to the rows the block row's index gives.
 std::string empty_case(const SpmmPlan& p) {
   std::string s = "    default: {\n";
-  if (p.programmatic && p.programmatic_trigger) s += "      sparsecc_launch_dependents();\n";
+  if (p.hints.programmatic && p.hints.programmatic_trigger) s += "      sparsecc_launch_dependents();\n";
   s += fmt::format("      const long long first = static_cast<long long>(blockIdx.y) * {0};\n"
                    "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n",
-                   p.panel_rows, p.problem.m);
+                   p.layout.panel_rows, p.problem.m);
   s += "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {\n          float v = 0.0f;\n";
-  if (p.problem.bias) s += "          v = __fadd_rn(v, __ldg(bias + r));\n";
-  if (p.problem.relu) s += "          v = fmaxf(v, 0.0f);\n";
+  if (p.epilogue.bias) s += "          v = __fadd_rn(v, __ldg(bias + r));\n";
+  if (p.epilogue.relu) s += "          v = fmaxf(v, 0.0f);\n";
   s += p.fp32_pairs() ? "          *reinterpret_cast<float2*>(c + r * ld) = make_float2(v, v);\n"
                       : "          c[r * ld] = v;\n";
   return s + "        }\n      break;\n    }\n";
@@ -81,11 +81,11 @@ std::string empty_case(const SpmmPlan& p) {
 // for the first touch of an accumulator and one FMA for every later one), then the epilogue.
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
                        std::int64_t& packed) {
-  const SpmmBlockRow& block = p.blocks[bi];
+  const SpmmBlockRow& block = p.layout.blocks[bi];
   const bool pairs = p.fp32_pairs();
-  const bool streamed = p.value_mode == SpmmValueMode::streamed;
+  const bool streamed = p.value_mode() == SpmmValueMode::streamed;
   const std::int64_t stage_offset = spmm_stage_offset(p);
-  const std::int64_t slot_bytes = std::int64_t{p.block_x} * 4 * p.cols_per_thread;
+  const std::int64_t slot_bytes = std::int64_t{p.layout.block_x} * 4 * p.layout.cols_per_thread;
   const std::string commit = "        asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n";
   // Pairs: x holds B's two columns, z a streamed weight used for both.
   std::string s = fmt::format("    case {}: {{\n      {}", bi,
@@ -100,7 +100,7 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
                      : fmt::format("        x = __ldg(b + {} * ld);", k);
       },
       [&](const SpmmEntry& e, std::int64_t at, bool first) {
-        const std::string w = p.value_mode == SpmmValueMode::streamed
+        const std::string w = p.value_mode() == SpmmValueMode::streamed
                                   ? fmt::format("__ldg(values + {})", at)
                                   : cuda_float_literal(weights[static_cast<std::size_t>(e.value_index)]);
         if (!pairs)
@@ -124,7 +124,7 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
           c += fmt::format(
               "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], {};\" :: \"r\"(stage + {}u), \"l\"(b + {} * ld) "
               ": \"memory\");\n",
-              4 * p.cols_per_thread, stage_offset + j * slot_bytes, g.steps[si].k);
+              4 * p.layout.cols_per_thread, stage_offset + j * slot_bytes, g.steps[si].k);
           if (spmm_stage_commit_after(j++, copies)) c += commit;
         }
         return c;
@@ -147,22 +147,22 @@ std::string cuda_float_literal(float v) {
 }
 
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
-  if (plan.value_mode == SpmmValueMode::rolled) return emit_spmm_rolled_cuda(plan, a);
+  if (plan.value_mode() == SpmmValueMode::rolled) return emit_spmm_rolled_cuda(plan, a);
   if (plan.half()) return emit_spmm_half_cuda(plan, a);
   EmittedKernel out;
   const std::vector<float> weights = emit_detail::start_cuda_kernel(plan, a, out);
   std::string body;
   std::int64_t packed = 0;
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+  for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi)
     if (!spmm_plain_empty_block(plan, bi)) body += block_case(plan, weights, bi, packed);
   if (spmm_has_plain_empty_blocks(plan)) body += empty_case(plan);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
-  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
-                                                     {"KERNEL_NAME", plan.kernel_name},
-                                                     {"N_TILE", std::to_string(plan.n_tile)},
-                                                     {"COLS", std::to_string(plan.cols_per_thread)},
+  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.layout.block_x)},
+                                                     {"KERNEL_NAME", plan.hints.kernel_name},
+                                                     {"N_TILE", std::to_string(plan.layout.n_tile)},
+                                                     {"COLS", std::to_string(plan.layout.cols_per_thread)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
-                                                     {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
+                                                     {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
                                                      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
   stamp_spmm_contract(out, plan, a);

@@ -19,13 +19,13 @@ namespace {
 
 // The 16-bit pattern of `w` (already rounded to the dtype) twice, as a packed-pair literal.
 std::string pair_literal(const SpmmPlan& p, float w) {
-  const std::uint32_t h = p.problem.dtype == "bf16" ? double_to_bf16_bits(w) : double_to_half_bits(w);
+  const std::uint32_t h = p.problem.dtype == DType::bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
   return fmt::format("0x{:08x}u", h | (h << 16));
 }
 
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
-  const bool half_acc = p.accumulate != "f32";
+  const bool half_acc = p.epilogue.accumulate != DType::f32;
   const auto pair_of = [&](std::int32_t i) {
     return half_acc ? std::pair{fmt::format("spcc_lo(a{})", i), fmt::format("spcc_hi(a{})", i)}
                     : std::pair{fmt::format("a{}x", i), fmt::format("a{}y", i)};
@@ -36,33 +36,33 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const bool reduces = spmm_block_reduces(p, block);
   if (reduces) {
     s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * 2 * T + 2 * t;\n",
-                     p.rows_per_block);
+                     p.layout.rows_per_block);
     for (std::int32_t i = 0; i < rows; ++i) {
       const auto [v0, v1] = pair_of(i);
       s += fmt::format("        *reinterpret_cast<float2*>(r + {} * 2 * T) = make_float2({}, {});\n", i, v0, v1);
     }
     s += "      }\n";
   }
-  if (p.groups > 1 && (reduces || !block.fragments.empty())) s += "      __syncthreads();\n";
+  if (p.layout.groups > 1 && (reduces || !block.fragments.empty())) s += "      __syncthreads();\n";
   s += "      if (live && group == 0) {\n        float v0, v1;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
     const auto [v0, v1] = pair_of(i);
     s += fmt::format("        v0 = {}; v1 = {};\n", v0, v1);
-    for (std::int32_t g = 1; g < (reduces ? p.groups : 1); ++g) {
-      const std::int64_t at = std::int64_t{(g - 1) * p.rows_per_block + i} * 2;
+    for (std::int32_t g = 1; g < (reduces ? p.layout.groups : 1); ++g) {
+      const std::int64_t at = std::int64_t{(g - 1) * p.layout.rows_per_block + i} * 2;
       s += fmt::format("        v0 = __fadd_rn(v0, red[{0} * T + 2 * t]); v1 = __fadd_rn(v1, red[{0} * T + 2 * t + 1]);\n",
                        at);
     }
     if (!block.fragments.empty())
-      for (std::int32_t g = 0; g < p.groups; ++g) {
+      for (std::int32_t g = 0; g < p.layout.groups; ++g) {
         const std::string at = g ? fmt::format("{} * SPCC_GROUP_STAGE + {} * 72", g, i) : fmt::format("{} * 72", i);
         s += fmt::format("        v0 = __fadd_rn(v0, st[{0} + 2 * lane]); v1 = __fadd_rn(v1, st[{0} + 2 * lane + 1]);\n",
                          at);
       }
-    if (p.problem.bias)
+    if (p.epilogue.bias)
       s += fmt::format("        {{ const float bv = __ldg(bias + {}); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }}\n",
                        block.row_begin + i);
-    if (p.problem.relu) s += "        v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
+    if (p.epilogue.relu) s += "        v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
     s += fmt::format("        spcc_store_pair(c + {} * ld, v0, v1, pair, live1);\n", block.row_begin + i);
   }
   return s + "      }\n";
@@ -83,20 +83,20 @@ bool has_steps(const SpmmBlockRow& block) {
 std::string direct_store(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   std::string s;
-  if (p.groups > 1) {
+  if (p.layout.groups > 1) {
     s += "        if (group > 0) spcc_stage(st, d, g, q);\n        __syncthreads();\n        if (group == 0) {\n";
-    for (std::int32_t g = 1; g < p.groups; ++g)
+    for (std::int32_t g = 1; g < p.layout.groups; ++g)
       s += fmt::format("          spcc_add_stage(d, st + {} * SPCC_GROUP_STAGE, g, q);\n", g);
   } else {
     s += "        {\n";
   }
   s += fmt::format("          const long long c0 = warp_col + 8 * q;\n          spcc_u16* cr = C + ({} + g) * ld + c0;\n",
                    block.row_begin);
-  const char* relu = p.problem.relu ? "true" : "false";
+  const char* relu = p.epilogue.relu ? "true" : "false";
   for (int half = 0; half < 2; ++half) {
     const std::string row = half ? "g + 8" : "g";
     const bool guarded = rows < kSpmmFragmentRows;
-    const std::string bias = p.problem.bias ? fmt::format("__ldg(bias + {} + {})", block.row_begin, row) : "0.0f";
+    const std::string bias = p.epilogue.bias ? fmt::format("__ldg(bias + {} + {})", block.row_begin, row) : "0.0f";
     s += guarded ? fmt::format("          if ({} < {}) {{\n", row, rows) : "          {\n";
     s += fmt::format("            const float bv = {};\n", bias);
     s += fmt::format("            if (c0 < ld) spcc_store_tile_row(cr{0}, d, {1}, bv, {2});\n"
@@ -122,30 +122,30 @@ constexpr std::int64_t kStraightFragments = 32;
 std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment, bool direct) {
   if (block.fragments.empty()) return {};
   std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
-  const std::int64_t words = 8 * p.fragment_k;  // per fragment: 32 lanes x fragment_k / 4
+  const std::int64_t words = 8 * p.fragment_k();  // per fragment: 32 lanes x fragment_k / 4
   const std::int64_t first = fragment;
-  for (std::int32_t g = 0; g < p.groups; ++g) {
-    const auto [f0, f1] = spmm_group_fragments(block, p.groups, g);
+  for (std::int32_t g = 0; g < p.layout.groups; ++g) {
+    const auto [f0, f1] = spmm_group_fragments(block, p.layout.groups, g);
     if (f0 == f1) continue;
     std::int64_t inside = 0;
-    for (std::size_t i = f0; i < f1; ++i) inside += block.fragments[i].k + p.fragment_k <= p.problem.k;
+    for (std::size_t i = f0; i < f1; ++i) inside += block.fragments[i].k + p.fragment_k() <= p.problem.k;
     const auto at = first + static_cast<std::int64_t>(f0);
     std::string body;
     if (inside > 0 && inside <= kStraightFragments && vec8(p)) {
       for (std::size_t i = f0; i < f0 + static_cast<std::size_t>(inside); ++i)
         body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-                            (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, block.fragments[i].k,
-                            p.fragment_k);
+                            (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, block.fragments[i].k,
+                            p.fragment_k());
     } else if (inside > 0)
       body += fmt::format(
           "          spcc_fragments(d, fragments + {} + lane * {}, spcc_fragment_k + {}, {}, bw, ld, wcols, q);\n",
-          at * words, p.fragment_k / 4, at, inside);
+          at * words, p.fragment_k() / 4, at, inside);
     for (std::size_t i = f0 + static_cast<std::size_t>(inside); i < f1; ++i) {
       const SpmmFragment& f = block.fragments[i];
       body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-                          (first + static_cast<std::int64_t>(i)) * words, p.fragment_k / 4, f.k, p.problem.k - f.k);
+                          (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, f.k, p.problem.k - f.k);
     }
-    s += p.groups > 1 ? fmt::format("        if (group == {}) {{\n{}        }}\n", g, body) : body;
+    s += p.layout.groups > 1 ? fmt::format("        if (group == {}) {{\n{}        }}\n", g, body) : body;
   }
   fragment += static_cast<std::int64_t>(block.fragments.size());
   return s + (direct ? direct_store(p, block) : "        spcc_stage(st, d, g, q);\n") + "      }\n";
@@ -160,17 +160,17 @@ std::string empty_case(const SpmmPlan& p) {
       "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n"
       "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {{\n"
       "          float v0 = 0.0f, v1 = 0.0f;\n",
-      p.panel_rows, p.problem.m);
-  if (p.problem.bias) s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
-  if (p.problem.relu) s += "          v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
+      p.layout.panel_rows, p.problem.m);
+  if (p.epilogue.bias) s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
+  if (p.epilogue.relu) s += "          v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
   return s + "          spcc_store_pair(c + r * ld, v0, v1, pair, live1);\n        }\n      break;\n    }\n";
 }
 
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
                        std::int64_t& fragment) {
-  const SpmmBlockRow& block = p.blocks[bi];
-  const bool half_acc = p.accumulate != "f32";
-  const bool streamed = p.value_mode == SpmmValueMode::streamed;
+  const SpmmBlockRow& block = p.layout.blocks[bi];
+  const bool half_acc = p.epilogue.accumulate != DType::f32;
+  const bool streamed = p.value_mode() == SpmmValueMode::streamed;
   const std::int64_t rows = block.row_end - block.row_begin;
   std::string s = fmt::format("    case {}: {{\n      spcc_u32 x;\n", bi);
   if (half_acc) {
@@ -214,30 +214,30 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   out.fragment_words = spmm_fragment_words(plan, a);
   std::string body;
   std::int64_t packed = 0, fragment = 0;
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+  for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi)
     if (!spmm_plain_empty_block(plan, bi)) body += block_case(plan, weights, bi, packed, fragment);
   if (spmm_has_plain_empty_blocks(plan)) body += empty_case(plan);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   // The stages follow the reduction buffer (spmm_shared_bytes), in floats.
   const std::int64_t stage =
       spmm_fragment_stages(plan)
-          ? (plan.shared_bytes / 4 - std::int64_t{plan.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch)
+          ? (plan.layout.shared_bytes / 4 - std::int64_t{plan.layout.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch)
           : 0;
   std::string table;
-  if (plan.fragment_k) {
+  if (plan.fragment_k()) {
     table = "static __device__ const int spcc_fragment_k[] = {";
     std::int64_t i = 0;
-    for (const auto& b : plan.blocks)
+    for (const auto& b : plan.layout.blocks)
       for (const auto& f : b.fragments) table += fmt::format("{}{}{}", i ? "," : "", i % 32 == 0 ? "\n    " : "", f.k), ++i;
     table += "};";
   }
-  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.block_x)},
-                                                     {"KERNEL_NAME", plan.kernel_name},
-                                                     {"N_TILE", std::to_string(plan.n_tile)},
+  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.layout.block_x)},
+                                                     {"KERNEL_NAME", plan.hints.kernel_name},
+                                                     {"N_TILE", std::to_string(plan.layout.n_tile)},
                                                      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
-                                                     {"PROGRAMMATIC", plan.programmatic ? "true" : "false"},
-                                                     {"BF16", plan.problem.dtype == "bf16" ? "1" : "0"},
-                                                     {"FRAGMENT_K", std::to_string(plan.fragment_k)},
+                                                     {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
+                                                     {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
+                                                     {"FRAGMENT_K", std::to_string(plan.fragment_k())},
                                                      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
                                                      {"VEC8", vec8(plan) ? "1" : "0"},
                                                      {"STAGE", std::to_string(stage)},

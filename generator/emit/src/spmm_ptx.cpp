@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/contract.hpp"
 
 namespace sparsecc {
@@ -33,10 +34,10 @@ void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::s
       "  .reg .pred %live, %helper, %p;\n  .reg .b32 %tix, %t, %grp, %cx, %cy, %n32, %ldw, %red, %redw, "
       "%redr, %flag, %info, %stg, %erow, %eend;\n");
   put(o, "  .reg .b64 %col, %ld, %ldb, %b, %c, %bias, %vals, %q, %u, %bp;\n  .reg .f32 %y, %a<{}>, %x<{}>",
-      p.rows_per_block, std::max<std::size_t>(steps, 1));
+      p.layout.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.fp32_pairs())
-    put(o, ", %v, %e<{}>, %z<{}>", p.rows_per_block, std::max<std::size_t>(steps, 1));
-  if (p.value_mode == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
+    put(o, ", %v, %e<{}>, %z<{}>", p.layout.rows_per_block, std::max<std::size_t>(steps, 1));
+  if (p.value_mode() == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
   put(o, ";\n");
 }
 
@@ -46,7 +47,7 @@ class PtxWriter {
       : p_(p), w_(weights), target_(target) {
     fixed_ = p.problem.n_mode == SpmmNMode::fixed;
     ld_bytes_ = p.problem.n * 4;
-    for (const auto& b : p_.blocks) {
+    for (const auto& b : p_.layout.blocks) {
       std::size_t steps = 0, entries = 0;
       for (const auto& g : b.groups) {
         steps += g.steps.size();
@@ -69,7 +70,7 @@ class PtxWriter {
     put(o, "\n");
     prologue(o);
     std::int64_t packed = 0;
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+    for (std::size_t bi = 0; bi < p_.layout.blocks.size(); ++bi) {
       if (empty_[bi]) continue;
       put(o, "$Lb{}:\n", bi);
       case_body(o, bi, packed, false);
@@ -86,13 +87,13 @@ class PtxWriter {
     Out entry, whole;
     header(entry);
     header(whole);
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi)
+    for (std::size_t bi = 0; bi < p_.layout.blocks.size(); ++bi)
       if (!empty_[bi]) put(entry, ".extern .func {};\n", signature(bi));
     put(entry, "\n");
     std::vector<Out> parts(1);
     header(parts.back());
     std::int64_t in_part = 0, packed = 0;
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+    for (std::size_t bi = 0; bi < p_.layout.blocks.size(); ++bi) {
       if (empty_[bi]) continue;
       const auto size = static_cast<std::int64_t>(steps_[bi] + entries_[bi]);
       if (in_part > 0 && in_part + size > module_instructions) {
@@ -111,7 +112,7 @@ class PtxWriter {
     declare_case_registers(kernel, p_, 0, 0);
     put(kernel, "\n");
     prologue(kernel);
-    for (std::size_t bi = 0; bi < p_.blocks.size(); ++bi) {
+    for (std::size_t bi = 0; bi < p_.layout.blocks.size(); ++bi) {
       if (empty_[bi]) continue;
       put(kernel, "$Lb{}:\n  {{\n", bi);
       for (const char* name : kWideArgs) put(kernel, "  .param .b64 q_{};\n", name);
@@ -119,7 +120,7 @@ class PtxWriter {
       for (const char* name : kWideArgs) put(kernel, "  st.param.b64 [q_{0}], %{0};\n", name);
       for (const char* name : kNarrowArgs) put(kernel, "  st.param.b32 [q_{0}], %{0};\n", name);
       put(kernel, "  call.uni {}_case{}, (q_b, q_c, q_bias, q_vals, q_ldb, q_info, q_redr);\n  }}\n  ret;\n",
-          p_.kernel_name, bi);
+          p_.hints.kernel_name, bi);
     }
     empty_rows(kernel);
     put(kernel, "}}\n");
@@ -135,8 +136,8 @@ class PtxWriter {
     put(o,
         "//\n// sparsecc SpMM executor ({}x{}, N {}, {} block rows, {} groups of {} threads, {} "
         "values)\n//\n",
-        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.blocks.size(),
-        p_.groups, p_.n_tile, p_.value_mode == SpmmValueMode::baked ? "baked" : "streamed");
+        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.layout.blocks.size(),
+        p_.layout.groups, p_.layout.n_tile, p_.value_mode() == SpmmValueMode::baked ? "baked" : "streamed");
     put(o, ".version {}\n.target {}\n.address_size 64\n\n", target_.ptx_isa, target_.arch);
   }
 
@@ -154,18 +155,18 @@ class PtxWriter {
     return fmt::format(
         "{}_case{}(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, .param .b64 "
         "p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn",
-        p_.kernel_name, bi);
+        p_.hints.kernel_name, bi);
   }
 
   // `cap`: the plan's register cap in the text (.maxnreg). The split layout takes the cap as an
   // assembler option instead (a .func has no .maxnreg; see emit_spmm_ptx).
   void entry_open(Out& o, bool cap) {
-    if (shares_) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.kernel_name);
+    if (shares_) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.hints.kernel_name);
     put(o,
         ".visible .entry {0}(\n  .param .u64 {0}_B,\n  .param .u64 {0}_C,\n  .param .u64 {0}_bias,\n"
         "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n",
-        p_.kernel_name, p_.block_x);
-    if (cap) put(o, ".maxnreg {}\n", p_.max_registers);
+        p_.hints.kernel_name, p_.layout.block_x);
+    if (cap) put(o, ".maxnreg {}\n", p_.hints.max_registers);
     put(o, "{{\n");
   }
 
@@ -186,14 +187,14 @@ class PtxWriter {
   // Programmatic plans (SpmmPlan::programmatic, for an arch that has it): the thread waits for the
   // grid it depends on before anything below touches B or C.
   void prologue(Out& o) {
-    const std::string& k = p_.kernel_name;
+    const std::string& k = p_.hints.kernel_name;
     if (programmatic_) put(o, "  griddepcontrol.wait;\n");
     const std::pair<const char*, const char*> params[] = {
         {"%b", "B"}, {"%c", "C"}, {"%bias", "bias"}, {"%vals", "values"}};
     for (const auto& [reg, name] : params)
       put(o, "  ld.param.u64 {0}, [{1}_{2}];\n  cvta.to.global.u64 {0}, {0};\n", reg, k, name);
-    put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.n_tile);
-    put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.n_tile);
+    put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.layout.n_tile);
+    put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.layout.n_tile);
     put(o, "  add.s64 %col, %col, %u;\n");
     if (pairs_) put(o, "  shl.b64 %col, %col, 1;\n");  // the first of the thread's two columns
     if (fixed_)
@@ -206,7 +207,7 @@ class PtxWriter {
     // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot); staged
     // steps find the thread's slots from there too (stage_slot).
     if (shares_)
-      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k, 4 * p_.cols_per_thread);
+      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k, 4 * p_.layout.cols_per_thread);
     else
       put(o, "  mov.u32 %redr, 0;\n");
     reduction_slot(o);
@@ -220,7 +221,7 @@ class PtxWriter {
   // a table of chunks of that many block rows (a chunk of plain empty block rows goes straight to
   // their shared code), then the chunk's own table: the assembler fails on longer tables.
   void dispatch(Out& o) {
-    const std::size_t n = p_.blocks.size(), chunk = kSpmmPtxJumpTableEntries;
+    const std::size_t n = p_.layout.blocks.size(), chunk = kSpmmPtxJumpTableEntries;
     const auto target = [&](std::size_t bi) { return empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi); };
     if (n <= chunk) {
       put(o, "  $Lcases: .branchtargets ");
@@ -251,14 +252,14 @@ class PtxWriter {
   void empty_rows(Out& o) {
     if (std::find(empty_.begin(), empty_.end(), 1) == empty_.end()) return;
     put(o, "$Lempty:\n");
-    if (programmatic_ && p_.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
+    if (programmatic_ && p_.hints.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
     put(o, "  @!%live ret;\n  @%helper ret;\n  mov.u32 %erow, %ctaid.y;\n  mul.lo.u32 %erow, %erow, {0};\n"
            "  add.u32 %eend, %erow, {0};\n  min.u32 %eend, %eend, {1};\n$Lempty_row:\n  mov.f32 %a0, 0f00000000;\n",
-        p_.panel_rows, p_.problem.m);
-    if (p_.problem.bias)
+        p_.layout.panel_rows, p_.problem.m);
+    if (p_.epilogue.bias)
       put(o, "  mul.wide.u32 %u, %erow, 4;\n  add.s64 %u, %u, %bias;\n  ld.global.nc.f32 %y, [%u];\n"
              "  add.rn.f32 %a0, %a0, %y;\n");
-    if (p_.problem.relu) put(o, "  max.f32 %a0, %a0, 0f00000000;\n");
+    if (p_.epilogue.relu) put(o, "  max.f32 %a0, %a0, 0f00000000;\n");
     if (fixed_)
       put(o, "  mul.wide.u32 %q, %erow, {};\n", ld_bytes_);
     else
@@ -274,8 +275,8 @@ class PtxWriter {
   // Group g > 0 stores its row i at red[((g - 1) * rows_per_block + i) * T + t] (pairs: a float2
   // there): %redw from %redr.
   void reduction_slot(Out& o) {
-    if (p_.groups > 1) {
-      const std::int64_t slab = std::int64_t{p_.rows_per_block} * p_.n_tile * 4 * p_.cols_per_thread;
+    if (p_.layout.groups > 1) {
+      const std::int64_t slab = std::int64_t{p_.layout.rows_per_block} * p_.layout.n_tile * 4 * p_.layout.cols_per_thread;
       put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
     } else {
       put(o, "  mov.u32 %redw, 0;\n");
@@ -285,17 +286,17 @@ class PtxWriter {
   // Staged plans: %stg, the thread's first slot less the stage offset (see SpmmPlan): red + x * 4 *
   // cols_per_thread for thread x = group * T + t, from %redr = red + t * 4 * cols_per_thread.
   void stage_slot(Out& o) {
-    if (p_.stage_slots > 0) put(o, "  mad.lo.u32 %stg, %grp, {}, %redr;\n", std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread);
+    if (p_.stage_slots() > 0) put(o, "  mad.lo.u32 %stg, %grp, {}, %redr;\n", std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread);
   }
 
   // Byte offset of slot j from %stg.
   std::int64_t slot_offset(std::int64_t j) const {
-    return spmm_stage_offset(p_) + j * p_.block_x * 4 * p_.cols_per_thread;
+    return spmm_stage_offset(p_) + j * p_.layout.block_x * 4 * p_.layout.cols_per_thread;
   }
 
   // The cp.async copies of a group's staged steps into its slots, kSpmmStageChunk steps a commit.
   void stage_copies(Out& o, const SpmmGroup& group, const std::vector<char>& staged) {
-    const int bytes = 4 * p_.cols_per_thread;
+    const int bytes = 4 * p_.layout.cols_per_thread;
     const auto copies = static_cast<std::int64_t>(std::count(staged.begin(), staged.end(), 1));
     std::int64_t j = 0;
     for (std::size_t si = 0; si < group.steps.size(); ++si) {
@@ -344,7 +345,7 @@ class PtxWriter {
   // assembled on their own are linked; see assemble_ptx_modules) and leaves by exit.
   void case_body(Out& o, std::size_t bi, std::int64_t& packed, bool in_function) {
     const bool jump_table = !in_function;
-    const SpmmBlockRow& block = p_.blocks[bi];
+    const SpmmBlockRow& block = p_.layout.blocks[bi];
     const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
     for (std::int32_t i = 0; i < rows; ++i) put(o, "  mov.f32 %a{}, 0f00000000;\n", i);
     if (pairs_)
@@ -356,7 +357,7 @@ class PtxWriter {
       const auto target = [&](std::size_t gi) {
         return block.groups[gi].steps.empty() ? fmt::format("$Le{}", bi) : fmt::format("$Lb{}g{}", bi, gi);
       };
-      if (p_.groups > 1 && jump_table) {
+      if (p_.layout.groups > 1 && jump_table) {
         put(o, "  $Lg{}: .branchtargets ", bi);
         for (std::size_t gi = 0; gi < block.groups.size(); ++gi) put(o, "{}{}", gi ? ", " : "", target(gi));
         put(o, ";\n  brx.idx %grp, $Lg{};\n", bi);
@@ -366,11 +367,11 @@ class PtxWriter {
     for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
       const SpmmGroup& group = block.groups[gi];
       if (group.steps.empty()) continue;
-      if (p_.groups > 1 && jump_table) put(o, "$Lb{}g{}:\n", bi, gi);
+      if (p_.layout.groups > 1 && jump_table) put(o, "$Lb{}g{}:\n", bi, gi);
       // Without the jump table each group is an if: threads of other groups skip to the next test
       // (and those of a group without steps past the last one, to the epilogue).
-      if (p_.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
-      std::vector<char> touched(static_cast<std::size_t>(p_.rows_per_block), 0);
+      if (p_.layout.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
+      std::vector<char> touched(static_cast<std::size_t>(p_.layout.rows_per_block), 0);
       const std::vector<char> staged = spmm_staged_steps(p_, group);
       const std::int64_t commits = spmm_stage_commits(staged);
       stage_copies(o, group, staged);
@@ -397,7 +398,7 @@ class PtxWriter {
         }
         for (const auto& e : step.entries) {
           std::string weight;
-          if (p_.value_mode == SpmmValueMode::streamed) {
+          if (p_.value_mode() == SpmmValueMode::streamed) {
             put(o, "  ld.global.nc.f32 %w{}, [%vals+{}];\n", w, packed * 4);
             weight = fmt::format("%w{}", w++);
           } else {
@@ -405,7 +406,7 @@ class PtxWriter {
           }
           ++packed;
           auto& seen = touched[static_cast<std::size_t>(e.row)];
-          for (std::int32_t c = 0; c < p_.cols_per_thread; ++c) {
+          for (std::int32_t c = 0; c < p_.layout.cols_per_thread; ++c) {
             const auto [acc, x] = kColumnRegs[c];
             if (seen)
               put(o, "  fma.rn.f32 %{0}{1}, %{2}{3}, {4}, %{0}{1};\n", acc, e.row, x, xs, weight);
@@ -415,8 +416,8 @@ class PtxWriter {
           seen = 1;
         }
       }
-      if (p_.groups > 1) put(o, "  bra $Le{};\n", bi);
-      if (p_.groups > 1 && !jump_table) put(o, "$Ln{}g{}:\n", bi, gi);
+      if (p_.layout.groups > 1) put(o, "  bra $Le{};\n", bi);
+      if (p_.layout.groups > 1 && !jump_table) put(o, "$Ln{}g{}:\n", bi, gi);
     }
     put(o, "$Le{}:\n", bi);
     epilogue(o, block, rows, in_function);
@@ -428,9 +429,9 @@ class PtxWriter {
   // them in group order, add the bias, apply ReLU and store.
   void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
     const char* leave = in_function ? "exit" : "bra $Lexit";
-    if (programmatic_ && p_.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
-    const std::int64_t slot = std::int64_t{p_.n_tile} * 4 * p_.cols_per_thread;  // bytes of a row's slots
-    if (p_.groups > 1) {
+    if (programmatic_ && p_.hints.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
+    const std::int64_t slot = std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread;  // bytes of a row's slots
+    if (p_.layout.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");
       for (std::int32_t i = 0; i < rows; ++i) {
         if (pairs_)
@@ -443,8 +444,8 @@ class PtxWriter {
     put(o, "  @!%live {};\n", leave);
     for (std::int32_t i = 0; i < rows; ++i) {
       const std::int64_t row = spmm_row(p_, block.row_begin + i);
-      for (std::int32_t g = 1; g < p_.groups; ++g) {
-        const std::int64_t at = (std::int64_t{g - 1} * p_.rows_per_block + i) * slot;
+      for (std::int32_t g = 1; g < p_.layout.groups; ++g) {
+        const std::int64_t at = (std::int64_t{g - 1} * p_.layout.rows_per_block + i) * slot;
         if (pairs_) {
           put(o, "  ld.shared.v2.f32 {{%y, %v}}, [%redr+{}];\n", at);
           put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n  add.rn.f32 %e{0}, %e{0}, %v;\n", i);
@@ -453,13 +454,13 @@ class PtxWriter {
           put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
         }
       }
-      if (p_.problem.bias) {
+      if (p_.epilogue.bias) {
         put(o, "  ld.global.nc.f32 %y, [%bias+{}];\n", row * 4);
         put(o, "  add.rn.f32 %a{0}, %a{0}, %y;\n", i);
         if (pairs_) put(o, "  add.rn.f32 %e{0}, %e{0}, %y;\n", i);
       }
-      if (p_.problem.relu) put(o, "  max.f32 %a{0}, %a{0}, 0f00000000;\n", i);
-      if (p_.problem.relu && pairs_) put(o, "  max.f32 %e{0}, %e{0}, 0f00000000;\n", i);
+      if (p_.epilogue.relu) put(o, "  max.f32 %a{0}, %a{0}, 0f00000000;\n", i);
+      if (p_.epilogue.relu && pairs_) put(o, "  max.f32 %e{0}, %e{0}, 0f00000000;\n", i);
       const std::string addr = address(o, "%c", row);
       if (pairs_)
         put(o, "  st.global.v2.f32 {}, {{%a{}, %e{}}};\n", addr, i, i);
@@ -475,9 +476,9 @@ class PtxWriter {
   const SpmmPlan& p_;
   const std::vector<float>& w_;
   bool pairs_ = p_.fp32_pairs();
-  bool shares_ = p_.groups > 1 || p_.stage_slots > 0;  // the kernel takes dynamic shared memory
+  bool shares_ = p_.layout.groups > 1 || p_.stage_slots() > 0;  // the kernel takes dynamic shared memory
   const GpuTarget& target_;
-  bool programmatic_ = p_.programmatic && target_.programmatic_launch;
+  bool programmatic_ = p_.hints.programmatic && target_.programmatic_launch;
   bool fixed_ = true;
   std::int64_t ld_bytes_ = 0;
   std::vector<std::size_t> steps_, entries_;
@@ -488,16 +489,16 @@ class PtxWriter {
 }  // namespace
 
 bool spmm_ptx_splits(const SpmmPlan& plan) {
-  if (plan.half() || plan.value_mode == SpmmValueMode::rolled) return false;
+  if (plan.half() || plan.value_mode() == SpmmValueMode::rolled) return false;
   const std::int64_t instructions =
-      spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode == SpmmValueMode::streamed ? 2 : 1);
+      spmm_plan_loads(plan) + spmm_plan_nnz(plan) * (plan.value_mode() == SpmmValueMode::streamed ? 2 : 1);
   return instructions > (plan.problem.n_mode == SpmmNMode::fixed ? kSpmmPtxSplitInstructions
                                                                  : kSpmmPtxRuntimeNSplitInstructions);
 }
 
 std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan, const GpuTarget& target) {
-  const std::int32_t fit = target.registers_per_block / std::max(plan.block_x, 1) / 8 * 8;
-  return std::min({plan.max_registers + kSpmmPtxSplitExtraRegisters, kSpmmMaxRegisters, fit});
+  const std::int32_t fit = target.registers_per_block / std::max(plan.layout.block_x, 1) / 8 * 8;
+  return std::min({plan.hints.max_registers + kSpmmPtxSplitExtraRegisters, target.max_registers_per_thread, fit});
 }
 
 std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }
@@ -508,25 +509,25 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   if (plan.half())
     throw UsageError(fmt::format("the PTX emitter writes fp32 kernels; {} plans take the CUDA C++ emitter (--emit cuda)",
                                  plan.problem.dtype));
-  if (plan.value_mode == SpmmValueMode::rolled)
+  if (plan.value_mode() == SpmmValueMode::rolled)
     throw UsageError("the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
-  if (!is_c_identifier(plan.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.kernel_name));
+  if (!is_c_identifier(plan.hints.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.hints.kernel_name));
   if (target.ptx_isa.empty())
     throw UsageError(fmt::format("emit_spmm_ptx: the target {} has no PTX ISA version", target.arch));
   EmittedKernel out;
   out.language = KernelLanguage::ptx;
-  out.kernel_name = plan.kernel_name;
+  out.kernel_name = plan.hints.kernel_name;
   const std::vector<float> weights = spmm_kernel_values(plan, a);
-  if (plan.value_mode == SpmmValueMode::streamed) out.packed_values = weights;
+  if (plan.value_mode() == SpmmValueMode::streamed) out.packed_values = weights;
   PtxWriter writer(plan, weights, target);
-  out.opt_level = plan.assembler_opt_level;
+  out.opt_level = plan.hints.assembler_opt_level;
   if (spmm_ptx_splits(plan)) {
     out.source = writer.split_modules(out.modules, kSpmmPtxModuleInstructions);
     out.max_registers = spmm_ptx_split_registers(plan, target);
   } else {
     out.source = writer.inline_module();
-    out.max_registers = plan.max_registers;
+    out.max_registers = plan.hints.max_registers;
   }
   stamp_spmm_contract(out, plan, a);
   return out;
@@ -541,7 +542,7 @@ namespace sparsecc {
 EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage language,
                         const GpuTarget& target) {
   // A rolled kernel is a small loop: NVRTC compiles it in well under a second, so it has no PTX form.
-  const bool ptx = language == KernelLanguage::ptx && plan.value_mode != SpmmValueMode::rolled;
+  const bool ptx = language == KernelLanguage::ptx && plan.value_mode() != SpmmValueMode::rolled;
   return ptx ? emit_spmm_ptx(plan, a, target) : emit_spmm_cuda(plan, a);
 }
 

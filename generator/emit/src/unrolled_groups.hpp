@@ -23,14 +23,14 @@ namespace sparsecc::emit_detail {
 inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatrix& a, EmittedKernel& out) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
-  if (!is_c_identifier(plan.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.kernel_name));
+  if (!is_c_identifier(plan.hints.kernel_name))
+    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.hints.kernel_name));
   out.language = KernelLanguage::cuda;
-  out.kernel_name = plan.kernel_name;
-  out.max_registers = plan.max_registers;
-  out.opt_level = plan.assembler_opt_level;
+  out.kernel_name = plan.hints.kernel_name;
+  out.max_registers = plan.hints.max_registers;
+  out.opt_level = plan.hints.assembler_opt_level;
   std::vector<float> weights = spmm_kernel_values(plan, a);
-  if (plan.value_mode != SpmmValueMode::baked) out.packed_values = weights;
+  if (plan.value_mode() != SpmmValueMode::baked) out.packed_values = weights;
   return weights;
 }
 
@@ -46,15 +46,15 @@ std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::i
   std::string s;
   bool any = false;
   for (const auto& g : block.groups) any = any || !g.steps.empty();
-  if (any) s += p.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
+  if (any) s += p.layout.groups > 1 ? "      if (live) switch (group) {\n" : "      if (live) {\n";
   for (std::size_t gi = 0; gi < block.groups.size(); ++gi) {
     const SpmmGroup& group = block.groups[gi];
     if (group.steps.empty()) continue;
-    if (p.groups > 1) s += fmt::format("      case {}:\n", gi);
+    if (p.layout.groups > 1) s += fmt::format("      case {}:\n", gi);
     const std::vector<char> staged = spmm_staged_steps(p, group);
     const std::int64_t commits = spmm_stage_commits(staged);
     if (commits > 0) s += copies(group, staged);
-    std::vector<char> touched(static_cast<std::size_t>(p.rows_per_block), 0);
+    std::vector<char> touched(static_cast<std::size_t>(p.layout.rows_per_block), 0);
     std::int64_t slot = 0;
     for (std::size_t si = 0; si < group.steps.size(); ++si) {
       const SpmmStep& step = group.steps[si];
@@ -71,7 +71,7 @@ std::string unrolled_groups(const SpmmPlan& p, const SpmmBlockRow& block, std::i
       }
       s += "\n";
     }
-    if (p.groups > 1) s += "        break;\n";
+    if (p.layout.groups > 1) s += "        break;\n";
   }
   if (any) s += "      }\n";
   return s;

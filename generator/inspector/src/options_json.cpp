@@ -67,8 +67,8 @@ json to_json(const SpmmOptions& o) {
   if (o.cols_per_thread) j["cols_per_thread"] = o.cols_per_thread;
   if (o.step_lanes) j["step_lanes"] = o.step_lanes;
   if (o.stage_min_entries) j["stage_min_entries"] = o.stage_min_entries;
-  if (!o.accumulate.empty()) j["accumulate"] = o.accumulate;
-  if (o.blocklets != SpmmBlockletMode::off || !o.accumulate.empty()) j["blocklets"] = blocklet_spec(o);
+  if (o.accumulate) j["accumulate"] = dtype_name(*o.accumulate);
+  if (o.blocklets != SpmmBlockletMode::off || o.accumulate) j["blocklets"] = blocklet_spec(o);
   if (o.assembler_opt_level) j["assembler_opt_level"] = *o.assembler_opt_level;
   if (o.programmatic) j["programmatic"] = programmatic_word(*o.programmatic);
   if (o.kernel_name != defaults.kernel_name) j["kernel_name"] = o.kernel_name;
@@ -96,7 +96,8 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
   if (f.has("row_split")) o.row_split = parse_row_split(f.text("row_split"), fmt::format("{}: 'row_split'", context));
   if (f.has("value_mode"))
     o.value_mode = parse_value_mode(f.text("value_mode"), fmt::format("{}: 'value_mode'", context));
-  if (f.has("accumulate")) o.accumulate = f.text("accumulate");
+  if (f.has("accumulate"))
+    o.accumulate = require_dtype(f.text("accumulate"), fmt::format("{}: 'accumulate'", context), kSpmmDtypes);
   // A plan records an automatic choice as "auto": replaying it re-runs the same proposal.
   if (f.has("blocklets")) set_blocklets(o, f.text("blocklets"));
   if (f.has("programmatic"))

@@ -129,7 +129,7 @@ SpmmProblem model_layer_problem(const ModelLayer& layer, std::int64_t n, const M
   problem.bias = !layer.bias.empty();
   problem.relu = args.relu || layer.relu ||
                  (!args.relu_select.empty() && std::regex_search(layer.name, std::regex(args.relu_select)));
-  problem.dtype = dtype;
+  problem.dtype = require_dtype(dtype, "--dtype", kSpmmDtypes);
   return problem;
 }
 

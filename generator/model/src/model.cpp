@@ -68,8 +68,8 @@ std::string build_matrix(ModelLayer& layer, Tensor w, bool transposed, double al
     return fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(w.shape),
                        kMaxMatrixDimension);
   if (rows == 0 || cols == 0) return fmt::format("empty (shape {})", shape_string(layer.stored_shape));
-  if ((transposed ? cols : rows) > kSpmmMaxRows)
-    return fmt::format("{} rows exceed the {} an SpMM executor takes", transposed ? cols : rows, kSpmmMaxRows);
+  if ((transposed ? cols : rows) > spmm_max_rows())
+    return fmt::format("{} rows exceed the {} an SpMM executor takes", transposed ? cols : rows, spmm_max_rows());
   if (alpha != 1.0) {
     for (double& v : w.data) v *= alpha;
     if (!all_finite(w.data)) return fmt::format("alpha={} makes a weight overflow", alpha);

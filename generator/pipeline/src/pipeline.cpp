@@ -75,7 +75,7 @@ std::string duration_words(double s) {
 }  // namespace
 
 KernelLanguage emitter_default(const SpmmProblem& problem) {
-  return problem.dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
+  return problem.dtype == DType::f32 ? KernelLanguage::ptx : KernelLanguage::cuda;
 }
 
 // The compile model: seconds = a * instructions^p per route, fitted to compiles of random matrices of
@@ -83,10 +83,10 @@ KernelLanguage emitter_default(const SpmmProblem& problem) {
 // kernels are one loop whatever the matrix.
 CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage language) {
   CompileEstimate e;
-  const double instructions = static_cast<double>(std::max<std::int64_t>(plan.estimated_instructions, 1)) +
+  const double instructions = static_cast<double>(std::max<std::int64_t>(plan.hints.estimated_instructions, 1)) +
                               64.0 * static_cast<double>(plan.fragment_count());
   e.emit = 2e-7 * instructions;
-  if (plan.value_mode == SpmmValueMode::rolled) {
+  if (plan.value_mode() == SpmmValueMode::rolled) {
     e.compile = 1.5;
   } else if (language == KernelLanguage::ptx) {
     e.compile = 3.85e-5 * std::pow(instructions, 1.106);
@@ -103,24 +103,24 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   SpmmArtifact art;
   art.target = target;
   KernelLanguage language = request.emit.value_or(emitter_default(plan.problem));
-  if (plan.value_mode == SpmmValueMode::rolled) language = KernelLanguage::cuda;  // a loop: CUDA C++ always
+  if (plan.value_mode() == SpmmValueMode::rolled) language = KernelLanguage::cuda;  // a loop: CUDA C++ always
   CompileEstimate estimate = estimate_spmm_compile(plan, language);
   if (language == KernelLanguage::cuda && estimate.compile > request.max_cuda_seconds &&
       request.long_cuda != LongCompile::allow) {
-    const bool ptx_possible = !plan.half() && plan.value_mode != SpmmValueMode::rolled;
+    const bool ptx_possible = !plan.half() && plan.value_mode() != SpmmValueMode::rolled;
     if (request.long_cuda == LongCompile::take_ptx && ptx_possible) {
       const CompileEstimate ptx = estimate_spmm_compile(plan, KernelLanguage::ptx);
       art.report.emit_note =
           fmt::format("CUDA C++ would compile for about {} ({} estimated instructions); took the PTX route "
                       "(about {})",
-                      duration_words(estimate.compile), plan.estimated_instructions, duration_words(ptx.compile));
+                      duration_words(estimate.compile), plan.hints.estimated_instructions, duration_words(ptx.compile));
       language = KernelLanguage::ptx;
       estimate = ptx;
     } else {
       throw UsageError(fmt::format(
           "the CUDA C++ compile of this executor ({} estimated instructions) would take about {} on this "
           "machine, above the limit of {}: {}or pass --allow-long-compile to run it",
-          plan.estimated_instructions, duration_words(estimate.compile), duration_words(request.max_cuda_seconds),
+          plan.hints.estimated_instructions, duration_words(estimate.compile), duration_words(request.max_cuda_seconds),
           ptx_possible ? "take the PTX route (--emit ptx, seconds), " : "use a smaller matrix, "));
     }
   }
@@ -131,7 +131,7 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   options.extra.push_back(kPtxasVerbose);
   for (const auto& o : request.ptxas) options.extra.push_back("-Xptxas=" + o);
   options.threads = request.compile_threads;
-  const std::string name = request.name.empty() ? plan.kernel_name : request.name;
+  const std::string name = request.name.empty() ? plan.hints.kernel_name : request.name;
   art.compiled = run_step(language == KernelLanguage::ptx ? "assemble (nvJitLink)" : "compile (NVRTC)",
                           estimate.compile, request.progress, steps,
                           [&] { return compile_kernel(art.kernel, name, options); });
@@ -179,9 +179,9 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       "{} values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} "
       "registers, stack {} B, spills {}",
       matrix, rows, cols, nnz, plan.problem.n, plan.problem.n_mode == SpmmNMode::runtime ? " (runtime N)" : "",
-      plan.block_rows(), plan.rows_per_block, to_string(plan.row_split), plan.n_tile, plan.groups,
-      to_string(plan.value_mode),
-      plan.step_lanes > 1 ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes, plan.block_columns())
+      plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split), plan.layout.n_tile, plan.layout.groups,
+      to_string(plan.value_mode()),
+      plan.step_lanes() > 1 ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes(), plan.block_columns())
                           : "",
       to_string(art.kernel.language), emit ? emit->seconds : 0.0,
       art.kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", art.compiled.seconds,
@@ -207,16 +207,16 @@ nlohmann::json SpmmReport::json(const SpmmArtifact& art) const {
           {"gpu", art.target.name},
           {"n", plan.problem.n},
           {"n_mode", plan.problem.n_mode == SpmmNMode::runtime ? "runtime" : "fixed"},
-          {"dtype", plan.problem.dtype},
+          {"dtype", dtype_name(plan.problem.dtype)},
           {"block_rows", plan.block_rows()},
-          {"rows_per_block", plan.rows_per_block},
-          {"row_split", to_string(plan.row_split)},
-          {"n_tile", plan.n_tile},
-          {"groups", plan.groups},
-          {"value_mode", to_string(plan.value_mode)},
-          {"step_lanes", plan.step_lanes},
+          {"rows_per_block", plan.layout.rows_per_block},
+          {"row_split", to_string(plan.layout.row_split)},
+          {"n_tile", plan.layout.n_tile},
+          {"groups", plan.layout.groups},
+          {"value_mode", to_string(plan.value_mode())},
+          {"step_lanes", plan.step_lanes()},
           {"fragments", plan.fragment_count()},
-          {"estimated_instructions", plan.estimated_instructions},
+          {"estimated_instructions", plan.hints.estimated_instructions},
           {"emitter", to_string(art.kernel.language)},
           {"emit_note", emit_note},
           {"cubin_bytes", art.compiled.cubin.size()},

@@ -14,47 +14,47 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.n = plan.problem.n;
   md.nnz = a.nnz();
   md.n_mode = plan.problem.n_mode == SpmmNMode::fixed ? "fixed" : "runtime";
-  md.dtype = plan.problem.dtype;
+  md.dtype = dtype_name(plan.problem.dtype);
   if (plan.half()) {
-    md.accumulate = plan.accumulate;
+    md.accumulate = dtype_name(plan.epilogue.accumulate);
     md.params = rt::kSpmmHalfParams;
-    for (const auto& b : plan.blocks)
+    for (const auto& b : plan.layout.blocks)
       for (const auto& f : b.fragments)
         for (const std::int64_t e : f.entries) md.tile_nnz += e >= 0;
-    md.fragment_words = plan.fragment_count() * 8 * plan.fragment_k;
+    md.fragment_words = plan.fragment_count() * 8 * plan.fragment_k();
   }
   md.n_tile = plan.block_columns();
   md.bias = plan.problem.bias;
   md.relu = plan.problem.relu;
-  md.values_mode = to_string(plan.value_mode);
+  md.values_mode = to_string(plan.value_mode());
   md.arch = target.arch;
-  md.programmatic_launch = plan.programmatic && target.programmatic_launch;
-  md.kernel = plan.kernel_name;
+  md.programmatic_launch = plan.hints.programmatic && target.programmatic_launch;
+  md.kernel = plan.hints.kernel_name;
   md.block_rows = plan.block_rows();
-  md.block_x = plan.block_x;
-  md.shared_bytes = plan.shared_bytes;
+  md.block_x = plan.layout.block_x;
+  md.shared_bytes = plan.layout.shared_bytes;
   md.generator_version = kVersion;
-  md.plan_summary = {{"rows_per_block", plan.rows_per_block},
-                     {"panel_rows", plan.panel_rows},
-                     {"n_tile", plan.n_tile},
-                     {"groups", plan.groups},
-                     {"cols_per_thread", plan.cols_per_thread},
-                     {"max_registers", plan.max_registers},
-                     {"assembler_opt_level", plan.assembler_opt_level},
-                     {"row_split", to_string(plan.row_split)},
+  md.plan_summary = {{"rows_per_block", plan.layout.rows_per_block},
+                     {"panel_rows", plan.layout.panel_rows},
+                     {"n_tile", plan.layout.n_tile},
+                     {"groups", plan.layout.groups},
+                     {"cols_per_thread", plan.layout.cols_per_thread},
+                     {"max_registers", plan.hints.max_registers},
+                     {"assembler_opt_level", plan.hints.assembler_opt_level},
+                     {"row_split", to_string(plan.layout.row_split)},
                      {"block_rows", plan.block_rows()},
                      {"loads", spmm_plan_loads(plan)},
-                     {"estimated_registers", plan.estimated_registers},
-                     {"estimated_instructions", plan.estimated_instructions}};
-  if (plan.stage_slots > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries;
-  if (plan.value_mode == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes;
+                     {"estimated_registers", plan.hints.estimated_registers},
+                     {"estimated_instructions", plan.hints.estimated_instructions}};
+  if (plan.stage_slots() > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries();
+  if (plan.value_mode() == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes();
   if (plan.half()) {
-    md.plan_summary["n_tile"] = plan.n_tile;  // threads per group; metadata n_tile counts columns
-    md.plan_summary["blocklets"] = plan.blocklets.shape.empty() ? std::string("off")
-                                   : fmt::format("{}:{}", plan.blocklets.shape, plan.blocklets.fill_threshold);
+    md.plan_summary["n_tile"] = plan.layout.n_tile;  // threads per group; metadata n_tile counts columns
+    md.plan_summary["blocklets"] = plan.blocklets().shape.empty() ? std::string("off")
+                                   : fmt::format("{}:{}", plan.blocklets().shape, plan.blocklets().fill_threshold);
     md.plan_summary["fragments"] = plan.fragment_count();
-    md.plan_summary["tiles"] = plan.blocklets.tiles;
-    md.plan_summary["tile_explicit_zeros"] = plan.blocklets.explicit_zeros;
+    md.plan_summary["tiles"] = plan.blocklets().tiles;
+    md.plan_summary["tile_explicit_zeros"] = plan.blocklets().explicit_zeros;
   }
   return md;
 }

@@ -29,39 +29,39 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
                                  pr.n_mode == SpmmNMode::fixed ? fmt::format(" and {} columns", pr.n) : ""));
   if (pr.bias && (!bias || static_cast<std::int64_t>(bias->size()) != pr.m))
     throw UsageError(fmt::format("interpret_spmm: the plan needs a bias of {} entries", pr.m));
-  const std::int32_t fk = plan.fragment_k;
+  const std::int32_t fk = plan.fragment_k();
   const auto words_per_fragment = static_cast<std::size_t>(32 * fk / 4);
   if (fragments.size() != static_cast<std::size_t>(plan.fragment_count()) * words_per_fragment)
     throw UsageError(fmt::format("interpret_spmm: {} fragment words for {} fragments of k {}", fragments.size(),
                                  plan.fragment_count(), fk));
   const std::int64_t n = b.cols;
-  const bool streamed = plan.value_mode == SpmmValueMode::streamed;
+  const bool streamed = plan.value_mode() == SpmmValueMode::streamed;
   // Rounding to the plan's storage type (f32, f16 or bf16).
-  const DType type = parse_dtype(pr.dtype).value_or(DType::f32);
+  const DType type = pr.dtype;
   const auto store = [type](double v) { return round_to(type, v); };
   // Accumulation in the dtype rounds every product and sum to it; fp32 accumulation uses float FMAs.
-  const bool half_acc = plan.half() && plan.accumulate != "f32";
-  const bool bf16 = pr.dtype == "bf16";
+  const bool half_acc = plan.half() && plan.epilogue.accumulate != DType::f32;
+  const bool bf16 = pr.dtype == DType::bf16;
   DenseMatrix c(pr.m, n, std::nan(""));  // poisoned: a row the plan never writes stays NaN
-  const auto ny = static_cast<std::size_t>(plan.rows_per_block);
-  std::vector<float> partial(ny * static_cast<std::size_t>(plan.groups));
-  std::vector<float> lane_sums(ny * static_cast<std::size_t>(std::max(plan.step_lanes, 1)));  // rolled plans
-  std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.groups));
+  const auto ny = static_cast<std::size_t>(plan.layout.rows_per_block);
+  std::vector<float> partial(ny * static_cast<std::size_t>(plan.layout.groups));
+  std::vector<float> lane_sums(ny * static_cast<std::size_t>(std::max(plan.step_lanes(), 1)));  // rolled plans
+  std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.layout.groups));
   std::vector<char> touched(ny, 0);  // accumulators a group has written (unrolled plans)
-  std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.groups));  // one per group
+  std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.layout.groups));  // one per group
   std::int64_t packed_begin = 0;  // first packed value of the current block row
   std::size_t fragment_begin = 0;  // first fragment word of the current block row
   // Rolled plans: the table's header and record size (the interpreter reads the table as the kernel
   // does, so that a wrong table fails here).
-  const bool rolled = plan.value_mode == SpmmValueMode::rolled;
+  const bool rolled = plan.value_mode() == SpmmValueMode::rolled;
   const std::int64_t header = rolled ? spmm_rolled_header_words(plan) : 0;
   const std::int32_t record = rolled ? spmm_rolled_record_words(plan) : 0;
   if (rolled && static_cast<std::int64_t>(values.size()) < header)
     throw UsageError(fmt::format("interpret_spmm: a step table of {} words has no room for its {}-word header",
                                  values.size(), header));
   const auto word = [&](std::int64_t i) { return std::bit_cast<std::int32_t>(values.at(static_cast<std::size_t>(i))); };
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi) {
-    const SpmmBlockRow& block = plan.blocks[bi];
+  for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi) {
+    const SpmmBlockRow& block = plan.layout.blocks[bi];
     for (std::int64_t col = 0; col < n; ++col) {
       std::int64_t p = packed_begin;
       for (std::size_t g = 0; g < block.groups.size(); ++g) {
@@ -70,9 +70,9 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
         if (rolled) {  // every step multiplies into every row, from zero
           // Step lanes: lane slot s runs steps s, s + L, ... from zero; the slots' sums are then
           // added pairwise, as the kernel's butterfly of shuffles leaves them in slot 0.
-          const auto lanes = static_cast<std::size_t>(std::max(plan.step_lanes, 1));
+          const auto lanes = static_cast<std::size_t>(std::max(plan.step_lanes(), 1));
           std::fill(lane_sums.begin(), lane_sums.begin() + static_cast<std::ptrdiff_t>(lanes * ny), 0.0f);
-          const std::int64_t slot = static_cast<std::int64_t>(bi) * plan.groups + static_cast<std::int64_t>(g);
+          const std::int64_t slot = static_cast<std::int64_t>(bi) * plan.layout.groups + static_cast<std::int64_t>(g);
           for (std::int64_t r = word(slot); r < word(slot + 1); ++r) {
             const std::int64_t at = header + r * record;
             const std::int32_t k = word(at);
@@ -111,8 +111,8 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
       // Tensor-core fragments: each group's tile starts at zero, and each of its fragments adds its
       // exact product sum to the running fp32 tile value.
       std::fill(tile.begin(), tile.end(), 0.0f);
-      for (std::int32_t g = 0; g < (block.fragments.empty() ? 0 : plan.groups); ++g) {
-        const auto [first, last] = spmm_group_fragments(block, plan.groups, g);
+      for (std::int32_t g = 0; g < (block.fragments.empty() ? 0 : plan.layout.groups); ++g) {
+        const auto [first, last] = spmm_group_fragments(block, plan.layout.groups, g);
         float* gt = &tile[static_cast<std::size_t>(g * kSpmmFragmentRows)];
         for (std::size_t f = first; f < last; ++f) {
           const std::uint32_t* w = &fragments[fragment_begin + f * words_per_fragment];
@@ -137,7 +137,7 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
         if (spmm_block_reduces(plan, block))
           for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
         if (!block.fragments.empty())
-          for (std::int32_t g = 0; g < plan.groups; ++g) v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
+          for (std::int32_t g = 0; g < plan.layout.groups; ++g) v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
         const std::int64_t row = spmm_row(plan, r);
         if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
         if (pr.relu) v = std::fmax(v, 0.0f);

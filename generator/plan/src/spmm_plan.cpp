@@ -8,6 +8,7 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -16,6 +17,12 @@ namespace {
 using json = nlohmann::json;
 
 const char* name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
+
+SpmmFamily parse_family(const std::string& word) {
+  for (const SpmmFamily f : {SpmmFamily::unrolled, SpmmFamily::rolled})
+    if (word == to_string(f)) return f;
+  throw UsageError(fmt::format("SpMM plan: family '{}' is not unrolled or rolled", word));
+}
 
 SpmmNMode parse_n_mode(const json& j) {
   const std::string s = j.at("n_mode").get<std::string>();
@@ -27,7 +34,7 @@ SpmmNMode parse_n_mode(const json& j) {
 // Calls fn(block, group, step, entry) for every entry in emission order.
 template <typename Fn>
 void for_each_entry(const SpmmPlan& plan, Fn&& fn) {
-  for (const auto& b : plan.blocks)
+  for (const auto& b : plan.layout.blocks)
     for (const auto& g : b.groups)
       for (const auto& s : g.steps)
         for (const auto& e : s.entries) fn(b, g, s, e);
@@ -35,10 +42,10 @@ void for_each_entry(const SpmmPlan& plan, Fn&& fn) {
 
 void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vector<char>& seen,
                  std::vector<std::string>& errors) {
-  const SpmmBlockRow& b = p.blocks[bi];
+  const SpmmBlockRow& b = p.layout.blocks[bi];
   const auto err = [&](const std::string& s) { errors.push_back(fmt::format("block row {}: {}", bi, s)); };
-  if (b.row_end - b.row_begin > p.rows_per_block) err("more rows than rows_per_block");
-  if (static_cast<std::int32_t>(b.groups.size()) != p.groups) err("group count differs from groups");
+  if (b.row_end - b.row_begin > p.layout.rows_per_block) err("more rows than rows_per_block");
+  if (static_cast<std::int32_t>(b.groups.size()) != p.layout.groups) err("group count differs from groups");
   std::int64_t total = 0;
   std::vector<std::int64_t> group_nnzs;
   std::int64_t max_col = 0;  // most nonzeros of one step (one column), for the balance bound
@@ -72,11 +79,11 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
     group_nnzs.push_back(group_nnz);
   }
   const std::int64_t bound =
-      (total + p.groups - 1) / std::max(p.groups, 1) + std::max<std::int64_t>(max_col - 1, 0);
+      (total + p.layout.groups - 1) / std::max(p.layout.groups, 1) + std::max<std::int64_t>(max_col - 1, 0);
   for (std::size_t gi = 0; gi < group_nnzs.size(); ++gi)
     if (group_nnzs[gi] > bound)
       err(fmt::format("group {} has {} nonzeros, above the balance bound {}", gi, group_nnzs[gi], bound));
-  const std::int32_t fk = p.fragment_k;
+  const std::int32_t fk = p.fragment_k();
   if (!b.fragments.empty() && fk == 0) err("fragments in a plan without fragment_k");
   std::int64_t last_fk = -1;
   for (const SpmmFragment& f : b.fragments) {
@@ -107,7 +114,7 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
 
 std::int64_t spmm_plan_loads(const SpmmPlan& plan) {
   std::int64_t n = 0;
-  for (const auto& b : plan.blocks)
+  for (const auto& b : plan.layout.blocks)
     for (const auto& g : b.groups) n += static_cast<std::int64_t>(g.steps.size());
   return n;
 }
@@ -148,16 +155,22 @@ SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
   throw UsageError(fmt::format("{}: '{}' is not equal, balanced or clustered", what, word));
 }
 
+std::int64_t spmm_max_rows(const GpuTarget& target) { return target.max_grid_y * kSpmmMaxAccumulators; }
+
+bool spmm_dtype(DType t) {
+  return std::find(kSpmmDtypes.begin(), kSpmmDtypes.end(), t) != kSpmmDtypes.end();
+}
+
 std::int32_t spmm_step_lanes_for(std::int64_t n) {
   std::int32_t columns = 1;
   while (columns < n && columns < 32) columns *= 2;
   return 32 / columns;
 }
 
-std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.rows_per_block + 3) / 4 * 4; }
+std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.layout.rows_per_block + 3) / 4 * 4; }
 
 std::int64_t spmm_rolled_header_words(const SpmmPlan& plan) {
-  return (plan.block_rows() * plan.groups + 1 + 3) / 4 * 4;
+  return (plan.block_rows() * plan.layout.groups + 1 + 3) / 4 * 4;
 }
 
 std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a) {
@@ -167,7 +180,7 @@ std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a) {
   const auto bits = [](std::int64_t v) { return std::bit_cast<float>(static_cast<std::int32_t>(v)); };
   std::int64_t records = 0;
   std::size_t at = 0;
-  for (const auto& b : plan.blocks)
+  for (const auto& b : plan.layout.blocks)
     for (const auto& g : b.groups) {
       out[at++] = bits(records);
       for (const auto& s : g.steps) {
@@ -183,9 +196,35 @@ std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a) {
   return out;
 }
 
+const std::vector<std::int64_t>& SpmmPlan::packed_order() const {
+  static const std::vector<std::int64_t> none;
+  return unrolled() ? unrolled()->packed_order : none;
+}
+
+const SpmmBlocklets& SpmmPlan::blocklets() const {
+  static const SpmmBlocklets none;
+  return fragments ? fragments->blocklets : none;
+}
+
+SpmmBody spmm_body(SpmmFamily family) {
+  switch (family) {
+    case SpmmFamily::unrolled: return SpmmUnrolledBody{};
+    case SpmmFamily::rolled: return SpmmRolledBody{};
+  }
+  return SpmmUnrolledBody{};
+}
+
+const char* to_string(SpmmFamily family) {
+  switch (family) {
+    case SpmmFamily::unrolled: return "unrolled";
+    case SpmmFamily::rolled: return "rolled";
+  }
+  return "?";
+}
+
 std::int64_t SpmmPlan::fragment_count() const {
   std::int64_t n = 0;
-  for (const auto& b : blocks) n += static_cast<std::int64_t>(b.fragments.size());
+  for (const auto& b : layout.blocks) n += static_cast<std::int64_t>(b.fragments.size());
   return n;
 }
 
@@ -196,33 +235,33 @@ std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, 
 }
 
 bool spmm_plain_empty_block(const SpmmPlan& plan, std::size_t bi) {
-  const SpmmBlockRow& b = plan.blocks.at(bi);
+  const SpmmBlockRow& b = plan.layout.blocks.at(bi);
   if (!b.fragments.empty()) return false;
   for (const auto& g : b.groups)
     if (!g.steps.empty()) return false;
-  const std::int64_t begin = static_cast<std::int64_t>(bi) * plan.panel_rows;
-  if (plan.panel_rows < 1 || b.row_begin != begin || b.row_end != std::min(plan.problem.m, begin + plan.panel_rows))
+  const std::int64_t begin = static_cast<std::int64_t>(bi) * plan.layout.panel_rows;
+  if (plan.layout.panel_rows < 1 || b.row_begin != begin || b.row_end != std::min(plan.problem.m, begin + plan.layout.panel_rows))
     return false;
-  for (std::int64_t r = b.row_begin; r < b.row_end && !plan.row_order.empty(); ++r)
+  for (std::int64_t r = b.row_begin; r < b.row_end && !plan.layout.row_order.empty(); ++r)
     if (spmm_row(plan, r) != r) return false;
   return true;
 }
 
 bool spmm_has_plain_empty_blocks(const SpmmPlan& plan) {
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
+  for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi)
     if (spmm_plain_empty_block(plan, bi)) return true;
   return false;
 }
 
 std::int64_t spmm_rows_with_code(const SpmmPlan& plan) {
   std::int64_t rows = 0;
-  for (std::size_t bi = 0; bi < plan.blocks.size(); ++bi)
-    if (!spmm_plain_empty_block(plan, bi)) rows += plan.blocks[bi].row_end - plan.blocks[bi].row_begin;
+  for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi)
+    if (!spmm_plain_empty_block(plan, bi)) rows += plan.layout.blocks[bi].row_end - plan.layout.blocks[bi].row_begin;
   return rows;
 }
 
 bool spmm_block_reduces(const SpmmPlan& plan, const SpmmBlockRow& b) {
-  if (!plan.half()) return plan.groups > 1;
+  if (!plan.half()) return plan.layout.groups > 1;
   for (std::size_t g = 1; g < b.groups.size(); ++g)
     if (!b.groups[g].steps.empty()) return true;
   return false;
@@ -237,8 +276,8 @@ namespace {
 
 std::int64_t reduction_bytes_of(const SpmmPlan& p) {
   bool reduces = false;
-  for (const auto& b : p.blocks) reduces = reduces || spmm_block_reduces(p, b);
-  return reduces ? spmm_reduction_bytes(p.groups, p.rows_per_block, p.n_tile, p.cols_per_thread) : 0;
+  for (const auto& b : p.layout.blocks) reduces = reduces || spmm_block_reduces(p, b);
+  return reduces ? spmm_reduction_bytes(p.layout.groups, p.layout.rows_per_block, p.layout.n_tile, p.layout.cols_per_thread) : 0;
 }
 
 }  // namespace
@@ -247,10 +286,10 @@ std::int64_t spmm_stage_offset(const SpmmPlan& p) { return (reduction_bytes_of(p
 
 std::vector<char> spmm_staged_steps(const SpmmPlan& p, const SpmmGroup& g) {
   std::vector<char> staged(g.steps.size(), 0);
-  if (p.stage_min_entries <= 0) return staged;
+  if (p.stage_min_entries() <= 0) return staged;
   std::int32_t taken = 0;
-  for (std::size_t i = 0; i < g.steps.size() && taken < p.stage_slots; ++i)
-    if (static_cast<std::int64_t>(g.steps[i].entries.size()) >= p.stage_min_entries) {
+  for (std::size_t i = 0; i < g.steps.size() && taken < p.stage_slots(); ++i)
+    if (static_cast<std::int64_t>(g.steps[i].entries.size()) >= p.stage_min_entries()) {
       staged[i] = 1;
       ++taken;
     }
@@ -272,17 +311,17 @@ std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
 
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
   const std::int64_t reduction = reduction_bytes_of(p);
-  if (p.stage_slots > 0)
-    return spmm_stage_offset(p) + std::int64_t{p.stage_slots} * p.block_x * p.cols_per_thread * 4;
+  if (p.stage_slots() > 0)
+    return spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * p.layout.cols_per_thread * 4;
   const std::int64_t stage =
-      spmm_fragment_stages(p) ? std::int64_t{p.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
+      spmm_fragment_stages(p) ? std::int64_t{p.layout.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
   return reduction + stage;
 }
 
 bool spmm_fragment_stages(const SpmmPlan& p) {
-  if (!p.fragment_k) return false;
-  if (p.groups > 1 || p.problem.n_mode != SpmmNMode::fixed || p.problem.n % 8 != 0) return true;
-  for (const auto& b : p.blocks)
+  if (!p.fragment_k()) return false;
+  if (p.layout.groups > 1 || p.problem.n_mode != SpmmNMode::fixed || p.problem.n % 8 != 0) return true;
+  for (const auto& b : p.layout.blocks)
     if (!b.fragments.empty())
       for (const auto& g : b.groups)
         if (!g.steps.empty()) return true;
@@ -290,17 +329,17 @@ bool spmm_fragment_stages(const SpmmPlan& p) {
 }
 
 float spmm_weight(const SpmmPlan& plan, double v) {
-  const double r = round_to(parse_dtype(plan.problem.dtype).value_or(DType::f32), v);
+  const double r = round_to(plan.problem.dtype, v);
   if (!std::isfinite(r))
     throw UsageError(fmt::format("the weight {} overflows {}", v, plan.problem.dtype));
   return static_cast<float>(r);
 }
 
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) {
-  if (plan.value_mode == SpmmValueMode::rolled) return spmm_rolled_table(plan, a);
+  if (plan.value_mode() == SpmmValueMode::rolled) return spmm_rolled_table(plan, a);
   std::vector<float> out;
-  if (plan.value_mode == SpmmValueMode::streamed) {
-    for (std::int64_t i : plan.packed_order) out.push_back(spmm_weight(plan, a.values.at(i)));
+  if (plan.value_mode() == SpmmValueMode::streamed) {
+    for (std::int64_t i : plan.packed_order()) out.push_back(spmm_weight(plan, a.values.at(i)));
   } else {
     for (double v : a.values) out.push_back(spmm_weight(plan, v));
   }
@@ -309,9 +348,9 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) 
 
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a) {
   std::vector<std::uint32_t> out;
-  const std::int32_t fk = plan.fragment_k;
+  const std::int32_t fk = plan.fragment_k();
   if (fk == 0) return out;
-  const bool bf16 = plan.problem.dtype == "bf16";
+  const bool bf16 = plan.problem.dtype == DType::bf16;
   const auto bits = [&](const SpmmFragment& f, int r, int c) -> std::uint32_t {
     const std::int64_t e = f.entries.at(static_cast<std::size_t>(r * fk + c));
     const double v = e < 0 ? 0.0 : spmm_weight(plan, a.values.at(static_cast<std::size_t>(e)));
@@ -319,7 +358,7 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
   };
   // mma.sync m16n8k8 / m16n8k16, A row-major: lane (g = lane / 4, t = lane % 4) holds register i at
   // row g + 8 * (i % 2) and columns 2t, 2t + 1 (+ 8 for i >= 2), the lower column in the low half.
-  for (const auto& b : plan.blocks)
+  for (const auto& b : plan.layout.blocks)
     for (const SpmmFragment& f : b.fragments)
       for (int lane = 0; lane < 32; ++lane)
         for (int i = 0; i < fk / 4; ++i) {
@@ -329,7 +368,7 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
   return out;
 }
 
-std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
+std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const GpuTarget& target) {
   std::vector<std::string> errors;
   const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
   const SpmmProblem& pr = p.problem;
@@ -338,66 +377,72 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (pr.n < 1) err("n must be positive");
   if (pr.n >= (std::int64_t{1} << 30))
     err(fmt::format("n {} must be below 2^30 (a row of B's pitch in bytes fits 32 bits)", pr.n));
-  if (pr.dtype != "f32" && pr.dtype != "f16" && pr.dtype != "bf16")
+  if (!spmm_dtype(pr.dtype))
     err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
-  const bool rolled = p.value_mode == SpmmValueMode::rolled;
-  const bool lanes = p.step_lanes > 1;
-  if (p.cols_per_thread != (p.half() || (rolled && !lanes) ? 2 : 1) && !p.fp32_pairs())
-    err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.cols_per_thread, pr.dtype,
+  const bool rolled = p.value_mode() == SpmmValueMode::rolled;
+  const bool lanes = p.step_lanes() > 1;
+  if (p.layout.cols_per_thread != (p.half() || (rolled && !lanes) ? 2 : 1) && !p.fp32_pairs())
+    err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.layout.cols_per_thread, pr.dtype,
                     rolled ? lanes ? " (rolled, step lanes)" : " (rolled)" : ""));
-  if (p.step_lanes < 1 || p.step_lanes > 32 || (p.step_lanes & (p.step_lanes - 1)) != 0)
-    err(fmt::format("step_lanes {} is not a power of two in 1..32", p.step_lanes));
-  if (lanes && (!rolled || p.n_tile != 32))
-    err(fmt::format("step_lanes {} needs a rolled plan of one warp a group (n_tile 32, not {})", p.step_lanes,
-                    p.n_tile));
+  if (p.step_lanes() < 1 || p.step_lanes() > 32 || (p.step_lanes() & (p.step_lanes() - 1)) != 0)
+    err(fmt::format("step_lanes {} is not a power of two in 1..32", p.step_lanes()));
+  if (lanes && (!rolled || p.layout.n_tile != 32))
+    err(fmt::format("step_lanes {} needs a rolled plan of one warp a group (n_tile 32, not {})", p.step_lanes(),
+                    p.layout.n_tile));
   if (p.fp32_pairs() && (pr.n_mode != SpmmNMode::fixed || pr.n % 2 != 0))
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
-  if (rolled && (p.half() || p.fragment_k != 0)) err("rolled plans are fp32 without tensor-core fragments");
-  if (rolled && p.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
-  if (p.programmatic_trigger && p.half()) err("f16 / bf16 kernels do not let the next grid launch early");
-  if (p.programmatic_trigger && !p.programmatic) err("programmatic_trigger needs a programmatic plan");
-  if (p.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
+  if (rolled && (p.half() || p.fragment_k() != 0)) err("rolled plans are fp32 without tensor-core fragments");
+  if (rolled && p.layout.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
+  if (p.hints.programmatic_trigger && p.half()) err("f16 / bf16 kernels do not let the next grid launch early");
+  if (p.hints.programmatic_trigger && !p.hints.programmatic) err("programmatic_trigger needs a programmatic plan");
+  if (p.layout.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
     err("clustered rows need an fp32 unrolled plan");
-  if (p.row_split == SpmmRowSplit::clustered) {
+  if (p.layout.row_split == SpmmRowSplit::clustered) {
     std::vector<char> taken(static_cast<std::size_t>(std::max<std::int64_t>(pr.m, 0)), 0);
-    bool permutation = static_cast<std::int64_t>(p.row_order.size()) == pr.m;
-    for (std::size_t i = 0; permutation && i < p.row_order.size(); ++i) {
-      const std::int64_t r = p.row_order[i];
+    bool permutation = static_cast<std::int64_t>(p.layout.row_order.size()) == pr.m;
+    for (std::size_t i = 0; permutation && i < p.layout.row_order.size(); ++i) {
+      const std::int64_t r = p.layout.row_order[i];
       permutation = r >= 0 && r < pr.m && !taken[static_cast<std::size_t>(r)];
       if (permutation) taken[static_cast<std::size_t>(r)] = 1;
     }
     if (!permutation) err(fmt::format("row_order is not a permutation of the {} rows", pr.m));
-  } else if (!p.row_order.empty()) {
+  } else if (!p.layout.row_order.empty()) {
     err("row_order must be empty unless the rows are clustered");
   }
-  if (p.stage_min_entries < 0 || p.stage_slots < 0 || p.stage_slots > kSpmmMaxStageSlots ||
-      (p.stage_slots > 0) != (p.stage_min_entries > 0))
+  if (p.stage_min_entries() < 0 || p.stage_slots() < 0 || p.stage_slots() > kSpmmMaxStageSlots ||
+      (p.stage_slots() > 0) != (p.stage_min_entries() > 0))
     err(fmt::format("stage_min_entries {} and stage_slots {}: both 0, or both positive with at most {} slots",
-                    p.stage_min_entries, p.stage_slots, kSpmmMaxStageSlots));
-  if (p.stage_slots > 0 && (rolled || p.half()))
+                    p.stage_min_entries(), p.stage_slots(), kSpmmMaxStageSlots));
+  if (p.stage_slots() > 0 && (rolled || p.half()))
     err("staged steps need an fp32 unrolled plan");
-  if (p.accumulate != "f32" && p.accumulate != pr.dtype)
-    err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.accumulate, pr.dtype));
-  if (p.n_tile < 1 || p.groups < 1 || p.block_x != p.n_tile * p.groups || p.block_x > 1024)
-    err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.n_tile, p.groups, p.block_x));
-  if (p.rows_per_block < 1 || p.rows_per_block > kSpmmMaxAccumulators)
-    err(fmt::format("rows_per_block {} outside 1..{}", p.rows_per_block, kSpmmMaxAccumulators));
-  if (p.fragment_k != 0) {
-    if (!p.half() || (p.fragment_k != 8 && p.fragment_k != 16))
-      err(fmt::format("fragment_k {} needs 8 or 16 and a half dtype", p.fragment_k));
-    if (p.rows_per_block != kSpmmFragmentRows || p.n_tile % 32 != 0 || p.row_split != SpmmRowSplit::equal)
+  if (p.epilogue.bias != pr.bias || p.epilogue.relu != pr.relu || p.epilogue.output != pr.dtype)
+    err(fmt::format("epilogue (bias {}, relu {}, output {}) differs from the problem (bias {}, relu {}, dtype {})",
+                    p.epilogue.bias, p.epilogue.relu, p.epilogue.output, pr.bias, pr.relu, pr.dtype));
+  if (p.unrolled() && p.unrolled()->values == SpmmValueMode::rolled)
+    err("an unrolled body's values are baked or streamed");
+  if (p.fragments && p.layout.blocks.empty()) err("fragments without block rows");
+  if (p.epilogue.accumulate != DType::f32 && p.epilogue.accumulate != pr.dtype)
+    err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.epilogue.accumulate, pr.dtype));
+  if (p.layout.n_tile < 1 || p.layout.groups < 1 || p.layout.block_x != p.layout.n_tile * p.layout.groups || p.layout.block_x > 1024)
+    err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.layout.n_tile, p.layout.groups, p.layout.block_x));
+  if (p.layout.rows_per_block < 1 || p.layout.rows_per_block > kSpmmMaxAccumulators)
+    err(fmt::format("rows_per_block {} outside 1..{}", p.layout.rows_per_block, kSpmmMaxAccumulators));
+  if (p.fragment_k() != 0) {
+    if (!p.half() || (p.fragment_k() != 8 && p.fragment_k() != 16))
+      err(fmt::format("fragment_k {} needs 8 or 16 and a half dtype", p.fragment_k()));
+    if (p.layout.rows_per_block != kSpmmFragmentRows || p.layout.n_tile % 32 != 0 || p.layout.row_split != SpmmRowSplit::equal)
       err("fragment plans need equal block rows of 16 rows and groups of whole warps");
   }
-  if (p.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
-  if (p.max_registers < p.estimated_registers || p.max_registers > kSpmmMaxRegisters)
-    err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.max_registers,
-                    p.estimated_registers, kSpmmMaxRegisters));
-  if (p.assembler_opt_level < 0 || p.assembler_opt_level > 3)
-    err(fmt::format("assembler_opt_level {} outside 0..3", p.assembler_opt_level));
+  if (p.layout.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
+  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > target.max_registers_per_thread)
+    err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.hints.max_registers,
+                    p.hints.estimated_registers, target.max_registers_per_thread));
+  if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
+    err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
   if (!errors.empty()) return errors;
-  if (pr.m > 0 && p.blocks.empty()) err("no block rows");
+  if (pr.m > 0 && p.layout.blocks.empty()) err("no block rows");
   std::int64_t next = 0;
-  for (const auto& b : p.blocks) {
+  for (const auto& b : p.layout.blocks) {
     if (b.row_begin != next || b.row_end <= b.row_begin)
       err(fmt::format("block row [{}, {}) does not continue at row {}", b.row_begin, b.row_end, next));
     next = b.row_end;
@@ -405,14 +450,14 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
   if (next != pr.m) err(fmt::format("block rows end at row {}, not {}", next, pr.m));
   if (!errors.empty()) return errors;
   std::vector<char> seen(static_cast<std::size_t>(a.nnz()), 0);
-  for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) check_block(p, a, bi, seen, errors);
+  for (std::size_t bi = 0; bi < p.layout.blocks.size(); ++bi) check_block(p, a, bi, seen, errors);
   const auto missing = std::count(seen.begin(), seen.end(), 0);
   if (missing) err(fmt::format("{} nonzeros of A appear in no step", missing));
-  if (p.value_mode == SpmmValueMode::streamed) {
+  if (p.value_mode() == SpmmValueMode::streamed) {
     std::vector<std::int64_t> order;
     for_each_entry(p, [&](auto&, auto&, auto&, const SpmmEntry& e) { order.push_back(e.value_index); });
-    if (order != p.packed_order) err("packed_order is not the emission order");
-  } else if (!p.packed_order.empty()) {
+    if (order != p.packed_order()) err("packed_order is not the emission order");
+  } else if (!p.packed_order().empty()) {
     err("packed_order must be empty outside streamed mode");
   }
   return errors;
@@ -420,7 +465,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a) {
 
 json to_json(const SpmmPlan& p) {
   json blocks = json::array();
-  for (const auto& b : p.blocks) {
+  for (const auto& b : p.layout.blocks) {
     json groups = json::array();
     for (const auto& g : b.groups) {
       json steps = json::array();
@@ -432,7 +477,7 @@ json to_json(const SpmmPlan& p) {
       groups.push_back(std::move(steps));
     }
     json jb = {{"rows", {b.row_begin, b.row_end}}, {"groups", std::move(groups)}};
-    if (p.fragment_k) {
+    if (p.fragments) {
       json fragments = json::array();
       for (const auto& f : b.fragments) fragments.push_back({f.k, f.entries});
       jb["fragments"] = std::move(fragments);
@@ -440,6 +485,28 @@ json to_json(const SpmmPlan& p) {
     blocks.push_back(std::move(jb));
   }
   const SpmmProblem& pr = p.problem;
+  const SpmmLayout& l = p.layout;
+  json body;
+  if (const SpmmUnrolledBody* u = p.unrolled())
+    body = {{"value_mode", to_string(u->values)},
+            {"packed_order", u->packed_order},
+            {"stage_min_entries", u->stage_min_entries},
+            {"stage_slots", u->stage_slots}};
+  else if (const SpmmRolledBody* r = p.rolled())
+    body = {{"step_lanes", r->step_lanes}};
+  json fragments = nullptr;
+  if (p.fragments) {
+    const SpmmBlocklets& bl = p.fragments->blocklets;
+    fragments = {{"fragment_k", p.fragments->fragment_k},
+                 {"blocklets",
+                  {{"shape", bl.shape},
+                   {"fill_threshold", bl.fill_threshold},
+                   {"chosen_by", bl.chosen_by},
+                   {"tiles", bl.tiles},
+                   {"nnz_covered", bl.nnz_covered},
+                   {"explicit_zeros", bl.explicit_zeros}}}};
+  }
+  const SpmmCodegenHints& h = p.hints;
   return {{"kind", "spmm"},
           {"problem",
            {{"m", pr.m},
@@ -448,38 +515,34 @@ json to_json(const SpmmPlan& p) {
             {"n_mode", name(pr.n_mode)},
             {"bias", pr.bias},
             {"relu", pr.relu},
-            {"dtype", pr.dtype}}},
-          {"value_mode", to_string(p.value_mode)},
-          {"kernel_name", p.kernel_name},
-          {"row_split", to_string(p.row_split)},
-          {"row_order", p.row_order},
-          {"rows_per_block", p.rows_per_block},
-          {"panel_rows", p.panel_rows},
-          {"n_tile", p.n_tile},
-          {"groups", p.groups},
-          {"block_x", p.block_x},
-          {"block_rows", p.block_rows()},
-          {"shared_bytes", p.shared_bytes},
-          {"stage_min_entries", p.stage_min_entries},
-          {"stage_slots", p.stage_slots},
-          {"estimated_registers", p.estimated_registers},
-          {"max_registers", p.max_registers},
-          {"estimated_instructions", p.estimated_instructions},
-          {"assembler_opt_level", p.assembler_opt_level},
-          {"programmatic", p.programmatic},
-          {"programmatic_trigger", p.programmatic_trigger},
-          {"packed_order", p.packed_order},
-          {"accumulate", p.accumulate},
-          {"cols_per_thread", p.cols_per_thread},
-          {"step_lanes", p.step_lanes},
-          {"fragment_k", p.fragment_k},
-          {"blocklets",
-           {{"shape", p.blocklets.shape},
-            {"fill_threshold", p.blocklets.fill_threshold},
-            {"chosen_by", p.blocklets.chosen_by},
-            {"tiles", p.blocklets.tiles},
-            {"nnz_covered", p.blocklets.nnz_covered},
-            {"explicit_zeros", p.blocklets.explicit_zeros}}},
+            {"dtype", dtype_name(pr.dtype)}}},
+          {"layout",
+           {{"row_split", to_string(l.row_split)},
+            {"row_order", l.row_order},
+            {"rows_per_block", l.rows_per_block},
+            {"panel_rows", l.panel_rows},
+            {"n_tile", l.n_tile},
+            {"groups", l.groups},
+            {"block_x", l.block_x},
+            {"cols_per_thread", l.cols_per_thread},
+            {"block_rows", l.block_rows()},
+            {"shared_bytes", l.shared_bytes}}},
+          {"family", to_string(p.family())},
+          {"body", std::move(body)},
+          {"fragments", std::move(fragments)},
+          {"epilogue",
+           {{"bias", p.epilogue.bias},
+            {"relu", p.epilogue.relu},
+            {"accumulate", dtype_name(p.epilogue.accumulate)},
+            {"output", dtype_name(p.epilogue.output)}}},
+          {"hints",
+           {{"kernel_name", h.kernel_name},
+            {"estimated_registers", h.estimated_registers},
+            {"max_registers", h.max_registers},
+            {"estimated_instructions", h.estimated_instructions},
+            {"assembler_opt_level", h.assembler_opt_level},
+            {"programmatic", h.programmatic},
+            {"programmatic_trigger", h.programmatic_trigger}}},
           {"blocks", std::move(blocks)}};
 }
 
@@ -491,53 +554,69 @@ SpmmPlan plan_from_json(const json& j) {
     p.problem = {pr.at("m"),    pr.at("k"),
                  pr.at("n"),    parse_n_mode(pr),
                  pr.at("bias"), pr.at("relu"),
-                 pr.at("dtype")};
-    p.value_mode = parse_value_mode(j.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
-    p.kernel_name = j.at("kernel_name");
-    p.row_split = parse_row_split(j.at("row_split").get<std::string>(), "SpMM plan: row_split");
-    p.row_order = j.value("row_order", std::vector<std::int64_t>{});
-    p.rows_per_block = j.at("rows_per_block");
-    p.panel_rows = j.value("panel_rows", p.rows_per_block);
-    p.n_tile = j.at("n_tile");
-    p.groups = j.at("groups");
-    p.block_x = j.at("block_x");
-    p.shared_bytes = j.at("shared_bytes");
-    p.stage_min_entries = j.value("stage_min_entries", 0);
-    p.stage_slots = j.value("stage_slots", 0);
-    p.estimated_registers = j.at("estimated_registers");
-    p.max_registers = j.at("max_registers");
-    p.estimated_instructions = j.at("estimated_instructions");
-    p.assembler_opt_level = j.at("assembler_opt_level");
-    p.programmatic = j.value("programmatic", false);
-    // Plans written before the key existed let the next grid launch early whenever programmatic.
-    p.programmatic_trigger = j.value("programmatic_trigger", p.programmatic);
-    p.packed_order = j.at("packed_order").get<std::vector<std::int64_t>>();
-    p.accumulate = j.value("accumulate", std::string("f32"));
-    p.cols_per_thread = j.value("cols_per_thread", 1);
-    p.step_lanes = j.value("step_lanes", 1);
-    p.fragment_k = j.value("fragment_k", 0);
-    if (j.contains("blocklets")) {
-      const json& jl = j.at("blocklets");
-      p.blocklets = {jl.at("shape"), jl.at("fill_threshold"), jl.at("chosen_by"),
-                     jl.at("tiles"), jl.at("nnz_covered"),    jl.at("explicit_zeros")};
+                 require_dtype(pr.at("dtype").get<std::string>(), "SpMM plan: dtype", kSpmmDtypes)};
+    const json& jl = j.at("layout");
+    SpmmLayout& l = p.layout;
+    l.row_split = parse_row_split(jl.at("row_split").get<std::string>(), "SpMM plan: row_split");
+    l.row_order = jl.at("row_order").get<std::vector<std::int64_t>>();
+    l.rows_per_block = jl.at("rows_per_block");
+    l.panel_rows = jl.at("panel_rows");
+    l.n_tile = jl.at("n_tile");
+    l.groups = jl.at("groups");
+    l.block_x = jl.at("block_x");
+    l.cols_per_thread = jl.at("cols_per_thread");
+    l.shared_bytes = jl.at("shared_bytes");
+    const json& jb = j.at("body");
+    p.body = spmm_body(parse_family(j.at("family").get<std::string>()));
+    if (SpmmUnrolledBody* u = p.unrolled()) {
+      u->values = parse_value_mode(jb.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
+      if (u->values == SpmmValueMode::rolled) throw UsageError("SpMM plan: an unrolled body's values are baked or streamed");
+      u->packed_order = jb.at("packed_order").get<std::vector<std::int64_t>>();
+      u->stage_min_entries = jb.at("stage_min_entries");
+      u->stage_slots = jb.at("stage_slots");
+    } else if (SpmmRolledBody* r = p.rolled()) {
+      r->step_lanes = jb.at("step_lanes");
     }
-    for (const json& jb : j.at("blocks")) {
-      SpmmBlockRow b{jb.at("rows").at(0), jb.at("rows").at(1), {}, {}};
-      if (jb.contains("fragments"))
-        for (const json& jf : jb.at("fragments"))
+    if (const json& jf = j.at("fragments"); !jf.is_null()) {
+      SpmmFragments f;
+      f.fragment_k = jf.at("fragment_k");
+      const json& jbl = jf.at("blocklets");
+      f.blocklets = {jbl.at("shape"), jbl.at("fill_threshold"), jbl.at("chosen_by"),
+                     jbl.at("tiles"), jbl.at("nnz_covered"),    jbl.at("explicit_zeros")};
+      p.fragments = std::move(f);
+    }
+    const json& je = j.at("epilogue");
+    p.epilogue.bias = je.at("bias");
+    p.epilogue.relu = je.at("relu");
+    p.epilogue.accumulate = require_dtype(je.at("accumulate").get<std::string>(), "SpMM plan: accumulate", kSpmmDtypes);
+    p.epilogue.output = require_dtype(je.at("output").get<std::string>(), "SpMM plan: output", kSpmmDtypes);
+    const json& jh = j.at("hints");
+    SpmmCodegenHints& h = p.hints;
+    h.kernel_name = jh.at("kernel_name");
+    h.estimated_registers = jh.at("estimated_registers");
+    h.max_registers = jh.at("max_registers");
+    h.estimated_instructions = jh.at("estimated_instructions");
+    h.assembler_opt_level = jh.at("assembler_opt_level");
+    h.programmatic = jh.value("programmatic", false);
+    // Plans written before the key existed let the next grid launch early whenever programmatic.
+    h.programmatic_trigger = jh.value("programmatic_trigger", h.programmatic);
+    for (const json& jblock : j.at("blocks")) {
+      SpmmBlockRow b{jblock.at("rows").at(0), jblock.at("rows").at(1), {}, {}};
+      if (jblock.contains("fragments"))
+        for (const json& jf : jblock.at("fragments"))
           b.fragments.push_back({jf.at(0), jf.at(1).get<std::vector<std::int64_t>>()});
-      for (const json& jg : jb.at("groups")) {
+      for (const json& jg : jblock.at("groups")) {
         SpmmGroup g;
         for (const json& js : jg) {
           SpmmStep s{js.at(0), {}};
-          for (const json& je : js.at(1)) s.entries.push_back({je.at(0), je.at(1)});
+          for (const json& je2 : js.at(1)) s.entries.push_back({je2.at(0), je2.at(1)});
           g.steps.push_back(std::move(s));
         }
         b.groups.push_back(std::move(g));
       }
-      p.blocks.push_back(std::move(b));
+      l.blocks.push_back(std::move(b));
     }
-    if (j.at("block_rows") != p.block_rows())
+    if (jl.at("block_rows") != l.block_rows())
       throw UsageError("SpMM plan: block_rows differs from the blocks listed");
     return p;
   } catch (const json::exception& e) {

@@ -51,22 +51,30 @@ DType rounding_type(const std::string& dtype) {
 
 }  // namespace
 
-CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) {
-  const DType t = rounding_type(dtype);
+CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) { return round_values(a, rounding_type(dtype)); }
+
+void round_values(DenseMatrix& b, const std::string& dtype) { round_values(b, rounding_type(dtype)); }
+
+CsrMatrix round_values(const CsrMatrix& a, DType t) {
   CsrMatrix r = a;
   for (double& v : r.values) v = round_to(t, v);
   return r;
 }
 
-void round_values(DenseMatrix& b, const std::string& dtype) {
-  const DType t = rounding_type(dtype);
+void round_values(DenseMatrix& b, DType t) {
   for (double& v : b.data) v = round_to(t, v);
 }
 
 double spmm_tolerance(const std::string& dtype, const std::string& accumulate, std::int64_t max_row_nnz) {
   if (dtype == "f32") return 1e-5;
-  const double u = dtype == "bf16" ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-  if (accumulate == "f32") return 2 * u;
+  return spmm_tolerance(dtype == "bf16" ? DType::bf16 : DType::f16,
+                        accumulate == "f32" ? DType::f32 : dtype == "bf16" ? DType::bf16 : DType::f16, max_row_nnz);
+}
+
+double spmm_tolerance(DType dtype, DType accumulate, std::int64_t max_row_nnz) {
+  if (dtype == DType::f32) return 1e-5;
+  const double u = dtype == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  if (accumulate == DType::f32) return 2 * u;
   return u * (2 + 2 * std::sqrt(static_cast<double>(std::max<std::int64_t>(max_row_nnz, 0))));
 }
 

@@ -78,7 +78,7 @@ TunedChoice choose_tuned_plan(const std::string& db_path, const CsrMatrix& a, co
   const SpmmSpace space = spmm_space(a, problem, base, default_emitter);
   // The predictor was fitted on unrolled plans only: it ranks the candidates of the default plan's kind
   // (rolled, or unrolled) and leaves the choice between the kinds to the inspector's rule.
-  const auto rolled = [](const SpmmCandidate& c) { return c.plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = [](const SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
   std::vector<const SpmmCandidate*> kind;
   std::vector<std::vector<double>> features;
   for (const SpmmCandidate& c : space.candidates)

@@ -25,16 +25,16 @@ GpuSpmmMeasurer::GpuSpmmMeasurer(const rt::Context& ctx, const CsrMatrix& a, con
     : ctx_(ctx),
       problem_(problem),
       a_(a),
-      b_(random_check_input(a.cols, problem.n, seed, problem.dtype)),
+      b_(random_check_input(a.cols, problem.n, seed, std::string(dtype_name(problem.dtype)))),
       cold_l2_(cold_l2) {
   reference_ = spmm(round_values(a, problem.dtype), b_, bias.empty() ? nullptr : &bias, problem.relu);
   ctx_.make_current();
-  inputs_ = std::make_unique<SpmmGpuInputs>(problem.dtype, b_, a.rows);
+  inputs_ = std::make_unique<SpmmGpuInputs>(std::string(dtype_name(problem.dtype)), b_, a.rows);
 }
 
 rt::LaunchTiming GpuSpmmMeasurer::time_cold(const SpmmCandidate& candidate, const rt::Bundle& bundle) {
   // The bytes one launch keeps in L2: code, values and tables, B and C.
-  const std::size_t element = problem_.dtype == "f32" ? 4 : 2;
+  const std::size_t element = problem_.dtype == DType::f32 ? 4 : 2;
   const std::size_t set_bytes =
       rt::spmm_resident_bytes(bundle) +
       static_cast<std::size_t>(a_.cols + a_.rows) * static_cast<std::size_t>(problem_.n) * element;
@@ -43,7 +43,7 @@ rt::LaunchTiming GpuSpmmMeasurer::time_cold(const SpmmCandidate& candidate, cons
   const std::size_t sets =
       std::clamp<std::size_t>((target + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1), 2, kMaxSets);
   while (cold_inputs_.size() < sets)
-    cold_inputs_.push_back(std::make_unique<SpmmGpuInputs>(problem_.dtype, b_, a_.rows));
+    cold_inputs_.push_back(std::make_unique<SpmmGpuInputs>(std::string(dtype_name(problem_.dtype)), b_, a_.rows));
   std::vector<rt::SpmmExecutor> copies;
   copies.reserve(sets);
   for (std::size_t s = 0; s < sets; ++s)
@@ -61,7 +61,7 @@ Measurement GpuSpmmMeasurer::measure(const SpmmCandidate& candidate, const rt::B
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, candidate.label, ctx_);
   const SpmmCheck check = compare_spmm(inputs_->run(ctx_, exec, problem_.n), reference_);
   m.rel_error = check.rel_error;
-  const double tolerance = spmm_check_tolerance(a_, problem_.dtype, candidate.plan.accumulate);
+  const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)), std::string(dtype_name(candidate.plan.epilogue.accumulate)));
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
     m.error =
         fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",

@@ -58,21 +58,21 @@ const std::vector<std::string>& term_names() {
 // that is less (ptxas keeps to it through .maxntid); fp32 plans that the PTX emitter writes in the
 // split layout (every block row a function) take the split layout's cap.
 std::int64_t kernel_registers(const SpmmPlan& p, const GpuTarget& target) {
-  std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.max_registers, p.estimated_registers, 1}),
-                                             target.registers_per_sm / std::max(p.block_x, 1) / 8 * 8);
-  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p, target), p.estimated_registers);
+  std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.hints.max_registers, p.hints.estimated_registers, 1}),
+                                             target.registers_per_sm / std::max(p.layout.block_x, 1) / 8 * 8);
+  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p, target), p.hints.estimated_registers);
   return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
 }
 
 // Blocks of the plan one SM holds at once (at least 1).
 std::int64_t resident_blocks(const SpmmPlan& p, const GpuTarget& target) {
-  const std::int64_t warps = std::max<std::int64_t>(1, ceil_div(p.block_x, 32));
+  const std::int64_t warps = std::max<std::int64_t>(1, ceil_div(p.layout.block_x, 32));
   const std::int64_t unit = std::max(target.register_allocation_unit, 1);
   const std::int64_t regs_per_warp = ceil_div(kernel_registers(p, target) * 32, unit) * unit;
   const std::int64_t by_threads = target.max_threads_per_sm / (warps * 32);
   const std::int64_t by_registers = target.registers_per_sm / (warps * regs_per_warp);
   const std::int64_t by_shared =
-      target.shared_per_sm / (std::max<std::int64_t>(p.shared_bytes, 0) + target.shared_reserved_per_block);
+      target.shared_per_sm / (std::max<std::int64_t>(p.layout.shared_bytes, 0) + target.shared_reserved_per_block);
   return std::max<std::int64_t>(
       1, std::min({std::int64_t{target.max_blocks_per_sm}, by_threads, by_registers, by_shared}));
 }
@@ -80,9 +80,9 @@ std::int64_t resident_blocks(const SpmmPlan& p, const GpuTarget& target) {
 // Warps with at least one live column, summed over the column tiles, for one thread group.
 std::int64_t live_warps_over_tiles(const SpmmPlan& p, std::int64_t n) {
   const std::int64_t bc = std::max<std::int64_t>(1, p.block_columns());
-  const std::int64_t cpt = std::max<std::int32_t>(1, p.cols_per_thread);
+  const std::int64_t cpt = std::max<std::int32_t>(1, p.layout.cols_per_thread);
   const std::int64_t full = n / bc;
-  const std::int64_t warps_full = ceil_div(std::max(p.n_tile, 1), 32);
+  const std::int64_t warps_full = ceil_div(std::max(p.layout.n_tile, 1), 32);
   const std::int64_t rest_threads = ceil_div(n - full * bc, cpt);
   return full * warps_full + ceil_div(rest_threads, 32);
 }
@@ -110,13 +110,13 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
   if (pr.m != a.rows || pr.k != a.cols)
     throw UsageError(
         fmt::format("spmm_features: the plan is for {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
-  if (plan.n_tile < 1 || plan.block_x < 1 || plan.cols_per_thread < 1)
+  if (plan.layout.n_tile < 1 || plan.layout.block_x < 1 || plan.layout.cols_per_thread < 1)
     throw UsageError("spmm_features: the plan has no launch configuration (n_tile, block_x)");
   const std::int64_t n = std::max<std::int64_t>(pr.n, 1);
   const std::int64_t tiles = std::max<std::int64_t>(1, plan.column_tiles(n));
   const std::int64_t block_rows = std::max<std::int64_t>(1, plan.block_rows());
   const std::int64_t grid = block_rows * tiles;
-  const std::int64_t groups = std::max(plan.groups, 1);
+  const std::int64_t groups = std::max(plan.layout.groups, 1);
   const std::int64_t sms = std::max(target.sm_count, 1);
   const double sms_d = static_cast<double>(sms);
   const double cycles_per_us = target.clock_mhz;  // sustained SM clock under load, MHz
@@ -127,15 +127,15 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
   const std::int64_t live_warps = live_warps_over_tiles(plan, n);  // one group's, all tiles
   // SMSPs a group's warps run on, each fetching the group's code into its own instruction cache.
   const double smsps_per_group =
-      static_cast<double>(std::clamp<std::int64_t>(ceil_div(plan.n_tile, 32), 1, 4));
-  const bool streamed = plan.value_mode == SpmmValueMode::streamed;
-  const bool rolled = plan.value_mode == SpmmValueMode::rolled;
+      static_cast<double>(std::clamp<std::int64_t>(ceil_div(plan.layout.n_tile, 32), 1, 4));
+  const bool streamed = plan.value_mode() == SpmmValueMode::streamed;
+  const bool rolled = plan.value_mode() == SpmmValueMode::rolled;
   const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
-  const bool warp_groups = plan.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
+  const bool warp_groups = plan.layout.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
   // Two FMAs an entry where a thread owns two columns summed separately (half in fp32, fp32 pairs).
-  const double fma_per_entry = (plan.half() && plan.accumulate == "f32") || plan.fp32_pairs() ? 2 : 1;
+  const double fma_per_entry = (plan.half() && plan.epilogue.accumulate == DType::f32) || plan.fp32_pairs() ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
-  const std::int64_t fk = plan.fragment_k;
+  const std::int64_t fk = plan.fragment_k();
   const double fragment_instructions = fk ? 1.0 + 8.0 * (fk / 2 + fk / 4 + 1) : 0.0;
   const double fragment_bytes = 32.0 * fk;  // one fragment's operand words: 8 * fk of 4 bytes
 
@@ -147,7 +147,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
   double steps_all = 0;  // steps of every group of every block row
   double max_nnz = 0, total_nnz = 0;
   bool reduces_any = false;
-  for (const SpmmBlockRow& b : plan.blocks) {
+  for (const SpmmBlockRow& b : plan.layout.blocks) {
     const double rows = static_cast<double>(b.row_end - b.row_begin);
     const bool reduces = groups > 1 && spmm_block_reduces(plan, b);
     reduces_any = reduces_any || reduces;
@@ -163,14 +163,14 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
       steps_all += steps;
       double entries = 0;
       for (const SpmmStep& s : group.steps) entries += static_cast<double>(s.entries.size());
-      const auto [f0, f1] = spmm_group_fragments(b, plan.groups, static_cast<std::int32_t>(g));
+      const auto [f0, f1] = spmm_group_fragments(b, plan.layout.groups, static_cast<std::int32_t>(g));
       const double frags = static_cast<double>(f1 - f0);
       // Per thread: the B address and load of every step, the FMAs (two for a pair of columns summed
       // apart), the value loads of streamed plans, the fragments, and zeroing the accumulators.
       // Rolled: per step its record loads (a warp-wide group: one shuffle for k and one a row
       // instead), the k, two B addresses and loads, two FMAs a row of the block row (zeros
       // included), and the round trips.
-      const double ny = static_cast<double>(plan.rows_per_block);
+      const double ny = static_cast<double>(plan.layout.rows_per_block);
       const double step_words = warp_groups ? 1.0 + ny : record_loads;
       const double body =
           rolled ? steps * (step_words + 5.0 + 2.0 * ny) + 2.0 * ny
@@ -218,7 +218,7 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
   // Every step reads its row of B across the columns of each column tile: N columns in all.
   const double l2_bytes = steps_all * nd * in_bytes;
   const double reduce_cycles =
-      reduces_any ? kBarrierCycles + 2.0 * static_cast<double>(groups - 1) * plan.rows_per_block : 0.0;
+      reduces_any ? kBarrierCycles + 2.0 * static_cast<double>(groups - 1) * plan.layout.rows_per_block : 0.0;
   const double mean_nnz = total_nnz / rows_d;
 
   std::vector<double> f{1.0,

@@ -7,6 +7,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/math.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/options_json.hpp"
 
@@ -17,9 +18,9 @@ namespace {
 
 // The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
 std::string blocklet_spec(const SpmmPlan& plan) {
-  if (plan.blocklets.shape.empty()) return "off";
-  if (plan.blocklets.chosen_by == "auto") return "auto";
-  return fmt::format("{}:{:g}", plan.blocklets.shape, plan.blocklets.fill_threshold);
+  if (plan.blocklets().shape.empty()) return "off";
+  if (plan.blocklets().chosen_by == "auto") return "auto";
+  return fmt::format("{}:{:g}", plan.blocklets().shape, plan.blocklets().fill_threshold);
 }
 
 // The coordinates of a candidate: one text per dimension, in SpmmSpaceDims order. Tiling values are
@@ -27,7 +28,7 @@ std::string blocklet_spec(const SpmmPlan& plan) {
 std::vector<std::string> coordinates(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   return {std::to_string(c.options.rows_per_block), std::to_string(c.options.n_tile),
-          std::to_string(c.options.groups), to_string(p.row_split), to_string(p.value_mode),
+          std::to_string(c.options.groups), to_string(p.layout.row_split), to_string(p.value_mode()),
           to_string(c.emitter), blocklet_spec(p)};
 }
 
@@ -57,12 +58,13 @@ std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, 
 // Empty when the built plan is acceptable as a candidate, else the rule it breaks.
 std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage emitter, const SpmmOptions& base,
                       const SpmmSpaceDims& dims) {
-  if (plan.estimated_registers > kSpmmMaxRegisters)
-    return fmt::format("{} estimated registers exceed {}", plan.estimated_registers, kSpmmMaxRegisters);
-  if (plan.value_mode == SpmmValueMode::baked && plan.estimated_instructions > base.baked_instruction_budget)
-    return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.estimated_instructions,
+  const std::int32_t most = default_gpu_target().max_registers_per_thread;
+  if (plan.hints.estimated_registers > most)
+    return fmt::format("{} estimated registers exceed {}", plan.hints.estimated_registers, most);
+  if (plan.value_mode() == SpmmValueMode::baked && plan.hints.estimated_instructions > base.baked_instruction_budget)
+    return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.hints.estimated_instructions,
                        base.baked_instruction_budget);
-  return emitter_rule(plan.half(), a, emitter, dims, plan.value_mode == SpmmValueMode::rolled);
+  return emitter_rule(plan.half(), a, emitter, dims, plan.value_mode() == SpmmValueMode::rolled);
 }
 
 // Empty when a rolled point fits the problem, else the rule it breaks (checked before planning).
@@ -96,21 +98,21 @@ std::optional<SpmmCandidate> variant_of(const CsrMatrix& a, const SpmmCandidate&
 // balanced split's tallest block row), so that a variant changes only what it sets.
 SpmmOptions pinned_options(const SpmmCandidate& c) {
   SpmmOptions o = c.options;
-  o.rows_per_block = c.plan.panel_rows;
-  o.n_tile = c.plan.n_tile;
-  o.groups = c.plan.groups;
-  o.row_split = c.plan.row_split;
-  o.value_mode = c.plan.value_mode;
+  o.rows_per_block = c.plan.layout.panel_rows;
+  o.n_tile = c.plan.layout.n_tile;
+  o.groups = c.plan.layout.groups;
+  o.row_split = c.plan.layout.row_split;
+  o.value_mode = c.plan.value_mode();
   return o;
 }
 
 }  // namespace
 
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
-  std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.rows_per_block,
-                              plan.n_tile, plan.groups, to_string(plan.row_split), to_string(plan.value_mode),
+  std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.layout.rows_per_block,
+                              plan.layout.n_tile, plan.layout.groups, to_string(plan.layout.row_split), to_string(plan.value_mode()),
                               to_string(emitter));
-  if (plan.step_lanes > 1) s += fmt::format("/L{}", plan.step_lanes);
+  if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -129,7 +131,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       return;
     }
     // A default that comes out rolled compiles as CUDA C++ whatever emitter was asked for.
-    if (is_default && c.plan.value_mode == SpmmValueMode::rolled) emitter = KernelLanguage::cuda;
+    if (is_default && c.plan.value_mode() == SpmmValueMode::rolled) emitter = KernelLanguage::cuda;
     if (const std::string rule = plan_rule(c.plan, a, emitter, base, dims); !rule.empty()) {
       if (is_default) throw UsageError("the default plan is not a valid candidate: " + rule);
       space.rejected.emplace_back(point, rule);
@@ -138,10 +140,10 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
     // Automatic choices become explicit, so the options reproduce the plan on their own.
     c.options = o;
     if (c.options.rows_per_block == 0)
-      c.options.rows_per_block = c.plan.row_split == SpmmRowSplit::equal ? c.plan.rows_per_block : 0;
-    c.options.n_tile = c.plan.n_tile;
-    c.options.groups = c.plan.groups;
-    if (c.plan.value_mode == SpmmValueMode::rolled) c.options.step_lanes = c.plan.step_lanes;
+      c.options.rows_per_block = c.plan.layout.row_split == SpmmRowSplit::equal ? c.plan.layout.rows_per_block : 0;
+    c.options.n_tile = c.plan.layout.n_tile;
+    c.options.groups = c.plan.layout.groups;
+    if (c.plan.value_mode() == SpmmValueMode::rolled) c.options.step_lanes = c.plan.step_lanes();
     c.emitter = emitter;
     c.is_default = is_default;
     c.label = spmm_label(c.plan, emitter, c.options.rows_per_block);
@@ -154,9 +156,9 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold
   // that kind: the tuner always times it, as the kinds trade places with the matrix and the L2 state.
   if (!space.candidates.empty()) {
-    const bool default_rolled = space.candidates.front().plan.value_mode == SpmmValueMode::rolled;
+    const bool default_rolled = space.candidates.front().plan.value_mode() == SpmmValueMode::rolled;
     const SpmmValueMode other = default_rolled ? SpmmValueMode::baked : SpmmValueMode::rolled;
-    const bool rolled_fits = problem.dtype == "f32" && problem.n <= dims.rolled_max_n;
+    const bool rolled_fits = problem.dtype == DType::f32 && problem.n <= dims.rolled_max_n;
     if (std::find(dims.value_mode.begin(), dims.value_mode.end(), other) != dims.value_mode.end() &&
         (default_rolled || rolled_fits)) {
       SpmmOptions o = base;
@@ -165,7 +167,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
           fmt::format("the rules' {} plan", to_string(other)));
     }
   }
-  const bool half = problem.dtype != "f32";
+  const bool half = problem.dtype != DType::f32;
   const std::int64_t threads_for_n = half ? (problem.n + 1) / 2 : problem.n;
   const std::int64_t widest = std::max<std::int64_t>(32, round_up(threads_for_n, 32));
   const std::vector<std::string> blocklets = half ? dims.blocklets : std::vector<std::string>{"off"};
@@ -218,15 +220,15 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
                                                   const SpmmSpaceDims& dims) {
   std::vector<SpmmCandidate> out;
   const SpmmPlan& p = c.plan;
-  if (c.emitter != KernelLanguage::ptx || p.half() || p.value_mode == SpmmValueMode::rolled) return out;
+  if (c.emitter != KernelLanguage::ptx || p.half() || p.value_mode() == SpmmValueMode::rolled) return out;
   // What the assembler is given: the plan's cap, or the split layout's (see spmm_ptx_split_registers).
   const auto given = [](const SpmmPlan& plan) {
-    return spmm_ptx_splits(plan) ? spmm_ptx_split_registers(plan) : plan.max_registers;
+    return spmm_ptx_splits(plan) ? spmm_ptx_split_registers(plan) : plan.hints.max_registers;
   };
   std::vector<std::int32_t> seen{given(p)};
   for (const std::int32_t extra : dims.register_headroom) {
-    const std::int32_t cap = p.max_registers + extra;
-    if (extra <= 0 || cap > kSpmmMaxRegisters) continue;
+    const std::int32_t cap = p.hints.max_registers + extra;
+    if (extra <= 0 || cap > default_gpu_target().max_registers_per_thread) continue;
     SpmmCandidate v;
     v.options = c.options;
     v.options.max_registers = cap;
@@ -244,13 +246,13 @@ std::optional<SpmmCandidate> spmm_pair_variant(const CsrMatrix& a, const SpmmCan
                                                const SpmmSpaceDims& dims) {
   const SpmmPlan& p = c.plan;
   // Half, rolled and pair plans have two columns a thread already; plan_spmm refuses odd and runtime N.
-  if (!dims.try_column_pairs || p.cols_per_thread != 1) return std::nullopt;
+  if (!dims.try_column_pairs || p.layout.cols_per_thread != 1) return std::nullopt;
   SpmmOptions o = c.options;
   o.cols_per_thread = 2;
   // The winner's rows and split as they were asked for (a balanced split's rows_per_block is its
   // tallest block row, not the panel height it was cut from).
-  o.rows_per_block = p.panel_rows;
-  o.row_split = p.row_split;
+  o.rows_per_block = p.layout.panel_rows;
+  o.row_split = p.layout.row_split;
   return variant_of(a, c, o, dims, "/c2");
 }
 
@@ -258,8 +260,8 @@ std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const Spmm
                                                   const SpmmSpaceDims& dims) {
   const SpmmPlan& p = c.plan;
   // Not for a plan already clustered (asked for, or the automatic plan's).
-  if (!dims.try_clustered_rows || p.half() || p.value_mode == SpmmValueMode::rolled ||
-      p.cols_per_thread != 1 || p.row_split == SpmmRowSplit::clustered)
+  if (!dims.try_clustered_rows || p.half() || p.value_mode() == SpmmValueMode::rolled ||
+      p.layout.cols_per_thread != 1 || p.layout.row_split == SpmmRowSplit::clustered)
     return std::nullopt;
   SpmmOptions o = pinned_options(c);
   o.row_split = SpmmRowSplit::clustered;
@@ -270,13 +272,13 @@ std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCan
                                                const SpmmSpaceDims& dims) {
   std::vector<SpmmCandidate> out;
   const SpmmPlan& p = c.plan;
-  if (p.half() || p.value_mode == SpmmValueMode::rolled || p.stage_slots > 0) return out;
+  if (p.half() || p.value_mode() == SpmmValueMode::rolled || p.stage_slots() > 0) return out;
   for (const std::int32_t least : dims.stage_min_entries) {
     if (least <= 0) continue;
     SpmmOptions o = pinned_options(c);
     o.stage_min_entries = least;
     auto v = variant_of(a, c, o, dims, fmt::format("/st{}", least).c_str());
-    if (v && v->plan.stage_slots > 0) out.push_back(std::move(*v));
+    if (v && v->plan.stage_slots() > 0) out.push_back(std::move(*v));
   }
   return out;
 }
@@ -302,17 +304,17 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
   SpmmOptions o;
   o.rows_per_block = c.options.rows_per_block;
-  o.n_tile = p.n_tile;
-  o.groups = p.groups;
+  o.n_tile = p.layout.n_tile;
+  o.groups = p.layout.groups;
   o.max_registers = c.options.max_registers;
-  o.row_split = p.row_split;
-  o.value_mode = p.value_mode;
+  o.row_split = p.layout.row_split;
+  o.value_mode = p.value_mode();
   if (p.fp32_pairs()) o.cols_per_thread = 2;
-  if (p.value_mode == SpmmValueMode::rolled) o.step_lanes = p.step_lanes;
-  if (p.stage_slots > 0) o.stage_min_entries = p.stage_min_entries;
+  if (p.value_mode() == SpmmValueMode::rolled) o.step_lanes = p.step_lanes();
+  if (p.stage_slots() > 0) o.stage_min_entries = p.stage_min_entries();
   if (p.half()) {
     set_blocklets(o, blocklet_spec(p));
-    o.accumulate = p.accumulate;
+    o.accumulate = p.epilogue.accumulate;
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);
@@ -347,8 +349,8 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
   nlohmann::json cands = nlohmann::json::array();
   for (const SpmmCandidate& c : space.candidates)
     cands.push_back({{"label", c.label}, {"default", c.is_default}, {"options", candidate_json(c)},
-                     {"estimated_registers", c.plan.estimated_registers},
-                     {"estimated_instructions", c.plan.estimated_instructions}});
+                     {"estimated_registers", c.plan.hints.estimated_registers},
+                     {"estimated_instructions", c.plan.hints.estimated_instructions}});
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& [point, rule] : space.rejected) rejected.push_back({{"point", point}, {"rule", rule}});
   return {{"op", "spmm"}, {"dimensions", d}, {"points", space.points}, {"candidates", cands},

@@ -96,7 +96,7 @@ TuningKey spmm_tuning_key(const CsrMatrix& a, const SpmmProblem& problem, const 
                 {"k", problem.k},
                 {"n", problem.n},
                 {"n_mode", problem.n_mode == SpmmNMode::runtime ? "runtime" : "fixed"},
-                {"dtype", problem.dtype},
+                {"dtype", dtype_name(problem.dtype)},
                 {"bias", problem.bias},
                 {"relu", problem.relu}};
   if (cold_l2) key.params["l2"] = "cold";
@@ -120,7 +120,7 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
     problem.k = p.at("k").get<std::int64_t>();
     problem.n = p.at("n").get<std::int64_t>();
     problem.n_mode = p.at("n_mode").get<std::string>() == "runtime" ? SpmmNMode::runtime : SpmmNMode::fixed;
-    problem.dtype = p.at("dtype").get<std::string>();
+    problem.dtype = require_dtype(p.at("dtype").get<std::string>(), "dtype", kSpmmDtypes);
     problem.bias = p.at("bias").get<bool>();
     problem.relu = p.at("relu").get<bool>();
   } catch (const std::exception& e) {
@@ -219,7 +219,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   // kind only, and which kind wins depends on the matrix and on the L2 state the candidates are timed
   // in. The rules' plan of that kind (the space's first of it) and the predictor's first of it.
   const auto is_rolled = [&](std::size_t i) {
-    return space.candidates[i].plan.value_mode == SpmmValueMode::rolled;
+    return space.candidates[i].plan.value_mode() == SpmmValueMode::rolled;
   };
   for (std::size_t i = 0; i < n; ++i)
     if (is_rolled(i) != is_rolled(default_index)) {
@@ -258,7 +258,7 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   double expected_compile = options.expected_compile_seconds;  // an unrolled candidate's
   double compile_total = 0;
   std::size_t compiled = 0, started = 0;
-  const auto rolled = [&](std::size_t i) { return candidate(i).plan.value_mode == SpmmValueMode::rolled; };
+  const auto rolled = [&](std::size_t i) { return candidate(i).plan.value_mode() == SpmmValueMode::rolled; };
   // Whether the budget lets candidate i start: its compile must end within it (the first compile, the
   // default plan's, always starts). Rolled kernels are small loops and compile in well under a second.
   const auto fits = [&](std::size_t i) {

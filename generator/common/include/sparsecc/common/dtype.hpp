@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <fmt/format.h>
+#include <iosfwd>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +18,10 @@ enum class DType { f16, bf16, f32, f64 };
 std::string_view dtype_name(DType t);                   // "f16", "bf16", "f32", "f64"
 std::optional<DType> parse_dtype(std::string_view name);  // inverse of dtype_name
 std::size_t dtype_size(DType t);                        // bytes per element
+// parse_dtype for a word that must name one of `allowed` (all four when empty): throws UsageError
+// "<what>: '<name>' is not f32, f16 or bf16" (the allowed names) otherwise.
+DType require_dtype(std::string_view name, std::string_view what, std::initializer_list<DType> allowed = {});
+std::ostream& operator<<(std::ostream& os, DType t);  // dtype_name
 
 double half_bits_to_double(std::uint16_t bits);
 double bf16_bits_to_double(std::uint16_t bits);
@@ -30,3 +37,12 @@ double load_le(DType t, const unsigned char* p);
 void store_le(DType t, double v, unsigned char* p);
 
 }  // namespace sparsecc
+
+// fmt prints a DType as its name.
+template <>
+struct fmt::formatter<sparsecc::DType> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(sparsecc::DType t, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(sparsecc::dtype_name(t), ctx);
+  }
+};

@@ -1,17 +1,19 @@
 // The SpMM inspector: reads a fixed sparse A and a problem shape and builds the executor plan
-// (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule:
+// (sparsecc/plan/spmm_plan.hpp). Every option left at 0 / automatic is chosen by a fixed rule, one
+// named decision each (sparsecc/inspector/spmm_decisions.hpp; the measurements behind them:
+// docs/design/spmm-plan-evidence.md):
 //   rows_per_block Ny = the most of 16, 8, 4, 2, 1 that still gives a grid of 100 blocks, capped at
 //                  M (1 for rolled plans); 32 for fp32 unrolled plans of one column a thread with
 //                  nnz x N of 10M or more whose 32-row grid still has 100 blocks (tall plans), whose
 //                  rows are clustered (row_clusters.hpp) at N > 1024 where the clustered panels load
-//                  at most 90 % of the equal panels' rows of B; at least ceil(M / 65535) in every
-//                  case, so that the block rows fit the grid;
+//                  at most 90 % of the equal panels' rows of B; at least ceil(M / the target's grid y limit) in
+//                  every case, so that the block rows fit the grid;
 //   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
 //                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
 //                  taller block rows that still hold 256 nonzeros;
 //   groups Gy      = 4 when a block row holds 256 nonzeros on average, else 1; fewer while the block
-//                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid) or
-//                  the reduction buffer of the tallest block row 48 KiB; where Gy > 1 and the
+//                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid: at most one block an SM of the target) or
+//                  the reduction buffer of the tallest block row the target's shared memory a block (48 KiB); where Gy > 1 and the
 //                  threads spent on columns instead (an n tile of up to 256) still give a grid of
 //                  200 blocks, they are; above 40,000 nonzeros, where the widest tile's grid
 //                  is one wave more than half full, it takes that tile and the one-wave groups;
@@ -26,11 +28,11 @@
 //                  time); else baked when the estimated instructions (B loads + FMAs) are at most
 //                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,
 //                  one row per block row and the groups (4..16) that bring the grid to about 4096
-//                  warps (fewer where their reduction buffer would pass 48 KiB), unless the options
+//                  warps (fewer where their reduction buffer would not fit the target's shared memory a block), unless the options
 //                  say otherwise;
 //   staging        = none; `stage_min_entries` stages the dense steps of every group, as many as
-//                  the slots hold (at most kSpmmMaxStageSlots, and what fits the 48 KiB beside the
-//                  reduction buffer), and like clustered rows keeps an automatic value mode unrolled.
+//                  the slots hold (at most kSpmmMaxStageSlots, and what fits the target's shared memory
+//                  beside the reduction buffer), and like clustered rows keeps an automatic value mode unrolled.
 // Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
 // (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
@@ -38,8 +40,8 @@
 // `forced` takes the given shape and fill threshold. With tiles the plan takes block rows of 16 rows
 // (equal split), n tiles of whole warps (automatic: one warp for N > 32768, else the rule above), one
 // group unless `groups` says otherwise, and one fragment per distinct 16-row x fragment_k block of
-// tiles (8x8 tiles at rows 0 and 8 of a block row share one fragment). Plans needing more than 48 KiB
-// of shared memory are refused.
+// tiles (8x8 tiles at rows 0 and 8 of a block row share one fragment). Plans needing more shared
+// memory than the target gives a block (GpuTarget::shared_per_block) are refused.
 #pragma once
 
 #include <cstdint>
@@ -81,7 +83,7 @@ struct SpmmOptions {
   std::optional<SpmmValueMode> value_mode;         // empty: automatic
   std::int64_t baked_instruction_budget = 524288;  // about 8 MB of SASS at 16 bytes an instruction
   std::string kernel_name = "sparsecc_spmm";
-  std::string accumulate;  // half plans: "f32" (empty) or the dtype
+  std::optional<DType> accumulate;  // half plans: f32 (empty) or the dtype
   SpmmBlockletMode blocklets = SpmmBlockletMode::off;
   BlockShape blocklet_shape{16, 8};  // forced mode
   double blocklet_fill = 1.0;        // forced mode: the fill threshold
@@ -99,16 +101,21 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
 // tensor cores cannot take (16x8, 16x16, 8x8).
 void set_blocklets(SpmmOptions& o, const std::string& spec);
 
-// The shapes plan_spmm takes, as a sentence: 1 to kSpmmMaxRows rows, at least one column.
-std::string spmm_shape_rule();
+// The shapes plan_spmm takes on `target`, as a sentence: 1 to spmm_max_rows(target) rows, at least one
+// column.
+std::string spmm_shape_rule(const GpuTarget& target = default_gpu_target());
 
 // Throws InputError at `where` (the file A came from) when plan_spmm cannot take A's shape: no rows,
-// no columns, or more than kSpmmMaxRows rows. Commands call it right after loading A.
-void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where);
+// no columns, or more than spmm_max_rows(target) rows. Commands call it right after loading A.
+void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where,
+                         const GpuTarget& target = default_gpu_target());
 
-// Throws UsageError when A has no rows or columns or more than kSpmmMaxRows rows, when the problem
-// does not match A, when explicit rows_per_block make more than kSpmmMaxBlockRows block rows, when Ny exceeds kSpmmMaxAccumulators, or when
+// Throws UsageError when A has no rows or columns or more than spmm_max_rows(target) rows, when the problem
+// does not match A, when explicit rows_per_block make more than the target's grid y limit of block rows, when Ny exceeds kSpmmMaxAccumulators, or when
 // T * Gy exceeds 1024 threads.
-SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {});
+// The target supplies the hardware figures the rules read: SM count, shared memory and registers a
+// block or thread may take, grid limits (default_gpu_target(): an H100, sm_90).
+SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {},
+                   const GpuTarget& target = default_gpu_target());
 
 }  // namespace sparsecc

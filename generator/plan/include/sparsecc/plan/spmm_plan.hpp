@@ -1,37 +1,41 @@
-// The SpMM executor plan: plain data that fully determine one SparseRT-style unrolled kernel for a
-// fixed sparse A (M x K) times a dense B (K x N), C = A*B (+bias[row]) (ReLU), in fp32 or with 16-bit
-// B and C (half precision, below).
+// The SpMM executor plan: plain data that fully determine one SparseRT-style kernel for a fixed sparse
+// A (M x K) times a dense B (K x N), C = A*B (+bias[row]) (ReLU), in fp32 or with 16-bit B and C.
+// A plan is made of parts, each described at its struct below:
 //
-// Grid (ceil(n / n_tile), blocks.size()): column tiles along x, so that consecutive blocks run the same
-// block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows [row_begin, row_end)
-// of C (positions of row_order in clustered plans); inside it thread group g (threadIdx.x / n_tile)
-// owns a contiguous, nnz-balanced range of k and thread t of the group owns output column
-// blockIdx.x * n_tile + t. A group runs its steps in order: load B[k][col] once, then one FMA per
-// entry into accumulator `row`. Groups 1.. hand their partial sums to group 0 through shared memory
-// (added in group order), then group 0 adds bias and applies ReLU and stores.
+//   SpmmPlan
+//   ├── problem    SpmmProblem       what is computed: shapes, N fixed or at run time, bias, ReLU, dtype
+//   ├── layout     SpmmLayout        common to every family: block rows, groups, row order, grid
+//   ├── body       SpmmBody          one executor family's own data (std::variant, below):
+//   │                                  SpmmUnrolledBody  straight-line code (baked / streamed values,
+//   │                                                    staged steps)
+//   │                                  SpmmRolledBody    a loop over a step table (step lanes)
+//   ├── fragments  optional<SpmmFragments>  tensor-core fragments (half plans with blocklets)
+//   ├── epilogue   SpmmEpilogue      bias, ReLU, accumulation type, rounding of C
+//   └── hints      SpmmCodegenHints  kernel name, register cap, assembler level, programmatic launch
 //
+// Why a variant for the body: the families share the layout and the epilogue but nothing else, and a
+// field of one family is meaningless in another (a rolled plan has no packed order, an unrolled plan
+// no step lanes). With std::variant a plan holds exactly one body, check_plan need not test that the
+// other families' fields are at rest, and a new family (a compressed half-precision tensor-core body,
+// condensed windows, ...) joins as one struct, one alternative of SpmmBody and one enumerator of
+// SpmmFamily (in the variant's order); the compiler then names every std::visit that must learn it.
+// Code common to several families reads a body through the plan's views (value_mode(), step_lanes(),
+// stage_slots(), ...), which give the neutral value for the other families; a family's own emitter
+// reads its body directly.
+//
+// ---- Layout (SpmmLayout) ----
+// Grid (ceil(n / block_columns), layout.blocks.size()): column tiles along x, so that consecutive
+// blocks run the same block row's code; block (groups * n_tile). Block row b (blockIdx.y) owns rows
+// [row_begin, row_end) of C (positions of row_order in clustered plans); inside it thread group g
+// (threadIdx.x / n_tile) owns a contiguous, nnz-balanced range of k and thread t of the group owns
+// output column blockIdx.x * n_tile + t. A group runs its steps in order: load B[k][col] once, then
+// one FMA per entry into accumulator `row`. Groups 1.. hand their partial sums to group 0 through
+// shared memory (added in group order), then group 0 runs the epilogue and stores.
+//
+// ---- Unrolled body (SpmmUnrolledBody) ----
 // Value order: entry.value_index indexes the CSR value array of A. The emission order is blocks,
 // then groups, then steps, then entries; in streamed mode the kernel reads values[p] for the p-th
 // entry in that order, and packed_order[p] is the CSR index of that value.
-//
-// Half precision (dtype f16 or bf16): B and C hold 16-bit values, the weights are A's values rounded
-// to the dtype, and every thread owns two adjacent columns (cols_per_thread 2), loading one 32-bit
-// pair of B per step. `accumulate` is "f32" (each pair is widened and takes two fp32 FMAs: exact
-// products, fp32 sums) or the dtype itself (one paired f16x2 / bf16x2 FMA per entry, sums rounded to
-// the dtype). The epilogue runs in fp32: partial sums, tensor-core results, bias, ReLU, then one
-// rounding to the dtype per output.
-//
-// Tensor-core fragments (blocklets): a plan may take dense tiles of A out of the unrolled path
-// (sparsecc/inspector/blocklets.hpp). Such plans have block rows of exactly 16 rows and groups of
-// whole warps; every block row lists its fragments: 16 x fragment_k sub-matrices of A at column k
-// (rows of the block row beyond its end, and columns beyond K, are zero). Group g takes an equal,
-// contiguous share of them (spmm_group_fragments). Its warp w multiplies each by B[k .. k +
-// fragment_k) [the warp's 64 columns] with mma.sync m16n8k{fragment_k} (fp32 accumulation) into a
-// 16 x 64 fp32 tile of its own. The epilogue adds the groups' tiles, in group order, after the unrolled
-// path's partial sums (a block row without unrolled nonzeros stores straight from group 0's tile).
-// Fragment operands differ from lane to lane, so they cannot be literals of SIMT code: the kernel reads
-// them from the `fragments` array (16 * fragment_k / 2 words of packed pairs each, in lane order: one
-// 8- or 16-byte load per lane), whatever the value mode of the unrolled path.
 //
 // Staged steps (ASpT-style dense column segments, fp32 unrolled plans only): a step whose k holds at
 // least stage_min_entries nonzeros of its block row is "dense"; the first stage_slots dense steps of
@@ -43,18 +47,18 @@
 // floats at spmm_stage_offset + (j * block_x + x) * 4 * cols_per_thread bytes: consecutive threads,
 // consecutive words (no bank conflicts), and no thread reads another's slot (no barrier).
 //
-// Rolled plans (value mode `rolled`, fp32 only): the same block rows, groups and steps, but the kernel
-// is a loop over a step table instead of straight-line code, so its size does not grow with A (an
-// unrolled kernel of 100k+ nonzeros is megabytes of code that every SM fetches while it runs; at small
-// N that fetch sets the time). Every thread owns two columns, blockIdx.x * 2 T + t and + T
-// (cols_per_thread 2, coalesced per warp). The `values` array is the table (spmm_rolled_table): a
-// header of block_rows * groups + 1 int32 record indices (where each (block row, group) begins,
-// padded to a multiple of 4 words), then one record a step of spmm_rolled_record_words words: the
-// step's k (int32), then one weight per row of the block row (0 for rows without an entry), padded
-// with zeros. Integer words are stored as their bit patterns. A step multiplies B[k] into every row of
-// its block row, zeros included: the sums equal the unrolled ones (adding x * 0 changes at most the
-// sign of a zero), but a non-finite B[k] reaches every row of the block row, not just the rows with an
-// entry at k.
+// ---- Rolled body (SpmmRolledBody; fp32 only) ----
+// The same block rows, groups and steps, but the kernel is a loop over a step table instead of
+// straight-line code, so its size does not grow with A (an unrolled kernel of 100k+ nonzeros is
+// megabytes of code that every SM fetches while it runs; at small N that fetch sets the time). Every
+// thread owns two columns, blockIdx.x * 2 T + t and + T (cols_per_thread 2, coalesced per warp). The
+// `values` array is the table (spmm_rolled_table): a header of block_rows * groups + 1 int32 record
+// indices (where each (block row, group) begins, padded to a multiple of 4 words), then one record a
+// step of spmm_rolled_record_words words: the step's k (int32), then one weight per row of the block
+// row (0 for rows without an entry), padded with zeros. Integer words are stored as their bit
+// patterns. A step multiplies B[k] into every row of its block row, zeros included: the sums equal
+// the unrolled ones (adding x * 0 changes at most the sign of a zero), but a non-finite B[k] reaches
+// every row of the block row, not just the rows with an entry at k.
 //
 // Step lanes (rolled plans at small N, step_lanes > 1): each group is one warp (n_tile 32) whose
 // lanes form step_lanes slots of 32 / step_lanes column lanes (one column a thread, cols_per_thread
@@ -63,17 +67,44 @@
 // SpMV) instead of running one after another in a lane of its own column. The slots' sums are then
 // added pairwise (slot 0 + slot 1, slot 2 + slot 3, then those pairs, ...: a butterfly of shuffles)
 // before the groups' reduction. Same table as every rolled plan.
+//
+// ---- Tensor-core fragments (SpmmFragments; half unrolled plans with blocklets) ----
+// A plan may take dense tiles of A out of the unrolled path (sparsecc/inspector/blocklets.hpp). Such
+// plans have block rows of exactly 16 rows and groups of whole warps; every block row lists its
+// fragments: 16 x fragment_k sub-matrices of A at column k (rows of the block row beyond its end, and
+// columns beyond K, are zero). Group g takes an equal, contiguous share of them
+// (spmm_group_fragments). Its warp w multiplies each by B[k .. k + fragment_k) [the warp's 64
+// columns] with mma.sync m16n8k{fragment_k} (fp32 accumulation) into a 16 x 64 fp32 tile of its own.
+// The epilogue adds the groups' tiles, in group order, after the unrolled path's partial sums (a block
+// row without unrolled nonzeros stores straight from group 0's tile). Fragment operands differ from
+// lane to lane, so they cannot be literals of SIMT code: the kernel reads them from the `fragments`
+// array (16 * fragment_k / 2 words of packed pairs each, in lane order: one 8- or 16-byte load per
+// lane), whatever the value mode of the unrolled path.
+//
+// ---- Epilogue (SpmmEpilogue) ----
+// Half precision (dtype f16 or bf16): B and C hold 16-bit values, the weights are A's values rounded
+// to the dtype, and every thread owns two adjacent columns (cols_per_thread 2), loading one 32-bit
+// pair of B per step. `accumulate` is f32 (each pair is widened and takes two fp32 FMAs: exact
+// products, fp32 sums) or the dtype itself (one paired f16x2 / bf16x2 FMA per entry, sums rounded to
+// the dtype). The epilogue runs in fp32: partial sums, tensor-core results, bias, ReLU, then one
+// rounding to `output` (the dtype) per output.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/matrix/csr.hpp"
 
 namespace sparsecc {
+
+struct GpuTarget;                      // sparsecc/target/target.hpp
+const GpuTarget& default_gpu_target();  // likewise
 
 enum class SpmmNMode { fixed, runtime };       // N compiled in, or read from the kernel's `n` argument
 // Weights as literals, read from `values` in emission order, or a loop over a step table (above).
@@ -87,7 +118,7 @@ struct SpmmProblem {
   SpmmNMode n_mode = SpmmNMode::fixed;
   bool bias = false;
   bool relu = false;
-  std::string dtype = "f32";
+  DType dtype = DType::f32;  // f32, f16 or bf16 (spmm_dtypes)
 };
 
 struct SpmmEntry {
@@ -127,38 +158,69 @@ struct SpmmBlocklets {
   std::int64_t tiles = 0, nnz_covered = 0, explicit_zeros = 0;
 };
 
-struct SpmmPlan {
-  SpmmProblem problem;
-  SpmmValueMode value_mode = SpmmValueMode::baked;
-  std::string kernel_name = "sparsecc_spmm";
+// The layout every family shares: how A's rows are cut into block rows, how a block row's k range is
+// split over thread groups, and the grid.
+struct SpmmLayout {
   SpmmRowSplit row_split = SpmmRowSplit::equal;
-  std::int32_t rows_per_block = 0;         // Ny: accumulators per thread (tallest block row)
-  std::int32_t panel_rows = 0;             // rows of the equal panels the block rows were cut from
-                                           // (a balanced block row holds up to twice that)
-  std::int32_t n_tile = 0;                 // T: threads per group, cols_per_thread output columns each
-  std::int32_t groups = 1;                 // Gy: thread groups splitting K
-  std::int32_t block_x = 0;                // groups * n_tile
-  std::int64_t shared_bytes = 0;           // spmm_shared_bytes: group reduction (+ stage slots)
-  std::int32_t stage_min_entries = 0;      // staged steps (above): entries a step needs; 0: none
-  std::int32_t stage_slots = 0;            // staged steps a group may hold (0 with stage_min_entries 0)
-  std::vector<SpmmBlockRow> blocks;        // grid y = blocks.size()
+  std::int32_t rows_per_block = 0;   // Ny: accumulators per thread (tallest block row)
+  std::int32_t panel_rows = 0;       // rows of the equal panels the block rows were cut from
+                                     // (a balanced block row holds up to twice that)
+  std::int32_t n_tile = 0;           // T: threads per group, cols_per_thread output columns each
+  std::int32_t groups = 1;           // Gy: thread groups splitting K
+  std::int32_t block_x = 0;          // groups * n_tile
+  std::int32_t cols_per_thread = 1;  // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32;
+                                     // 1 for rolled plans with step lanes
+  std::int64_t shared_bytes = 0;     // spmm_shared_bytes: group reduction (+ stage slots or tiles)
+  std::vector<SpmmBlockRow> blocks;  // grid y = blocks.size()
   // Clustered plans (fp32 unrolled only): block rows cover positions 0..M, and position p computes row
   // row_order[p] of A and C (a permutation of 0..M; entries' value indices are A's own). Empty for
   // the other splits: position p is row p. The rows are literals of the code, so the order costs
   // nothing at run time.
   std::vector<std::int64_t> row_order;
-  std::vector<std::int64_t> packed_order;  // streamed mode: CSR index of the p-th emitted value
-  std::string accumulate = "f32";          // "f32", or the dtype (half plans only)
-  std::int32_t cols_per_thread = 1;        // 2 for f16 / bf16 and rolled plans; 1 or 2 for unrolled f32;
-                                           // 1 for rolled plans with step lanes
-  std::int32_t step_lanes = 1;             // rolled plans: lanes of a warp that take different steps
-  std::int32_t fragment_k = 0;             // 8 or 16 with tensor-core fragments, else 0
-  SpmmBlocklets blocklets;
-  std::int32_t estimated_registers = 0;
+
+  std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }  // grid y
+};
+
+// The executor families, in the order of SpmmBody's alternatives.
+enum class SpmmFamily { unrolled, rolled };
+
+// Straight-line code: every step and entry of the layout is an instruction of the kernel.
+struct SpmmUnrolledBody {
+  SpmmValueMode values = SpmmValueMode::baked;  // baked (literals) or streamed (read in emission order)
+  std::vector<std::int64_t> packed_order;       // streamed: CSR index of the p-th emitted value
+  std::int32_t stage_min_entries = 0;           // staged steps (above): entries a step needs; 0: none
+  std::int32_t stage_slots = 0;                 // staged steps a group may hold (0 with stage_min_entries 0)
+};
+
+// A loop over the step table (spmm_rolled_table).
+struct SpmmRolledBody {
+  std::int32_t step_lanes = 1;  // lanes of a warp that take different steps (a power of two, 1..32)
+};
+
+using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody>;
+
+// Tensor-core fragments: the per-block-row fragment lists are SpmmBlockRow::fragments.
+struct SpmmFragments {
+  std::int32_t fragment_k = 16;  // the mma K: 8 or 16
+  SpmmBlocklets blocklets;       // how the tiles were chosen, for printing
+};
+
+// What group 0 does with the sums before it stores C (above).
+struct SpmmEpilogue {
+  bool bias = false;                // add bias[row] (the problem's)
+  bool relu = false;                // then max(0, .) (the problem's)
+  DType accumulate = DType::f32;    // f32, or the dtype (half plans only)
+  DType output = DType::f32;        // C's type: every output is rounded to it once (the problem's dtype)
+};
+
+// What the emitters and the assembler are told beyond the computation.
+struct SpmmCodegenHints {
+  std::string kernel_name = "sparsecc_spmm";
+  std::int32_t estimated_registers = 0;     // accumulators + overhead (+ fragment tiles)
   std::int32_t max_registers = 255;         // register cap given to the assembler (PTX .maxnreg)
-  std::int64_t estimated_instructions = 0;  // B loads + FMAs
-  // ptxas optimization level (0..3). -O1 assembles a 105k-nonzero kernel about 15 % faster but
-  // made several of them 10-50 % slower on an H100, so automatic plans take -O3.
+  std::int64_t estimated_instructions = 0;  // B loads + FMAs (+ fragment work)
+  // ptxas optimization level (0..3); automatic plans take 3.
+  // Evidence: docs/design/spmm-plan-evidence.md#assembler-optimization-level
   std::int32_t assembler_opt_level = 3;
   // Programmatic dependent launch (the kernel's arch sm_90 on, rt::arch_has_programmatic_launch): the
   // kernel waits for the grid it depends on before it touches B or C, so that a programmatic launch
@@ -169,44 +231,66 @@ struct SpmmPlan {
   // Without it the next grid launches as this one's blocks exit. The inspector sets it for rolled
   // plans and unrolled ones of at most kSpmmProgrammaticTriggerInstructions (see there).
   bool programmatic_trigger = false;
+};
+
+struct SpmmPlan {
+  SpmmProblem problem;
+  SpmmLayout layout;
+  SpmmBody body;
+  std::optional<SpmmFragments> fragments;  // tensor-core fragments; empty without blocklets
+  SpmmEpilogue epilogue;
+  SpmmCodegenHints hints;
+
+  SpmmFamily family() const { return static_cast<SpmmFamily>(body.index()); }
+  // The family's body, or null for another family.
+  const SpmmUnrolledBody* unrolled() const { return std::get_if<SpmmUnrolledBody>(&body); }
+  SpmmUnrolledBody* unrolled() { return std::get_if<SpmmUnrolledBody>(&body); }
+  const SpmmRolledBody* rolled() const { return std::get_if<SpmmRolledBody>(&body); }
+  SpmmRolledBody* rolled() { return std::get_if<SpmmRolledBody>(&body); }
+
+  // Views for code common to several families: the body's value, or the neutral one of a family
+  // without it.
+  SpmmValueMode value_mode() const { return unrolled() ? unrolled()->values : SpmmValueMode::rolled; }
+  std::int32_t step_lanes() const { return rolled() ? rolled()->step_lanes : 1; }
+  std::int32_t stage_min_entries() const { return unrolled() ? unrolled()->stage_min_entries : 0; }
+  std::int32_t stage_slots() const { return unrolled() ? unrolled()->stage_slots : 0; }
+  const std::vector<std::int64_t>& packed_order() const;  // empty outside streamed mode
+  std::int32_t fragment_k() const { return fragments ? fragments->fragment_k : 0; }  // 0: none
+  const SpmmBlocklets& blocklets() const;  // empty shape without fragments
 
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
-  bool fp32_pairs() const { return !half() && cols_per_thread == 2 && value_mode != SpmmValueMode::rolled; }
-  std::int64_t block_rows() const { return static_cast<std::int64_t>(blocks.size()); }
+  bool fp32_pairs() const { return !half() && layout.cols_per_thread == 2 && family() == SpmmFamily::unrolled; }
+  std::int64_t block_rows() const { return layout.block_rows(); }  // grid y
   // C columns a block covers
-  std::int64_t block_columns() const { return std::int64_t{n_tile} / step_lanes * cols_per_thread; }
+  std::int64_t block_columns() const { return std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread; }
   std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x
-  bool half() const { return problem.dtype != "f32"; }
+  bool half() const { return problem.dtype != DType::f32; }
   std::int64_t fragment_count() const;
 };
+
+// The body of `family` with its defaults (the planner fills it in).
+SpmmBody spmm_body(SpmmFamily family);
+// "unrolled", "rolled".
+const char* to_string(SpmmFamily family);
 
 // Accumulators one thread may hold; plans with more rows per block row are rejected.
 inline constexpr std::int32_t kSpmmMaxAccumulators = 64;
 // Registers a thread needs beside its accumulators (addresses, indices, loads in flight).
 inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
-// Block rows run along grid y, which CUDA limits to 65535 blocks.
-inline constexpr std::int64_t kSpmmMaxBlockRows = 65535;
-// The most rows of A an SpMM executor takes: kSpmmMaxBlockRows block rows of kSpmmMaxAccumulators rows.
-inline constexpr std::int64_t kSpmmMaxRows = kSpmmMaxBlockRows * kSpmmMaxAccumulators;
-// The hardware's registers per thread (the largest max_registers).
-inline constexpr std::int32_t kSpmmMaxRegisters = 255;
-// Dynamic shared memory a block of an SpMM executor may use (the runtime launches without opting in
-// to more).
-inline constexpr std::int64_t kSpmmMaxSharedBytes = 48 * 1024;
+// The hardware limits a plan is held to come from its GpuTarget: block rows run along grid y
+// (target.max_grid_y), a block takes at most target.shared_per_block bytes of dynamic shared memory
+// (the runtime launches without opting in to more), and max_registers is at most
+// target.max_registers_per_thread.
+// The most rows of A an SpMM executor takes: max_grid_y block rows of kSpmmMaxAccumulators rows.
+std::int64_t spmm_max_rows(const GpuTarget& target = default_gpu_target());
 // Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
-// next grid launch early. On an H100, with the same executors launched programmatically against
-// plainly in graphs of 100 (SparseRT suite at batch 1, 90 and 95 %; DLMC ResNet-50 0.9 at batch 1;
-// DLMC Transformer 0.9 at N = 256: 190 kernels), every mode forced on every kernel in turn:
-// - the wait alone gained on all but one (0.998x), geomean 1.07-1.13x per set;
-// - the wait and the trigger gained more on rolled kernels and on unrolled ones of at most 12k
-//   instructions (rolled and small kernels together: 1.12-1.18x against 1.08-1.15x), with no loss;
-// - but 51 unrolled kernels of 16.9k instructions or more ran 0.67-0.99x as fast as plainly with the
-//   trigger (p08 at 95 % 4.65 -> 6.90 us; near-identical layers lost or gained run to run).
+// next grid launch early (the trigger slowed large unrolled kernels down).
+// Evidence: docs/design/spmm-plan-evidence.md#programmatic-trigger
 inline constexpr std::int64_t kSpmmProgrammaticTriggerInstructions = 12000;
 // Rolled plans: steps whose B loads a thread keeps in flight before it multiplies them.
 inline constexpr std::int32_t kSpmmRolledBatch = 8;
-// Rolled plans at a fixed N of at most this many columns take step lanes automatically (at N = 16
-// they measured even with the one-step-a-warp layout: 0.87-1.19x on six layers).
+// Rolled plans at a fixed N of at most this many columns take step lanes automatically.
+// Evidence: docs/design/spmm-plan-evidence.md#step-lanes
 inline constexpr std::int32_t kSpmmStepLaneColumns = 8;
 // The step lanes that give every lane of a warp a column at N: 32 / N rounded up to a power of two
 // (1 from N = 32).
@@ -223,7 +307,7 @@ inline constexpr std::int32_t kSpmmFragmentStagePitch = 72;
 // The row of A and C that position `position` of the block rows computes (row_order above; throws
 // std::out_of_range past a short row_order, which check_plan reports).
 inline std::int64_t spmm_row(const SpmmPlan& plan, std::int64_t position) {
-  return plan.row_order.empty() ? position : plan.row_order.at(static_cast<std::size_t>(position));
+  return plan.layout.row_order.empty() ? position : plan.layout.row_order.at(static_cast<std::size_t>(position));
 }
 
 // The fragments of block row `b` that group `g` of `groups` multiplies: [first, second) of b.fragments,
@@ -285,6 +369,10 @@ bool spmm_fragment_stages(const SpmmPlan& plan);
 // first) at the positions mma.sync's A operand gives that lane. Empty without fragments.
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a);
 
+// The element types of B and C an SpMM executor takes.
+inline constexpr std::initializer_list<DType> kSpmmDtypes = {DType::f32, DType::f16, DType::bf16};
+bool spmm_dtype(DType t);  // one of kSpmmDtypes
+
 // "baked", "streamed", "rolled"; parse_value_mode throws UsageError naming `what` on another word.
 const char* to_string(SpmmValueMode mode);
 SpmmValueMode parse_value_mode(const std::string& word, const std::string& what = "value mode");
@@ -316,7 +404,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover positions 0..M exactly once in order, row_order is a permutation of
 // 0..M exactly when the split is clustered (fp32 unrolled plans only), every nonzero of A appears
-// exactly once at its own (row, k), max_registers is in estimated_registers..255, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// exactly once at its own (row, k), max_registers is in estimated_registers..target.max_registers_per_thread, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget. Rolled plans: dtype
 // f32, no fragments, cols_per_thread 2. Half plans: dtype
@@ -324,7 +412,8 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // fragment_k 8 or 16, block rows of 16 rows at multiples of 16, groups of whole warps; each fragment
 // at a distinct multiple of fragment_k, its entries A's own (row, column) or -1 (a nonzero of A is
 // in exactly one step or fragment).
-std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a);
+std::vector<std::string> check_plan(const SpmmPlan& plan, const CsrMatrix& a,
+                                    const GpuTarget& target = default_gpu_target());
 
 nlohmann::json to_json(const SpmmPlan& plan);
 // Throws UsageError on a malformed document.

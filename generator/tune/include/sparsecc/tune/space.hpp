@@ -108,7 +108,7 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims);
 
 // The winner `c` again with a higher register cap, one candidate for each of dims.register_headroom
 // (added to c's cap): only unrolled fp32 plans of the PTX emitter (the one that caps registers), and
-// only caps that change what the assembler is given (at most kSpmmMaxRegisters, and for the split
+// only caps that change what the assembler is given (at most the target's registers a thread, and for the split
 // layout what a block fits). Labels end in "/r{cap}"; the options carry the cap.
 std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims);
