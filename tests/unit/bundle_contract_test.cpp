@@ -315,7 +315,7 @@ TEST(BundleForgery, PlanSectionRefusesMetadataThatContradictsThePlan) {
   refused([](auto& x) { x.plan = "{"; }, "section plan: not valid JSON");
   refused([&](auto& x) {
     nlohmann::json j = to_json(plan);
-    j["n_tile"] = "wide";
+    j["layout"]["n_tile"] = "wide";
     x.plan = j.dump();
   }, "section plan: SpMM plan: malformed JSON");
   refused([&](auto& x) {
