@@ -12,11 +12,11 @@
 namespace mlp_example {
 
 struct Layer {
-  std::string name;             // tensors "<name>.weight" and "<name>.bias"
+  std::string name;  // tensors "<name>.weight" and "<name>.bias"
   int out = 0, in = 0;
   bool relu = false;
-  std::vector<float> weight;    // out x in, row-major, about 90 % zeros
-  std::vector<float> bias;      // out
+  std::vector<float> weight;  // out x in, row-major, about 90 % zeros
+  std::vector<float> bias;    // out
 };
 
 inline std::uint64_t splitmix64(std::uint64_t& s) {
@@ -26,14 +26,17 @@ inline std::uint64_t splitmix64(std::uint64_t& s) {
   return z ^ (z >> 31);
 }
 // Uniform in [-1, 1), exactly representable in float.
-inline float uniform(std::uint64_t& s) { return static_cast<float>(static_cast<double>(splitmix64(s) >> 40) / 8388608.0 - 1.0); }
+inline float uniform(std::uint64_t& s) {
+  return static_cast<float>(static_cast<double>(splitmix64(s) >> 40) / 8388608.0 - 1.0);
+}
 
 // Magnitude pruning: keeps the `keep` fraction of largest |w| (ties broken by position).
 inline void prune(std::vector<float>& w, double keep) {
   std::vector<std::size_t> order(w.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   const std::size_t kept = static_cast<std::size_t>(std::llround(keep * static_cast<double>(w.size())));
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::fabs(w[a]) > std::fabs(w[b]); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return std::fabs(w[a]) > std::fabs(w[b]); });
   for (std::size_t i = kept; i < order.size(); ++i) w[order[i]] = 0.0f;
 }
 

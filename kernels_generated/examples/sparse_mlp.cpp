@@ -83,10 +83,12 @@ int main() {
     const rt::SpmmExecutor* exec[3] = {&kernels.fc1(), &kernels.fc2(), &kernels.fc3()};
     const int n = static_cast<int>(mlp_kernels::fc1::N);
 
-    std::printf("sparse_mlp on %s: %zu embedded layers, batch %d\n", ctx.device().name.c_str(), mlp_kernels::kLayerCount, n);
+    std::printf("sparse_mlp on %s: %zu embedded layers, batch %d\n", ctx.device().name.c_str(),
+                mlp_kernels::kLayerCount, n);
     for (const mlp_kernels::LayerInfo& info : mlp_kernels::layers())
-      std::printf("  %-4s %5lld x %-5lld %7lld nonzeros  %s N  fingerprint %s\n", info.name, static_cast<long long>(info.m),
-                  static_cast<long long>(info.k), static_cast<long long>(info.nnz), info.n_mode, info.fingerprint);
+      std::printf("  %-4s %5lld x %-5lld %7lld nonzeros  %s N  fingerprint %s\n", info.name,
+                  static_cast<long long>(info.m), static_cast<long long>(info.k),
+                  static_cast<long long>(info.nnz), info.n_mode, info.fingerprint);
 
     // Inputs: features x batch, uniform in [-1, 1).
     std::uint64_t seed = 7;
@@ -138,8 +140,8 @@ int main() {
       if (i == 2) {
         const bool net_ok = whole.unwritten == 0 && whole.rel <= kNetworkTolerance;
         ok = ok && net_ok;
-        std::printf("  network output vs fp64 forward pass: max relative error %.3e (tolerance %.0e)  %s\n", whole.rel,
-                    kNetworkTolerance, net_ok ? "ok" : "FAILED");
+        std::printf("  network output vs fp64 forward pass: max relative error %.3e (tolerance %.0e)  %s\n",
+                    whole.rel, kNetworkTolerance, net_ok ? "ok" : "FAILED");
       }
       in = std::move(out);
     }

@@ -38,9 +38,9 @@ constexpr std::size_t kMaxContractHead = 256;
 constexpr std::int64_t kNoOffset = -1;
 
 const char* kind_name(std::uint32_t kind) {
-  static const char* const names[kKinds] = {"?",    "metadata",  "cubin",  "ptx",        "values",
-                                            "bias", "reference", "tables", "permutation", "fragments",
-                                            "plan"};
+  static const char* const names[kKinds] = {"?",           "metadata",  "cubin",     "ptx",
+                                            "values",      "bias",      "reference", "tables",
+                                            "permutation", "fragments", "plan"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -112,8 +112,9 @@ bool all_of_chars(const std::string& s, bool (*ok)(char)) {
 }
 
 bool is_identifier(const std::string& s) {
-  const bool ok = all_of_chars(
-      s, [](char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); });
+  const bool ok = all_of_chars(s, [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
   return ok && !(s[0] >= '0' && s[0] <= '9');
 }
 
@@ -143,13 +144,15 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
   for (std::size_t i = 0; i < h.launches.size(); ++i) {
     const KernelLaunch& l = h.launches[i];
     const std::string key = "hines.launches[" + std::to_string(i) + "]";
-    if (!is_identifier(l.kernel)) fail_key(name, key + ".kernel", "\"" + l.kernel + "\" is not a C identifier");
+    if (!is_identifier(l.kernel))
+      fail_key(name, key + ".kernel", "\"" + l.kernel + "\" is not a C identifier");
     check_range(name, (key + ".grid").c_str(), l.grid, 1, kIntMax);
     check_range(name, (key + ".block").c_str(), l.block, 1, 1024);
     check_range(name, (key + ".shared_bytes").c_str(), l.shared_bytes, 0, kMaxDynamicShared);
     if (l.grid * l.block > kIntMax)
-      fail_key(name, key, "a grid of " + std::to_string(l.grid) + " blocks of " + std::to_string(l.block) +
-                              " threads exceeds 2^31 - 1 threads");
+      fail_key(name, key,
+               "a grid of " + std::to_string(l.grid) + " blocks of " + std::to_string(l.block) +
+                   " threads exceeds 2^31 - 1 threads");
     for (std::size_t a = 0; a < l.args.size(); ++a) {
       const LaunchArg& arg = l.args[a];
       const std::string akey = key + ".args[" + std::to_string(a) + "]";
@@ -160,7 +163,8 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
       } else if (arg.buffer == "tables") {
         check_range(name, akey.c_str(), arg.value, 0, std::int64_t{1} << 40);
         if (arg.value % 4) fail_key(name, akey, "a tables offset must be a multiple of 4");
-      } else if (arg.buffer == "d" || arg.buffer == "u" || arg.buffer == "l" || arg.buffer == "b" || arg.buffer == "x") {
+      } else if (arg.buffer == "d" || arg.buffer == "u" || arg.buffer == "l" || arg.buffer == "b" ||
+                 arg.buffer == "x") {
         check_range(name, akey.c_str(), arg.value, 0, 0);
       } else {
         fail_key(name, akey, "\"" + arg.buffer + "\" is not one of d, u, l, b, x, workspace, tables, i32");
@@ -173,7 +177,8 @@ void validate_hines(const BundleMetadata& md, const std::string& name) {
 std::optional<std::int64_t> summary_int(const BundleMetadata& md, const char* key, const std::string& name) {
   const auto it = md.plan_summary.find(key);
   if (it == md.plan_summary.end()) return std::nullopt;
-  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(kIntMax)))
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(kIntMax)))
     fail_key(name, std::string("plan_summary.") + key, "must be an integer up to " + std::to_string(kIntMax));
   return it->get<std::int64_t>();
 }
@@ -193,16 +198,18 @@ void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
              std::to_string(md.shared_bytes) + " bytes of dynamic shared memory exceed the " +
                  std::to_string(kMaxSpmmShared) + " an SpMM executor is launched with");
   if (md.block_rows > md.m)
-    contradicts(name, "block_rows", md.block_rows, "m = " + std::to_string(md.m) + " (a block row holds at least one row)");
+    contradicts(name, "block_rows", md.block_rows,
+                "m = " + std::to_string(md.m) + " (a block row holds at least one row)");
   if (const auto block_rows = summary_int(md, "block_rows", name); block_rows && *block_rows != md.block_rows)
-    contradicts(name, "block_rows", md.block_rows, "plan_summary.block_rows = " + std::to_string(*block_rows));
+    contradicts(name, "block_rows", md.block_rows,
+                "plan_summary.block_rows = " + std::to_string(*block_rows));
   const auto rows = summary_int(md, "rows_per_block", name);
   if (rows) {
     check_range(name, "plan_summary.rows_per_block", *rows, 1, kMaxAccumulators);
     if (md.m > md.block_rows * *rows)
       contradicts(name, "m", md.m,
-                  std::to_string(md.block_rows) + " block rows (block_rows) of at most " + std::to_string(*rows) +
-                      " rows (plan_summary.rows_per_block)");
+                  std::to_string(md.block_rows) + " block rows (block_rows) of at most " +
+                      std::to_string(*rows) + " rows (plan_summary.rows_per_block)");
   }
   if (const auto panel = summary_int(md, "panel_rows", name)) {
     check_range(name, "plan_summary.panel_rows", *panel, 1, kMaxAccumulators);
@@ -218,8 +225,8 @@ void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
     check_range(name, "plan_summary.groups", *groups, 1, 1024);
     if (*threads * *groups != md.block_x)
       contradicts(name, "block_x", md.block_x,
-                  "plan_summary.groups = " + std::to_string(*groups) + " of plan_summary.n_tile = " +
-                      std::to_string(*threads) + " threads");
+                  "plan_summary.groups = " + std::to_string(*groups) +
+                      " of plan_summary.n_tile = " + std::to_string(*threads) + " threads");
     const std::int64_t cols = summary_int(md, "cols_per_thread", name).value_or(1);
     const std::int64_t lanes = summary_int(md, "step_lanes", name).value_or(1);
     check_range(name, "plan_summary.cols_per_thread", cols, 1, 2);
@@ -233,11 +240,13 @@ void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
     const std::int64_t per = *fragments > 0 ? md.fragment_words / (*fragments * 8) : 0;  // fragment_k
     if ((*fragments == 0) != (md.fragment_words == 0) ||
         (*fragments > 0 && (md.fragment_words % (*fragments * 8) != 0 || (per != 8 && per != 16))))
-      contradicts(name, "fragment_words", md.fragment_words,
-                  "plan_summary.fragments = " + std::to_string(*fragments) + " (8 words a column of 8 or 16)");
+      contradicts(
+          name, "fragment_words", md.fragment_words,
+          "plan_summary.fragments = " + std::to_string(*fragments) + " (8 words a column of 8 or 16)");
     if (md.tile_nnz > *fragments * 16 * per)
       contradicts(name, "tile_nnz", md.tile_nnz,
-                  std::to_string(*fragments) + " fragments of 16 x " + std::to_string(per) + " (plan_summary.fragments)");
+                  std::to_string(*fragments) + " fragments of 16 x " + std::to_string(per) +
+                      " (plan_summary.fragments)");
   }
 }
 
@@ -276,7 +285,8 @@ void validate(const BundleMetadata& md, const std::string& name) {
   if (!half && md.params != kSpmmParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
   if (half && md.params != kSpmmHalfParams)
-    fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
+    fail_key(name, "params",
+             "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
   check_spmm_launch(md, name);
 }
 
@@ -297,8 +307,9 @@ void check_rolled_table(const Bundle& b, const std::string& name, std::int64_t o
                      std::to_string(header));
   for (std::int64_t i = 0; i < slots; ++i)
     if (word(i) < (i ? word(i - 1) : 0) || (i == 0 && word(0) != 0))
-      fail_section(name, SectionKind::values, offset, "step table header entry " + std::to_string(i) + " (" +
-                                                          std::to_string(word(i)) + ") is out of order");
+      fail_section(name, SectionKind::values, offset,
+                   "step table header entry " + std::to_string(i) + " (" + std::to_string(word(i)) +
+                       ") is out of order");
   if (header + std::int64_t{word(slots - 1)} * record != size)
     fail_section(name, SectionKind::values, offset,
                  "holds " + std::to_string(size) + " words but the step table's header and " +
@@ -312,7 +323,8 @@ void check_rolled_table(const Bundle& b, const std::string& name, std::int64_t o
 }
 
 // A Hines bundle's tables and permutation against its metadata.
-void check_hines_payload(const Bundle& b, const std::string& name, const std::array<std::int64_t, kKinds>& offsets) {
+void check_hines_payload(const Bundle& b, const std::string& name,
+                         const std::array<std::int64_t, kKinds>& offsets) {
   const HinesMetadata& h = b.metadata.hines;
   const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
   const auto table_bytes = static_cast<std::int64_t>(b.tables.size() * sizeof(std::int32_t));
@@ -335,8 +347,9 @@ void check_hines_payload(const Bundle& b, const std::string& name, const std::ar
     for (std::size_t i = 0; i < b.permutation.size(); ++i) {
       const std::int32_t v = b.permutation[i];
       if (v < 0 || std::size_t(v) >= seen.size() || seen[std::size_t(v)]++)
-        fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
-                     "entry " + std::to_string(i) + " (" + std::to_string(v) + ") is out of range or repeated");
+        fail_section(
+            name, SectionKind::permutation, at(SectionKind::permutation),
+            "entry " + std::to_string(i) + " (" + std::to_string(v) + ") is out of range or repeated");
     }
   }
 }
@@ -353,14 +366,16 @@ void check_sections(const Bundle& b, const std::string& name,
                  "NUL character at offset " + std::to_string(nul) + " of the PTX text");
   const bool hines = md.op == "hines";
   if (!hines && !b.tables.empty())
-    fail_section(name, SectionKind::tables, at(SectionKind::tables), "present in a bundle whose op is not \"hines\"");
+    fail_section(name, SectionKind::tables, at(SectionKind::tables),
+                 "present in a bundle whose op is not \"hines\"");
   if (hines && !b.fragments.empty())
     fail_section(name, SectionKind::fragments, at(SectionKind::fragments), "present in a Hines bundle");
   if (!hines && !b.permutation.empty())
     fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
                  "present in a bundle whose op is not \"hines\"");
   if (hines) {
-    if (!b.values.empty() || !b.bias.empty()) throw BundleError(name + ": a Hines bundle has values or bias sections");
+    if (!b.values.empty() || !b.bias.empty())
+      throw BundleError(name + ": a Hines bundle has values or bias sections");
     return check_hines_payload(b, name, offsets);
   }
   if (md.values_mode == "rolled") check_rolled_table(b, name, at(SectionKind::values));
@@ -401,7 +416,8 @@ void check_code_contracts(const Bundle& b, const std::string& name) {
     if (const auto found = ptx_contract(b.ptx, name)) check_contract(b, *found, name, "PTX");
 }
 
-void check_payload(const Bundle& b, const std::string& name, const std::array<std::int64_t, kKinds>& offsets) {
+void check_payload(const Bundle& b, const std::string& name,
+                   const std::array<std::int64_t, kKinds>& offsets) {
   check_sections(b, name, offsets);
   check_code_contracts(b, name);
 }
@@ -417,7 +433,7 @@ std::vector<float> floats_of(std::span<const unsigned char> d, const std::string
 }
 
 std::vector<std::int32_t> ints_of(std::span<const unsigned char> d, const std::string& name, SectionKind kind,
-                                 std::uint64_t offset) {
+                                  std::uint64_t offset) {
   if (d.size() % sizeof(std::int32_t))
     fail_section(name, kind, std::int64_t(offset),
                  "size " + std::to_string(d.size()) + " is not a multiple of 4 (int32)");
@@ -479,7 +495,9 @@ void put_bytes(std::vector<unsigned char>& out, const void* p, std::size_t n) {
   const auto* c = static_cast<const unsigned char*>(p);
   out.insert(out.end(), c, c + n);
 }
-void put_string(std::vector<unsigned char>& out, const std::string& s) { put_bytes(out, s.c_str(), s.size() + 1); }
+void put_string(std::vector<unsigned char>& out, const std::string& s) {
+  put_bytes(out, s.c_str(), s.size() + 1);
+}
 void put_int(std::vector<unsigned char>& out, std::int64_t v) { put_bytes(out, &v, sizeof v); }
 
 // FNV-1a of the launch list: every kernel's name, grid, block, dynamic shared memory and arguments.
@@ -507,28 +525,32 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
   const bool rolled = md.values_mode == "rolled";
   const auto summary = [&](const char* key) {
     const auto it = md.plan_summary.find(key);
-    return rolled && it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>()) : 0;
+    return rolled && it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>())
+                                                                            : 0;
   };
   const bool fixed = md.n_mode == "fixed";
-  return {{"op", 1},
-          {"dtype", dtype_code(md.dtype)},
-          {"m", word(md.m)},
-          {"k", word(md.k)},
-          {"n_mode", fixed ? 0u : 1u},
-          {"n", fixed ? word(md.n) : 0},  // runtime-N code takes N as an argument
-          {"nnz", word(md.nnz)},
-          {"tile_nnz", word(md.tile_nnz)},
-          {"fragment_words", word(md.fragment_words)},
-          {"values_mode", md.values_mode == "baked" ? 0u : md.values_mode == "streamed" ? 1u : 2u},
-          {"section values (words)", word(values_words)},
-          {"bias", md.bias ? 1u : 0u},
-          {"relu", md.relu ? 1u : 0u},
-          {"block_rows", word(md.block_rows)},
-          {"block_x", word(md.block_x)},
-          {"n_tile", word(md.n_tile)},
-          {"shared_bytes", word(md.shared_bytes)},
-          {"plan_summary.rows_per_block", summary("rows_per_block")},  // rolled code only: its step table's shape
-          {"plan_summary.groups", summary("groups")}};
+  return {
+      {"op", 1},
+      {"dtype", dtype_code(md.dtype)},
+      {"m", word(md.m)},
+      {"k", word(md.k)},
+      {"n_mode", fixed ? 0u : 1u},
+      {"n", fixed ? word(md.n) : 0},  // runtime-N code takes N as an argument
+      {"nnz", word(md.nnz)},
+      {"tile_nnz", word(md.tile_nnz)},
+      {"fragment_words", word(md.fragment_words)},
+      {"values_mode", md.values_mode == "baked"      ? 0u
+                      : md.values_mode == "streamed" ? 1u
+                                                     : 2u},
+      {"section values (words)", word(values_words)},
+      {"bias", md.bias ? 1u : 0u},
+      {"relu", md.relu ? 1u : 0u},
+      {"block_rows", word(md.block_rows)},
+      {"block_x", word(md.block_x)},
+      {"n_tile", word(md.n_tile)},
+      {"shared_bytes", word(md.shared_bytes)},
+      {"plan_summary.rows_per_block", summary("rows_per_block")},  // rolled code only: its step table's shape
+      {"plan_summary.groups", summary("groups")}};
 }
 
 std::vector<ContractField> hines_contract(const BundleMetadata& md, std::span<const std::int32_t> tables) {
@@ -540,7 +562,8 @@ std::vector<ContractField> hines_contract(const BundleMetadata& md, std::span<co
           {"hines.rhs", word(h.rhs)},
           {"hines.workspace_bytes", word(h.workspace_bytes)},
           {"section tables (words)", tables.size()},
-          {"section tables (digest)", fnv1a64({reinterpret_cast<const unsigned char*>(tables.data()), tables.size_bytes()})},
+          {"section tables (digest)",
+           fnv1a64({reinterpret_cast<const unsigned char*>(tables.data()), tables.size_bytes()})},
           {"hines.launches (digest)", launches_digest(h.launches)}};
 }
 
@@ -556,7 +579,8 @@ std::vector<std::uint64_t> contract_words(const std::vector<ContractField>& fiel
 }
 
 std::string contract_cuda(const std::vector<ContractField>& fields) {
-  std::string s = "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
+  std::string s =
+      "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
   s += std::string("extern \"C\" __device__ unsigned long long ") + kContractSymbol + "[] = {";
   const std::vector<std::uint64_t> words = contract_words(fields);
   for (std::size_t i = 0; i < words.size(); ++i) s += (i ? ", " : "") + std::to_string(words[i]) + "ull";
@@ -564,9 +588,11 @@ std::string contract_cuda(const std::vector<ContractField>& fields) {
 }
 
 std::string contract_ptx(const std::vector<ContractField>& fields) {
-  std::string s = "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
+  std::string s =
+      "\n// The code contract (sparsecc/runtime/bundle.hpp): what this module was generated for.\n";
   const std::vector<std::uint64_t> words = contract_words(fields);
-  s += std::string(".visible .global .align 8 .u64 ") + kContractSymbol + "[" + std::to_string(words.size()) + "] = {";
+  s += std::string(".visible .global .align 8 .u64 ") + kContractSymbol + "[" + std::to_string(words.size()) +
+       "] = {";
   for (std::size_t i = 0; i < words.size(); ++i) s += (i ? ", " : "") + std::to_string(words[i]);
   return s + "};\n";
 }
@@ -587,8 +613,8 @@ void check_contract(const Bundle& b, std::span<const std::uint64_t> found, const
   for (std::size_t i = 0; i < expected.size(); ++i)
     if (found[3 + i] != expected[i].value)
       throw BundleError(name + ": " + expected[i].key + " is " + std::to_string(expected[i].value) +
-                        " in the bundle but " + std::to_string(found[3 + i]) + " in the code's " + kContractSymbol +
-                        " (" + where + "): the metadata does not describe this code");
+                        " in the bundle but " + std::to_string(found[3 + i]) + " in the code's " +
+                        kContractSymbol + " (" + where + "): the metadata does not describe this code");
 }
 
 std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, const std::string& name) {
@@ -607,11 +633,13 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
       continue;
     const auto bad = [&](const std::string& why) -> std::vector<std::uint64_t> {
       fail_section(name, SectionKind::ptx, kNoOffset,
-                   std::string("the definition of ") + kContractSymbol + " at character " + std::to_string(at) + " " + why);
+                   std::string("the definition of ") + kContractSymbol + " at character " +
+                       std::to_string(at) + " " + why);
     };
-    const bool bytes = head.find(".b8 ") != std::string_view::npos || head.find(".u8 ") != std::string_view::npos;
-    if (!bytes && head.find(".b64 ") == std::string_view::npos && head.find(".u64 ") == std::string_view::npos &&
-        head.find(".s64 ") == std::string_view::npos)
+    const bool bytes =
+        head.find(".b8 ") != std::string_view::npos || head.find(".u8 ") != std::string_view::npos;
+    if (!bytes && head.find(".b64 ") == std::string_view::npos &&
+        head.find(".u64 ") == std::string_view::npos && head.find(".s64 ") == std::string_view::npos)
       return bad("has neither a byte nor a 64-bit type");
     std::size_t i = at + symbol.size();
     const auto skip_space = [&] {
@@ -626,7 +654,7 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
       v = 0;
       for (; i < ptx.size(); ++i) {
         const char c = ptx[i];
-        const int d = c >= '0' && c <= '9' ? c - '0'
+        const int d = c >= '0' && c <= '9'          ? c - '0'
                       : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10
                       : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10
                                                     : -1;
@@ -639,7 +667,8 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
       return i > start;
     };
     std::uint64_t count = 0;
-    if (!number(count) || (skip_space(), i >= ptx.size() || ptx[i] != ']')) return bad("has no element count");
+    if (!number(count) || (skip_space(), i >= ptx.size() || ptx[i] != ']'))
+      return bad("has no element count");
     const std::uint64_t elements_max = bytes ? 8 * kMaxContractWords : kMaxContractWords;
     if (count > elements_max || (bytes && count % 8))
       return bad("has " + std::to_string(count) + " elements (at most " + std::to_string(elements_max) +
@@ -654,9 +683,11 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
     std::vector<std::uint64_t> elements;
     for (;;) {
       std::uint64_t v = 0;
-      if (!number(v) || (bytes && v > 255)) return bad("has a value that is not a " + std::string(bytes ? "byte" : "64-bit word"));
+      if (!number(v) || (bytes && v > 255))
+        return bad("has a value that is not a " + std::string(bytes ? "byte" : "64-bit word"));
       elements.push_back(v);
-      if (elements.size() > count) return bad("has more values than its " + std::to_string(count) + " elements");
+      if (elements.size() > count)
+        return bad("has more values than its " + std::to_string(count) + " elements");
       skip_space();
       if (i < ptx.size() && ptx[i] == ',') {
         ++i;
@@ -674,12 +705,19 @@ std::optional<std::vector<std::uint64_t>> ptx_contract(std::string_view ptx, con
   return std::nullopt;
 }
 
-std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigned char> d, const std::string& name) {
+std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigned char> d,
+                                                         const std::string& name) {
   // ELF64, little-endian: the symbol table's entry for the contract locates its bytes in the
   // section that holds the initialized globals. Anything that is not such an ELF file has no
   // contract this reader can see (the driver judges the image when it loads).
   const std::uint64_t size = d.size();
-  if (size < 64 || std::memcmp(d.data(), "\x7f" "ELF", 4) != 0 || d[4] != 2 || d[5] != 1) return std::nullopt;
+  if (size < 64 ||
+      std::memcmp(d.data(),
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      d[4] != 2 || d[5] != 1)
+    return std::nullopt;
   const auto shoff = load_le<std::uint64_t>(d, 0x28);
   const auto shentsize = load_le<std::uint16_t>(d, 0x3a);
   const auto shnum = load_le<std::uint16_t>(d, 0x3c);
@@ -715,16 +753,19 @@ std::optional<std::vector<std::uint64_t>> cubin_contract(std::span<const unsigne
       const auto value = load_le<std::uint64_t>(d, at + 8);
       const auto bytes = load_le<std::uint64_t>(d, at + 16);
       const auto bad = [&](const std::string& why) -> std::vector<std::uint64_t> {
-        fail_section(name, SectionKind::cubin, kNoOffset, std::string("the symbol ") + kContractSymbol + " " + why);
+        fail_section(name, SectionKind::cubin, kNoOffset,
+                     std::string("the symbol ") + kContractSymbol + " " + why);
       };
       if (shndx == 0 || shndx >= shnum) return bad("is not defined in a section");
       const Section data = section(shndx);
       if (data.type != 1 || !inside(data)) return bad("is not in a section with contents");  // SHT_PROGBITS
       const std::uint64_t offset = value >= data.addr ? value - data.addr : value;
       if (bytes % 8 || bytes > 8 * kMaxContractWords || offset > data.size || bytes > data.size - offset)
-        return bad("(" + std::to_string(bytes) + " bytes at " + std::to_string(value) + ") lies outside its section");
+        return bad("(" + std::to_string(bytes) + " bytes at " + std::to_string(value) +
+                   ") lies outside its section");
       std::vector<std::uint64_t> words(bytes / 8);
-      for (std::size_t w = 0; w < words.size(); ++w) words[w] = load_le<std::uint64_t>(d, data.offset + offset + 8 * w);
+      for (std::size_t w = 0; w < words.size(); ++w)
+        words[w] = load_le<std::uint64_t>(d, data.offset + offset + 8 * w);
       return words;
     }
     return std::nullopt;
@@ -788,7 +829,8 @@ HinesMetadata hines_from_json(const json& j, const std::string& name) {
   out.cells = get_int(h, "cells", name);
   out.rhs = get_int(h, "rhs", name);
   const json& ws = field(h, "workspace_bytes", name);
-  if (!ws.is_number_integer() || (ws.is_number_unsigned() && ws.get<std::uint64_t>() > (std::uint64_t{1} << 40)))
+  if (!ws.is_number_integer() ||
+      (ws.is_number_unsigned() && ws.get<std::uint64_t>() > (std::uint64_t{1} << 40)))
     fail_key(name, "hines.workspace_bytes", "must be an integer up to 2^40");
   out.workspace_bytes = ws.get<std::int64_t>();
   const json& launches = field(h, "launches", name);
@@ -1005,11 +1047,11 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
   b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
   b.tables = ints_of(body(SectionKind::tables), name, SectionKind::tables, offset_of(SectionKind::tables));
-  b.permutation =
-      ints_of(body(SectionKind::permutation), name, SectionKind::permutation, offset_of(SectionKind::permutation));
+  b.permutation = ints_of(body(SectionKind::permutation), name, SectionKind::permutation,
+                          offset_of(SectionKind::permutation));
   {
-    const std::vector<std::int32_t> words =
-        ints_of(body(SectionKind::fragments), name, SectionKind::fragments, offset_of(SectionKind::fragments));
+    const std::vector<std::int32_t> words = ints_of(
+        body(SectionKind::fragments), name, SectionKind::fragments, offset_of(SectionKind::fragments));
     b.fragments.assign(words.begin(), words.end());
   }
   const auto present = [&](SectionKind k) { return offsets[std::size_t(k)] != kNoOffset; };

@@ -53,8 +53,8 @@ void check_loaded_contract(const Bundle& bundle, const Module& module, const std
                       " (the code contract that binds the metadata to the code; bundles written before it "
                       "existed have none): compile the executor again");
   if (bytes->size() % sizeof(std::uint64_t))
-    throw BundleError(name + ": the " + from + "'s " + kContractSymbol + " has " + std::to_string(bytes->size()) +
-                      " bytes, not whole 64-bit words");
+    throw BundleError(name + ": the " + from + "'s " + kContractSymbol + " has " +
+                      std::to_string(bytes->size()) + " bytes, not whole 64-bit words");
   std::vector<std::uint64_t> words(bytes->size() / sizeof(std::uint64_t));
   if (!words.empty()) std::memcpy(words.data(), bytes->data(), bytes->size());
   check_contract(bundle, words, name, "loaded " + from);
@@ -94,8 +94,8 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   ex.metadata_ = std::move(bundle.metadata);
   // fp32 kernels with two adjacent columns a thread load and store them as one 64-bit word.
   const auto cols = ex.metadata_.plan_summary.find("cols_per_thread");
-  if (ex.metadata_.dtype == "f32" && ex.metadata_.values_mode != "rolled" && cols != ex.metadata_.plan_summary.end() &&
-      *cols == 2)
+  if (ex.metadata_.dtype == "f32" && ex.metadata_.values_mode != "rolled" &&
+      cols != ex.metadata_.plan_summary.end() && *cols == 2)
     ex.operand_alignment_ = 8;
   return ex;
 }

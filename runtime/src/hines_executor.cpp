@@ -8,7 +8,8 @@
 
 namespace sparsecc::rt {
 
-HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx, const LoadOptions& options) {
+HinesExecutor HinesExecutor::load_file(const std::string& path, const Context& ctx,
+                                       const LoadOptions& options) {
   return load(read_bundle_file(path), path, ctx, options);
 }
 
@@ -75,7 +76,8 @@ HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const 
 
 void HinesExecutor::run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr b, CUdeviceptr x,
                         CUstream stream) const {
-  if (!d || !u || !l || !b || !x) throw std::invalid_argument("HinesExecutor::run: d, u, l, b and x must not be null");
+  if (!d || !u || !l || !b || !x)
+    throw std::invalid_argument("HinesExecutor::run: d, u, l, b and x must not be null");
   ctx_->make_current();
   std::vector<std::uint64_t> storage;
   std::vector<void*> args;
@@ -91,8 +93,13 @@ void HinesExecutor::run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr
         static_assert(sizeof value <= sizeof storage[i]);
         std::memcpy(&storage[i], &value, sizeof value);
       } else {
-        CUdeviceptr base = buf == "d" ? d : buf == "u" ? u : buf == "l" ? l : buf == "b" ? b : buf == "x" ? x
-                           : buf == "workspace" ? workspace_.get() : tables_.get();
+        CUdeviceptr base = buf == "d"           ? d
+                           : buf == "u"         ? u
+                           : buf == "l"         ? l
+                           : buf == "b"         ? b
+                           : buf == "x"         ? x
+                           : buf == "workspace" ? workspace_.get()
+                                                : tables_.get();
         storage[i] = base + static_cast<std::uint64_t>(v);
       }
       args[i] = &storage[i];

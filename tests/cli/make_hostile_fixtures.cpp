@@ -75,7 +75,8 @@ struct ZipMember {
 Bytes zip_archive(const std::vector<ZipMember>& members) {
   Bytes out, central;
   for (const ZipMember& m : members) {
-    if (m.data.size() > 0xFFFFFFFEu || m.declared_size > 0xFFFFFFFEu) throw std::runtime_error("zip64 needed");
+    if (m.data.size() > 0xFFFFFFFEu || m.declared_size > 0xFFFFFFFEu)
+      throw std::runtime_error("zip64 needed");
     const std::uint64_t local = out.size();
     put(out, 0x04034b50, 4);
     put(out, 20, 2), put(out, 0, 2), put(out, m.method, 2), put(out, 0, 2), put(out, 0x21, 2);
@@ -111,7 +112,8 @@ ZipMember stored(const std::string& name, const Bytes& data) {
 // byte-aligned run of blocks that refers to nothing before it, so copies of it can be chained).
 Bytes deflate_raw(const Bytes& in, int level, int flush) {
   z_stream z{};
-  if (deflateInit2(&z, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY) != Z_OK) throw std::runtime_error("deflateInit2");
+  if (deflateInit2(&z, level, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("deflateInit2");
   Bytes out(deflateBound(&z, in.size()) + 64);
   z.next_in = const_cast<unsigned char*>(in.data());
   z.avail_in = static_cast<uInt>(in.size());
@@ -281,7 +283,8 @@ Bytes replace_metadata(const Bytes& bundle, const std::string& metadata) {
     for (int i = 0; i < bytes; ++i) v |= std::uint64_t{bundle[at + i]} << (8 * i);
     return v;
   };
-  if (bundle.size() < 32 || std::memcmp(bundle.data(), "SPCCBNDL", 8) != 0) throw std::runtime_error("not a bundle");
+  if (bundle.size() < 32 || std::memcmp(bundle.data(), "SPCCBNDL", 8) != 0)
+    throw std::runtime_error("not a bundle");
   const auto count = static_cast<std::size_t>(get(12, 4));
   struct Section {
     std::uint32_t kind;
@@ -295,7 +298,8 @@ Bytes replace_metadata(const Bytes& bundle, const std::string& metadata) {
     if (off + size > bundle.size()) throw std::runtime_error("not a bundle: section out of range");
     Section s{kind, Bytes(bundle.begin() + static_cast<std::ptrdiff_t>(off),
                           bundle.begin() + static_cast<std::ptrdiff_t>(off + size))};
-    if (kind == static_cast<std::uint32_t>(sparsecc::rt::SectionKind::metadata)) s.data.assign(metadata.begin(), metadata.end());
+    if (kind == static_cast<std::uint32_t>(sparsecc::rt::SectionKind::metadata))
+      s.data.assign(metadata.begin(), metadata.end());
     sections.push_back(std::move(s));
   }
   Bytes out(bundle.begin(), bundle.begin() + 16);
@@ -332,7 +336,8 @@ void write_fixtures(const fs::path& out) {
   // Class 4: sizes that lie, and bombs.
   write(out / "lying.npz", npz_lying());
   write(out / "bomb.npz", npz_bomb(63));  // 3.9 GiB
-  write(out / "bomb.mtx.gz", gzip_bomb("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1.0\n", 80));
+  write(out / "bomb.mtx.gz",
+        gzip_bomb("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1.0\n", 80));
   write(out / "bomb.smtx.gz", gzip_bomb("3, 3, 1\n0 1 1 1\n0\n", 80));
   {
     Bytes b = npy_header("<f4", "(100000, 100000)");
@@ -341,7 +346,8 @@ void write_fixtures(const fs::path& out) {
     write(out / "huge_shape.npz", zip_archive({stored("w.npy", b)}));
   }
   write(out / "huge_shape.safetensors",
-        safetensors(R"({"w":{"dtype":"F32","shape":[100000,100000],"data_offsets":[0,40000000000]}})", Bytes(16, 0)));
+        safetensors(R"({"w":{"dtype":"F32","shape":[100000,100000],"data_offsets":[0,40000000000]}})",
+                    Bytes(16, 0)));
 
   // Class 5: an int64 scalar beside the float matrix (unnamed selection takes the matrix); NaN and
   // values out of f32's range.
@@ -355,23 +361,24 @@ void write_fixtures(const fs::path& out) {
     append(nan_npy, nan_data);
     write(out / "nan.npz", zip_archive({stored("w.npy", nan_npy)}));
     write(out / "nan.safetensors", safetensors(R"({"w":{"dtype":"F32","shape":[32,24],"data_offsets":[0,)" +
-                                                     std::to_string(nan_data.size()) + "]}}",
-                                                 nan_data));
+                                                   std::to_string(nan_data.size()) + "]}}",
+                                               nan_data));
     Tensor big = w;
     big.dtype = sparsecc::DType::f64;
     big.data[3] = 1e39;
     sparsecc::write_npz((out / "overflow.npz").string(), {big}, false);
     sparsecc::write_safetensors((out / "overflow.safetensors").string(), {big});
   }
-  write(out / "mixed.npz", zip_archive({stored("w.npy", sparsecc::format_npy(w)), stored("step.npy", int64_scalar_npy(7))}));
+  write(out / "mixed.npz",
+        zip_archive({stored("w.npy", sparsecc::format_npy(w)), stored("step.npy", int64_scalar_npy(7))}));
   {
     Bytes data = f32_bytes(w);
     const std::size_t wb = data.size();
     put(data, 7, 8);
     write(out / "mixed.safetensors",
           safetensors(R"({"w":{"dtype":"F32","shape":[32,24],"data_offsets":[0,)" + std::to_string(wb) +
-                          R"(]},"step":{"dtype":"I64","shape":[],"data_offsets":[)" + std::to_string(wb) + "," +
-                          std::to_string(wb + 8) + "]}}",
+                          R"(]},"step":{"dtype":"I64","shape":[],"data_offsets":[)" + std::to_string(wb) +
+                          "," + std::to_string(wb + 8) + "]}}",
                       data));
   }
   // A small valid model for the output-path cases.

@@ -57,7 +57,8 @@ void add_initializer(onnx::GraphProto* g, const Tensor& t, bool transpose) {
     p->add_dims(t.shape[1]);
     p->add_dims(t.shape[0]);
     for (std::int64_t c = 0; c < t.shape[1]; ++c)
-      for (std::int64_t r = 0; r < t.shape[0]; ++r) p->add_float_data(static_cast<float>(t.data[r * t.shape[1] + c]));
+      for (std::int64_t r = 0; r < t.shape[0]; ++r)
+        p->add_float_data(static_cast<float>(t.data[r * t.shape[1] + c]));
   } else {
     for (auto d : t.shape) p->add_dims(d);
     for (double v : t.data) p->add_float_data(static_cast<float>(v));
@@ -123,7 +124,8 @@ int main(int argc, char** argv) {
     const sparsecc::Bytes npz = sparsecc::format_npz(model, false);
     sparsecc::write_file_atomic((out / "truncated.npz").string(),
                                 std::span<const unsigned char>(npz.data(), npz.size() / 2));
-    sparsecc::write_file_atomic((out / "garbage.onnx").string(), std::string_view("\x08\x07\x12\xff\xff\xff\xff\x0fnot a model"));
+    sparsecc::write_file_atomic((out / "garbage.onnx").string(),
+                                std::string_view("\x08\x07\x12\xff\xff\xff\xff\x0fnot a model"));
 #if SPARSECC_HAVE_ONNX
     const Tensor onnx_b2 = vector_of("fc2.bias", 16, 0.25);
     Tensor s16 = vector_of("scale", 16, 1.0);

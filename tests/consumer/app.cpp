@@ -15,14 +15,15 @@ int main() {
     for (std::size_t i = 0; i < k::kLayerCount; ++i) {
       const k::LayerInfo& info = k::layers()[i];
       const sparsecc::rt::Bundle b = sparsecc::rt::parse_bundle(k::bundle_bytes(i), info.name);
-      std::printf("layer %s: %s %lldx%lld, %lld nonzeros, %s, cubin %zu bytes for %s, fingerprint %s\n", info.name,
-                  info.op, static_cast<long long>(info.m), static_cast<long long>(info.k),
+      std::printf("layer %s: %s %lldx%lld, %lld nonzeros, %s, cubin %zu bytes for %s, fingerprint %s\n",
+                  info.name, info.op, static_cast<long long>(info.m), static_cast<long long>(info.k),
                   static_cast<long long>(info.nnz), info.dtype, b.cubin.size(), b.metadata.arch.c_str(),
                   info.fingerprint);
     }
     std::string why;
     if (!sparsecc::rt::driver_available(&why) || sparsecc::rt::list_devices().empty()) {
-      std::printf("consumer_app: no GPU (%s): executors not loaded\n", why.empty() ? "no device" : why.c_str());
+      std::printf("consumer_app: no GPU (%s): executors not loaded\n",
+                  why.empty() ? "no device" : why.c_str());
       return 0;
     }
     sparsecc::rt::Context ctx(0);
@@ -39,8 +40,8 @@ int main() {
     fc2.run(h.get(), out.get(), n);
     ctx.synchronize();
     std::printf("consumer_app: ran fc1 (%s) -> fc2 (%s) on %s; Hines executor %s loaded (%s), %lld rows\n",
-                fc1.loaded_from().c_str(), fc2.loaded_from().c_str(), ctx.device().name.c_str(), k::example_cell::kName,
-                cell.loaded_from().c_str(), static_cast<long long>(cell.rows()));
+                fc1.loaded_from().c_str(), fc2.loaded_from().c_str(), ctx.device().name.c_str(),
+                k::example_cell::kName, cell.loaded_from().c_str(), static_cast<long long>(cell.rows()));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "consumer_app: error: %s\n", e.what());

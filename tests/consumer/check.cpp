@@ -1,9 +1,9 @@
 // The consumer's check of its embedded executors against the fp64 reference, on fresh random inputs
 // with outputs poisoned with NaN: on the GPU when there is one, else through the generator's plan
 // interpreter (which executes what the kernel does), saying which. Exit 0 when every layer passes.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <exception>
 #include <memory>
 #include <random>
@@ -45,7 +45,8 @@ Error compare(const std::vector<double>& got, const std::vector<double>& ref) {
   return e;
 }
 
-bool check_spmm(const rt::Bundle& bundle, const std::string& name, const rt::SpmmExecutor* exec, const rt::Context* ctx) {
+bool check_spmm(const rt::Bundle& bundle, const std::string& name, const rt::SpmmExecutor* exec,
+                const rt::Context* ctx) {
   const rt::BundleMetadata& md = bundle.metadata;
   const CsrMatrix a = csr_from_reference_bytes(bundle.reference, name);
   std::mt19937_64 rng(11);
@@ -67,20 +68,23 @@ bool check_spmm(const rt::Bundle& bundle, const std::string& name, const rt::Spm
     got.assign(cf.begin(), cf.end());
   } else {
     const SpmmPlan plan = spmm_bundle_plan(bundle, a, name);
-    got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, md.bias ? &bias : nullptr, spmm_fragment_words(plan, a)).data;
+    got = interpret_spmm(plan, spmm_kernel_values(plan, a), b, md.bias ? &bias : nullptr,
+                         spmm_fragment_words(plan, a))
+              .data;
   }
   const Error e = compare(got, ref.data);
   std::int64_t longest = 0;
   for (std::int64_t row = 0; row < a.rows; ++row) longest = std::max(longest, a.row_nnz(row));
   const double tol = spmm_tolerance(md.dtype, md.accumulate, longest);
   const bool ok = e.unwritten == 0 && e.rel <= tol;
-  std::printf("  %s: SpMM %lldx%lld x N=%lld: max relative error %.3e (tolerance %.0e), %zu unwritten  %s\n", name.c_str(),
-              static_cast<long long>(md.m), static_cast<long long>(md.k), static_cast<long long>(md.n), e.rel, tol,
-              e.unwritten, ok ? "ok" : "FAILED");
+  std::printf("  %s: SpMM %lldx%lld x N=%lld: max relative error %.3e (tolerance %.0e), %zu unwritten  %s\n",
+              name.c_str(), static_cast<long long>(md.m), static_cast<long long>(md.k),
+              static_cast<long long>(md.n), e.rel, tol, e.unwritten, ok ? "ok" : "FAILED");
   return ok;
 }
 
-bool check_hines(const rt::Bundle& bundle, const std::string& name, const rt::HinesExecutor* exec, const rt::Context* ctx) {
+bool check_hines(const rt::Bundle& bundle, const std::string& name, const rt::HinesExecutor* exec,
+                 const rt::Context* ctx) {
   const rt::BundleMetadata& md = bundle.metadata;
   const HinesSystem s = hines_system_from_reference_bytes(bundle.reference, name);
   const auto r = static_cast<std::size_t>(md.hines.rhs);
@@ -106,8 +110,9 @@ bool check_hines(const rt::Bundle& bundle, const std::string& name, const rt::Hi
   const Error e = compare(got, acc.ref);
   const double tol = acc.tolerance(md.dtype);
   const bool ok = e.unwritten == 0 && e.rel <= tol;
-  std::printf("  %s: Hines, %lld compartments: max relative error %.3e (tolerance %.0e), %zu unwritten  %s\n", name.c_str(),
-              static_cast<long long>(md.hines.rows), e.rel, tol, e.unwritten, ok ? "ok" : "FAILED");
+  std::printf("  %s: Hines, %lld compartments: max relative error %.3e (tolerance %.0e), %zu unwritten  %s\n",
+              name.c_str(), static_cast<long long>(md.hines.rows), e.rel, tol, e.unwritten,
+              ok ? "ok" : "FAILED");
   return ok;
 }
 
@@ -123,16 +128,21 @@ int main() {
       ctx = std::make_unique<rt::Context>(0);
       kernels = std::make_unique<k::Kernels>(*ctx);
     }
-    std::printf("consumer_check: %zu embedded executors, checked %s\n", k::kLayerCount,
-                gpu ? ("on the GPU (" + ctx->device().name + ")").c_str()
-                    : ("by the plan interpreter (no GPU: " + (why.empty() ? std::string("no device") : why) + ")").c_str());
+    std::printf(
+        "consumer_check: %zu embedded executors, checked %s\n", k::kLayerCount,
+        gpu ? ("on the GPU (" + ctx->device().name + ")").c_str()
+            : ("by the plan interpreter (no GPU: " + (why.empty() ? std::string("no device") : why) + ")")
+                  .c_str());
     bool ok = true;
     for (std::size_t i = 0; i < k::kLayerCount; ++i) {
       const std::string name = k::layers()[i].name;
       const rt::Bundle bundle = rt::parse_bundle(k::bundle_bytes(i), name);
-      std::printf("  loaded %s (%s, %zu bytes)\n", name.c_str(), bundle.metadata.op.c_str(), k::bundle_bytes(i).size());
+      std::printf("  loaded %s (%s, %zu bytes)\n", name.c_str(), bundle.metadata.op.c_str(),
+                  k::bundle_bytes(i).size());
       if (bundle.metadata.op == "spmm")
-        ok = check_spmm(bundle, name, gpu ? &(name == "fc1" ? kernels->fc1() : kernels->fc2()) : nullptr, ctx.get()) && ok;
+        ok = check_spmm(bundle, name, gpu ? &(name == "fc1" ? kernels->fc1() : kernels->fc2()) : nullptr,
+                        ctx.get()) &&
+             ok;
       else
         ok = check_hines(bundle, name, gpu ? &kernels->example_cell() : nullptr, ctx.get()) && ok;
     }

@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const unsigned char> in(data, size);
   try {
     for (const sparsecc::ManifestLayer& l : sparsecc::parse_model_manifest(in, "fuzz/manifest.json")) {
-      if (l.name.empty() || l.file.empty() || l.file.front() == '/' || l.path != "fuzz/" + l.file) __builtin_trap();
+      if (l.name.empty() || l.file.empty() || l.file.front() == '/' || l.path != "fuzz/" + l.file)
+        __builtin_trap();
       if (!sparsecc::path_outside_folder("fuzz", l.file).empty()) __builtin_trap();
     }
   } catch (const sparsecc::InputError&) {

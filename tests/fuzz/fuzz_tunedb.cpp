@@ -19,7 +19,8 @@ std::string text_of(const sparsecc::tune::TuningDatabase& db) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   sparsecc::tune::TuningDatabase db;
   try {
-    db = sparsecc::tune::parse_database(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    db = sparsecc::tune::parse_database(std::string_view(reinterpret_cast<const char*>(data), size),
+                                        "fuzz.json");
   } catch (const sparsecc::InputError&) {
     return 0;
   }

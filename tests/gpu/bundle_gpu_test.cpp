@@ -103,8 +103,9 @@ rt::Bundle make_bundle(const std::string& arch, bool streamed, bool bias, bool r
   // The kernel carries the code contract of this metadata, as the generator's do.
   CudaCompileOptions options;
   options.arch = arch;
-  const CudaCompileResult r = compile_cuda(kernel_source(streamed, relu) + (contract ? rt::contract_cuda(rt::bundle_contract(b)) : ""),
-                                           "spmm_small.cu", options);
+  const CudaCompileResult r = compile_cuda(
+      kernel_source(streamed, relu) + (contract ? rt::contract_cuda(rt::bundle_contract(b)) : ""),
+      "spmm_small.cu", options);
   b.cubin = r.cubin;
   b.ptx = r.ptx;
   return b;
@@ -164,7 +165,8 @@ TEST(GpuBundle, TimeLaunchesInAGraph) {
   rt::LaunchTiming t;
   double warm_seconds = 0;
   run_and_check(ctx, b, 37, [&](CUdeviceptr B, CUdeviceptr C) {
-    t = rt::time_launches(ctx, [&](CUstream s) { ex.run(B, C, 37, s); }, options);
+    t = rt::time_launches(
+        ctx, [&](CUstream s) { ex.run(B, C, 37, s); }, options);
     // The warm-up replays the graph for at least warmup_seconds before the samples.
     rt::LaunchTimingOptions warm = options;
     warm.warmup_seconds = 0.2;
@@ -181,7 +183,9 @@ TEST(GpuBundle, TimeLaunchesInAGraph) {
   EXPECT_LT(t.median_us, 1000.0);  // a tiny kernel: microseconds, not milliseconds
   std::printf("[ timing ] %.2f us per launch (min %.2f, max %.2f)\n", t.median_us, t.min_us, t.max_us);
   options.repetitions = 0;
-  EXPECT_THROW(rt::time_launches(ctx, [](CUstream) {}, options), std::invalid_argument);
+  EXPECT_THROW(rt::time_launches(
+                   ctx, [](CUstream) {}, options),
+               std::invalid_argument);
   options.repetitions = 5;
   options.warmup_seconds = -1;
   EXPECT_THROW(rt::time_launches(
@@ -291,7 +295,8 @@ TEST(GpuBundle, ForgedMetadataIsRefusedBeforeLaunch) {
   // The loader's own check, on the module the device loaded (cubin, then PTX through the JIT).
   for (const bool ptx : {false, true}) {
     const std::span<const unsigned char> image =
-        ptx ? std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(honest.ptx.data()), honest.ptx.size())
+        ptx ? std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(honest.ptx.data()),
+                                             honest.ptx.size())
             : std::span<const unsigned char>(honest.cubin);
     const rt::Module module(image, ptx ? "honest.ptx" : "honest.cubin");
     EXPECT_NO_THROW(rt::check_loaded_contract(honest, module, "honest.sccb", ptx ? "ptx" : "cubin"));

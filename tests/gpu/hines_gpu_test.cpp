@@ -48,7 +48,8 @@ std::vector<Real> run_executor(const rt::Context& ctx, const HinesSystem& s, con
   const auto bytes = rt::bundle_bytes(bundle);
   const rt::HinesExecutor ex = rt::HinesExecutor::load_bytes(bytes, "hines test bundle", ctx);
   const auto cast = [](const std::vector<double>& v) { return std::vector<Real>(v.begin(), v.end()); };
-  rt::DeviceBuffer d = upload(cast(s.diag)), u = upload(cast(s.upper)), l = upload(cast(s.lower)), b = upload(b0);
+  rt::DeviceBuffer d = upload(cast(s.diag)), u = upload(cast(s.upper)), l = upload(cast(s.lower)),
+                   b = upload(b0);
   rt::DeviceBuffer x(std::max<std::size_t>(b0.size() * sizeof(Real), 8));
   x.fill32(0x7fc00000u);  // NaN (fp32) / a NaN pattern in each fp64 word: unwritten rows fail
   ex.run(d.get(), u.get(), l.get(), b.get(), in_place ? b.get() : x.get());
@@ -157,7 +158,8 @@ TEST(HinesGpu, ExecutorsMatchTheSerialReference) {
   expect_gpu_solves(ctx, concatenate_hines(copies), 4, {}, "200 demo neurons", true);
   HinesOptions star;
   star.k = 7;
-  expect_gpu_solves(ctx, test::random_system(rng, 100000, 1, 0.6), 8, star, "random tree 100000, K 7", false, true);
+  expect_gpu_solves(ctx, test::random_system(rng, 100000, 1, 0.6), 8, star, "random tree 100000, K 7", false,
+                    true);
   HinesOptions long_chains;  // chains of 15 rows: their pivots and w in shared memory too
   long_chains.k = 16;
   expect_gpu_solves(ctx, test::random_system(rng, 30000, 100, 0.02), 1, long_chains, "forest of 100, K 16",
@@ -235,7 +237,8 @@ TEST(HinesGpu, ForgedLaunchesAreRefusedBeforeLaunch) {
     rt::check_loaded_contract(forged, module, "forged.sccb", "cubin");
     ADD_FAILURE() << "forged launches passed the loaded module's contract";
   } catch (const rt::BundleError& e) {
-    EXPECT_NE(std::string(e.what()).find("forged.sccb: hines.launches (digest) is"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("forged.sccb: hines.launches (digest) is"), std::string::npos)
+        << e.what();
   }
   EXPECT_NO_THROW(rt::HinesExecutor::load(honest, "honest.sccb", ctx));
 }

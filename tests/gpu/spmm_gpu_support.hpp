@@ -150,21 +150,24 @@ inline void expect_clean_build(const SpmmCase& c, const SpmmBuilt& b) {
   EXPECT_TRUE(b.plan_errors.empty()) << c.name << ": "
                                      << (b.plan_errors.empty() ? "" : b.plan_errors.front());
   ASSERT_TRUE(b.plan_errors.empty());
-  ASSERT_TRUE(b.usage.found) << c.name << ": no ptxas report in the log nor attributes in the cubin:\n" << b.compiled.log;
+  ASSERT_TRUE(b.usage.found) << c.name << ": no ptxas report in the log nor attributes in the cubin:\n"
+                             << b.compiled.log;
   EXPECT_EQ(b.usage.spill_store_bytes, 0) << c.name;
   EXPECT_EQ(b.usage.spill_load_bytes, 0) << c.name;
   EXPECT_EQ(b.usage.stack_frame_bytes, 0) << c.name;
   EXPECT_FALSE(b.compiled.cubin.empty()) << c.name;
   EXPECT_FALSE(b.compiled.ptx.empty()) << c.name;
-  EXPECT_EQ(b.bundle.values.empty(), b.plan.value_mode() == SpmmValueMode::baked ||
-                                         (b.plan.value_mode() == SpmmValueMode::streamed && spmm_plan_nnz(b.plan) == 0))
+  EXPECT_EQ(b.bundle.values.empty(),
+            b.plan.value_mode() == SpmmValueMode::baked ||
+                (b.plan.value_mode() == SpmmValueMode::streamed && spmm_plan_nnz(b.plan) == 0))
       << c.name;
   if (b.plan.value_mode() == SpmmValueMode::rolled) {
     EXPECT_EQ(b.bundle.values, spmm_rolled_table(b.plan, c.a)) << c.name;
     EXPECT_EQ(b.emitted.language, KernelLanguage::cuda) << c.name;
   }
   if (b.plan.value_mode() == SpmmValueMode::streamed) {
-    EXPECT_EQ(b.bundle.values.size(), static_cast<std::size_t>(c.a.nnz() - b.bundle.metadata.tile_nnz)) << c.name;
+    EXPECT_EQ(b.bundle.values.size(), static_cast<std::size_t>(c.a.nnz() - b.bundle.metadata.tile_nnz))
+        << c.name;
   }
   EXPECT_EQ(b.bundle.metadata.nnz, c.a.nnz()) << c.name;
   EXPECT_EQ(b.bundle.metadata.n_mode, mode_name(c.problem.n_mode)) << c.name;
@@ -236,8 +239,8 @@ inline std::vector<float> run_and_check(const rt::Context& ctx, const rt::SpmmEx
       "[ spmm gpu ] %-44s %5lldx%-5lld nnz %7lld  N %4d  %-7s %-8s compile %6.2f s  cubin %6.1f B/nnz  "
       "max rel err %.2e  bit-exact %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-      static_cast<long long>(c.a.nnz()), n, mode_name(c.problem.n_mode),
-      to_string(built.plan.value_mode()), built.compiled.seconds,
+      static_cast<long long>(c.a.nnz()), n, mode_name(c.problem.n_mode), to_string(built.plan.value_mode()),
+      built.compiled.seconds,
       c.a.nnz() ? static_cast<double>(built.compiled.cubin.size()) / static_cast<double>(c.a.nnz()) : 0.0,
       r.max_rel_error, r.mismatches == 0 ? "yes" : "no");
   std::fflush(stdout);

@@ -156,12 +156,12 @@ std::vector<SpmmCase> edge_cases() {
                          pairs(opts(4, 3, V::baked))));
   cs.push_back(make_case("pairs_balanced_ny16_n196", skewed_rows(), 196, M::fixed, true, false,
                          pairs(opts(16, 2, V::baked, SpmmRowSplit::balanced))));
-  cs.push_back(make_case("pairs_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 2, M::fixed, true, true,
-                         pairs({})));
+  cs.push_back(
+      make_case("pairs_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 2, M::fixed, true, true, pairs({})));
   // Clustered rows (stores and bias reads at the regrouped rows): empty rows, odd shapes, runtime N,
   // groups, streamed values.
-  cs.push_back(make_case("clustered_empty_row_block_bias_relu", with_empty_row_block(), 49, M::fixed, true, true,
-                         opts(4, 1, V::baked, SpmmRowSplit::clustered)));
+  cs.push_back(make_case("clustered_empty_row_block_bias_relu", with_empty_row_block(), 49, M::fixed, true,
+                         true, opts(4, 1, V::baked, SpmmRowSplit::clustered)));
   cs.push_back(make_case("clustered_odd_n3136_gy3", odd, 3136, M::fixed, true, false,
                          opts(0, 3, V::baked, SpmmRowSplit::clustered)));
   cs.push_back(make_case("clustered_skewed_runtime_streamed_gy2", skewed_rows(), 49, M::runtime, true, true,
@@ -171,21 +171,21 @@ std::vector<SpmmCase> edge_cases() {
   // copies), streamed values, pairs (8-byte copies), clustered rows, a slot cap below the steps.
   cs.push_back(make_case("staged_empty_row_block_bias_relu", with_empty_row_block(), 49, M::fixed, true, true,
                          staged(opts(4, 1, V::baked))));
-  cs.push_back(make_case("staged_odd_n3136_gy3_bias", odd, 3136, M::fixed, true, false,
-                         staged(opts(0, 3, V::baked))));
+  cs.push_back(
+      make_case("staged_odd_n3136_gy3_bias", odd, 3136, M::fixed, true, false, staged(opts(0, 3, V::baked))));
   cs.push_back(make_case("staged2_odd_runtime_streamed_gy2_bias_relu", odd, 100, M::runtime, true, true,
                          staged(opts(8, 2, V::streamed, SpmmRowSplit::equal, 32), 2), kRuntimeNs));
   cs.push_back(make_case("staged_pairs_n50_streamed_gy3_bias", odd, 50, M::fixed, true, false,
                          staged(pairs(opts(4, 3, V::streamed, SpmmRowSplit::equal, 32)))));
   cs.push_back(make_case("staged_clustered_skewed_n49_gy2", skewed_rows(), 49, M::fixed, true, true,
                          staged(opts(16, 2, V::baked, SpmmRowSplit::clustered, 32))));
-  cs.push_back(make_case("staged_capped_1024_threads_n3136", random_csr(64, 300, 0.3, 18), 3136, M::fixed, false,
-                         true, staged(opts(16, 4, V::baked, SpmmRowSplit::equal, 256))));
+  cs.push_back(make_case("staged_capped_1024_threads_n3136", random_csr(64, 300, 0.3, 18), 3136, M::fixed,
+                         false, true, staged(opts(16, 4, V::baked, SpmmRowSplit::equal, 256))));
   cs = both_emitters(cs);
   // Rolled plans (one emitter: they are always CUDA C++): tilings, runtime N, bias and ReLU, empty
   // block rows, no nonzeros at all, columns not a multiple of the block's 2 T.
-  cs.push_back(make_case("rolled_r1_g8_n49_bias_relu", random_csr(200, 700, 0.15, 17), 49, M::fixed, true, true,
-                         opts(1, 8, V::rolled)));
+  cs.push_back(make_case("rolled_r1_g8_n49_bias_relu", random_csr(200, 700, 0.15, 17), 49, M::fixed, true,
+                         true, opts(1, 8, V::rolled)));
   cs.push_back(make_case("rolled_r3_g3_runtime_bias_relu", odd, 100, M::runtime, true, true,
                          opts(3, 3, V::rolled, SpmmRowSplit::equal, 32), kRuntimeNs));
   cs.push_back(make_case("rolled_r4_t64_n3136", odd, 3136, M::fixed, false, false,
@@ -198,7 +198,8 @@ std::vector<SpmmCase> edge_cases() {
                          opts(2, 2, V::rolled, SpmmRowSplit::equal, 16), kRuntimeNs));
   cs.push_back(make_case("rolled_r1_g1_long_rows", random_csr(64, 2048, 0.1, 21), 49, M::fixed, false, false,
                          opts(1, 1, V::rolled)));
-  cs.push_back(make_case("rolled_one_nonzero_n1", one_nonzero(), 1, M::fixed, false, true, opts(1, 4, V::rolled)));
+  cs.push_back(
+      make_case("rolled_one_nonzero_n1", one_nonzero(), 1, M::fixed, false, true, opts(1, 4, V::rolled)));
   cs.push_back(make_case("rolled_all_zero_bias_relu", random_csr(9, 5, 0.0, 4), 49, M::fixed, true, true,
                          opts(1, 1, V::rolled)));
   // Step lanes (small N; the slots' sums added by shuffles, then the groups' through shared memory):
@@ -464,13 +465,15 @@ TEST(SpmmGpu, ClusteredRowsOnRealLayers) {
       {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1", 3136},
       {"rn50/magnitude_pruning/0.9/bottleneck_3_block_group1_1_1", 3136},
       {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group3_1_1", 196},
-      {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected", 256},
+      {"transformer/magnitude_pruning/0.9/"
+       "body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected",
+       256},
       {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256}};
   std::vector<SpmmCase> cases;
   for (const auto& [layer, n] : layers) {
     CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
-    cases.push_back(make_case(std::string("clustered/") + layer, std::move(a), n, SpmmNMode::fixed, true, true,
-                              opts(0, 0, std::nullopt, SpmmRowSplit::clustered)));
+    cases.push_back(make_case(std::string("clustered/") + layer, std::move(a), n, SpmmNMode::fixed, true,
+                              true, opts(0, 0, std::nullopt, SpmmRowSplit::clustered)));
   }
   std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 4});
   checked.push_back(cases.back());  // 52k nonzeros: the PTX route only (NVRTC takes minutes)
@@ -488,13 +491,15 @@ TEST(SpmmGpu, StagedStepsOnRealLayers) {
       {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group1_1_1", 3136, 1},
       {"rn50/magnitude_pruning/0.9/bottleneck_3_block_group1_1_1", 3136, 2},
       {"rn50/magnitude_pruning/0.9/bottleneck_1_block_group2_1_1", 784, 1},
-      {"transformer/magnitude_pruning/0.9/body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected", 256, 2},
+      {"transformer/magnitude_pruning/0.9/"
+       "body_encoder_layer_0_self_attention_multihead_attention_q_fully_connected",
+       256, 2},
       {"transformer/magnitude_pruning/0.95/body_encoder_layer_0_ffn_conv1_fully_connected", 256, 1}};
   std::vector<SpmmCase> cases;
   for (const auto& [layer, n, min_entries] : layers) {
     CsrMatrix a = load_dlmc(dlmc / (std::string(layer) + ".smtx.gz"));
-    cases.push_back(make_case(fmt::format("staged{}/{}", min_entries, layer), std::move(a), n, SpmmNMode::fixed,
-                              true, true, staged({}, min_entries)));
+    cases.push_back(make_case(fmt::format("staged{}/{}", min_entries, layer), std::move(a), n,
+                              SpmmNMode::fixed, true, true, staged({}, min_entries)));
   }
   std::vector<SpmmCase> checked = both_emitters({cases.begin(), cases.begin() + 4});
   checked.push_back(cases.back());
@@ -658,8 +663,8 @@ TEST(SpmmGpu, ProgrammaticLaunchChains) {
 TEST(SpmmGpu, PairsRefuseMisalignedPointers) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
-  const SpmmCase c = make_case("pairs_alignment", random_csr(37, 53, 0.2, 12), 64, SpmmNMode::fixed, false, false,
-                               pairs({}));
+  const SpmmCase c = make_case("pairs_alignment", random_csr(37, 53, 0.2, 12), 64, SpmmNMode::fixed, false,
+                               false, pairs({}));
   const SpmmBuilt b = build_all({c}, ctx.device().arch())[0].get();
   expect_clean_build(c, b);
   const auto ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);

@@ -67,10 +67,13 @@ CsrMatrix planted(std::int64_t m, std::int64_t k, double density, std::uint64_t 
 }
 
 std::uint16_t to_bits(double v, bool bf16) { return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v); }
-double from_bits(std::uint16_t h, bool bf16) { return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h); }
+double from_bits(std::uint16_t h, bool bf16) {
+  return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h);
+}
 
 // Runs `ex` at n on a NaN-poisoned C and checks it; prints one line.
-void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built, int n) {
+void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
+              int n) {
   const SpmmPlan& plan = built.plan;
   const bool bf16 = plan.problem.dtype == DType::bf16;
   DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
@@ -107,7 +110,8 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       // Tensor cores and the interpreter sum a fragment's products in fp32 in different orders: their
       // results differ by fp32 roundings of partial sums, up to 2^-20 of max |C| here, and by one
       // rounding to the dtype on top of that.
-      const double spacing = std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
+      const double spacing =
+          std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
       if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && far++ == 0)
         first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
                     std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
@@ -121,17 +125,23 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       "[ half gpu ] %-46s %5lldx%-5lld nnz %7lld N %5d %-4s acc %-4s %-8s tiles %5lld (%5.1f %% nnz) "
       "max rel err %.2e (tol %.1e) interp %s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), std::string(dtype_name(plan.epilogue.accumulate)).c_str(),
-      to_string(plan.value_mode()), static_cast<long long>(plan.blocklets().tiles),
-      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(c.a.nnz()) : 0.0,
-      rel, tol, bit_diffs == 0 ? "bit-exact" : far == 0 ? "within bound" : "DIFFERS");
+      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(),
+      std::string(dtype_name(plan.epilogue.accumulate)).c_str(), to_string(plan.value_mode()),
+      static_cast<long long>(plan.blocklets().tiles),
+      c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(c.a.nnz())
+                : 0.0,
+      rel, tol,
+      bit_diffs == 0 ? "bit-exact"
+      : far == 0     ? "within bound"
+                     : "DIFFERS");
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(rel, tol) << c.name << " n=" << n;
   if (plan.fragment_k() == 0) {
     EXPECT_EQ(bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
   } else {
-    EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first " << first_far;
+    EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first "
+                      << first_far;
   }
 }
 
@@ -284,8 +294,8 @@ TEST(SpmmHalfGpu, RealWeightsAsStoredAndRmbPruned) {
       cases.push_back(half_case(name + "/f16/auto", a, 196, "f16", "auto", "f32", SpmmNMode::fixed, true));
     cases.push_back(half_case(name + "/rmb/f16/auto", sparse_rmb, 196, "f16", "auto"));
     // N = 392 takes the 16-byte fragment path, N = 196 the scalar one.
-    cases.push_back(half_case(name + "/rmb-dense/f16/auto", dense_rmb, 392, "f16", "auto", "f32", SpmmNMode::fixed,
-                              true));
+    cases.push_back(half_case(name + "/rmb-dense/f16/auto", dense_rmb, 392, "f16", "auto", "f32",
+                              SpmmNMode::fixed, true));
     cases.push_back(half_case(name + "/rmb-dense/bf16/16x8", dense_rmb, 196, "bf16", "16x8:1", "bf16"));
     cases.push_back(half_case(name + "/rmb-dense/f16/16x16", dense_rmb, 392, "f16", "16x16:0.5", "f32",
                               SpmmNMode::fixed, false, SpmmValueMode::streamed));
@@ -319,7 +329,9 @@ TEST(SpmmHalfGpu, DlmcRn50Sparse90BlockletsAuto) {
     }
     cases.push_back(half_case(name + "/f16/auto", std::move(a), 64, "f16", "auto"));
   }
-  std::printf("[ half gpu ] rn50_0.9: %zu matrices, %lld above %lld nonzeros left out (SPARSECC_GPU_ALL=1 runs all)\n",
-              cases.size(), static_cast<long long>(skipped), static_cast<long long>(limit));
+  std::printf(
+      "[ half gpu ] rn50_0.9: %zu matrices, %lld above %lld nonzeros left out (SPARSECC_GPU_ALL=1 runs "
+      "all)\n",
+      cases.size(), static_cast<long long>(skipped), static_cast<long long>(limit));
   build_and_run_half(cases);
 }

@@ -36,8 +36,10 @@ inline std::vector<unsigned char> forge_bundle(
   for (std::uint32_t i = 0; i < count; ++i) {
     const std::size_t e = rt::kBundleHeaderBytes + rt::kBundleEntryBytes * i;
     const std::uint64_t offset = u64(e + 8), size = u64(e + 16);
-    if (offset > bundle.size() || size > bundle.size() - offset) throw std::invalid_argument("forge_bundle: bad section");
-    std::vector<unsigned char> data(bundle.begin() + std::ptrdiff_t(offset), bundle.begin() + std::ptrdiff_t(offset + size));
+    if (offset > bundle.size() || size > bundle.size() - offset)
+      throw std::invalid_argument("forge_bundle: bad section");
+    std::vector<unsigned char> data(bundle.begin() + std::ptrdiff_t(offset),
+                                    bundle.begin() + std::ptrdiff_t(offset + size));
     const std::uint32_t kind = u32(e);
     if (kind == static_cast<std::uint32_t>(rt::SectionKind::metadata)) {
       nlohmann::json j = nlohmann::json::parse(data.begin(), data.end());
@@ -51,7 +53,9 @@ inline std::vector<unsigned char> forge_bundle(
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(rt::kBundleHeaderBytes + rt::kBundleEntryBytes * sections.size());
   std::vector<unsigned char> out(at, 0);
-  const auto put = [&](std::size_t where, const void* p, std::size_t n) { std::memcpy(out.data() + where, p, n); };
+  const auto put = [&](std::size_t where, const void* p, std::size_t n) {
+    std::memcpy(out.data() + where, p, n);
+  };
   for (std::size_t i = 0; i < sections.size(); ++i) {
     const std::size_t e = rt::kBundleHeaderBytes + rt::kBundleEntryBytes * i;
     const std::uint64_t offset = at, size = sections[i].second.size();

@@ -73,7 +73,8 @@ inline HinesSystem chain_system(int n) {
 }
 
 // max |x - ref| / max |ref| (absolute when ref is all zero); `nans` counts non-finite x.
-inline double max_rel_error(const std::vector<double>& x, const std::vector<double>& ref, std::int64_t* nans = nullptr) {
+inline double max_rel_error(const std::vector<double>& x, const std::vector<double>& ref,
+                            std::int64_t* nans = nullptr) {
   double err = 0, scale = 0;
   if (nans) *nans = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {

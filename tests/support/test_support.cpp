@@ -116,13 +116,14 @@ void expect_input_error(const std::function<void()>& fn, const std::vector<std::
   }
 }
 
-CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed, std::int64_t empty_every,
-                     std::int64_t empty_at) {
+CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed,
+                     std::int64_t empty_every, std::int64_t empty_at) {
   SplitMix64 rng(seed);
   DenseMatrix d(m, k);
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t c = 0; c < k; ++c)
-      if (!(empty_every > 0 && r % empty_every == empty_at) && static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
+      if (!(empty_every > 0 && r % empty_every == empty_at) &&
+          static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
         d(r, c) = rng.uniform_pm1();
   return csr_from_dense(d, DType::f32);
 }

@@ -49,10 +49,12 @@ SpmmPlan plan_for(SpmmValueMode mode, bool bias = true) {
 Raw spmm_bytes(const SpmmPlan& plan, const std::string& ptx) {
   const CsrMatrix& a = matrix();
   const std::vector<float> values = plan.value_mode() == SpmmValueMode::rolled ? spmm_rolled_table(plan, a)
-                                    : plan.value_mode() == SpmmValueMode::streamed ? spmm_kernel_values(plan, a)
-                                                                                 : std::vector<float>{};
+                                    : plan.value_mode() == SpmmValueMode::streamed
+                                        ? spmm_kernel_values(plan, a)
+                                        : std::vector<float>{};
   const std::vector<double> bias(plan.problem.bias ? static_cast<std::size_t>(a.rows) : 0, 0.5);
-  return rt::bundle_bytes(make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, ptx, values, {}, bias), "honest.sccb");
+  return rt::bundle_bytes(make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, ptx, values, {}, bias),
+                          "honest.sccb");
 }
 
 // Parses `bytes` as forged.sccb: expects a BundleError whose message has every one of `parts`.
@@ -63,11 +65,14 @@ void expect_refused(const Raw& bytes, const std::vector<std::string>& parts) {
   } catch (const rt::BundleError& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind("forged.sccb: ", 0), 0u) << what;
-    for (const std::string& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing '" << p << "' in: " << what;
+    for (const std::string& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << "missing '" << p << "' in: " << what;
   }
 }
 
-Raw forge(const Raw& honest, const std::function<void(json&)>& edit) { return test::forge_bundle(honest, edit); }
+Raw forge(const Raw& honest, const std::function<void(json&)>& edit) {
+  return test::forge_bundle(honest, edit);
+}
 
 // Cuts the values section by `floats` floats.
 Raw forge_values(const Raw& honest, const std::function<void(json&)>& edit, std::size_t floats) {
@@ -97,18 +102,25 @@ TEST(BundleForgery, LaunchKeysThatContradictThePlanAreRefused) {
   expect_refused(forge(honest, [](json& j) { j["block_rows"] = 11; }),
                  {"metadata key 'block_rows'", "plan_summary.block_rows = 10"});
   // Both, consistently: the panels still disagree.
-  expect_refused(forge(honest, [](json& j) { j["block_rows"] = 11; j["plan_summary"]["block_rows"] = 11; }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         j["block_rows"] = 11;
+                         j["plan_summary"]["block_rows"] = 11;
+                       }),
                  {"metadata key 'block_rows'", "which make 10"});
   // A smaller m with fewer panels: the bias no longer has m entries.
-  expect_refused(forge(honest, [](json& j) {
-                   j["m"] = 36;
-                   j["block_rows"] = 9;
-                   j["plan_summary"]["block_rows"] = 9;
-                 }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         j["m"] = 36;
+                         j["block_rows"] = 9;
+                         j["plan_summary"]["block_rows"] = 9;
+                       }),
                  {"section bias", "metadata m is 36"});
   // The block's threads and columns.
-  expect_refused(forge(honest, [](json& j) { j["block_x"] = 1024; }), {"metadata key 'block_x'", "plan_summary.groups"});
-  expect_refused(forge(honest, [](json& j) { j["n_tile"] = 1024; }), {"metadata key 'n_tile'", "plan_summary.n_tile"});
+  expect_refused(forge(honest, [](json& j) { j["block_x"] = 1024; }),
+                 {"metadata key 'block_x'", "plan_summary.groups"});
+  expect_refused(forge(honest, [](json& j) { j["n_tile"] = 1024; }),
+                 {"metadata key 'n_tile'", "plan_summary.n_tile"});
   // Shared memory past what an SpMM executor is launched with.
   expect_refused(forge(honest, [](json& j) { j["shared_bytes"] = 65536; }),
                  {"metadata key 'shared_bytes'", "exceed the 49152"});
@@ -130,7 +142,8 @@ TEST(BundleForgery, TheContractInThePtxBindsTheMetadataToTheCode) {
   expect_refused(forge(honest, [](json& j) { j["m"] = 39; }),
                  {"m is 39 in the bundle but 40 in the code's sparsecc_contract (PTX)"});
   // Fewer values and nonzeros than the kernel reads.
-  expect_refused(forge_values(honest, [](json& j) { j["nnz"] = j["nnz"].get<int>() - 1; }, 1),
+  expect_refused(forge_values(
+                     honest, [](json& j) { j["nnz"] = j["nnz"].get<int>() - 1; }, 1),
                  {"nnz is", "sparsecc_contract (PTX)"});
   expect_refused(forge(honest, [](json& j) { j["n"] = 64; }), {"n is 64 in the bundle but 32"});
   expect_refused(forge(honest, [](json& j) { j["k"] = 20; }), {"k is 20 in the bundle but 30"});
@@ -138,7 +151,8 @@ TEST(BundleForgery, TheContractInThePtxBindsTheMetadataToTheCode) {
   // The code's contract itself, edited, is code: it no longer matches the bundle either.
   std::string other = k.source;
   other.replace(other.find("sparsecc_contract["), 17, "sparsecc_kontract");
-  EXPECT_NO_THROW(rt::parse_bundle(spmm_bytes(plan, other), "no_contract.sccb"));  // absent: the loader decides
+  EXPECT_NO_THROW(
+      rt::parse_bundle(spmm_bytes(plan, other), "no_contract.sccb"));  // absent: the loader decides
 }
 
 TEST(BundleForgery, ContractsAreReadFromPtxInBothForms) {
@@ -146,15 +160,17 @@ TEST(BundleForgery, ContractsAreReadFromPtxInBothForms) {
   // The emitters' form (64-bit words) and NVRTC's (bytes, trailing zeros left out).
   EXPECT_EQ(rt::ptx_contract(rt::contract_ptx({{"a", 1}, {"b", 258}}), "x"), words);
   std::string bytes = ".global .align 8 .b8 sparsecc_contract[40] = {";
-  for (std::size_t i = 0; i < 8 * words.size() - 6; ++i)  // 258 takes two bytes; the six zeros after it are left out
+  for (std::size_t i = 0; i < 8 * words.size() - 6;
+       ++i)  // 258 takes two bytes; the six zeros after it are left out
     bytes += (i ? ", " : "") + std::to_string((words[i / 8] >> (8 * (i % 8))) & 0xff);
   bytes += "};\n";
   EXPECT_EQ(rt::ptx_contract(bytes, "x"), words);
   EXPECT_EQ(rt::ptx_contract("// mentions sparsecc_contract[3] in a comment\n", "x"), std::nullopt);
   EXPECT_EQ(rt::ptx_contract(".version 8.0\n", "x"), std::nullopt);
-  for (const std::string bad : {".global .u64 sparsecc_contract[2] = {1, 2, 3};", ".global .u64 sparsecc_contract[999999] = {1};",
-                                ".global .b8 sparsecc_contract[8] = {256};", ".global .u64 sparsecc_contract[2];",
-                                ".global .u64 sparsecc_contract[2] = {1, 2"}) {
+  for (const std::string bad :
+       {".global .u64 sparsecc_contract[2] = {1, 2, 3};", ".global .u64 sparsecc_contract[999999] = {1};",
+        ".global .b8 sparsecc_contract[8] = {256};", ".global .u64 sparsecc_contract[2];",
+        ".global .u64 sparsecc_contract[2] = {1, 2"}) {
     EXPECT_THROW(rt::ptx_contract(bad, "x"), rt::BundleError) << bad;
   }
   EXPECT_EQ(rt::cubin_contract(Raw{1, 2, 3}, "x"), std::nullopt);  // not ELF: nothing this reader can see
@@ -185,7 +201,8 @@ TEST(BundleForgery, EveryEmitterStampsThePlansContract) {
     ASSERT_TRUE(spmm_ptx_splits(plan));
     const EmittedKernel k = emit_spmm_ptx(plan, big);
     ASSERT_GT(k.modules.size(), 1u);
-    const auto words = rt::contract_words(spmm_plan_contract(plan, big, static_cast<std::int64_t>(k.packed_values.size())));
+    const auto words =
+        rt::contract_words(spmm_plan_contract(plan, big, static_cast<std::int64_t>(k.packed_values.size())));
     EXPECT_EQ(rt::ptx_contract(k.source, "x"), words);
     EXPECT_EQ(rt::ptx_contract(k.modules.front(), "x"), words);
     EXPECT_EQ(rt::ptx_contract(k.modules.back(), "x"), std::nullopt);
@@ -238,7 +255,8 @@ TEST(BundleForgery, CompiledCodeCarriesTheContract) {
     EXPECT_EQ(rt::cubin_contract(r.cubin, "x"), words);
     EXPECT_EQ(rt::ptx_contract(r.ptx, "x"), words);
     const Raw honest = rt::bundle_bytes(b, "honest.sccb");
-    expect_refused(forge(honest, [](json& j) { j["m"] = 39; }), {"m is 39 in the bundle but 40 in the code's sparsecc_contract (cubin)"});
+    expect_refused(forge(honest, [](json& j) { j["m"] = 39; }),
+                   {"m is 39 in the bundle but 40 in the code's sparsecc_contract (cubin)"});
     // Without the cubin the PTX still tells.
     rt::Bundle ptx_only = b;
     ptx_only.cubin.clear();
@@ -257,31 +275,45 @@ TEST(BundleForgery, HinesLaunchesAndTablesAreBound) {
   EXPECT_EQ(rt::ptx_contract(c.code.ptx, "x"), words);
   const Raw honest = rt::bundle_bytes(b);
   // An argument moved out of the workspace: the metadata checks refuse it.
-  expect_refused(forge(honest, [](json& j) {
-                   for (auto& l : j["hines"]["launches"])
-                     for (auto& arg : l["args"])
-                       if (arg[0] == "workspace") arg[1] = j["hines"]["workspace_bytes"].get<std::int64_t>() + 8;
-                 }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         for (auto& l : j["hines"]["launches"])
+                           for (auto& arg : l["args"])
+                             if (arg[0] == "workspace")
+                               arg[1] = j["hines"]["workspace_bytes"].get<std::int64_t>() + 8;
+                       }),
                  {"metadata key 'hines.launches[", "out of range"});
   // A table pointer moved within the tables, or the grid raised: the code's contract refuses it.
-  expect_refused(forge(honest, [](json& j) {
-                   for (auto& l : j["hines"]["launches"])
-                     for (auto& arg : l["args"])
-                       if (arg[0] == "tables" && arg[1] == 0) arg[1] = 4;
-                 }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         for (auto& l : j["hines"]["launches"])
+                           for (auto& arg : l["args"])
+                             if (arg[0] == "tables" && arg[1] == 0) arg[1] = 4;
+                       }),
                  {"hines.launches (digest) is", "sparsecc_contract (cubin)"});
-  expect_refused(forge(honest, [](json& j) { j["hines"]["launches"][0]["grid"] = j["hines"]["launches"][0]["grid"].get<int>() + 1; }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         j["hines"]["launches"][0]["grid"] = j["hines"]["launches"][0]["grid"].get<int>() + 1;
+                       }),
                  {"hines.launches (digest)"});
-  expect_refused(forge(honest, [](json& j) { j["hines"]["workspace_bytes"] = j["hines"]["workspace_bytes"].get<std::int64_t>() * 2; }),
+  expect_refused(forge(honest,
+                       [](json& j) {
+                         j["hines"]["workspace_bytes"] =
+                             j["hines"]["workspace_bytes"].get<std::int64_t>() * 2;
+                       }),
                  {"hines.workspace_bytes is"});
   // Tables edited: their size against the stored plan, their bytes against the contract.
-  expect_refused(test::forge_bundle(honest, {}, [](std::uint32_t kind, std::vector<unsigned char>& data) {
-                   if (kind == static_cast<std::uint32_t>(rt::SectionKind::tables)) data.resize(data.size() - 4);
-                 }),
+  expect_refused(test::forge_bundle(honest, {},
+                                    [](std::uint32_t kind, std::vector<unsigned char>& data) {
+                                      if (kind == static_cast<std::uint32_t>(rt::SectionKind::tables))
+                                        data.resize(data.size() - 4);
+                                    }),
                  {"section tables", "plan_summary.table_bytes"});
-  expect_refused(test::forge_bundle(honest, {}, [](std::uint32_t kind, std::vector<unsigned char>& data) {
-                   if (kind == static_cast<std::uint32_t>(rt::SectionKind::tables)) data[0] ^= 1;
-                 }),
+  expect_refused(test::forge_bundle(honest, {},
+                                    [](std::uint32_t kind, std::vector<unsigned char>& data) {
+                                      if (kind == static_cast<std::uint32_t>(rt::SectionKind::tables))
+                                        data[0] ^= 1;
+                                    }),
                  {"section tables (digest)"});
 }
 
@@ -313,16 +345,20 @@ TEST(BundleForgery, PlanSectionRefusesMetadataThatContradictsThePlan) {
   refused([](auto& x) { x.metadata.shared_bytes += 4; }, "shared_bytes is");
   refused([](auto& x) { x.plan.clear(); }, "b.sccb: has no plan section");
   refused([](auto& x) { x.plan = "{"; }, "section plan: not valid JSON");
-  refused([&](auto& x) {
-    nlohmann::json j = to_json(plan);
-    j["layout"]["n_tile"] = "wide";
-    x.plan = j.dump();
-  }, "section plan: SpMM plan: malformed JSON");
-  refused([&](auto& x) {
-    nlohmann::json j = to_json(plan);
-    j["blocks"][0]["groups"][0] = nlohmann::json::array();  // its nonzeros appear in no step
-    x.plan = j.dump();
-  }, "section plan: not a valid plan for the bundle's matrix");
+  refused(
+      [&](auto& x) {
+        nlohmann::json j = to_json(plan);
+        j["layout"]["n_tile"] = "wide";
+        x.plan = j.dump();
+      },
+      "section plan: SpMM plan: malformed JSON");
+  refused(
+      [&](auto& x) {
+        nlohmann::json j = to_json(plan);
+        j["blocks"][0]["groups"][0] = nlohmann::json::array();  // its nonzeros appear in no step
+        x.plan = j.dump();
+      },
+      "section plan: not a valid plan for the bundle's matrix");
 }
 
 // The cubin reader on damaged ELF files: no read outside the file, no contract where the symbol
@@ -332,7 +368,10 @@ TEST(BundleForgery, CubinReaderStaysInsideTheFile) {
   const auto elf = [](std::uint64_t entsize, std::uint64_t symbol_bytes) {
     Raw d(64 + 3 * 64 + 24 * 2 + 32, 0);
     const auto put = [&](std::size_t at, auto v) { std::memcpy(d.data() + at, &v, sizeof v); };
-    std::memcpy(d.data(), "\x7f" "ELF\x02\x01", 6);
+    std::memcpy(d.data(),
+                "\x7f"
+                "ELF\x02\x01",
+                6);
     put(0x28, std::uint64_t{64});
     put(0x3a, std::uint16_t{64});
     put(0x3c, std::uint16_t{3});
@@ -353,7 +392,8 @@ TEST(BundleForgery, CubinReaderStaysInsideTheFile) {
   };
   EXPECT_EQ(rt::cubin_contract(elf(~std::uint64_t{7}, 8), "x"), std::nullopt);  // entry size past the table
   EXPECT_EQ(rt::cubin_contract(elf(0, 8), "x"), std::nullopt);
-  EXPECT_THROW(rt::cubin_contract(elf(24, 8), "x"), rt::BundleError);  // found, but not in a section with contents
+  EXPECT_THROW(rt::cubin_contract(elf(24, 8), "x"),
+               rt::BundleError);  // found, but not in a section with contents
   Raw cut = elf(24, 8);
   cut.resize(100);  // the section table runs past the end
   EXPECT_EQ(rt::cubin_contract(cut, "x"), std::nullopt);

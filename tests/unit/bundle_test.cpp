@@ -198,8 +198,9 @@ TEST(Bundle, HeaderFieldsAreChecked) {
   r[8] = 4;
   expect_bundle_error(r, {"byte 8: bundle format version 4 is newer than this runtime supports (3)"});
   r[8] = 2;  // version 2 carried no plan section: such bundles must be compiled again
-  expect_bundle_error(r, {"byte 8: bundle format version 2 is older than this runtime supports (3); compile the "
-                          "executor again"});
+  expect_bundle_error(r,
+                      {"byte 8: bundle format version 2 is older than this runtime supports (3); compile the "
+                       "executor again"});
   r[8] = 1;  // the grid order of version 1 differs: such bundles must be compiled again
   expect_bundle_error(r, {"byte 8: bundle format version 1 is older than this runtime supports (3)"});
   r[8] = 0;

@@ -138,14 +138,16 @@ TEST(CommonGzip, ExpansionIsLimitedRelativeToTheCompressedSize) {
   const std::string text(1000, 'x');
   const Bytes z = gzip(as_bytes(text));
   EXPECT_EQ(gunzip(z, "t.gz", 1000).size(), 1000u);
-  test::expect_input_error([&] { gunzip(z, "t.gz", 999); },
-                           {"t.gz: gzip data decompresses to more than 999 bytes", "decompress the file first"});
+  test::expect_input_error(
+      [&] { gunzip(z, "t.gz", 999); },
+      {"t.gz: gzip data decompresses to more than 999 bytes", "decompress the file first"});
   // A bomb: members of 1 MiB of zeros, each about 1 KB, past the 64 MiB floor. It is refused from a
   // file, by read_input, without holding more than the limit.
   const Bytes member = gzip(Bytes(std::size_t{1} << 20, 0));
   ASSERT_LT(member.size(), 8192u);
   Bytes bomb;
-  for (std::uint64_t i = 0; i <= kMinExpansionLimitBytes >> 20; ++i) bomb.insert(bomb.end(), member.begin(), member.end());
+  for (std::uint64_t i = 0; i <= kMinExpansionLimitBytes >> 20; ++i)
+    bomb.insert(bomb.end(), member.begin(), member.end());
   test::TempDir dir;
   test::write_bytes(dir.file("bomb.mtx.gz"), bomb);
   test::expect_input_error([&] { read_input(dir.file("bomb.mtx.gz")); },
@@ -163,11 +165,13 @@ TEST(CommonFile, OnlyRegularFilesAreRead) {
     test::expect_input_error([] { read_input("/dev/zero"); },
                              {"/dev/zero: is a character device, not a regular file"});
   if (std::filesystem::exists("/dev/urandom"))
-    test::expect_input_error([] { read_file("/dev/urandom"); }, {"is a character device, not a regular file"});
+    test::expect_input_error([] { read_file("/dev/urandom"); },
+                             {"is a character device, not a regular file"});
   // A FIFO with no writer: refused at once rather than waited on or read forever.
   const std::string fifo = dir.file("pipe.mtx");
   if (::mkfifo(fifo.c_str(), 0600) == 0)
-    test::expect_input_error([&] { read_input(fifo); }, {"pipe.mtx: is a FIFO (named pipe), not a regular file"});
+    test::expect_input_error([&] { read_input(fifo); },
+                             {"pipe.mtx: is a FIFO (named pipe), not a regular file"});
   // A link to a regular file is read.
   test::write_text(dir.file("real.txt"), "data");
   std::error_code ec;

@@ -191,7 +191,8 @@ TEST(Compile, BadPtxasOptionsAreTheUsersError) {
       check_ptxas_options({"-Xptxas=-bogus"}, "sm_90", language);
       FAIL() << "expected a UsageError";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("--Xptxas: the assembler refuses -bogus: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--Xptxas: the assembler refuses -bogus: "), std::string::npos)
+          << e.what();
       EXPECT_NE(std::string(e.what()).find("bogus'"), std::string::npos) << e.what();
     }
     EXPECT_NO_THROW(check_ptxas_options({"-Xptxas=-O1"}, "sm_90", language));

@@ -1,4 +1,6 @@
 // CsrMatrix invariants, dense <-> CSR conversion, transpose, value synthesis and nnz statistics.
+#include "sparsecc/matrix/csr.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include <set>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/stats.hpp"
 
 namespace sparsecc {

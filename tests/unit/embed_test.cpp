@@ -213,7 +213,8 @@ TEST(Embed, StripLeavesOutPtxAndReference) {
   b.cubin = std::vector<unsigned char>(64, 0x7f);  // a stand-in: the bundle is parsed, never loaded here
   const std::vector<unsigned char> full = rt::bundle_bytes(b);
   EXPECT_EQ(stripped_bundle(full, "b", {}), full);
-  const rt::Bundle both = rt::parse_bundle(stripped_bundle(full, "b", {.strip_ptx = true, .strip_reference = true}), "b");
+  const rt::Bundle both =
+      rt::parse_bundle(stripped_bundle(full, "b", {.strip_ptx = true, .strip_reference = true}), "b");
   EXPECT_TRUE(both.ptx.empty());
   EXPECT_TRUE(both.reference.empty());
   EXPECT_EQ(both.cubin, b.cubin);
@@ -223,13 +224,16 @@ TEST(Embed, StripLeavesOutPtxAndReference) {
   // both stay.
   const std::vector<unsigned char> ptx_only = spmm_bundle_bytes(6);
   EXPECT_FALSE(rt::parse_bundle(stripped_bundle(ptx_only, "p", {.strip_ptx = true}), "p").ptx.empty());
-  const std::vector<unsigned char> cell = rt::bundle_bytes(hines_test_bundle(assemble_hines(make_demo_neuron())));
+  const std::vector<unsigned char> cell =
+      rt::bundle_bytes(hines_test_bundle(assemble_hines(make_demo_neuron())));
   EXPECT_EQ(stripped_bundle(cell, "cell", {.strip_reference = true}), cell);
-  const rt::Bundle hines = rt::parse_bundle(stripped_bundle(cell, "cell", {.strip_ptx = true, .strip_reference = true}), "cell");
+  const rt::Bundle hines =
+      rt::parse_bundle(stripped_bundle(cell, "cell", {.strip_ptx = true, .strip_reference = true}), "cell");
   EXPECT_TRUE(hines.ptx.empty());
   EXPECT_EQ(hines.reference, rt::parse_bundle(cell, "cell").reference);
   // The embedded array holds the stripped bytes.
-  const EmbedSources e = embed_bundles({{"fc", full}, {"cell", cell}}, "m", "m.hpp", {.strip_reference = true});
+  const EmbedSources e =
+      embed_bundles({{"fc", full}, {"cell", cell}}, "m", "m.hpp", {.strip_reference = true});
   EXPECT_EQ(decode_bytes(e.source, "kBundle0"), stripped_bundle(full, "fc", {.strip_reference = true}));
   EXPECT_EQ(decode_bytes(e.source, "kBundle1"), cell);
 }

@@ -90,7 +90,8 @@ std::vector<SpmmCase> synthetic_cases() {
       {"rolled_runtime", 64, true, false, false, "f32", L::cuda,
        [](SpmmOptions& o) { o.value_mode = SpmmValueMode::rolled; }},
       {"staged_ptx", 32, false, false, false, "f32", L::ptx, [](SpmmOptions& o) { o.stage_min_entries = 2; }},
-      {"staged_cuda", 32, false, false, false, "f32", L::cuda, [](SpmmOptions& o) { o.stage_min_entries = 2; }},
+      {"staged_cuda", 32, false, false, false, "f32", L::cuda,
+       [](SpmmOptions& o) { o.stage_min_entries = 2; }},
       {"clustered_ptx", 64, false, false, false, "f32", L::ptx,
        [](SpmmOptions& o) { o.row_split = SpmmRowSplit::clustered; }},
       {"balanced_ptx", 64, false, false, false, "f32", L::ptx,
@@ -110,7 +111,8 @@ std::vector<SpmmCase> synthetic_cases() {
        [](SpmmOptions& o) { o.programmatic = SpmmProgrammatic::trigger; }},
       {"f16_auto", 64, false, true, true, "f16", L::cuda},
       {"f16_runtime", 64, true, false, false, "f16", L::cuda},
-      {"bf16_acc_bf16", 64, false, false, false, "bf16", L::cuda, [](SpmmOptions& o) { o.accumulate = DType::bf16; }},
+      {"bf16_acc_bf16", 64, false, false, false, "bf16", L::cuda,
+       [](SpmmOptions& o) { o.accumulate = DType::bf16; }},
       {"f16_blocklets_auto", 64, false, false, false, "f16", L::cuda,
        [](SpmmOptions& o) { set_blocklets(o, "auto"); }},
       {"f16_blocklets_16x8", 64, false, true, false, "f16", L::cuda,
@@ -137,7 +139,8 @@ std::string spmm_hash(const CsrMatrix& a, const SpmmCase& c) {
   return hash_kernel(emit_spmm(plan, a, c.language, gpu_target("sm_90")));
 }
 
-std::string hines_hash(const HinesSystem& s, std::int32_t rhs, const std::string& dtype, const HinesOptions& o) {
+std::string hines_hash(const HinesSystem& s, std::int32_t rhs, const std::string& dtype,
+                       const HinesOptions& o) {
   const HinesPlan plan = plan_hines(s, rhs, dtype, o);
   const EmittedHines e = emit_hines_cuda(plan, schedule_hines(plan));
   Fnv f;
@@ -161,8 +164,8 @@ class Golden {
       recorded_[name] = hash;
       return;
     }
-    ASSERT_TRUE(recorded_.contains(name)) << name << " has no recorded hash in " << path_
-                                          << " (SPARSECC_UPDATE_GOLDEN=1 records it)";
+    ASSERT_TRUE(recorded_.contains(name))
+        << name << " has no recorded hash in " << path_ << " (SPARSECC_UPDATE_GOLDEN=1 records it)";
     EXPECT_EQ(recorded_[name].get<std::string>(), hash) << name << ": the emitted kernel changed";
   }
   ~Golden() {
@@ -217,12 +220,14 @@ TEST(EmitGolden, SparsertSuite) {
       const std::string base = fmt::format("sparsert/{}/{}", sparsity, p.name);
       SCOPED_TRACE(base);
       golden.check(base + "/auto_ptx", spmm_hash(a, {"", p.N}));
-      golden.check(base + "/auto_cuda", spmm_hash(a, {"", p.N, false, false, false, "f32", KernelLanguage::cuda}));
+      golden.check(base + "/auto_cuda",
+                   spmm_hash(a, {"", p.N, false, false, false, "f32", KernelLanguage::cuda}));
       golden.check(base + "/rolled_b16",
                    spmm_hash(a, {"", p.N * 16, false, false, false, "f32", KernelLanguage::cuda,
                                  [](SpmmOptions& o) { o.value_mode = SpmmValueMode::rolled; }}));
-      golden.check(base + "/f16_b16", spmm_hash(a, {"", p.N * 16, false, true, true, "f16", KernelLanguage::cuda,
-                                                    [](SpmmOptions& o) { set_blocklets(o, "auto"); }}));
+      golden.check(base + "/f16_b16",
+                   spmm_hash(a, {"", p.N * 16, false, true, true, "f16", KernelLanguage::cuda,
+                                 [](SpmmOptions& o) { set_blocklets(o, "auto"); }}));
     }
 }
 

@@ -507,8 +507,8 @@ TEST(HinesBaselines, AccuracyBoundFollowsTheSerialSolverOnARefinedCell) {
   ASSERT_GT(s.size(), 100000);
   const std::vector<double> b = random_step_rhs(s, 1, 3);
   const HinesAccuracy acc = hines_accuracy(s, b, 1);
-  std::printf("[ hines accuracy ] L5PC at resolution 10 (%d rows): serial fp64 %.3g, serial fp32 %.3g\n", s.size(),
-              acc.serial_f64_error, acc.serial_f32_error);
+  std::printf("[ hines accuracy ] L5PC at resolution 10 (%d rows): serial fp64 %.3g, serial fp32 %.3g\n",
+              s.size(), acc.serial_f64_error, acc.serial_f32_error);
   EXPECT_GT(acc.serial_f64_error, 1e-14);
   EXPECT_GT(acc.tolerance("f64"), kF64ToleranceFloor);
   EXPECT_FALSE(acc.note("f64").empty());

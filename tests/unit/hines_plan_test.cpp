@@ -3,8 +3,6 @@
 // domain matrix is again a Hines matrix), and the interpreter against the serial fp64 reference
 // (max |x - x_serial| / max |x_serial| <= 1e-12) on random trees, a 100,000-row chain, a star, forests
 // of 1 to 1,000 cells, R = 1..16, and every valid SWC cell of the real data.
-#include "sparsecc/plan/hines_interpreter.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include "sparsecc/emit/template.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/plan/hines_interpreter.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 #include "test_support.hpp"
 
@@ -52,8 +51,8 @@ HinesSystem signed_domain(const std::vector<std::int32_t>& parent, const HinesDo
 
 // Plans, checks and interprets `s` with R right-hand sides; expects the serial solution and Hines
 // domain matrices at every level. Returns the plan.
-HinesPlan expect_plan_solves(const HinesSystem& s, std::int32_t rhs, const HinesOptions& o, std::mt19937_64& rng,
-                             const std::string& label) {
+HinesPlan expect_plan_solves(const HinesSystem& s, std::int32_t rhs, const HinesOptions& o,
+                             std::mt19937_64& rng, const std::string& label) {
   const HinesPlan plan = plan_hines(s, rhs, "f64", o);
   const auto errors = check_hines_plan(plan);
   EXPECT_TRUE(errors.empty()) << label << ": " << (errors.empty() ? "" : errors.front());
@@ -64,8 +63,10 @@ HinesPlan expect_plan_solves(const HinesSystem& s, std::int32_t rhs, const Hines
   EXPECT_LE(test::max_rel_error(x, ref), kTolerance) << label << " depth " << plan.depth();
   EXPECT_EQ(trace.size(), plan.levels.size()) << label;
   for (std::size_t li = 0; li < trace.size() && li < plan.levels.size(); ++li) {
-    const auto problems = validate_hines(signed_domain(plan.levels[li].domain_parent, trace[li], li % 2 ? 1 : -1));
-    EXPECT_TRUE(problems.empty()) << label << " level " << li << ": " << (problems.empty() ? "" : problems.front());
+    const auto problems =
+        validate_hines(signed_domain(plan.levels[li].domain_parent, trace[li], li % 2 ? 1 : -1));
+    EXPECT_TRUE(problems.empty()) << label << " level " << li << ": "
+                                  << (problems.empty() ? "" : problems.front());
   }
   return plan;
 }
@@ -94,7 +95,8 @@ TEST(HinesPlan, NotesTreeMinimalDomainIsExact) {
   const HinesLevel& L = plan.levels[0];
   EXPECT_EQ(L.junctions, (std::vector<std::int32_t>{2, 5}));
   ASSERT_EQ(L.chains.size(), 4u);
-  const std::vector<std::array<std::int32_t, 4>> chains = {{0, 0, 0, -1}, {1, 1, 0, -1}, {3, 4, 1, -1}, {6, 6, -1, 1}};
+  const std::vector<std::array<std::int32_t, 4>> chains = {
+      {0, 0, 0, -1}, {1, 1, 0, -1}, {3, 4, 1, -1}, {6, 6, -1, 1}};
   for (std::size_t c = 0; c < 4; ++c) {
     EXPECT_EQ(L.chains[c].begin, chains[c][0]);
     EXPECT_EQ(L.chains[c].end, chains[c][1]);
@@ -261,9 +263,9 @@ TEST(HinesPlan, RandomTreesEveryDecompositionAndDepth) {
             o.depth = depth;
             o.base_rows = 5;  // the automatic rule recurses down to 5 rows
             expect_plan_solves(s, 1 + plans % 3, o, rng,
-                               "n " + std::to_string(n) + " cells " + std::to_string(cells) + " branchiness " +
-                                   std::to_string(branchiness) + " K " + std::to_string(k) + " depth " +
-                                   std::to_string(depth));
+                               "n " + std::to_string(n) + " cells " + std::to_string(cells) +
+                                   " branchiness " + std::to_string(branchiness) + " K " + std::to_string(k) +
+                                   " depth " + std::to_string(depth));
             ++plans;
           }
       }
@@ -342,7 +344,8 @@ TEST(HinesPlan, Float32InterpreterStaysWithinItsPrecision) {
   std::mt19937_64 rng(8);
   const std::vector<double> b = random_rhs(std::int64_t{s.size()} * 2, rng);
   const auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-  const std::vector<float> x = interpret_hines(plan, to_float(s.diag), to_float(s.upper), to_float(s.lower), to_float(b));
+  const std::vector<float> x =
+      interpret_hines(plan, to_float(s.diag), to_float(s.upper), to_float(s.lower), to_float(b));
   const std::vector<double> ref = hines_solve_many(s, b, 2);
   EXPECT_LE(test::max_rel_error({x.begin(), x.end()}, ref), 1e-4);
 }

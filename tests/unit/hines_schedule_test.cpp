@@ -85,7 +85,8 @@ TEST(HinesSchedule, ForestOfEqualCellsSharesOneSegmentType) {
     const auto* seg = s.tables.data() + s.segments_offset + static_cast<std::int64_t>(c) * s.segment_stride;
     EXPECT_GE(seg[0], 0);
     EXPECT_LT(seg[0], s.segments_offset);
-    for (int l = 0; l <= plan.depth(); ++l) EXPECT_EQ(seg[1 + l], rows[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)]);
+    for (int l = 0; l <= plan.depth(); ++l)
+      EXPECT_EQ(seg[1 + l], rows[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)]);
   }
 }
 
@@ -196,40 +197,44 @@ TEST(HinesSchedule, EveryCellOfARandomForestIsASegment) {
 TEST(HinesSchedule, EmittedModuleCompilesAndBundles) {
   const HinesSystem cell = assemble_hines(make_demo_neuron());
   for (const char* code : {"tables", "unrolled"})
-  for (const char* dtype : {"f64", "f32"})
-    for (const int r : {1, 4}) {
-      HinesOptions o;
-      o.grid_levels = 1;  // every kernel in use
-      o.code = code;
-      const HinesPlan plan = plan_hines(concatenate_hines(std::vector<HinesSystem>(3, cell)), r, dtype, o);
-      CudaCompileOptions co;
-      co.extra.push_back(kPtxasVerbose);
-      const CompiledHines c = compile_hines(plan, co);
-      EXPECT_EQ(c.emitted.kernels, (std::vector<std::string>{"hines_stage1", "hines_stage2", "hines_block", "hines_stage4"}));
-      const ResourceUsage u = parse_ptxas_log(c.code.log);
-      ASSERT_TRUE(u.found) << c.code.log;
-      EXPECT_EQ(to_string(plan.code), std::string(code));
-      std::printf("%s %s R %d: %d registers, %lld bytes spilled\n", code, dtype, r, u.registers,
-                  static_cast<long long>(u.spill_store_bytes));
-      EXPECT_LE(u.spill_store_bytes, r == 1 ? 16 : 64) << code << " " << dtype << " R " << r << ", " << plan.block_threads << " threads\n" << c.code.log;
-      const rt::Bundle b = hines_bundle(plan, c.schedule, concatenate_hines(std::vector<HinesSystem>(3, cell)),
-                                        c.code.cubin, c.code.ptx, "sm_90");
-      const auto bytes = rt::bundle_bytes(b);
-      const rt::Bundle back = rt::parse_bundle(bytes, "round trip");
-      EXPECT_EQ(back, b);
-      EXPECT_EQ(back.metadata.hines.rhs, r);
-      EXPECT_EQ(back.permutation.size(), static_cast<std::size_t>(plan.problem.n));
-      const HinesSystem sys = hines_system_from_reference_bytes(back.reference, "round trip");
-      EXPECT_EQ(sys.diag, concatenate_hines(std::vector<HinesSystem>(3, cell)).diag);
-      // The plan comes back from its section, and a plan section that contradicts the bundle is refused.
-      EXPECT_EQ(to_json(hines_bundle_plan(back, sys, "round trip")), to_json(plan));
-      rt::Bundle bad = back;
-      bad.tables.at(0) ^= 1;
-      EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
-      bad = back;
-      bad.plan.clear();
-      EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
-    }
+    for (const char* dtype : {"f64", "f32"})
+      for (const int r : {1, 4}) {
+        HinesOptions o;
+        o.grid_levels = 1;  // every kernel in use
+        o.code = code;
+        const HinesPlan plan = plan_hines(concatenate_hines(std::vector<HinesSystem>(3, cell)), r, dtype, o);
+        CudaCompileOptions co;
+        co.extra.push_back(kPtxasVerbose);
+        const CompiledHines c = compile_hines(plan, co);
+        EXPECT_EQ(c.emitted.kernels,
+                  (std::vector<std::string>{"hines_stage1", "hines_stage2", "hines_block", "hines_stage4"}));
+        const ResourceUsage u = parse_ptxas_log(c.code.log);
+        ASSERT_TRUE(u.found) << c.code.log;
+        EXPECT_EQ(to_string(plan.code), std::string(code));
+        std::printf("%s %s R %d: %d registers, %lld bytes spilled\n", code, dtype, r, u.registers,
+                    static_cast<long long>(u.spill_store_bytes));
+        EXPECT_LE(u.spill_store_bytes, r == 1 ? 16 : 64)
+            << code << " " << dtype << " R " << r << ", " << plan.block_threads << " threads\n"
+            << c.code.log;
+        const rt::Bundle b =
+            hines_bundle(plan, c.schedule, concatenate_hines(std::vector<HinesSystem>(3, cell)), c.code.cubin,
+                         c.code.ptx, "sm_90");
+        const auto bytes = rt::bundle_bytes(b);
+        const rt::Bundle back = rt::parse_bundle(bytes, "round trip");
+        EXPECT_EQ(back, b);
+        EXPECT_EQ(back.metadata.hines.rhs, r);
+        EXPECT_EQ(back.permutation.size(), static_cast<std::size_t>(plan.problem.n));
+        const HinesSystem sys = hines_system_from_reference_bytes(back.reference, "round trip");
+        EXPECT_EQ(sys.diag, concatenate_hines(std::vector<HinesSystem>(3, cell)).diag);
+        // The plan comes back from its section, and a plan section that contradicts the bundle is refused.
+        EXPECT_EQ(to_json(hines_bundle_plan(back, sys, "round trip")), to_json(plan));
+        rt::Bundle bad = back;
+        bad.tables.at(0) ^= 1;
+        EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
+        bad = back;
+        bad.plan.clear();
+        EXPECT_THROW(hines_bundle_plan(bad, sys, "round trip"), rt::BundleError);
+      }
 }
 
 // A decomposition deep enough to leave no base rows (every junction eliminated) still emits a module
@@ -301,7 +306,8 @@ TEST(HinesSchedule, CodeModeFollowsTheBudget) {
   EXPECT_NE(e.source.find("base_unrolled_1("), std::string::npos);
   EXPECT_EQ(e.source.find("base_unrolled_2("), std::string::npos);
   EXPECT_NE(e.source.find("kUnrolledBase = true"), std::string::npos);
-  for (const std::int32_t t : s.type_offsets) EXPECT_NE(e.source.find(fmt::format("case {}:", t)), std::string::npos);
+  for (const std::int32_t t : s.type_offsets)
+    EXPECT_NE(e.source.find(fmt::format("case {}:", t)), std::string::npos);
   // The chain's base rows: row i's parent is i + 1, an immediate in the code.
   EXPECT_NE(e.source.find("piv[1] -= f * u[0];"), std::string::npos);
   EXPECT_EQ(emit_hines_cuda(plan, schedule_hines(plan)).source, e.source);

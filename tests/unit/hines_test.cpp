@@ -10,9 +10,9 @@
 #include <random>
 #include <string>
 
+#include "hines_support.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
-#include "hines_support.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {

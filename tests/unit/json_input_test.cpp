@@ -29,7 +29,8 @@ constexpr int kDeep = 100'000;  // far past any stack a recursive walk of the pa
 
 // `levels` nested arrays around `inner`.
 std::string nested_arrays(int levels, const std::string& inner = "0") {
-  return std::string(static_cast<std::size_t>(levels), '[') + inner + std::string(static_cast<std::size_t>(levels), ']');
+  return std::string(static_cast<std::size_t>(levels), '[') + inner +
+         std::string(static_cast<std::size_t>(levels), ']');
 }
 // `levels` nested objects {"a": ...} around `inner`.
 std::string nested_objects(int levels, const std::string& inner = "0") {
@@ -72,14 +73,16 @@ TEST(JsonInput, SizeLimitNamesTheFile) {
                            {"f.json: byte ", "not valid JSON"});
   test::TempDir dir;
   write_sparse_file(dir.file("big.json"), 1001);
-  test::expect_input_error([&] { read_json_file(dir.file("big.json"), 1000, "predictor"); },
-                           {dir.file("big.json"), "byte 0: predictor is 1001 bytes, over the 1000 byte limit"});
+  test::expect_input_error(
+      [&] { read_json_file(dir.file("big.json"), 1000, "predictor"); },
+      {dir.file("big.json"), "byte 0: predictor is 1001 bytes, over the 1000 byte limit"});
 }
 
 // A safetensors file: 8-byte little-endian header length, the header, no data.
 std::vector<unsigned char> safetensors_with_header(const std::string& header) {
   std::vector<unsigned char> out(8);
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<unsigned char>(header.size() >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<unsigned char>(header.size() >> (8 * i));
   out.insert(out.end(), header.begin(), header.end());
   return out;
 }
@@ -89,13 +92,14 @@ TEST(JsonInput, SafetensorsHeaderNestingIsRefused) {
   const std::vector<std::string> headers = {
       R"({"w": {"dtype": "F32", "shape": )" + nested_arrays(kDeep) + R"(, "data_offsets": [0, 0]}})",
       R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": )" + nested_arrays(kDeep) + "}}",
-      R"({"__metadata__": )" + nested_objects(kDeep, "\"x\"") + "}",
-      nested_arrays(kDeep)};
+      R"({"__metadata__": )" + nested_objects(kDeep, "\"x\"") + "}", nested_arrays(kDeep)};
   for (const std::string& h : headers) {
     const auto file = safetensors_with_header(h);
-    test::expect_input_error([&] { list_safetensors(file, "deep.safetensors"); },
-                             {"deep.safetensors: byte ", "header JSON nests arrays and objects deeper than 64"});
-    test::expect_input_error([&] { parse_safetensors(file, "deep.safetensors"); }, {"deep.safetensors: byte "});
+    test::expect_input_error(
+        [&] { list_safetensors(file, "deep.safetensors"); },
+        {"deep.safetensors: byte ", "header JSON nests arrays and objects deeper than 64"});
+    test::expect_input_error([&] { parse_safetensors(file, "deep.safetensors"); },
+                             {"deep.safetensors: byte "});
   }
   // Within the limit, the header's own checks report the problem.
   test::expect_input_error(
@@ -128,7 +132,8 @@ TEST(JsonInput, ManifestNestingAndSizeAreRefused) {
 std::string manifest_of(const std::vector<std::pair<std::string, std::string>>& layers) {
   std::string s = R"({"format": "sparsecc-model-manifest", "layers": [)";
   for (std::size_t i = 0; i < layers.size(); ++i)
-    s += (i ? ", " : "") + fmt::format(R"({{"name": "{}", "file": "{}"}})", layers[i].first, layers[i].second);
+    s +=
+        (i ? ", " : "") + fmt::format(R"({{"name": "{}", "file": "{}"}})", layers[i].first, layers[i].second);
   return s + "]}";
 }
 
@@ -146,8 +151,9 @@ TEST(JsonInput, ManifestFilesStayInsideItsFolder) {
   const std::string manifest = (root / "manifest.json").string();
 
   // Good: plain names, subfolders, '.' and '..' that stay inside, links that stay inside.
-  test::write_text(manifest, manifest_of({{"a", "a.sccb"}, {"b", "sub/b.sccb"}, {"c", "./sub/../a.sccb"},
-                                          {"d", "link_in.sccb"}}));
+  test::write_text(
+      manifest,
+      manifest_of({{"a", "a.sccb"}, {"b", "sub/b.sccb"}, {"c", "./sub/../a.sccb"}, {"d", "link_in.sccb"}}));
   const std::vector<ManifestLayer> layers = read_model_manifest(manifest);
   ASSERT_EQ(layers.size(), 4u);
   EXPECT_EQ(layers[1].name, "b");
@@ -192,10 +198,14 @@ TEST(JsonInput, ManifestStructureErrorsNameTheLayer) {
   test::expect_input_error([] { parse_model_manifest(bytes_of(R"({"layers": []})"), "m.json"); },
                            {"m.json: the manifest lists no layers"});
   test::expect_input_error(
-      [] { parse_model_manifest(bytes_of(R"({"layers": [{"name": "a", "file": "a"}, {"file": "b"}]})"), "m.json"); },
+      [] {
+        parse_model_manifest(bytes_of(R"({"layers": [{"name": "a", "file": "a"}, {"file": "b"}]})"),
+                             "m.json");
+      },
       {"m.json: layer 1 of the manifest has no \"name\" string"});
-  test::expect_input_error([] { parse_model_manifest(bytes_of(R"({"layers": [{"name": "a", "file": 3}]})"), "m.json"); },
-                           {"m.json: layer 0 of the manifest has no \"file\" string"});
+  test::expect_input_error(
+      [] { parse_model_manifest(bytes_of(R"({"layers": [{"name": "a", "file": 3}]})"), "m.json"); },
+      {"m.json: layer 0 of the manifest has no \"file\" string"});
 }
 
 TEST(JsonInput, PathOutsideFolderRule) {
@@ -225,12 +235,16 @@ TEST(JsonInput, TuningDatabaseNestingIsRefused) {
   EXPECT_TRUE(tune::load_database(path, &warnings).records.empty());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find(path + ": byte "), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[0].find("tuning database nests arrays and objects deeper than 64 levels"), std::string::npos)
+  EXPECT_NE(warnings[0].find("tuning database nests arrays and objects deeper than 64 levels"),
+            std::string::npos)
       << warnings[0];
-  test::expect_input_error([] { tune::parse_database(database_with_params(nested_arrays(kDeep)), "db.json"); },
-                           {"db.json: byte ", "deeper than 64 levels"});
+  test::expect_input_error(
+      [] { tune::parse_database(database_with_params(nested_arrays(kDeep)), "db.json"); },
+      {"db.json: byte ", "deeper than 64 levels"});
   // Within the limit it reads.
-  EXPECT_EQ(tune::parse_database(database_with_params(nested_objects(kMaxJsonDepth - 4)), "db.json").records.size(), 1u);
+  EXPECT_EQ(
+      tune::parse_database(database_with_params(nested_objects(kMaxJsonDepth - 4)), "db.json").records.size(),
+      1u);
 }
 
 TEST(JsonInput, TuningDatabaseOverTheSizeLimitIsNeitherReadNorReplaced) {
@@ -240,8 +254,9 @@ TEST(JsonInput, TuningDatabaseOverTheSizeLimitIsNeitherReadNorReplaced) {
   std::vector<std::string> warnings;
   EXPECT_TRUE(tune::load_database(path, &warnings).records.empty());
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find(path + ": byte 0: tuning database is 268435457 bytes, over the 268435456 byte limit"),
-            std::string::npos)
+  EXPECT_NE(
+      warnings[0].find(path + ": byte 0: tuning database is 268435457 bytes, over the 268435456 byte limit"),
+      std::string::npos)
       << warnings[0];
   test::expect_input_error([&] { tune::update_database(path, {}, &warnings); },
                            {path, "cannot update the tuning database", "over the 268435456 byte limit"});
@@ -267,7 +282,8 @@ TEST(JsonInput, PredictorNestingAndSizeAreRefused) {
 
 // --- bundle metadata (the runtime's own check) ------------------------------------------------------
 
-// A bundle of one metadata section holding `text` (the format of runtime/include/sparsecc/runtime/bundle.hpp).
+// A bundle of one metadata section holding `text` (the format of
+// runtime/include/sparsecc/runtime/bundle.hpp).
 std::vector<unsigned char> bundle_with_metadata(const std::string& text) {
   const auto put = [](std::vector<unsigned char>& out, std::size_t at, auto v) {
     std::memcpy(out.data() + at, &v, sizeof v);

@@ -121,8 +121,11 @@ TEST(Load, ValuesThatOverflowTheDtypeNameTheFileAndEntry) {
   test::expect_input_error([&] { check_values_fit(a, "f16", "m.npz", "fc1"); },
                            {"m.npz: tensor 'fc1'", "the weight 70000 at row 1, column 1 overflows f16"});
   check_bias_fits({1.0, -3e38}, "b.npy", "b");
-  test::expect_input_error([&] { check_bias_fits({1.0, -1e39}, "b.npy", "b"); },
-                           {"b.npy: tensor 'b'", "the bias value -1e+39 at index 1 overflows f32"});
+  test::expect_input_error(
+      [&] {
+        check_bias_fits({1.0, -1e39}, "b.npy", "b");
+      },
+      {"b.npy: tensor 'b'", "the bias value -1e+39 at index 1 overflows f32"});
 }
 
 TEST(Load, RealMobileNetLayer) {

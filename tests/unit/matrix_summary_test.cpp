@@ -1,8 +1,9 @@
 // summarize_matrix, to_json and to_text.
+#include "sparsecc/inspector/matrix_summary.hpp"
+
 #include <gtest/gtest.h>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/inspector/matrix_summary.hpp"
 #include "sparsecc/io/smtx.hpp"
 #include "test_support.hpp"
 

@@ -8,9 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "sparsecc/common/error.hpp"
@@ -193,7 +192,8 @@ void write_with_nonfinite(const std::string& path, const std::vector<Tensor>& te
   store_le(DType::f32, 3.25, mark);
   store_le(DType::f32, bad, repl);
   for (std::size_t i = 0; i + 4 <= b.size(); ++i)
-    if (std::equal(mark, mark + 4, b.begin() + static_cast<std::ptrdiff_t>(i))) std::copy(repl, repl + 4, b.begin() + static_cast<std::ptrdiff_t>(i));
+    if (std::equal(mark, mark + 4, b.begin() + static_cast<std::ptrdiff_t>(i)))
+      std::copy(repl, repl + 4, b.begin() + static_cast<std::ptrdiff_t>(i));
   test::write_bytes(path, b);
 }
 
@@ -202,12 +202,16 @@ TEST(Model, NonFiniteValuesOfCompiledLayersAreRefused) {
   const std::string path = dir.file("m.safetensors");
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   // NaN in a tensor no layer uses (a running variance) is left alone.
-  write_with_nonfinite(path, {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 1}),
-                              test::make_tensor("bn.running_var", {2}, {1, 3.25})}, nan);
+  write_with_nonfinite(path,
+                       {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 1}),
+                        test::make_tensor("bn.running_var", {2}, {1, 3.25})},
+                       nan);
   EXPECT_EQ(read_model(path).layers.size(), 1u);
   // In the weight of a layer that would be compiled: bad input naming the file and the tensor.
-  write_with_nonfinite(path, {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 3.25}),
-                              test::make_tensor("other.weight", {2, 2}, {1, 0, 0, 1})}, inf);
+  write_with_nonfinite(path,
+                       {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 3.25}),
+                        test::make_tensor("other.weight", {2, 2}, {1, 0, 0, 1})},
+                       inf);
   test::expect_input_error([&] { read_model(path); },
                            {"m.safetensors: tensor 'fc.weight'", "value at flat index 3 is +Inf"});
   // A layer --select leaves out is skipped, whatever it holds.
@@ -216,9 +220,12 @@ TEST(Model, NonFiniteValuesOfCompiledLayersAreRefused) {
   EXPECT_EQ(other.layers[0].tensor, "other.weight");
   EXPECT_EQ(reason_for(other, "fc.weight"), "does not match --select 'other'");
   // In the bias of a compiled layer.
-  write_with_nonfinite(path, {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 1}),
-                              test::make_tensor("fc.bias", {2}, {3.25, 0})}, nan);
-  test::expect_input_error([&] { read_model(path); }, {"m.safetensors: tensor 'fc.bias'", "flat index 0 is NaN"});
+  write_with_nonfinite(
+      path,
+      {test::make_tensor("fc.weight", {2, 2}, {1, 0, 0, 1}), test::make_tensor("fc.bias", {2}, {3.25, 0})},
+      nan);
+  test::expect_input_error([&] { read_model(path); },
+                           {"m.safetensors: tensor 'fc.bias'", "flat index 0 is NaN"});
 }
 
 TEST(Model, DuplicateNamesGetSuffixes) {
@@ -730,7 +737,7 @@ TEST(ModelOnnx, SkipReasons) {
   EXPECT_EQ(c.layers[0].name, "attn.q");
   EXPECT_EQ(reason_for(c, "dense"), "MatMul 'fc_dense': density 0.75 above 0.5");
   EXPECT_EQ(reason_for(c, "shift"), "bias of layer 'fc_dense'");  // folded from the Add, as a Gemm's C is
-  EXPECT_EQ(reason_for(c, "other"), "");  // attn.q is a layer (selected by its name)
+  EXPECT_EQ(reason_for(c, "other"), "");                          // attn.q is a layer (selected by its name)
   EXPECT_EQ(reason_for(c, "shape"), "feeds Reshape, not a MatMul/Gemm/Conv weight");
   EXPECT_EQ(reason_for(c, "unused"), "feeds no node");
   EXPECT_EQ(reason_for(c, "zero"), "MatMul 'fc_zero': all zero");
@@ -760,7 +767,8 @@ TEST(ModelOnnx, NonFiniteValuesOfCompiledLayersAreRefused) {
   add_node(m.g, "Add", "", {"h2", "mask"}, {"h3"});  // the bias of fc_nan
   m.output("h3");
   const std::string path = m.save(dir, "m.onnx");
-  test::expect_input_error([&] { read_model(path); }, {"m.onnx: tensor 'bad'", "value at flat index 3 is NaN"});
+  test::expect_input_error([&] { read_model(path); },
+                           {"m.onnx: tensor 'bad'", "value at flat index 3 is NaN"});
   // Not selected: skipped as before, NaN and all.
   const ModelContents c = read_model(path, {.select = "^fc$"});
   ASSERT_EQ(c.layers.size(), 1u);
@@ -866,8 +874,9 @@ TEST(ModelOnnx, DegenerateProtobufsAreRefusedBeforeParsing) {
   m.output("y");
   for (std::uint64_t i = 0; i <= kMinOnnxMessageLimit; ++i) m.g.add_node();
   const std::string path = m.save(dir, "nodes.onnx");
-  test::expect_input_error([&] { read_model(path); },
-                           {"nodes.onnx: the protobuf holds more than 262144 messages", "refused as degenerate"});
+  test::expect_input_error(
+      [&] { read_model(path); },
+      {"nodes.onnx: the protobuf holds more than 262144 messages", "refused as degenerate"});
   // Compressed, the limit follows the size on disk.
   write_file_atomic(dir.file("nodes.onnx.gz"), read_file(path));
   test::expect_input_error([&] { read_model(dir.file("nodes.onnx.gz")); }, {"refused as degenerate"});
@@ -882,7 +891,8 @@ TEST(ModelOnnx, DegenerateProtobufsAreRefusedBeforeParsing) {
   std::string bytes;
   ASSERT_TRUE(small.model.SerializeToString(&bytes));
   const Bytes b(bytes.begin(), bytes.end());
-  test::expect_input_error([&] { parse_onnx(b, "small.onnx", {.message_limit = 2}); }, {"more than 2 messages"});
+  test::expect_input_error([&] { parse_onnx(b, "small.onnx", {.message_limit = 2}); },
+                           {"more than 2 messages"});
 #endif
 }
 

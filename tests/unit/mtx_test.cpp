@@ -1,5 +1,7 @@
 // Matrix Market reader and writer: every format/field/symmetry combination, every error path, and
 // round trips through files (plain and gzip).
+#include "sparsecc/io/mtx.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
-#include "sparsecc/io/mtx.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "test_support.hpp"
 

@@ -150,8 +150,8 @@ TEST(Npz, LyingEntrySizesCostNoMemory) {
   const Bytes packed_zeros = deflate_raw(payload);
   const auto size = static_cast<std::uint32_t>(payload.size());
   const std::int64_t crc = crc32(payload);
-  const Bytes two = make_zip({{"a.npy", packed_zeros, 0, 8, false, size, crc},
-                              {"b.npy", packed_zeros, 0, 8, false, size, crc}});
+  const Bytes two = make_zip(
+      {{"a.npy", packed_zeros, 0, 8, false, size, crc}, {"b.npy", packed_zeros, 0, 8, false, size, crc}});
   ASSERT_LT(two.size(), std::size_t{1} << 20);
   EXPECT_EQ(parse_npz_tensor(two, "m.npz", "b").data, sparse);
   test::expect_input_error([&] { parse_npz(two, "m.npz"); },
@@ -198,8 +198,9 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   const Bytes steps = relabelled_npy(test::make_tensor("s", {}, {0}, DType::f64), "<i8");
   const Bytes mask = relabelled_npy(test::make_tensor("m", {3}, {0, 0, 0}, DType::f64), "<c8");
   const Bytes z = make_zip({{"w.npy", w}, {"step.npy", steps}, {"mask.npy", mask}});
-  test::expect_input_error([&] { parse_npz(z, "m.npz"); },
-                           {"m.npz: tensor 'step'", "unsupported dtype '<i8' (expected float16, float32 or float64)"});
+  test::expect_input_error(
+      [&] { parse_npz(z, "m.npz"); },
+      {"m.npz: tensor 'step'", "unsupported dtype '<i8' (expected float16, float32 or float64)"});
   EXPECT_EQ(parse_npz_tensor(z, "m.npz", "w").data, (std::vector<double>{1, 0, 0, 2}));
   const auto all = parse_npz(z, "m.npz", true);
   ASSERT_EQ(all.size(), 3u);
@@ -212,8 +213,11 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   // Kept unread, the data size is still checked against the dtype's width.
   Bytes cut = steps;
   cut.pop_back();
-  test::expect_input_error([&] { parse_npz(make_zip({{"step.npy", cut}}), "m.npz", true); },
-                           {"tensor 'step'", "shape () needs 8 bytes of data, 7 present"});
+  test::expect_input_error(
+      [&] {
+        parse_npz(make_zip({{"step.npy", cut}}), "m.npz", true);
+      },
+      {"tensor 'step'", "shape () needs 8 bytes of data, 7 present"});
   // Datetimes and timedeltas (8 bytes, a unit) are kept unread with their size checked; object
   // arrays (a pickle of unknown length) are kept unread and never unpickled; without keep_unread
   // both are errors, and so are malformed units.
@@ -221,8 +225,8 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   const Bytes span = redescribed_npy(test::make_tensor("d", {1}, {0}, DType::f64), "<m8");
   Bytes object = redescribed_npy(test::make_tensor("o", {1}, {0}, DType::f64), "|O");
   object.insert(object.end(), {0x80, 0x02, ']', '.'});  // a pickle's bytes: a different length
-  const auto kept = parse_npz(make_zip({{"w.npy", w}, {"when.npy", when}, {"span.npy", span}, {"o.npy", object}}),
-                              "m.npz", true);
+  const auto kept = parse_npz(
+      make_zip({{"w.npy", w}, {"when.npy", when}, {"span.npy", span}, {"o.npy", object}}), "m.npz", true);
   ASSERT_EQ(kept.size(), 4u);
   EXPECT_EQ(kept[1].unread_dtype, "<M8[D]");
   EXPECT_EQ(kept[1].shape, (std::vector<std::int64_t>{2}));
@@ -231,16 +235,29 @@ TEST(Npz, OtherDtypesAreKeptUnreadOnRequest) {
   EXPECT_TRUE(kept[3].data.empty());
   Bytes short_when = when;
   short_when.pop_back();
-  test::expect_input_error([&] { parse_npz(make_zip({{"when.npy", short_when}}), "m.npz", true); },
-                           {"tensor 'when'", "needs 16 bytes of data, 15 present"});
-  test::expect_input_error([&] { parse_npz(make_zip({{"when.npy", when}}), "m.npz"); },
-                           {"tensor 'when'", "unsupported dtype '<M8[D]'"});
-  test::expect_input_error([&] { parse_npz(make_zip({{"o.npy", object}}), "m.npz"); },
-                           {"tensor 'o'", "unsupported dtype '|O'"});
+  test::expect_input_error(
+      [&] {
+        parse_npz(make_zip({{"when.npy", short_when}}), "m.npz", true);
+      },
+      {"tensor 'when'", "needs 16 bytes of data, 15 present"});
+  test::expect_input_error(
+      [&] {
+        parse_npz(make_zip({{"when.npy", when}}), "m.npz");
+      },
+      {"tensor 'when'", "unsupported dtype '<M8[D]'"});
+  test::expect_input_error(
+      [&] {
+        parse_npz(make_zip({{"o.npy", object}}), "m.npz");
+      },
+      {"tensor 'o'", "unsupported dtype '|O'"});
   // Bad units are not a dtype: an empty one, one of other characters, none after the width.
   for (const char* bad : {"<M8[]", "<M8[-s]", "<M[D]", "<M8[D"}) {
     const Bytes t = redescribed_npy(test::make_tensor("t", {1}, {0}, DType::f64), bad);
-    test::expect_input_error([&] { parse_npz(make_zip({{"t.npy", t}}), "m.npz", true); }, {"unsupported dtype"});
+    test::expect_input_error(
+        [&] {
+          parse_npz(make_zip({{"t.npy", t}}), "m.npz", true);
+        },
+        {"unsupported dtype"});
   }
 }
 

@@ -1,15 +1,16 @@
 // The planners' options codec (sparsecc/inspector/options_json.hpp): round trips, the errors, and the
 // recorded tuning databases of tests/data/tuning, whose every candidate's options still read.
+#include "sparsecc/inspector/options_json.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/inspector/options_json.hpp"
 #include "sparsecc/tune/database.hpp"
 #include "sparsecc/tune/hines_tuner.hpp"
 #include "sparsecc/tune/space.hpp"
@@ -29,7 +30,8 @@ void expect_usage_error(const std::function<void()>& fn, const std::vector<std::
 
 TEST(OptionsJson, SpmmOptionsRoundTrip) {
   SpmmOptions o;
-  EXPECT_EQ(to_json(o), nlohmann::json::parse(R"({"rows_per_block":0,"n_tile":0,"groups":0,"max_registers":0})"));
+  EXPECT_EQ(to_json(o),
+            nlohmann::json::parse(R"({"rows_per_block":0,"n_tile":0,"groups":0,"max_registers":0})"));
   EXPECT_EQ(to_json(spmm_options_from_json(to_json(o), "t")), to_json(o));
   o.rows_per_block = 4;
   o.n_tile = 64;
@@ -62,13 +64,24 @@ TEST(OptionsJson, SpmmOptionsRoundTrip) {
 }
 
 TEST(OptionsJson, SpmmOptionsErrorsNameTheContextAndTheKey) {
-  expect_usage_error([] { spmm_options_from_json({{"n_tile", "wide"}}, "opts"); },
-                           {"opts: 'n_tile' must be an integer"});
-  expect_usage_error([] { spmm_options_from_json({{"value_mode", 3}}, "opts"); },
-                           {"opts: 'value_mode' must be a string"});
-  expect_usage_error([] { spmm_options_from_json({{"row_split", "diagonal"}}, "opts"); }, {"opts: 'row_split'"});
+  expect_usage_error(
+      [] {
+        spmm_options_from_json({{"n_tile", "wide"}}, "opts");
+      },
+      {"opts: 'n_tile' must be an integer"});
+  expect_usage_error(
+      [] {
+        spmm_options_from_json({{"value_mode", 3}}, "opts");
+      },
+      {"opts: 'value_mode' must be a string"});
+  expect_usage_error(
+      [] {
+        spmm_options_from_json({{"row_split", "diagonal"}}, "opts");
+      },
+      {"opts: 'row_split'"});
   expect_usage_error([] { spmm_options_from_json({{"blocklets", "3x3"}}, "opts"); }, {"3x3"});
-  expect_usage_error([] { spmm_options_from_json(nlohmann::json::array(), "opts"); }, {"opts: expected an object"});
+  expect_usage_error([] { spmm_options_from_json(nlohmann::json::array(), "opts"); },
+                     {"opts: expected an object"});
 }
 
 TEST(OptionsJson, HinesOptionsRoundTrip) {

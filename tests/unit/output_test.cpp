@@ -68,8 +68,9 @@ void write_model_folder(const fs::path& dir, const std::vector<std::string>& fil
     layers += fmt::format("{}{{\"name\": \"{}\", \"file\": \"{}\"}}", layers.empty() ? "" : ", ", f, f);
     test::write_text((dir / f).string(), "bundle " + f);
   }
-  test::write_text((dir / "manifest.json").string(),
-                   fmt::format("{{\"format\": \"sparsecc-model-manifest\", \"version\": 1, \"layers\": [{}]}}\n", layers));
+  test::write_text(
+      (dir / "manifest.json").string(),
+      fmt::format("{{\"format\": \"sparsecc-model-manifest\", \"version\": 1, \"layers\": [{}]}}\n", layers));
 }
 
 }  // namespace
@@ -103,12 +104,14 @@ TEST(Output, OnlyARegularFileIsEverReplaced) {
   EXPECT_TRUE(has(usage_error([] { check_output_file("/dev/null", {}); }), "is a character device"));
   const std::string fifo = dir.file("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_TRUE(has(usage_error([&] { check_output_file(fifo, {}); }), "is a FIFO (named pipe), not a regular file"));
+  EXPECT_TRUE(
+      has(usage_error([&] { check_output_file(fifo, {}); }), "is a FIFO (named pipe), not a regular file"));
   EXPECT_TRUE(has(usage_error([&] { write_output_file(fifo, bytes("x")); }), "is a FIFO"));
   EXPECT_TRUE(has(usage_error([&] { write_file_atomic(fifo, std::string_view("x")); }), "is a FIFO"));
   EXPECT_TRUE(is_fifo(fifo));
   fs::create_symlink(fifo, dir.file("to_pipe"));
-  EXPECT_TRUE(has(usage_error([&] { write_output_file(dir.file("to_pipe"), bytes("x")); }), "symbolic link to"));
+  EXPECT_TRUE(
+      has(usage_error([&] { write_output_file(dir.file("to_pipe"), bytes("x")); }), "symbolic link to"));
   EXPECT_TRUE(is_fifo(fifo));
   EXPECT_TRUE(fs::is_symlink(dir.file("to_pipe")));
   fs::create_symlink("/dev/null", dir.file("to_null"));
@@ -133,7 +136,8 @@ TEST(Output, OnlyARegularFileIsEverReplaced) {
 
   // A link that leads nowhere is refused; a link to a regular file writes that file, and stays.
   fs::create_symlink(dir.file("nothing"), dir.file("dangling"));
-  EXPECT_TRUE(has(usage_error([&] { write_output_file(dir.file("dangling"), bytes("x")); }), "leads nowhere"));
+  EXPECT_TRUE(
+      has(usage_error([&] { write_output_file(dir.file("dangling"), bytes("x")); }), "leads nowhere"));
   EXPECT_FALSE(fs::exists(dir.file("nothing")));
   test::write_text(dir.file("target.txt"), "old");
   fs::create_symlink(dir.file("target.txt"), dir.file("to_target"));
@@ -147,16 +151,18 @@ TEST(Output, OnlyARegularFileIsEverReplaced) {
 TEST(Output, PathProblemsAreNamedBeforeTheWork) {
   test::TempDir dir;
   EXPECT_TRUE(has(usage_error([] { check_output_file("", {}); }), "the output path is empty"));
-  EXPECT_TRUE(has(usage_error([&] { check_output_file(dir.file("nofolder/out.sccb"), {}); }),
-                  "-o " + dir.file("nofolder/out.sccb") + ": folder " + dir.file("nofolder") + " does not exist"));
+  EXPECT_TRUE(
+      has(usage_error([&] { check_output_file(dir.file("nofolder/out.sccb"), {}); }),
+          "-o " + dir.file("nofolder/out.sccb") + ": folder " + dir.file("nofolder") + " does not exist"));
   EXPECT_TRUE(has(usage_error([&] { check_output_file(dir.file("a/b/c/out.sccb"), {}); }), "does not exist"));
   test::write_text(dir.file("file.txt"), "x");
   EXPECT_TRUE(has(usage_error([&] { check_output_file(dir.file("file.txt/out.sccb"), {}); }),
                   dir.file("file.txt") + " is not a folder"));
   EXPECT_TRUE(has(usage_error([&] { check_output_file(dir.file("file.txt/deeper/out.sccb"), {}); }),
                   dir.file("file.txt") + " is not a folder"));
-  EXPECT_TRUE(has(usage_error([&] { write_file_atomic(dir.file("nofolder/out.txt"), std::string_view("x")); }),
-                  "does not exist"));
+  EXPECT_TRUE(
+      has(usage_error([&] { write_file_atomic(dir.file("nofolder/out.txt"), std::string_view("x")); }),
+          "does not exist"));
   // A folder that takes no new files (permission bits do not stop root, who is then not asked).
   fs::create_directory(dir.file("ro"));
   ::chmod(dir.file("ro").c_str(), 0555);
@@ -188,7 +194,8 @@ TEST(Output, TemporariesAreFreshAndNeverFollowALink) {
   EXPECT_EQ(slurp(out), "second");
   EXPECT_EQ(fs::status(out).permissions() & fs::perms::mask,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{"out.sccb", fs::path(old_tmp).filename().string(), "victim.txt"}));
+  EXPECT_EQ(listing(dir.path()),
+            (std::vector<std::string>{"out.sccb", fs::path(old_tmp).filename().string(), "victim.txt"}));
 }
 
 TEST(Output, CommitLooksAgainAndSeveralOutputsLandTogether) {
@@ -266,8 +273,9 @@ TEST(Output, OnlyAFolderSparseccWroteIsReplaced) {
   refused(fake, "not a sparsecc model manifest");
   test::write_text((fake / "manifest.json").string(), std::string(100000, '[') + std::string(100000, ']'));
   refused(fake, "not a sparsecc model manifest");
-  test::write_text((fake / "manifest.json").string(),
-                   "{\"format\": \"sparsecc-model-manifest\", \"version\": 1, \"layers\": [{\"file\": \"../x\"}]}");
+  test::write_text(
+      (fake / "manifest.json").string(),
+      "{\"format\": \"sparsecc-model-manifest\", \"version\": 1, \"layers\": [{\"file\": \"../x\"}]}");
   refused(fake, "not a plain file name");
   fs::remove(fake / "manifest.json");
   test::write_text((fake / "notes.txt").string(), "mine");

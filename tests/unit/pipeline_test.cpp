@@ -50,7 +50,9 @@ TEST(Pipeline, TheEstimateGrowsWithTheKernelAndRolledPlansStayCheap) {
   const CsrMatrix small = test::random_csr(64, 64, 0.05, 1), large = test::random_csr(512, 512, 0.1, 2);
   const SpmmPlan ps = plan_spmm(small, test::problem_for(small, 16));
   const SpmmPlan pl = plan_spmm(large, test::problem_for(large, 16));
-  const auto cuda = [](const SpmmPlan& p) { return pipeline::estimate_spmm_compile(p, KernelLanguage::cuda).compile; };
+  const auto cuda = [](const SpmmPlan& p) {
+    return pipeline::estimate_spmm_compile(p, KernelLanguage::cuda).compile;
+  };
   EXPECT_LT(cuda(ps), cuda(pl));
   EXPECT_LT(pipeline::estimate_spmm_compile(pl, KernelLanguage::ptx).compile, cuda(pl));
   SpmmOptions rolled;

@@ -135,7 +135,8 @@ TEST(RowClusters, RealLayersPlanAndMatchTheReference) {
     EXPECT_EQ(p.layout.panel_rows, natural.layout.panel_rows) << layer;
     // Fewer (block row, k) loads: 7 % and 17 % fewer on these two layers (panels of 2 and 4 rows).
     EXPECT_LT(static_cast<double>(spmm_plan_loads(p)), 0.95 * static_cast<double>(spmm_plan_loads(natural)))
-        << layer << ": " << spmm_plan_loads(p) << " against " << spmm_plan_loads(natural) << " rows " << p.layout.panel_rows;
+        << layer << ": " << spmm_plan_loads(p) << " against " << spmm_plan_loads(natural) << " rows "
+        << p.layout.panel_rows;
     EXPECT_LE(interp_error(p, a, 196, 2), kTolerance) << layer;
   }
 }

@@ -1,5 +1,7 @@
 // DLMC .smtx reader and writer: layout variants, every error path, round trips, and every real DLMC
 // file in the shared data folder checked against dlmc.csv.
+#include "sparsecc/io/smtx.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,6 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
-#include "sparsecc/io/smtx.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/stats.hpp"
 #include "test_support.hpp"

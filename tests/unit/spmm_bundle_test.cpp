@@ -91,10 +91,10 @@ TEST(SpmmBundle, MetadataRecordsThePlanAndTheFileRoundTrips) {
   EXPECT_EQ(matrix_fingerprint(csr_from_reference_bytes(back.reference, "a.sccb")), md.fingerprint);
 
   // make_spmm_bundle stores the plan: it comes back from the file as it was planned.
-  const rt::Bundle whole = make_spmm_bundle(plan, a, gpu_target("sm_90"), {}, "// not compiled in this test\n",
-                                            plan.value_mode() == SpmmValueMode::baked ? std::vector<float>{}
-                                                                                    : spmm_kernel_values(plan, a),
-                                            spmm_fragment_words(plan, a), {});
+  const rt::Bundle whole = make_spmm_bundle(
+      plan, a, gpu_target("sm_90"), {}, "// not compiled in this test\n",
+      plan.value_mode() == SpmmValueMode::baked ? std::vector<float>{} : spmm_kernel_values(plan, a),
+      spmm_fragment_words(plan, a), {});
   write_bundle(dir.file("b.sccb"), whole);
   const rt::Bundle whole_back = rt::read_bundle_file(dir.file("b.sccb"));
   EXPECT_FALSE(whole_back.plan.empty());

@@ -56,15 +56,18 @@ TEST(SpmmDecisions, InspectionCountsRows) {
 TEST(SpmmDecisions, FamilyRollsHeavyFp32LayersAtSmallN) {
   const SpmmInspection heavy = inspection(1000, 2048, kRolledNnz + 1000);  // 51 a row
   EXPECT_EQ(choose_family(heavy, problem(1000, 2048, 64), {}), SpmmFamily::rolled);
-  EXPECT_EQ(choose_family(heavy, problem(1000, 2048, 65), {}), SpmmFamily::unrolled);      // N past a warp of pairs
-  EXPECT_EQ(choose_family(heavy, problem(1000, 2048, 64, DType::f16), {}), SpmmFamily::unrolled);  // fp32 only
+  EXPECT_EQ(choose_family(heavy, problem(1000, 2048, 65), {}),
+            SpmmFamily::unrolled);  // N past a warp of pairs
+  EXPECT_EQ(choose_family(heavy, problem(1000, 2048, 64, DType::f16), {}),
+            SpmmFamily::unrolled);  // fp32 only
   // Light rows stay unrolled, whatever the total.
   EXPECT_EQ(choose_family(inspection(4000, 2048, kRolledNnz + 1000), problem(4000, 2048, 1), {}),
             SpmmFamily::unrolled);
   // At N <= 4 (fixed) the bar is kStepLaneNnz nonzeros.
   const SpmmInspection mid = inspection(400, 1024, kStepLaneNnz);
   EXPECT_EQ(choose_family(mid, problem(400, 1024, 4), {}), SpmmFamily::rolled);
-  EXPECT_EQ(choose_family(mid, problem(400, 1024, 4, DType::f32, SpmmNMode::runtime), {}), SpmmFamily::unrolled);
+  EXPECT_EQ(choose_family(mid, problem(400, 1024, 4, DType::f32, SpmmNMode::runtime), {}),
+            SpmmFamily::unrolled);
   EXPECT_EQ(choose_family(mid, problem(400, 1024, 8), {}), SpmmFamily::unrolled);
   // Options: an unrolled feature keeps the automatic family unrolled; the value mode decides.
   SpmmOptions staged;
@@ -102,7 +105,8 @@ TEST(SpmmDecisions, ColumnsAThread) {
   SpmmOptions pairs;
   pairs.cols_per_thread = 2;
   EXPECT_EQ(choose_cols_per_thread(problem(8, 8, 10), pairs, SpmmFamily::unrolled, 1), 2);
-  EXPECT_THROW(choose_cols_per_thread(problem(8, 8, 11), pairs, SpmmFamily::unrolled, 1), UsageError);  // odd N
+  EXPECT_THROW(choose_cols_per_thread(problem(8, 8, 11), pairs, SpmmFamily::unrolled, 1),
+               UsageError);  // odd N
   EXPECT_THROW(choose_cols_per_thread(problem(8, 8, 1), pairs, SpmmFamily::rolled, 32), UsageError);
 }
 
@@ -127,7 +131,7 @@ TEST(SpmmDecisions, NTileRule) {
   EXPECT_EQ(auto_n_tile(200), 128);
   EXPECT_EQ(auto_n_tile(1024), 128);
   EXPECT_EQ(auto_n_tile(1025), 64);
-  EXPECT_EQ(choose_n_tile(problem(8, 8, 1), {}, 1, 32, false), 32);  // step lanes: one warp
+  EXPECT_EQ(choose_n_tile(problem(8, 8, 1), {}, 1, 32, false), 32);        // step lanes: one warp
   EXPECT_EQ(choose_n_tile(problem(8, 8, 40000), {}, 20000, 1, true), 32);  // wide fragment plans
   EXPECT_EQ(choose_n_tile(problem(8, 8, 40000), {}, 20000, 1, false), 64);
   SpmmOptions given;
@@ -158,8 +162,11 @@ TEST(SpmmDecisions, RowsPerBlockKeepTheGridCovered) {
   EXPECT_EQ(choose_rows_per_block(in, {}, {SpmmFamily::unrolled, 1, false, true, 1}, h100), kTallRows);
   EXPECT_EQ(choose_rows_per_block(in, {}, {SpmmFamily::rolled, 1, false, false, 1}, h100), 1);
   EXPECT_EQ(choose_rows_per_block(in, {}, {SpmmFamily::rolled, 32, false, false, 1}, h100), 2);
-  EXPECT_EQ(choose_rows_per_block(inspection(999, 64, 3200), {}, {SpmmFamily::rolled, 32, false, false, 1}, h100), 1);
-  EXPECT_EQ(choose_rows_per_block(in, {}, {SpmmFamily::unrolled, 1, true, false, 1}, h100), kSpmmFragmentRows);
+  EXPECT_EQ(
+      choose_rows_per_block(inspection(999, 64, 3200), {}, {SpmmFamily::rolled, 32, false, false, 1}, h100),
+      1);
+  EXPECT_EQ(choose_rows_per_block(in, {}, {SpmmFamily::unrolled, 1, true, false, 1}, h100),
+            kSpmmFragmentRows);
   SpmmOptions too_tall;
   too_tall.rows_per_block = kSpmmMaxAccumulators + 1;
   EXPECT_THROW(choose_rows_per_block(in, too_tall, {}, h100), UsageError);
@@ -176,7 +183,7 @@ TEST(SpmmDecisions, NarrowTileWhereItBuysTallerBlockRows) {
   // 256 rows at N = 128: the 128 tile gives 1 column tile and 2 rows a block row; the 64 tile 2
   // tiles and 4 rows, which still hold 256 nonzeros at 64 a row.
   EXPECT_EQ(choose_narrow_tile(inspection(256, 512, 256 * 64), 128, 128), kNarrowTile);
-  EXPECT_EQ(choose_narrow_tile(inspection(256, 512, 256 * 10), 128, 128), 128);   // too light for groups
+  EXPECT_EQ(choose_narrow_tile(inspection(256, 512, 256 * 10), 128, 128), 128);       // too light for groups
   EXPECT_EQ(choose_narrow_tile(inspection(256, 512, kLargeNnz + 1), 128, 128), 128);  // large matrices
   EXPECT_EQ(choose_narrow_tile(inspection(256, 512, 256 * 64), 64, 64), 64);
 }
@@ -202,7 +209,8 @@ TEST(SpmmDecisions, RowBordersEqualAndBalanced) {
   EXPECT_EQ(row_borders(a, 2, 4, 4, SpmmRowSplit::equal), (std::vector<std::int64_t>{0, 4, 8}));
   // Balanced, at most 8 rows a block row: the first block row ends where half the nonzeros are done.
   EXPECT_EQ(row_borders(a, 2, 4, 8, SpmmRowSplit::balanced), (std::vector<std::int64_t>{0, 3, 8}));
-  EXPECT_EQ(row_borders(rows_of(4, {1, 1, 1}), 2, 2, 2, SpmmRowSplit::equal), (std::vector<std::int64_t>{0, 2, 3}));
+  EXPECT_EQ(row_borders(rows_of(4, {1, 1, 1}), 2, 2, 2, SpmmRowSplit::equal),
+            (std::vector<std::int64_t>{0, 2, 3}));
 }
 
 TEST(SpmmDecisions, ClusteredRowsOnlyPastTheColumnBar) {
@@ -269,16 +277,21 @@ TEST(SpmmDecisions, FragmentGroupsWhereTheGridIsShortOfWarps) {
 TEST(SpmmDecisions, WideTilesInsteadOfGroups) {
   const GpuTarget& h100 = default_gpu_target();
   // 4 groups of 64 over 1024 columns, 200 block rows: a 256 tile keeps 800 blocks.
-  EXPECT_EQ(choose_wide_tile(10000, 1024, 200, 16, 64, 4, 1, h100), (std::pair<std::int32_t, std::int32_t>{256, 1}));
+  EXPECT_EQ(choose_wide_tile(10000, 1024, 200, 16, 64, 4, 1, h100),
+            (std::pair<std::int32_t, std::int32_t>{256, 1}));
   // 50 block rows: 256 gives 200 blocks.
-  EXPECT_EQ(choose_wide_tile(10000, 1024, 50, 16, 64, 4, 1, h100), (std::pair<std::int32_t, std::int32_t>{256, 1}));
+  EXPECT_EQ(choose_wide_tile(10000, 1024, 50, 16, 64, 4, 1, h100),
+            (std::pair<std::int32_t, std::int32_t>{256, 1}));
   // 40 block rows: 256 gives 160, 128 gives 320: the half-width tile with two groups.
-  EXPECT_EQ(choose_wide_tile(10000, 1024, 40, 16, 64, 4, 1, h100), (std::pair<std::int32_t, std::int32_t>{128, 2}));
+  EXPECT_EQ(choose_wide_tile(10000, 1024, 40, 16, 64, 4, 1, h100),
+            (std::pair<std::int32_t, std::int32_t>{128, 2}));
   // Above kLargeNnz, a one-wave grid more than half full (128 blocks of 256): the wide tile with the
   // one-wave groups.
-  EXPECT_EQ(choose_wide_tile(100000, 256, 128, 16, 128, 2, 1, h100), (std::pair<std::int32_t, std::int32_t>{256, 2}));
+  EXPECT_EQ(choose_wide_tile(100000, 256, 128, 16, 128, 2, 1, h100),
+            (std::pair<std::int32_t, std::int32_t>{256, 2}));
   // Nothing wider fits: unchanged.
-  EXPECT_EQ(choose_wide_tile(10000, 64, 10, 16, 64, 4, 1, h100), (std::pair<std::int32_t, std::int32_t>{64, 4}));
+  EXPECT_EQ(choose_wide_tile(10000, 64, 10, 16, 64, 4, 1, h100),
+            (std::pair<std::int32_t, std::int32_t>{64, 4}));
 }
 
 TEST(SpmmDecisions, BlockRowsBalanceGroupsAndMapRegroupedIndices) {

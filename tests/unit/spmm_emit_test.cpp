@@ -131,8 +131,8 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   std::printf(
       "[ spmm    ] %-34s nnz %7lld  Ny %2d T %3d Gy %d %-8s compile %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
-      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile, p.layout.groups,
-      to_string(p.value_mode()), r.seconds, r.cubin.size(),
+      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile,
+      p.layout.groups, to_string(p.value_mode()), r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
@@ -140,7 +140,8 @@ void expect_clean_compile(const SpmmPlan& p, const CsrMatrix& a, const std::stri
   EXPECT_EQ(u.spill_store_bytes, 0) << label;
   EXPECT_EQ(u.spill_load_bytes, 0) << label;
   // Rolled kernels hold a batch of records and loads besides the accumulators: their cap binds.
-  EXPECT_LE(u.registers, p.value_mode() == SpmmValueMode::rolled ? p.hints.max_registers : p.hints.estimated_registers + 16)
+  EXPECT_LE(u.registers, p.value_mode() == SpmmValueMode::rolled ? p.hints.max_registers
+                                                                 : p.hints.estimated_registers + 16)
       << label;
 }
 

@@ -108,7 +108,8 @@ TEST(SpmmHalf, ToleranceFollowsThePrecision) {
   EXPECT_DOUBLE_EQ(spmm_tolerance("f16", "f16", 100), std::ldexp(1.0, -11) * 22);
   // A wrong weight is caught: the interpreter of a plan with one corrupted value misses the bound.
   const CsrMatrix a = planted(32, 40, 0.1, 5);
-  const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
+  const SpmmPlan plan =
+      plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   std::vector<float> w = spmm_kernel_values(plan, a);
   w[3] += 0.5f;
   DenseMatrix b(a.cols, 8, 0.0);
@@ -136,7 +137,8 @@ TEST(SpmmHalf, FragmentWordsFollowTheMmaLaneLayout) {
             const int r = lane / 4 + 8 * reg, c = 2 * (lane % 4) + h;
             const std::uint32_t w = words[f * 64 + static_cast<std::size_t>(lane * 2 + reg)];
             const std::int64_t e = fr.entries[static_cast<std::size_t>(r * 8 + c)];
-            const double want = e < 0 ? 0.0 : half_bits_to_double(double_to_half_bits(a.values[static_cast<std::size_t>(e)]));
+            const double want =
+                e < 0 ? 0.0 : half_bits_to_double(double_to_half_bits(a.values[static_cast<std::size_t>(e)]));
             EXPECT_EQ(half_bits_to_double(static_cast<std::uint16_t>(h ? w >> 16 : w & 0xffff)), want)
                 << "fragment " << f << " lane " << lane << " reg " << reg;
           }
@@ -163,24 +165,29 @@ TEST(SpmmHalf, BadOptionsAreRefused) {
   EXPECT_EQ(o.blocklet_fill, 1.0);
   const CsrMatrix a = planted(32, 32, 0.1, 1);
   // Blocklets need a 16-bit dtype; accumulation in another type than the dtype is refused.
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f32}, with_blocklets("16x8:0.5")),
-               UsageError);
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off", "bf16")),
-               UsageError);
+  EXPECT_THROW(
+      plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f32}, with_blocklets("16x8:0.5")),
+      UsageError);
+  EXPECT_THROW(
+      plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off", "bf16")),
+      UsageError);
   // Tensor-core tiles take whole warps and 16-row block rows.
   SpmmOptions partial_warp = with_blocklets("16x8:0.5");
   partial_warp.n_tile = 48;
-  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, partial_warp), UsageError);
+  EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, partial_warp),
+               UsageError);
   SpmmOptions short_rows = with_blocklets("16x8:0.5");
   short_rows.rows_per_block = 8;
   EXPECT_THROW(plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, short_rows), UsageError);
   // The PTX emitter writes fp32 kernels only.
-  const SpmmPlan half = plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
+  const SpmmPlan half =
+      plan_spmm(a, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   EXPECT_THROW(emit_spmm(half, a, KernelLanguage::ptx), UsageError);
   // A weight beyond fp16's range cannot be represented.
   CsrMatrix big = a;
   big.values[0] = 1e6;
-  const SpmmPlan p16 = plan_spmm(big, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
+  const SpmmPlan p16 =
+      plan_spmm(big, {32, 32, 8, SpmmNMode::fixed, false, false, DType::f16}, with_blocklets("off"));
   EXPECT_THROW(spmm_kernel_values(p16, big), UsageError);
 }
 
@@ -232,7 +239,7 @@ TEST(SpmmHalf, GroupsShareTheFragmentsOfABlockRow) {
   EXPECT_EQ(four.layout.groups, 4);
   EXPECT_TRUE(check_plan(four, a).empty());
   EXPECT_EQ(four.layout.shared_bytes, 4 * 16 * 72 * 4);  // the warps' stages; no unrolled nonzeros to reduce
-  o.groups = 11;  // 11 stages of 4.5 KiB
+  o.groups = 11;                                         // 11 stages of 4.5 KiB
   EXPECT_THROW(plan_spmm(a, pr, o), UsageError);
 }
 
@@ -247,37 +254,39 @@ TEST(SpmmHalf, TensorCoreKernelsCompileForSm90WithoutSpills) {
   };
   for (const Config cfg : {Config{0.05, 33, 0}, Config{0.05, 64, 0}, Config{0.0, 64, 1}, Config{0.0, 200, 3},
                            Config{0.05, 200, 2}})
-  for (const std::string dtype : {"f16", "bf16"})
-    for (const std::string bl : {"16x8:0.5", "16x16:0.25"}) {
-      SCOPED_TRACE(dtype + " " + bl + " density " + std::to_string(cfg.density) + " N " + std::to_string(cfg.n) +
-                   " groups " + std::to_string(cfg.groups));
-      const CsrMatrix a = planted(45, 61, cfg.density, 13);
-      SpmmOptions so = with_blocklets(bl);
-      so.groups = cfg.groups;
-      if (cfg.groups > 1) so.n_tile = 64;  // within 48 KiB of warp stages
-      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, cfg.n, SpmmNMode::fixed, true, true, *parse_dtype(dtype)}, so);
-      const EmittedKernel k = emit_spmm_cuda(plan, a);
-      EXPECT_NE(k.source.find(bl[3] == '8' ? "m16n8k8" : "m16n8k16"), std::string::npos);
-      EXPECT_NE(k.source.find(cfg.n % 8 == 0 ? "#define SPCC_VEC8 1" : "#define SPCC_VEC8 0"), std::string::npos);
-      const bool direct = k.source.find("spcc_store_tile_row(cr") != std::string::npos;
-      EXPECT_EQ(direct, cfg.n % 8 == 0 && cfg.density == 0.0);
-      EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
-      EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
-      // Programmatic (the rule for half plans): one wait before the block rows' cases, no trigger.
-      ASSERT_TRUE(plan.hints.programmatic);
-      EXPECT_NE(k.source.find("if (true) sparsecc_wait_for_predecessor();\n  switch (blockIdx.y)"),
-                std::string::npos);
-      EXPECT_EQ(k.source.find("launch_dependents"), std::string::npos);
-      CudaCompileOptions o;
-      o.arch = "sm_90";
-      o.extra.push_back(kPtxasVerbose);
-      const CudaCompileResult r = compile_kernel(k, "half_test", o);
-      const ResourceUsage u = parse_ptxas_log(r.log);
-      ASSERT_TRUE(u.found) << r.log;
-      EXPECT_FALSE(r.cubin.empty());
-      EXPECT_NE(r.ptx.find("mma.sync.aligned"), std::string::npos);
-      EXPECT_NE(r.ptx.find("griddepcontrol.wait"), std::string::npos);
-      EXPECT_EQ(u.spill_store_bytes + u.spill_load_bytes, 0);
-      EXPECT_EQ(u.stack_frame_bytes, 0);
-    }
+    for (const std::string dtype : {"f16", "bf16"})
+      for (const std::string bl : {"16x8:0.5", "16x16:0.25"}) {
+        SCOPED_TRACE(dtype + " " + bl + " density " + std::to_string(cfg.density) + " N " +
+                     std::to_string(cfg.n) + " groups " + std::to_string(cfg.groups));
+        const CsrMatrix a = planted(45, 61, cfg.density, 13);
+        SpmmOptions so = with_blocklets(bl);
+        so.groups = cfg.groups;
+        if (cfg.groups > 1) so.n_tile = 64;  // within 48 KiB of warp stages
+        const SpmmPlan plan =
+            plan_spmm(a, {a.rows, a.cols, cfg.n, SpmmNMode::fixed, true, true, *parse_dtype(dtype)}, so);
+        const EmittedKernel k = emit_spmm_cuda(plan, a);
+        EXPECT_NE(k.source.find(bl[3] == '8' ? "m16n8k8" : "m16n8k16"), std::string::npos);
+        EXPECT_NE(k.source.find(cfg.n % 8 == 0 ? "#define SPCC_VEC8 1" : "#define SPCC_VEC8 0"),
+                  std::string::npos);
+        const bool direct = k.source.find("spcc_store_tile_row(cr") != std::string::npos;
+        EXPECT_EQ(direct, cfg.n % 8 == 0 && cfg.density == 0.0);
+        EXPECT_EQ(k.fragment_words, spmm_fragment_words(plan, a));
+        EXPECT_EQ(emit_spmm_cuda(plan, a).source, k.source);  // deterministic
+        // Programmatic (the rule for half plans): one wait before the block rows' cases, no trigger.
+        ASSERT_TRUE(plan.hints.programmatic);
+        EXPECT_NE(k.source.find("if (true) sparsecc_wait_for_predecessor();\n  switch (blockIdx.y)"),
+                  std::string::npos);
+        EXPECT_EQ(k.source.find("launch_dependents"), std::string::npos);
+        CudaCompileOptions o;
+        o.arch = "sm_90";
+        o.extra.push_back(kPtxasVerbose);
+        const CudaCompileResult r = compile_kernel(k, "half_test", o);
+        const ResourceUsage u = parse_ptxas_log(r.log);
+        ASSERT_TRUE(u.found) << r.log;
+        EXPECT_FALSE(r.cubin.empty());
+        EXPECT_NE(r.ptx.find("mma.sync.aligned"), std::string::npos);
+        EXPECT_NE(r.ptx.find("griddepcontrol.wait"), std::string::npos);
+        EXPECT_EQ(u.spill_store_bytes + u.spill_load_bytes, 0);
+        EXPECT_EQ(u.stack_frame_bytes, 0);
+      }
 }

@@ -10,12 +10,12 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/target/target.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/target/target.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -311,7 +311,8 @@ TEST(SpmmPlan, ProgrammaticRule) {
   trigger_alone.hints.programmatic_trigger = true;
   EXPECT_FALSE(check_plan(trigger_alone, a).empty());
   const CsrMatrix big = random_csr(2048, 512, 0.1, 5);  // ~105k nonzeros
-  const SpmmPlan unrolled = plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, DType::f32});
+  const SpmmPlan unrolled =
+      plan_spmm(big, {big.rows, big.cols, 256, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_GT(unrolled.hints.estimated_instructions, kSpmmProgrammaticTriggerInstructions);
   EXPECT_TRUE(unrolled.hints.programmatic);
   EXPECT_FALSE(unrolled.hints.programmatic_trigger);
@@ -319,7 +320,8 @@ TEST(SpmmPlan, ProgrammaticRule) {
   forced_trigger.programmatic = SpmmProgrammatic::trigger;
   forced_wait.programmatic = SpmmProgrammatic::wait;
   EXPECT_TRUE(plan_spmm(big, unrolled.problem, forced_trigger).hints.programmatic_trigger);
-  const SpmmPlan rolled = plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
+  const SpmmPlan rolled =
+      plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
   ASSERT_EQ(rolled.value_mode(), SpmmValueMode::rolled);
   EXPECT_TRUE(rolled.hints.programmatic);
   EXPECT_TRUE(rolled.hints.programmatic_trigger);
@@ -386,7 +388,8 @@ TEST(SpmmPlan, RandomOptionsPlanOrRefuseClearly) {
     const SpmmPlan again = spmm_bundle_plan(b, a);
     EXPECT_EQ(to_json(again).at("blocks"), to_json(p).at("blocks")) << "trial " << trial;
     if (problem.dtype == DType::f32) {
-      EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance) << "trial " << trial;
+      EXPECT_NEAR(interp_error(p, a, n, static_cast<std::uint64_t>(trial)), 0.0, kTolerance)
+          << "trial " << trial;
     }
   }
   EXPECT_GT(planned, 500);
@@ -433,7 +436,8 @@ TEST(SpmmPlan, BalancedSplitEvensBlockRowNonzeros) {
   const CsrMatrix a = csr_from_dense(d, DType::f32);
   const auto max_block_nnz = [&](const SpmmPlan& p) {
     std::int64_t most = 0;
-    for (const auto& b : p.layout.blocks) most = std::max(most, a.row_ptr[b.row_end] - a.row_ptr[b.row_begin]);
+    for (const auto& b : p.layout.blocks)
+      most = std::max(most, a.row_ptr[b.row_end] - a.row_ptr[b.row_begin]);
     return most;
   };
   SpmmOptions o;

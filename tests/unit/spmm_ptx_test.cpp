@@ -61,7 +61,8 @@ TEST(SpmmPtx, TextIsDeterministicAndUnrolled) {
   EXPECT_NE(e.source.find("bar.sync 0;"), std::string::npos);
   // B at immediate offsets k * N * 4 from the thread's column.
   EXPECT_TRUE(std::regex_search(e.source, std::regex(R"(ld\.global\.nc\.f32 %x\d+, \[%b\+\d+\];)")));
-  EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target("sm_90a")).source.find(".target sm_90a\n") != std::string::npos, true);
+  EXPECT_EQ(emit_spmm_ptx(p, a, gpu_target("sm_90a")).source.find(".target sm_90a\n") != std::string::npos,
+            true);
   EXPECT_THROW(emit_spmm_ptx(p, a, gpu_target("sm_91")), UsageError);
   SpmmPlan other = p;
   other.hints.kernel_name = "2bad";
@@ -110,10 +111,12 @@ TEST(SpmmPtx, LargePlansUseTheSplitLayout) {
   ASSERT_GT(p.layout.groups, 1);
   EXPECT_EQ(e.source, emit_spmm_ptx(p, a).source);
   // Seven register parameters, no return, and the split layout's register cap.
-  EXPECT_EQ(count(e.modules[1], "(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, "
-                                ".param .b64 p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn"),
+  EXPECT_EQ(count(e.modules[1],
+                  "(.param .b64 p_b, .param .b64 p_c, .param .b64 p_bias, .param .b64 p_vals, "
+                  ".param .b64 p_ldb, .param .b32 p_info, .param .b32 p_redr) .noreturn"),
             count(e.modules[1], ".visible .func"));
-  EXPECT_EQ(e.max_registers, std::min(p.hints.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.layout.block_x / 8 * 8));
+  EXPECT_EQ(e.max_registers,
+            std::min(p.hints.max_registers + kSpmmPtxSplitExtraRegisters, 65536 / p.layout.block_x / 8 * 8));
 }
 
 // Programmatic plans (the inspector's rule: every fp32 plan, with the trigger up to
@@ -182,9 +185,9 @@ void expect_clean_assembly(const SpmmPlan& p, const CsrMatrix& a, const std::str
   std::printf(
       "[ spmm ptx] %-30s nnz %7lld  Ny %2d T %3d Gy %d %-8s %s  assemble %6.2f s  cubin %8zu B (%.1f B/nnz)  "
       "%d regs, stack %lld, spills %lld/%lld\n",
-      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile, p.layout.groups,
-      p.value_mode() == SpmmValueMode::baked ? "baked" : "streamed", e.modules.empty() ? "inline" : "split ",
-      r.seconds, r.cubin.size(),
+      label.c_str(), static_cast<long long>(a.nnz()), p.layout.rows_per_block, p.layout.n_tile,
+      p.layout.groups, p.value_mode() == SpmmValueMode::baked ? "baked" : "streamed",
+      e.modules.empty() ? "inline" : "split ", r.seconds, r.cubin.size(),
       a.nnz() ? static_cast<double>(r.cubin.size()) / static_cast<double>(a.nnz()) : 0.0, u.registers,
       static_cast<long long>(u.stack_frame_bytes), static_cast<long long>(u.spill_store_bytes),
       static_cast<long long>(u.spill_load_bytes));
@@ -223,26 +226,32 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   const CsrMatrix big = random_csr(1000, 1000, 0.06, 5);
   o = {};
   o.groups = 2;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
-                        big, "random 1000x1000 split");
+  expect_clean_assembly(
+      plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
+      "random 1000x1000 split");
   o.groups = 4;  // 512 threads a block
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
-                        big, "random 1000x1000 split 512 thr");
+  expect_clean_assembly(
+      plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
+      "random 1000x1000 split 512 thr");
   o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
-                        big, "random 1000x1000 split 512 thr r200");
+  expect_clean_assembly(
+      plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
+      "random 1000x1000 split 512 thr r200");
   // Two columns a thread: inline and split layouts, baked and streamed, reduced through shared memory.
   o = {};
   o.cols_per_thread = 2;
   o.groups = 3;
-  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a, "pairs Gy=3");
+  expect_clean_assembly(plan_spmm(a, {37, 64, 50, SpmmNMode::fixed, true, true, DType::f32}, o), a,
+                        "pairs Gy=3");
   o.groups = 2;
   o.rows_per_block = 16;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
-                        "pairs 1000x1000 split Ny=16");
+  expect_clean_assembly(
+      plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
+      "pairs 1000x1000 split Ny=16");
   o.value_mode = SpmmValueMode::streamed;
-  expect_clean_assembly(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, DType::f32}, o), big,
-                        "pairs 1000x1000 split streamed");
+  expect_clean_assembly(
+      plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, false, false, DType::f32}, o), big,
+      "pairs 1000x1000 split streamed");
 }
 
 // Two columns a thread load B and store C as 64-bit pairs and keep a second accumulator a row; the
@@ -263,7 +272,8 @@ TEST(SpmmPtx, PairsLoadAndStoreTwoColumns) {
   EXPECT_NE(s.find("ld.shared.v2.f32 {%y, %v}"), std::string::npos);
   EXPECT_NE(s.find("st.global.v2.f32"), std::string::npos);
   EXPECT_EQ(s.find("ld.global.nc.f32 %x"), std::string::npos);
-  EXPECT_GT(count(s, "%e"), static_cast<std::size_t>(a.nnz()));  // every entry also updates a second accumulator
+  EXPECT_GT(count(s, "%e"),
+            static_cast<std::size_t>(a.nnz()));  // every entry also updates a second accumulator
   for (const std::int64_t n : {49, 51}) {
     EXPECT_THROW(plan_spmm(a, {37, 64, n, SpmmNMode::fixed, false, false, DType::f32}, o), UsageError) << n;
   }

@@ -72,10 +72,12 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
   const SpmmPlan t = plan_spmm(tall, {tall.rows, tall.cols, 49, SpmmNMode::fixed, false, false, DType::f32});
   EXPECT_EQ(t.value_mode(), SpmmValueMode::rolled);
   EXPECT_EQ(t.layout.groups, 4);
-  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
+  EXPECT_NE(plan_spmm(taller, {taller.rows, taller.cols, 49, SpmmNMode::fixed, false, false, DType::f32})
+                .value_mode(),
             SpmmValueMode::rolled);
-  EXPECT_NE(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
-            SpmmValueMode::rolled);
+  EXPECT_NE(
+      plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
+      SpmmValueMode::rolled);
   EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 65, SpmmNMode::fixed, false, false, DType::f32}).value_mode(),
             SpmmValueMode::rolled);
   EXPECT_NE(plan_spmm(big, {big.rows, big.cols, 49, SpmmNMode::fixed, false, false, DType::f16}).value_mode(),
@@ -83,8 +85,9 @@ TEST(SpmmRolled, AutomaticRuleTakesLargeLayersAtSmallN) {
   // Rolled plans refuse what their kernel cannot do.
   SpmmOptions balanced = rolled_options(2, 2, 32);
   balanced.row_split = SpmmRowSplit::balanced;
-  EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, balanced),
-               UsageError);
+  EXPECT_THROW(
+      plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::f32}, balanced),
+      UsageError);
   EXPECT_THROW(plan_spmm(wide, {wide.rows, wide.cols, 49, SpmmNMode::fixed, false, false, DType::bf16},
                          rolled_options(1, 2, 32)),
                UsageError);
@@ -129,7 +132,7 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   EXPECT_EQ(two.block_rows(), 500);
   EXPECT_EQ(plan_of(tall, 9).value_mode(), SpmmValueMode::rolled);
   EXPECT_EQ(plan_of(tall, 9).layout.rows_per_block, 1);  // one step a warp: one row
-  EXPECT_EQ(plan(8).layout.groups, 8);  // 4 slots: the rule's groups (about 4096 warps)
+  EXPECT_EQ(plan(8).layout.groups, 8);                   // 4 slots: the rule's groups (about 4096 warps)
   // From 20k nonzeros at N <= 4, from 50k above; unrolled below, and on short rows.
   EXPECT_EQ(plan_of(mid, 4).value_mode(), SpmmValueMode::rolled);
   EXPECT_NE(plan_of(mid, 5).value_mode(), SpmmValueMode::rolled);
@@ -152,7 +155,8 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
   EXPECT_EQ(wide.column_tiles(49), 7);
   EXPECT_TRUE(check_plan(wide, a).empty());
   forced.step_lanes = 1;
-  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f32, forced).layout.cols_per_thread, 2);  // the one-step-a-warp layout
+  EXPECT_EQ(plan(1, SpmmNMode::fixed, DType::f32, forced).layout.cols_per_thread,
+            2);  // the one-step-a-warp layout
   // Refused: step lanes of an unrolled plan, with another n tile, or not a power of two; a plan that
   // claims them without a rolled kernel.
   SpmmOptions bad;
@@ -180,8 +184,8 @@ TEST(SpmmRolled, StepLanesAtSmallN) {
 // The warp-wide kernel forms a step's B address from a 32-bit row pitch in bytes: N below 2^30.
 TEST(SpmmRolled, PlanRefusesAnNWhosePitchOverflows32Bits) {
   const CsrMatrix a = random_sparse(64, 256, 0.2, 9);
-  SpmmPlan p =
-      plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, DType::f32}, rolled_options(1, 4, 32));
+  SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 49, SpmmNMode::runtime, false, false, DType::f32},
+                         rolled_options(1, 4, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   auto mentions_pitch = [&](std::int64_t n) {
     p.problem.n = n;
@@ -198,7 +202,8 @@ TEST(SpmmRolled, TableLayout) {
   DenseMatrix d(3, 4);
   d(0, 0) = 1, d(0, 2) = 2, d(1, 2) = 3, d(2, 1) = 4;
   const CsrMatrix a = csr_from_dense(d, DType::f32);
-  const SpmmPlan p = plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 1, 32));
+  const SpmmPlan p =
+      plan_spmm(a, {3, 4, 5, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 1, 32));
   ASSERT_TRUE(check_plan(p, a).empty());
   EXPECT_EQ(spmm_rolled_record_words(p), 4);
   EXPECT_EQ(spmm_rolled_header_words(p), 4);  // 2 block rows x 1 group + 1, padded
@@ -313,7 +318,8 @@ TEST(SpmmRolled, StepLaneInterpreterMatchesReference) {
 
 TEST(SpmmRolled, InterpreterRejectsMalformedTables) {
   const CsrMatrix a = random_sparse(20, 30, 0.3, 5);
-  const SpmmPlan p = plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 2, 32));
+  const SpmmPlan p =
+      plan_spmm(a, {20, 30, 8, SpmmNMode::fixed, false, false, DType::f32}, rolled_options(2, 2, 32));
   const DenseMatrix b = random_dense(30, 8, 3);
   std::vector<float> t = spmm_kernel_values(p, a);
   EXPECT_THROW(interpret_spmm(p, std::vector<float>(t.begin(), t.begin() + 2), b), UsageError);
@@ -354,7 +360,7 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
     // (Both layouts' epilogues carry the trigger; the kernel takes one.)
     EXPECT_EQ(count(wait_text, "if (false) sparsecc_launch_dependents();"), 2u);
     EXPECT_EQ(count(e.source, p.hints.programmatic_trigger ? "if (true) sparsecc_launch_dependents();"
-                                                     : "if (false) sparsecc_launch_dependents();"),
+                                                           : "if (false) sparsecc_launch_dependents();"),
               2u);
     // Asked for PTX, the dispatcher still writes CUDA C++; the PTX emitter itself refuses.
     EXPECT_EQ(emit_spmm(p, a, KernelLanguage::ptx).language, KernelLanguage::cuda);
@@ -372,7 +378,8 @@ TEST(SpmmRolled, EmitsCudaThatCompilesWithoutSpills) {
 
 TEST(SpmmRolled, BundleRoundTripsAndTheRuntimeChecksTheTable) {
   const CsrMatrix a = random_sparse(40, 90, 0.2, 13);
-  const SpmmPlan p = plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, DType::f32}, rolled_options(2, 4, 32));
+  const SpmmPlan p =
+      plan_spmm(a, {40, 90, 49, SpmmNMode::fixed, false, true, DType::f32}, rolled_options(2, 4, 32));
   rt::Bundle b;
   b.metadata = spmm_bundle_metadata(p, a, gpu_target("sm_90"));
   EXPECT_EQ(b.metadata.values_mode, "rolled");

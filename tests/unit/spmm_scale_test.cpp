@@ -2,16 +2,14 @@
 // rows without nonzeros one shared piece of code), matrices without rows or columns are refused naming
 // the file, every row count up to spmm_max_rows() plans within the grid (and more is refused with the
 // limit), and an explicit rows per block that cannot fit is refused with the rows it needs.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -21,6 +19,7 @@
 #include "sparsecc/neuron/compartments.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/target/target.hpp"
 #include "test_support.hpp"
 
 namespace sparsecc {
@@ -35,7 +34,8 @@ CsrMatrix sparse_rows(std::int64_t m, std::int64_t k, const std::vector<std::int
   a.cols = k;
   a.row_ptr.assign(static_cast<std::size_t>(m) + 1, 0);
   for (const std::int64_t r : rows) a.row_ptr[static_cast<std::size_t>(r) + 1] = 1;
-  for (std::int64_t r = 0; r < m; ++r) a.row_ptr[static_cast<std::size_t>(r) + 1] += a.row_ptr[static_cast<std::size_t>(r)];
+  for (std::int64_t r = 0; r < m; ++r)
+    a.row_ptr[static_cast<std::size_t>(r) + 1] += a.row_ptr[static_cast<std::size_t>(r)];
   for (const std::int64_t r : rows) {
     a.col_idx.push_back(static_cast<std::int32_t>(r % k));
     a.values.push_back(1.5 + static_cast<double>(r % 7));
@@ -136,9 +136,10 @@ TEST(SpmmScale, EmptyBlockRowCodeAssembles) {
   // CUDA C++ (NVRTC is slow: one fp32 plan with bias, ReLU and groups, and one f16 plan).
   const SpmmPlan fp = plan_spmm(a, problem_for(a, 49, true, true), grouped);
   EXPECT_FALSE(compile_kernel(emit_spmm_cuda(fp, a), "fp32").cubin.empty());
-  EXPECT_GT(emit_spmm_ptx(plan_spmm(split, problem_for(split, 196, true, true, SpmmNMode::runtime), grouped), split)
-                .modules.size(),
-            1u);
+  EXPECT_GT(
+      emit_spmm_ptx(plan_spmm(split, problem_for(split, 196, true, true, SpmmNMode::runtime), grouped), split)
+          .modules.size(),
+      1u);
   SpmmProblem half = problem_for(a, 50, true, true);
   half.dtype = DType::f16;
   const SpmmPlan hp = plan_spmm(a, half, grouped);
@@ -250,12 +251,14 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
   baked.value_mode = SpmmValueMode::baked;
   SpmmProblem half = problem_for(spread, 8);
   half.dtype = DType::f16;
-  for (const auto& [problem, options] : {std::pair{problem_for(spread, 8), baked}, std::pair{half, SpmmOptions{}}}) {
+  for (const auto& [problem, options] :
+       {std::pair{problem_for(spread, 8), baked}, std::pair{half, SpmmOptions{}}}) {
     try {
       plan_spmm(spread, problem, options);
       ADD_FAILURE() << problem.dtype << ": planned an unrolled executor of every spread row";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(fmt::format("more than the {}", kSpmmMaxRowsWithCode)), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find(fmt::format("more than the {}", kSpmmMaxRowsWithCode)),
+                std::string::npos)
           << e.what();
     }
   }
@@ -273,7 +276,8 @@ TEST(SpmmScale, SpreadNonzerosRollInsteadOfUnrollingEveryRow) {
 TEST(SpmmScale, HugeGridsDispatchInChunksAndAssemble) {
   std::vector<std::int64_t> rows;
   for (std::int64_t r = 3; r < (std::int64_t{1} << 20); r += 17 * 4096 - 5) rows.push_back(r);
-  for (const auto& [label, a] : {std::pair<const char*, CsrMatrix>{"three rows", sparse_rows(std::int64_t{1} << 20, 64, {0, 5, 1000000})},
+  for (const auto& [label, a] : {std::pair<const char*, CsrMatrix>{
+                                     "three rows", sparse_rows(std::int64_t{1} << 20, 64, {0, 5, 1000000})},
                                  {"a row every chunk", sparse_rows(std::int64_t{1} << 20, 64, rows)}}) {
     const SpmmPlan p = plan_spmm(a, problem_for(a, 8, true, true));
     ASSERT_GT(p.block_rows(), static_cast<std::int64_t>(kSpmmPtxJumpTableEntries)) << label;

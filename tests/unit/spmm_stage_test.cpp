@@ -9,7 +9,6 @@
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/target/target.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
@@ -17,6 +16,7 @@
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
+#include "sparsecc/target/target.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "test_support.hpp"
 
@@ -27,7 +27,8 @@ using test::problem_for;
 
 constexpr double kTolerance = 1e-5;  // rel L2 of the float32 kernel against the fp64 reference
 
-SpmmOptions staged(std::int32_t least, std::int32_t rows = 0, std::int32_t groups = 0, std::int32_t n_tile = 0) {
+SpmmOptions staged(std::int32_t least, std::int32_t rows = 0, std::int32_t groups = 0,
+                   std::int32_t n_tile = 0) {
   SpmmOptions o;
   o.stage_min_entries = least;
   o.rows_per_block = rows;
@@ -63,13 +64,17 @@ TEST(SpmmStage, DenseStepsTakeTheSlotsInOrder) {
     std::int64_t dense = 0;
     for (const auto& b : p.layout.blocks)
       for (const auto& g : b.groups)
-        dense = std::max<std::int64_t>(dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
+        dense = std::max<std::int64_t>(dense,
+                                       std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
                                          return static_cast<std::int32_t>(s.entries.size()) >= least;
                                        }));
-    const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
+    const std::int64_t fit =
+        (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
     EXPECT_EQ(p.stage_slots(), std::min<std::int64_t>({dense, kSpmmMaxStageSlots, fit})) << least;
-    EXPECT_EQ(spmm_stage_offset(p), (spmm_reduction_bytes(2, p.layout.rows_per_block, p.layout.n_tile, 1) + 15) / 16 * 16);
-    EXPECT_EQ(p.layout.shared_bytes, spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * 4);
+    EXPECT_EQ(spmm_stage_offset(p),
+              (spmm_reduction_bytes(2, p.layout.rows_per_block, p.layout.n_tile, 1) + 15) / 16 * 16);
+    EXPECT_EQ(p.layout.shared_bytes,
+              spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * 4);
     EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
     // Staged: exactly the first stage_slots steps of a group with `least` entries or more.
     for (const auto& b : p.layout.blocks)
@@ -101,7 +106,8 @@ TEST(SpmmStage, SlotsStopAtTheSharedMemoryOfABlock) {
   const CsrMatrix a = test::random_csr(64, 400, 0.4, 6, 0, 1);
   const SpmmPlan p = plan_spmm(a, problem_for(a, 3136), staged(1, 16, 2, 256));
   ASSERT_TRUE(check_plan(p, a).empty());
-  const std::int64_t fit = (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
+  const std::int64_t fit =
+      (default_gpu_target().shared_per_block - spmm_stage_offset(p)) / (std::int64_t{p.layout.block_x} * 4);
   EXPECT_EQ(fit, 16);
   EXPECT_EQ(p.stage_slots(), fit);  // every group has more dense steps than that
   EXPECT_LE(p.layout.shared_bytes, default_gpu_target().shared_per_block);
@@ -227,9 +233,10 @@ TEST(SpmmStage, TunerTimesTheWinnerWithStagedSteps) {
   const tune::SpmmSpace space = tune::spmm_space(a, problem, {}, KernelLanguage::ptx);
   const tune::SpmmSpaceDims dims;
   // A plan of 8 or more rows a block row, whose steps hold two or more entries often enough.
-  const auto tall = std::find_if(space.candidates.begin(), space.candidates.end(), [](const tune::SpmmCandidate& c) {
-    return c.plan.layout.rows_per_block >= 8 && c.plan.value_mode() == SpmmValueMode::baked;
-  });
+  const auto tall =
+      std::find_if(space.candidates.begin(), space.candidates.end(), [](const tune::SpmmCandidate& c) {
+        return c.plan.layout.rows_per_block >= 8 && c.plan.value_mode() == SpmmValueMode::baked;
+      });
   ASSERT_NE(tall, space.candidates.end());
   const tune::SpmmCandidate& winner = *tall;
   const auto variants = tune::spmm_stage_variants(a, winner, dims);

@@ -2,7 +2,6 @@
 // stay whole under concurrent writers (threads and processes) and failed writes.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

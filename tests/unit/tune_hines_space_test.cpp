@@ -47,7 +47,8 @@ TEST(TuneHinesSpace, RulesAndErrors) {
   const tune::HinesSpace space = tune::hines_space(chain, 2, "f32", {}, dims);
   ASSERT_FALSE(space.candidates.empty());
   bool depth_rule = false;
-  for (const auto& [point, rule] : space.rejected) depth_rule |= rule.find("outside 0..") != std::string::npos;
+  for (const auto& [point, rule] : space.rejected)
+    depth_rule |= rule.find("outside 0..") != std::string::npos;
   EXPECT_TRUE(depth_rule);
   EXPECT_THROW(tune::hines_space(chain, 1, "f16"), UsageError);  // the default plan itself is invalid
 }

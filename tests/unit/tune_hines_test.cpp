@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "hines_support.hpp"
@@ -50,14 +50,16 @@ TEST(TuneHines, ExhaustiveFastestVerifiedWinsAndFailuresNeverWin) {
   const tune::HinesSpace space = test_space();
   ASSERT_GE(space.candidates.size(), 4u);
   FakeMeasurer m;
-  for (std::size_t i = 0; i < space.candidates.size(); ++i) m.us[space.candidates[i].label] = 100.0 - static_cast<double>(i);
+  for (std::size_t i = 0; i < space.candidates.size(); ++i)
+    m.us[space.candidates[i].label] = 100.0 - static_cast<double>(i);
   const std::string fastest = space.candidates.back().label;
   m.fail.insert(fastest);  // the fastest fails verification: the next one wins
   const std::string broken = space.candidates[1].label;
   tune::TuneOptions o;
   o.jobs = 3;
   const tune::TuningRecord r = tune::tune_hines(
-      space, {}, [&](const tune::HinesCandidate& c) {
+      space, {},
+      [&](const tune::HinesCandidate& c) {
         if (c.label == broken) throw std::runtime_error("NVRTC said no");
         return rt::Bundle{};
       },
@@ -94,7 +96,8 @@ TEST(TuneHines, BudgetStopsNewCompilesAndNothingVerifiedFallsBackToTheDefault) {
   tune::TuneOptions o;
   o.jobs = 1;
   o.budget_seconds = 1e-9;  // only the default's compile may start
-  const tune::TuningRecord r = tune::tune_hines(space, {}, [](const tune::HinesCandidate&) { return rt::Bundle{}; }, m, o);
+  const tune::TuningRecord r = tune::tune_hines(
+      space, {}, [](const tune::HinesCandidate&) { return rt::Bundle{}; }, m, o);
   EXPECT_EQ(r.timings.size(), 1u);
   EXPECT_EQ(r.winner, space.candidates.front().label);
   EXPECT_TRUE(std::isnan(r.winner_us));

@@ -52,7 +52,8 @@ TEST(TuneLookup, ARecordOfTheMatrixGivesItsWinner) {
   const SpmmProblem p = problem_of(a, 128);
   tune::update_database(db, {record_for(tune::spmm_tuning_key(a, p, kGpu, "9.0"))});
 
-  const tune::TunedChoice c = tune::choose_tuned_plan(db, a, p, {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
+  const tune::TunedChoice c =
+      tune::choose_tuned_plan(db, a, p, {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
   EXPECT_TRUE(starts_with(c.how, "tuned plan R2/test from " + db)) << c.how;
   EXPECT_NE(c.how.find("3.00 us; the default plan 6.00 us"), std::string::npos) << c.how;
   EXPECT_EQ(c.options.rows_per_block, 2);
@@ -91,8 +92,10 @@ TEST(TuneLookup, WithoutARecordThePredictorRanksTheSpace) {
   // The choice plans.
   EXPECT_NO_THROW(plan_spmm(a, problem_of(a, 64), c.options));
   // The same inputs, the same choice.
-  EXPECT_EQ(tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu).how,
-            c.how);
+  EXPECT_EQ(
+      tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu)
+          .how,
+      c.how);
 }
 
 TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
@@ -101,7 +104,9 @@ TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
   test::write_text(db, "[1, 2");
   const CsrMatrix a = test::random_csr(32, 32, 0.2, 1);
   test::expect_input_error(
-      [&] { tune::choose_tuned_plan(db, a, problem_of(a, 8), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu); },
+      [&] {
+        tune::choose_tuned_plan(db, a, problem_of(a, 8), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
+      },
       {"broken.json"});
   // A missing database is an empty one.
   EXPECT_TRUE(starts_with(tune::choose_tuned_plan(dir.file("none.json"), a, problem_of(a, 8), {},

@@ -104,17 +104,18 @@ TEST(TunePredictor, FeaturesAreFiniteAndDeterministic) {
     EXPECT_GT(f[index_of("l2_us")], 0.0);
     // Only plans whose groups hand over partial sums pay for the reduction.
     bool reduces = false;
-    for (const SpmmBlockRow& b : p.layout.blocks) reduces = reduces || (p.layout.groups > 1 && spmm_block_reduces(p, b));
+    for (const SpmmBlockRow& b : p.layout.blocks)
+      reduces = reduces || (p.layout.groups > 1 && spmm_block_reduces(p, b));
     EXPECT_EQ(f[index_of("reduce_us")] > 0.0, reduces);
   }
   // Equal panels of a matrix with one dense corner are imbalanced; one block row is not.
   const SpmmProblem pr{a.rows, a.cols, 64, SpmmNMode::fixed, false, false, DType::f32};
   EXPECT_GT(spmm_features(plan_spmm(a, pr, options(4, 64, 1)), a)[index_of("imbalance")], 0.0);
   const CsrMatrix small = random_csr(8, 40, 0.3, 3);
-  EXPECT_EQ(
-      spmm_features(plan_spmm(small, {8, 40, 64, SpmmNMode::fixed, false, false, DType::f32}, options(8, 64, 1)),
-                    small)[index_of("imbalance")],
-      0.0);
+  EXPECT_EQ(spmm_features(
+                plan_spmm(small, {8, 40, 64, SpmmNMode::fixed, false, false, DType::f32}, options(8, 64, 1)),
+                small)[index_of("imbalance")],
+            0.0);
   // A plan for another matrix shape is refused.
   EXPECT_THROW(spmm_features(plan_spmm(a, pr), small), UsageError);
   SpmmPlan empty;
@@ -241,7 +242,8 @@ TEST(TunePredictor, L2TrafficIsEveryStepsRowOfBAcrossN) {
   const auto l2_of = [&](const SpmmPlan& p) { return spmm_features(p, a)[index_of("l2_us")]; };
   for (const std::string dtype : {"f32", "f16"}) {
     const SpmmProblem pr{a.rows, a.cols, 200, SpmmNMode::fixed, false, false, *parse_dtype(dtype)};
-    for (const SpmmOptions& o : {options(1, 64, 1), options(16, 64, 2), options(8, 128, 4, SpmmRowSplit::balanced)}) {
+    for (const SpmmOptions& o :
+         {options(1, 64, 1), options(16, 64, 2), options(8, 128, 4, SpmmRowSplit::balanced)}) {
       const SpmmPlan p = plan_spmm(a, pr, o);
       double steps = 0;
       for (const SpmmBlockRow& b : p.layout.blocks)
@@ -584,7 +586,8 @@ TEST(TunePredictor, RefreshRecomputesTheFeaturesOfARecord) {
 
   EXPECT_EQ(refresh_spmm_features(r, a), 1u);
   for (std::size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(r.timings[i].features, features_json(spmm_features(space.candidates[i].plan, a))) << r.timings[i].label;
+    EXPECT_EQ(r.timings[i].features, features_json(spmm_features(space.candidates[i].plan, a)))
+        << r.timings[i].label;
   EXPECT_TRUE(r.timings[4].features.empty());
   db.put(r);
   stale = 0;
@@ -642,7 +645,8 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   const auto transformer_path = dir / "h100_dlmc_transformer_b1_tune.json";
   for (const auto& p : {rn50_paths[0], rn50_paths[1], rn50_paths[2], transformer_path})
     if (!std::filesystem::exists(p))
-      GTEST_SKIP() << "no recorded tuning database (" << p.string() << "); record one on a Hopper GPU to run this";
+      GTEST_SKIP() << "no recorded tuning database (" << p.string()
+                   << "); record one on a Hopper GPU to run this";
   std::vector<std::string> warnings;
   std::size_t stale = 0;
   std::vector<PredictorSample> rn50;
@@ -668,8 +672,9 @@ TEST(TunePredictor, ShippedModelIsTheResNetFitAndRanksTheTransformerLayers) {
   const PredictorEvaluation every = evaluate_predictor(shipped, transformer, false);
   std::cout << "shipped predictor on " << e.problems << " Transformer layers: top-1 within 10 % "
             << e.top1_within_10pct << ", top-3 holds the best " << e.top3_contains_best
-            << ", geomean top-1 / best " << e.geomean_top1_over_best << "; variants ranked as plans: "
-            << every.top1_within_10pct << ", " << every.top3_contains_best << "\n";
+            << ", geomean top-1 / best " << e.geomean_top1_over_best
+            << "; variants ranked as plans: " << every.top1_within_10pct << ", " << every.top3_contains_best
+            << "\n";
   ASSERT_EQ(e.problems, 96);
   EXPECT_GE(e.top1_within_10pct, 0.95) << e.per_problem.dump(1);
   EXPECT_GE(e.top3_contains_best, 0.9) << e.per_problem.dump(1);

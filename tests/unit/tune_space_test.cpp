@@ -33,7 +33,8 @@ TEST(TuneSpace, DefaultFirstAndEveryCandidateIsAValidDistinctPlan) {
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 64), {}, KernelLanguage::ptx);
   ASSERT_GT(space.candidates.size(), 10u);
   EXPECT_TRUE(space.candidates.front().is_default);
-  EXPECT_EQ(space.candidates.front().label, tune::spmm_label(plan_spmm(a, problem(a, 64)), KernelLanguage::ptx));
+  EXPECT_EQ(space.candidates.front().label,
+            tune::spmm_label(plan_spmm(a, problem(a, 64)), KernelLanguage::ptx));
   std::set<std::string> labels;
   for (const tune::SpmmCandidate& c : space.candidates) {
     EXPECT_TRUE(check_plan(c.plan, a).empty()) << c.label;
@@ -172,10 +173,11 @@ TEST(TuneSpace, NeighboursDifferInOneDimensionByOneStep) {
     const SpmmPlan& p = space.candidates[i].plan;
     for (const std::size_t j : tune::spmm_neighbours(space, i, {})) {
       const SpmmPlan& q = space.candidates[j].plan;
-      const int differing = (space.candidates[i].options.rows_per_block != space.candidates[j].options.rows_per_block) + (p.layout.n_tile != q.layout.n_tile) +
-                            (p.layout.groups != q.layout.groups) + (p.layout.row_split != q.layout.row_split) +
-                            (p.value_mode() != q.value_mode()) +
-                            (space.candidates[i].emitter != space.candidates[j].emitter);
+      const int differing =
+          (space.candidates[i].options.rows_per_block != space.candidates[j].options.rows_per_block) +
+          (p.layout.n_tile != q.layout.n_tile) + (p.layout.groups != q.layout.groups) +
+          (p.layout.row_split != q.layout.row_split) + (p.value_mode() != q.value_mode()) +
+          (space.candidates[i].emitter != space.candidates[j].emitter);
       EXPECT_EQ(differing, 1) << space.candidates[i].label << " vs " << space.candidates[j].label;
       if (p.layout.n_tile != q.layout.n_tile) {
         EXPECT_TRUE(p.layout.n_tile == 2 * q.layout.n_tile || q.layout.n_tile == 2 * p.layout.n_tile);
@@ -204,7 +206,8 @@ class FakeMeasurer : public tune::SpmmMeasurer {
   static double time_of(const SpmmPlan& p) {
     const auto d = [](double x, double at) { return std::fabs(std::log2(x) - std::log2(at)); };
     return 10 + 3 * d(p.layout.rows_per_block, 8) + 2 * d(p.layout.n_tile, 64) + d(p.layout.groups, 2) +
-           (p.value_mode() == SpmmValueMode::streamed ? 0.5 : 0) + (p.layout.row_split == SpmmRowSplit::balanced ? 0.25 : 0);
+           (p.value_mode() == SpmmValueMode::streamed ? 0.5 : 0) +
+           (p.layout.row_split == SpmmRowSplit::balanced ? 0.25 : 0);
   }
 };
 
@@ -240,8 +243,8 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
   tune::TuneOptions options;
   options.jobs = 3;
   const tune::TuningRecord r =
-      tune::tune_spmm(a, space, dims, tune::spmm_tuning_key(a, problem(a, 128), "Fake GPU", "9.0"), fake_builder(),
-                      gpu, options, [&](const tune::TuneProgress& p) {
+      tune::tune_spmm(a, space, dims, tune::spmm_tuning_key(a, problem(a, 128), "Fake GPU", "9.0"),
+                      fake_builder(), gpu, options, [&](const tune::TuneProgress& p) {
                         ++calls;
                         EXPECT_EQ(p.done, calls);
                         EXPECT_LE(p.done, p.planned);
@@ -303,7 +306,8 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   EXPECT_TRUE(tune::spmm_register_variants(a, cuda, dims).empty());
   SpmmOptions rolled_options;
   rolled_options.value_mode = SpmmValueMode::rolled;
-  const tune::SpmmSpace rolled = tune::spmm_space(a, problem(a, 49), rolled_options, KernelLanguage::ptx, dims);
+  const tune::SpmmSpace rolled =
+      tune::spmm_space(a, problem(a, 49), rolled_options, KernelLanguage::ptx, dims);
   EXPECT_TRUE(tune::spmm_register_variants(a, rolled.candidates.front(), dims).empty());
   // Caps past 255 are left out.
   tune::SpmmSpaceDims high = dims;
@@ -348,7 +352,8 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
       EXPECT_EQ(v->label, c.label + "/c2");
       EXPECT_TRUE(v->plan.fp32_pairs());
       EXPECT_EQ(v->plan.block_columns(), 2 * c.plan.block_columns());
-      EXPECT_EQ(to_json(v->plan).at("blocks"), to_json(c.plan).at("blocks")) << c.label;  // same rows and steps
+      EXPECT_EQ(to_json(v->plan).at("blocks"), to_json(c.plan).at("blocks"))
+          << c.label;  // same rows and steps
       const auto [o, emitter] = tune::spmm_options_from_json(tune::candidate_json(*v), {});
       EXPECT_EQ(to_json(plan_spmm(a, problem(a, 130), o)).dump(), to_json(v->plan).dump()) << c.label;
     }
@@ -359,17 +364,21 @@ TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   off.try_column_pairs = false;
   EXPECT_FALSE(tune::spmm_pair_variant(a, c, off));
   // Odd N, runtime N, f16 and rolled plans have none.
-  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims).candidates.front(), dims));
+  EXPECT_FALSE(tune::spmm_pair_variant(
+      a, tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx, dims).candidates.front(), dims));
   SpmmProblem runtime = problem(a, 128);
   runtime.n_mode = SpmmNMode::runtime;
-  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, runtime, {}, KernelLanguage::ptx, dims).candidates.front(), dims));
+  EXPECT_FALSE(tune::spmm_pair_variant(
+      a, tune::spmm_space(a, runtime, {}, KernelLanguage::ptx, dims).candidates.front(), dims));
   SpmmProblem half = problem(a, 128);
   half.dtype = DType::f16;
-  EXPECT_FALSE(tune::spmm_pair_variant(a, tune::spmm_space(a, half, {}, KernelLanguage::cuda, dims).candidates.front(), dims));
+  EXPECT_FALSE(tune::spmm_pair_variant(
+      a, tune::spmm_space(a, half, {}, KernelLanguage::cuda, dims).candidates.front(), dims));
   SpmmOptions rolled_options;
   rolled_options.value_mode = SpmmValueMode::rolled;
   EXPECT_FALSE(tune::spmm_pair_variant(
-      a, tune::spmm_space(a, problem(a, 48), rolled_options, KernelLanguage::ptx, dims).candidates.front(), dims));
+      a, tune::spmm_space(a, problem(a, 48), rolled_options, KernelLanguage::ptx, dims).candidates.front(),
+      dims));
 
   // A GPU on which pairs are faster: the pair variant of the best plan wins and replays as pairs.
   class PairsFaster : public FakeMeasurer {
@@ -521,7 +530,9 @@ TEST(TuneSearch, TheBudgetStillStartsRolledCandidates) {
   const CsrMatrix a = test::random_csr(64, 300, 0.1, 10);
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 49), {}, KernelLanguage::ptx);
   ASSERT_NE(space.candidates.front().plan.value_mode(), SpmmValueMode::rolled);
-  const auto is_rolled = [](const tune::SpmmCandidate& c) { return c.plan.value_mode() == SpmmValueMode::rolled; };
+  const auto is_rolled = [](const tune::SpmmCandidate& c) {
+    return c.plan.value_mode() == SpmmValueMode::rolled;
+  };
   const auto rolled = std::count_if(space.candidates.begin(), space.candidates.end(), is_rolled);
   ASSERT_GT(rolled, 0);
   FakeMeasurer gpu;

@@ -60,7 +60,7 @@ inline constexpr double kTolFp16 = 1e-2;
 
 struct BaselineResult {
   std::string name;  // cublas_fp32 (the best of cublas_fp32_*), ..., cusparse_csr_alg1, ..., cusparse_best
-  double us = 0;         // median µs per launch; 0 unless ok
+  double us = 0;     // median µs per launch; 0 unless ok
   double rel_error = 0;  // ||C - C_ref||_2 / ||C_ref||_2
   bool ok = false;       // checked and timed
   bool skipped = false;  // the library does not support this case (not a failure)

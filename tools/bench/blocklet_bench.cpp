@@ -40,12 +40,12 @@
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
-#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/matrix/prune.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -86,13 +86,14 @@ std::vector<Problem> rmb_suite(const std::string& data, int batch, bool refill) 
   };
   for (const BenchProblem& p : sparsert_suite(data, 0.9, batch))
     if (p.matrix.find("mobilenet") != std::string::npos)
-      out.push_back({p.name + "_rmb16x8", prune(load_problem_matrix(p)), p.N, "MobileNet v1, rmb:16x8 at 90 %"});
+      out.push_back(
+          {p.name + "_rmb16x8", prune(load_problem_matrix(p)), p.N, "MobileNet v1, rmb:16x8 at 90 %"});
   const std::string npz = (std::filesystem::path(data) / "sparsert" / "resnet50_3x3_sparse90.npz").string();
   const std::int64_t hw[] = {3136, 784, 196};
   for (int g = 1; g <= 3; ++g) {
     const CsrMatrix a = load_matrix(fmt::format("{}:filter_bg{}", npz, g));
-    out.push_back({fmt::format("rn50_3x3_bg{}_{}x{}x{}_rmb16x8", g, a.rows, a.cols, hw[g - 1] * batch), prune(a),
-                   hw[g - 1] * batch, "ResNet-50 3x3 (im2col), rmb:16x8 at 90 %"});
+    out.push_back({fmt::format("rn50_3x3_bg{}_{}x{}x{}_rmb16x8", g, a.rows, a.cols, hw[g - 1] * batch),
+                   prune(a), hw[g - 1] * batch, "ResNet-50 3x3 (im2col), rmb:16x8 at 90 %"});
   }
   return out;
 }
@@ -118,7 +119,8 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
   const std::int64_t max_nnz = args.max_nnz;
   Built b;
   b.config = blocklets;
-  SpmmProblem pr{p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, require_dtype(dtype, "--dtype", kSpmmDtypes)};
+  SpmmProblem pr{
+      p.a.rows, p.a.cols, p.n, SpmmNMode::fixed, false, false, require_dtype(dtype, "--dtype", kSpmmDtypes)};
   SpmmOptions o;
   set_blocklets(o, blocklets);
   o.groups = args.groups;
@@ -147,13 +149,16 @@ Built build(const Problem& p, const Args& args, const std::string& blocklets) {
 
 int blocklet_bench_main(int argc, char** argv) {
   Args args;
-  CLI::App app{"sparsecc_bench blocklets: fp16/bf16 executors with tensor-core blocklets vs cuBLAS and cuSPARSE",
-               "sparsecc_bench blocklets"};
+  CLI::App app{
+      "sparsecc_bench blocklets: fp16/bf16 executors with tensor-core blocklets vs cuBLAS and cuSPARSE",
+      "sparsecc_bench blocklets"};
   app.add_option("--suite", args.suite, "rmb (RMB-pruned real weights) or dlmc (DLMC rn50 0.9)")
       ->check(CLI::IsMember({"rmb", "dlmc"}))
       ->capture_default_str();
   app.add_option("--batch", args.batch, "N multiplier")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--dtype", args.dtype, "f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}))->capture_default_str();
+  app.add_option("--dtype", args.dtype, "f16 or bf16")
+      ->check(CLI::IsMember({"f16", "bf16"}))
+      ->capture_default_str();
   app.add_option("--data", args.data, "data folder (default: $SPARSECC_DATA_DIR or ../shared/data)");
   app.add_option("--json", args.json, "write results as JSON");
   app.add_option("--max-nnz", args.max_nnz, "build no executor with more unrolled nonzeros (compile time)")
@@ -162,7 +167,8 @@ int blocklet_bench_main(int argc, char** argv) {
   app.add_flag("--no-refill", args.no_refill,
                "rmb suite: keep the kept blocklets as sparse as the stored weights (no retraining stand-in)");
   app.add_option("--limit", args.limit, "only the first K problems");
-  app.add_option("--groups", args.groups, "thread groups of every executor (0: automatic)")->check(CLI::Range(0, 32));
+  app.add_option("--groups", args.groups, "thread groups of every executor (0: automatic)")
+      ->check(CLI::Range(0, 32));
   app.add_option("--n-tile", args.n_tile, "threads per group (0: automatic; whole warps with blocklets)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--repetitions", args.timing.repetitions, "graph replays per timing")->capture_default_str();
@@ -178,8 +184,8 @@ int blocklet_bench_main(int argc, char** argv) {
   try {
     if (!args.json.empty()) check_output_file(args.json, {}, "--json");  // before the work
     const std::string data = args.data.empty() ? default_data_dir() : args.data;
-    std::vector<Problem> problems =
-        args.suite == "rmb" ? rmb_suite(data, args.batch, !args.no_refill) : dlmc_rn50_suite(data, args.batch);
+    std::vector<Problem> problems = args.suite == "rmb" ? rmb_suite(data, args.batch, !args.no_refill)
+                                                        : dlmc_rn50_suite(data, args.batch);
     if (args.limit > 0 && static_cast<std::size_t>(args.limit) < problems.size()) problems.resize(args.limit);
     rt::Context ctx(0);
     const HalfPrecision prec = args.dtype == "bf16" ? HalfPrecision::bf16 : HalfPrecision::f16;
@@ -212,16 +218,16 @@ int blocklet_bench_main(int argc, char** argv) {
     fmt::print("{}\nblocklets suite {} ({}), batch {}, graphs of {} launches, median of {} replays\n",
                device.describe(), args.suite, args.dtype, args.batch, args.timing.launches_per_graph,
                args.timing.repetitions);
-    fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} {:<17} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}\n", "problem",
-               "M", "K", "N", "nnz", "blocklets (cover)", "auto us", "off us", "cublas", "csr", "bell", "xCSR",
-               "xBELL", "xcuBLAS");
+    fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} {:<17} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}\n",
+               "problem", "M", "K", "N", "nnz", "blocklets (cover)", "auto us", "off us", "cublas", "csr",
+               "bell", "xCSR", "xBELL", "xcuBLAS");
     nlohmann::json results = nlohmann::json::array();
     std::vector<double> r_csr, r_bell, r_cublas, r_off_cublas, pdl_gain;
     bool failed = false;
     for (std::size_t i = 0; i < problems.size(); ++i) {
       const Problem& p = problems[i];
-      nlohmann::json jp = {{"problem", p.name}, {"m", p.a.rows}, {"k", p.a.cols}, {"n", p.n}, {"nnz", p.a.nnz()},
-                           {"values", p.values}};
+      nlohmann::json jp = {{"problem", p.name}, {"m", p.a.rows},    {"k", p.a.cols},
+                           {"n", p.n},          {"nnz", p.a.nnz()}, {"values", p.values}};
       std::map<std::string, double> us;
       std::string cover = "-";
       // Inputs shared by the executors: B from the baselines' generator, rounded A for the reference.
@@ -252,7 +258,8 @@ int blocklet_bench_main(int argc, char** argv) {
         }
         const rt::SpmmExecutor ex = rt::SpmmExecutor::load(bt.bundle, p.name, ctx);
         SPARSECC_CUDA_CHECK(cudaMemset(dc.get(), 0xff, dc.bytes()));  // 0xffff: NaN in fp16 and bf16
-        ex.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()), static_cast<int>(p.n));
+        ex.run(reinterpret_cast<CUdeviceptr>(db.get()), reinterpret_cast<CUdeviceptr>(dc.get()),
+               static_cast<int>(p.n));
         SPARSECC_CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<std::uint16_t> hc(outputs);
         dc.download(hc.data(), hc.size() * 2);
@@ -270,7 +277,8 @@ int blocklet_bench_main(int argc, char** argv) {
         jc["registers"] = bt.usage.registers;
         jc["plan"] = bt.bundle.metadata.plan_summary;
         if (!(rel <= tol)) {
-          fmt::print(stderr, "{} {}: max relative error {:.3e} above {:.1e}; not timed\n", p.name, cfg, rel, tol);
+          fmt::print(stderr, "{} {}: max relative error {:.3e} above {:.1e}; not timed\n", p.name, cfg, rel,
+                     tol);
           failed = true;
           jp[cfg] = jc;
           continue;
@@ -304,8 +312,8 @@ int blocklet_bench_main(int argc, char** argv) {
         jp[cfg] = jc;
       }
       if (us.empty()) {  // nothing built or passed: the baselines would be timed for nothing
-        fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} no executor timed (see above or --max-nnz)\n", p.name, p.a.rows,
-                   p.a.cols, p.n, p.a.nnz());
+        fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} no executor timed (see above or --max-nnz)\n", p.name,
+                   p.a.rows, p.a.cols, p.n, p.a.nnz());
         results.push_back(std::move(jp));
         continue;
       }
@@ -315,7 +323,8 @@ int blocklet_bench_main(int argc, char** argv) {
       const std::vector<BaselineResult> base = run_half_baselines(p.a, p.n, prec, bo);
       nlohmann::json jb = nlohmann::json::object();
       for (const auto& r : base)
-        jb[r.name] = {{"ok", r.ok}, {"us", r.us}, {"rel_error", r.rel_error}, {"note", r.note}, {"skipped", r.skipped}};
+        jb[r.name] = {
+            {"ok", r.ok}, {"us", r.us}, {"rel_error", r.rel_error}, {"note", r.note}, {"skipped", r.skipped}};
       jp["baselines"] = jb;
       const BaselineResult* cublas = find_ok(base, "cublas_" + s);
       const BaselineResult* csr = find_ok(base, "cusparse_csr_best");
@@ -327,19 +336,22 @@ int blocklet_bench_main(int argc, char** argv) {
         acc.push_back(r->us / a_us);
         return fmt::format("{:.2f}", r->us / a_us);
       };
-      const std::string x_csr = ratio(csr, r_csr), x_bell = ratio(bell, r_bell), x_cublas = ratio(cublas, r_cublas);
+      const std::string x_csr = ratio(csr, r_csr), x_bell = ratio(bell, r_bell),
+                        x_cublas = ratio(cublas, r_cublas);
       if (cublas && o_us > 0) r_off_cublas.push_back(cublas->us / o_us);
-      fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} {:<17} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}\n", p.name,
-                 p.a.rows, p.a.cols, p.n, p.a.nnz(), cover, cell(a_us), cell(o_us), cell(cublas ? cublas->us : 0),
-                 cell(csr ? csr->us : 0), cell(bell ? bell->us : 0), x_csr, x_bell, x_cublas);
+      fmt::print("{:<44} {:>5} {:>5} {:>7} {:>6} {:<17} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}\n",
+                 p.name, p.a.rows, p.a.cols, p.n, p.a.nnz(), cover, cell(a_us), cell(o_us),
+                 cell(cublas ? cublas->us : 0), cell(csr ? csr->us : 0), cell(bell ? bell->us : 0), x_csr,
+                 x_bell, x_cublas);
       std::fflush(stdout);
       results.push_back(std::move(jp));
     }
     fmt::print(
-        "geomean speedup of blocklets auto: {:.2f}x over cuSPARSE CSR {} ({} problems), {:.2f}x over Blocked-ELL "
+        "geomean speedup of blocklets auto: {:.2f}x over cuSPARSE CSR {} ({} problems), {:.2f}x over "
+        "Blocked-ELL "
         "({}), {:.2f}x over cuBLAS {} ({}); blocklets off: {:.2f}x over cuBLAS ({})\n",
-        geomean(r_csr), s, r_csr.size(), geomean(r_bell), r_bell.size(), geomean(r_cublas), s, r_cublas.size(),
-        geomean(r_off_cublas), r_off_cublas.size());
+        geomean(r_csr), s, r_csr.size(), geomean(r_bell), r_bell.size(), geomean(r_cublas), s,
+        r_cublas.size(), geomean(r_off_cublas), r_off_cublas.size());
     if (!pdl_gain.empty())
       fmt::print(
           "blocklets auto launched programmatically: {:.2f}x the plain launches in geometric mean, "

@@ -25,8 +25,8 @@ cudaDataType data_type(HalfPrecision p) { return p == HalfPrecision::f16 ? CUDA_
 // several when timing cold L2. All values are fp16 or bf16 bits.
 struct OperandSet {
   DeviceBuffer a_dense, a_dense_t;  // A, M×K row-major, and A transposed (K×M row-major)
-  DeviceBuffer row_ptr, col, val;  // CSR A (int32 indices)
-  DeviceBuffer b, c;               // B K×N and C M×N, row-major
+  DeviceBuffer row_ptr, col, val;   // CSR A (int32 indices)
+  DeviceBuffer b, c;                // B K×N and C M×N, row-major
 };
 
 struct Problem {

@@ -27,7 +27,7 @@ inline constexpr double half_tolerance(HalfPrecision p) {
 // With timing.cold_l2 every launch rotates among copies of all its operands, as in run_baselines.
 struct HalfBaselineOptions {
   TimingOptions timing;
-  std::uint64_t seed = 7;                       // B = random_half_matrix(K, N, p, seed)
+  std::uint64_t seed = 7;  // B = random_half_matrix(K, N, p, seed)
   // cuBLAS: besides cublasGemmEx's default algorithm, the first this many cuBLASLt heuristic results
   // for each of the weight's two layouts (A as stored and A transposed) are checked and timed, and
   // cublas_<s> is the fastest (0: the cublasGemmEx default alone), as BaselineOptions.

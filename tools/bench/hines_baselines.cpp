@@ -114,7 +114,6 @@ struct GpuCase {
   std::shared_ptr<void> state;  // owns the buffers the closures use
 };
 
-
 std::string check_failure(double error, double tolerance, const char* which) {
   return fmt::format("check failed{}: max rel error {:.3g} above {:.2g}", which, error, tolerance);
 }
@@ -160,8 +159,8 @@ HinesBaselineResult measure(const std::string& name, double tolerance, const std
 
 // The system's values and right-hand sides in a baseline's layout, on the device.
 template <class T>
-void upload_system(const NodeMap& map, const HinesSystem& s, const std::vector<double>& b, int r, DeviceBuffer& diag,
-                   DeviceBuffer& lower, DeviceBuffer& upper, DeviceBuffer& rhs) {
+void upload_system(const NodeMap& map, const HinesSystem& s, const std::vector<double>& b, int r,
+                   DeviceBuffer& diag, DeviceBuffer& lower, DeviceBuffer& upper, DeviceBuffer& rhs) {
   diag = upload(scatter_nodes<T>(map, s.diag));
   lower = upload(scatter_nodes<T>(map, s.lower));
   upper = upload(scatter_nodes<T>(map, s.upper));

@@ -38,9 +38,9 @@ struct HinesBaselineResult {
 };
 
 // b is N x R row-major (fp64, Hines order); every result is checked against hines_accuracy(s, b, r)
-// (its extended-precision reference and the bound of dtype; serial_cpu against the f64 bound); dtype "f64" or "f32" (the GPU baselines' arithmetic;
-// serial_cpu is always fp64). Throws UsageError for an invalid system, sizes, R < 1, dtype or K;
-// errors inside one baseline are reported in its result and the others still run.
+// (its extended-precision reference and the bound of dtype; serial_cpu against the f64 bound); dtype "f64" or
+// "f32" (the GPU baselines' arithmetic; serial_cpu is always fp64). Throws UsageError for an invalid system,
+// sizes, R < 1, dtype or K; errors inside one baseline are reported in its result and the others still run.
 std::vector<HinesBaselineResult> run_hines_baselines(const HinesSystem& s, const std::vector<double>& b,
                                                      int r, const std::string& dtype,
                                                      const HinesBaselineOptions& o);

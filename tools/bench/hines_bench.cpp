@@ -26,9 +26,9 @@
 #include "sparsecc/cli.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
-#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/forest.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/hines_executor.hpp"
@@ -70,14 +70,14 @@ DeviceBuffer upload(const std::vector<Real>& v) {
 
 // Builds the executor of `plan`, checks one step, times steady-state steps.
 template <typename Real>
-Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& plan, const std::vector<double>& b,
-                 const HinesAccuracy& acc, const TimingOptions& timing) {
+Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& plan,
+                 const std::vector<double>& b, const HinesAccuracy& acc, const TimingOptions& timing) {
   const pipeline::HinesArtifact art = pipeline::compile_hines_plan(plan, s, gpu_target(ctx.device().arch()));
   const rt::Bundle& bundle = *art.bundle;
   const CompiledHines& c = *art.compiled;
   const rt::HinesExecutor ex = rt::HinesExecutor::load_bytes(rt::bundle_bytes(bundle), "bench", ctx);
-  DeviceBuffer d = upload(cast<Real>(s.diag)), u = upload(cast<Real>(s.upper)), l = upload(cast<Real>(s.lower)),
-               bb = upload(cast<Real>(b));
+  DeviceBuffer d = upload(cast<Real>(s.diag)), u = upload(cast<Real>(s.upper)),
+               l = upload(cast<Real>(s.lower)), bb = upload(cast<Real>(b));
   DeviceBuffer x(std::max<std::size_t>(b.size() * sizeof(Real), 8));
   const std::vector<Real> poison(b.size(), std::numeric_limits<Real>::quiet_NaN());
   x.upload(poison.data(), poison.size() * sizeof(Real));
@@ -110,14 +110,15 @@ Measured measure(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& 
   return m;
 }
 
-Measured measure_plan(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& plan, const std::vector<double>& b,
-                      const HinesAccuracy& acc, const TimingOptions& timing) {
+Measured measure_plan(const rt::Context& ctx, const HinesSystem& s, const HinesPlan& plan,
+                      const std::vector<double>& b, const HinesAccuracy& acc, const TimingOptions& timing) {
   return plan.problem.dtype == "f32" ? measure<float>(ctx, s, plan, b, acc, timing)
                                      : measure<double>(ctx, s, plan, b, acc, timing);
 }
 
-void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtype, int r, const std::vector<double>& b,
-           const HinesAccuracy& acc, const TimingOptions& timing, double chosen_us) {
+void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtype, int r,
+           const std::vector<double>& b, const HinesAccuracy& acc, const TimingOptions& timing,
+           double chosen_us) {
   struct Variant {
     std::string name;
     HinesOptions o;
@@ -168,8 +169,8 @@ void sweep(const rt::Context& ctx, const HinesSystem& s, const std::string& dtyp
     variants.push_back(v);
   }
   fmt::print("\nsweep ({} R {}): the default plan takes {:.2f} us\n", dtype, r, chosen_us);
-  fmt::print("{:<32} {:>6} {:>5} {:>7} {:>6} {:>10} {:>8}\n", "variant", "depth", "grid", "threads", "base", "us/step",
-             "vs plan");
+  fmt::print("{:<32} {:>6} {:>5} {:>7} {:>6} {:>10} {:>8}\n", "variant", "depth", "grid", "threads", "base",
+             "us/step", "vs plan");
   for (const Variant& v : variants) {
     HinesPlan plan;
     try {
@@ -201,13 +202,17 @@ int run(const HinesBenchArgs& a) {
     for (const int r : a.rhs) {
       const std::vector<double> b = random_step_rhs(s, static_cast<std::size_t>(r), a.seed);
       const HinesAccuracy acc = hines_accuracy(s, b, r);
-      fmt::print("\n{} R {}: accuracy bound {:.3g} (serial fp64 {:.3g}, serial fp32 {:.3g} from the extended-precision "
-                 "serial solve){}\n",
-                 dtype, r, acc.tolerance(dtype), acc.serial_f64_error, acc.serial_f32_error,
-                 acc.note(dtype).empty() ? "" : "; " + acc.note(dtype));
+      fmt::print(
+          "\n{} R {}: accuracy bound {:.3g} (serial fp64 {:.3g}, serial fp32 {:.3g} from the "
+          "extended-precision "
+          "serial solve){}\n",
+          dtype, r, acc.tolerance(dtype), acc.serial_f64_error, acc.serial_f32_error,
+          acc.note(dtype).empty() ? "" : "; " + acc.note(dtype));
       const HinesPlan plan = plan_hines(s, r, dtype, a.plan);
       const Measured m = measure_plan(ctx, s, plan, b, acc, a.timing);
-      fmt::print("{} R {}: sparsecc {}\n", dtype, r, m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
+      fmt::print(
+          "{} R {}: sparsecc {}\n", dtype, r,
+          m.ok ? fmt::format("{:.2f} us/step, max rel err {:.2e}; {}", m.us, m.error, m.note) : m.note);
       if (!m.ok) {
         failed = true;
         continue;
@@ -216,16 +221,17 @@ int run(const HinesBenchArgs& a) {
         HinesBaselineOptions bo;
         bo.timing = a.timing;
         const auto results = run_hines_baselines(s, b, r, dtype, bo);
-        fmt::print("{:<24} {:>12} {:>11} {:>14}  {}\n", "baseline", "us/step", "rel err", "sparsecc is", "note");
+        fmt::print("{:<24} {:>12} {:>11} {:>14}  {}\n", "baseline", "us/step", "rel err", "sparsecc is",
+                   "note");
         for (const auto& res : results) {
           if (!res.ok) {
-            fmt::print("{:<24} {:>12} {:>11} {:>14}  {}\n", res.name, res.skipped ? "skipped" : "FAILED", "", "",
-                       res.note);
+            fmt::print("{:<24} {:>12} {:>11} {:>14}  {}\n", res.name, res.skipped ? "skipped" : "FAILED", "",
+                       "", res.note);
             failed = failed || !res.skipped;
             continue;
           }
-          fmt::print("{:<24} {:>12.2f} {:>11.2e} {:>13.2f}x  {}\n", res.name, res.us, res.rel_error, res.us / m.us,
-                     res.note);
+          fmt::print("{:<24} {:>12.2f} {:>11.2e} {:>13.2f}x  {}\n", res.name, res.us, res.rel_error,
+                     res.us / m.us, res.note);
         }
       }
       if (a.sweep && !swept) {
@@ -240,12 +246,21 @@ int run(const HinesBenchArgs& a) {
 
 int hines_bench_main(int argc, char** argv) {
   HinesBenchArgs a;
-  CLI::App app{"sparsecc_bench hines: sparsecc's Hines executors against the Hines baselines", "sparsecc_bench hines"};
+  CLI::App app{"sparsecc_bench hines: sparsecc's Hines executors against the Hines baselines",
+               "sparsecc_bench hines"};
   app.add_option("files", a.files, "SWC files; their cells form one forest")->required();
-  app.add_option("--cells", a.cells, "copies of the forest")->check(CLI::Range(1, 1000000))->capture_default_str();
-  app.add_option("--resolution", a.resolution, "compartments per SWC segment")->check(CLI::Range(1, 1000))->capture_default_str();
-  app.add_option("--rhs", a.rhs, "right-hand sides per step (list)")->check(CLI::Range(1, 1024))->delimiter(',');
-  app.add_option("--dtype", a.dtypes, "precisions (list)")->check(CLI::IsMember({"f64", "f32"}))->delimiter(',');
+  app.add_option("--cells", a.cells, "copies of the forest")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--resolution", a.resolution, "compartments per SWC segment")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--rhs", a.rhs, "right-hand sides per step (list)")
+      ->check(CLI::Range(1, 1024))
+      ->delimiter(',');
+  app.add_option("--dtype", a.dtypes, "precisions (list)")
+      ->check(CLI::IsMember({"f64", "f32"}))
+      ->delimiter(',');
   app.add_option("--code", a.plan.code, "code mode of the timed plan")
       ->check(CLI::IsMember({"auto", "tables", "unrolled"}))
       ->capture_default_str();

@@ -81,7 +81,7 @@ struct Args : flags::SpmmPlanFlags {
   std::string arch = "sm_90";
   GpuTarget target;          // --arch's, resolved after parsing
   std::string emit = "ptx";  // ptx | cuda | both
-  std::int64_t n = 0;  // > 0: every problem's N
+  std::int64_t n = 0;        // > 0: every problem's N
   bool compile_only = false;
   bool sweep = false;
   bool network = false;
@@ -112,7 +112,8 @@ std::string describe_overrides(const Args& args) {
   if (args.balanced) parts.push_back("balanced rows");
   if (args.equal_rows) parts.push_back("equal row panels");
   if (args.clustered_rows) parts.push_back("clustered rows");
-  if (args.stage_dense > 0) parts.push_back(fmt::format("staged steps of {} or more nonzeros", args.stage_dense));
+  if (args.stage_dense > 0)
+    parts.push_back(fmt::format("staged steps of {} or more nonzeros", args.stage_dense));
   if (args.values != "auto") parts.push_back(args.values + " values");
   if (args.programmatic != "auto") parts.push_back("programmatic " + args.programmatic);
   if (!args.db.empty())
@@ -143,8 +144,8 @@ struct Compiled {
   std::int64_t b_loads = 0;       // spmm_plan_loads
   std::int64_t column_tiles = 0;  // grid x at the problem's N
   bool reads_values = false;      // the kernel reads the values array (streamed and rolled plans)
-  std::vector<Build> builds;  // in the order of emitters()
-  std::string error;          // non-empty: planning, generation or compilation failed
+  std::vector<Build> builds;      // in the order of emitters()
+  std::string error;              // non-empty: planning, generation or compilation failed
 };
 
 nlohmann::json plan_json(const SpmmPlan& plan) {
@@ -163,7 +164,7 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
           {"estimated_instructions", plan.hints.estimated_instructions},
           {"programmatic", !plan.hints.programmatic          ? "off"
                            : plan.hints.programmatic_trigger ? "trigger"
-                                                       : "wait"}};
+                                                             : "wait"}};
 }
 
 // "R4/T128/G1/r32/O3/baked" (rows per block, n tile, groups, register cap, ptxas level, value mode;
@@ -171,12 +172,12 @@ nlohmann::json plan_json(const SpmmPlan& plan) {
 // columns a thread, "/stN:S" for staged steps of N or more nonzeros in S slots).
 std::string plan_column(const SpmmPlan& plan) {
   return fmt::format(
-      "R{}/T{}/G{}/r{}/O{}/{}{}{}{}{}", plan.layout.rows_per_block, plan.layout.n_tile, plan.layout.groups, plan.hints.max_registers,
-      plan.hints.assembler_opt_level, to_string(plan.value_mode()),
+      "R{}/T{}/G{}/r{}/O{}/{}{}{}{}{}", plan.layout.rows_per_block, plan.layout.n_tile, plan.layout.groups,
+      plan.hints.max_registers, plan.hints.assembler_opt_level, to_string(plan.value_mode()),
       plan.step_lanes() > 1 ? fmt::format("/L{}", plan.step_lanes()) : "",
       plan.layout.row_split == SpmmRowSplit::balanced    ? "/bal"
       : plan.layout.row_split == SpmmRowSplit::clustered ? "/clu"
-                                                  : "",
+                                                         : "",
       plan.fp32_pairs() ? "/c2" : "",
       plan.stage_slots() > 0 ? fmt::format("/st{}:{}", plan.stage_min_entries(), plan.stage_slots()) : "");
 }
@@ -634,9 +635,9 @@ int run(const Args& args) {
       const TimingStats ct = time_exec(e);
       ++tried;
       const ResourceUsage& u = cand.builds.front().usage;
-      fmt::print("  plan {:<28} {:>8.2f} us  {:>3} regs  stack {}  spill {}  gen {:.2f} s\n", cand.plan_column,
-                 ct.median_us, u.registers, u.stack_frame_bytes, u.spill_store_bytes + u.spill_load_bytes,
-                 cand.builds.front().seconds);
+      fmt::print("  plan {:<28} {:>8.2f} us  {:>3} regs  stack {}  spill {}  gen {:.2f} s\n",
+                 cand.plan_column, ct.median_us, u.registers, u.stack_frame_bytes,
+                 u.spill_store_bytes + u.spill_load_bytes, cand.builds.front().seconds);
       j["sweep"].push_back({{"plan", cand.plan}, {"median_us", ct.median_us}, {"registers", u.registers}});
       if (ct.median_us < t.median_us) {
         t = ct;
@@ -823,7 +824,8 @@ void print_stack_and_die(int sig) {
 int main(int argc, char** argv) {
   std::signal(SIGSEGV, print_stack_and_die);
   std::signal(SIGABRT, print_stack_and_die);
-  if (argc > 1 && std::string(argv[1]) == "hines") return sparsecc::bench::hines_bench_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "hines")
+    return sparsecc::bench::hines_bench_main(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "blocklets")
     return sparsecc::bench::blocklet_bench_main(argc - 1, argv + 1);
   Args args;

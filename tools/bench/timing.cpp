@@ -72,9 +72,12 @@ TimingStats summarize(std::vector<double> samples_us, int launches_per_sample) {
 }
 
 nlohmann::json timing_json(const TimingStats& t) {
-  return {{"median_us", t.median_us},     {"min_us", t.min_us},
-          {"max_us", t.max_us},           {"spread", t.spread},
-          {"launches_per_sample", t.launches_per_sample}, {"samples_us", t.samples_us}};
+  return {{"median_us", t.median_us},
+          {"min_us", t.min_us},
+          {"max_us", t.max_us},
+          {"spread", t.spread},
+          {"launches_per_sample", t.launches_per_sample},
+          {"samples_us", t.samples_us}};
 }
 
 namespace {
@@ -109,7 +112,8 @@ namespace {
 
 // `repetitions` samples of `body` (which enqueues `launches` calls on `stream`) between two events, in
 // µs per call.
-TimingStats sample_events(cudaStream_t stream, int repetitions, int launches, const std::function<void()>& body) {
+TimingStats sample_events(cudaStream_t stream, int repetitions, int launches,
+                          const std::function<void()>& body) {
   Event start, stop;
   std::vector<double> samples;
   samples.reserve(static_cast<std::size_t>(repetitions));

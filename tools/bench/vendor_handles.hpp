@@ -86,8 +86,8 @@ struct SpmmSet {
 // Completes `d`, whose A is described: B (k x n) and C (m x n), row-major, of `type`, at `b` and `c`;
 // the workspace of cusparseSpMM with `alg` (alpha 1, beta 0, fp32 compute) and, with `preprocess`, its
 // preprocessing.
-inline void prepare_spmm(cusparseHandle_t h, SpmmSet& d, std::int64_t m, std::int64_t k, std::int64_t n, void* b,
-                         void* c, cudaDataType type, cusparseSpMMAlg_t alg, bool preprocess) {
+inline void prepare_spmm(cusparseHandle_t h, SpmmSet& d, std::int64_t m, std::int64_t k, std::int64_t n,
+                         void* b, void* c, cudaDataType type, cusparseSpMMAlg_t alg, bool preprocess) {
   const float alpha = 1.0f, beta = 0.0f;
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   SPARSECC_CUSPARSE_CHECK(cusparseCreateDnMat(&d.b.d, k, n, n, b, type, CUSPARSE_ORDER_ROW));

@@ -30,7 +30,8 @@ void add_spmm_plan_flags(CLI::App* cmd, SpmmPlanFlags& f) {
   add_values_flag(cmd, f);
   cmd->add_option("--rows-per-block", f.rows_per_block, "Rows of A per thread block (0: automatic)")
       ->check(CLI::Range(0, 64));
-  cmd->add_option("--n-tile", f.n_tile, "Columns of C per thread group (0: automatic)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--n-tile", f.n_tile, "Columns of C per thread group (0: automatic)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--groups", f.groups, "Thread groups splitting K (0: automatic)")->check(CLI::Range(0, 32));
   cmd->add_option("--cols-per-thread", f.cols_per_thread,
                   "Columns of C a thread computes (0: automatic; 2 for fp32 needs a fixed even N)")
@@ -42,7 +43,8 @@ void add_spmm_plan_flags(CLI::App* cmd, SpmmPlanFlags& f) {
   cmd->add_option("--max-registers", f.max_registers,
                   "Register cap per thread for the assembler (0: automatic; PTX route)")
       ->check(CLI::Range(0, 255));
-  cmd->add_option("--assembler-opt", f.assembler_opt, "ptxas optimization level 0..3 (-1: automatic, which is 3)")
+  cmd->add_option("--assembler-opt", f.assembler_opt,
+                  "ptxas optimization level 0..3 (-1: automatic, which is 3)")
       ->check(CLI::Range(-1, 3));
   cmd->add_flag("--balanced", f.balanced, "Balance block rows by nonzeros instead of equal row panels");
   cmd->add_flag("--equal-rows", f.equal_rows,
@@ -106,7 +108,8 @@ CLI::Option* add_arch_flag(CLI::App* cmd, std::string& arch, const std::string& 
         }
       },
       fmt::format("{{{},{}}}", fmt::join(known_gpu_archs(), ","), kNativeArch));
-  return cmd->add_option("--arch", arch, help + " (a row of `sparsecc targets`, or native: the live GPU's figures)")
+  return cmd
+      ->add_option("--arch", arch, help + " (a row of `sparsecc targets`, or native: the live GPU's figures)")
       ->check(known)
       ->capture_default_str();
 }

@@ -45,6 +45,8 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype);
 inline constexpr const char* kNativeArch = "native";
 
 // --arch, checked against the target table (sparsecc/target/target.hpp) or kNativeArch.
-CLI::Option* add_arch_flag(CLI::App* cmd, std::string& arch, const std::string& help = "GPU architecture of the cubin (PTX is included for others)");
+CLI::Option* add_arch_flag(
+    CLI::App* cmd, std::string& arch,
+    const std::string& help = "GPU architecture of the cubin (PTX is included for others)");
 
 }  // namespace sparsecc::flags

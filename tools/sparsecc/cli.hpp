@@ -26,8 +26,8 @@ inline const CLI::Validator kNotNegative(
 
 // For output paths (-o): an empty one is refused, not taken as no output.
 inline const CLI::Validator kOutputPath(
-    [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); }, "PATH",
-    "an output path");
+    [](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); },
+    "PATH", "an output path");
 
 // The library's names the commands use unqualified.
 using pipeline::compare_spmm;

@@ -2,7 +2,6 @@
 // the command line: read the matrix, pick the options (flags, or --db), compile, write the bundle,
 // print the report.
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include "cli.hpp"
@@ -90,24 +89,28 @@ int run_compile(const CompileArgs& args) {
   const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, args.spmm.dtype);
   pipeline::SpmmRequest request;
   if (!args.spmm.bias.empty()) request.bias = pipeline::load_bias(args.spmm.bias, a.rows);
-  request.problem = {a.rows, a.cols, args.spmm.n, args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed,
-                     !request.bias.empty(), args.spmm.relu,
+  request.problem = {a.rows,
+                     a.cols,
+                     args.spmm.n,
+                     args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed,
+                     !request.bias.empty(),
+                     args.spmm.relu,
                      require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes)};
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   request.ptxas = args.ptxas;
   // An automatic emitter may take the PTX route for a CUDA C++ compile of minutes; an explicit one is
   // refused with the reason unless --allow-long-compile.
-  request.long_cuda = args.allow_long ? pipeline::LongCompile::allow
+  request.long_cuda = args.allow_long   ? pipeline::LongCompile::allow
                       : args.emit_given ? pipeline::LongCompile::refuse
                                         : pipeline::LongCompile::take_ptx;
   request.progress = progress_printer();
   std::string chosen_by;
   if (!args.db.empty()) {
     // The tuning database's winner (or the predictor's choice) replaces the automatic tiling.
-    tune::TunedChoice choice = tune::choose_tuned_plan(args.db, a, request.problem, request.options,
-                                           request.emit.value_or(pipeline::emitter_default(request.problem)),
-                                           target, args.gpu, args.cold_l2);
+    tune::TunedChoice choice = tune::choose_tuned_plan(
+        args.db, a, request.problem, request.options,
+        request.emit.value_or(pipeline::emitter_default(request.problem)), target, args.gpu, args.cold_l2);
     fmt::print(stderr, "sparsecc: {}\n", choice.how);
     request.options = choice.options;
     request.emit = choice.emitter;
@@ -124,16 +127,19 @@ int run_compile(const CompileArgs& args) {
   const SpmmPlan& plan = art.plan;
   fmt::print(stderr, "{} -> {}\n", art.report.text(art), args.output);
   if (plan.half())
-    fmt::print(stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.epilogue.accumulate,
-               plan.blocklets().shape.empty()
-                   ? std::string("off")
-                   : fmt::format("{} fill >= {:.3g} ({}): {} tiles in {} fragments of k {}, {} of {} nonzeros "
-                                 "({:.1f} %), {} explicit zeros",
-                                 plan.blocklets().shape, plan.blocklets().fill_threshold, plan.blocklets().chosen_by,
-                                 plan.blocklets().tiles, plan.fragment_count(), plan.fragment_k(),
-                                 plan.blocklets().nnz_covered, a.nnz(),
-                                 a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(a.nnz()) : 0.0,
-                                 plan.blocklets().explicit_zeros));
+    fmt::print(
+        stderr, "  {} ({} accumulation), blocklets {}\n", plan.problem.dtype, plan.epilogue.accumulate,
+        plan.blocklets().shape.empty()
+            ? std::string("off")
+            : fmt::format("{} fill >= {:.3g} ({}): {} tiles in {} fragments of k {}, {} of {} nonzeros "
+                          "({:.1f} %), {} explicit zeros",
+                          plan.blocklets().shape, plan.blocklets().fill_threshold, plan.blocklets().chosen_by,
+                          plan.blocklets().tiles, plan.fragment_count(), plan.fragment_k(),
+                          plan.blocklets().nnz_covered, a.nnz(),
+                          a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) /
+                                        static_cast<double>(a.nnz())
+                                  : 0.0,
+                          plan.blocklets().explicit_zeros));
   if (art.usage.spill_store_bytes + art.usage.spill_load_bytes > 0 || art.usage.stack_frame_bytes > 0)
     fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
   return kExitOk;
@@ -155,13 +161,16 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--Xptxas", args->ptxas,
                   "Pass an option to ptxas (e.g. -O1 for faster assembly of very large kernels); repeatable");
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
-  cmd->add_flag("--json", args->json, "Print the compile report as JSON on stdout (after --plan-json's line)");
-  cmd->add_flag("--allow-long-compile", args->allow_long,
-                "Run a CUDA C++ compile estimated to take minutes instead of refusing it (or, without --emit, "
-                "taking the PTX route)");
-  cmd->add_option("--db", args->db,
-                  "Tuning database: compile its recorded winner for this matrix, problem and GPU, or else the "
-                  "predictor's choice");
+  cmd->add_flag("--json", args->json,
+                "Print the compile report as JSON on stdout (after --plan-json's line)");
+  cmd->add_flag(
+      "--allow-long-compile", args->allow_long,
+      "Run a CUDA C++ compile estimated to take minutes instead of refusing it (or, without --emit, "
+      "taking the PTX route)");
+  cmd->add_option(
+      "--db", args->db,
+      "Tuning database: compile its recorded winner for this matrix, problem and GPU, or else the "
+      "predictor's choice");
   cmd->add_option("--gpu", args->gpu,
                   "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
                   "capability)");

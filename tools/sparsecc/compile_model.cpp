@@ -14,13 +14,13 @@
 #include <thread>
 
 #include "cli.hpp"
-#include "sparsecc/io/load.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
+#include "sparsecc/io/load.hpp"
 #include "sparsecc/model/layers.hpp"
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
@@ -61,7 +61,8 @@ struct LayerResult {
 // reduced to [A-Za-z0-9_.-].
 std::string layer_file_name(std::size_t index, const std::string& name) {
   std::string safe;
-  for (char c : name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  for (char c : name)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
   if (safe.size() > 80) safe.resize(80);
   return fmt::format("{:03d}_{}.sccb", index, safe);
 }
@@ -75,15 +76,14 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   request.options = spmm_options(args.spmm);
   request.bias = layer.bias;
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
-  request.long_cuda = args.allow_long ? pipeline::LongCompile::allow
+  request.long_cuda = args.allow_long   ? pipeline::LongCompile::allow
                       : args.emit_given ? pipeline::LongCompile::refuse
                                         : pipeline::LongCompile::take_ptx;
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
-    const tune::TunedChoice tuned =
-        tune::choose_tuned_plan(args.db, layer.a, problem, request.options,
-                          request.emit.value_or(pipeline::emitter_default(problem)), target, args.gpu,
-                           args.cold_l2);
+    const tune::TunedChoice tuned = tune::choose_tuned_plan(
+        args.db, layer.a, problem, request.options, request.emit.value_or(pipeline::emitter_default(problem)),
+        target, args.gpu, args.cold_l2);
     request.options = tuned.options;
     request.emit = tuned.emitter;
     choice = tuned.how;
@@ -126,12 +126,12 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
              {"plan_choice", choice},
              {"cubin_bytes", bundle.cubin.size()},
              {"compile_seconds", seconds}};
-  r.report = fmt::format("  {} ({} {}, {}x{}, {} nonzeros, density {:.3f}{}{}): {} block rows x {} rows, n_tile {}, "
-                         "{} group(s), {} values, {} in {:.2f} s -> {}",
-                         layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density,
-                         md.bias ? ", bias" : "", md.relu ? ", ReLU" : "", md.block_rows,
-                         art.plan.layout.rows_per_block, md.n_tile, art.plan.layout.groups, md.values_mode, emit,
-                         seconds, r.file);
+  r.report = fmt::format(
+      "  {} ({} {}, {}x{}, {} nonzeros, density {:.3f}{}{}): {} block rows x {} rows, n_tile {}, "
+      "{} group(s), {} values, {} in {:.2f} s -> {}",
+      layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density, md.bias ? ", bias" : "",
+      md.relu ? ", ReLU" : "", md.block_rows, art.plan.layout.rows_per_block, md.n_tile,
+      art.plan.layout.groups, md.values_mode, emit, seconds, r.file);
   if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
   return r;
 }
@@ -200,7 +200,8 @@ int run_compile_model(const CompileModelArgs& args) {
   std::atomic<bool> failed{false};
   std::mutex print;
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t jobs = std::min<std::size_t>(args.jobs > 0 ? static_cast<std::size_t>(args.jobs) : hw, model.layers.size());
+  const std::size_t jobs =
+      std::min<std::size_t>(args.jobs > 0 ? static_cast<std::size_t>(args.jobs) : hw, model.layers.size());
   auto worker = [&] {
     for (std::size_t i; !failed && (i = next++) < model.layers.size();) {
       try {
@@ -233,7 +234,8 @@ int run_compile_model(const CompileModelArgs& args) {
                              {"layers", nlohmann::json::array()},
                              {"skipped", nlohmann::json::array()}};
   for (const LayerResult& r : results) manifest["layers"].push_back(r.entry);
-  for (const SkippedTensor& s : model.skipped) manifest["skipped"].push_back({{"tensor", s.tensor}, {"reason", s.reason}});
+  for (const SkippedTensor& s : model.skipped)
+    manifest["skipped"].push_back({{"tensor", s.tensor}, {"reason", s.reason}});
   write_file_atomic((staging.path / "manifest.json").string(), manifest.dump(2) + "\n");
 
   // Swap the finished folder in. What is there now is checked again (it may have changed during the
@@ -268,7 +270,8 @@ int run_compile_model(const CompileModelArgs& args) {
 void add_compile_model(CLI::App& app, std::function<int()>& run) {
   auto args = std::make_shared<CompileModelArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "compile-model", "Compile every sparse weight matrix of a .npz, .safetensors or .onnx model into bundles");
+      "compile-model",
+      "Compile every sparse weight matrix of a .npz, .safetensors or .onnx model into bundles");
   cmd->add_option("model", args->model, "MODEL (.npz, .safetensors, .onnx)")->required();
   cmd->add_option("--select", args->layers.select,
                   "Only layers whose name or tensor name matches this regular expression (ECMAScript)");
@@ -307,14 +310,16 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
   flags::add_arch_flag(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
-  cmd->add_flag("--allow-long-compile", args->allow_long,
-                "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without --emit, "
-                "taking the PTX route)");
+  cmd->add_flag(
+      "--allow-long-compile", args->allow_long,
+      "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without --emit, "
+      "taking the PTX route)");
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
   cmd->add_flag("--cold-l2", args->cold_l2,
                 "--db: look up the winners tuned with cold L2 (`tune --cold-l2`)");
-  cmd->add_option("--jobs", args->jobs, "Layers compiled at once (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--jobs", args->jobs, "Layers compiled at once (0: one per core)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_flag(
       "--list", args->list,
       "List the layers as they would be compiled (shape, nonzeros, epilogue, N and its source) and stop");

@@ -2,8 +2,8 @@
 // 1024x1024 layer at 90 % sparsity and a deterministic branching neuron — inspects both and runs the
 // fp64 references, checking each against an independent computation; then compiles the layer's SpMM
 // executor (the automatic plan: for this layer at N = 64 a rolled kernel, CUDA C++ through NVRTC; unrolled
-// plans go through direct PTX and nvJitLink) and the neuron's Hines executor (CUDA C++, NVRTC) and runs them —
-// on the GPU when there is one, else through their plan interpreters, saying which — against the
+// plans go through direct PTX and nvJitLink) and the neuron's Hines executor (CUDA C++, NVRTC) and runs them
+// — on the GPU when there is one, else through their plan interpreters, saying which — against the
 // references. Exit 1 if a check fails.
 #include <fmt/format.h>
 
@@ -14,28 +14,28 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/compile/compile_hines.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
-#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
-#include "sparsecc/inspector/matrix_summary.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
-#include "sparsecc/inspector/spmm_inspector.hpp"
-#include "sparsecc/plan/hines_interpreter.hpp"
-#include "sparsecc/plan/spmm_interpreter.hpp"
-#include "sparsecc/runtime/executor.hpp"
-#include "sparsecc/runtime/hines_executor.hpp"
+#include "sparsecc/inspector/matrix_summary.hpp"
 #include "sparsecc/inspector/morphology_summary.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/matrix/prune.hpp"
 #include "sparsecc/neuron/hines.hpp"
 #include "sparsecc/neuron/morphology.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/pipeline/run.hpp"
+#include "sparsecc/plan/hines_interpreter.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/reference/hines_solve.hpp"
 #include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/runtime/executor.hpp"
+#include "sparsecc/runtime/hines_executor.hpp"
 
 namespace sparsecc::cli {
 
@@ -44,12 +44,12 @@ namespace {
 constexpr std::uint64_t kLayerSeed = 20261122;
 constexpr std::int64_t kLayerSize = 1024;
 constexpr double kLayerSparsity = 0.9;
-constexpr std::int64_t kBatch = 64;        // N: columns of the activation matrix
-constexpr double kSpmmTolerance = 1e-12;   // fp64 reference vs dense fp64 product, relative L2
+constexpr std::int64_t kBatch = 64;          // N: columns of the activation matrix
+constexpr double kSpmmTolerance = 1e-12;     // fp64 reference vs dense fp64 product, relative L2
 constexpr double kExecutorTolerance = 1e-5;  // fp32 executor vs fp64 reference, max |error| / max |ref|
-constexpr double kHinesTolerance = 1e-12;  // relative residual ||A x - b|| / ||b|| per step
-constexpr int kSteps = 400;                // 10 ms at dt = 0.025 ms
-constexpr double kInjectNa = 0.5;          // current step into the soma
+constexpr double kHinesTolerance = 1e-12;    // relative residual ||A x - b|| / ||b|| per step
+constexpr int kSteps = 400;                  // 10 ms at dt = 0.025 ms
+constexpr double kInjectNa = 0.5;            // current step into the soma
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -188,7 +188,8 @@ class NeuronSolver {
       return;
     }
     ctx_ = std::make_unique<rt::Context>(0);
-    ex_ = std::make_unique<rt::HinesExecutor>(rt::HinesExecutor::load(std::move(bundle), "demo neuron", *ctx_));
+    ex_ =
+        std::make_unique<rt::HinesExecutor>(rt::HinesExecutor::load(std::move(bundle), "demo neuron", *ctx_));
     const auto upload = [](const std::vector<double>& v) {
       rt::DeviceBuffer d(v.size() * sizeof(double));
       d.upload(v.data(), v.size() * sizeof(double));
@@ -253,21 +254,24 @@ LayerResult run_hines_executor(const HinesSystem& h, const std::vector<double>& 
   LayerResult r;
   r.ok = unwritten == 0 && worst <= tolerance && trace.size() == ref_trace.size() && trace_diff <= 1e-9 &&
          !compiled.code.cubin.empty();
-  r.json = {{"plan", {{"levels", plan.depth()}, {"base_rows", plan.base_size()}, {"block_threads", plan.block_threads}}},
-            {"compile_seconds", compile_s},
-            {"cubin_bytes", compiled.code.cubin.size()},
-            {"ran_on", solver.how()},
-            {"max_rel_error", worst},
-            {"tolerance", tolerance},
-            {"soma_trace_max_abs_diff_mv", trace_diff},
-            {"ok", r.ok}};
+  r.json = {
+      {"plan",
+       {{"levels", plan.depth()}, {"base_rows", plan.base_size()}, {"block_threads", plan.block_threads}}},
+      {"compile_seconds", compile_s},
+      {"cubin_bytes", compiled.code.cubin.size()},
+      {"ran_on", solver.how()},
+      {"max_rel_error", worst},
+      {"tolerance", tolerance},
+      {"soma_trace_max_abs_diff_mv", trace_diff},
+      {"ok", r.ok}};
   if (!quiet)
     fmt::print(
-        "   executor: fine decomposition, {}base {} rows, {} threads; CUDA C++ compiled in {:.2f} s, cubin {} "
+        "   executor: fine decomposition, {}base {} rows, {} threads; CUDA C++ compiled in {:.2f} s, cubin "
+        "{} "
         "bytes;\n   {} steps on the {}: max relative error vs extended-precision reference {:.2e} "
         "(tolerance {:.0e}), soma trace within {:.1e} mV of the reference {}\n",
-        levels, plan.base_size(), plan.block_threads, compile_s, compiled.code.cubin.size(), kSteps, solver.how(),
-        worst, tolerance, trace_diff, r.ok ? "ok" : "FAILED");
+        levels, plan.base_size(), plan.block_threads, compile_s, compiled.code.cubin.size(), kSteps,
+        solver.how(), worst, tolerance, trace_diff, r.ok ? "ok" : "FAILED");
   return r;
 }
 

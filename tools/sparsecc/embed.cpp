@@ -2,7 +2,8 @@
 // OUT.cpp, a header and source that hold the bundles as byte arrays with a typed API per layer and a
 // Kernels class that loads the executors through the runtime on first use (sparsecc/bundle/embed.hpp).
 // Layers are the manifest's (written by `sparsecc compile-model`, in its order and with its names, files
-// relative to the manifest's folder and inside it: sparsecc::read_model_manifest), then the BUNDLE arguments, named by their file stems.
+// relative to the manifest's folder and inside it: sparsecc::read_model_manifest), then the BUNDLE arguments,
+// named by their file stems.
 // --strip ptx,reference leaves those sections out of the embedded bytes (EmbedOptions).
 #include "sparsecc/bundle/embed.hpp"
 
@@ -88,7 +89,8 @@ int run_embed(const EmbedArgs& a) {
   const Outputs out = output_paths(a.output);
   std::vector<Input> inputs;
   if (!a.manifest.empty())
-    for (ManifestLayer& l : read_model_manifest(a.manifest)) inputs.push_back({std::move(l.path), std::move(l.name)});
+    for (ManifestLayer& l : read_model_manifest(a.manifest))
+      inputs.push_back({std::move(l.path), std::move(l.name)});
   for (const std::string& b : a.bundles) inputs.push_back({b, fs::path(b).stem().string()});
   std::vector<std::string> input_files = {a.manifest};
   for (const Input& in : inputs) input_files.push_back(in.path);

@@ -50,7 +50,9 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--dtype", a->dtype, "Arithmetic of the executor")
       ->check(CLI::IsMember({"f64", "f32"}))
       ->capture_default_str();
-  cmd->add_option("--rhs", a->rhs, "Right-hand sides per solve (R)")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--rhs", a->rhs, "Right-hand sides per solve (R)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   // K = 1 would cut every row: no decomposition. 0 asks for the planner's rule.
   const CLI::Validator not_one(
       [](const std::string& v) {
@@ -99,9 +101,10 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("-o,--output", a->output, "Compile the executor and write its bundle (.sccb)")
       ->check(kOutputPath);
   flags::add_arch_flag(cmd, a->arch, "GPU the plan and the cubin are for");
-  cmd->add_option("--db", a->db,
-                  "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
-                  "R, dtype and GPU; otherwise the rules");
+  cmd->add_option(
+      "--db", a->db,
+      "Tuning database (sparsecc tune FILE.swc ...): plan with its recorded winner for this forest, "
+      "R, dtype and GPU; otherwise the rules");
   cmd->add_option("--gpu", a->gpu,
                   "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
                   "capability)");

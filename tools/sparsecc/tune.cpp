@@ -81,7 +81,7 @@ struct TuneArgs {
   int rhs = 1;
   bool cold_l2 = false;
   int matrices_at_once = 3;
-  std::string model;            // --model: every layer of this model
+  std::string model;  // --model: every layer of this model
   // Its --select, --max-density, --relu-select, --layer-n(-file), --n-from-shapes (n, relu, batch: above).
   ModelLayerArgs model_layers;
 };
@@ -140,8 +140,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
         }
     }
     const auto first = std::min<std::size_t>(static_cast<std::size_t>(args.first), problems.size());
-    const std::size_t count = args.limit > 0 ? std::min<std::size_t>(args.limit, problems.size() - first)
-                                             : problems.size() - first;
+    const std::size_t count =
+        args.limit > 0 ? std::min<std::size_t>(args.limit, problems.size() - first) : problems.size() - first;
     for (std::size_t i = first; i < first + count; ++i) {
       const bench::BenchProblem p = problems[i];
       out.push_back({p.name, p.N, [p] { return bench::load_problem_matrix(p); }, std::nullopt, {}});
@@ -150,8 +150,8 @@ std::vector<TuneInput> tune_inputs(const TuneArgs& args) {
   }
   if (args.inputs.empty()) throw UsageError("tune: name at least one matrix, or a --suite");
   if (args.n.size() != 1 && args.n.size() != args.inputs.size())
-    throw UsageError(fmt::format("--n takes one N, or one per matrix ({} matrices, {} values)", args.inputs.size(),
-                                 args.n.size()));
+    throw UsageError(fmt::format("--n takes one N, or one per matrix ({} matrices, {} values)",
+                                 args.inputs.size(), args.n.size()));
   for (std::size_t i = 0; i < args.inputs.size(); ++i) {
     const std::string input = args.inputs[i];
     const std::uint64_t seed = args.seed;
@@ -239,7 +239,8 @@ std::vector<tune::PredictorSample> samples_of(const std::vector<std::string>& db
 // merged back into the database (a temporary renamed over it). A timing whose options no longer plan
 // loses its features (the fit skips it) and is counted.
 int run_refresh_features(const TuneArgs& args) {
-  if (args.db.size() != 1) throw UsageError("--refresh-features: name the tuning database with one --db FILE");
+  if (args.db.size() != 1)
+    throw UsageError("--refresh-features: name the tuning database with one --db FILE");
   if (args.inputs.empty() && args.suite.empty() && args.model.empty())
     throw UsageError("--refresh-features: name the matrices of the records (files, a --suite or a --model)");
   if (!std::filesystem::exists(args.db[0]))
@@ -267,16 +268,18 @@ int run_refresh_features(const TuneArgs& args) {
     return kExitBadInput;
   }
   if (r.refreshed == 0)
-    throw UsageError(fmt::format("--refresh-features: none of the {} records of {} is for the {} matrices given",
-                                 r.database_records, args.db[0], r.matrices));
+    throw UsageError(
+        fmt::format("--refresh-features: none of the {} records of {} is for the {} matrices given",
+                    r.database_records, args.db[0], r.matrices));
   for (const std::string& w : r.warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
-  fmt::print("{}: features (version {}) of {} timings in {} records recomputed{}; {} records left as they were "
-             "(no matrix given, or not SpMM)\n",
-             args.db[0], tune::kSpmmFeatureVersion, r.timings - r.unplanned, r.refreshed,
-             r.unplanned
-                 ? fmt::format(", {} timings whose options no longer plan left without features", r.unplanned)
-                 : std::string(),
-             r.other);
+  fmt::print(
+      "{}: features (version {}) of {} timings in {} records recomputed{}; {} records left as they were "
+      "(no matrix given, or not SpMM)\n",
+      args.db[0], tune::kSpmmFeatureVersion, r.timings - r.unplanned, r.refreshed,
+      r.unplanned
+          ? fmt::format(", {} timings whose options no longer plan left without features", r.unplanned)
+          : std::string(),
+      r.other);
   return kExitOk;
 }
 
@@ -288,7 +291,8 @@ int run_fit(const TuneArgs& args) {
   for (const std::string& p : args.db) fitted_on += (fitted_on.empty() ? "" : ", ") + p;
   const tune::Predictor p = tune::fit_predictor(samples, fitted_on);
   const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
-  fmt::print(stderr, "fitted on {} timings of {} problems: top choice within 10 % of the best on {:.1f} %, "
+  fmt::print(stderr,
+             "fitted on {} timings of {} problems: top choice within 10 % of the best on {:.1f} %, "
              "best in the top 3 on {:.1f} %\n",
              samples.size(), e.problems, 100 * e.top1_within_10pct, 100 * e.top3_contains_best);
   if (args.output.empty()) {
@@ -303,17 +307,20 @@ int run_fit(const TuneArgs& args) {
 int run_evaluate(const TuneArgs& args) {
   if (args.db.empty()) throw UsageError("--evaluate needs the timings: one or more --db files");
   const std::vector<tune::PredictorSample> samples = samples_of(args.db, args.cold_l2);
-  const tune::Predictor loaded = args.predictor.empty() ? tune::Predictor{} : tune::load_predictor(args.predictor);
+  const tune::Predictor loaded =
+      args.predictor.empty() ? tune::Predictor{} : tune::load_predictor(args.predictor);
   const tune::Predictor& p = args.predictor.empty() ? tune::shipped_predictor() : loaded;
   const tune::PredictorEvaluation e = tune::evaluate_predictor(p, samples);
   const tune::PredictorEvaluation every = tune::evaluate_predictor(p, samples, false);
-  fmt::print("{} problems ({} timings): top choice within 10 % of the best on {:.1f} %, best in the top 3 on "
-             "{:.1f} %, top choice / best geomean {:.3f} (the search space's plans ranked; with the tuner's "
-             "register-cap, two-column, clustered-rows and staged-steps variants ranked as plans of their own: {:.1f} %, "
-             "{:.1f} %, {:.3f})\n",
-             e.problems, samples.size(), 100 * e.top1_within_10pct, 100 * e.top3_contains_best,
-             e.geomean_top1_over_best, 100 * every.top1_within_10pct, 100 * every.top3_contains_best,
-             every.geomean_top1_over_best);
+  fmt::print(
+      "{} problems ({} timings): top choice within 10 % of the best on {:.1f} %, best in the top 3 on "
+      "{:.1f} %, top choice / best geomean {:.3f} (the search space's plans ranked; with the tuner's "
+      "register-cap, two-column, clustered-rows and staged-steps variants ranked as plans of their own: "
+      "{:.1f} %, "
+      "{:.1f} %, {:.3f})\n",
+      e.problems, samples.size(), 100 * e.top1_within_10pct, 100 * e.top3_contains_best,
+      e.geomean_top1_over_best, 100 * every.top1_within_10pct, 100 * every.top3_contains_best,
+      every.geomean_top1_over_best);
   if (!args.output.empty()) write_file_atomic(args.output, e.per_problem.dump(1) + "\n");
   return e.problems > 0 ? kExitOk : kExitCheckFailed;
 }
@@ -324,7 +331,8 @@ int run_hines_tune(const TuneArgs& args) {
   const std::string given = args.dtype_given ? args.dtype : "f64";
   const std::string dtype = given == "f32" || given == "f64" ? given : std::string();
   if (dtype.empty()) throw UsageError("tune: Hines executors run in f64 or f32, not " + given);
-  if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
+  if (!args.space && args.db.size() != 1)
+    throw UsageError("tune: name the tuning database with one --db FILE");
   const auto t0 = std::chrono::steady_clock::now();  // --budget covers the planning of the space too
   const GpuTarget target = resolve_gpu_target(args.arch);
   const HinesSystem system = load_hines_forest(args.inputs, args.cells, args.resolution);
@@ -344,8 +352,9 @@ int run_hines_tune(const TuneArgs& args) {
     throw UsageError("tune times candidates on a GPU, and none is usable here: " + why +
                      " (without a GPU, `sparsecc hines` plans with its rules)");
   const rt::Context ctx(0);
-  const tune::TuningKey key = tune::hines_tuning_key(system, args.rhs, dtype, ctx.device().name,
-                                                     fmt::format("{}.{}", ctx.device().cc_major, ctx.device().cc_minor));
+  const tune::TuningKey key =
+      tune::hines_tuning_key(system, args.rhs, dtype, ctx.device().name,
+                             fmt::format("{}.{}", ctx.device().cc_major, ctx.device().cc_minor));
   tune::TuneOptions options;
   options.jobs = args.jobs;
   options.target = target;
@@ -356,9 +365,10 @@ int run_hines_tune(const TuneArgs& args) {
                space.candidates.size(), used, options.budget_seconds);
   }
   tune::GpuHinesMeasurer measurer(ctx, system, args.rhs, dtype, args.seed + 1);
-  const std::string name = fmt::format("{}{} ({} compartments in {} cells, R = {}, {})", args.inputs.front(),
-                                       args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
-                                       system.size(), system.num_cells(), args.rhs, dtype);
+  const std::string name =
+      fmt::format("{}{} ({} compartments in {} cells, R = {}, {})", args.inputs.front(),
+                  args.inputs.size() > 1 ? fmt::format(" and {} more", args.inputs.size() - 1) : "",
+                  system.size(), system.num_cells(), args.rhs, dtype);
   ProgressPrinter printer;
   const tune::TuningRecord record = tune::tune_hines(
       space, key,
@@ -381,7 +391,8 @@ int run_hines_tune(const TuneArgs& args) {
 // (tuning, --refresh-features); neither may be a file the run reads.
 void check_tune_outputs(const TuneArgs& args) {
   std::vector<std::string> inputs = input_paths(args.inputs);
-  for (const std::string& f : input_paths({args.bias, args.model, args.model_layers.layer_n_file, args.predictor}))
+  for (const std::string& f :
+       input_paths({args.bias, args.model, args.model_layers.layer_n_file, args.predictor}))
     inputs.push_back(f);
   if (args.fit || args.evaluate) {
     if (args.output.empty()) return;
@@ -407,7 +418,8 @@ int run_tune(const TuneArgs& args) {
       throw UsageError("--cold-l2 times SpMM executors; the Hines tuner times warm steps only");
     return run_hines_tune(args);
   }
-  if (!args.space && args.db.size() != 1) throw UsageError("tune: name the tuning database with one --db FILE");
+  if (!args.space && args.db.size() != 1)
+    throw UsageError("tune: name the tuning database with one --db FILE");
   if (args.n.empty() && args.suite.empty() && args.model.empty())
     throw UsageError("tune: --n is required (or a --suite or --model)");
   const std::vector<TuneInput> inputs = tune_inputs(args);
@@ -415,7 +427,8 @@ int run_tune(const TuneArgs& args) {
 
   tune::SpmmSpaceDims dims;
   SpmmOptions base;
-  base.accumulate = args.dtype == "f32" ? DType::f32 : require_dtype(args.accumulate, "--accumulate", kSpmmDtypes);
+  base.accumulate =
+      args.dtype == "f32" ? DType::f32 : require_dtype(args.accumulate, "--accumulate", kSpmmDtypes);
   set_blocklets(base, args.dtype == "f32" ? "off" : "auto");
   const KernelLanguage default_emitter = args.dtype == "f32" ? KernelLanguage::ptx : KernelLanguage::cuda;
 
@@ -439,7 +452,7 @@ int run_tune(const TuneArgs& args) {
   std::vector<tune::TuneJob> jobs;
   for (const TuneInput& in : inputs) {
     tune::TuneJob job{in.name, in.load(), {}, {}};
-    job.bias = in.layer_problem ? in.layer_bias
+    job.bias = in.layer_problem    ? in.layer_bias
                : args.bias.empty() ? std::vector<double>{}
                                    : load_bias(args.bias, job.a.rows);
     job.problem = in.layer_problem ? *in.layer_problem : problem_for(job.a, args, in.n, !job.bias.empty());
@@ -502,14 +515,16 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
       "tune", "Tune SpMM executors on the GPU into a tuning database; fit or evaluate the no-GPU predictor");
-  cmd->add_option("inputs", args->inputs,
-                  "Matrices FILE[:TENSOR] to tune (with --fit / --evaluate: nothing; the timings come from --db)");
+  cmd->add_option(
+      "inputs", args->inputs,
+      "Matrices FILE[:TENSOR] to tune (with --fit / --evaluate: nothing; the timings come from --db)");
   cmd->add_option("--n", args->n, "N (columns of B), one for all matrices or one per matrix")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_flag("--runtime-n", args->runtime_n, "Tune runtime-N executors (timed at N)");
   cmd->add_option("--bias", args->bias, "Bias vector FILE[:TENSOR] (one matrix only)");
   cmd->add_flag("--relu", args->relu, "Apply ReLU after the bias");
-  cmd->add_option("--dtype", args->dtype, "Element type of B and C (SpMM), or of the Hines solve (f64 or f32)")
+  cmd->add_option("--dtype", args->dtype,
+                  "Element type of B and C (SpMM), or of the Hines solve (f64 or f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "f64"}))
       ->capture_default_str();
   cmd->add_option("--accumulate", args->accumulate, "Accumulation of f16 / bf16 executors (f32 or the dtype)")
@@ -534,10 +549,12 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option(
       "--layer-n-file", args->model_layers.layer_n_file,
       "--model: lines \"NAME,N\" or \"NAME N\", a fixed N a layer (as compile-model --layer-n-file)");
-  cmd->add_option("--suite", args->suite,
-                  "Tune a bench suite instead of files: sparsert (SparseRT Table 1), rn50 or transformer (DLMC 90 %)")
+  cmd->add_option(
+         "--suite", args->suite,
+         "Tune a bench suite instead of files: sparsert (SparseRT Table 1), rn50 or transformer (DLMC 90 %)")
       ->check(CLI::IsMember({"sparsert", "rn50", "transformer"}));
-  cmd->add_option("--data", args->data, "Data folder of --suite (default: $SPARSECC_DATA_DIR or ../shared/data)");
+  cmd->add_option("--data", args->data,
+                  "Data folder of --suite (default: $SPARSECC_DATA_DIR or ../shared/data)");
   cmd->add_option("--sparsity", args->sparsity, "--suite sparsert: 0.9 or 0.95")->capture_default_str();
   cmd->add_option(
          "--batch", args->batch,
@@ -546,11 +563,14 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--first", args->first, "--suite: skip this many problems")->check(CLI::Range(0, 100000));
-  cmd->add_option("--limit", args->limit, "--suite: at most this many problems (0: all)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--limit", args->limit, "--suite: at most this many problems (0: all)")
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--cells", args->cells, "SWC inputs: copies of the forest")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--resolution", args->resolution, "SWC inputs: compartments per segment")->check(CLI::Range(1, 1000));
+  cmd->add_option("--resolution", args->resolution, "SWC inputs: compartments per segment")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--rhs", args->rhs, "SWC inputs: right-hand sides per solve")->check(CLI::Range(1, 1024));
-  cmd->add_option("--db", args->db, "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate")
+  cmd->add_option("--db", args->db,
+                  "Tuning database (JSON; created or merged); repeatable with --fit / --evaluate")
       ->check(kOutputPath);
   cmd->add_option("--budget", args->budget,
                   "Wall-clock seconds for the whole run (0: no limit); an SpMM search that settles early "
@@ -577,8 +597,9 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--space", args->space, "Print the search space of each matrix as JSON and stop (no GPU)");
   cmd->add_flag("--fit", args->fit, "Fit the predictor to the timings in the --db files");
   cmd->add_flag("--evaluate", args->evaluate, "Score the predictor on the timings in the --db files");
-  cmd->add_flag("--refresh-features", args->refresh_features,
-                "Recompute the predictor features of the timings in --db for the matrices given (files or --suite)");
+  cmd->add_flag(
+      "--refresh-features", args->refresh_features,
+      "Recompute the predictor features of the timings in --db for the matrices given (files or --suite)");
   cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
   cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON")
       ->check(kOutputPath);

@@ -1,17 +1,19 @@
 // sparsecc verify OUT.sccb: runs the bundle's executor on the GPU on fresh random B and compares with
-// the fp64 reference (Hines bundles: pipeline::verify_hines_bundle); without a GPU it re-plans from the bundle and runs the plan interpreter (which
-// executes exactly what the emitter emitted), saying so. Exit 1 when the error exceeds the tolerance.
+// the fp64 reference (Hines bundles: pipeline::verify_hines_bundle); without a GPU it re-plans from the
+// bundle and runs the plan interpreter (which executes exactly what the emitter emitted), saying so. Exit 1
+// when the error exceeds the tolerance.
+#include "sparsecc/pipeline/verify.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
 #include <random>
 
 #include "cli.hpp"
-#include "sparsecc/pipeline/run.hpp"
-#include "sparsecc/pipeline/verify.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/executor.hpp"
@@ -24,7 +26,8 @@ struct VerifyArgs {
   std::string bundle;
   std::int64_t n = 0;
   std::uint64_t seed = 0;
-  double tolerance = 0;  // 0: 1e-5 for SpMM; for Hines the accuracy yardstick (1e-12 f64 / 1e-4 f32, raised on ill-conditioned systems)
+  double tolerance = 0;  // 0: 1e-5 for SpMM; for Hines the accuracy yardstick (1e-12 f64 / 1e-4 f32, raised
+                         // on ill-conditioned systems)
   bool cpu = false;
 };
 
@@ -44,7 +47,8 @@ int run_verify(const VerifyArgs& args) {
   const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file
   const rt::BundleMetadata& md = bundle.metadata;
   if (md.op == "hines")
-    return verify_hines(bundle, args.bundle, args.seed ? args.seed : std::random_device{}(), args.tolerance, args.cpu);
+    return verify_hines(bundle, args.bundle, args.seed ? args.seed : std::random_device{}(), args.tolerance,
+                        args.cpu);
   if (md.op != "spmm") throw InputError(SourceLocation::in_file(args.bundle), "not an SpMM bundle: " + md.op);
   if (bundle.reference.empty())
     throw InputError(SourceLocation::in_file(args.bundle), "the bundle carries no verification section");
@@ -53,7 +57,8 @@ int run_verify(const VerifyArgs& args) {
     throw InputError(SourceLocation::in_file(args.bundle),
                      "the verification matrix does not match the fingerprint");
   check_spmm_bundle_matrix(md, a, args.bundle);
-  const double tolerance = args.tolerance > 0 ? args.tolerance : spmm_check_tolerance(a, md.dtype, md.accumulate);
+  const double tolerance =
+      args.tolerance > 0 ? args.tolerance : spmm_check_tolerance(a, md.dtype, md.accumulate);
 
   const std::int64_t n = args.n > 0 ? args.n : md.n;
   if (md.n_mode == "fixed" && n != md.n)
@@ -81,8 +86,10 @@ int run_verify(const VerifyArgs& args) {
   const std::int64_t bad = check.unwritten;
   const bool ok = bad == 0 && rel <= tolerance;
   const std::string precision =
-      md.dtype == "f32" ? "" : fmt::format(" {} ({} accumulation{})", md.dtype, md.accumulate,
-                                           md.tile_nnz ? fmt::format(", {} nonzeros on tensor cores", md.tile_nnz) : "");
+      md.dtype == "f32"
+          ? ""
+          : fmt::format(" {} ({} accumulation{})", md.dtype, md.accumulate,
+                        md.tile_nnz ? fmt::format(", {} nonzeros on tensor cores", md.tile_nnz) : "");
   fmt::print(
       "{}: {}x{} x N={} ({} nonzeros){}, {}, seed {}: max relative error {:.3e} (tolerance {:.1e}){} {}\n",
       args.bundle, md.m, md.k, n, md.nnz, precision, how, seed, rel, tolerance,
@@ -100,7 +107,9 @@ void add_verify(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", args->seed, "Seed for B (default: fresh)")->check(kNotNegative);
   cmd->add_option("--tolerance", args->tolerance,
-                  "Largest accepted max relative error (default: SpMM 1e-5 f32, 2u f16/bf16 with f32 accumulation, u(2 + 2 sqrt(row nonzeros)) otherwise; Hines: 1e-12 f64, 1e-4 f32, raised to 16x the serial solver's own error on ill-conditioned systems)");
+                  "Largest accepted max relative error (default: SpMM 1e-5 f32, 2u f16/bf16 with f32 "
+                  "accumulation, u(2 + 2 sqrt(row nonzeros)) otherwise; Hines: 1e-12 f64, 1e-4 f32, raised "
+                  "to 16x the serial solver's own error on ill-conditioned systems)");
   cmd->add_flag("--cpu", args->cpu, "Use the plan interpreter even when a GPU is present");
   cmd->callback([&run, args] { run = [args] { return run_verify(*args); }; });
 }

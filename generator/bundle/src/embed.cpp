@@ -467,8 +467,7 @@ EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::
                                    string_literal(it->second), string_literal(in.name), l.ident));
     const std::string what = fmt::format("layer {}", string_literal(in.name));
     l.bundle = parse_embeddable_bundle(in.bytes, what);
-    l.bytes = strip_bundle(l.bundle, options) ? rt::bundle_bytes(l.bundle, what)
-                                              : in.bytes;
+    l.bytes = strip_bundle(l.bundle, options) ? rt::bundle_bytes(l.bundle, what) : in.bytes;
     if (l.hines()) l.system = hines_system_from_reference_bytes(l.bundle.reference, what);
     parsed.push_back(std::move(l));
   }

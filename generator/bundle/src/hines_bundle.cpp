@@ -23,8 +23,8 @@ using section_bytes::take;
 std::vector<unsigned char> hines_reference_bytes(const HinesSystem& s) {
   std::vector<unsigned char> out;
   const bool passive = !s.cap_over_dt.empty();
-  const std::uint64_t head[3] = {static_cast<std::uint64_t>(s.size()), static_cast<std::uint64_t>(s.num_cells()),
-                                 passive ? 1u : 0u};
+  const std::uint64_t head[3] = {static_cast<std::uint64_t>(s.size()),
+                                 static_cast<std::uint64_t>(s.num_cells()), passive ? 1u : 0u};
   append(out, head, 3);
   append(out, s.parent.data(), s.parent.size());
   append(out, s.cell_offsets.data(), s.cell_offsets.size());
@@ -44,8 +44,8 @@ HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> d, 
   const std::uint64_t limit = d.size() / 4;  // every count is bounded by the bytes present
   if (head[0] < 1 || head[0] > limit || head[1] < 1 || head[1] > head[0] || head[2] > 1)
     throw_at_byte(name, 0,
-                  fmt::format("verification section: implausible header ({} rows, {} cells, passive {})", head[0],
-                              head[1], head[2]));
+                  fmt::format("verification section: implausible header ({} rows, {} cells, passive {})",
+                              head[0], head[1], head[2]));
   const std::size_t n = head[0];
   HinesSystem s;
   s.parent.resize(n);
@@ -63,7 +63,8 @@ HinesSystem hines_system_from_reference_bytes(std::span<const unsigned char> d, 
     take(d, at, s.leak.data(), n, name, "leak terms");
     take(d, at, &s.leak_reversal_mv, 1, name, "leak reversal");
   }
-  if (at != d.size()) throw_at_byte(name, static_cast<std::int64_t>(at), "verification section: trailing bytes");
+  if (at != d.size())
+    throw_at_byte(name, static_cast<std::int64_t>(at), "verification section: trailing bytes");
   if (const auto problems = validate_hines(s); !problems.empty())
     throw_at_byte(name, 0, fmt::format("verification section: {}", problems.front()));
   if (s.cell_offsets.front() != 0 || s.cell_offsets.back() != static_cast<std::int32_t>(n) ||
@@ -99,7 +100,8 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
                      {"table_bytes", schedule.tables.size() * 4},
                      {"mode", to_string(plan.code)}};
   b.tables = schedule.tables;
-  if (system.compartment_of.size() == static_cast<std::size_t>(system.size())) b.permutation = system.compartment_of;
+  if (system.compartment_of.size() == static_cast<std::size_t>(system.size()))
+    b.permutation = system.compartment_of;
   b.cubin = std::move(cubin);
   b.ptx = std::move(ptx);
   b.plan = to_json(plan).dump();
@@ -110,12 +112,13 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
 HinesPlan hines_bundle_plan(const rt::Bundle& bundle, const HinesSystem& s, const std::string& name) {
   const rt::BundleMetadata& md = bundle.metadata;
   if (s.size() != md.hines.rows || s.num_cells() != md.hines.cells)
-    throw rt::BundleError(fmt::format("{}: metadata hines.rows and hines.cells are {} and {} but the bundle's system (its "
-                                      "verification section) has {} rows in {} cells",
-                                      name, md.hines.rows, md.hines.cells, s.size(), s.num_cells()));
+    throw rt::BundleError(
+        fmt::format("{}: metadata hines.rows and hines.cells are {} and {} but the bundle's system (its "
+                    "verification section) has {} rows in {} cells",
+                    name, md.hines.rows, md.hines.cells, s.size(), s.num_cells()));
   if (bundle.plan.empty())
-    throw rt::BundleError(fmt::format("{}: has no plan section (written without one); compile the executor again",
-                                      name));
+    throw rt::BundleError(
+        fmt::format("{}: has no plan section (written without one); compile the executor again", name));
   HinesPlan plan;
   HinesSchedule schedule;
   try {
@@ -134,9 +137,10 @@ HinesPlan hines_bundle_plan(const rt::Bundle& bundle, const HinesSystem& s, cons
   const auto planned = rt::hines_contract(hines_launch_metadata(plan, schedule), schedule.tables);
   for (std::size_t i = 0; i < stated.size(); ++i)
     if (stated[i].value != planned[i].value)
-      throw rt::BundleError(fmt::format("{}: {} is {} in the bundle but {} in the schedule of its plan section: the "
-                                        "bundle contradicts its plan",
-                                        name, stated[i].key, stated[i].value, planned[i].value));
+      throw rt::BundleError(
+          fmt::format("{}: {} is {} in the bundle but {} in the schedule of its plan section: the "
+                      "bundle contradicts its plan",
+                      name, stated[i].key, stated[i].value, planned[i].value));
   return plan;
 }
 

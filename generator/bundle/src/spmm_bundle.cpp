@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <tuple>
 
+#include "section_bytes.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/plan/launch_metadata.hpp"
-#include "section_bytes.hpp"
 
 namespace sparsecc {
 
@@ -84,19 +84,21 @@ rt::Bundle make_spmm_bundle(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
 }
 
 void check_spmm_bundle_matrix(const rt::BundleMetadata& md, const CsrMatrix& a, const std::string& name) {
-  for (const auto& [key, stated, actual, what] :
-       {std::tuple{"m", md.m, a.rows, "rows"}, {"k", md.k, a.cols, "columns"}, {"nnz", md.nnz, a.nnz(), "nonzeros"}})
+  for (const auto& [key, stated, actual, what] : {std::tuple{"m", md.m, a.rows, "rows"},
+                                                  {"k", md.k, a.cols, "columns"},
+                                                  {"nnz", md.nnz, a.nnz(), "nonzeros"}})
     if (stated != actual)
-      throw rt::BundleError(fmt::format("{}: metadata key '{}' is {} but the bundle's matrix (its verification section) has {} {}",
-                                        name, key, stated, actual, what));
+      throw rt::BundleError(fmt::format(
+          "{}: metadata key '{}' is {} but the bundle's matrix (its verification section) has {} {}", name,
+          key, stated, actual, what));
 }
 
 SpmmPlan spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const std::string& name) {
   const rt::BundleMetadata& md = bundle.metadata;
   check_spmm_bundle_matrix(md, a, name);
   if (bundle.plan.empty())
-    throw rt::BundleError(fmt::format("{}: has no plan section (written without one); compile the executor again",
-                                      name));
+    throw rt::BundleError(
+        fmt::format("{}: has no plan section (written without one); compile the executor again", name));
   SpmmPlan plan;
   try {
     plan = plan_from_json(nlohmann::json::parse(bundle.plan));
@@ -114,9 +116,10 @@ SpmmPlan spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const st
   const auto planned = rt::spmm_contract(spmm_launch_metadata(plan, a, default_gpu_target()), 0);
   for (std::size_t i = 0; i < stated.size(); ++i)
     if (stated[i].value != planned[i].value)
-      throw rt::BundleError(fmt::format("{}: {} is {} in the metadata but {} in the plan section: the metadata "
-                                        "contradicts its plan",
-                                        name, stated[i].key, stated[i].value, planned[i].value));
+      throw rt::BundleError(
+          fmt::format("{}: {} is {} in the metadata but {} in the plan section: the metadata "
+                      "contradicts its plan",
+                      name, stated[i].key, stated[i].value, planned[i].value));
   return plan;
 }
 

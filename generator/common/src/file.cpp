@@ -1,7 +1,7 @@
 #include "sparsecc/common/file.hpp"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -76,7 +76,8 @@ Bytes read_file(const std::string& path) {
         const ssize_t n = ::read(fd, &probe, 1);
         if (n == 0) break;
         ::close(fd);
-        throw_in_file(path, fmt::format("file is larger than the {} input limit", limit_text(kMaxInputBytes)));
+        throw_in_file(path,
+                      fmt::format("file is larger than the {} input limit", limit_text(kMaxInputBytes)));
       }
       out.resize(std::min<std::size_t>(kMaxInputBytes, std::max<std::size_t>(out.size() * 2, 1 << 16)));
     }
@@ -104,7 +105,8 @@ std::uint64_t gunzip_limit(std::uint64_t compressed_bytes) {
 
 std::string expansion_limit_message(std::uint64_t limit, std::uint64_t compressed_bytes, const char* how) {
   return fmt::format(
-      "decompresses to more than {} bytes, the limit for {} compressed bytes ({} x, at least {}, at most {}); "
+      "decompresses to more than {} bytes, the limit for {} compressed bytes ({} x, at least {}, at most "
+      "{}); "
       "{} to lift it",
       limit, compressed_bytes, kMaxExpansionRatio, limit_text(kMinExpansionLimitBytes),
       limit_text(kMaxInputBytes), how);
@@ -136,7 +138,7 @@ Bytes gunzip(std::span<const unsigned char> data, const std::string& name, std::
     if (out.size() + produced > limit) {
       inflateEnd(&zs);
       throw_in_file(name, "gzip data " + expansion_limit_message(limit, data.size(),
-                                                                "decompress the file first (gunzip)"));
+                                                                 "decompress the file first (gunzip)"));
     }
     out.insert(out.end(), buf, buf + produced);
     const std::int64_t at = static_cast<std::int64_t>(consumed - zs.avail_in);

@@ -62,7 +62,8 @@ Bytes read_json_bytes(const std::string& path, std::uint64_t max_bytes, std::str
     throw_at_byte(path, 0, fmt::format("{} is {} bytes, over the {} byte limit", what, size, max_bytes));
   };
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes)
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<std::uint64_t>(st.st_size) > max_bytes)
     too_large(static_cast<std::uint64_t>(st.st_size));
   Bytes bytes = read_file(path);
   if (bytes.size() > max_bytes) too_large(bytes.size());

@@ -1,7 +1,5 @@
 #include "sparsecc/common/output.hpp"
 
-#include "sparsecc/common/file.hpp"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <stdio.h>
@@ -20,6 +18,7 @@
 #include <system_error>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
 
 namespace sparsecc {
 
@@ -39,7 +38,9 @@ std::string label(std::string_view option, const std::string& path) {
   throw UsageError(fmt::format("{}: {}", label(option, path), why));
 }
 
-bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+bool same_file(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 
 std::string folder_of(const std::string& path) {
   const fs::path dir = fs::path(path).parent_path();
@@ -103,9 +104,12 @@ std::size_t json_depth(const std::string& text) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -125,10 +129,12 @@ std::string read_model_manifest(const std::string& folder, std::set<std::string>
   if (::lstat(manifest.c_str(), &st) != 0) return "it has no manifest.json";
   if (!S_ISREG(st.st_mode)) return fmt::format("its manifest.json is {}", file_kind_name(st.st_mode));
   if (static_cast<std::uint64_t>(st.st_size) > kMaxModelManifestBytes)
-    return fmt::format("its manifest.json is larger than a model manifest ({} MiB)", kMaxModelManifestBytes >> 20);
+    return fmt::format("its manifest.json is larger than a model manifest ({} MiB)",
+                       kMaxModelManifestBytes >> 20);
   std::ifstream in(manifest, std::ios::binary);
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) return "its manifest.json cannot be read";
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size())))
+    return "its manifest.json cannot be read";
   const std::string not_ours = "its manifest.json is not a sparsecc model manifest";
   constexpr std::size_t kMaxDepth = 16;  // a model manifest nests 4 deep
   if (json_depth(text) > kMaxDepth) return not_ours;
@@ -137,13 +143,16 @@ std::string read_model_manifest(const std::string& folder, std::set<std::string>
   const auto format = j.find("format");
   const auto version = j.find("version");
   if (format == j.end() || !format->is_string() || format->get<std::string>() != kModelManifestFormat ||
-      version == j.end() || !version->is_number_integer() || version->get<std::int64_t>() != kModelManifestVersion)
-    return not_ours + fmt::format(" (format \"{}\", version {})", kModelManifestFormat, kModelManifestVersion);
+      version == j.end() || !version->is_number_integer() ||
+      version->get<std::int64_t>() != kModelManifestVersion)
+    return not_ours +
+           fmt::format(" (format \"{}\", version {})", kModelManifestFormat, kModelManifestVersion);
   const auto layers = j.find("layers");
   if (layers == j.end() || !layers->is_array()) return not_ours + " (no \"layers\" array)";
   for (const nlohmann::json& l : *layers) {
     const auto file = l.is_object() ? l.find("file") : l.end();
-    if (!l.is_object() || file == l.end() || !file->is_string()) return not_ours + " (a layer without a \"file\")";
+    if (!l.is_object() || file == l.end() || !file->is_string())
+      return not_ours + " (a layer without a \"file\")";
     const std::string name = file->get<std::string>();
     if (name.empty() || name == "." || name == ".." || name == "manifest.json" ||
         name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
@@ -161,7 +170,8 @@ std::string model_folder_problem(const std::string& path, std::set<std::string>&
     if (name == "manifest.json") continue;
     if (!files.count(name)) return fmt::format("it holds {}, which its manifest.json does not list", name);
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0) return fmt::format("{} cannot be examined: {}", name, errno_text(errno));
+    if (::lstat(it->path().c_str(), &st) != 0)
+      return fmt::format("{} cannot be examined: {}", name, errno_text(errno));
     if (!S_ISREG(st.st_mode)) return fmt::format("its {} is {}", name, file_kind_name(st.st_mode));
   }
   if (ec) return fmt::format("it cannot be listed: {}", ec.message());
@@ -187,14 +197,16 @@ std::string output_destination(const std::string& path, std::string_view option)
   if (S_ISDIR(st.st_mode)) refuse(option, path, "is a folder; give a file name");
   if (!S_ISLNK(st.st_mode))
     refuse(option, path,
-           fmt::format("is {}, not a regular file; outputs only ever replace regular files", file_kind_name(st.st_mode)));
+           fmt::format("is {}, not a regular file; outputs only ever replace regular files",
+                       file_kind_name(st.st_mode)));
   char* resolved = ::realpath(path.c_str(), nullptr);
   if (!resolved)
     refuse(option, path, fmt::format("is a symbolic link that leads nowhere: {}", errno_text(errno)));
   const std::string target = resolved;
   std::free(resolved);
   if (::stat(target.c_str(), &st) != 0)
-    refuse(option, path, fmt::format("is a symbolic link to {}, which cannot be examined: {}", target, errno_text(errno)));
+    refuse(option, path,
+           fmt::format("is a symbolic link to {}, which cannot be examined: {}", target, errno_text(errno)));
   if (!S_ISREG(st.st_mode))
     refuse(option, path,
            fmt::format("is a symbolic link to {}, {}; outputs only ever replace regular files", target,
@@ -202,14 +214,16 @@ std::string output_destination(const std::string& path, std::string_view option)
   return target;
 }
 
-void check_output_file(const std::string& path, const std::vector<std::string>& inputs, std::string_view option) {
+void check_output_file(const std::string& path, const std::vector<std::string>& inputs,
+                       std::string_view option) {
   const std::string destination = output_destination(path, option);
   struct stat out {};
   if (::stat(destination.c_str(), &out) == 0)
     for (const std::string& input : inputs) {
       struct stat in {};
       if (!input.empty() && ::stat(input.c_str(), &in) == 0 && same_file(in, out))
-        refuse(option, path, fmt::format("is the input {} (the same file); an output never replaces an input", input));
+        refuse(option, path,
+               fmt::format("is the input {} (the same file); an output never replaces an input", input));
     }
   std::string tmp;
   int err = 0;
@@ -219,7 +233,8 @@ void check_output_file(const std::string& path, const std::vector<std::string>& 
   ::unlink(tmp.c_str());
 }
 
-StagedOutput::StagedOutput(const std::string& path, std::span<const unsigned char> data, std::string_view option)
+StagedOutput::StagedOutput(const std::string& path, std::span<const unsigned char> data,
+                           std::string_view option)
     : path_(path), option_(option), destination_(output_destination(path, option)) {
   struct stat existing {};
   const bool exists = ::stat(destination_.c_str(), &existing) == 0;
@@ -233,7 +248,8 @@ StagedOutput::StagedOutput(const std::string& path, std::span<const unsigned cha
     if (fd >= 0) ::close(fd);
     ::unlink(temporary_.c_str());
     temporary_.clear();
-    throw std::runtime_error(fmt::format("{}: cannot write ({}: {})", label(option_, path_), step, errno_text(e)));
+    throw std::runtime_error(
+        fmt::format("{}: cannot write ({}: {})", label(option_, path_), step, errno_text(e)));
   };
   if (exists) (void)::fchmod(fd, existing.st_mode & 07777);  // best effort; a new file takes the umask's bits
   const unsigned char* p = data.data();
@@ -274,7 +290,8 @@ void StagedOutput::commit() {
         const int e = errno;
         if (e == EEXIST) continue;  // something appeared there: look at it again
         if (e != EINVAL && e != ENOSYS)
-          throw std::runtime_error(fmt::format("{}: cannot rename into place: {}", label(option_, path_), errno_text(e)));
+          throw std::runtime_error(
+              fmt::format("{}: cannot rename into place: {}", label(option_, path_), errno_text(e)));
         if (::rename(temporary_.c_str(), destination_.c_str()) != 0)
           throw std::runtime_error(
               fmt::format("{}: cannot rename into place: {}", label(option_, path_), errno_text(errno)));
@@ -284,7 +301,8 @@ void StagedOutput::commit() {
     sync_folder(destination_);
     return;
   }
-  throw std::runtime_error(fmt::format("{}: cannot rename into place: it keeps changing", label(option_, path_)));
+  throw std::runtime_error(
+      fmt::format("{}: cannot rename into place: it keeps changing", label(option_, path_)));
 }
 
 void commit_outputs(std::span<StagedOutput* const> outputs) {
@@ -304,7 +322,8 @@ void commit_outputs(std::span<StagedOutput* const> outputs) {
     if (::lstat(dest.c_str(), &st) != 0) continue;
     previous[i].existed = true;
     for (int attempt = 0; attempt < 1000; ++attempt) {
-      const std::string name = fmt::format("{}.old.{}.{}", dest, static_cast<long>(::getpid()), name_counter++);
+      const std::string name =
+          fmt::format("{}.old.{}.{}", dest, static_cast<long>(::getpid()), name_counter++);
       if (::link(dest.c_str(), name.c_str()) == 0) {
         previous[i].backup = name;
         break;
@@ -330,7 +349,8 @@ void commit_outputs(std::span<StagedOutput* const> outputs) {
   drop_backups();
 }
 
-void write_output_file(const std::string& path, std::span<const unsigned char> data, std::string_view option) {
+void write_output_file(const std::string& path, std::span<const unsigned char> data,
+                       std::string_view option) {
   StagedOutput staged(path, data, option);
   staged.commit();
 }
@@ -348,7 +368,8 @@ OutputFolder check_output_folder(const std::string& given, const std::vector<std
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) refuse(option, given, "is a symbolic link; give the output folder itself");
-    if (!S_ISDIR(st.st_mode)) refuse(option, given, fmt::format("exists and is not a folder (it is {})", file_kind_name(st.st_mode)));
+    if (!S_ISDIR(st.st_mode))
+      refuse(option, given, fmt::format("exists and is not a folder (it is {})", file_kind_name(st.st_mode)));
     std::error_code ec;
     const bool empty = fs::is_empty(path, ec);
     if (ec) refuse(option, given, fmt::format("cannot be listed: {}", ec.message()));
@@ -358,8 +379,10 @@ OutputFolder check_output_folder(const std::string& given, const std::vector<std
       std::set<std::string> files;
       const std::string problem = model_folder_problem(path, files);
       if (!problem.empty())
-        refuse(option, given,
-               fmt::format("is a folder that sparsecc compile-model did not write ({}); refusing to replace it", problem));
+        refuse(
+            option, given,
+            fmt::format("is a folder that sparsecc compile-model did not write ({}); refusing to replace it",
+                        problem));
       files.insert("manifest.json");
       for (const std::string& input : inputs) {
         struct stat in {};
@@ -367,7 +390,8 @@ OutputFolder check_output_folder(const std::string& given, const std::vector<std
         for (const std::string& f : files) {
           struct stat held {};
           if (::stat((fs::path(path) / f).c_str(), &held) == 0 && same_file(in, held))
-            refuse(option, given, fmt::format("holds the input {}; an output never replaces an input", input));
+            refuse(option, given,
+                   fmt::format("holds the input {}; an output never replaces an input", input));
         }
       }
       state = OutputFolder::ours;
@@ -412,9 +436,11 @@ std::string make_staging_folder(const std::string& given) {
                                  .string();
     if (::mkdir(name.c_str(), 0777) == 0) return name;
     if (errno != EEXIST)
-      throw std::system_error(errno, std::generic_category(), fmt::format("{}: cannot create a folder", name));
+      throw std::system_error(errno, std::generic_category(),
+                              fmt::format("{}: cannot create a folder", name));
   }
-  throw std::system_error(EEXIST, std::generic_category(), fmt::format("{}: no free staging folder name", path));
+  throw std::system_error(EEXIST, std::generic_category(),
+                          fmt::format("{}: no free staging folder name", path));
 }
 
 void rename_without_replacing(const std::string& from, const std::string& to) {

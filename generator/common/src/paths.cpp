@@ -14,8 +14,7 @@ std::string path_outside_folder(const fs::path& folder, const std::string& entry
   if (entry.empty()) return "is empty";
   if (entry.find('\0') != std::string::npos) return "contains a NUL byte";
   const fs::path p(entry);
-  if (p.is_absolute() || p.has_root_name() || p.has_root_directory())
-    return "is an absolute path";
+  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
   int depth = 0;
   for (const fs::path& part : p) {
     if (part == "..") {

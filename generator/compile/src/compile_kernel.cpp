@@ -21,8 +21,8 @@ CudaCompileResult compile_kernel(const EmittedKernel& kernel, const std::string&
   return compile_cuda(kernel.source, name + ".cu", o);
 }
 
-void check_ptxas_options(const std::vector<std::string>& options, const std::string& arch, KernelLanguage language,
-                         const std::string& option) {
+void check_ptxas_options(const std::vector<std::string>& options, const std::string& arch,
+                         KernelLanguage language, const std::string& option) {
   if (options.empty()) return;
   static const char* const kEmpty = "extern \"C\" __global__ void sparsecc_option_check() {}\n";
   CudaCompileOptions plain;

@@ -211,8 +211,8 @@ class Linker {
 
 // Adds `data` of `type` to the session as input `part`, completes it and returns the linked cubin
 // (relocatable when the session was created with -r); sets `log` to the info log.
-std::vector<unsigned char> run_linker(Linker& link, const std::vector<std::string>& inputs, nvJitLinkInputType type,
-                                      const std::string& name, std::string& log) {
+std::vector<unsigned char> run_linker(Linker& link, const std::vector<std::string>& inputs,
+                                      nvJitLinkInputType type, const std::string& name, std::string& log) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string part = inputs.size() == 1 ? name : fmt::format("{}#{}", name, i);
     link.check(nvJitLinkAddData(link.get(), type, inputs[i].data(), inputs[i].size(), part.c_str()),
@@ -274,7 +274,8 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
       verbose = verbose || opts.back() == "-Xptxas=-v";
     }
   unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  if (const char* env = std::getenv("SPARSECC_ASSEMBLY_THREADS"); env && !o.threads) threads = std::max(1, std::atoi(env));
+  if (const char* env = std::getenv("SPARSECC_ASSEMBLY_THREADS"); env && !o.threads)
+    threads = std::max(1, std::atoi(env));
   const auto one_session = [&] {
     // Linked case functions: only the linker's summary has the kernel's real register count.
     if (verbose && modules.size() > 1) opts.push_back("-verbose");
@@ -300,8 +301,9 @@ std::vector<unsigned char> link_ptx(const std::vector<std::string>& modules, con
   Linker link(name, o.arch);
   link.create(opts);
   const std::string entry = fmt::format("{}#0", name);
-  link.check(nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[0].data(), modules[0].size(), entry.c_str()),
-             "nvJitLinkAddData");
+  link.check(
+      nvJitLinkAddData(link.get(), NVJITLINK_INPUT_PTX, modules[0].data(), modules[0].size(), entry.c_str()),
+      "nvJitLinkAddData");
   std::string link_log;
   auto cubin = run_linker(link, objects, NVJITLINK_INPUT_CUBIN, name + "-object", link_log);
   log.clear();
@@ -354,9 +356,13 @@ std::map<std::string, std::vector<unsigned char>> elf_sections(std::span<const u
     return true;
   };
   std::size_t shoff = 0, entsize = 0, count = 0, strndx = 0, strtab = 0;
-  if (elf.size() < 64 || std::memcmp(elf.data(), "\x7f" "ELF", 4) != 0 || !read(0x28, 8, shoff) ||
-      !read(0x3a, 2, entsize) || !read(0x3c, 2, count) || !read(0x3e, 2, strndx) || strndx >= count ||
-      !read(shoff + strndx * entsize + 0x18, 8, strtab))
+  if (elf.size() < 64 ||
+      std::memcmp(elf.data(),
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      !read(0x28, 8, shoff) || !read(0x3a, 2, entsize) || !read(0x3c, 2, count) || !read(0x3e, 2, strndx) ||
+      strndx >= count || !read(shoff + strndx * entsize + 0x18, 8, strtab))
     return {};
   std::map<std::string, std::vector<unsigned char>> out;
   for (std::size_t i = 0; i < count; ++i) {
@@ -371,7 +377,8 @@ std::map<std::string, std::vector<unsigned char>> elf_sections(std::span<const u
     std::vector<unsigned char>& bytes = out[std::string(first, nul)];
     if (type == 8) continue;  // SHT_NOBITS: no contents in the file
     if (off > elf.size() || size > elf.size() - off) return {};
-    bytes.assign(elf.begin() + static_cast<std::ptrdiff_t>(off), elf.begin() + static_cast<std::ptrdiff_t>(off + size));
+    bytes.assign(elf.begin() + static_cast<std::ptrdiff_t>(off),
+                 elf.begin() + static_cast<std::ptrdiff_t>(off + size));
   }
   return out;
 }

@@ -8,9 +8,7 @@
 
 namespace sparsecc {
 
-const char* to_string(KernelLanguage language) {
-  return language == KernelLanguage::ptx ? "ptx" : "cuda";
-}
+const char* to_string(KernelLanguage language) { return language == KernelLanguage::ptx ? "ptx" : "cuda"; }
 
 KernelLanguage parse_kernel_language(const std::string& word) {
   if (word == "cuda") return KernelLanguage::cuda;

@@ -25,37 +25,41 @@ namespace {
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   const bool pairs = p.fp32_pairs();
-  std::string s = p.hints.programmatic && p.hints.programmatic_trigger ? "      sparsecc_launch_dependents();\n" : "";
+  std::string s =
+      p.hints.programmatic && p.hints.programmatic_trigger ? "      sparsecc_launch_dependents();\n" : "";
   if (p.layout.groups > 1) {
-    s += pairs ? fmt::format("      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
-                             "(group - 1) * {} * T + t;\n",
-                             p.layout.rows_per_block)
-               : fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
-                             p.layout.rows_per_block);
+    s += pairs ? fmt::format(
+                     "      if (live && group > 0) {{\n        float2* r = reinterpret_cast<float2*>(red) + "
+                     "(group - 1) * {} * T + t;\n",
+                     p.layout.rows_per_block)
+               : fmt::format(
+                     "      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * T + t;\n",
+                     p.layout.rows_per_block);
     for (std::int32_t i = 0; i < rows; ++i)
       s += pairs ? fmt::format("        r[{0} * T] = make_float2(a{0}, e{0});\n", i)
                  : fmt::format("        r[{0} * T] = a{0};\n", i);
     s += "      }\n      __syncthreads();\n";
   }
   s += "      if (live && group == 0) {\n";
-  if (pairs && p.layout.groups > 1) s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
+  if (pairs && p.layout.groups > 1)
+    s += "        const float2* r = reinterpret_cast<const float2*>(red) + t;\n";
   for (std::int32_t i = 0; i < rows; ++i) {
     const std::string v = fmt::format("a{}", i), u = fmt::format("e{}", i);
     const std::int64_t row = spmm_row(p, block.row_begin + i);
     for (std::int32_t g = 1; g < p.layout.groups; ++g) {
       const std::int64_t at = std::int64_t{g - 1} * p.layout.rows_per_block + i;
       if (pairs)
-        s += fmt::format("        {0} = __fadd_rn({0}, r[{2} * T].x); {1} = __fadd_rn({1}, r[{2} * T].y);\n", v, u, at);
+        s += fmt::format("        {0} = __fadd_rn({0}, r[{2} * T].x); {1} = __fadd_rn({1}, r[{2} * T].y);\n",
+                         v, u, at);
       else
         s += fmt::format("        {0} = __fadd_rn({0}, red[{1} * T + t]);\n", v, at);
     }
     for (const std::string& x : pairs ? std::vector<std::string>{v, u} : std::vector<std::string>{v}) {
-      if (p.epilogue.bias)
-        s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, row);
+      if (p.epilogue.bias) s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, row);
       if (p.epilogue.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
     }
-    s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n",
-                             row, v, u)
+    s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n", row,
+                             v, u)
                : fmt::format("        c[{} * ld] = {};\n", row, v);
   }
   return s + "      }\n";
@@ -66,10 +70,12 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
 std::string empty_case(const SpmmPlan& p) {
   std::string s = "    default: {\n";
   if (p.hints.programmatic && p.hints.programmatic_trigger) s += "      sparsecc_launch_dependents();\n";
-  s += fmt::format("      const long long first = static_cast<long long>(blockIdx.y) * {0};\n"
-                   "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n",
-                   p.layout.panel_rows, p.problem.m);
-  s += "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {\n          float v = 0.0f;\n";
+  s += fmt::format(
+      "      const long long first = static_cast<long long>(blockIdx.y) * {0};\n"
+      "      const long long end = first + {0} < {1}LL ? first + {0} : {1}LL;\n",
+      p.layout.panel_rows, p.problem.m);
+  s += "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {\n          float v "
+       "= 0.0f;\n";
   if (p.epilogue.bias) s += "          v = __fadd_rn(v, __ldg(bias + r));\n";
   if (p.epilogue.relu) s += "          v = fmaxf(v, 0.0f);\n";
   s += p.fp32_pairs() ? "          *reinterpret_cast<float2*>(c + r * ld) = make_float2(v, v);\n"
@@ -89,9 +95,12 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   const std::string commit = "        asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n";
   // Pairs: x holds B's two columns, z a streamed weight used for both.
   std::string s = fmt::format("    case {}: {{\n      {}", bi,
-                              !pairs ? "float x" : streamed ? "float2 x;\n      float z" : "float2 x;\n      float");
+                              !pairs     ? "float x"
+                              : streamed ? "float2 x;\n      float z"
+                                         : "float2 x;\n      float");
   for (std::int64_t i = 0; i < block.row_end - block.row_begin; ++i)
-    s += pairs ? fmt::format("{0}a{1} = 0.0f, e{1} = 0.0f", i || streamed ? ", " : " ", i) : fmt::format(", a{} = 0.0f", i);
+    s += pairs ? fmt::format("{0}a{1} = 0.0f, e{1} = 0.0f", i || streamed ? ", " : " ", i)
+               : fmt::format(", a{} = 0.0f", i);
   s += ";\n";
   s += emit_detail::unrolled_groups(
       p, block, packed,
@@ -109,9 +118,10 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
         // Streamed: one load of the weight for both columns.
         const std::string z = streamed ? fmt::format(" z = {};", w) : "";
         const std::string wz = z.empty() ? w : "z";
-        return first ? fmt::format("{0} a{1} = __fmul_rn(x.x, {2}); e{1} = __fmul_rn(x.y, {2});", z, e.row, wz)
-                     : fmt::format("{0} a{1} = __fmaf_rn(x.x, {2}, a{1}); e{1} = __fmaf_rn(x.y, {2}, e{1});", z,
-                                   e.row, wz);
+        return first
+                   ? fmt::format("{0} a{1} = __fmul_rn(x.x, {2}); e{1} = __fmul_rn(x.y, {2});", z, e.row, wz)
+                   : fmt::format("{0} a{1} = __fmaf_rn(x.x, {2}, a{1}); e{1} = __fmaf_rn(x.y, {2}, e{1});", z,
+                                 e.row, wz);
       },
       // Staged steps: the copies of the thread's B values to its slots (`stage` in the template is
       // the shared address of slot 0 less the offset), then each read waits for its commit.
@@ -122,7 +132,8 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
         for (std::size_t si = 0; si < g.steps.size(); ++si) {
           if (!staged[si]) continue;
           c += fmt::format(
-              "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], {};\" :: \"r\"(stage + {}u), \"l\"(b + {} * ld) "
+              "        asm volatile(\"cp.async.ca.shared.global [%0], [%1], {};\" :: \"r\"(stage + {}u), "
+              "\"l\"(b + {} * ld) "
               ": \"memory\");\n",
               4 * p.layout.cols_per_thread, stage_offset + j * slot_bytes, g.steps[si].k);
           if (spmm_stage_commit_after(j++, copies)) c += commit;
@@ -131,10 +142,13 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
       },
       [&](std::int64_t slot, std::int64_t wait) {
         std::string c;
-        if (wait >= 0) c += fmt::format("        asm volatile(\"cp.async.wait_group {};\" ::: \"memory\");\n", wait);
+        if (wait >= 0)
+          c += fmt::format("        asm volatile(\"cp.async.wait_group {};\" ::: \"memory\");\n", wait);
         const std::int64_t at = (stage_offset + slot * slot_bytes) / 4;
-        return c + (pairs ? fmt::format("        x = *reinterpret_cast<const float2*>(red + {} + threadIdx.x * 2);", at)
-                          : fmt::format("        x = red[{} + threadIdx.x];", at));
+        return c + (pairs
+                        ? fmt::format(
+                              "        x = *reinterpret_cast<const float2*>(red + {} + threadIdx.x * 2);", at)
+                        : fmt::format("        x = red[{} + threadIdx.x];", at));
       });
   return s + epilogue(p, block) + "      break;\n    }\n";
 }
@@ -157,13 +171,14 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
     if (!spmm_plain_empty_block(plan, bi)) body += block_case(plan, weights, bi, packed);
   if (spmm_has_plain_empty_blocks(plan)) body += empty_case(plan);
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
-  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.layout.block_x)},
-                                                     {"KERNEL_NAME", plan.hints.kernel_name},
-                                                     {"N_TILE", std::to_string(plan.layout.n_tile)},
-                                                     {"COLS", std::to_string(plan.layout.cols_per_thread)},
-                                                     {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
-                                                     {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
-                                                     {"BODY", body}};
+  const std::map<std::string, std::string> values = {
+      {"BLOCK_X", std::to_string(plan.layout.block_x)},
+      {"KERNEL_NAME", plan.hints.kernel_name},
+      {"N_TILE", std::to_string(plan.layout.n_tile)},
+      {"COLS", std::to_string(plan.layout.cols_per_thread)},
+      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+      {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
+      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
   stamp_spmm_contract(out, plan, a);
   return out;

@@ -8,8 +8,8 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/contract.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/template.hpp"
 #include "unrolled_groups.hpp"
 
@@ -35,11 +35,13 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
   // other groups' fragment stages.
   const bool reduces = spmm_block_reduces(p, block);
   if (reduces) {
-    s += fmt::format("      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * 2 * T + 2 * t;\n",
-                     p.layout.rows_per_block);
+    s += fmt::format(
+        "      if (live && group > 0) {{\n        float* r = red + (group - 1) * {} * 2 * T + 2 * t;\n",
+        p.layout.rows_per_block);
     for (std::int32_t i = 0; i < rows; ++i) {
       const auto [v0, v1] = pair_of(i);
-      s += fmt::format("        *reinterpret_cast<float2*>(r + {} * 2 * T) = make_float2({}, {});\n", i, v0, v1);
+      s += fmt::format("        *reinterpret_cast<float2*>(r + {} * 2 * T) = make_float2({}, {});\n", i, v0,
+                       v1);
     }
     s += "      }\n";
   }
@@ -50,18 +52,23 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
     s += fmt::format("        v0 = {}; v1 = {};\n", v0, v1);
     for (std::int32_t g = 1; g < (reduces ? p.layout.groups : 1); ++g) {
       const std::int64_t at = std::int64_t{(g - 1) * p.layout.rows_per_block + i} * 2;
-      s += fmt::format("        v0 = __fadd_rn(v0, red[{0} * T + 2 * t]); v1 = __fadd_rn(v1, red[{0} * T + 2 * t + 1]);\n",
-                       at);
+      s += fmt::format(
+          "        v0 = __fadd_rn(v0, red[{0} * T + 2 * t]); v1 = __fadd_rn(v1, red[{0} * T + 2 * t + 1]);\n",
+          at);
     }
     if (!block.fragments.empty())
       for (std::int32_t g = 0; g < p.layout.groups; ++g) {
-        const std::string at = g ? fmt::format("{} * SPCC_GROUP_STAGE + {} * 72", g, i) : fmt::format("{} * 72", i);
-        s += fmt::format("        v0 = __fadd_rn(v0, st[{0} + 2 * lane]); v1 = __fadd_rn(v1, st[{0} + 2 * lane + 1]);\n",
-                         at);
+        const std::string at =
+            g ? fmt::format("{} * SPCC_GROUP_STAGE + {} * 72", g, i) : fmt::format("{} * 72", i);
+        s += fmt::format(
+            "        v0 = __fadd_rn(v0, st[{0} + 2 * lane]); v1 = __fadd_rn(v1, st[{0} + 2 * lane + 1]);\n",
+            at);
       }
     if (p.epilogue.bias)
-      s += fmt::format("        {{ const float bv = __ldg(bias + {}); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }}\n",
-                       block.row_begin + i);
+      s += fmt::format(
+          "        {{ const float bv = __ldg(bias + {}); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); "
+          "}}\n",
+          block.row_begin + i);
     if (p.epilogue.relu) s += "        v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
     s += fmt::format("        spcc_store_pair(c + {} * ld, v0, v1, pair, live1);\n", block.row_begin + i);
   }
@@ -84,24 +91,28 @@ std::string direct_store(const SpmmPlan& p, const SpmmBlockRow& block) {
   const auto rows = static_cast<std::int32_t>(block.row_end - block.row_begin);
   std::string s;
   if (p.layout.groups > 1) {
-    s += "        if (group > 0) spcc_stage(st, d, g, q);\n        __syncthreads();\n        if (group == 0) {\n";
+    s += "        if (group > 0) spcc_stage(st, d, g, q);\n        __syncthreads();\n        if (group == 0) "
+         "{\n";
     for (std::int32_t g = 1; g < p.layout.groups; ++g)
       s += fmt::format("          spcc_add_stage(d, st + {} * SPCC_GROUP_STAGE, g, q);\n", g);
   } else {
     s += "        {\n";
   }
-  s += fmt::format("          const long long c0 = warp_col + 8 * q;\n          spcc_u16* cr = C + ({} + g) * ld + c0;\n",
-                   block.row_begin);
+  s += fmt::format(
+      "          const long long c0 = warp_col + 8 * q;\n          spcc_u16* cr = C + ({} + g) * ld + c0;\n",
+      block.row_begin);
   const char* relu = p.epilogue.relu ? "true" : "false";
   for (int half = 0; half < 2; ++half) {
     const std::string row = half ? "g + 8" : "g";
     const bool guarded = rows < kSpmmFragmentRows;
-    const std::string bias = p.epilogue.bias ? fmt::format("__ldg(bias + {} + {})", block.row_begin, row) : "0.0f";
+    const std::string bias =
+        p.epilogue.bias ? fmt::format("__ldg(bias + {} + {})", block.row_begin, row) : "0.0f";
     s += guarded ? fmt::format("          if ({} < {}) {{\n", row, rows) : "          {\n";
     s += fmt::format("            const float bv = {};\n", bias);
-    s += fmt::format("            if (c0 < ld) spcc_store_tile_row(cr{0}, d, {1}, bv, {2});\n"
-                     "            if (c0 + 32 < ld) spcc_store_tile_row(cr{0} + 32, d, {3}, bv, {2});\n          }}\n",
-                     half ? " + 8 * ld" : "", 2 * half, relu, 2 * half + 1);
+    s += fmt::format(
+        "            if (c0 < ld) spcc_store_tile_row(cr{0}, d, {1}, bv, {2});\n"
+        "            if (c0 + 32 < ld) spcc_store_tile_row(cr{0} + 32, d, {3}, bv, {2});\n          }}\n",
+        half ? " + 8 * ld" : "", 2 * half, relu, 2 * half + 1);
   }
   return s + "        }\n";
 }
@@ -119,7 +130,8 @@ constexpr std::int64_t kStraightFragments = 32;
 // (spmm_group_fragments): straight-line calls or a rolled loop over those wholly inside K (see
 // kStraightFragments), one call for a last fragment that reaches past K; then the tile goes to the
 // stage (or, on the 16-byte path without unrolled nonzeros, straight to C).
-std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment, bool direct) {
+std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::int64_t& fragment,
+                           bool direct) {
   if (block.fragments.empty()) return {};
   std::string s = "      SPCC_FRAGMENT_SETUP\n      {\n        float d[8][4] = {};\n";
   const std::int64_t words = 8 * p.fragment_k();  // per fragment: 32 lanes x fragment_k / 4
@@ -133,17 +145,20 @@ std::string fragments_code(const SpmmPlan& p, const SpmmBlockRow& block, std::in
     std::string body;
     if (inside > 0 && inside <= kStraightFragments && vec8(p)) {
       for (std::size_t i = f0; i < f0 + static_cast<std::size_t>(inside); ++i)
-        body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-                            (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, block.fragments[i].k,
-                            p.fragment_k());
+        body += fmt::format(
+            "          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+            (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, block.fragments[i].k,
+            p.fragment_k());
     } else if (inside > 0)
       body += fmt::format(
-          "          spcc_fragments(d, fragments + {} + lane * {}, spcc_fragment_k + {}, {}, bw, ld, wcols, q);\n",
+          "          spcc_fragments(d, fragments + {} + lane * {}, spcc_fragment_k + {}, {}, bw, ld, wcols, "
+          "q);\n",
           at * words, p.fragment_k() / 4, at, inside);
     for (std::size_t i = f0 + static_cast<std::size_t>(inside); i < f1; ++i) {
       const SpmmFragment& f = block.fragments[i];
-      body += fmt::format("          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
-                          (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, f.k, p.problem.k - f.k);
+      body += fmt::format(
+          "          spcc_fragment(d, fragments + {} + lane * {}, bw + {} * ld, ld, wcols, {}, q);\n",
+          (first + static_cast<std::int64_t>(i)) * words, p.fragment_k() / 4, f.k, p.problem.k - f.k);
     }
     s += p.layout.groups > 1 ? fmt::format("        if (group == {}) {{\n{}        }}\n", g, body) : body;
   }
@@ -161,13 +176,14 @@ std::string empty_case(const SpmmPlan& p) {
       "      if (live && group == 0)\n        for (long long r = first; r < end; ++r) {{\n"
       "          float v0 = 0.0f, v1 = 0.0f;\n",
       p.layout.panel_rows, p.problem.m);
-  if (p.epilogue.bias) s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
+  if (p.epilogue.bias)
+    s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
   if (p.epilogue.relu) s += "          v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
   return s + "          spcc_store_pair(c + r * ld, v0, v1, pair, live1);\n        }\n      break;\n    }\n";
 }
 
-std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi, std::int64_t& packed,
-                       std::int64_t& fragment) {
+std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
+                       std::int64_t& packed, std::int64_t& fragment) {
   const SpmmBlockRow& block = p.layout.blocks[bi];
   const bool half_acc = p.epilogue.accumulate != DType::f32;
   const bool streamed = p.value_mode() == SpmmValueMode::streamed;
@@ -185,23 +201,27 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   s += emit_detail::unrolled_groups(
       p, block, packed,
       [&](std::int32_t k) {
-        return fmt::format("        x = SPCC_LOAD({});", k) + (half_acc ? "" : " x0 = spcc_lo(x); x1 = spcc_hi(x);");
+        return fmt::format("        x = SPCC_LOAD({});", k) +
+               (half_acc ? "" : " x0 = spcc_lo(x); x1 = spcc_hi(x);");
       },
       [&](const SpmmEntry& e, std::int64_t at, bool first) {
         const float w = weights[static_cast<std::size_t>(streamed ? at : e.value_index)];
         if (half_acc) {
-          const std::string w2 =
-              streamed ? fmt::format("spcc_pack(__ldg(values + {0}), __ldg(values + {0}))", at) : pair_literal(p, w);
+          const std::string w2 = streamed
+                                     ? fmt::format("spcc_pack(__ldg(values + {0}), __ldg(values + {0}))", at)
+                                     : pair_literal(p, w);
           return first ? fmt::format(" a{} = spcc_fma2(x, {}, SPCC_NEG0);", e.row, w2)
                        : fmt::format(" a{0} = spcc_fma2(x, {1}, a{0});", e.row, w2);
         }
         const std::string w1 = streamed ? fmt::format("__ldg(values + {})", at) : cuda_float_literal(w);
         return first ? fmt::format(" a{0}x = __fmul_rn(x0, {1}); a{0}y = __fmul_rn(x1, {1});", e.row, w1)
-                     : fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);", e.row, w1);
+                     : fmt::format(" a{0}x = __fmaf_rn(x0, {1}, a{0}x); a{0}y = __fmaf_rn(x1, {1}, a{0}y);",
+                                   e.row, w1);
       });
   // The fragments' lane set-up is scoped to the fragments and the epilogue that reads their stage.
   const bool direct = !block.fragments.empty() && vec8(p) && !has_steps(block);
-  s += "      {\n" + fragments_code(p, block, fragment, direct) + (direct ? "" : epilogue(p, block)) + "      }\n";
+  s += "      {\n" + fragments_code(p, block, fragment, direct) + (direct ? "" : epilogue(p, block)) +
+       "      }\n";
   return s + "      break;\n    }\n";
 }
 
@@ -221,28 +241,31 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   // The stages follow the reduction buffer (spmm_shared_bytes), in floats.
   const std::int64_t stage =
       spmm_fragment_stages(plan)
-          ? (plan.layout.shared_bytes / 4 - std::int64_t{plan.layout.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch)
+          ? (plan.layout.shared_bytes / 4 -
+             std::int64_t{plan.layout.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch)
           : 0;
   std::string table;
   if (plan.fragment_k()) {
     table = "static __device__ const int spcc_fragment_k[] = {";
     std::int64_t i = 0;
     for (const auto& b : plan.layout.blocks)
-      for (const auto& f : b.fragments) table += fmt::format("{}{}{}", i ? "," : "", i % 32 == 0 ? "\n    " : "", f.k), ++i;
+      for (const auto& f : b.fragments)
+        table += fmt::format("{}{}{}", i ? "," : "", i % 32 == 0 ? "\n    " : "", f.k), ++i;
     table += "};";
   }
-  const std::map<std::string, std::string> values = {{"BLOCK_X", std::to_string(plan.layout.block_x)},
-                                                     {"KERNEL_NAME", plan.hints.kernel_name},
-                                                     {"N_TILE", std::to_string(plan.layout.n_tile)},
-                                                     {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
-                                                     {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
-                                                     {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
-                                                     {"FRAGMENT_K", std::to_string(plan.fragment_k())},
-                                                     {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
-                                                     {"VEC8", vec8(plan) ? "1" : "0"},
-                                                     {"STAGE", std::to_string(stage)},
-                                                     {"FRAGMENT_TABLE", table},
-                                                     {"BODY", body}};
+  const std::map<std::string, std::string> values = {
+      {"BLOCK_X", std::to_string(plan.layout.block_x)},
+      {"KERNEL_NAME", plan.hints.kernel_name},
+      {"N_TILE", std::to_string(plan.layout.n_tile)},
+      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+      {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
+      {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
+      {"FRAGMENT_K", std::to_string(plan.fragment_k())},
+      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
+      {"VEC8", vec8(plan) ? "1" : "0"},
+      {"STAGE", std::to_string(stage)},
+      {"FRAGMENT_TABLE", table},
+      {"BODY", body}};
   out.source = KernelTemplate::load("spmm_half.cu").render(values);
   stamp_spmm_contract(out, plan, a);
   return out;

@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/contract.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
 
@@ -136,8 +136,9 @@ class PtxWriter {
     put(o,
         "//\n// sparsecc SpMM executor ({}x{}, N {}, {} block rows, {} groups of {} threads, {} "
         "values)\n//\n",
-        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime", p_.layout.blocks.size(),
-        p_.layout.groups, p_.layout.n_tile, p_.value_mode() == SpmmValueMode::baked ? "baked" : "streamed");
+        p_.problem.m, p_.problem.k, fixed_ ? std::to_string(p_.problem.n) : "runtime",
+        p_.layout.blocks.size(), p_.layout.groups, p_.layout.n_tile,
+        p_.value_mode() == SpmmValueMode::baked ? "baked" : "streamed");
     put(o, ".version {}\n.target {}\n.address_size 64\n\n", target_.ptx_isa, target_.arch);
   }
 
@@ -193,8 +194,10 @@ class PtxWriter {
         {"%b", "B"}, {"%c", "C"}, {"%bias", "bias"}, {"%vals", "values"}};
     for (const auto& [reg, name] : params)
       put(o, "  ld.param.u64 {0}, [{1}_{2}];\n  cvta.to.global.u64 {0}, {0};\n", reg, k, name);
-    put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n", p_.layout.n_tile);
-    put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n", p_.layout.n_tile);
+    put(o, "  mov.u32 %tix, %tid.x;\n  rem.u32 %t, %tix, {0};\n  div.u32 %grp, %tix, {0};\n",
+        p_.layout.n_tile);
+    put(o, "  mov.u32 %cy, %ctaid.x;\n  mul.wide.u32 %col, %cy, {};\n  cvt.u64.u32 %u, %t;\n",
+        p_.layout.n_tile);
     put(o, "  add.s64 %col, %col, %u;\n");
     if (pairs_) put(o, "  shl.b64 %col, %col, 1;\n");  // the first of the thread's two columns
     if (fixed_)
@@ -207,7 +210,8 @@ class PtxWriter {
     // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot); staged
     // steps find the thread's slots from there too (stage_slot).
     if (shares_)
-      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k, 4 * p_.layout.cols_per_thread);
+      put(o, "  mov.u32 %red, {}_red;\n  mad.lo.u32 %redr, %t, {}, %red;\n", k,
+          4 * p_.layout.cols_per_thread);
     else
       put(o, "  mov.u32 %redr, 0;\n");
     reduction_slot(o);
@@ -222,7 +226,9 @@ class PtxWriter {
   // their shared code), then the chunk's own table: the assembler fails on longer tables.
   void dispatch(Out& o) {
     const std::size_t n = p_.layout.blocks.size(), chunk = kSpmmPtxJumpTableEntries;
-    const auto target = [&](std::size_t bi) { return empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi); };
+    const auto target = [&](std::size_t bi) {
+      return empty_[bi] ? std::string("$Lempty") : fmt::format("$Lb{}", bi);
+    };
     if (n <= chunk) {
       put(o, "  $Lcases: .branchtargets ");
       for (std::size_t bi = 0; bi < n; ++bi) put(o, "{}{}", bi ? ", " : "", target(bi));
@@ -253,12 +259,15 @@ class PtxWriter {
     if (std::find(empty_.begin(), empty_.end(), 1) == empty_.end()) return;
     put(o, "$Lempty:\n");
     if (programmatic_ && p_.hints.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
-    put(o, "  @!%live ret;\n  @%helper ret;\n  mov.u32 %erow, %ctaid.y;\n  mul.lo.u32 %erow, %erow, {0};\n"
-           "  add.u32 %eend, %erow, {0};\n  min.u32 %eend, %eend, {1};\n$Lempty_row:\n  mov.f32 %a0, 0f00000000;\n",
+    put(o,
+        "  @!%live ret;\n  @%helper ret;\n  mov.u32 %erow, %ctaid.y;\n  mul.lo.u32 %erow, %erow, {0};\n"
+        "  add.u32 %eend, %erow, {0};\n  min.u32 %eend, %eend, {1};\n$Lempty_row:\n  mov.f32 %a0, "
+        "0f00000000;\n",
         p_.layout.panel_rows, p_.problem.m);
     if (p_.epilogue.bias)
-      put(o, "  mul.wide.u32 %u, %erow, 4;\n  add.s64 %u, %u, %bias;\n  ld.global.nc.f32 %y, [%u];\n"
-             "  add.rn.f32 %a0, %a0, %y;\n");
+      put(o,
+          "  mul.wide.u32 %u, %erow, 4;\n  add.s64 %u, %u, %bias;\n  ld.global.nc.f32 %y, [%u];\n"
+          "  add.rn.f32 %a0, %a0, %y;\n");
     if (p_.epilogue.relu) put(o, "  max.f32 %a0, %a0, 0f00000000;\n");
     if (fixed_)
       put(o, "  mul.wide.u32 %q, %erow, {};\n", ld_bytes_);
@@ -276,7 +285,8 @@ class PtxWriter {
   // there): %redw from %redr.
   void reduction_slot(Out& o) {
     if (p_.layout.groups > 1) {
-      const std::int64_t slab = std::int64_t{p_.layout.rows_per_block} * p_.layout.n_tile * 4 * p_.layout.cols_per_thread;
+      const std::int64_t slab =
+          std::int64_t{p_.layout.rows_per_block} * p_.layout.n_tile * 4 * p_.layout.cols_per_thread;
       put(o, "  mad.lo.u32 %redw, %grp, {}, %redr;\n  sub.u32 %redw, %redw, {};\n", slab, slab);
     } else {
       put(o, "  mov.u32 %redw, 0;\n");
@@ -286,7 +296,9 @@ class PtxWriter {
   // Staged plans: %stg, the thread's first slot less the stage offset (see SpmmPlan): red + x * 4 *
   // cols_per_thread for thread x = group * T + t, from %redr = red + t * 4 * cols_per_thread.
   void stage_slot(Out& o) {
-    if (p_.stage_slots() > 0) put(o, "  mad.lo.u32 %stg, %grp, {}, %redr;\n", std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread);
+    if (p_.stage_slots() > 0)
+      put(o, "  mad.lo.u32 %stg, %grp, {}, %redr;\n",
+          std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread);
   }
 
   // Byte offset of slot j from %stg.
@@ -370,7 +382,8 @@ class PtxWriter {
       if (p_.layout.groups > 1 && jump_table) put(o, "$Lb{}g{}:\n", bi, gi);
       // Without the jump table each group is an if: threads of other groups skip to the next test
       // (and those of a group without steps past the last one, to the epilogue).
-      if (p_.layout.groups > 1 && !jump_table) put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
+      if (p_.layout.groups > 1 && !jump_table)
+        put(o, "  setp.ne.u32 %p, %grp, {};\n  @%p bra $Ln{}g{};\n", gi, bi, gi);
       std::vector<char> touched(static_cast<std::size_t>(p_.layout.rows_per_block), 0);
       const std::vector<char> staged = spmm_staged_steps(p_, group);
       const std::int64_t commits = spmm_stage_commits(staged);
@@ -430,7 +443,8 @@ class PtxWriter {
   void epilogue(Out& o, const SpmmBlockRow& block, std::int32_t rows, bool in_function) {
     const char* leave = in_function ? "exit" : "bra $Lexit";
     if (programmatic_ && p_.hints.programmatic_trigger) put(o, "  griddepcontrol.launch_dependents;\n");
-    const std::int64_t slot = std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread;  // bytes of a row's slots
+    const std::int64_t slot =
+        std::int64_t{p_.layout.n_tile} * 4 * p_.layout.cols_per_thread;  // bytes of a row's slots
     if (p_.layout.groups > 1) {
       put(o, "  and.pred %p, %helper, %live;\n");
       for (std::int32_t i = 0; i < rows; ++i) {
@@ -498,7 +512,8 @@ bool spmm_ptx_splits(const SpmmPlan& plan) {
 
 std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan, const GpuTarget& target) {
   const std::int32_t fit = target.registers_per_block / std::max(plan.layout.block_x, 1) / 8 * 8;
-  return std::min({plan.hints.max_registers + kSpmmPtxSplitExtraRegisters, target.max_registers_per_thread, fit});
+  return std::min(
+      {plan.hints.max_registers + kSpmmPtxSplitExtraRegisters, target.max_registers_per_thread, fit});
 }
 
 std::string ptx_float_literal(float v) { return fmt::format("0f{:08X}", std::bit_cast<std::uint32_t>(v)); }
@@ -507,12 +522,15 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_ptx: invalid plan: {}", errors.front()));
   if (plan.half())
-    throw UsageError(fmt::format("the PTX emitter writes fp32 kernels; {} plans take the CUDA C++ emitter (--emit cuda)",
-                                 plan.problem.dtype));
+    throw UsageError(
+        fmt::format("the PTX emitter writes fp32 kernels; {} plans take the CUDA C++ emitter (--emit cuda)",
+                    plan.problem.dtype));
   if (plan.value_mode() == SpmmValueMode::rolled)
-    throw UsageError("the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
+    throw UsageError(
+        "the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
   if (!is_c_identifier(plan.hints.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.hints.kernel_name));
+    throw UsageError(
+        fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.hints.kernel_name));
   if (target.ptx_isa.empty())
     throw UsageError(fmt::format("emit_spmm_ptx: the target {} has no PTX ISA version", target.arch));
   EmittedKernel out;

@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/contract.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/emit/template.hpp"
 #include "unrolled_groups.hpp"
 

@@ -96,7 +96,8 @@ std::string template_dir() {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const std::filesystem::path installed = self.parent_path().parent_path() / "share" / "sparsecc" / "templates";
+    const std::filesystem::path installed =
+        self.parent_path().parent_path() / "share" / "sparsecc" / "templates";
     if (std::filesystem::is_directory(installed, ec)) return installed.string();
   }
   return SPARSECC_TEMPLATE_DIR;

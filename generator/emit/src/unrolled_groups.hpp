@@ -1,7 +1,7 @@
 // What the two CUDA C++ emitters (spmm_cuda.cpp for fp32, spmm_half_cuda.cpp for fp16 / bf16) share:
-// the start of a kernel, and the unrolled path of one block row: "if (live)" — a switch on the thread's group when there are
-// several — then per group its steps in order, each a B load followed by one operation per entry
-// (a multiply at an accumulator's first touch, a fused multiply-add after), and "break;" per case.
+// the start of a kernel, and the unrolled path of one block row: "if (live)" — a switch on the thread's group
+// when there are several — then per group its steps in order, each a B load followed by one operation per
+// entry (a multiply at an accumulator's first touch, a fused multiply-add after), and "break;" per case.
 #pragma once
 
 #include <fmt/format.h>
@@ -19,12 +19,14 @@ namespace sparsecc::emit_detail {
 
 // What both CUDA C++ emitters do first: refuse a plan that is not valid for `a` or whose kernel name
 // is not an identifier (UsageError), fill the kernel's name, register cap, assembler level and, in
-// streamed and rolled mode, the values array it reads; returns the weights the kernel uses (spmm_kernel_values).
+// streamed and rolled mode, the values array it reads; returns the weights the kernel uses
+// (spmm_kernel_values).
 inline std::vector<float> start_cuda_kernel(const SpmmPlan& plan, const CsrMatrix& a, EmittedKernel& out) {
   if (const auto errors = check_plan(plan, a); !errors.empty())
     throw UsageError(fmt::format("emit_spmm_cuda: invalid plan: {}", errors.front()));
   if (!is_c_identifier(plan.hints.kernel_name))
-    throw UsageError(fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.hints.kernel_name));
+    throw UsageError(
+        fmt::format("emit_spmm_cuda: kernel name '{}' is not an identifier", plan.hints.kernel_name));
   out.language = KernelLanguage::cuda;
   out.kernel_name = plan.hints.kernel_name;
   out.max_registers = plan.hints.max_registers;

@@ -70,18 +70,21 @@ std::int64_t hines_shared_workspace_rule(std::int32_t block_threads, std::int64_
       std::min<std::int64_t>(target.max_threads_per_sm / block_threads,
                              target.registers_per_sm / (block_threads * kRegistersPerThread)),
       1, std::max(target.max_blocks_per_sm, 1));
-  const std::int64_t limit = target.shared_per_block_optin / blocks - std::max<std::int64_t>(0, base_shared_bytes) -
-                             target.shared_reserved_per_block;
+  const std::int64_t limit = target.shared_per_block_optin / blocks -
+                             std::max<std::int64_t>(0, base_shared_bytes) - target.shared_reserved_per_block;
   return std::clamp<std::int64_t>(limit, 0, kHinesSharedWorkspaceMax);
 }
 
-std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecomposition decomposition, Index k) {
+std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecomposition decomposition,
+                                    Index k) {
   const auto n = static_cast<Index>(parent.size());
   std::vector<Index> children(parent.size(), 0);
   for (const Index p : parent)
     if (p >= 0) ++children[static_cast<std::size_t>(p)];
   std::vector<char> branch_point(parent.size(), 0), junction(parent.size(), 0);
-  for (Index i = 0; i < n; ++i) branch_point[static_cast<std::size_t>(i)] = junction[static_cast<std::size_t>(i)] = children[static_cast<std::size_t>(i)] > 1;
+  for (Index i = 0; i < n; ++i)
+    branch_point[static_cast<std::size_t>(i)] = junction[static_cast<std::size_t>(i)] =
+        children[static_cast<std::size_t>(i)] > 1;
   if (decomposition == HinesDecomposition::fine) {
     // Every branch from its leaf end (a leaf, or a row whose only child is a branch point) up to the
     // next branch point or the root: each K-th row is a junction, leaving chains of K - 1 rows.
@@ -91,7 +94,8 @@ std::vector<Index> select_junctions(const std::vector<Index>& parent, HinesDecom
       const bool start = children[si] == 0 || (i > 0 && branch_point[si - 1] && parent[si - 1] == i);
       if (!start) continue;
       Index count = 0;
-      for (Index v = i; v >= 0 && !branch_point[static_cast<std::size_t>(v)]; v = parent[static_cast<std::size_t>(v)])
+      for (Index v = i; v >= 0 && !branch_point[static_cast<std::size_t>(v)];
+           v = parent[static_cast<std::size_t>(v)])
         if (++count % k == 0) junction[static_cast<std::size_t>(v)] = 1;
     }
   }
@@ -107,21 +111,27 @@ constexpr Index kFewCells = 64;
 HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
                      const HinesOptions& options, const GpuTarget& target) {
   if (rhs < 1) throw UsageError(fmt::format("plan_hines: {} right-hand sides (at least 1)", rhs));
-  if (dtype != "f64" && dtype != "f32") throw UsageError(fmt::format("plan_hines: dtype '{}' is not f64 or f32", dtype));
+  if (dtype != "f64" && dtype != "f32")
+    throw UsageError(fmt::format("plan_hines: dtype '{}' is not f64 or f32", dtype));
   if (options.decomposition == HinesDecomposition::fine && options.k != 0 &&
       (options.k < 2 || options.k > 1024))
     throw UsageError(fmt::format("plan_hines: K = {} is outside 2..1024 (0: the rule)", options.k));
   if (options.decomposition == HinesDecomposition::fine && options.k_large != 0 &&
       (options.k_large < 2 || options.k_large > 1024))
-    throw UsageError(fmt::format("plan_hines: K of large levels = {} is outside 2..1024 (0: K)", options.k_large));
+    throw UsageError(
+        fmt::format("plan_hines: K of large levels = {} is outside 2..1024 (0: K)", options.k_large));
   if (options.depth < -1 || options.depth > kHinesMaxDepth)
-    throw UsageError(fmt::format("plan_hines: depth {} is outside 0..{} (-1: automatic)", options.depth, kHinesMaxDepth));
+    throw UsageError(
+        fmt::format("plan_hines: depth {} is outside 0..{} (-1: automatic)", options.depth, kHinesMaxDepth));
   if (options.base_rows < 0) throw UsageError("plan_hines: the base threshold must not be negative");
   if (options.block_rows < 1) throw UsageError("plan_hines: block_rows must be positive");
-  if (options.block_threads != 0 && (options.block_threads < 32 || options.block_threads > 1024 || options.block_threads % 32))
-    throw UsageError(fmt::format("plan_hines: block_threads {} is not a multiple of 32 in 32..1024", options.block_threads));
+  if (options.block_threads != 0 &&
+      (options.block_threads < 32 || options.block_threads > 1024 || options.block_threads % 32))
+    throw UsageError(fmt::format("plan_hines: block_threads {} is not a multiple of 32 in 32..1024",
+                                 options.block_threads));
   if (options.threads_per_block < 32 || options.threads_per_block > 1024 || options.threads_per_block % 32)
-    throw UsageError(fmt::format("plan_hines: threads_per_block {} is not a multiple of 32 in 32..1024", options.threads_per_block));
+    throw UsageError(fmt::format("plan_hines: threads_per_block {} is not a multiple of 32 in 32..1024",
+                                 options.threads_per_block));
   if (options.code != "auto" && options.code != "tables" && options.code != "unrolled")
     throw UsageError(fmt::format("plan_hines: code mode '{}' is not auto, tables or unrolled", options.code));
   if (options.code_budget < 0) throw UsageError("plan_hines: the code budget must not be negative");
@@ -129,7 +139,8 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
     throw UsageError(fmt::format("plan_hines: shared workspace {} bytes is outside 0..{} (-1: the rule)",
                                  options.shared_workspace, kHinesSharedWorkspaceMax));
   if (system.size() < 1) throw UsageError("plan_hines: the system has no rows");
-  if (system.cell_offsets.size() < 2 || system.cell_offsets.front() != 0 || system.cell_offsets.back() != system.size())
+  if (system.cell_offsets.size() < 2 || system.cell_offsets.front() != 0 ||
+      system.cell_offsets.back() != system.size())
     throw UsageError("plan_hines: cell_offsets do not cover the system");
   for (Index i = 0; i < system.size(); ++i) {
     const Index p = system.parent[static_cast<std::size_t>(i)];
@@ -163,7 +174,9 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   while (!parent.empty()) {
     const auto n = static_cast<Index>(parent.size());
     if (options.depth >= 0 ? plan.depth() >= options.depth : largest.back() <= threshold) break;
-    const Index kl = k && options.k_large && (largest.back() > options.block_rows || few_large_cells) ? options.k_large : k;
+    const Index kl = k && options.k_large && (largest.back() > options.block_rows || few_large_cells)
+                         ? options.k_large
+                         : k;
     HinesLevel level = build_hines_level(parent, select_junctions(parent, options.decomposition, kl), kl);
     // The automatic rule stops when a level no longer shrinks the matrix (a minimal decomposition of
     // a tree without unbranched runs).
@@ -184,12 +197,14 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   }
   plan.base_parent = parent;
   if (options.grid_levels > plan.depth())
-    throw UsageError(fmt::format("plan_hines: grid_levels {} exceeds the depth {}", options.grid_levels, plan.depth()));
+    throw UsageError(
+        fmt::format("plan_hines: grid_levels {} exceeds the depth {}", options.grid_levels, plan.depth()));
   if (options.grid_levels >= 0) {
     plan.grid_levels = options.grid_levels;
   } else {
     plan.grid_levels = 0;
-    while (plan.grid_levels < plan.depth() && largest[static_cast<std::size_t>(plan.grid_levels)] > options.block_rows)
+    while (plan.grid_levels < plan.depth() &&
+           largest[static_cast<std::size_t>(plan.grid_levels)] > options.block_rows)
       ++plan.grid_levels;
   }
   if (options.block_threads) {
@@ -202,7 +217,8 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
       const auto g = static_cast<std::size_t>(plan.grid_levels);
       const Index cell_rows = largest[g];
       // Chains and junctions per row of the level as a whole, scaled to the largest cell.
-      const double per_row = static_cast<double>(std::max(L.chains.size(), L.junctions.size())) / std::max(1, L.size);
+      const double per_row =
+          static_cast<double>(std::max(L.chains.size(), L.junctions.size())) / std::max(1, L.size);
       work = static_cast<Index>(per_row * cell_rows) + 1;
     }
     // More than 512 threads leave 64 registers a thread, which the R accumulators of stage 2 exceed.
@@ -215,15 +231,17 @@ HinesPlan plan_hines(const HinesSystem& system, std::int32_t rhs, const std::str
   const std::int64_t base_bytes =
       hines_base_shared_bytes(hines_block_base_max(plan), rhs, dtype == "f32" ? 4 : 8);
   const bool fits = base_bytes <= kHinesBaseSharedLimit;
-  plan.shared_workspace_limit = options.shared_workspace >= 0
-                                    ? options.shared_workspace
-                                    : hines_shared_workspace_rule(plan.block_threads, fits ? base_bytes : 0, target);
+  plan.shared_workspace_limit =
+      options.shared_workspace >= 0
+          ? options.shared_workspace
+          : hines_shared_workspace_rule(plan.block_threads, fits ? base_bytes : 0, target);
   if (options.code != "tables") {
     const std::int64_t unrolled = fits ? unrolled_base_instructions(plan) : -1;
     if (options.code == "unrolled" && !fits)
-      throw UsageError(fmt::format("plan_hines: unrolled code needs the bases in shared memory, but the largest ({} rows) "
-                                   "exceeds {} bytes",
-                                   hines_block_base_max(plan), kHinesBaseSharedLimit));
+      throw UsageError(
+          fmt::format("plan_hines: unrolled code needs the bases in shared memory, but the largest ({} rows) "
+                      "exceeds {} bytes",
+                      hines_block_base_max(plan), kHinesBaseSharedLimit));
     if (options.code == "unrolled" && unrolled < 0)
       throw UsageError(fmt::format("plan_hines: unrolled code allows at most {} distinct base structures",
                                    kHinesMaxBaseFunctions));

@@ -1,9 +1,9 @@
 #include "sparsecc/inspector/matrix_summary.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 

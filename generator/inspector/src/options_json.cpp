@@ -33,7 +33,8 @@ struct Fields {
   template <class Int>
   void integer(const char* key, Int& field) const {
     if (!has(key)) return;
-    if (!j[key].is_number_integer()) throw UsageError(fmt::format("{}: '{}' must be an integer", context, key));
+    if (!j[key].is_number_integer())
+      throw UsageError(fmt::format("{}: '{}' must be an integer", context, key));
     field = j[key].get<Int>();
   }
   std::string text(const char* key) const {
@@ -93,7 +94,8 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     f.integer("assembler_opt_level", level);
     o.assembler_opt_level = level;
   }
-  if (f.has("row_split")) o.row_split = parse_row_split(f.text("row_split"), fmt::format("{}: 'row_split'", context));
+  if (f.has("row_split"))
+    o.row_split = parse_row_split(f.text("row_split"), fmt::format("{}: 'row_split'", context));
   if (f.has("value_mode"))
     o.value_mode = parse_value_mode(f.text("value_mode"), fmt::format("{}: 'value_mode'", context));
   if (f.has("accumulate"))
@@ -120,7 +122,8 @@ HinesOptions hines_options_from_json(const json& j, const std::string& name, Hin
   const auto integer = [&](const char* key, std::int32_t& field) {
     if (!j.contains(key)) return;
     if (!j[key].is_number_integer())
-      throw InputError(SourceLocation::in_file(name), fmt::format("Hines option '{}' is not an integer", key));
+      throw InputError(SourceLocation::in_file(name),
+                       fmt::format("Hines option '{}' is not an integer", key));
     field = j[key].get<std::int32_t>();
   };
   integer("k", base.k);
@@ -130,11 +133,13 @@ HinesOptions hines_options_from_json(const json& j, const std::string& name, Hin
   if (j.contains("decomposition")) {
     const std::string d = j["decomposition"].is_string() ? j["decomposition"].get<std::string>() : "";
     if (d != "fine" && d != "minimal")
-      throw InputError(SourceLocation::in_file(name), "Hines option 'decomposition' is neither fine nor minimal");
+      throw InputError(SourceLocation::in_file(name),
+                       "Hines option 'decomposition' is neither fine nor minimal");
     base.decomposition = d == "minimal" ? HinesDecomposition::minimal : HinesDecomposition::fine;
   }
   if (j.contains("code")) {
-    if (!j["code"].is_string()) throw InputError(SourceLocation::in_file(name), "Hines option 'code' is not a string");
+    if (!j["code"].is_string())
+      throw InputError(SourceLocation::in_file(name), "Hines option 'code' is not a string");
     base.code = j["code"].get<std::string>();
   }
   return base;

@@ -15,13 +15,16 @@ std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_ro
   const std::int64_t m = a.rows;
   // The panel's columns as bits; a row's fresh and shared columns are counted from its own nonzeros.
   std::vector<std::uint64_t> panel(static_cast<std::size_t>(ceil_div(a.cols, 64)), 0);
-  const auto in_panel = [&](std::int32_t k) { return (panel[static_cast<std::size_t>(k / 64)] >> (k % 64)) & 1u; };
+  const auto in_panel = [&](std::int32_t k) {
+    return (panel[static_cast<std::size_t>(k / 64)] >> (k % 64)) & 1u;
+  };
   const auto add_to_panel = [&](std::int64_t r) {
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
       panel[static_cast<std::size_t>(a.col_idx[i] / 64)] |= std::uint64_t{1} << (a.col_idx[i] % 64);
   };
   const auto clear_panel = [&](std::int64_t r) {
-    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) panel[static_cast<std::size_t>(a.col_idx[i] / 64)] = 0;
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
+      panel[static_cast<std::size_t>(a.col_idx[i] / 64)] = 0;
   };
   // Unplaced rows with nonzeros, heaviest first (stable: lower index first on ties). Placed rows stay
   // in the pool as holes until enough of them are compacted away at once.
@@ -85,7 +88,8 @@ std::vector<std::int64_t> cluster_rows(const CsrMatrix& a, std::int64_t panel_ro
       for (std::int64_t p = begin; p < end; ++p) order[static_cast<std::size_t>(p)] = p;
       continue;
     }
-    for (std::int64_t p = begin; p < end && next < clustered.size(); ++p) order[static_cast<std::size_t>(p)] = clustered[next++];
+    for (std::int64_t p = begin; p < end && next < clustered.size(); ++p)
+      order[static_cast<std::size_t>(p)] = clustered[next++];
   }
   std::vector<char> used(static_cast<std::size_t>(m), 0);
   for (const std::int64_t r : order)

@@ -50,18 +50,19 @@ SpmmFamily choose_family(const SpmmInspection& in, const SpmmProblem& problem, c
 
 std::int32_t choose_step_lanes(const SpmmProblem& problem, const SpmmOptions& options, SpmmFamily family) {
   const bool rolled = family == SpmmFamily::rolled;
-  if (options.step_lanes < 0 || options.step_lanes > 32 || (options.step_lanes & (options.step_lanes - 1)) != 0)
+  if (options.step_lanes < 0 || options.step_lanes > 32 ||
+      (options.step_lanes & (options.step_lanes - 1)) != 0)
     throw UsageError(
         fmt::format("plan_spmm: {} step lanes: expected a power of two in 1..32", options.step_lanes));
   if (options.step_lanes > 1 && !rolled)
     throw UsageError("plan_spmm: step lanes need a rolled plan (--values rolled)");
-  const bool automatic = problem.dtype == DType::f32 && problem.n_mode == SpmmNMode::fixed &&
-                         problem.n <= kSpmmStepLaneColumns;
-  const std::int32_t lanes = options.step_lanes ? options.step_lanes
-                             : rolled && automatic && (!options.n_tile || options.n_tile == 32) &&
-                                       !options.cols_per_thread
-                                 ? spmm_step_lanes_for(problem.n)
-                                 : 1;
+  const bool automatic =
+      problem.dtype == DType::f32 && problem.n_mode == SpmmNMode::fixed && problem.n <= kSpmmStepLaneColumns;
+  const std::int32_t lanes =
+      options.step_lanes ? options.step_lanes
+      : rolled && automatic && (!options.n_tile || options.n_tile == 32) && !options.cols_per_thread
+          ? spmm_step_lanes_for(problem.n)
+          : 1;
   if (lanes > 1 && options.n_tile && options.n_tile != 32)
     throw UsageError(fmt::format("plan_spmm: step lanes need groups of one warp (an n tile of 32, not {})",
                                  options.n_tile));
@@ -74,12 +75,12 @@ std::int32_t choose_cols_per_thread(const SpmmProblem& problem, const SpmmOption
   const std::int32_t rule = problem.dtype == DType::f32 && (!rolled || step_lanes > 1) ? 1 : 2;
   if (options.cols_per_thread == 0 || options.cols_per_thread == rule) return rule;
   if (options.cols_per_thread != 2 || rule != 1 || rolled)
-    throw UsageError(fmt::format("plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
-                                 rolled ? step_lanes > 1 ? "rolled step-lane" : "rolled" : dtype_name(problem.dtype),
-                                 rule));
+    throw UsageError(fmt::format(
+        "plan_spmm: {} columns a thread: {} plans take {}", options.cols_per_thread,
+        rolled ? step_lanes > 1 ? "rolled step-lane" : "rolled" : dtype_name(problem.dtype), rule));
   if (problem.n_mode != SpmmNMode::fixed || problem.n % 2 != 0)
-    throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})", problem.n,
-                                 problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
+    throw UsageError(fmt::format("plan_spmm: two fp32 columns a thread need a fixed even N (N is {}{})",
+                                 problem.n, problem.n_mode == SpmmNMode::fixed ? "" : ", at run time"));
   return 2;
 }
 
@@ -117,8 +118,8 @@ BlockletConfig choose_blocklets(const CsrMatrix& a, const SpmmProblem& problem, 
     for (const auto& c : candidates) baseline = std::max(baseline, c.estimated_cost);
     const BlockletCandidate* best = nullptr;
     for (const auto& c : candidates)
-      if (c.tensor_cores && tensor_core_shape(c.shape) && c.blocks > 0 && c.estimated_cost < 0.95 * baseline &&
-          (!best || c.estimated_cost < best->estimated_cost))
+      if (c.tensor_cores && tensor_core_shape(c.shape) && c.blocks > 0 &&
+          c.estimated_cost < 0.95 * baseline && (!best || c.estimated_cost < best->estimated_cost))
         best = &c;
     if (best) {
       cfg.shape = best->shape;
@@ -163,8 +164,8 @@ std::int32_t auto_n_tile(std::int64_t n) {
   return static_cast<std::int32_t>(std::min<std::int64_t>(ceil_div(n, 32) * 32, n <= 64 ? 64 : 128));
 }
 
-std::int32_t choose_n_tile(const SpmmProblem& problem, const SpmmOptions& options, std::int64_t thread_columns,
-                           std::int32_t step_lanes, bool fragments) {
+std::int32_t choose_n_tile(const SpmmProblem& problem, const SpmmOptions& options,
+                           std::int64_t thread_columns, std::int32_t step_lanes, bool fragments) {
   const std::int32_t t = options.n_tile                                     ? options.n_tile
                          : step_lanes > 1                                   ? 32
                          : fragments && problem.n > kFragmentOneWarpColumns ? 32
@@ -192,28 +193,30 @@ std::int32_t choose_narrow_tile(const SpmmInspection& in, std::int64_t thread_co
   return n_tile;
 }
 
-std::int64_t choose_rows_per_block(const SpmmInspection& in, const SpmmOptions& options, const SpmmRowsContext& c,
-                                   const GpuTarget& target) {
+std::int64_t choose_rows_per_block(const SpmmInspection& in, const SpmmOptions& options,
+                                   const SpmmRowsContext& c, const GpuTarget& target) {
   // Automatic block rows take at least the rows that keep the block rows within the grid.
-  const std::int64_t ny =
-      c.fragments            ? kSpmmFragmentRows
-      : options.rows_per_block ? options.rows_per_block
-                               : std::max(ceil_div(in.rows, target.max_grid_y),
-                                          c.family == SpmmFamily::rolled
-                                              ? (c.step_lanes > 1 && in.rows >= kStepLaneTwoRows ? 2 : 1)
-                                          : c.tall ? kTallRows
-                                                   : auto_rows_per_block(in.rows, c.tiles));
+  const std::int64_t ny = c.fragments ? kSpmmFragmentRows
+                          : options.rows_per_block
+                              ? options.rows_per_block
+                              : std::max(ceil_div(in.rows, target.max_grid_y),
+                                         c.family == SpmmFamily::rolled
+                                             ? (c.step_lanes > 1 && in.rows >= kStepLaneTwoRows ? 2 : 1)
+                                         : c.tall ? kTallRows
+                                                  : auto_rows_per_block(in.rows, c.tiles));
   if (ny < 1 || ny > kSpmmMaxAccumulators)
-    throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold", ny,
-                                 kSpmmMaxAccumulators));
+    throw UsageError(fmt::format("plan_spmm: {} rows per block exceed the {} accumulators a thread may hold",
+                                 ny, kSpmmMaxAccumulators));
   const std::int64_t blocks = ceil_div(in.rows, ny);
   if (blocks > target.max_grid_y)
-    throw UsageError(fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
-                                 blocks, ny, target.max_grid_y));
+    throw UsageError(
+        fmt::format("plan_spmm: {} block rows of {} rows exceed the grid's {}; take more rows per block",
+                    blocks, ny, target.max_grid_y));
   return ny;
 }
 
-std::optional<std::vector<std::int64_t>> choose_clustered_rows(const CsrMatrix& a, std::int64_t ny, std::int64_t n) {
+std::optional<std::vector<std::int64_t>> choose_clustered_rows(const CsrMatrix& a, std::int64_t ny,
+                                                               std::int64_t n) {
   if (n <= kClusterMinColumns) return std::nullopt;
   std::vector<std::int64_t> order = cluster_rows(a, ny);
   if (static_cast<double>(panel_column_pairs(a, order, ny)) <=
@@ -247,8 +250,8 @@ SpmmRowSplit choose_row_split(const CsrMatrix& a, std::int64_t ny, std::int64_t 
   return current;
 }
 
-std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny, std::int64_t cap,
-                                      SpmmRowSplit split) {
+std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny,
+                                      std::int64_t cap, SpmmRowSplit split) {
   const std::int64_t m = a.rows;
   std::vector<std::int64_t> borders{0};
   for (std::int64_t b = 0; b < blocks; ++b) {
@@ -297,36 +300,41 @@ std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t
   return g;
 }
 
-std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments, std::int64_t thread_columns,
-                             std::int32_t n_tile, const GpuTarget& target) {
+std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments,
+                             std::int64_t thread_columns, std::int32_t n_tile, const GpuTarget& target) {
   std::int64_t total = 0;
   for (const auto& f : fragments) total += static_cast<std::int64_t>(f.size());
   const auto rows = static_cast<std::int64_t>(fragments.size());
   const std::int64_t warps = rows * ceil_div(thread_columns, n_tile) * ceil_div(n_tile, 32);
-  return rows > 0 && total >= kFragmentSplitMin * rows && warps < kFragmentSplitWarpsPerSm * target.sm_count ? 2 : 1;
+  return rows > 0 && total >= kFragmentSplitMin * rows && warps < kFragmentSplitWarpsPerSm * target.sm_count
+             ? 2
+             : 1;
 }
 
 std::pair<std::int32_t, std::int32_t> choose_wide_tile(std::int64_t nnz, std::int64_t thread_columns,
                                                        std::int64_t blocks, std::int64_t tallest,
                                                        std::int32_t n_tile, std::int32_t groups,
-                                                       std::int32_t cols_per_thread, const GpuTarget& target) {
+                                                       std::int32_t cols_per_thread,
+                                                       const GpuTarget& target) {
   const auto wide = static_cast<std::int32_t>(
       std::min<std::int64_t>({std::int64_t{n_tile} * groups, kWideTile, ceil_div(thread_columns, 32) * 32}));
   const std::int64_t wide_grid = ceil_div(thread_columns, wide) * blocks;
   if (wide > n_tile && wide_grid >= kWideGrid) return {wide, std::max(1, n_tile * groups / wide)};
   if (wide > n_tile && nnz > kLargeNnz && wide_grid <= target.sm_count && 2 * wide_grid > target.sm_count)
     // one wave of wide blocks, with the groups of the one-wave rule
-    return {wide, auto_groups(nnz, blocks, ceil_div(thread_columns, wide), tallest, wide, cols_per_thread, target)};
+    return {wide,
+            auto_groups(nnz, blocks, ceil_div(thread_columns, wide), tallest, wide, cols_per_thread, target)};
   // a tile of half the width (or a quarter), where that grid still has kWideGrid blocks
   for (std::int32_t half = wide / 2; half > n_tile && half % 32 == 0; half /= 2)
-    if (ceil_div(thread_columns, half) * blocks >= kWideGrid) return {half, std::max(1, n_tile * groups / half)};
+    if (ceil_div(thread_columns, half) * blocks >= kWideGrid)
+      return {half, std::max(1, n_tile * groups / half)};
   return {n_tile, groups};
 }
 
 // ---- Block rows, staging, estimates ----
 
-std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std::int64_t end, std::int32_t groups,
-                                    const std::vector<char>& covered) {
+std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std::int64_t end,
+                                    std::int32_t groups, const std::vector<char>& covered) {
   struct Nz {
     std::int32_t k, row;
     std::int64_t index;
@@ -336,7 +344,8 @@ std::vector<SpmmGroup> block_groups(const CsrMatrix& a, std::int64_t begin, std:
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
       if (covered.empty() || !covered[static_cast<std::size_t>(i)])
         nz.push_back({a.col_idx[i], static_cast<std::int32_t>(r - begin), i});
-  std::sort(nz.begin(), nz.end(), [](const Nz& x, const Nz& y) { return x.k != y.k ? x.k < y.k : x.row < y.row; });
+  std::sort(nz.begin(), nz.end(),
+            [](const Nz& x, const Nz& y) { return x.k != y.k ? x.k < y.k : x.row < y.row; });
   std::vector<SpmmGroup> out(static_cast<std::size_t>(groups));
   const auto total = static_cast<std::int64_t>(nz.size());
   std::int64_t g = 0, done = 0;
@@ -373,9 +382,10 @@ std::int32_t choose_stage_slots(const SpmmPlan& p, std::int32_t min_entries, con
   std::int64_t dense = 0;  // the most dense steps of one group
   for (const auto& b : p.layout.blocks)
     for (const auto& g : b.groups)
-      dense = std::max<std::int64_t>(dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
-                                       return static_cast<std::int64_t>(s.entries.size()) >= min_entries;
-                                     }));
+      dense =
+          std::max<std::int64_t>(dense, std::count_if(g.steps.begin(), g.steps.end(), [&](const SpmmStep& s) {
+                                   return static_cast<std::int64_t>(s.entries.size()) >= min_entries;
+                                 }));
   const std::int64_t slot_bytes = std::int64_t{p.layout.block_x} * p.layout.cols_per_thread * 4;
   const std::int64_t fit = (target.shared_per_block - spmm_stage_offset(p)) / slot_bytes;
   return static_cast<std::int32_t>(std::min<std::int64_t>({dense, fit, kSpmmMaxStageSlots}));
@@ -386,24 +396,27 @@ std::int32_t estimate_registers(const SpmmPlan& p) {
   // plans add the 8 x 4 floats of a warp's mma tile and a fragment's operand words.
   const bool rolled = p.family() == SpmmFamily::rolled;
   const std::int32_t per_row =
-      (p.half() && p.epilogue.accumulate == DType::f32) || (rolled && p.step_lanes() == 1) || p.fp32_pairs() ? 2 : 1;
+      (p.half() && p.epilogue.accumulate == DType::f32) || (rolled && p.step_lanes() == 1) || p.fp32_pairs()
+          ? 2
+          : 1;
   return p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0);
 }
 
 std::int32_t choose_max_registers(const SpmmPlan& p, const SpmmOptions& options, const GpuTarget& target) {
   // A rolled kernel keeps step records and a batch of B loads (kSpmmRolledBatch steps) in flight.
   const std::int64_t in_flight =
-      p.fragment_k()                          ? kFragmentLoadsInFlight
-      : p.family() == SpmmFamily::rolled      ? std::int64_t{kSpmmRolledBatch} * ((1 + p.layout.panel_rows + 3) / 4 * 4 + 2)
-      : p.fp32_pairs()                        ? 2 * kLoadsInFlight  // a pair of floats a load
-                                              : kLoadsInFlight;
+      p.fragment_k() ? kFragmentLoadsInFlight
+      : p.family() == SpmmFamily::rolled
+          ? std::int64_t{kSpmmRolledBatch} * ((1 + p.layout.panel_rows + 3) / 4 * 4 + 2)
+      : p.fp32_pairs() ? 2 * kLoadsInFlight  // a pair of floats a load
+                       : kLoadsInFlight;
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
-  const std::int32_t cap =
-      options.max_registers
-          ? options.max_registers
-          : static_cast<std::int32_t>(std::min<std::int64_t>(
-                std::int64_t{target.max_registers_per_thread}, ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
+  const std::int32_t cap = options.max_registers
+                               ? options.max_registers
+                               : static_cast<std::int32_t>(std::min<std::int64_t>(
+                                     std::int64_t{target.max_registers_per_thread},
+                                     ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
   if (cap < p.hints.estimated_registers || cap > target.max_registers_per_thread)
     throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", cap,
                                  p.hints.estimated_registers, target.max_registers_per_thread));
@@ -417,10 +430,10 @@ std::int64_t estimate_instructions(const SpmmPlan& p) {
 
 SpmmValueMode choose_value_mode(const SpmmPlan& p, const SpmmOptions& options) {
   // A plan whose nonzeros all sit in fragments has no unrolled values to stream.
-  return options.value_mode.value_or(
-      p.hints.estimated_instructions <= options.baked_instruction_budget || spmm_plan_nnz(p) == 0
-          ? SpmmValueMode::baked
-          : SpmmValueMode::streamed);
+  return options.value_mode.value_or(p.hints.estimated_instructions <= options.baked_instruction_budget ||
+                                             spmm_plan_nnz(p) == 0
+                                         ? SpmmValueMode::baked
+                                         : SpmmValueMode::streamed);
 }
 
 SpmmProgrammatic choose_programmatic(const SpmmPlan& p, const SpmmOptions& options) {
@@ -455,7 +468,8 @@ void set_blocklets(SpmmOptions& o, const std::string& spec) {
   std::size_t used = 0;
   const std::string shape = spec.substr(0, spec.find(':'));
   if (std::sscanf(shape.c_str(), "%d%c%d%zn", &bh, &x, &bw, &used) < 3 || x != 'x' || used != shape.size())
-    throw UsageError(fmt::format("--blocklets '{}': expected off, auto or BHxBW[:FILL] (e.g. 16x8:0.75)", spec));
+    throw UsageError(
+        fmt::format("--blocklets '{}': expected off, auto or BHxBW[:FILL] (e.g. 16x8:0.75)", spec));
   if (spec.size() > shape.size()) {
     const std::string f = spec.substr(shape.size() + 1);
     char* end = nullptr;
@@ -479,16 +493,16 @@ std::optional<SpmmProgrammatic> parse_programmatic(const std::string& word, cons
 }
 
 std::string spmm_shape_rule(const GpuTarget& target) {
-  return fmt::format("SpMM executors take matrices of 1 to {} rows (the grid's {} block rows of up to {} rows) and "
-                     "at least one column",
-                     spmm_max_rows(target), target.max_grid_y, kSpmmMaxAccumulators);
+  return fmt::format(
+      "SpMM executors take matrices of 1 to {} rows (the grid's {} block rows of up to {} rows) and "
+      "at least one column",
+      spmm_max_rows(target), target.max_grid_y, kSpmmMaxAccumulators);
 }
 
 void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where, const GpuTarget& target) {
   if (a.rows < 1 || a.cols < 1 || a.rows > spmm_max_rows(target))
     throw InputError(where, fmt::format("the matrix is {}x{}; {}", a.rows, a.cols, spmm_shape_rule(target)));
 }
-
 
 namespace {
 
@@ -503,11 +517,12 @@ void check_spmm_request(const CsrMatrix& a, const SpmmProblem& problem, const Sp
     throw UsageError(fmt::format("plan_spmm: A is {}x{}; {}", a.rows, a.cols, spmm_shape_rule(target)));
   if (options.rows_per_block > 0 && options.rows_per_block <= kSpmmMaxAccumulators &&
       ceil_div(a.rows, options.rows_per_block) > target.max_grid_y)
-    throw UsageError(fmt::format(
-        "plan_spmm: {} rows in block rows of {} rows make {} block rows, more than the grid's {}; take at least {} "
-        "rows per block",
-        a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block), target.max_grid_y,
-        ceil_div(a.rows, target.max_grid_y)));
+    throw UsageError(
+        fmt::format("plan_spmm: {} rows in block rows of {} rows make {} block rows, more than the grid's "
+                    "{}; take at least {} "
+                    "rows per block",
+                    a.rows, options.rows_per_block, ceil_div(a.rows, options.rows_per_block),
+                    target.max_grid_y, ceil_div(a.rows, target.max_grid_y)));
   if (!spmm_dtype(problem.dtype))
     throw UsageError(fmt::format("plan_spmm: dtype '{}' is not f32, f16 or bf16", problem.dtype));
 }
@@ -528,7 +543,8 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   const SpmmFamily family = choose_family(in, problem, options);
   const bool rolled = family == SpmmFamily::rolled;
   if (rolled && l.row_split != SpmmRowSplit::equal)
-    throw UsageError("plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
+    throw UsageError(
+        "plan_spmm: rolled plans take equal row panels (the kernel finds a block row's rows by its index)");
   bool clustered = l.row_split == SpmmRowSplit::clustered;
   if (clustered && (problem.dtype != DType::f32 || options.blocklets != SpmmBlockletMode::off))
     throw UsageError("plan_spmm: clustered rows need an fp32 plan without blocklets");
@@ -542,21 +558,24 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   std::vector<char> covered;
   std::vector<std::vector<SpmmFragment>> fragments;
   if (options.blocklets != SpmmBlockletMode::off) {
-    if (!p.half()) throw UsageError("plan_spmm: blocklets run on fp16 / bf16 tensor cores; choose dtype f16 or bf16");
+    if (!p.half())
+      throw UsageError("plan_spmm: blocklets run on fp16 / bf16 tensor cores; choose dtype f16 or bf16");
     const BlockletConfig cfg = choose_blocklets(a, problem, options);
     if (cfg.max_blocks > 0) {
       const BlockletDecomposition d = decompose_blocklets(a, cfg);
       if (!d.tiles.empty()) {
-        if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) || (options.n_tile % 32) != 0 ||
-            l.row_split != SpmmRowSplit::equal)
-          throw UsageError(fmt::format(
-              "plan_spmm: tensor-core tiles need 16 rows per block, equal rows and an n tile of whole warps"));
+        if ((options.rows_per_block && options.rows_per_block != kSpmmFragmentRows) ||
+            (options.n_tile % 32) != 0 || l.row_split != SpmmRowSplit::equal)
+          throw UsageError(
+              fmt::format("plan_spmm: tensor-core tiles need 16 rows per block, equal rows and an n tile of "
+                          "whole warps"));
         covered.assign(static_cast<std::size_t>(a.nnz()), 0);
         fragments = fragments_of(a, d, cfg.shape.bw, covered);
-        p.fragments = SpmmFragments{cfg.shape.bw,
-                                    {block_shape_name(cfg.shape), cfg.fill_threshold,
-                                     options.blocklets == SpmmBlockletMode::forced ? "forced" : "auto",
-                                     static_cast<std::int64_t>(d.tiles.size()), d.nnz_covered(), d.explicit_zeros()}};
+        p.fragments =
+            SpmmFragments{cfg.shape.bw,
+                          {block_shape_name(cfg.shape), cfg.fill_threshold,
+                           options.blocklets == SpmmBlockletMode::forced ? "forced" : "auto",
+                           static_cast<std::int64_t>(d.tiles.size()), d.nnz_covered(), d.explicit_zeros()}};
       }
     }
   }
@@ -590,7 +609,8 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   const CsrMatrix& rows = clustered ? regrouped : a;
   // The row split does not depend on the groups; the groups' reduction buffer depends on the tallest
   // block row (the plan's rows_per_block, at least 1), which a balanced split may make up to twice Ny.
-  l.row_split = choose_row_split(a, ny, problem.n, !options.row_split && !clustered && plain_fp32, l.row_split);
+  l.row_split =
+      choose_row_split(a, ny, problem.n, !options.row_split && !clustered && plain_fp32, l.row_split);
   const std::int64_t cap =
       l.row_split != SpmmRowSplit::balanced ? ny : std::min<std::int64_t>(2 * ny, kSpmmMaxAccumulators);
   const auto borders = row_borders(rows, blocks, ny, cap, l.row_split);
@@ -598,17 +618,20 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   for (std::int64_t b = 0; b < blocks; ++b) tallest = std::max(tallest, borders[b + 1] - borders[b]);
 
   // Groups (and wide tiles instead of groups).
-  l.groups = options.groups ? options.groups
+  l.groups = options.groups  ? options.groups
              : fragment_plan ? fragment_groups(fragments, thread_columns, l.n_tile, target)
-             : rolled ? rolled_groups(blocks, ceil_div(problem.n, std::int64_t{l.n_tile} / step_lanes * l.cols_per_thread),
-                                      l.n_tile, tallest, step_lanes, a.nnz(), target)
-                      : auto_groups(a.nnz(), blocks, ceil_div(thread_columns, l.n_tile), tallest, l.n_tile,
-                                    l.cols_per_thread, target);
+             : rolled
+                 ? rolled_groups(blocks,
+                                 ceil_div(problem.n, std::int64_t{l.n_tile} / step_lanes * l.cols_per_thread),
+                                 l.n_tile, tallest, step_lanes, a.nnz(), target)
+                 : auto_groups(a.nnz(), blocks, ceil_div(thread_columns, l.n_tile), tallest, l.n_tile,
+                               l.cols_per_thread, target);
   if (!options.n_tile && !options.groups && plain_fp32 && l.groups > 1)
-    std::tie(l.n_tile, l.groups) =
-        choose_wide_tile(a.nnz(), thread_columns, blocks, tallest, l.n_tile, l.groups, l.cols_per_thread, target);
+    std::tie(l.n_tile, l.groups) = choose_wide_tile(a.nnz(), thread_columns, blocks, tallest, l.n_tile,
+                                                    l.groups, l.cols_per_thread, target);
   if (l.n_tile < 1 || l.groups < 1 || std::int64_t{l.n_tile} * l.groups > 1024)
-    throw UsageError(fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", l.groups, l.n_tile));
+    throw UsageError(
+        fmt::format("plan_spmm: {} groups of {} threads exceed 1024 threads", l.groups, l.n_tile));
   l.block_x = l.n_tile * l.groups;
 
   // Block rows.
@@ -630,9 +653,10 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
   }
   l.shared_bytes = spmm_shared_bytes(p);
   if (l.shared_bytes > target.shared_per_block)
-    throw UsageError(fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "
-                                 "a block is launched with; take fewer groups or a smaller n tile",
-                                 l.groups, l.n_tile, l.shared_bytes, target.shared_per_block));
+    throw UsageError(
+        fmt::format("plan_spmm: {} groups of {} threads need {} bytes of shared memory, more than the {} "
+                    "a block is launched with; take fewer groups or a smaller n tile",
+                    l.groups, l.n_tile, l.shared_bytes, target.shared_per_block));
 
   // Codegen hints and the value mode.
   p.hints.estimated_registers = estimate_registers(p);
@@ -665,10 +689,10 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
   const std::int64_t rows = spmm_rows_with_code(p);
   if (rows <= kSpmmMaxRowsWithCode) return p;
   // Unrolled code would grow with the rows (see kSpmmMaxRowsWithCode): the automatic fp32 plan rolls.
-  const bool automatic = !options.value_mode && problem.dtype == DType::f32 &&
-                         options.blocklets == SpmmBlockletMode::off &&
-                         (!options.row_split || *options.row_split == SpmmRowSplit::equal) &&
-                         options.stage_min_entries == 0 && options.step_lanes == 0 && options.cols_per_thread == 0;
+  const bool automatic =
+      !options.value_mode && problem.dtype == DType::f32 && options.blocklets == SpmmBlockletMode::off &&
+      (!options.row_split || *options.row_split == SpmmRowSplit::equal) && options.stage_min_entries == 0 &&
+      options.step_lanes == 0 && options.cols_per_thread == 0;
   if (automatic) {
     SpmmOptions rolled = options;
     rolled.value_mode = SpmmValueMode::rolled;
@@ -679,8 +703,9 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
       "plan_spmm: this {} plan writes {} rows of C with code of their own, more than the {} an unrolled "
       "executor takes (its code would take minutes and gigabytes to assemble); {}",
       problem.dtype, rows, kSpmmMaxRowsWithCode,
-      problem.dtype == DType::f32 ? "take --values rolled, or the automatic plan"
-                             : "f16 / bf16 executors unroll every row with nonzeros, so this matrix needs fp32"));
+      problem.dtype == DType::f32
+          ? "take --values rolled, or the automatic plan"
+          : "f16 / bf16 executors unroll every row with nonzeros, so this matrix needs fp32"));
 }
 
 }  // namespace sparsecc

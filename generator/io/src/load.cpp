@@ -1,12 +1,12 @@
 #include "sparsecc/io/load.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
@@ -142,8 +142,8 @@ void check_values_fit(const CsrMatrix& a, const std::string& dtype, const std::s
                       const std::string& tensor) {
   const DType t = parse_dtype(dtype).value_or(DType::f32);
   for (std::int64_t r = 0; r < a.rows; ++r)
-    for (std::int64_t k = a.row_ptr[static_cast<std::size_t>(r)]; k < a.row_ptr[static_cast<std::size_t>(r) + 1];
-         ++k) {
+    for (std::int64_t k = a.row_ptr[static_cast<std::size_t>(r)];
+         k < a.row_ptr[static_cast<std::size_t>(r) + 1]; ++k) {
       const double v = a.values[static_cast<std::size_t>(k)];
       if (!std::isfinite(round_to(t, v)))
         throw_at_byte(file, -1,

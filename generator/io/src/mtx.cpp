@@ -1,12 +1,12 @@
 #include "sparsecc/io/mtx.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"

@@ -1,12 +1,12 @@
 #include "sparsecc/io/npy.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 
@@ -39,7 +39,7 @@ void for_each_fortran_offset(const std::vector<std::int64_t>& shape, std::int64_
 
 struct NpyHeader {
   DType dtype = DType::f32;
-  std::string unread;         // a dtype kept unread (parse_npy's keep_unread), else empty
+  std::string unread;            // a dtype kept unread (parse_npy's keep_unread), else empty
   std::int64_t unread_size = 0;  // its bytes per element
   bool big_endian = false;
   bool fortran_order = false;
@@ -355,7 +355,8 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
     return t;
   }
   std::int64_t nbytes = 0;
-  const std::int64_t element = h.unread.empty() ? static_cast<std::int64_t>(dtype_size(h.dtype)) : h.unread_size;
+  const std::int64_t element =
+      h.unread.empty() ? static_cast<std::int64_t>(dtype_size(h.dtype)) : h.unread_size;
   if (__builtin_mul_overflow(numel, element, &nbytes))
     throw_at_byte(file, data_byte, fmt::format("shape {} is too large", shape_string(h.shape)), name);
   const std::int64_t present = size - data_byte;

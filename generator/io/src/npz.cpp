@@ -1,11 +1,10 @@
 #include "sparsecc/io/npz.hpp"
 
+#include <fmt/format.h>
 #include <zip.h>
 
 #include <algorithm>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/npy.hpp"
@@ -102,7 +101,8 @@ class Archive {
     std::string error;
     while (got < e.size) {
       if (got == buf.size())
-        buf.resize(static_cast<std::size_t>(std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(2 * got, 1 << 20))));
+        buf.resize(static_cast<std::size_t>(
+            std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(2 * got, 1 << 20))));
       const zip_int64_t n = zip_fread(f, buf.data() + got, buf.size() - got);
       if (n < 0) error = zip_file_strerror(f);
       if (n <= 0) break;
@@ -205,7 +205,8 @@ std::vector<Tensor> read_all(Archive& a, bool keep_unread) {
 
 }  // namespace
 
-std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file, bool keep_unread) {
+std::vector<Tensor> parse_npz(std::span<const unsigned char> data, const std::string& file,
+                              bool keep_unread) {
   Archive a(data, file, data.size());
   return read_all(a, keep_unread);
 }

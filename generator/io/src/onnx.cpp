@@ -376,9 +376,10 @@ OnnxGraph parse_onnx(std::span<const unsigned char> data, const std::string& fil
   const std::uint64_t limit = options.message_limit ? options.message_limit : onnx_message_limit(data.size());
   count_messages(data.data(), data.data() + data.size(), 0, messages, limit);
   if (messages > limit)
-    throw_in_file(file, fmt::format("the protobuf holds more than {} messages, the limit for a file of this size "
-                                    "(one per {} bytes, at least {}); refused as degenerate",
-                                    limit, kOnnxBytesPerMessage, kMinOnnxMessageLimit));
+    throw_in_file(file,
+                  fmt::format("the protobuf holds more than {} messages, the limit for a file of this size "
+                              "(one per {} bytes, at least {}); refused as degenerate",
+                              limit, kOnnxBytesPerMessage, kMinOnnxMessageLimit));
   onnx::ModelProto model;
   if (!model.ParseFromArray(data.data(), static_cast<int>(data.size())))
     throw_in_file(file, "not an ONNX model: the protobuf does not parse (truncated or corrupt file?)");

@@ -1,11 +1,11 @@
 #include "sparsecc/io/safetensors.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-#include <set>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/json_input.hpp"
@@ -186,14 +186,14 @@ Tensor decode(const Layout& l, const Info& info, const std::string& file, bool k
   if (!info.unread.empty()) {
     if (!keep_unread)
       throw_at_byte(file, kHeaderByte,
-                    fmt::format("unsupported dtype '{}' (expected F16, BF16, F32 or F64)", info.unread), info.name);
+                    fmt::format("unsupported dtype '{}' (expected F16, BF16, F32 or F64)", info.unread),
+                    info.name);
     t.unread_dtype = info.unread;
     return t;
   }
-  t.data =
-      decode_tensor_data(info.dtype, l.buffer.subspan(info.begin, info.end - info.begin), info.shape, false,
-                         false, file, l.data_byte + static_cast<std::int64_t>(info.begin), info.name,
-                         keep_unread);
+  t.data = decode_tensor_data(info.dtype, l.buffer.subspan(info.begin, info.end - info.begin), info.shape,
+                              false, false, file, l.data_byte + static_cast<std::int64_t>(info.begin),
+                              info.name, keep_unread);
   return t;
 }
 

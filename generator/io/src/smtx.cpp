@@ -1,11 +1,11 @@
 #include "sparsecc/io/smtx.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"

@@ -1,9 +1,9 @@
 #include "sparsecc/matrix/csr.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "sparsecc/common/error.hpp"
-#include "sparsecc/common/math.hpp"
 #include "sparsecc/common/file.hpp"
+#include "sparsecc/common/math.hpp"
 #include "sparsecc/common/random.hpp"
 
 namespace sparsecc {

@@ -29,10 +29,11 @@ std::string printable(const std::string& s) {
 
 }  // namespace
 
-std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> bytes, const std::string& path) {
-  const nlohmann::json j = parse_json_input(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, kMaxManifestBytes,
-      "manifest");
+std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> bytes,
+                                                const std::string& path) {
+  const nlohmann::json j =
+      parse_json_input(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path,
+                       kMaxManifestBytes, "manifest");
   const auto layers = j.is_object() ? j.find("layers") : j.end();
   if (!j.is_object() || layers == j.end() || !layers->is_array())
     throw_in_file(path, "not a sparsecc manifest: no \"layers\" array");
@@ -49,8 +50,9 @@ std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> b
     layer.name = l["name"].get<std::string>();
     layer.file = l["file"].get<std::string>();
     if (const std::string why = path_outside_folder(dir, layer.file); !why.empty())
-      throw_in_file(path, fmt::format("layer {} ('{}'): file '{}' {}; a manifest's files must be inside its folder",
-                                      i, printable(layer.name), printable(layer.file), why));
+      throw_in_file(
+          path, fmt::format("layer {} ('{}'): file '{}' {}; a manifest's files must be inside its folder", i,
+                            printable(layer.name), printable(layer.file), why));
     layer.path = (dir / layer.file).string();
     out.push_back(std::move(layer));
   }

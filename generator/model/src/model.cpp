@@ -69,7 +69,8 @@ std::string build_matrix(ModelLayer& layer, Tensor w, bool transposed, double al
                        kMaxMatrixDimension);
   if (rows == 0 || cols == 0) return fmt::format("empty (shape {})", shape_string(layer.stored_shape));
   if ((transposed ? cols : rows) > spmm_max_rows())
-    return fmt::format("{} rows exceed the {} an SpMM executor takes", transposed ? cols : rows, spmm_max_rows());
+    return fmt::format("{} rows exceed the {} an SpMM executor takes", transposed ? cols : rows,
+                       spmm_max_rows());
   if (alpha != 1.0) {
     for (double& v : w.data) v *= alpha;
     if (!all_finite(w.data)) return fmt::format("alpha={} makes a weight overflow", alpha);
@@ -277,7 +278,8 @@ class OnnxReader {
   // The common part of every layer: selection, dtype, finite values, and A from the weight's values
   // seen as a `shape` matrix (transposed, times alpha); false when skipped.
   bool finish(ModelLayer& layer, const OnnxNode& n, std::size_t w, const std::vector<std::int64_t>& shape,
-              bool transposed, double alpha, const std::string& early_reason, const OnnxNode* last = nullptr) {
+              bool transposed, double alpha, const std::string& early_reason,
+              const OnnxNode* last = nullptr) {
     const OnnxInitializer& init = graph_.initializers[w];
     const std::vector<std::string> biases = std::exchange(bias_inputs_, {});
     auto skip = [&](const std::string& reason) {

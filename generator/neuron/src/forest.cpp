@@ -21,9 +21,10 @@ HinesSystem load_hines_forest(const std::vector<std::string>& swc_files, int cop
     files.push_back(assemble_hines(load_neuron(f), CableParams{}, co));
     rows += files.back().size();
     if (rows * copies > kMaxCompartments)
-      throw UsageError(fmt::format("{} copies of a forest of {}{} compartments are more than the limit of {} "
-                                   "compartments",
-                                   copies, rows, files.size() < swc_files.size() ? " or more" : "", kMaxCompartments));
+      throw UsageError(
+          fmt::format("{} copies of a forest of {}{} compartments are more than the limit of {} "
+                      "compartments",
+                      copies, rows, files.size() < swc_files.size() ? " or more" : "", kMaxCompartments));
   }
   std::vector<HinesSystem> parts;
   parts.reserve(files.size() * static_cast<std::size_t>(copies));
@@ -33,7 +34,8 @@ HinesSystem load_hines_forest(const std::vector<std::string>& swc_files, int cop
 
 std::vector<double> random_step_rhs(const HinesSystem& s, std::size_t r, std::uint64_t seed) {
   if (s.cap_over_dt.size() != static_cast<std::size_t>(s.size()))
-    throw UsageError("random_step_rhs: the system has no passive-step terms (not assembled from a morphology)");
+    throw UsageError(
+        "random_step_rhs: the system has no passive-step terms (not assembled from a morphology)");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> v_old(-80, -50), i_ext(-0.1, 0.1);
   const auto n = static_cast<std::size_t>(s.size());

@@ -185,7 +185,8 @@ HinesSystem concatenate_hines(const std::vector<HinesSystem>& parts) {
   std::int64_t rows = 0;
   for (const HinesSystem& p : parts) rows += p.size();
   if (rows > kMaxCompartments)
-    throw UsageError(fmt::format("concatenate_hines: {} rows exceed the {} a system may have", rows, kMaxCompartments));
+    throw UsageError(
+        fmt::format("concatenate_hines: {} rows exceed the {} a system may have", rows, kMaxCompartments));
   const bool passive = !parts.front().cap_over_dt.empty();
   HinesSystem out;
   out.cell_offsets = {0};
@@ -198,7 +199,8 @@ HinesSystem concatenate_hines(const std::vector<HinesSystem>& parts) {
     out.diag.insert(out.diag.end(), p.diag.begin(), p.diag.end());
     out.upper.insert(out.upper.end(), p.upper.begin(), p.upper.end());
     out.lower.insert(out.lower.end(), p.lower.begin(), p.lower.end());
-    for (std::size_t c = 1; c < p.cell_offsets.size(); ++c) out.cell_offsets.push_back(p.cell_offsets[c] + base);
+    for (std::size_t c = 1; c < p.cell_offsets.size(); ++c)
+      out.cell_offsets.push_back(p.cell_offsets[c] + base);
     for (const std::int32_t h : p.hines_of) out.hines_of.push_back(h + base);
     for (const std::int32_t c : p.compartment_of) out.compartment_of.push_back(c + base);
     out.cap_over_dt.insert(out.cap_over_dt.end(), p.cap_over_dt.begin(), p.cap_over_dt.end());

@@ -31,7 +31,8 @@ std::vector<double> load_bias(const std::string& spec, std::int64_t rows) {
   const Tensor t = load_tensor(spec);
   const std::string path = parse_input_spec(spec).path;
   if (t.numel() != rows)
-    throw_at_byte(path, -1, fmt::format("bias has {} values but the matrix has {} rows", t.numel(), rows), t.name);
+    throw_at_byte(path, -1, fmt::format("bias has {} values but the matrix has {} rows", t.numel(), rows),
+                  t.name);
   check_bias_fits(t.data, path, t.name);
   return t.data;
 }

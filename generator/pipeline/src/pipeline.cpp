@@ -22,13 +22,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Runs `work` as step `name`; with a sink and an estimate above a second, reports the start, the
 // progress once a second (by the estimate) and the end.
 template <class Work>
-auto run_step(const std::string& name, double estimate, const ProgressSink& sink, std::vector<StepCost>& steps,
-              Work&& work) {
+auto run_step(const std::string& name, double estimate, const ProgressSink& sink,
+              std::vector<StepCost>& steps, Work&& work) {
   const auto t0 = Clock::now();
   const bool report = sink && estimate > 1.0;
   std::mutex m;
@@ -83,8 +85,9 @@ KernelLanguage emitter_default(const SpmmProblem& problem) {
 // kernels are one loop whatever the matrix.
 CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage language) {
   CompileEstimate e;
-  const double instructions = static_cast<double>(std::max<std::int64_t>(plan.hints.estimated_instructions, 1)) +
-                              64.0 * static_cast<double>(plan.fragment_count());
+  const double instructions =
+      static_cast<double>(std::max<std::int64_t>(plan.hints.estimated_instructions, 1)) +
+      64.0 * static_cast<double>(plan.fragment_count());
   e.emit = 2e-7 * instructions;
   if (plan.value_mode() == SpmmValueMode::rolled) {
     e.compile = 1.5;
@@ -98,8 +101,8 @@ CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage langu
   return e;
 }
 
-SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target,
-                               std::vector<StepCost> steps) {
+SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequest& request,
+                               const GpuTarget& target, std::vector<StepCost> steps) {
   SpmmArtifact art;
   art.target = target;
   KernelLanguage language = request.emit.value_or(emitter_default(plan.problem));
@@ -110,17 +113,18 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
     const bool ptx_possible = !plan.half() && plan.value_mode() != SpmmValueMode::rolled;
     if (request.long_cuda == LongCompile::take_ptx && ptx_possible) {
       const CompileEstimate ptx = estimate_spmm_compile(plan, KernelLanguage::ptx);
-      art.report.emit_note =
-          fmt::format("CUDA C++ would compile for about {} ({} estimated instructions); took the PTX route "
-                      "(about {})",
-                      duration_words(estimate.compile), plan.hints.estimated_instructions, duration_words(ptx.compile));
+      art.report.emit_note = fmt::format(
+          "CUDA C++ would compile for about {} ({} estimated instructions); took the PTX route "
+          "(about {})",
+          duration_words(estimate.compile), plan.hints.estimated_instructions, duration_words(ptx.compile));
       language = KernelLanguage::ptx;
       estimate = ptx;
     } else {
       throw UsageError(fmt::format(
           "the CUDA C++ compile of this executor ({} estimated instructions) would take about {} on this "
           "machine, above the limit of {}: {}or pass --allow-long-compile to run it",
-          plan.hints.estimated_instructions, duration_words(estimate.compile), duration_words(request.max_cuda_seconds),
+          plan.hints.estimated_instructions, duration_words(estimate.compile),
+          duration_words(request.max_cuda_seconds),
           ptx_possible ? "take the PTX route (--emit ptx, seconds), " : "use a smaller matrix, "));
     }
   }
@@ -132,9 +136,9 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   for (const auto& o : request.ptxas) options.extra.push_back("-Xptxas=" + o);
   options.threads = request.compile_threads;
   const std::string name = request.name.empty() ? plan.hints.kernel_name : request.name;
-  art.compiled = run_step(language == KernelLanguage::ptx ? "assemble (nvJitLink)" : "compile (NVRTC)",
-                          estimate.compile, request.progress, steps,
-                          [&] { return compile_kernel(art.kernel, name, options); });
+  art.compiled =
+      run_step(language == KernelLanguage::ptx ? "assemble (nvJitLink)" : "compile (NVRTC)", estimate.compile,
+               request.progress, steps, [&] { return compile_kernel(art.kernel, name, options); });
   art.usage = resource_usage(art.compiled);
   if (request.bundle)
     art.bundle = run_step("bundle", -1, request.progress, steps, [&] {
@@ -178,11 +182,13 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows ({}), n_tile {}, {} group(s), "
       "{} values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} "
       "registers, stack {} B, spills {}",
-      matrix, rows, cols, nnz, plan.problem.n, plan.problem.n_mode == SpmmNMode::runtime ? " (runtime N)" : "",
-      plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split), plan.layout.n_tile, plan.layout.groups,
+      matrix, rows, cols, nnz, plan.problem.n,
+      plan.problem.n_mode == SpmmNMode::runtime ? " (runtime N)" : "", plan.block_rows(),
+      plan.layout.rows_per_block, to_string(plan.layout.row_split), plan.layout.n_tile, plan.layout.groups,
       to_string(plan.value_mode()),
-      plan.step_lanes() > 1 ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes(), plan.block_columns())
-                          : "",
+      plan.step_lanes() > 1
+          ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes(), plan.block_columns())
+          : "",
       to_string(art.kernel.language), emit ? emit->seconds : 0.0,
       art.kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", art.compiled.seconds,
       art.compiled.cubin.size(),
@@ -236,11 +242,11 @@ HinesArtifact compile_hines_plan(HinesPlan plan, const HinesSystem& system, cons
   art.steps = std::move(steps);
   CudaCompileOptions co;
   co.arch = target.arch;
-  art.compiled =
-      run_step("compile (NVRTC)", -1, progress, art.steps, [&] { return sparsecc::compile_hines(art.plan, co); });
+  art.compiled = run_step("compile (NVRTC)", -1, progress, art.steps,
+                          [&] { return sparsecc::compile_hines(art.plan, co); });
   art.bundle = run_step("bundle", -1, progress, art.steps, [&] {
-    return hines_bundle(art.plan, art.compiled->schedule, system, art.compiled->code.cubin, art.compiled->code.ptx,
-                        target.arch);
+    return hines_bundle(art.plan, art.compiled->schedule, system, art.compiled->code.cubin,
+                        art.compiled->code.ptx, target.arch);
   });
   return art;
 }
@@ -253,7 +259,8 @@ HinesArtifact compile_hines(const HinesSystem& system, const HinesRequest& reque
       throw std::runtime_error("the planner produced an invalid plan: " + errors.front());
     return p;
   });
-  if (request.compile) return compile_hines_plan(std::move(plan), system, target, request.progress, std::move(steps));
+  if (request.compile)
+    return compile_hines_plan(std::move(plan), system, target, request.progress, std::move(steps));
   HinesArtifact art;
   art.target = target;
   art.plan = std::move(plan);
@@ -265,11 +272,13 @@ std::string HinesArtifact::plan_text() const {
   std::string levels;
   const bool minimal = plan.decomposition == HinesDecomposition::minimal;
   for (const HinesLevel& L : plan.levels)
-    levels += minimal ? fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(), L.junctions.size())
-                      : fmt::format("{} rows (K {}: {} chains, {} junctions) -> ", L.size, L.k, L.chains.size(),
-                                    L.junctions.size());
+    levels += minimal ? fmt::format("{} rows ({} chains, {} junctions) -> ", L.size, L.chains.size(),
+                                    L.junctions.size())
+                      : fmt::format("{} rows (K {}: {} chains, {} junctions) -> ", L.size, L.k,
+                                    L.chains.size(), L.junctions.size());
   return fmt::format(
-      "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows (one thread "
+      "planned {} compartments in {} cells, R = {}, {}: {} decomposition, depth {}: {}base {} rows (one "
+      "thread "
       "per cell, {} code); {} grid levels, {} threads per cell block",
       plan.problem.n, plan.problem.cells, plan.problem.rhs, plan.problem.dtype, to_string(plan.decomposition),
       plan.depth(), levels, plan.base_size(), to_string(plan.code), plan.grid_levels, plan.block_threads);
@@ -283,9 +292,10 @@ std::string HinesArtifact::compile_text() const {
           ? fmt::format(", levels {}..{} in {} KiB of shared memory per block", c.schedule.shared_from,
                         plan.depth() - 1, (c.schedule.shared_bytes() + 1023) / 1024)
           : "";
-  return fmt::format("{} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} ({:.1f} s to compile)",
-                     c.schedule.launches.size(), c.schedule.segment_types, c.schedule.tables.size() * 4 / 1024,
-                     c.schedule.workspace_bytes() >> 20, shared, c.code.seconds);
+  return fmt::format(
+      "{} launches per step, {} segment types, {} KiB of tables, {} MiB workspace{} ({:.1f} s to compile)",
+      c.schedule.launches.size(), c.schedule.segment_types, c.schedule.tables.size() * 4 / 1024,
+      c.schedule.workspace_bytes() >> 20, shared, c.code.seconds);
 }
 
 nlohmann::json HinesArtifact::json() const {

@@ -33,7 +33,8 @@ SpmmGpuInputs::SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std
 
 std::vector<double> SpmmGpuInputs::run(const rt::Context& ctx, const rt::SpmmExecutor& exec, std::int64_t n) {
   const std::size_t outputs = static_cast<std::size_t>(exec.metadata().m * n);
-  if (outputs > outputs_) throw std::invalid_argument("SpmmGpuInputs::run: C is smaller than the executor's output");
+  if (outputs > outputs_)
+    throw std::invalid_argument("SpmmGpuInputs::run: C is smaller than the executor's output");
   std::vector<double> out(outputs);
   if (dtype_ == "f32") {
     std::vector<float> cf(outputs);
@@ -50,7 +51,8 @@ std::vector<double> SpmmGpuInputs::run(const rt::Context& ctx, const rt::SpmmExe
   exec.run(b_.get(), c_.get(), static_cast<int>(n));
   ctx.synchronize();
   c_.download(ch.data(), ch.size() * 2);
-  for (std::size_t i = 0; i < outputs; ++i) out[i] = bf16 ? bf16_bits_to_double(ch[i]) : half_bits_to_double(ch[i]);
+  for (std::size_t i = 0; i < outputs; ++i)
+    out[i] = bf16 ? bf16_bits_to_double(ch[i]) : half_bits_to_double(ch[i]);
   return out;
 }
 

@@ -44,8 +44,8 @@ std::vector<Real> solve_base(const std::vector<Index>& parent, LevelSystem<Real>
 
 // Solves the level's matrix through plan.levels[li] and the levels below it (the base after the last).
 template <typename Real>
-std::vector<Real> solve_level(const HinesPlan& plan, std::size_t li, const LevelSystem<Real>& s, std::size_t r,
-                              std::vector<HinesDomainTrace>* trace) {
+std::vector<Real> solve_level(const HinesPlan& plan, std::size_t li, const LevelSystem<Real>& s,
+                              std::size_t r, std::vector<HinesDomainTrace>* trace) {
   if (li == plan.levels.size()) return solve_base(plan.base_parent, s, r);
   const HinesLevel& L = plan.levels[li];
   const std::size_t n = static_cast<std::size_t>(L.size), nj = L.junctions.size();
@@ -107,7 +107,9 @@ std::vector<Real> solve_level(const HinesPlan& plan, std::size_t li, const Level
     }
   }
   if (trace)
-    trace->push_back({{m.d.begin(), m.d.end()}, {m.u.begin(), m.u.end()}, {m.l.begin(), m.l.end()},
+    trace->push_back({{m.d.begin(), m.d.end()},
+                      {m.u.begin(), m.u.end()},
+                      {m.l.begin(), m.l.end()},
                       {m.b.begin(), m.b.end()}});
   // Stage 3, then stage 4.
   const std::vector<Real> mx = solve_level(plan, li + 1, m, r, trace);
@@ -134,10 +136,13 @@ std::vector<Real> interpret(const HinesPlan& plan, std::span<const Real> diag, s
     throw UsageError("interpret_hines: invalid plan: " + errors.front());
   const auto n = static_cast<std::size_t>(plan.problem.n), r = static_cast<std::size_t>(plan.problem.rhs);
   if (diag.size() != n || upper.size() != n || lower.size() != n || b.size() != n * r)
-    throw UsageError(fmt::format("interpret_hines: {} diagonal, {} upper, {} lower and {} right-hand-side values "
-                                 "for {} rows x {} right-hand sides",
-                                 diag.size(), upper.size(), lower.size(), b.size(), n, r));
-  LevelSystem<Real> s{{diag.begin(), diag.end()}, {upper.begin(), upper.end()}, {lower.begin(), lower.end()},
+    throw UsageError(
+        fmt::format("interpret_hines: {} diagonal, {} upper, {} lower and {} right-hand-side values "
+                    "for {} rows x {} right-hand sides",
+                    diag.size(), upper.size(), lower.size(), b.size(), n, r));
+  LevelSystem<Real> s{{diag.begin(), diag.end()},
+                      {upper.begin(), upper.end()},
+                      {lower.begin(), lower.end()},
                       {b.begin(), b.end()}};
   if (trace) trace->clear();
   return solve_level(plan, 0, s, r, trace);
@@ -151,9 +156,9 @@ std::vector<double> interpret_hines(const HinesPlan& plan, std::span<const doubl
   return interpret<double>(plan, diag, upper, lower, b, trace);
 }
 
-std::vector<float> interpret_hines(const HinesPlan& plan, std::span<const float> diag, std::span<const float> upper,
-                                   std::span<const float> lower, std::span<const float> b,
-                                   std::vector<HinesDomainTrace>* trace) {
+std::vector<float> interpret_hines(const HinesPlan& plan, std::span<const float> diag,
+                                   std::span<const float> upper, std::span<const float> lower,
+                                   std::span<const float> b, std::vector<HinesDomainTrace>* trace) {
   return interpret<float>(plan, diag, upper, lower, b, trace);
 }
 

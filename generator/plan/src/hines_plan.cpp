@@ -21,7 +21,8 @@ std::vector<Index> child_counts(const std::vector<Index>& parent) {
 }
 
 // Problems of a parent array as a post-order forest (parent[i] > i, or -1).
-void check_forest(const std::vector<Index>& parent, const std::string& what, std::vector<std::string>& errors) {
+void check_forest(const std::vector<Index>& parent, const std::string& what,
+                  std::vector<std::string>& errors) {
   const auto n = static_cast<Index>(parent.size());
   for (Index i = 0; i < n; ++i) {
     const Index p = parent[static_cast<std::size_t>(i)];
@@ -71,12 +72,14 @@ HinesLevel build_hines_level(const std::vector<Index>& parent, std::vector<Index
     c.end = e;
     if (up(e) >= 0) {
       if (!is_junction(up(e)))
-        throw UsageError(fmt::format("build_hines_level: chain {}..{} ends below row {}, which is no junction",
-                                     r, e, up(e)));
+        throw UsageError(fmt::format(
+            "build_hines_level: chain {}..{} ends below row {}, which is no junction", r, e, up(e)));
       c.parent_junction = jidx[static_cast<std::size_t>(up(e))];
     }
-    if (r > 0 && is_junction(r - 1) && up(r - 1) == r) c.child_junction = jidx[static_cast<std::size_t>(r - 1)];
-    for (Index i = r; i <= e; ++i) chain_of[static_cast<std::size_t>(i)] = static_cast<Index>(level.chains.size());
+    if (r > 0 && is_junction(r - 1) && up(r - 1) == r)
+      c.child_junction = jidx[static_cast<std::size_t>(r - 1)];
+    for (Index i = r; i <= e; ++i)
+      chain_of[static_cast<std::size_t>(i)] = static_cast<Index>(level.chains.size());
     level.chains.push_back(c);
     r = e + 1;
   }
@@ -92,7 +95,8 @@ HinesLevel build_hines_level(const std::vector<Index>& parent, std::vector<Index
       level.domain_parent[j] = jidx[static_cast<std::size_t>(p)];
       level.direct[j] = 1;
     } else {
-      level.domain_parent[j] = level.chains[static_cast<std::size_t>(chain_of[static_cast<std::size_t>(p)])].parent_junction;
+      level.domain_parent[j] =
+          level.chains[static_cast<std::size_t>(chain_of[static_cast<std::size_t>(p)])].parent_junction;
     }
   }
 
@@ -138,7 +142,8 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
   if (!errors.empty()) return errors;
   check_forest(plan.parent, "level 0", errors);
   for (Index c = 0; c < pr.cells && errors.empty(); ++c) {
-    const Index b = plan.cell_offsets[static_cast<std::size_t>(c)], e = plan.cell_offsets[static_cast<std::size_t>(c) + 1];
+    const Index b = plan.cell_offsets[static_cast<std::size_t>(c)],
+                e = plan.cell_offsets[static_cast<std::size_t>(c) + 1];
     if (e <= b) err(fmt::format("cell {} is empty", c));
     for (Index i = b; i < e && errors.empty(); ++i) {
       const Index p = plan.parent[static_cast<std::size_t>(i)];
@@ -191,12 +196,15 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
       }
       const Index top = parent[static_cast<std::size_t>(ch.end)];
       const Index want_p = top >= 0 ? jidx[static_cast<std::size_t>(top)] : -1;
-      if (top >= 0 && want_p < 0) lerr(fmt::format("chain {} ends below row {}, which is no junction", c, top));
-      if (ch.parent_junction != want_p) lerr(fmt::format("chain {}: parent junction {} instead of {}", c, ch.parent_junction, want_p));
+      if (top >= 0 && want_p < 0)
+        lerr(fmt::format("chain {} ends below row {}, which is no junction", c, top));
+      if (ch.parent_junction != want_p)
+        lerr(fmt::format("chain {}: parent junction {} instead of {}", c, ch.parent_junction, want_p));
       const bool below = ch.begin > 0 && jidx[static_cast<std::size_t>(ch.begin - 1)] >= 0 &&
                          parent[static_cast<std::size_t>(ch.begin - 1)] == ch.begin;
       const Index want_c = below ? jidx[static_cast<std::size_t>(ch.begin - 1)] : -1;
-      if (ch.child_junction != want_c) lerr(fmt::format("chain {}: child junction {} instead of {}", c, ch.child_junction, want_c));
+      if (ch.child_junction != want_c)
+        lerr(fmt::format("chain {}: child junction {} instead of {}", c, ch.child_junction, want_c));
       if (ch.begin > 0 && owner[static_cast<std::size_t>(ch.begin - 1)] >= 0 &&
           parent[static_cast<std::size_t>(ch.begin - 1)] == ch.begin)
         lerr(fmt::format("chain {} is not maximal", c));
@@ -207,16 +215,19 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
     std::vector<std::vector<Index>> expected(s);
     for (std::size_t c = 0; c < L.chains.size(); ++c)
       for (const Index j : {L.chains[c].parent_junction, L.chains[c].child_junction})
-        if (j >= 0 && static_cast<std::size_t>(j) < s) expected[static_cast<std::size_t>(j)].push_back(static_cast<Index>(c));
+        if (j >= 0 && static_cast<std::size_t>(j) < s)
+          expected[static_cast<std::size_t>(j)].push_back(static_cast<Index>(c));
     for (std::size_t j = 0; j < s; ++j) {
       const Index p = parent[static_cast<std::size_t>(L.junctions[j])];
       Index want = -1;
       const bool direct = p >= 0 && jidx[static_cast<std::size_t>(p)] >= 0;
-      if (direct) want = jidx[static_cast<std::size_t>(p)];
-      else if (p >= 0) want = L.chains[static_cast<std::size_t>(owner[static_cast<std::size_t>(p)])].parent_junction;
+      if (direct)
+        want = jidx[static_cast<std::size_t>(p)];
+      else if (p >= 0)
+        want = L.chains[static_cast<std::size_t>(owner[static_cast<std::size_t>(p)])].parent_junction;
       if (L.domain_parent[j] != want || L.direct[j] != (direct ? 1 : 0))
-        lerr(fmt::format("junction {}: domain parent {} (direct {}) instead of {} ({})", j, L.domain_parent[j],
-                         int{L.direct[j]}, want, direct));
+        lerr(fmt::format("junction {}: domain parent {} (direct {}) instead of {} ({})", j,
+                         L.domain_parent[j], int{L.direct[j]}, want, direct));
       const std::vector<Index>& expect = expected[j];
       const Index b = L.gather_offsets[j], e = L.gather_offsets[j + 1];
       if (b < 0 || e < b || static_cast<std::size_t>(e) > L.gather.size() ||
@@ -232,10 +243,12 @@ std::vector<std::string> check_hines_plan(const HinesPlan& plan) {
   }
   if (plan.base_parent != parent) err("base_parent is not the last domain");
   if (errors.empty() && plan.code == HinesCode::unrolled) {
-    const std::int64_t bytes = hines_base_shared_bytes(hines_block_base_max(plan), pr.rhs, pr.dtype == "f32" ? 4 : 8);
+    const std::int64_t bytes =
+        hines_base_shared_bytes(hines_block_base_max(plan), pr.rhs, pr.dtype == "f32" ? 4 : 8);
     if (bytes > kHinesBaseSharedLimit)
-      err(fmt::format("unrolled code needs the bases in shared memory, but the largest takes {} bytes (limit {})", bytes,
-                      kHinesBaseSharedLimit));
+      err(fmt::format(
+          "unrolled code needs the bases in shared memory, but the largest takes {} bytes (limit {})", bytes,
+          kHinesBaseSharedLimit));
   }
   return errors;
 }
@@ -270,7 +283,8 @@ json to_json(const HinesPlan& p) {
   json levels = json::array();
   for (const HinesLevel& L : p.levels) {
     json chains = json::array();
-    for (const HinesChain& c : L.chains) chains.push_back({c.begin, c.end, c.parent_junction, c.child_junction});
+    for (const HinesChain& c : L.chains)
+      chains.push_back({c.begin, c.end, c.parent_junction, c.child_junction});
     levels.push_back({{"size", L.size},
                       {"k", L.k},
                       {"junctions", L.junctions},
@@ -316,7 +330,8 @@ HinesPlan hines_plan_from_json(const json& j) {
     p.block_threads = j.at("block_threads");
     p.estimated_instructions = j.at("estimated_instructions");
     const std::string code = j.at("code");
-    if (code != "tables" && code != "unrolled") throw UsageError(fmt::format("Hines plan: bad code mode '{}'", code));
+    if (code != "tables" && code != "unrolled")
+      throw UsageError(fmt::format("Hines plan: bad code mode '{}'", code));
     p.code = code == "unrolled" ? HinesCode::unrolled : HinesCode::tables;
     p.unrolled_instructions = j.at("unrolled_instructions");
     // Absent in plans of earlier generators, whose workspace was global.

@@ -15,7 +15,7 @@ namespace {
 using Index = std::int32_t;
 enum { RV, PV, QV, PIV, W, MD, MU, ML, MB, MX };
 
-constexpr std::int64_t kAlign = 64;  // elements: 256-byte aligned arrays in both precisions
+constexpr std::int64_t kAlign = 64;       // elements: 256-byte aligned arrays in both precisions
 constexpr std::int64_t kSharedAlign = 4;  // elements: 16-byte aligned arrays in shared memory
 
 std::int64_t align(std::int64_t x, std::int64_t to = kAlign) { return round_up(x, to); }
@@ -52,13 +52,16 @@ std::int64_t append(std::vector<Index>& tables, const std::vector<Index>& v) {
 
 // One level's part for the rows [r0, r1) of one cell whose domain rows start at j0 and chains are
 // [c0, c1): counts, then chains, junctions, direct flags, gather offsets and gathers, all relative.
-void append_level_part(std::vector<Index>& out, const HinesLevel& L, Index r0, Index j0, Index j1, Index c0, Index c1) {
-  const Index g0 = L.gather_offsets[static_cast<std::size_t>(j0)], g1 = L.gather_offsets[static_cast<std::size_t>(j1)];
+void append_level_part(std::vector<Index>& out, const HinesLevel& L, Index r0, Index j0, Index j1, Index c0,
+                       Index c1) {
+  const Index g0 = L.gather_offsets[static_cast<std::size_t>(j0)],
+              g1 = L.gather_offsets[static_cast<std::size_t>(j1)];
   out.insert(out.end(), {c1 - c0, j1 - j0, g1 - g0});
   const auto rel = [](Index v, Index base) { return v < 0 ? v : v - base; };
   for (Index c = c0; c < c1; ++c) {
     const HinesChain& ch = L.chains[static_cast<std::size_t>(c)];
-    out.insert(out.end(), {ch.begin - r0, ch.end - r0, rel(ch.parent_junction, j0), rel(ch.child_junction, j0)});
+    out.insert(out.end(),
+               {ch.begin - r0, ch.end - r0, rel(ch.parent_junction, j0), rel(ch.child_junction, j0)});
   }
   for (Index k = j0; k < j1; ++k) out.push_back(L.junctions[static_cast<std::size_t>(k)] - r0);
   for (Index k = j0; k < j1; ++k) out.push_back(L.direct[static_cast<std::size_t>(k)]);
@@ -137,7 +140,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   s.workspace_elements = std::max<std::int64_t>(at, kAlign);
 
   const auto ws = [&](std::size_t level, int array) {
-    return HinesKernelArg{"workspace", s.level_offsets[level][static_cast<std::size_t>(array)] * s.real_bytes};
+    return HinesKernelArg{"workspace",
+                          s.level_offsets[level][static_cast<std::size_t>(array)] * s.real_bytes};
   };
   const auto tab = [](std::int64_t ints) { return HinesKernelArg{"tables", ints * 4}; };
   const auto i32 = [](std::int64_t v) { return HinesKernelArg{"i32", v}; };
@@ -158,7 +162,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     const HinesLevel& L = plan.levels[static_cast<std::size_t>(l)];
     std::vector<Index> flat;
     flat.reserve(L.chains.size() * 4);
-    for (const HinesChain& c : L.chains) flat.insert(flat.end(), {c.begin, c.end, c.parent_junction, c.child_junction});
+    for (const HinesChain& c : L.chains)
+      flat.insert(flat.end(), {c.begin, c.end, c.parent_junction, c.child_junction});
     GridTables g{};
     g.chains = append(s.tables, flat);
     g.junctions = append(s.tables, L.junctions);
@@ -171,7 +176,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   // Segment types and segments: one per cell with rows at level G or in the base.
   std::vector<std::vector<Index>> chain_first;
   for (Index l = G; l < depth; ++l)
-    chain_first.push_back(chain_offsets(plan.levels[static_cast<std::size_t>(l)], rows[static_cast<std::size_t>(l)]));
+    chain_first.push_back(
+        chain_offsets(plan.levels[static_cast<std::size_t>(l)], rows[static_cast<std::size_t>(l)]));
   s.segment_stride = 2 + s.block_levels;
   std::vector<Index> segments;
   std::map<std::vector<Index>, Index> types;
@@ -183,7 +189,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     for (Index l = G; l < depth; ++l) {
       const auto li = static_cast<std::size_t>(l);
       const auto& cf = chain_first[static_cast<std::size_t>(l - G)];
-      append_level_part(part, plan.levels[li], rows[li][c], rows[li + 1][c], rows[li + 1][c + 1], cf[c], cf[c + 1]);
+      append_level_part(part, plan.levels[li], rows[li][c], rows[li + 1][c], rows[li + 1][c + 1], cf[c],
+                        cf[c + 1]);
     }
     const auto& br = rows[static_cast<std::size_t>(depth)];
     part.push_back(br[c + 1] - br[c]);
@@ -195,7 +202,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
     auto [it, fresh] = types.try_emplace(part, 0);
     if (fresh) {
       const std::int64_t o = append(s.tables, part);
-      if (o > std::numeric_limits<Index>::max()) throw UsageError("schedule_hines: the tables exceed 2^31 ints");
+      if (o > std::numeric_limits<Index>::max())
+        throw UsageError("schedule_hines: the tables exceed 2^31 ints");
       it->second = static_cast<Index>(o);
       s.type_offsets.push_back(it->second);
     }
@@ -213,7 +221,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   for (Index l = 0; l < G; ++l) {
     const auto li = static_cast<std::size_t>(l);
     const HinesLevel& L = plan.levels[li];
-    const auto nc = static_cast<std::int64_t>(L.chains.size()), nj = static_cast<std::int64_t>(L.domain_size());
+    const auto nc = static_cast<std::int64_t>(L.chains.size()),
+               nj = static_cast<std::int64_t>(L.domain_size());
     const auto m = matrix(li);
     if (nc) {
       HinesLaunch a{"hines_stage1", blocks(nc), plan.threads_per_block, 0, {tab(grid[li].chains), i32(nc)}};
@@ -243,7 +252,8 @@ HinesSchedule schedule_hines(const HinesPlan& plan) {
   for (Index l = G; l-- > 0;) {
     const auto li = static_cast<std::size_t>(l);
     const HinesLevel& L = plan.levels[li];
-    const auto nc = static_cast<std::int64_t>(L.chains.size()), nj = static_cast<std::int64_t>(L.domain_size());
+    const auto nc = static_cast<std::int64_t>(L.chains.size()),
+               nj = static_cast<std::int64_t>(L.domain_size());
     if (nc + nj == 0) continue;
     s.launches.push_back({"hines_stage4",
                           blocks(nc + nj),

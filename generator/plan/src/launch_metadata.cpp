@@ -50,8 +50,10 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
   if (plan.value_mode() == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes();
   if (plan.half()) {
     md.plan_summary["n_tile"] = plan.layout.n_tile;  // threads per group; metadata n_tile counts columns
-    md.plan_summary["blocklets"] = plan.blocklets().shape.empty() ? std::string("off")
-                                   : fmt::format("{}:{}", plan.blocklets().shape, plan.blocklets().fill_threshold);
+    md.plan_summary["blocklets"] =
+        plan.blocklets().shape.empty()
+            ? std::string("off")
+            : fmt::format("{}:{}", plan.blocklets().shape, plan.blocklets().fill_threshold);
     md.plan_summary["fragments"] = plan.fragment_count();
     md.plan_summary["tiles"] = plan.blocklets().tiles;
     md.plan_summary["tile_explicit_zeros"] = plan.blocklets().explicit_zeros;

@@ -32,8 +32,8 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   const std::int32_t fk = plan.fragment_k();
   const auto words_per_fragment = static_cast<std::size_t>(32 * fk / 4);
   if (fragments.size() != static_cast<std::size_t>(plan.fragment_count()) * words_per_fragment)
-    throw UsageError(fmt::format("interpret_spmm: {} fragment words for {} fragments of k {}", fragments.size(),
-                                 plan.fragment_count(), fk));
+    throw UsageError(fmt::format("interpret_spmm: {} fragment words for {} fragments of k {}",
+                                 fragments.size(), plan.fragment_count(), fk));
   const std::int64_t n = b.cols;
   const bool streamed = plan.value_mode() == SpmmValueMode::streamed;
   // Rounding to the plan's storage type (f32, f16 or bf16).
@@ -45,11 +45,12 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   DenseMatrix c(pr.m, n, std::nan(""));  // poisoned: a row the plan never writes stays NaN
   const auto ny = static_cast<std::size_t>(plan.layout.rows_per_block);
   std::vector<float> partial(ny * static_cast<std::size_t>(plan.layout.groups));
-  std::vector<float> lane_sums(ny * static_cast<std::size_t>(std::max(plan.step_lanes(), 1)));  // rolled plans
+  std::vector<float> lane_sums(ny *
+                               static_cast<std::size_t>(std::max(plan.step_lanes(), 1)));  // rolled plans
   std::vector<double> half_partial(ny * static_cast<std::size_t>(plan.layout.groups));
   std::vector<char> touched(ny, 0);  // accumulators a group has written (unrolled plans)
   std::vector<float> tile(static_cast<std::size_t>(kSpmmFragmentRows * plan.layout.groups));  // one per group
-  std::int64_t packed_begin = 0;  // first packed value of the current block row
+  std::int64_t packed_begin = 0;   // first packed value of the current block row
   std::size_t fragment_begin = 0;  // first fragment word of the current block row
   // Rolled plans: the table's header and record size (the interpreter reads the table as the kernel
   // does, so that a wrong table fails here).
@@ -57,9 +58,12 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
   const std::int64_t header = rolled ? spmm_rolled_header_words(plan) : 0;
   const std::int32_t record = rolled ? spmm_rolled_record_words(plan) : 0;
   if (rolled && static_cast<std::int64_t>(values.size()) < header)
-    throw UsageError(fmt::format("interpret_spmm: a step table of {} words has no room for its {}-word header",
-                                 values.size(), header));
-  const auto word = [&](std::int64_t i) { return std::bit_cast<std::int32_t>(values.at(static_cast<std::size_t>(i))); };
+    throw UsageError(
+        fmt::format("interpret_spmm: a step table of {} words has no room for its {}-word header",
+                    values.size(), header));
+  const auto word = [&](std::int64_t i) {
+    return std::bit_cast<std::int32_t>(values.at(static_cast<std::size_t>(i)));
+  };
   for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi) {
     const SpmmBlockRow& block = plan.layout.blocks[bi];
     for (std::int64_t col = 0; col < n; ++col) {
@@ -72,11 +76,13 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
           // added pairwise, as the kernel's butterfly of shuffles leaves them in slot 0.
           const auto lanes = static_cast<std::size_t>(std::max(plan.step_lanes(), 1));
           std::fill(lane_sums.begin(), lane_sums.begin() + static_cast<std::ptrdiff_t>(lanes * ny), 0.0f);
-          const std::int64_t slot = static_cast<std::int64_t>(bi) * plan.layout.groups + static_cast<std::int64_t>(g);
+          const std::int64_t slot =
+              static_cast<std::int64_t>(bi) * plan.layout.groups + static_cast<std::int64_t>(g);
           for (std::int64_t r = word(slot); r < word(slot + 1); ++r) {
             const std::int64_t at = header + r * record;
             const std::int32_t k = word(at);
-            if (k < 0 || k >= pr.k) throw UsageError(fmt::format("interpret_spmm: step table record {} has k {}", r, k));
+            if (k < 0 || k >= pr.k)
+              throw UsageError(fmt::format("interpret_spmm: step table record {} has k {}", r, k));
             const float x = static_cast<float>(b(k, col));
             float* sums = &lane_sums[static_cast<std::size_t>(r - word(slot)) % lanes * ny];
             for (std::size_t i = 0; i < ny; ++i)
@@ -124,7 +130,8 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
               // Inverse of spmm_fragment_words' lane layout: (r, cc) sits in lane 4 * (r % 8) + (cc % 8) / 2,
               // register 2 * (cc / 8) + r / 8, half cc % 2.
               const int lane = 4 * (r % 8) + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
-              const double a = fragment_weight(w[static_cast<std::size_t>(lane * (fk / 4) + reg)], cc % 2, bf16);
+              const double a =
+                  fragment_weight(w[static_cast<std::size_t>(lane * (fk / 4) + reg)], cc % 2, bf16);
               sum += a * store(b(k0 + cc, col));
             }
             gt[r] = static_cast<float>(sum);
@@ -137,7 +144,8 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
         if (spmm_block_reduces(plan, block))
           for (std::size_t g = 1; g < block.groups.size(); ++g) v += partial[g * ny + i];
         if (!block.fragments.empty())
-          for (std::int32_t g = 0; g < plan.layout.groups; ++g) v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
+          for (std::int32_t g = 0; g < plan.layout.groups; ++g)
+            v += tile[static_cast<std::size_t>(g * kSpmmFragmentRows) + i];
         const std::int64_t row = spmm_row(plan, r);
         if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
         if (pr.relu) v = std::fmax(v, 0.0f);

@@ -92,7 +92,8 @@ void check_block(const SpmmPlan& p, const CsrMatrix& a, std::size_t bi, std::vec
       err(fmt::format("fragment at k {} is not a new multiple of {} inside K", f.k, fk));
     last_fk = f.k;
     if (f.entries.size() != static_cast<std::size_t>(kSpmmFragmentRows * fk)) {
-      err(fmt::format("fragment at k {} has {} entries, not {}", f.k, f.entries.size(), kSpmmFragmentRows * fk));
+      err(fmt::format("fragment at k {} has {} entries, not {}", f.k, f.entries.size(),
+                      kSpmmFragmentRows * fk));
       continue;
     }
     for (std::int32_t r = 0; r < kSpmmFragmentRows; ++r)
@@ -127,9 +128,12 @@ std::int64_t spmm_plan_nnz(const SpmmPlan& plan) {
 
 const char* to_string(SpmmValueMode mode) {
   switch (mode) {
-    case SpmmValueMode::baked: return "baked";
-    case SpmmValueMode::streamed: return "streamed";
-    case SpmmValueMode::rolled: return "rolled";
+    case SpmmValueMode::baked:
+      return "baked";
+    case SpmmValueMode::streamed:
+      return "streamed";
+    case SpmmValueMode::rolled:
+      return "rolled";
   }
   return "?";
 }
@@ -142,9 +146,12 @@ SpmmValueMode parse_value_mode(const std::string& word, const std::string& what)
 
 const char* to_string(SpmmRowSplit split) {
   switch (split) {
-    case SpmmRowSplit::equal: return "equal";
-    case SpmmRowSplit::balanced: return "balanced";
-    case SpmmRowSplit::clustered: return "clustered";
+    case SpmmRowSplit::equal:
+      return "equal";
+    case SpmmRowSplit::balanced:
+      return "balanced";
+    case SpmmRowSplit::clustered:
+      return "clustered";
   }
   return "?";
 }
@@ -157,9 +164,7 @@ SpmmRowSplit parse_row_split(const std::string& word, const std::string& what) {
 
 std::int64_t spmm_max_rows(const GpuTarget& target) { return target.max_grid_y * kSpmmMaxAccumulators; }
 
-bool spmm_dtype(DType t) {
-  return std::find(kSpmmDtypes.begin(), kSpmmDtypes.end(), t) != kSpmmDtypes.end();
-}
+bool spmm_dtype(DType t) { return std::find(kSpmmDtypes.begin(), kSpmmDtypes.end(), t) != kSpmmDtypes.end(); }
 
 std::int32_t spmm_step_lanes_for(std::int64_t n) {
   std::int32_t columns = 1;
@@ -167,7 +172,9 @@ std::int32_t spmm_step_lanes_for(std::int64_t n) {
   return 32 / columns;
 }
 
-std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) { return (1 + plan.layout.rows_per_block + 3) / 4 * 4; }
+std::int32_t spmm_rolled_record_words(const SpmmPlan& plan) {
+  return (1 + plan.layout.rows_per_block + 3) / 4 * 4;
+}
 
 std::int64_t spmm_rolled_header_words(const SpmmPlan& plan) {
   return (plan.block_rows() * plan.layout.groups + 1 + 3) / 4 * 4;
@@ -188,7 +195,8 @@ std::vector<float> spmm_rolled_table(const SpmmPlan& plan, const CsrMatrix& a) {
         out.resize(r0 + static_cast<std::size_t>(words), 0.0f);
         out[r0] = bits(s.k);
         for (const auto& e : s.entries)
-          out[r0 + 1 + static_cast<std::size_t>(e.row)] = spmm_weight(plan, a.values.at(static_cast<std::size_t>(e.value_index)));
+          out[r0 + 1 + static_cast<std::size_t>(e.row)] =
+              spmm_weight(plan, a.values.at(static_cast<std::size_t>(e.value_index)));
         ++records;
       }
     }
@@ -208,16 +216,20 @@ const SpmmBlocklets& SpmmPlan::blocklets() const {
 
 SpmmBody spmm_body(SpmmFamily family) {
   switch (family) {
-    case SpmmFamily::unrolled: return SpmmUnrolledBody{};
-    case SpmmFamily::rolled: return SpmmRolledBody{};
+    case SpmmFamily::unrolled:
+      return SpmmUnrolledBody{};
+    case SpmmFamily::rolled:
+      return SpmmRolledBody{};
   }
   return SpmmUnrolledBody{};
 }
 
 const char* to_string(SpmmFamily family) {
   switch (family) {
-    case SpmmFamily::unrolled: return "unrolled";
-    case SpmmFamily::rolled: return "rolled";
+    case SpmmFamily::unrolled:
+      return "unrolled";
+    case SpmmFamily::rolled:
+      return "rolled";
   }
   return "?";
 }
@@ -228,7 +240,8 @@ std::int64_t SpmmPlan::fragment_count() const {
   return n;
 }
 
-std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g) {
+std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups,
+                                                         std::int32_t g) {
   const std::size_t n = b.fragments.size(), gs = static_cast<std::size_t>(std::max(groups, 1));
   const auto at = [&](std::size_t i) { return n * i / gs; };
   return {at(static_cast<std::size_t>(g)), at(static_cast<std::size_t>(g) + 1)};
@@ -240,7 +253,8 @@ bool spmm_plain_empty_block(const SpmmPlan& plan, std::size_t bi) {
   for (const auto& g : b.groups)
     if (!g.steps.empty()) return false;
   const std::int64_t begin = static_cast<std::int64_t>(bi) * plan.layout.panel_rows;
-  if (plan.layout.panel_rows < 1 || b.row_begin != begin || b.row_end != std::min(plan.problem.m, begin + plan.layout.panel_rows))
+  if (plan.layout.panel_rows < 1 || b.row_begin != begin ||
+      b.row_end != std::min(plan.problem.m, begin + plan.layout.panel_rows))
     return false;
   for (std::int64_t r = b.row_begin; r < b.row_end && !plan.layout.row_order.empty(); ++r)
     if (spmm_row(plan, r) != r) return false;
@@ -256,7 +270,8 @@ bool spmm_has_plain_empty_blocks(const SpmmPlan& plan) {
 std::int64_t spmm_rows_with_code(const SpmmPlan& plan) {
   std::int64_t rows = 0;
   for (std::size_t bi = 0; bi < plan.layout.blocks.size(); ++bi)
-    if (!spmm_plain_empty_block(plan, bi)) rows += plan.layout.blocks[bi].row_end - plan.layout.blocks[bi].row_begin;
+    if (!spmm_plain_empty_block(plan, bi))
+      rows += plan.layout.blocks[bi].row_end - plan.layout.blocks[bi].row_begin;
   return rows;
 }
 
@@ -277,7 +292,9 @@ namespace {
 std::int64_t reduction_bytes_of(const SpmmPlan& p) {
   bool reduces = false;
   for (const auto& b : p.layout.blocks) reduces = reduces || spmm_block_reduces(p, b);
-  return reduces ? spmm_reduction_bytes(p.layout.groups, p.layout.rows_per_block, p.layout.n_tile, p.layout.cols_per_thread) : 0;
+  return reduces ? spmm_reduction_bytes(p.layout.groups, p.layout.rows_per_block, p.layout.n_tile,
+                                        p.layout.cols_per_thread)
+                 : 0;
 }
 
 }  // namespace
@@ -312,9 +329,11 @@ std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
   const std::int64_t reduction = reduction_bytes_of(p);
   if (p.stage_slots() > 0)
-    return spmm_stage_offset(p) + std::int64_t{p.stage_slots()} * p.layout.block_x * p.layout.cols_per_thread * 4;
-  const std::int64_t stage =
-      spmm_fragment_stages(p) ? std::int64_t{p.layout.block_x / 32} * kSpmmFragmentRows * kSpmmFragmentStagePitch * 4 : 0;
+    return spmm_stage_offset(p) +
+           std::int64_t{p.stage_slots()} * p.layout.block_x * p.layout.cols_per_thread * 4;
+  const std::int64_t stage = spmm_fragment_stages(p) ? std::int64_t{p.layout.block_x / 32} *
+                                                           kSpmmFragmentRows * kSpmmFragmentStagePitch * 4
+                                                     : 0;
   return reduction + stage;
 }
 
@@ -330,8 +349,7 @@ bool spmm_fragment_stages(const SpmmPlan& p) {
 
 float spmm_weight(const SpmmPlan& plan, double v) {
   const double r = round_to(plan.problem.dtype, v);
-  if (!std::isfinite(r))
-    throw UsageError(fmt::format("the weight {} overflows {}", v, plan.problem.dtype));
+  if (!std::isfinite(r)) throw UsageError(fmt::format("the weight {} overflows {}", v, plan.problem.dtype));
   return static_cast<float>(r);
 }
 
@@ -377,8 +395,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
   if (pr.n < 1) err("n must be positive");
   if (pr.n >= (std::int64_t{1} << 30))
     err(fmt::format("n {} must be below 2^30 (a row of B's pitch in bytes fits 32 bits)", pr.n));
-  if (!spmm_dtype(pr.dtype))
-    err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
+  if (!spmm_dtype(pr.dtype)) err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
   const bool rolled = p.value_mode() == SpmmValueMode::rolled;
   const bool lanes = p.step_lanes() > 1;
   if (p.layout.cols_per_thread != (p.half() || (rolled && !lanes) ? 2 : 1) && !p.fp32_pairs())
@@ -387,14 +404,16 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
   if (p.step_lanes() < 1 || p.step_lanes() > 32 || (p.step_lanes() & (p.step_lanes() - 1)) != 0)
     err(fmt::format("step_lanes {} is not a power of two in 1..32", p.step_lanes()));
   if (lanes && (!rolled || p.layout.n_tile != 32))
-    err(fmt::format("step_lanes {} needs a rolled plan of one warp a group (n_tile 32, not {})", p.step_lanes(),
-                    p.layout.n_tile));
+    err(fmt::format("step_lanes {} needs a rolled plan of one warp a group (n_tile 32, not {})",
+                    p.step_lanes(), p.layout.n_tile));
   if (p.fp32_pairs() && (pr.n_mode != SpmmNMode::fixed || pr.n % 2 != 0))
     err(fmt::format("two fp32 columns a thread need a fixed even N, not {}", pr.n));
   if (rolled && (p.half() || p.fragment_k() != 0)) err("rolled plans are fp32 without tensor-core fragments");
   if (rolled && p.layout.row_split != SpmmRowSplit::equal) err("rolled plans take equal row panels");
-  if (p.hints.programmatic_trigger && p.half()) err("f16 / bf16 kernels do not let the next grid launch early");
-  if (p.hints.programmatic_trigger && !p.hints.programmatic) err("programmatic_trigger needs a programmatic plan");
+  if (p.hints.programmatic_trigger && p.half())
+    err("f16 / bf16 kernels do not let the next grid launch early");
+  if (p.hints.programmatic_trigger && !p.hints.programmatic)
+    err("programmatic_trigger needs a programmatic plan");
   if (p.layout.row_split == SpmmRowSplit::clustered && (rolled || p.half()))
     err("clustered rows need an fp32 unrolled plan");
   if (p.layout.row_split == SpmmRowSplit::clustered) {
@@ -413,30 +432,34 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
       (p.stage_slots() > 0) != (p.stage_min_entries() > 0))
     err(fmt::format("stage_min_entries {} and stage_slots {}: both 0, or both positive with at most {} slots",
                     p.stage_min_entries(), p.stage_slots(), kSpmmMaxStageSlots));
-  if (p.stage_slots() > 0 && (rolled || p.half()))
-    err("staged steps need an fp32 unrolled plan");
+  if (p.stage_slots() > 0 && (rolled || p.half())) err("staged steps need an fp32 unrolled plan");
   if (p.epilogue.bias != pr.bias || p.epilogue.relu != pr.relu || p.epilogue.output != pr.dtype)
-    err(fmt::format("epilogue (bias {}, relu {}, output {}) differs from the problem (bias {}, relu {}, dtype {})",
-                    p.epilogue.bias, p.epilogue.relu, p.epilogue.output, pr.bias, pr.relu, pr.dtype));
+    err(fmt::format(
+        "epilogue (bias {}, relu {}, output {}) differs from the problem (bias {}, relu {}, dtype {})",
+        p.epilogue.bias, p.epilogue.relu, p.epilogue.output, pr.bias, pr.relu, pr.dtype));
   if (p.unrolled() && p.unrolled()->values == SpmmValueMode::rolled)
     err("an unrolled body's values are baked or streamed");
   if (p.fragments && p.layout.blocks.empty()) err("fragments without block rows");
   if (p.epilogue.accumulate != DType::f32 && p.epilogue.accumulate != pr.dtype)
     err(fmt::format("accumulate '{}' is neither f32 nor the dtype {}", p.epilogue.accumulate, pr.dtype));
-  if (p.layout.n_tile < 1 || p.layout.groups < 1 || p.layout.block_x != p.layout.n_tile * p.layout.groups || p.layout.block_x > 1024)
-    err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.layout.n_tile, p.layout.groups, p.layout.block_x));
+  if (p.layout.n_tile < 1 || p.layout.groups < 1 || p.layout.block_x != p.layout.n_tile * p.layout.groups ||
+      p.layout.block_x > 1024)
+    err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.layout.n_tile, p.layout.groups,
+                    p.layout.block_x));
   if (p.layout.rows_per_block < 1 || p.layout.rows_per_block > kSpmmMaxAccumulators)
     err(fmt::format("rows_per_block {} outside 1..{}", p.layout.rows_per_block, kSpmmMaxAccumulators));
   if (p.fragment_k() != 0) {
     if (!p.half() || (p.fragment_k() != 8 && p.fragment_k() != 16))
       err(fmt::format("fragment_k {} needs 8 or 16 and a half dtype", p.fragment_k()));
-    if (p.layout.rows_per_block != kSpmmFragmentRows || p.layout.n_tile % 32 != 0 || p.layout.row_split != SpmmRowSplit::equal)
+    if (p.layout.rows_per_block != kSpmmFragmentRows || p.layout.n_tile % 32 != 0 ||
+        p.layout.row_split != SpmmRowSplit::equal)
       err("fragment plans need equal block rows of 16 rows and groups of whole warps");
   }
   if (p.layout.shared_bytes != spmm_shared_bytes(p)) err("shared_bytes differs from spmm_shared_bytes");
-  if (p.hints.max_registers < p.hints.estimated_registers || p.hints.max_registers > target.max_registers_per_thread)
-    err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)", p.hints.max_registers,
-                    p.hints.estimated_registers, target.max_registers_per_thread));
+  if (p.hints.max_registers < p.hints.estimated_registers ||
+      p.hints.max_registers > target.max_registers_per_thread)
+    err(fmt::format("max_registers {} outside {}..{} (the accumulators and the overhead)",
+                    p.hints.max_registers, p.hints.estimated_registers, target.max_registers_per_thread));
   if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
     err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
   if (!errors.empty()) return errors;
@@ -551,9 +574,12 @@ SpmmPlan plan_from_json(const json& j) {
     if (j.at("kind") != "spmm") throw UsageError("SpMM plan: kind is not 'spmm'");
     SpmmPlan p;
     const json& pr = j.at("problem");
-    p.problem = {pr.at("m"),    pr.at("k"),
-                 pr.at("n"),    parse_n_mode(pr),
-                 pr.at("bias"), pr.at("relu"),
+    p.problem = {pr.at("m"),
+                 pr.at("k"),
+                 pr.at("n"),
+                 parse_n_mode(pr),
+                 pr.at("bias"),
+                 pr.at("relu"),
                  require_dtype(pr.at("dtype").get<std::string>(), "SpMM plan: dtype", kSpmmDtypes)};
     const json& jl = j.at("layout");
     SpmmLayout& l = p.layout;
@@ -570,7 +596,8 @@ SpmmPlan plan_from_json(const json& j) {
     p.body = spmm_body(parse_family(j.at("family").get<std::string>()));
     if (SpmmUnrolledBody* u = p.unrolled()) {
       u->values = parse_value_mode(jb.at("value_mode").get<std::string>(), "SpMM plan: value_mode");
-      if (u->values == SpmmValueMode::rolled) throw UsageError("SpMM plan: an unrolled body's values are baked or streamed");
+      if (u->values == SpmmValueMode::rolled)
+        throw UsageError("SpMM plan: an unrolled body's values are baked or streamed");
       u->packed_order = jb.at("packed_order").get<std::vector<std::int64_t>>();
       u->stage_min_entries = jb.at("stage_min_entries");
       u->stage_slots = jb.at("stage_slots");
@@ -588,7 +615,8 @@ SpmmPlan plan_from_json(const json& j) {
     const json& je = j.at("epilogue");
     p.epilogue.bias = je.at("bias");
     p.epilogue.relu = je.at("relu");
-    p.epilogue.accumulate = require_dtype(je.at("accumulate").get<std::string>(), "SpMM plan: accumulate", kSpmmDtypes);
+    p.epilogue.accumulate =
+        require_dtype(je.at("accumulate").get<std::string>(), "SpMM plan: accumulate", kSpmmDtypes);
     p.epilogue.output = require_dtype(je.at("output").get<std::string>(), "SpMM plan: output", kSpmmDtypes);
     const json& jh = j.at("hints");
     SpmmCodegenHints& h = p.hints;

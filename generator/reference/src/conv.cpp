@@ -1,8 +1,8 @@
 #include "sparsecc/reference/conv.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "sparsecc/common/error.hpp"
 

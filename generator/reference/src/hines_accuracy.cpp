@@ -39,7 +39,8 @@ std::vector<double> serial_hines_solve_as(const HinesSystem& s, std::span<const 
   return out;
 }
 template std::vector<double> serial_hines_solve_as<float>(const HinesSystem&, std::span<const double>, int);
-template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&, std::span<const double>, int);
+template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&, std::span<const double>,
+                                                                int);
 
 double HinesAccuracy::tolerance(const std::string& dtype) const {
   return dtype == "f32" ? std::max(kF32ToleranceFloor, kToleranceFactor * serial_f32_error)

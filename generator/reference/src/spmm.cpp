@@ -1,10 +1,10 @@
 #include "sparsecc/reference/spmm.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
@@ -51,7 +51,9 @@ DType rounding_type(const std::string& dtype) {
 
 }  // namespace
 
-CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) { return round_values(a, rounding_type(dtype)); }
+CsrMatrix round_values(const CsrMatrix& a, const std::string& dtype) {
+  return round_values(a, rounding_type(dtype));
+}
 
 void round_values(DenseMatrix& b, const std::string& dtype) { round_values(b, rounding_type(dtype)); }
 
@@ -68,7 +70,10 @@ void round_values(DenseMatrix& b, DType t) {
 double spmm_tolerance(const std::string& dtype, const std::string& accumulate, std::int64_t max_row_nnz) {
   if (dtype == "f32") return 1e-5;
   return spmm_tolerance(dtype == "bf16" ? DType::bf16 : DType::f16,
-                        accumulate == "f32" ? DType::f32 : dtype == "bf16" ? DType::bf16 : DType::f16, max_row_nnz);
+                        accumulate == "f32" ? DType::f32
+                        : dtype == "bf16"   ? DType::bf16
+                                            : DType::f16,
+                        max_row_nnz);
 }
 
 double spmm_tolerance(DType dtype, DType accumulate, std::int64_t max_row_nnz) {

@@ -40,8 +40,10 @@ std::vector<GpuTarget> make_table() {
     t.mma_f16 = major >= 8;
     rows.push_back(t);
   };
-  //   arch      part             cc    PTX    SMs  thr/SM blk/SM shared/SM  opt-in     L2         MHz   DRAM B/us L2 B/us
-  row("sm_80", "A100 SXM 40GB", 8, 0, "7.0", 108, 2048, 32, 164 * KiB, 163 * KiB, 40 * MiB, 1410, 1.555e6, 3.8e6);
+  //   arch      part             cc    PTX    SMs  thr/SM blk/SM shared/SM  opt-in     L2         MHz   DRAM
+  //   B/us L2 B/us
+  row("sm_80", "A100 SXM 40GB", 8, 0, "7.0", 108, 2048, 32, 164 * KiB, 163 * KiB, 40 * MiB, 1410, 1.555e6,
+      3.8e6);
   row("sm_86", "RTX 3090", 8, 6, "7.1", 82, 1536, 16, 100 * KiB, 99 * KiB, 6 * MiB, 1695, 0.936e6, 2.0e6);
   row("sm_89", "L40S", 8, 9, "7.8", 142, 1536, 24, 100 * KiB, 99 * KiB, 96 * MiB, 2520, 0.864e6, 3.0e6);
   row("sm_90", "H100 SXM", 9, 0, "7.8", 132, 2048, 32, 228 * KiB, 227 * KiB, 50 * MiB, 1755, 3.0e6, 5.5e6);
@@ -70,8 +72,8 @@ const std::vector<std::string>& known_gpu_archs() {
 GpuTarget gpu_target(const std::string& arch) {
   for (const GpuTarget& t : table())
     if (t.arch == arch) return t;
-  throw UsageError(fmt::format("unknown GPU architecture '{}' (known: {})", arch,
-                               fmt::join(known_gpu_archs(), ", ")));
+  throw UsageError(
+      fmt::format("unknown GPU architecture '{}' (known: {})", arch, fmt::join(known_gpu_archs(), ", ")));
 }
 
 const GpuTarget& default_gpu_target() {

@@ -21,8 +21,8 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
-#include "sparsecc/common/output.hpp"
 #include "sparsecc/common/json_input.hpp"
+#include "sparsecc/common/output.hpp"
 #include "sparsecc/common/version.hpp"
 
 namespace sparsecc::tune {
@@ -178,12 +178,14 @@ LoadResult database_from_text(std::string_view text, const std::string& path, Lo
   } catch (const InputError& e) {
     return fail(FileState::corrupt, e);
   } catch (const json::parse_error& e) {
-    return fail(FileState::corrupt,
-                InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte > 0 ? e.byte - 1 : 0)),
-                           fmt::format("not valid JSON ({})", json_error_message(e.what()))));
+    return fail(
+        FileState::corrupt,
+        InputError(SourceLocation::at_byte(path, static_cast<std::int64_t>(e.byte > 0 ? e.byte - 1 : 0)),
+                   fmt::format("not valid JSON ({})", json_error_message(e.what()))));
   } catch (const json::exception& e) {  // e.g. a number too large for a double: no position given
-    return fail(FileState::corrupt, InputError(SourceLocation::in_file(path),
-                                               fmt::format("not valid JSON ({})", json_error_message(e.what()))));
+    return fail(FileState::corrupt,
+                InputError(SourceLocation::in_file(path),
+                           fmt::format("not valid JSON ({})", json_error_message(e.what()))));
   }
   // A newer schema is told apart from damage: it is valid data this version cannot read.
   if (j.is_object()) {
@@ -262,9 +264,9 @@ LoadResult read_database(const std::string& path) {
                            fmt::format("tuning database is {} bytes, over the {} byte limit",
                                        static_cast<std::uint64_t>(st.st_size), kMaxTuningDatabaseBytes)));
   if (text.size() > kMaxTuningDatabaseBytes)
-    return fail(FileState::unreadable,
-                InputError(SourceLocation::at_byte(path, 0),
-                           fmt::format("tuning database is over the {} byte limit", kMaxTuningDatabaseBytes)));
+    return fail(FileState::unreadable, InputError(SourceLocation::at_byte(path, 0),
+                                                  fmt::format("tuning database is over the {} byte limit",
+                                                              kMaxTuningDatabaseBytes)));
 
   return database_from_text(text, path, std::move(out));
 }
@@ -304,9 +306,9 @@ class FileLock {
 // sparsecc/common/output.hpp: only a regular file is replaced, its permission bits kept, and the
 // temporary is created exclusively, so concurrent writers never share one).
 void replace_file(const std::string& path, const std::string& text) {
-  write_output_file(path,
-                    std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()),
-                    "tuning database");
+  write_output_file(
+      path, std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()),
+      "tuning database");
 }
 
 }  // namespace
@@ -449,8 +451,8 @@ void update_database(const std::string& path, const std::vector<TuningRecord>& r
       break;
     case FileState::corrupt:
       // Not a database (perhaps not even one once): the user's file is never replaced.
-      throw InputError(current.where,
-                       fmt::format("not replacing a file that is not a tuning database: {}", current.problem));
+      throw InputError(current.where, fmt::format("not replacing a file that is not a tuning database: {}",
+                                                  current.problem));
     case FileState::unreadable:
       throw InputError(current.where, fmt::format("cannot update the tuning database: {}", current.problem));
     case FileState::newer:

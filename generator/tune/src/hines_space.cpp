@@ -23,8 +23,9 @@ struct Planned {
   HinesCandidate candidate;
 };
 
-Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const HinesOptions& o,
-                   bool is_default, const std::string& point, const GpuTarget& target) {
+Planned plan_point(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
+                   const HinesOptions& o, bool is_default, const std::string& point,
+                   const GpuTarget& target) {
   Planned p;
   p.point = point;
   try {
@@ -57,8 +58,9 @@ std::string plan_signature(const HinesPlan& plan) {
     mix(static_cast<std::int64_t>(l.junctions.size()));
     for (const std::int32_t j : l.junctions) mix(j);
   }
-  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{:016x}", to_string(plan.decomposition), plan.depth(), plan.grid_levels,
-                     plan.block_threads, plan.threads_per_block, to_string(plan.code), plan.base_size(), h);
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{:016x}", to_string(plan.decomposition), plan.depth(),
+                     plan.grid_levels, plan.block_threads, plan.threads_per_block, to_string(plan.code),
+                     plan.base_size(), h);
 }
 
 }  // namespace
@@ -100,11 +102,13 @@ HinesSpace hines_space(const HinesSystem& system, std::int32_t rhs, const std::s
     o.k_large = t.k_large;
     o.block_threads = t.threads;
     o.depth = -1;
-    Planned rule = plan_point(system, rhs, dtype, o, false,
-                              fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", 0, t.threads), target);
+    Planned rule =
+        plan_point(system, rhs, dtype, o, false,
+                   fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", 0, t.threads), target);
     const std::int32_t rule_depth = rule.error.empty() ? rule.candidate.plan.depth() : -1;
     for (const std::int32_t offset : dims.depth_offset) {
-      const std::string point = fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", offset, t.threads);
+      const std::string point =
+          fmt::format("K{}/KL{}/D{}{:+d}/BT{}", t.k, t.k_large, "rule", offset, t.threads);
       if (offset == 0) {
         out.push_back(rule);
         continue;
@@ -153,7 +157,9 @@ nlohmann::json to_json(const HinesSpace& space, const HinesSpaceDims& dims) {
   for (const auto& [point, rule] : space.rejected) rejected.push_back({{"point", point}, {"rule", rule}});
   return {{"op", "hines"},
           {"dimensions",
-           {{"k", dims.k}, {"k_large", dims.k_large}, {"depth_offset", dims.depth_offset},
+           {{"k", dims.k},
+            {"k_large", dims.k_large},
+            {"depth_offset", dims.depth_offset},
             {"block_threads", dims.block_threads}}},
           {"points", space.points},
           {"candidates", cands},

@@ -22,7 +22,9 @@ namespace sparsecc::tune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Compiled {
   std::size_t index = 0;
@@ -32,7 +34,8 @@ struct Compiled {
 
 }  // namespace
 
-rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const GpuTarget& target) {
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system,
+                                   const GpuTarget& target) {
   return std::move(*pipeline::compile_hines_plan(c.plan, system, target).bundle);
 }
 
@@ -42,8 +45,8 @@ HinesOptions hines_options_from_json(const nlohmann::json& j, HinesOptions base,
   return sparsecc::hines_options_from_json(j, name, std::move(base));
 }
 
-TuningKey hines_tuning_key(const HinesSystem& system, std::int32_t rhs, const std::string& dtype, const std::string& gpu,
-                           const std::string& compute_capability) {
+TuningKey hines_tuning_key(const HinesSystem& system, std::int32_t rhs, const std::string& dtype,
+                           const std::string& gpu, const std::string& compute_capability) {
   TuningKey key;
   key.op = "hines";
   key.fingerprint = fmt::format("{:016x}", rt::fnv1a64(hines_reference_bytes(system)));
@@ -70,21 +73,23 @@ TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const Hin
   bool budget_hit = false;
   const auto may_start = [&] {
     if (next == 0 || options.budget_seconds <= 0) return true;
-    const double expected = std::max(options.expected_compile_seconds, done ? compile_total / static_cast<double>(done) : 0.0);
+    const double expected =
+        std::max(options.expected_compile_seconds, done ? compile_total / static_cast<double>(done) : 0.0);
     budget_hit = budget_hit || seconds_since(t0) + expected > options.budget_seconds;
     return !budget_hit;
   };
   for (;;) {
     while (running.size() < jobs && next < n && may_start()) {
       const std::size_t i = next++;
-      running.push_back({i, std::async(std::launch::async,
-                                       [&build, &space, i]() -> std::pair<rt::Bundle, std::string> {
-                                         try {
-                                           return {build(space.candidates[i]), {}};
-                                         } catch (const std::exception& e) {
-                                           return {rt::Bundle{}, std::string("compile: ") + e.what()};
-                                         }
-                                       }),
+      running.push_back({i,
+                         std::async(std::launch::async,
+                                    [&build, &space, i]() -> std::pair<rt::Bundle, std::string> {
+                                      try {
+                                        return {build(space.candidates[i]), {}};
+                                      } catch (const std::exception& e) {
+                                        return {rt::Bundle{}, std::string("compile: ") + e.what()};
+                                      }
+                                    }),
                          Clock::now()});
     }
     if (running.empty()) break;
@@ -115,8 +120,8 @@ TuningRecord tune_hines(const HinesSpace& space, const TuningKey& key, const Hin
   record.winner_us = best < n ? best_us : std::numeric_limits<double>::quiet_NaN();
   record.strategy = "exhaustive";
   if (budget_hit)
-    record.strategy += fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)", options.budget_seconds,
-                                   done, n);
+    record.strategy += fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)",
+                                   options.budget_seconds, done, n);
   record.tuning_seconds = seconds_since(t0);
   record.recorded_at = utc_timestamp();
   return record;

@@ -43,7 +43,8 @@ rt::LaunchTiming GpuSpmmMeasurer::time_cold(const SpmmCandidate& candidate, cons
   const std::size_t sets =
       std::clamp<std::size_t>((target + set_bytes - 1) / std::max<std::size_t>(set_bytes, 1), 2, kMaxSets);
   while (cold_inputs_.size() < sets)
-    cold_inputs_.push_back(std::make_unique<SpmmGpuInputs>(std::string(dtype_name(problem_.dtype)), b_, a_.rows));
+    cold_inputs_.push_back(
+        std::make_unique<SpmmGpuInputs>(std::string(dtype_name(problem_.dtype)), b_, a_.rows));
   std::vector<rt::SpmmExecutor> copies;
   copies.reserve(sets);
   for (std::size_t s = 0; s < sets; ++s)
@@ -61,7 +62,8 @@ Measurement GpuSpmmMeasurer::measure(const SpmmCandidate& candidate, const rt::B
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, candidate.label, ctx_);
   const SpmmCheck check = compare_spmm(inputs_->run(ctx_, exec, problem_.n), reference_);
   m.rel_error = check.rel_error;
-  const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)), std::string(dtype_name(candidate.plan.epilogue.accumulate)));
+  const double tolerance = spmm_check_tolerance(a_, std::string(dtype_name(problem_.dtype)),
+                                                std::string(dtype_name(candidate.plan.epilogue.accumulate)));
   if (check.unwritten > 0 || !(check.rel_error <= tolerance)) {
     m.error =
         fmt::format("verification failed: {} unwritten outputs, max relative error {:.3e} (tolerance {:.1e})",

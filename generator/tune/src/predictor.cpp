@@ -21,10 +21,10 @@ using json = nlohmann::json;
 // The machine's figures (SMs, clock, registers, threads, blocks and shared memory per SM, DRAM and L2
 // bandwidth) come from the GpuTarget; the constants below are the model's: rates measured on the H100
 // and fitted numbers.
-constexpr double kColdCyclesPerInstruction = 14;       // a warp running code not yet in its SM's cache
-constexpr double kSupplyPerCycle = 1;                  // instructions an SM's cache hands its schedulers
-constexpr double kFetchBytesPerCycle = 2;              // instruction fetch per SM from L2
-constexpr double kIssuePerCycle = 4;                   // warp instructions per SM per cycle
+constexpr double kColdCyclesPerInstruction = 14;  // a warp running code not yet in its SM's cache
+constexpr double kSupplyPerCycle = 1;             // instructions an SM's cache hands its schedulers
+constexpr double kFetchBytesPerCycle = 2;         // instruction fetch per SM from L2
+constexpr double kIssuePerCycle = 4;              // warp instructions per SM per cycle
 // Nominal instruction fetch (fetch_us) up to which the other work hides it (fetch_excess_us), chosen
 // by cross-validation over the ResNet-50 timings (9-12 us score alike).
 constexpr double kFetchHiddenUs = 10;
@@ -58,9 +58,11 @@ const std::vector<std::string>& term_names() {
 // that is less (ptxas keeps to it through .maxntid); fp32 plans that the PTX emitter writes in the
 // split layout (every block row a function) take the split layout's cap.
 std::int64_t kernel_registers(const SpmmPlan& p, const GpuTarget& target) {
-  std::int64_t regs = std::min<std::int64_t>(std::max<std::int64_t>({p.hints.max_registers, p.hints.estimated_registers, 1}),
-                                             target.registers_per_sm / std::max(p.layout.block_x, 1) / 8 * 8);
-  if (spmm_ptx_splits(p)) regs = std::max<std::int64_t>(spmm_ptx_split_registers(p, target), p.hints.estimated_registers);
+  std::int64_t regs =
+      std::min<std::int64_t>(std::max<std::int64_t>({p.hints.max_registers, p.hints.estimated_registers, 1}),
+                             target.registers_per_sm / std::max(p.layout.block_x, 1) / 8 * 8);
+  if (spmm_ptx_splits(p))
+    regs = std::max<std::int64_t>(spmm_ptx_split_registers(p, target), p.hints.estimated_registers);
   return std::max<std::int64_t>(ceil_div(regs, 8) * 8, 8);
 }
 
@@ -71,8 +73,8 @@ std::int64_t resident_blocks(const SpmmPlan& p, const GpuTarget& target) {
   const std::int64_t regs_per_warp = ceil_div(kernel_registers(p, target) * 32, unit) * unit;
   const std::int64_t by_threads = target.max_threads_per_sm / (warps * 32);
   const std::int64_t by_registers = target.registers_per_sm / (warps * regs_per_warp);
-  const std::int64_t by_shared =
-      target.shared_per_sm / (std::max<std::int64_t>(p.layout.shared_bytes, 0) + target.shared_reserved_per_block);
+  const std::int64_t by_shared = target.shared_per_sm / (std::max<std::int64_t>(p.layout.shared_bytes, 0) +
+                                                         target.shared_reserved_per_block);
   return std::max<std::int64_t>(
       1, std::min({std::int64_t{target.max_blocks_per_sm}, by_threads, by_registers, by_shared}));
 }
@@ -100,7 +102,7 @@ std::vector<double> spmm_predictor_terms(const std::vector<double>& f) {
     throw UsageError(
         fmt::format("spmm_predictor_terms: {} feature values for the {} features", f.size(), names().size()));
   std::vector<double> t = f;
-  t.push_back(f[1] * f[6]);  // bound_imbalance_us = bound_us x imbalance
+  t.push_back(f[1] * f[6]);                           // bound_imbalance_us = bound_us x imbalance
   t.push_back(std::max(0.0, f[2] - kFetchHiddenUs));  // fetch_excess_us
   return t;
 }
@@ -131,9 +133,11 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
   const bool streamed = plan.value_mode() == SpmmValueMode::streamed;
   const bool rolled = plan.value_mode() == SpmmValueMode::rolled;
   const double record_loads = rolled ? spmm_rolled_record_words(plan) / 4 : 0;
-  const bool warp_groups = plan.layout.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
+  const bool warp_groups =
+      plan.layout.n_tile % 32 == 0;  // rolled: a group's warps share its records by shuffles
   // Two FMAs an entry where a thread owns two columns summed separately (half in fp32, fp32 pairs).
-  const double fma_per_entry = (plan.half() && plan.epilogue.accumulate == DType::f32) || plan.fp32_pairs() ? 2 : 1;
+  const double fma_per_entry =
+      (plan.half() && plan.epilogue.accumulate == DType::f32) || plan.fp32_pairs() ? 2 : 1;
   const double in_bytes = plan.half() ? 2 : 4;
   const std::int64_t fk = plan.fragment_k();
   const double fragment_instructions = fk ? 1.0 + 8.0 * (fk / 2 + fk / 4 + 1) : 0.0;
@@ -172,14 +176,15 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
       // included), and the round trips.
       const double ny = static_cast<double>(plan.layout.rows_per_block);
       const double step_words = warp_groups ? 1.0 + ny : record_loads;
-      const double body =
-          rolled ? steps * (step_words + 5.0 + 2.0 * ny) + 2.0 * ny
-                 : 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) + frags * fragment_instructions + rows;
+      const double body = rolled ? steps * (step_words + 5.0 + 2.0 * ny) + 2.0 * ny
+                                 : 2.0 * steps + fma_per_entry * entries + (streamed ? entries : 0.0) +
+                                       frags * fragment_instructions + rows;
       // Round trips. A warp-wide group: one for the table per 32 steps and one for B per batch
       // (the last one partial). Narrower: the table and B once each per batch, and once per step
       // of the remainder (that loop is not batched).
-      const double trips = warp_groups ? std::ceil(steps / 32.0) + std::ceil(steps / kSpmmRolledBatch)
-                                       : 2.0 * (std::floor(steps / kSpmmRolledBatch) + std::fmod(steps, kSpmmRolledBatch));
+      const double trips =
+          warp_groups ? std::ceil(steps / 32.0) + std::ceil(steps / kSpmmRolledBatch)
+                      : 2.0 * (std::floor(steps / kSpmmRolledBatch) + std::fmod(steps, kSpmmRolledBatch));
       const double waits = rolled ? trips * kRolledRoundTripCycles / kColdCyclesPerInstruction : 0.0;
       const double path = body + (g == 0 ? epilogue0 : hand_over);
       block_path = std::max(block_path, path + waits);
@@ -194,7 +199,8 @@ std::vector<double> spmm_features(const SpmmPlan& plan, const CsrMatrix& a, cons
     if (!rolled) code_instructions += block_code;
     double nnz = 0;
     if (b.row_begin >= 0 && b.row_end <= a.rows && b.row_begin <= b.row_end)
-      for (std::int64_t r = b.row_begin; r < b.row_end; ++r) nnz += static_cast<double>(a.row_nnz(spmm_row(plan, r)));
+      for (std::int64_t r = b.row_begin; r < b.row_end; ++r)
+        nnz += static_cast<double>(a.row_nnz(spmm_row(plan, r)));
     max_nnz = std::max(max_nnz, nnz);
     total_nnz += nnz;
   }
@@ -258,7 +264,8 @@ std::vector<double> features_from_json(const json& j) {
 double Predictor::predict_us(const std::vector<double>& f) const {
   const auto& all = term_names();
   if (f.size() != names().size())
-    throw UsageError(fmt::format("predict_us: {} feature values for the {} features", f.size(), names().size()));
+    throw UsageError(
+        fmt::format("predict_us: {} feature values for the {} features", f.size(), names().size()));
   if (coefficients.size() != features.size())
     throw UsageError(
         fmt::format("predict_us: {} coefficients for {} terms", coefficients.size(), features.size()));

@@ -7,14 +7,13 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/math.hpp"
-#include "sparsecc/target/target.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/options_json.hpp"
+#include "sparsecc/target/target.hpp"
 
 namespace sparsecc::tune {
 
 namespace {
-
 
 // The blocklet setting of a plan as a space value: "off", "auto" or "BHxBW:FILL".
 std::string blocklet_spec(const SpmmPlan& plan) {
@@ -27,9 +26,13 @@ std::string blocklet_spec(const SpmmPlan& plan) {
 // the requested ones (a balanced plan's tallest block row may exceed its requested rows per block).
 std::vector<std::string> coordinates(const SpmmCandidate& c) {
   const SpmmPlan& p = c.plan;
-  return {std::to_string(c.options.rows_per_block), std::to_string(c.options.n_tile),
-          std::to_string(c.options.groups), to_string(p.layout.row_split), to_string(p.value_mode()),
-          to_string(c.emitter), blocklet_spec(p)};
+  return {std::to_string(c.options.rows_per_block),
+          std::to_string(c.options.n_tile),
+          std::to_string(c.options.groups),
+          to_string(p.layout.row_split),
+          to_string(p.value_mode()),
+          to_string(c.emitter),
+          blocklet_spec(p)};
 }
 
 // The texts of each dimension's values, in SpmmSpaceDims order.
@@ -56,14 +59,15 @@ std::string emitter_rule(bool half, const CsrMatrix& a, KernelLanguage emitter, 
 }
 
 // Empty when the built plan is acceptable as a candidate, else the rule it breaks.
-std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage emitter, const SpmmOptions& base,
-                      const SpmmSpaceDims& dims) {
+std::string plan_rule(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage emitter,
+                      const SpmmOptions& base, const SpmmSpaceDims& dims) {
   const std::int32_t most = default_gpu_target().max_registers_per_thread;
   if (plan.hints.estimated_registers > most)
     return fmt::format("{} estimated registers exceed {}", plan.hints.estimated_registers, most);
-  if (plan.value_mode() == SpmmValueMode::baked && plan.hints.estimated_instructions > base.baked_instruction_budget)
-    return fmt::format("baked code of {} instructions exceeds the budget of {}", plan.hints.estimated_instructions,
-                       base.baked_instruction_budget);
+  if (plan.value_mode() == SpmmValueMode::baked &&
+      plan.hints.estimated_instructions > base.baked_instruction_budget)
+    return fmt::format("baked code of {} instructions exceeds the budget of {}",
+                       plan.hints.estimated_instructions, base.baked_instruction_budget);
   return emitter_rule(plan.half(), a, emitter, dims, plan.value_mode() == SpmmValueMode::rolled);
 }
 
@@ -72,15 +76,17 @@ std::string rolled_rule(bool half, const SpmmProblem& problem, std::int32_t rows
                         const SpmmSpaceDims& dims) {
   if (half) return "rolled plans are fp32 only";
   if (problem.n > dims.rolled_max_n) return fmt::format("rolled plans only for N <= {}", dims.rolled_max_n);
-  if (rows > dims.rolled_max_rows) return fmt::format("rolled plans take at most {} rows per block", dims.rolled_max_rows);
+  if (rows > dims.rolled_max_rows)
+    return fmt::format("rolled plans take at most {} rows per block", dims.rolled_max_rows);
   if (split != SpmmRowSplit::equal) return "rolled plans take equal row panels";
   return {};
 }
 
 // c's plan re-planned with `options` as a variant labelled c's label + suffix, when it builds and
 // stays within c's budget (the space's validity rules).
-std::optional<SpmmCandidate> variant_of(const CsrMatrix& a, const SpmmCandidate& c, const SpmmOptions& options,
-                                        const SpmmSpaceDims& dims, const char* suffix) {
+std::optional<SpmmCandidate> variant_of(const CsrMatrix& a, const SpmmCandidate& c,
+                                        const SpmmOptions& options, const SpmmSpaceDims& dims,
+                                        const char* suffix) {
   SpmmCandidate v;
   v.options = options;
   try {
@@ -109,9 +115,10 @@ SpmmOptions pinned_options(const SpmmCandidate& c) {
 }  // namespace
 
 std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_t rows_per_block) {
-  std::string s = fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.layout.rows_per_block,
-                              plan.layout.n_tile, plan.layout.groups, to_string(plan.layout.row_split), to_string(plan.value_mode()),
-                              to_string(emitter));
+  std::string s =
+      fmt::format("R{}/T{}/G{}/{}/{}/{}", rows_per_block > 0 ? rows_per_block : plan.layout.rows_per_block,
+                  plan.layout.n_tile, plan.layout.groups, to_string(plan.layout.row_split),
+                  to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
@@ -121,7 +128,8 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
                      KernelLanguage default_emitter, const SpmmSpaceDims& dims) {
   SpmmSpace space;
   std::map<std::string, std::size_t> seen;
-  const auto add = [&](const SpmmOptions& o, KernelLanguage emitter, bool is_default, const std::string& point) {
+  const auto add = [&](const SpmmOptions& o, KernelLanguage emitter, bool is_default,
+                       const std::string& point) {
     ++space.points;
     SpmmCandidate c;
     try {
@@ -140,7 +148,8 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
     // Automatic choices become explicit, so the options reproduce the plan on their own.
     c.options = o;
     if (c.options.rows_per_block == 0)
-      c.options.rows_per_block = c.plan.layout.row_split == SpmmRowSplit::equal ? c.plan.layout.rows_per_block : 0;
+      c.options.rows_per_block =
+          c.plan.layout.row_split == SpmmRowSplit::equal ? c.plan.layout.rows_per_block : 0;
     c.options.n_tile = c.plan.layout.n_tile;
     c.options.groups = c.plan.layout.groups;
     if (c.plan.value_mode() == SpmmValueMode::rolled) c.options.step_lanes = c.plan.step_lanes();
@@ -178,9 +187,9 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
           for (const std::int32_t r : dims.rows_per_block)
             for (const std::int32_t t : dims.n_tile)
               for (const std::int32_t g : dims.groups) {
-                const std::string point = fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, to_string(split),
-                                                      to_string(values), to_string(emitter),
-                                                      half ? "/bl:" + bl : std::string());
+                const std::string point =
+                    fmt::format("R{}/T{}/G{}/{}/{}/{}{}", r, t, g, to_string(split), to_string(values),
+                                to_string(emitter), half ? "/bl:" + bl : std::string());
                 // Cheap rules first, without building the plan.
                 const bool rolled = values == SpmmValueMode::rolled;
                 std::string rule = emitter_rule(half, a, emitter, dims, rolled);
@@ -321,7 +330,8 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   return j;
 }
 
-std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base) {
+std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j,
+                                                              const SpmmOptions& base) {
   const std::string context = "tuning options";
   if (!j.is_object()) throw UsageError(context + ": expected an object");
   // A record states every dimension of the space; blocklets only for half precision (absent: off).
@@ -332,12 +342,13 @@ std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::js
       throw UsageError(fmt::format("{}: '{}' must be a string", context, key));
   SpmmOptions start = base;
   start.blocklets = SpmmBlockletMode::off;
-  return {sparsecc::spmm_options_from_json(j, context, start), parse_kernel_language(j["emitter"].get<std::string>())};
+  return {sparsecc::spmm_options_from_json(j, context, start),
+          parse_kernel_language(j["emitter"].get<std::string>())};
 }
 
 nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
   const auto texts = dimension_texts(dims);
-  static const char* const names[] = {"rows_per_block", "n_tile", "groups", "row_split",
+  static const char* const names[] = {"rows_per_block", "n_tile",  "groups",   "row_split",
                                       "value_mode",     "emitter", "blocklets"};
   nlohmann::json d = nlohmann::json::object();
   for (std::size_t i = 0; i < texts.size(); ++i) d[names[i]] = texts[i];
@@ -348,12 +359,17 @@ nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims) {
   d["staged_steps_of_the_winner"] = dims.stage_min_entries;
   nlohmann::json cands = nlohmann::json::array();
   for (const SpmmCandidate& c : space.candidates)
-    cands.push_back({{"label", c.label}, {"default", c.is_default}, {"options", candidate_json(c)},
+    cands.push_back({{"label", c.label},
+                     {"default", c.is_default},
+                     {"options", candidate_json(c)},
                      {"estimated_registers", c.plan.hints.estimated_registers},
                      {"estimated_instructions", c.plan.hints.estimated_instructions}});
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& [point, rule] : space.rejected) rejected.push_back({{"point", point}, {"rule", rule}});
-  return {{"op", "spmm"}, {"dimensions", d}, {"points", space.points}, {"candidates", cands},
+  return {{"op", "spmm"},
+          {"dimensions", d},
+          {"points", space.points},
+          {"candidates", cands},
           {"rejected", rejected}};
 }
 
@@ -377,7 +393,8 @@ std::vector<std::size_t> spmm_neighbours(const SpmmSpace& space, std::size_t c, 
     // One step along an ordered dimension; any other value of an unordered one (split, values,
     // emitter, blocklets) or of a value outside the list (an automatic choice).
     const bool ordered = differing <= 2;
-    if (!ordered || p == list.end() || q == list.end() || std::abs(static_cast<int>(p - q)) == 1) out.push_back(i);
+    if (!ordered || p == list.end() || q == list.end() || std::abs(static_cast<int>(p - q)) == 1)
+      out.push_back(i);
   }
   return out;
 }

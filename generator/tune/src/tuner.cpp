@@ -14,9 +14,9 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/version.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
-#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 
 namespace sparsecc::tune {
 
@@ -24,7 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Built {
   rt::Bundle bundle;
@@ -62,13 +64,14 @@ void tally_timing(TuningRecord& record, const CandidateTiming& t, std::size_t in
   record.timings.push_back(t);
 }
 
-TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
-                           const std::string& best_label, double best_us) {
+TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds,
+                           const CandidateTiming& t, const std::string& best_label, double best_us) {
   TuneProgress p;
   p.done = done;
   p.planned = planned;
   p.elapsed_seconds = elapsed_seconds;
-  p.eta_seconds = done ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(planned - done) : 0.0;
+  p.eta_seconds =
+      done ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(planned - done) : 0.0;
   p.label = t.label;
   p.verified = t.verified;
   p.median_us = t.median_us;
@@ -127,8 +130,8 @@ SpmmProblem spmm_problem_of_key(const TuningKey& key, const CsrMatrix& a) {
     throw UsageError(fmt::format("record {}: not an SpMM problem ({})", key_string(key), e.what()));
   }
   if (problem.m != a.rows || problem.k != a.cols)
-    throw UsageError(fmt::format("record {}: the key is for {}x{}, the matrix is {}x{}", key_string(key), problem.m,
-                                 problem.k, a.rows, a.cols));
+    throw UsageError(fmt::format("record {}: the key is for {}x{}, the matrix is {}x{}", key_string(key),
+                                 problem.m, problem.k, a.rows, a.cols));
   return problem;
 }
 
@@ -177,9 +180,9 @@ std::size_t refresh_spmm_features(TuningRecord& record, const CsrMatrix& a, cons
 // matrix). Evidence: docs/design/evidence.md#rolled-compile-seconds
 constexpr double kRolledCompileSeconds = 1.0;
 
-TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,
-                       const SpmmBuilder& build, SpmmMeasurer& measurer, const TuneOptions& options,
-                       const std::function<void(const TuneProgress&)>& progress) {
+TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims,
+                       const TuningKey& key, const SpmmBuilder& build, SpmmMeasurer& measurer,
+                       const TuneOptions& options, const std::function<void(const TuneProgress&)>& progress) {
   const std::size_t n = space.candidates.size();
   if (n == 0) throw UsageError("tune: the search space has no candidates");
   // Candidates n.. are the winner's register-cap variants, made once the search has settled (a
@@ -194,7 +197,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
 
   std::vector<std::vector<double>> features;
   features.reserve(n);
-  for (const SpmmCandidate& c : space.candidates) features.push_back(spmm_features(c.plan, a, options.target));
+  for (const SpmmCandidate& c : space.candidates)
+    features.push_back(spmm_features(c.plan, a, options.target));
 
   std::size_t default_index = 0;
   for (std::size_t i = 0; i < n; ++i)
@@ -234,7 +238,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
 
   TuningRecord record;
   record.key = key;
-  const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs =
+      options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::deque<Running> running;
   std::size_t done = 0;
   std::size_t best = none;
@@ -263,7 +268,8 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
   // default plan's, always starts). Rolled kernels are small loops and compile in well under a second.
   const auto fits = [&](std::size_t i) {
     return options.budget_seconds <= 0 || started == 0 ||
-           seconds_since(t0) + (rolled(i) ? kRolledCompileSeconds : expected_compile) <= options.budget_seconds;
+           seconds_since(t0) + (rolled(i) ? kRolledCompileSeconds : expected_compile) <=
+               options.budget_seconds;
   };
 
   for (;;) {
@@ -397,30 +403,34 @@ TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpa
     if (r.index < n && t.verified) measured_us[r.index] = t.median_us;
     ++done;
     if (progress)
-      progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0), t,
-                             best != none ? candidate(best).label : std::string(), best_us));
+      progress(tune_progress(done, done + running.size() + (budget_hit ? 0 : queue.size()), seconds_since(t0),
+                             t, best != none ? candidate(best).label : std::string(), best_us));
   }
 
   const std::size_t winner = best != none ? best : default_index;
   record.winner = candidate(winner).label;
   record.winner_options = candidate_json(candidate(winner));
   record.winner_us = best != none ? best_us : std::numeric_limits<double>::quiet_NaN();
-  record.strategy = exhaustive ? "exhaustive"
-                               : fmt::format("predictor shortlist of {} + local search", options.shortlist);
+  record.strategy =
+      exhaustive ? "exhaustive" : fmt::format("predictor shortlist of {} + local search", options.shortlist);
   if (widened) record.strategy += fmt::format(" + {} wider round{}", widened, widened > 1 ? "s" : "");
   if (swept) record.strategy += fmt::format(" + {} more rolled points", swept);
-  if (capped) record.strategy += fmt::format(" + the winner at {} higher register cap{}", capped, capped > 1 ? "s" : "");
+  if (capped)
+    record.strategy +=
+        fmt::format(" + the winner at {} higher register cap{}", capped, capped > 1 ? "s" : "");
   if (paired) record.strategy += " + the winner with two columns a thread";
   if (clustered) record.strategy += " + the winner with clustered rows";
   if (staged) record.strategy += fmt::format(" + the winner with staged steps ({})", staged);
   if (budget_hit) {
     const double spent = seconds_since(t0);
-    record.strategy += spent < 0.9 * options.budget_seconds
-                           ? fmt::format(" (stopped after {} of {} candidates at {:.1f} s of the {:.1f} s budget: the "
-                                         "others' compiles, about {:.0f} s each, would end past it)",
-                                         done, n, spent, options.budget_seconds, expected_compile)
-                           : fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)",
-                                         options.budget_seconds, done, n);
+    record.strategy +=
+        spent < 0.9 * options.budget_seconds
+            ? fmt::format(
+                  " (stopped after {} of {} candidates at {:.1f} s of the {:.1f} s budget: the "
+                  "others' compiles, about {:.0f} s each, would end past it)",
+                  done, n, spent, options.budget_seconds, expected_compile)
+            : fmt::format(" (budget of {:.1f} s reached after {} of {} candidates)", options.budget_seconds,
+                          done, n);
   }
   record.tuning_seconds = seconds_since(t0);
   record.recorded_at = utc_timestamp();

@@ -1,7 +1,8 @@
 // The executor bundle: one file holding everything the runtime needs to launch one generated
 // executor: an SpMM (metadata, cubin and/or PTX, streamed values, bias) or a Hines solver
-// (metadata with its launch list, cubin and/or PTX, the schedule's tables, the permutation). Plain C++ and nlohmann_json only:
-// the generator writes bundles with it and the runtime reads them, and neither side needs CUDA here.
+// (metadata with its launch list, cubin and/or PTX, the schedule's tables, the permutation). Plain C++ and
+// nlohmann_json only: the generator writes bundles with it and the runtime reads them, and neither side needs
+// CUDA here.
 //
 // Format (version 3), every integer little-endian:
 //
@@ -107,10 +108,10 @@ struct BundleMetadata {
   std::string op = "spmm";
   std::int64_t m = 0, k = 0, n = 0;  // n: the N of fixed mode (in runtime mode, the N tuned for)
   std::int64_t nnz = 0;
-  std::string n_mode = "fixed";  // "fixed" | "runtime"
-  std::int64_t n_tile = 1;       // columns of C per blockIdx.x
-  std::string dtype = "f32";      // "f32", or "f16" / "bf16": B and C hold 16-bit values
-  std::string accumulate = "f32";  // f16 / bf16 only: "f32" or the dtype
+  std::string n_mode = "fixed";     // "fixed" | "runtime"
+  std::int64_t n_tile = 1;          // columns of C per blockIdx.x
+  std::string dtype = "f32";        // "f32", or "f16" / "bf16": B and C hold 16-bit values
+  std::string accumulate = "f32";   // f16 / bf16 only: "f32" or the dtype
   std::int64_t tile_nnz = 0;        // nonzeros of A the tensor-core fragments hold (not in values)
   std::int64_t fragment_words = 0;  // u32 words of the fragments section
   std::string layout = "row_major";
@@ -137,11 +138,11 @@ struct BundleMetadata {
 
 struct Bundle {
   BundleMetadata metadata;
-  std::vector<unsigned char> cubin;      // empty: absent
-  std::string ptx;                       // empty: absent
-  std::vector<float> values;             // streamed mode: the nnz values of A in the kernel's order
-  std::vector<float> bias;               // m entries when metadata.bias
-  std::vector<unsigned char> reference;  // optional verification data (the generator's), opaque here
+  std::vector<unsigned char> cubin;       // empty: absent
+  std::string ptx;                        // empty: absent
+  std::vector<float> values;              // streamed mode: the nnz values of A in the kernel's order
+  std::vector<float> bias;                // m entries when metadata.bias
+  std::vector<unsigned char> reference;   // optional verification data (the generator's), opaque here
   std::vector<std::int32_t> tables;       // op "hines": the kernels' tables
   std::vector<std::int32_t> permutation;  // op "hines", optional: Hines index -> compartment index
   std::vector<std::uint32_t> fragments;   // op "spmm" with tensor-core tiles: the mma operands

@@ -41,13 +41,15 @@ struct ChosenImage {
   std::string from;                      // "cubin" or "ptx"
   std::string reason;
 };
-ChosenImage choose_image(const Bundle& bundle, const std::string& name, const Context& ctx, const LoadOptions& options);
+ChosenImage choose_image(const Bundle& bundle, const std::string& name, const Context& ctx,
+                         const LoadOptions& options);
 
 // Reads the code contract (bundle.hpp) from `module`, loaded from the bundle's image `from` ("cubin" or
 // "ptx"), and checks it against the bundle before anything is launched. Throws BundleError naming
 // `name` when the module defines none (code of a generator before the contract, or not sparsecc's:
 // compile the executor again) or when it differs from the metadata.
-void check_loaded_contract(const Bundle& bundle, const Module& module, const std::string& name, const std::string& from);
+void check_loaded_contract(const Bundle& bundle, const Module& module, const std::string& name,
+                           const std::string& from);
 
 class SpmmExecutor {
  public:

@@ -29,9 +29,10 @@ class HinesExecutor {
   // Parses the bundle (BundleError, also when its op is not "hines"), loads its code into `ctx` (the
   // cubin when the arch matches, else the PTX; DriverError), uploads the tables and allocates the
   // workspace. The context must outlive the executor.
-  static HinesExecutor load_file(const std::string& path, const Context& ctx, const LoadOptions& options = {});
-  static HinesExecutor load_bytes(std::span<const unsigned char> data, const std::string& name, const Context& ctx,
-                                  const LoadOptions& options = {});
+  static HinesExecutor load_file(const std::string& path, const Context& ctx,
+                                 const LoadOptions& options = {});
+  static HinesExecutor load_bytes(std::span<const unsigned char> data, const std::string& name,
+                                  const Context& ctx, const LoadOptions& options = {});
   static HinesExecutor load(Bundle bundle, const std::string& name, const Context& ctx,
                             const LoadOptions& options = {});
 
@@ -46,7 +47,8 @@ class HinesExecutor {
 
   // Enqueues one step. Throws std::invalid_argument for a null pointer; DriverError when a launch
   // fails. Steps on different streams must not overlap: the workspace is the executor's.
-  void run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr b, CUdeviceptr x, CUstream stream = nullptr) const;
+  void run(CUdeviceptr d, CUdeviceptr u, CUdeviceptr l, CUdeviceptr b, CUdeviceptr x,
+           CUstream stream = nullptr) const;
 
  private:
   HinesExecutor() = default;
@@ -68,14 +70,16 @@ class HinesExecutor {
 
 // user[c * R + j] (compartment order) -> out[i * R + j] (Hines order); sizes rows x R.
 template <class T>
-void to_hines_order(std::span<const std::int32_t> permutation, std::span<const T> user, std::span<T> out, std::size_t r) {
+void to_hines_order(std::span<const std::int32_t> permutation, std::span<const T> user, std::span<T> out,
+                    std::size_t r) {
   if (user.size() != permutation.size() * r || out.size() != user.size())
     throw std::invalid_argument("to_hines_order: sizes do not match the permutation");
   for (std::size_t i = 0; i < permutation.size(); ++i)
     for (std::size_t j = 0; j < r; ++j) out[i * r + j] = user[std::size_t(permutation[i]) * r + j];
 }
 template <class T>
-void from_hines_order(std::span<const std::int32_t> permutation, std::span<const T> hines, std::span<T> out, std::size_t r) {
+void from_hines_order(std::span<const std::int32_t> permutation, std::span<const T> hines, std::span<T> out,
+                      std::size_t r) {
   if (hines.size() != permutation.size() * r || out.size() != hines.size())
     throw std::invalid_argument("from_hines_order: sizes do not match the permutation");
   for (std::size_t i = 0; i < permutation.size(); ++i)

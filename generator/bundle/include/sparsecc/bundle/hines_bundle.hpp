@@ -36,6 +36,7 @@ rt::Bundle hines_bundle(const HinesPlan& plan, const HinesSchedule& schedule, co
 // naming `name` when the bundle has no plan section, when `s` is not the system the metadata
 // describes, when the section is not a valid plan of `s` (hines_plan_from_json, check_hines_plan, its
 // parents and cells) or when its schedule contradicts the metadata or the tables (the code contract).
-HinesPlan hines_bundle_plan(const rt::Bundle& bundle, const HinesSystem& s, const std::string& name = "bundle");
+HinesPlan hines_bundle_plan(const rt::Bundle& bundle, const HinesSystem& s,
+                            const std::string& name = "bundle");
 
 }  // namespace sparsecc

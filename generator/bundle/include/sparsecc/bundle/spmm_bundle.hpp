@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "sparsecc/matrix/csr.hpp"
-#include "sparsecc/plan/spmm_plan.hpp"
 #include "sparsecc/plan/launch_metadata.hpp"
+#include "sparsecc/plan/spmm_plan.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 #include "sparsecc/target/target.hpp"
 

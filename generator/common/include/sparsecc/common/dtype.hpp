@@ -3,10 +3,11 @@
 // containers store double and remember the source type.
 #pragma once
 
-#include <cstdint>
 #include <fmt/format.h>
-#include <iosfwd>
+
+#include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,9 +16,9 @@ namespace sparsecc {
 
 enum class DType { f16, bf16, f32, f64 };
 
-std::string_view dtype_name(DType t);                   // "f16", "bf16", "f32", "f64"
+std::string_view dtype_name(DType t);                     // "f16", "bf16", "f32", "f64"
 std::optional<DType> parse_dtype(std::string_view name);  // inverse of dtype_name
-std::size_t dtype_size(DType t);                        // bytes per element
+std::size_t dtype_size(DType t);                          // bytes per element
 // parse_dtype for a word that must name one of `allowed` (all four when empty): throws UsageError
 // "<what>: '<name>' is not f32, f16 or bf16" (the allowed names) otherwise.
 DType require_dtype(std::string_view name, std::string_view what, std::initializer_list<DType> allowed = {});

@@ -19,9 +19,9 @@ namespace sparsecc {
 inline constexpr int kMaxJsonDepth = 64;
 
 // Size limits per kind of JSON file.
-inline constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{16} << 20;       // model manifest
+inline constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{16} << 20;         // model manifest
 inline constexpr std::uint64_t kMaxTuningDatabaseBytes = std::uint64_t{256} << 20;  // tuning database
-inline constexpr std::uint64_t kMaxPredictorBytes = std::uint64_t{16} << 20;      // predictor
+inline constexpr std::uint64_t kMaxPredictorBytes = std::uint64_t{16} << 20;        // predictor
 
 // Refuses `text` when it is longer than `max_bytes` or when arrays and objects nest deeper than
 // kMaxJsonDepth outside strings. The InputError names `file` and the byte (`base` plus the offset in
@@ -31,8 +31,8 @@ void check_json_input(std::string_view text, const std::string& file, std::uint6
                       std::string_view what = "JSON", std::int64_t base = 0);
 inline void check_json_input(std::span<const unsigned char> text, const std::string& file,
                              std::uint64_t max_bytes, std::string_view what = "JSON", std::int64_t base = 0) {
-  check_json_input(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), file,
-                   max_bytes, what, base);
+  check_json_input(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), file, max_bytes,
+                   what, base);
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
@@ -48,6 +48,7 @@ nlohmann::json parse_json_input(std::string_view text, const std::string& file, 
 Bytes read_json_bytes(const std::string& path, std::uint64_t max_bytes, std::string_view what = "JSON");
 
 // read_json_bytes, then parse_json_input.
-nlohmann::json read_json_file(const std::string& path, std::uint64_t max_bytes, std::string_view what = "JSON");
+nlohmann::json read_json_file(const std::string& path, std::uint64_t max_bytes,
+                              std::string_view what = "JSON");
 
 }  // namespace sparsecc

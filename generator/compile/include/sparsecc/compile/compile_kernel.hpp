@@ -19,7 +19,7 @@ CudaCompileResult compile_kernel(const EmittedKernel& kernel, const std::string&
 // `language` (NVRTC for cuda; nvJitLink for ptx), so that a bad option is reported as the user's
 // before any work, and a later compile failure is the compiler's. Throws UsageError naming `option`
 // with the assembler's cause.
-void check_ptxas_options(const std::vector<std::string>& options, const std::string& arch, KernelLanguage language,
-                         const std::string& option = "--Xptxas");
+void check_ptxas_options(const std::vector<std::string>& options, const std::string& arch,
+                         KernelLanguage language, const std::string& option = "--Xptxas");
 
 }  // namespace sparsecc

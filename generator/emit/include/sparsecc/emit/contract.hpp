@@ -15,7 +15,8 @@
 namespace sparsecc {
 
 // The contract of `plan`'s kernel for `a`, whose values argument has `values_words` words.
-std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const CsrMatrix& a, std::int64_t values_words);
+std::vector<rt::ContractField> spmm_plan_contract(const SpmmPlan& plan, const CsrMatrix& a,
+                                                  std::int64_t values_words);
 // The contract of `plan`'s kernels scheduled as `schedule`.
 std::vector<rt::ContractField> hines_plan_contract(const HinesPlan& plan, const HinesSchedule& schedule);
 

@@ -17,6 +17,7 @@ struct EmittedHines {
 };
 
 // Throws UsageError when the schedule does not belong to the plan (R, precision or depth differ).
-EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& schedule, const std::string& template_dir = {});
+EmittedHines emit_hines_cuda(const HinesPlan& plan, const HinesSchedule& schedule,
+                             const std::string& template_dir = {});
 
 }  // namespace sparsecc

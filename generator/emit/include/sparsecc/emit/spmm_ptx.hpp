@@ -55,7 +55,8 @@ std::int32_t spmm_ptx_split_registers(const SpmmPlan& plan, const GpuTarget& tar
 // whether programmatic plans wait and trigger (programmatic_launch) and the split layout's register
 // cap (registers_per_block). Throws UsageError when the plan is not valid for `a`, the kernel name
 // is not a C identifier or the target has no PTX ISA version.
-EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuTarget& target = default_gpu_target());
+EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a,
+                            const GpuTarget& target = default_gpu_target());
 
 // A float32 value as an exact PTX immediate ("0f3F800000").
 std::string ptx_float_literal(float v);

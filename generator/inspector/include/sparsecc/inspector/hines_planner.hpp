@@ -33,12 +33,13 @@ struct HinesOptions {
   // block levels' K).
   // Forests of fewer than 64 cells with a cell above block_rows take it on every level.
   std::int32_t k_large = 8;
-  std::int32_t depth = -1;     // decomposition levels; -1: the threshold rule
-  std::int32_t base_rows = 0;  // per-cell threshold of the rule; 0: hines_base_threshold(R)
+  std::int32_t depth = -1;          // decomposition levels; -1: the threshold rule
+  std::int32_t base_rows = 0;       // per-cell threshold of the rule; 0: hines_base_threshold(R)
   std::int32_t block_rows = 12288;  // largest cell the block kernel takes on
   std::int32_t grid_levels = -1;    // -1: the execution rule
   std::int32_t block_threads = 0;   // 0: the execution rule
-  std::int32_t threads_per_block = 128;  // blocks of the grid kernels (128: 10 % faster than 256 on a 10^5-row cell)
+  std::int32_t threads_per_block =
+      128;  // blocks of the grid kernels (128: 10 % faster than 256 on a 10^5-row cell)
   // Code mode (see HinesCode): "auto" unrolls the bases when they fit in shared memory, there are at most
   // kHinesMaxBaseFunctions distinct base structures and their code stays within code_budget estimated
   // instructions; "unrolled" insists (UsageError where the bases do not fit in shared memory).

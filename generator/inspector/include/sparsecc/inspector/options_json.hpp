@@ -26,12 +26,14 @@
 namespace sparsecc {
 
 nlohmann::json to_json(const SpmmOptions& options);
-SpmmOptions spmm_options_from_json(const nlohmann::json& j, const std::string& context, SpmmOptions base = {});
+SpmmOptions spmm_options_from_json(const nlohmann::json& j, const std::string& context,
+                                   SpmmOptions base = {});
 
 // "off", "auto" or "BHxBW:FILL" (FILL as %g); set_blocklets reads it back.
 std::string blocklet_spec(const SpmmOptions& options);
 
 nlohmann::json to_json(const HinesOptions& options);
-HinesOptions hines_options_from_json(const nlohmann::json& j, const std::string& name, HinesOptions base = {});
+HinesOptions hines_options_from_json(const nlohmann::json& j, const std::string& name,
+                                     HinesOptions base = {});
 
 }  // namespace sparsecc

@@ -38,30 +38,30 @@
 namespace sparsecc::spmm_rules {
 
 // ---- Thresholds of the rules ----
-inline constexpr std::int64_t kGridTarget = 100;            // blocks a grid should reach
-inline constexpr std::int64_t kTallRows = 32;               // rows of a tall block row
-inline constexpr std::int64_t kTallWork = 10'000'000;       // nnz x N of a tall plan
-inline constexpr std::int64_t kClusterMinColumns = 1024;    // N above which tall plans may cluster
-inline constexpr double kClusterLoads = 0.9;                // clustered loads / equal loads to cluster
-inline constexpr std::int32_t kNarrowTile = 64;             // the narrow n tile
-inline constexpr std::int64_t kGroupNnz = 256;              // nonzeros a block row needs for groups
-inline constexpr std::int64_t kLargeNnz = 40000;            // large matrices (fewer threads a block)
-inline constexpr std::int32_t kWideTile = 256;              // the widest n tile
-inline constexpr std::int64_t kWideGrid = 200;              // blocks a wide-tile grid must keep
-inline constexpr double kBalanceImbalance = 0.35;           // heaviest / mean panel - 1 to balance
-inline constexpr std::int64_t kBalanceMinRows = 4;          // Ny a balanced split needs
-inline constexpr std::int64_t kBalanceMaxColumns = 4096;    // N below which panels may be balanced
-inline constexpr std::int64_t kRolledNnz = 50000;           // nonzeros of an automatic rolled plan
-inline constexpr std::int64_t kRolledRowNnz = 48;           // mean nonzeros a row, likewise
-inline constexpr std::int64_t kRolledColumns = 64;          // N at most, likewise
-inline constexpr std::int64_t kRolledWarps = 4096;          // warps the rolled groups aim for
-inline constexpr std::int64_t kStepLaneNnz = 20000;         // nonzeros of a rolled plan at N <= 4
-inline constexpr std::int64_t kStepLaneRolledColumns = 4;   // N at most of that rule
-inline constexpr std::int64_t kStepLaneTwoRows = 1000;      // rows from which step lanes take 2 a block row
+inline constexpr std::int64_t kGridTarget = 100;           // blocks a grid should reach
+inline constexpr std::int64_t kTallRows = 32;              // rows of a tall block row
+inline constexpr std::int64_t kTallWork = 10'000'000;      // nnz x N of a tall plan
+inline constexpr std::int64_t kClusterMinColumns = 1024;   // N above which tall plans may cluster
+inline constexpr double kClusterLoads = 0.9;               // clustered loads / equal loads to cluster
+inline constexpr std::int32_t kNarrowTile = 64;            // the narrow n tile
+inline constexpr std::int64_t kGroupNnz = 256;             // nonzeros a block row needs for groups
+inline constexpr std::int64_t kLargeNnz = 40000;           // large matrices (fewer threads a block)
+inline constexpr std::int32_t kWideTile = 256;             // the widest n tile
+inline constexpr std::int64_t kWideGrid = 200;             // blocks a wide-tile grid must keep
+inline constexpr double kBalanceImbalance = 0.35;          // heaviest / mean panel - 1 to balance
+inline constexpr std::int64_t kBalanceMinRows = 4;         // Ny a balanced split needs
+inline constexpr std::int64_t kBalanceMaxColumns = 4096;   // N below which panels may be balanced
+inline constexpr std::int64_t kRolledNnz = 50000;          // nonzeros of an automatic rolled plan
+inline constexpr std::int64_t kRolledRowNnz = 48;          // mean nonzeros a row, likewise
+inline constexpr std::int64_t kRolledColumns = 64;         // N at most, likewise
+inline constexpr std::int64_t kRolledWarps = 4096;         // warps the rolled groups aim for
+inline constexpr std::int64_t kStepLaneNnz = 20000;        // nonzeros of a rolled plan at N <= 4
+inline constexpr std::int64_t kStepLaneRolledColumns = 4;  // N at most of that rule
+inline constexpr std::int64_t kStepLaneTwoRows = 1000;     // rows from which step lanes take 2 a block row
 inline constexpr std::int64_t kFragmentOneWarpColumns = 32768;  // N above which fragment blocks are a warp
 inline constexpr std::int64_t kFragmentSplitWarpsPerSm = 8;     // warps an SM below which fragments split
 inline constexpr std::int64_t kFragmentSplitMin = 16;           // fragments a block row to split
-inline constexpr std::int64_t kLoadsInFlight = 16;          // registers of the automatic cap beyond the estimate
+inline constexpr std::int64_t kLoadsInFlight = 16;  // registers of the automatic cap beyond the estimate
 // Fragment plans hold the warp's 32-float tile, a fragment's operand words and its B loads (up to 32
 // 16-bit values for m16n8k16) beside the unrolled path's accumulators.
 inline constexpr std::int64_t kFragmentLoadsInFlight = 48;
@@ -117,8 +117,8 @@ std::vector<std::vector<SpmmFragment>> fragments_of(const CsrMatrix& a, const Bl
 std::int32_t auto_n_tile(std::int64_t thread_columns);
 // The options' n tile, 32 for step lanes and for fragment plans above kFragmentOneWarpColumns
 // columns, else auto_n_tile. Evidence: docs/design/spmm-plan-evidence.md#fragment-tiling
-std::int32_t choose_n_tile(const SpmmProblem& problem, const SpmmOptions& options, std::int64_t thread_columns,
-                           std::int32_t step_lanes, bool fragments);
+std::int32_t choose_n_tile(const SpmmProblem& problem, const SpmmOptions& options,
+                           std::int64_t thread_columns, std::int32_t step_lanes, bool fragments);
 // Whether kTallRows rows a block row pay: nnz x N >= kTallWork and the tall grid (tiles column tiles)
 // still has kGridTarget blocks. Evidence: docs/design/spmm-plan-evidence.md#tall-block-rows
 bool choose_tall(const SpmmInspection& in, std::int64_t n, std::int64_t tiles);
@@ -142,12 +142,13 @@ struct SpmmRowsContext {
 // least the rows that keep the block rows within the target's grid. Throws UsageError for Ny outside
 // 1..kSpmmMaxAccumulators or more block rows than the grid takes.
 // Evidence: docs/design/spmm-plan-evidence.md#step-lane-block-rows
-std::int64_t choose_rows_per_block(const SpmmInspection& in, const SpmmOptions& options, const SpmmRowsContext& c,
-                                   const GpuTarget& target);
+std::int64_t choose_rows_per_block(const SpmmInspection& in, const SpmmOptions& options,
+                                   const SpmmRowsContext& c, const GpuTarget& target);
 // Tall plans at N > kClusterMinColumns without a row split asked for: the clustered order of A's rows
 // (cluster_rows) where its panels of ny rows load at most kClusterLoads of the equal panels' rows of
 // B; else empty. Evidence: docs/design/spmm-plan-evidence.md#clustered-rows
-std::optional<std::vector<std::int64_t>> choose_clustered_rows(const CsrMatrix& a, std::int64_t ny, std::int64_t n);
+std::optional<std::vector<std::int64_t>> choose_clustered_rows(const CsrMatrix& a, std::int64_t ny,
+                                                               std::int64_t n);
 // The heaviest equal panel of ny rows over the mean panel, minus 1 (0 for an empty matrix).
 double equal_panel_imbalance(const CsrMatrix& a, std::int64_t ny);
 // Whether an equal panel of ny rows holds no nonzero.
@@ -156,11 +157,12 @@ bool has_empty_panel(const CsrMatrix& a, std::int64_t ny);
 // N < kBalanceMaxColumns with ny >= kBalanceMinRows has uneven equal panels (imbalance at least
 // kBalanceImbalance) none of which is empty; else `current`.
 // Evidence: docs/design/spmm-plan-evidence.md#balanced-row-split
-SpmmRowSplit choose_row_split(const CsrMatrix& a, std::int64_t ny, std::int64_t n, bool eligible, SpmmRowSplit current);
+SpmmRowSplit choose_row_split(const CsrMatrix& a, std::int64_t ny, std::int64_t n, bool eligible,
+                              SpmmRowSplit current);
 // Row borders of `blocks` block rows: equal panels of `ny` rows, or nnz-balanced panels of at most
 // `cap` rows each.
-std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny, std::int64_t cap,
-                                      SpmmRowSplit split);
+std::vector<std::int64_t> row_borders(const CsrMatrix& a, std::int64_t blocks, std::int64_t ny,
+                                      std::int64_t cap, SpmmRowSplit split);
 
 // ---- Groups ----
 // Whether g groups keep the reduction buffer of the tallest block row within the target's shared
@@ -181,8 +183,8 @@ std::int32_t rolled_groups(std::int64_t blocks, std::int64_t tiles, std::int32_t
 // Fragment plans: 2 where the grid has fewer than kFragmentSplitWarpsPerSm warps an SM of the target
 // and block rows average kFragmentSplitMin fragments, else 1.
 // Evidence: docs/design/spmm-plan-evidence.md#fragment-tiling
-std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments, std::int64_t thread_columns,
-                             std::int32_t n_tile, const GpuTarget& target);
+std::int32_t fragment_groups(const std::vector<std::vector<SpmmFragment>>& fragments,
+                             std::int64_t thread_columns, std::int32_t n_tile, const GpuTarget& target);
 // Unrolled fp32 plans with automatic n tile and groups and groups > 1: trades groups for a wider n tile
 // (up to kWideTile) where that grid keeps kWideGrid blocks, or is one wave more than half full above
 // kLargeNnz nonzeros (with auto_groups' groups), or else a half-width tile keeps kWideGrid blocks.
@@ -195,8 +197,8 @@ std::pair<std::int32_t, std::int32_t> choose_wide_tile(std::int64_t nnz, std::in
 // ---- Block rows, staging, estimates ----
 // The steps of block row [begin, end) of `rows` split over `groups` groups with balanced nonzeros;
 // nonzeros marked in `covered` (taken by fragments) are left out.
-std::vector<SpmmGroup> block_groups(const CsrMatrix& rows, std::int64_t begin, std::int64_t end, std::int32_t groups,
-                                    const std::vector<char>& covered);
+std::vector<SpmmGroup> block_groups(const CsrMatrix& rows, std::int64_t begin, std::int64_t end,
+                                    std::int32_t groups, const std::vector<char>& covered);
 // Every block row of `borders` (fragment lists moved in from `fragments` where given), with value
 // indices mapped back through `source_index` when the rows were regrouped.
 std::vector<SpmmBlockRow> build_block_rows(const CsrMatrix& rows, const std::vector<std::int64_t>& borders,

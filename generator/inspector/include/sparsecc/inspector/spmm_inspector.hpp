@@ -6,33 +6,35 @@
 //                  M (1 for rolled plans); 32 for fp32 unrolled plans of one column a thread with
 //                  nnz x N of 10M or more whose 32-row grid still has 100 blocks (tall plans), whose
 //                  rows are clustered (row_clusters.hpp) at N > 1024 where the clustered panels load
-//                  at most 90 % of the equal panels' rows of B; at least ceil(M / the target's grid y limit) in
-//                  every case, so that the block rows fit the grid;
+//                  at most 90 % of the equal panels' rows of B; at least ceil(M / the target's grid y limit)
+//                  in every case, so that the block rows fit the grid;
 //   n_tile T       = 64 for N > 1024, else N rounded up to a warp, at most 128; fp32
 //                  unrolled plans of at most 40,000 nonzeros take 64 instead of 128 where that gives
 //                  taller block rows that still hold 256 nonzeros;
 //   groups Gy      = 4 when a block row holds 256 nonzeros on average, else 1; fewer while the block
-//                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid: at most one block an SM of the target) or
-//                  the reduction buffer of the tallest block row the target's shared memory a block (48 KiB); where Gy > 1 and the
-//                  threads spent on columns instead (an n tile of up to 256) still give a grid of
-//                  200 blocks, they are; above 40,000 nonzeros, where the widest tile's grid
-//                  is one wave more than half full, it takes that tile and the one-wave groups;
+//                  would pass 1024 threads (256 above 40,000 nonzeros, 512 in a one-wave grid: at most one
+//                  block an SM of the target) or the reduction buffer of the tallest block row the target's
+//                  shared memory a block (48 KiB); where Gy > 1 and the threads spent on columns instead (an
+//                  n tile of up to 256) still give a grid of 200 blocks, they are; above 40,000 nonzeros,
+//                  where the widest tile's grid is one wave more than half full, it takes that tile and the
+//                  one-wave groups;
 //   row split      = equal row panels, but balanced by nonzeros (each block row at most 2 * Ny rows)
 //                  for fp32 unrolled plans at N < 4096 with Ny >= 4 whose heaviest equal panel holds
-//                  35 % more nonzeros than the mean and none of which is empty; `balanced` / `equal` options force either;
-//                  `clustered` (never automatic; fp32 unrolled plans) takes equal panels of the rows
-//                  regrouped by cluster_rows (sparsecc/inspector/row_clusters.hpp) into the plan's
+//                  35 % more nonzeros than the mean and none of which is empty; `balanced` / `equal` options
+//                  force either; `clustered` (never automatic; fp32 unrolled plans) takes equal panels of the
+//                  rows regrouped by cluster_rows (sparsecc/inspector/row_clusters.hpp) into the plan's
 //                  row_order;
 //   value mode     = rolled for fp32 layers of at least 50,000 nonzeros, 48 a row on average, at
 //                  N <= 64 (their unrolled code, megabytes fetched for one column tile, sets the
 //                  time); else baked when the estimated instructions (B loads + FMAs) are at most
 //                  baked_instruction_budget, else streamed. Rolled plans take two columns a thread,
 //                  one row per block row and the groups (4..16) that bring the grid to about 4096
-//                  warps (fewer where their reduction buffer would not fit the target's shared memory a block), unless the options
-//                  say otherwise;
+//                  warps (fewer where their reduction buffer would not fit the target's shared memory a
+//                  block), unless the options say otherwise;
 //   staging        = none; `stage_min_entries` stages the dense steps of every group, as many as
 //                  the slots hold (at most kSpmmMaxStageSlots, and what fits the target's shared memory
-//                  beside the reduction buffer), and like clustered rows keeps an automatic value mode unrolled.
+//                  beside the reduction buffer), and like clustered rows keeps an automatic value mode
+//                  unrolled.
 // Half precision (problem dtype f16 / bf16): the same rules with every thread owning two columns
 // (the n tile is chosen for ceil(N / 2) threads) and fp32 accumulation unless `accumulate` names the
 // dtype. Blocklets (half only): `auto` asks propose_blocklets for the tensor-core shapes (16x8,
@@ -72,7 +74,7 @@ struct SpmmOptions {
   // at most kSpmmStepLaneColumns, 8, whose n tile is automatic or 32 and columns a thread automatic;
   // else 1).
   std::int32_t step_lanes = 0;
-  std::int32_t max_registers = 0;   // assembler register cap; 0: automatic
+  std::int32_t max_registers = 0;  // assembler register cap; 0: automatic
   // Staged steps (fp32 unrolled plans; never automatic): steps whose k holds at least this many
   // nonzeros of the block row copy their B values to shared memory with cp.async at the start of
   // the group (SpmmPlan::stage_min_entries); 0: none.
@@ -111,10 +113,10 @@ void require_spmm_matrix(const CsrMatrix& a, const SourceLocation& where,
                          const GpuTarget& target = default_gpu_target());
 
 // Throws UsageError when A has no rows or columns or more than spmm_max_rows(target) rows, when the problem
-// does not match A, when explicit rows_per_block make more than the target's grid y limit of block rows, when Ny exceeds kSpmmMaxAccumulators, or when
-// T * Gy exceeds 1024 threads.
-// The target supplies the hardware figures the rules read: SM count, shared memory and registers a
-// block or thread may take, grid limits (default_gpu_target(): an H100, sm_90).
+// does not match A, when explicit rows_per_block make more than the target's grid y limit of block rows, when
+// Ny exceeds kSpmmMaxAccumulators, or when T * Gy exceeds 1024 threads. The target supplies the hardware
+// figures the rules read: SM count, shared memory and registers a block or thread may take, grid limits
+// (default_gpu_target(): an H100, sm_90).
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options = {},
                    const GpuTarget& target = default_gpu_target());
 

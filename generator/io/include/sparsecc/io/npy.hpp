@@ -47,8 +47,8 @@ void check_writable(const Tensor& t);
 // float widths, fixed-size strings, datetimes and timedeltas, and object arrays, whose pickled data
 // is never read) comes back with `unread_dtype` set and no data instead of an error, and NaN and Inf
 // values come back as they are (the caller checks the tensors it uses with check_finite).
-Tensor parse_npy(std::span<const unsigned char> data, const std::string& file,
-                 const std::string& tensor = {}, bool keep_unread = false);
+Tensor parse_npy(std::span<const unsigned char> data, const std::string& file, const std::string& tensor = {},
+                 bool keep_unread = false);
 Tensor read_npy(const std::string& path);  // gzip-transparent
 
 // Formats a .npy file (version 1, 2 or 3). bf16 tensors are written as float32, which holds them

@@ -20,7 +20,8 @@ struct ManifestLayer {
 // inside the manifest's folder (path_outside_folder in common/paths.hpp: no absolute path, no '..'
 // out of it, no symbolic link out of it). Throws InputError naming `path`, and the layer by index
 // and name, on any violation, a missing or empty "name" or "file", or no layers at all.
-std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> bytes, const std::string& path);
+std::vector<ManifestLayer> parse_model_manifest(std::span<const unsigned char> bytes,
+                                                const std::string& path);
 
 // Reads the manifest file at `path` (a regular file over kMaxManifestBytes is refused unread).
 std::vector<ManifestLayer> read_model_manifest(const std::string& path);

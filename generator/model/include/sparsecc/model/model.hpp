@@ -82,9 +82,9 @@ struct ModelContents {
 };
 
 struct ModelReadOptions {
-  std::string select;        // ECMAScript regex; empty = all. A layer is kept when regex_search matches
-                             // its name or its tensor name
-  double max_density = 0.5;  // above this a weight is "dense" and skipped
+  std::string select;         // ECMAScript regex; empty = all. A layer is kept when regex_search matches
+                              // its name or its tensor name
+  double max_density = 0.5;   // above this a weight is "dense" and skipped
   bool infer_shapes = false;  // ONNX: fill ModelLayer::graph_n (see "Shapes" above)
   std::int64_t batch = 0;     // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
 };

@@ -44,29 +44,30 @@ enum class LongCompile {
 };
 
 struct StepCost {
-  std::string step;         // "plan", "emit", "compile" (NVRTC / nvJitLink), "bundle"
-  double estimated = -1;    // seconds, before the step (-1: not estimated)
-  double seconds = 0;       // measured
+  std::string step;       // "plan", "emit", "compile" (NVRTC / nvJitLink), "bundle"
+  double estimated = -1;  // seconds, before the step (-1: not estimated)
+  double seconds = 0;     // measured
 };
 
 struct SpmmRequest {
-  SpmmProblem problem;      // m, k, n, N mode, bias, ReLU, dtype (m, k must match the matrix)
-  SpmmOptions options;      // the planner's options (tiling overrides, value mode, blocklets, ...)
+  SpmmProblem problem;                 // m, k, n, N mode, bias, ReLU, dtype (m, k must match the matrix)
+  SpmmOptions options;                 // the planner's options (tiling overrides, value mode, blocklets, ...)
   std::optional<KernelLanguage> emit;  // empty: emitter_default(problem)
   std::vector<std::string> ptxas;      // extra ptxas options ("-O1", ...), without -Xptxas=
   std::vector<double> bias;            // one value per row when problem.bias, else empty
   LongCompile long_cuda = LongCompile::refuse;
   double max_cuda_seconds = 60;
-  ProgressSink progress;               // empty: no progress lines
-  bool bundle = true;                  // false: stop after compile (no bundle in the artifact)
-  std::string name;                    // the compile's label in logs; empty: the plan's kernel name
-  unsigned compile_threads = 0;        // PTX route: modules assembled at once (0: one per hardware thread)
+  ProgressSink progress;         // empty: no progress lines
+  bool bundle = true;            // false: stop after compile (no bundle in the artifact)
+  std::string name;              // the compile's label in logs; empty: the plan's kernel name
+  unsigned compile_threads = 0;  // PTX route: modules assembled at once (0: one per hardware thread)
 };
 
 struct SpmmReport {
   std::string matrix;  // a name for the text (the file, or the problem's name)
   std::int64_t rows = 0, cols = 0, nnz = 0;
-  std::string chosen_by;  // how the options were chosen ("automatic plan", a tuning record, ...), may be empty
+  std::string
+      chosen_by;  // how the options were chosen ("automatic plan", a tuning record, ...), may be empty
   std::vector<StepCost> steps;
   std::string emit_note;  // why the emitter differs from the request (take_ptx), else empty
   // The report as the user reads it (the lines `sparsecc compile` prints) and as JSON (every figure).
@@ -100,8 +101,8 @@ CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage langu
 SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target);
 // The same from a plan made already (a tuner's candidate): emit -> compile -> (bundle). `steps` are
 // the costs of the steps before (the plan's), carried into the report.
-SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target,
-                               std::vector<StepCost> steps = {});
+SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequest& request,
+                               const GpuTarget& target, std::vector<StepCost> steps = {});
 
 struct HinesRequest {
   std::int32_t rhs = 1;
@@ -117,8 +118,8 @@ struct HinesArtifact {
   std::optional<CompiledHines> compiled;  // with request.compile
   std::optional<rt::Bundle> bundle;       // with request.compile
   std::vector<StepCost> steps;
-  std::string plan_text() const;          // the planner's summary line
-  std::string compile_text() const;       // the bundle's summary line (empty without compile)
+  std::string plan_text() const;     // the planner's summary line
+  std::string compile_text() const;  // the bundle's summary line (empty without compile)
   nlohmann::json json() const;
 };
 

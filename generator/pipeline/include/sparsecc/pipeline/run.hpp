@@ -31,7 +31,8 @@ class SpmmGpuInputs {
 };
 
 // Loads `bundle` (named `name` in errors) on device 0 and runs it on B (n columns) with C poisoned
-// with NaN first; returns C. f16 / bf16 bundles take B rounded to their dtype and return C widened. `how` receives the device and the image that ran ("GPU … (cubin image)").
+// with NaN first; returns C. f16 / bf16 bundles take B rounded to their dtype and return C widened. `how`
+// receives the device and the image that ran ("GPU … (cubin image)").
 std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string& name, const DenseMatrix& b,
                                     std::int64_t n, std::string& how);
 

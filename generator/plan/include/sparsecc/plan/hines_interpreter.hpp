@@ -22,7 +22,8 @@ struct HinesDomainTrace {
 // differs from the plan or the plan is invalid. `trace`, when given, receives each level's domain system.
 std::vector<double> interpret_hines(const HinesPlan& plan, std::span<const double> diag,
                                     std::span<const double> upper, std::span<const double> lower,
-                                    std::span<const double> b, std::vector<HinesDomainTrace>* trace = nullptr);
+                                    std::span<const double> b,
+                                    std::vector<HinesDomainTrace>* trace = nullptr);
 std::vector<float> interpret_hines(const HinesPlan& plan, std::span<const float> diag,
                                    std::span<const float> upper, std::span<const float> lower,
                                    std::span<const float> b, std::vector<HinesDomainTrace>* trace = nullptr);

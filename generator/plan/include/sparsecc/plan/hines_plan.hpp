@@ -54,25 +54,25 @@ constexpr std::int64_t hines_base_shared_bytes(std::int64_t rows, std::int64_t r
 inline constexpr std::int64_t kHinesSharedWorkspaceMax = 200 * 1024;
 
 struct HinesProblem {
-  std::int32_t n = 0;          // compartments of the whole forest
-  std::int32_t cells = 0;      // trees in the forest
-  std::int32_t rhs = 1;        // R right-hand sides sharing the matrix
+  std::int32_t n = 0;         // compartments of the whole forest
+  std::int32_t cells = 0;     // trees in the forest
+  std::int32_t rhs = 1;       // R right-hand sides sharing the matrix
   std::string dtype = "f64";  // f64 or f32
 };
 
 struct HinesChain {
-  std::int32_t begin = 0, end = 0;   // rows [begin, end] of the level's matrix, inclusive
+  std::int32_t begin = 0, end = 0;    // rows [begin, end] of the level's matrix, inclusive
   std::int32_t parent_junction = -1;  // domain index of junction parent[end], -1 at a cell's root
   std::int32_t child_junction = -1;   // domain index of junction begin - 1, -1 when there is none
 };
 
 struct HinesLevel {
-  std::int32_t size = 0;                  // rows of this level's matrix
-  std::int32_t k = 0;                     // K of the fine decomposition, 0 for minimal
-  std::vector<std::int32_t> junctions;    // ascending rows; position = domain index
+  std::int32_t size = 0;                    // rows of this level's matrix
+  std::int32_t k = 0;                       // K of the fine decomposition, 0 for minimal
+  std::vector<std::int32_t> junctions;      // ascending rows; position = domain index
   std::vector<std::int32_t> domain_parent;  // per junction: domain parent, -1 for a domain root
-  std::vector<std::uint8_t> direct;       // per junction: 1 when parent[J_k] is itself a junction
-  std::vector<HinesChain> chains;         // ascending rows
+  std::vector<std::uint8_t> direct;         // per junction: 1 when parent[J_k] is itself a junction
+  std::vector<HinesChain> chains;           // ascending rows
   // Stage 2 gathers: junction k adds the chains gather[gather_offsets[k] .. gather_offsets[k + 1]),
   // ascending (those below it, whose parent junction it is, then the one above, whose child it is).
   std::vector<std::int32_t> gather_offsets;
@@ -85,13 +85,13 @@ struct HinesPlan {
   HinesProblem problem;
   HinesDecomposition decomposition = HinesDecomposition::fine;
   std::string kernel_name = "sparsecc_hines";
-  std::vector<std::int32_t> parent;        // level 0's parents (the system's, Hines order)
-  std::vector<std::int32_t> cell_offsets;  // cell c is rows [cell_offsets[c], cell_offsets[c + 1])
-  std::vector<HinesLevel> levels;          // D = levels.size() decomposition levels
-  std::vector<std::int32_t> base_parent;   // parents of the base system (the last domain)
-  std::int32_t threads_per_block = 256;    // grid kernels: one thread per chain / junction / row
-  std::int32_t grid_levels = 0;            // G: levels run by grid kernels, 0 .. depth()
-  std::int32_t block_threads = 256;        // threads of the per-cell block kernel
+  std::vector<std::int32_t> parent;         // level 0's parents (the system's, Hines order)
+  std::vector<std::int32_t> cell_offsets;   // cell c is rows [cell_offsets[c], cell_offsets[c + 1])
+  std::vector<HinesLevel> levels;           // D = levels.size() decomposition levels
+  std::vector<std::int32_t> base_parent;    // parents of the base system (the last domain)
+  std::int32_t threads_per_block = 256;     // grid kernels: one thread per chain / junction / row
+  std::int32_t grid_levels = 0;             // G: levels run by grid kernels, 0 .. depth()
+  std::int32_t block_threads = 256;         // threads of the per-cell block kernel
   std::int64_t estimated_instructions = 0;  // of an executor unrolling every level and the base
   HinesCode code = HinesCode::tables;
   std::int64_t unrolled_instructions = 0;  // of the base code in unrolled mode (0 in tables mode)

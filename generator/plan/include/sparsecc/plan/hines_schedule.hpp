@@ -44,18 +44,18 @@ struct HinesSchedule {
   // Per level, in elements: offsets into the workspace, or for levels from shared_from on into the
   // block kernel's dynamic shared memory (relative to the cell: no row offsets are added there).
   std::vector<std::array<std::int64_t, kHinesLevelArrays>> level_offsets;
-  std::int32_t shared_from = 0;      // first level in shared memory; depth when none is
-  std::int64_t shared_elements = 0;  // dynamic shared memory of the block kernel, in elements
-  std::int64_t base_pivot_offset = 0;                                       // in elements
+  std::int32_t shared_from = 0;        // first level in shared memory; depth when none is
+  std::int64_t shared_elements = 0;    // dynamic shared memory of the block kernel, in elements
+  std::int64_t base_pivot_offset = 0;  // in elements
   std::int64_t workspace_elements = 0;
   std::vector<std::int32_t> tables;
   std::int32_t segment_stride = 2;  // ints per segment: type offset, rows at G .. depth
   std::int32_t segments = 0;        // blocks of the block kernel
   std::int32_t segment_types = 0;
   std::vector<std::int32_t> type_offsets;  // of every segment type in `tables`, by first appearance
-  std::int32_t chain_max = 0;  // rows of the longest chain of any level
-  std::int32_t base_max = 0;   // base rows of the largest segment
-  std::int64_t segments_offset = 0;  // in ints
+  std::int32_t chain_max = 0;              // rows of the longest chain of any level
+  std::int32_t base_max = 0;               // base rows of the largest segment
+  std::int64_t segments_offset = 0;        // in ints
   std::vector<HinesLaunch> launches;
 
   std::int64_t workspace_bytes() const { return workspace_elements * real_bytes; }

@@ -11,11 +11,11 @@
 namespace sparsecc {
 
 // C = A*B (+bias) (ReLU) as the kernel computes it. `values` is the kernel's value array from
-// spmm_kernel_values (packed in streamed mode, CSR order in baked mode, the step table in rolled mode); B's entries and the bias are
-// rounded to float32 first. Per (block row, group, column): the first FMA of an accumulator is a
-// multiply, later ones fused multiply-adds, in step order; groups 1.. are added to group 0 in group
-// order; then the bias is added and ReLU (fmax with 0) applied. Throws UsageError when B has the wrong
-// number of rows (or columns, in fixed-N mode) or the bias has the wrong size.
+// spmm_kernel_values (packed in streamed mode, CSR order in baked mode, the step table in rolled mode); B's
+// entries and the bias are rounded to float32 first. Per (block row, group, column): the first FMA of an
+// accumulator is a multiply, later ones fused multiply-adds, in step order; groups 1.. are added to group 0
+// in group order; then the bias is added and ReLU (fmax with 0) applied. Throws UsageError when B has the
+// wrong number of rows (or columns, in fixed-N mode) or the bias has the wrong size.
 //
 // Rolled plans: `values` is the step table (spmm_rolled_table), read through its header as the kernel
 // reads it; every record is an FMA into every accumulator of the block row, from 0, in record order

@@ -103,10 +103,10 @@
 
 namespace sparsecc {
 
-struct GpuTarget;                      // sparsecc/target/target.hpp
+struct GpuTarget;                       // sparsecc/target/target.hpp
 const GpuTarget& default_gpu_target();  // likewise
 
-enum class SpmmNMode { fixed, runtime };       // N compiled in, or read from the kernel's `n` argument
+enum class SpmmNMode { fixed, runtime };  // N compiled in, or read from the kernel's `n` argument
 // Weights as literals, read from `values` in emission order, or a loop over a step table (above).
 enum class SpmmValueMode { baked, streamed, rolled };
 // Equal row panels; nnz-balanced panels (SparseRT (b)); or equal panels of the rows regrouped so that
@@ -145,8 +145,8 @@ struct SpmmFragment {
 
 struct SpmmBlockRow {
   std::int64_t row_begin = 0, row_end = 0;
-  std::vector<SpmmGroup> groups;           // exactly `groups` entries
-  std::vector<SpmmFragment> fragments;     // strictly ascending k; empty without blocklets
+  std::vector<SpmmGroup> groups;        // exactly `groups` entries
+  std::vector<SpmmFragment> fragments;  // strictly ascending k; empty without blocklets
 };
 
 // The blocklet configuration a plan was built with (sparsecc/inspector/blocklets.hpp), as plain data
@@ -207,10 +207,10 @@ struct SpmmFragments {
 
 // What group 0 does with the sums before it stores C (above).
 struct SpmmEpilogue {
-  bool bias = false;                // add bias[row] (the problem's)
-  bool relu = false;                // then max(0, .) (the problem's)
-  DType accumulate = DType::f32;    // f32, or the dtype (half plans only)
-  DType output = DType::f32;        // C's type: every output is rounded to it once (the problem's dtype)
+  bool bias = false;              // add bias[row] (the problem's)
+  bool relu = false;              // then max(0, .) (the problem's)
+  DType accumulate = DType::f32;  // f32, or the dtype (half plans only)
+  DType output = DType::f32;      // C's type: every output is rounded to it once (the problem's dtype)
 };
 
 // What the emitters and the assembler are told beyond the computation.
@@ -259,11 +259,17 @@ struct SpmmPlan {
   const SpmmBlocklets& blocklets() const;  // empty shape without fragments
 
   // Unrolled fp32 with two adjacent columns a thread (fixed even N): one 64-bit load of B a step.
-  bool fp32_pairs() const { return !half() && layout.cols_per_thread == 2 && family() == SpmmFamily::unrolled; }
+  bool fp32_pairs() const {
+    return !half() && layout.cols_per_thread == 2 && family() == SpmmFamily::unrolled;
+  }
   std::int64_t block_rows() const { return layout.block_rows(); }  // grid y
   // C columns a block covers
-  std::int64_t block_columns() const { return std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread; }
-  std::int64_t column_tiles(std::int64_t n) const { return (n + block_columns() - 1) / block_columns(); }  // grid x
+  std::int64_t block_columns() const {
+    return std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread;
+  }
+  std::int64_t column_tiles(std::int64_t n) const {
+    return (n + block_columns() - 1) / block_columns();
+  }  // grid x
   bool half() const { return problem.dtype != DType::f32; }
   std::int64_t fragment_count() const;
 };
@@ -307,12 +313,14 @@ inline constexpr std::int32_t kSpmmFragmentStagePitch = 72;
 // The row of A and C that position `position` of the block rows computes (row_order above; throws
 // std::out_of_range past a short row_order, which check_plan reports).
 inline std::int64_t spmm_row(const SpmmPlan& plan, std::int64_t position) {
-  return plan.layout.row_order.empty() ? position : plan.layout.row_order.at(static_cast<std::size_t>(position));
+  return plan.layout.row_order.empty() ? position
+                                       : plan.layout.row_order.at(static_cast<std::size_t>(position));
 }
 
 // The fragments of block row `b` that group `g` of `groups` multiplies: [first, second) of b.fragments,
 // the g-th of `groups` equal contiguous shares (sizes differ by one at most, larger shares last).
-std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups, std::int32_t g);
+std::pair<std::size_t, std::size_t> spmm_group_fragments(const SpmmBlockRow& b, std::int32_t groups,
+                                                         std::int32_t g);
 
 // Staged plans: which steps of `g` are staged (one flag a step; all 0 without staging), and the byte
 // offset of the stage slots in the block's shared memory (after the group reduction, 16-aligned).
@@ -404,7 +412,8 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a);
 // Every broken invariant, as a sentence (empty when the plan is valid for `a`): shapes and launch
 // fields agree, block rows cover positions 0..M exactly once in order, row_order is a permutation of
 // 0..M exactly when the split is clustered (fp32 unrolled plans only), every nonzero of A appears
-// exactly once at its own (row, k), max_registers is in estimated_registers..target.max_registers_per_thread, assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
+// exactly once at its own (row, k), max_registers is in estimated_registers..target.max_registers_per_thread,
+// assembler_opt_level in 0..3, steps ascend in k and groups take consecutive k ranges, every group's nnz is
 // at most ceil(block nnz / groups) + (nonzeros of the block row in one column) - 1, packed_order is the
 // emission order in streamed mode, and the accumulators fit the register budget. Rolled plans: dtype
 // f32, no fragments, cols_per_thread 2. Half plans: dtype

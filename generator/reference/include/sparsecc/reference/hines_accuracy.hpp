@@ -22,9 +22,10 @@ namespace sparsecc {
 // (at least 64 significant bits) the accuracy yardstick's reference.
 template <typename T>
 std::vector<double> serial_hines_solve_as(const HinesSystem& s, std::span<const double> b, int rhs);
-extern template std::vector<double> serial_hines_solve_as<float>(const HinesSystem&, std::span<const double>, int);
-extern template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&, std::span<const double>,
-                                                                       int);
+extern template std::vector<double> serial_hines_solve_as<float>(const HinesSystem&, std::span<const double>,
+                                                                 int);
+extern template std::vector<double> serial_hines_solve_as<long double>(const HinesSystem&,
+                                                                       std::span<const double>, int);
 
 inline constexpr double kF64ToleranceFloor = 1e-12;
 inline constexpr double kF32ToleranceFloor = 1e-4;

@@ -17,9 +17,9 @@
 namespace sparsecc {
 
 struct GpuTarget {
-  std::string arch = "sm_90";    // the cubin's architecture: sm_80, sm_90, sm_90a, ...
+  std::string arch = "sm_90";     // the cubin's architecture: sm_80, sm_90, sm_90a, ...
   std::string name = "H100 SXM";  // the part the figures are of
-  std::string source = "table";  // "table" (gpu_target) or "device" (gpu_target_from_device)
+  std::string source = "table";   // "table" (gpu_target) or "device" (gpu_target_from_device)
   std::int32_t cc_major = 9, cc_minor = 0;
   std::string ptx_isa = "7.8";  // the PTX ISA version emitted PTX declares
 
@@ -31,18 +31,18 @@ struct GpuTarget {
   std::int32_t registers_per_sm = 65536;
   std::int32_t registers_per_block = 65536;
   std::int32_t max_registers_per_thread = 255;
-  std::int32_t register_allocation_unit = 256;  // registers, allocated per warp in these units
-  std::int64_t shared_per_sm = 228 * 1024;      // bytes an SM holds for its blocks
-  std::int64_t shared_per_block = 48 * 1024;    // dynamic shared memory a block has without opting in
+  std::int32_t register_allocation_unit = 256;       // registers, allocated per warp in these units
+  std::int64_t shared_per_sm = 228 * 1024;           // bytes an SM holds for its blocks
+  std::int64_t shared_per_block = 48 * 1024;         // dynamic shared memory a block has without opting in
   std::int64_t shared_per_block_optin = 227 * 1024;  // the most a block may opt in to
   std::int64_t shared_reserved_per_block = 1024;     // the system's share of each resident block
   std::int64_t max_grid_x = 2147483647, max_grid_y = 65535, max_grid_z = 65535;
   std::int64_t l2_bytes = 50 * 1024 * 1024;
 
   // Nominal speeds, for the predictor's estimates (not limits).
-  double clock_mhz = 1755;             // sustained SM clock under load
-  double dram_bytes_per_us = 3.0e6;    // HBM / GDDR bandwidth
-  double l2_bytes_per_us = 5.5e6;      // L2 to the SMs, reads
+  double clock_mhz = 1755;           // sustained SM clock under load
+  double dram_bytes_per_us = 3.0e6;  // HBM / GDDR bandwidth
+  double l2_bytes_per_us = 5.5e6;    // L2 to the SMs, reads
 
   // Features.
   bool programmatic_launch = true;  // griddepcontrol (programmatic dependent launch): sm_90 on
@@ -61,7 +61,8 @@ struct GpuDeviceFacts {
   std::int32_t sm_count = 0;
   std::int32_t max_threads_per_block = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
   std::int32_t registers_per_sm = 0, registers_per_block = 0;
-  std::int64_t shared_per_sm = 0, shared_per_block = 0, shared_per_block_optin = 0, shared_reserved_per_block = 0;
+  std::int64_t shared_per_sm = 0, shared_per_block = 0, shared_per_block_optin = 0,
+               shared_reserved_per_block = 0;
   std::int64_t max_grid_x = 0, max_grid_y = 0, max_grid_z = 0;
   std::int64_t l2_bytes = 0;
   double clock_mhz = 0;  // 0: keep the table's

@@ -5,9 +5,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sparsecc/inspector/hines_planner.hpp"
 #include "sparsecc/neuron/hines.hpp"
@@ -29,10 +28,11 @@ class HinesMeasurer {
 using HinesBuilder = std::function<rt::Bundle(const HinesCandidate&)>;
 
 // The bundle of a candidate: compile_hines for target.arch.
-rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system, const GpuTarget& target);
+rt::Bundle compile_hines_candidate(const HinesCandidate& c, const HinesSystem& system,
+                                   const GpuTarget& target);
 
-// The planner options a candidate differs in: {"decomposition", "k", "k_large", "depth", "block_threads", "code"}
-// (the options codec, sparsecc/inspector/options_json.hpp).
+// The planner options a candidate differs in: {"decomposition", "k", "k_large", "depth", "block_threads",
+// "code"} (the options codec, sparsecc/inspector/options_json.hpp).
 nlohmann::json hines_options_json(const HinesOptions& o);
 // `base` with the fields of `j` applied; InputError naming `name` for a malformed field.
 HinesOptions hines_options_from_json(const nlohmann::json& j, HinesOptions base, const std::string& name);

@@ -8,14 +8,14 @@
 // target, sm_90's row, is the H100 SXM the coefficients were fitted on: 132 SMs at 1.755 GHz; per SM
 // 65536 registers, 2048 threads, 32 blocks, 228 KiB of shared memory with 1 KiB reserved per block),
 // so that a coefficient near 1 means "this limit alone sets the time". Per thread, a group's path is
-// its instructions: the address and load of B for every step, the FMAs (two per entry for half plans summing in fp32 and for fp32 plans of two
-// columns a thread), the value loads of streamed plans, its fragments' operand loads, B loads,
-// packing and mma, zeroing the accumulators, then group 0's epilogue (the other groups' sums, bias,
-// ReLU, store) or the hand-over of groups 1..; a block row's path is its slowest group's. Blocks resident per SM come from the registers a
-// thread takes (max_registers rounded up to 8, allocated per warp in units of 256; fp32 plans the PTX
-// emitter writes in the split layout take 128, what ptxas gives those), block_x and shared_bytes. The
-// busiest SM runs ceil(grid / SMs) blocks (grid = block rows x column tiles), in rounds of the
-// resident blocks.
+// its instructions: the address and load of B for every step, the FMAs (two per entry for half plans summing
+// in fp32 and for fp32 plans of two columns a thread), the value loads of streamed plans, its fragments'
+// operand loads, B loads, packing and mma, zeroing the accumulators, then group 0's epilogue (the other
+// groups' sums, bias, ReLU, store) or the hand-over of groups 1..; a block row's path is its slowest group's.
+// Blocks resident per SM come from the registers a thread takes (max_registers rounded up to 8, allocated per
+// warp in units of 256; fp32 plans the PTX emitter writes in the split layout take 128, what ptxas gives
+// those), block_x and shared_bytes. The busiest SM runs ceil(grid / SMs) blocks (grid = block rows x column
+// tiles), in rounds of the resident blocks.
 //   launch      1: the launch floor and fixed costs (about 0.9 us at batch 1).
 //   bound_us    the instruction-stream bound, max of two limits measured on the H100: latency, the
 //               rounds x the mean block row's path at 14 cycles an instruction (unrolled code runs
@@ -104,7 +104,8 @@ struct Predictor {
   int version = kSpmmFeatureVersion;  // bump when the feature set changes
   std::string fitted_on;              // free text: GPU and data set
   std::int64_t samples = 0;
-  std::vector<std::string> features;  // term names (spmm_predictor_term_names()), in the order of coefficients
+  std::vector<std::string>
+      features;  // term names (spmm_predictor_term_names()), in the order of coefficients
   std::vector<double> coefficients;
   // Sum of coefficient x term for `features` in spmm_feature_names() order (the predictor's terms are
   // computed from them and looked up by name); at least 1e-3 us. Throws UsageError on a size mismatch

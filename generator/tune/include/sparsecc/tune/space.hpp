@@ -20,12 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -69,7 +68,7 @@ struct SpmmSpaceDims {
 
 // One point of the space.
 struct SpmmCandidate {
-  std::string label;  // the plan it gives, e.g. "R4/T64/G1/equal/baked/ptx" (+ "/bl:16x8:0.5")
+  std::string label;    // the plan it gives, e.g. "R4/T64/G1/equal/baked/ptx" (+ "/bl:16x8:0.5")
   SpmmOptions options;  // reproduce `plan`: the automatic tiling of the default made explicit
   KernelLanguage emitter = KernelLanguage::ptx;
   bool is_default = false;
@@ -77,9 +76,9 @@ struct SpmmCandidate {
 };
 
 struct SpmmSpace {
-  std::vector<SpmmCandidate> candidates;                    // the default plan first
+  std::vector<SpmmCandidate> candidates;                      // the default plan first
   std::vector<std::pair<std::string, std::string>> rejected;  // (point, the rule it breaks)
-  std::int64_t points = 0;                                  // points enumerated before the rules
+  std::int64_t points = 0;                                    // points enumerated before the rules
 };
 
 // The space for A and `problem`. `base` carries what the user fixed (kernel name, accumulation,
@@ -101,15 +100,16 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
 // value_mode and emitter, and absent blocklets are off. spmm_options_from_json throws UsageError
 // naming the field.
 nlohmann::json candidate_json(const SpmmCandidate& c);
-std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j, const SpmmOptions& base);
+std::pair<SpmmOptions, KernelLanguage> spmm_options_from_json(const nlohmann::json& j,
+                                                              const SpmmOptions& base);
 
 // The dimensions, the candidates (label, default flag) and the rejected points with their rules.
 nlohmann::json to_json(const SpmmSpace& space, const SpmmSpaceDims& dims);
 
 // The winner `c` again with a higher register cap, one candidate for each of dims.register_headroom
 // (added to c's cap): only unrolled fp32 plans of the PTX emitter (the one that caps registers), and
-// only caps that change what the assembler is given (at most the target's registers a thread, and for the split
-// layout what a block fits). Labels end in "/r{cap}"; the options carry the cap.
+// only caps that change what the assembler is given (at most the target's registers a thread, and for the
+// split layout what a block fits). Labels end in "/r{cap}"; the options carry the cap.
 std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const SpmmCandidate& c,
                                                   const SpmmSpaceDims& dims);
 
@@ -134,7 +134,8 @@ std::optional<SpmmCandidate> spmm_cluster_variant(const CsrMatrix& a, const Spmm
 // candidate for each of dims.stage_min_entries that stages something: unrolled fp32 plans only (the
 // same tiling, split, value mode and register cap). It gains on few problems, so it is a tuning
 // choice. Label: c's + "/st{N}". Evidence: docs/design/evidence.md#tune-staged-steps
-std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCandidate& c, const SpmmSpaceDims& dims);
+std::vector<SpmmCandidate> spmm_stage_variants(const CsrMatrix& a, const SpmmCandidate& c,
+                                               const SpmmSpaceDims& dims);
 
 // The label of the space's plan that a variant of it (spmm_register_variants, spmm_pair_variant,
 // spmm_cluster_variant, spmm_stage_variants) times again: `label` without their suffixes (/r{cap},

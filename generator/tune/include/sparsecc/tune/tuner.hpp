@@ -59,17 +59,17 @@ using SpmmBuilder = std::function<rt::Bundle(const SpmmCandidate&)>;
 using CompileSlots = std::counting_semaphore<>;
 
 struct TuneOptions {
-  double budget_seconds = 0;          // 0: unlimited
+  double budget_seconds = 0;  // 0: unlimited
   // Expected wall time of one unrolled candidate's compile (0: unknown). With a budget, a compile
   // that would end past it is not started (the default plan's always is) and the next queued one that
   // fits is (rolled candidates are expected to take a second); the estimate is raised to the mean of
   // the unrolled compiles that finish.
   double expected_compile_seconds = 0;
-  int jobs = 0;                       // compile threads; 0: the hardware's
-  std::size_t exhaustive_limit = 24;  // spaces up to this size are searched exhaustively
-  std::size_t shortlist = 8;          // predictor picks tried first in larger spaces
+  int jobs = 0;                             // compile threads; 0: the hardware's
+  std::size_t exhaustive_limit = 24;        // spaces up to this size are searched exhaustively
+  std::size_t shortlist = 8;                // predictor picks tried first in larger spaces
   GpuTarget target = default_gpu_target();  // what the predictor's features are computed for
-  const Predictor* predictor = nullptr;  // nullptr: shipped_predictor()
+  const Predictor* predictor = nullptr;     // nullptr: shipped_predictor()
   // Shared with other searches running at once: beyond its first compile in flight, a compile
   // starts only with a free shared slot (and at most `jobs` in all). nullptr: `jobs` threads of its own.
   CompileSlots* slots = nullptr;
@@ -95,8 +95,8 @@ void record_measurement(CandidateTiming& t, const std::function<Measurement()>& 
 void tally_timing(TuningRecord& record, const CandidateTiming& t, std::size_t index, bool is_default,
                   std::size_t& best, double& best_us);
 // The progress report after `done` of `planned` candidates, `t` the one just measured.
-TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds, const CandidateTiming& t,
-                           const std::string& best_label, double best_us);
+TuneProgress tune_progress(std::size_t done, std::size_t planned, double elapsed_seconds,
+                           const CandidateTiming& t, const std::string& best_label, double best_us);
 
 // The bundle of a candidate: emit_spmm + compile_kernel for `target`, with `bias` (m values or empty).
 rt::Bundle compile_spmm_candidate(const SpmmCandidate& c, const CsrMatrix& a, const GpuTarget& target,
@@ -135,8 +135,9 @@ std::vector<PredictorSample> predictor_samples(const TuningDatabase& db, std::si
 // Searches `space` (for A) and returns the record: every measured candidate with its features, the
 // winner (the fastest verified; the default when none verified) and the default's time. `progress`,
 // when given, is called after every measurement. Throws UsageError for an empty space.
-TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims, const TuningKey& key,
-                       const SpmmBuilder& build, SpmmMeasurer& measurer, const TuneOptions& options,
+TuningRecord tune_spmm(const CsrMatrix& a, const SpmmSpace& space, const SpmmSpaceDims& dims,
+                       const TuningKey& key, const SpmmBuilder& build, SpmmMeasurer& measurer,
+                       const TuneOptions& options,
                        const std::function<void(const TuneProgress&)>& progress = {});
 
 }  // namespace sparsecc::tune
