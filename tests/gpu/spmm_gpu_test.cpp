@@ -41,7 +41,7 @@ SpmmCase make_case(std::string name, CsrMatrix a, std::int64_t n, SpmmNMode mode
                    SpmmOptions options = {}, std::vector<int> ns = {}) {
   SpmmCase c;
   c.name = std::move(name);
-  c.problem = {a.rows, a.cols, n, mode, bias, relu, "f32"};
+  c.problem = {a.rows, a.cols, n, mode, bias, relu, DType::f32};
   c.options = std::move(options);
   if (bias) c.bias = random_vector(a.rows, 0xb1a5 + static_cast<std::uint64_t>(a.rows));
   c.ns = ns.empty() ? std::vector<int>{static_cast<int>(n)} : std::move(ns);
