@@ -21,9 +21,9 @@
 //
 // Values are N x R row-major (the R values of row i at [i * R, i * R + R)). A chain is four ints:
 // begin, end, parent junction, child junction (-1: none).
-typedef /*@REAL*/ double /*@end*/ real;
-constexpr int R = /*@RHS*/ 1 /*@end*/;
-constexpr int kBlockThreads = /*@BLOCK_THREADS*/ 256 /*@end*/;
+typedef /*@REAL*/double/*@end*/ real;
+constexpr int R = /*@RHS*/1/*@end*/;
+constexpr int kBlockThreads = /*@BLOCK_THREADS*/256/*@end*/;
 
 // Workspace arrays of one level l, in kOff[l]: stage-1 results of level l, then level l + 1's matrix
 // (the negated domain system) and its solution.
@@ -56,8 +56,8 @@ __device__ constexpr int up(int k) { return k + 1 < kRegChain ? k + 1 : k; }
 __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const real* __restrict__ d,
                                             const real* __restrict__ u, const real* __restrict__ l,
                                             const real* __restrict__ b, real* __restrict__ rv,
-                                            real* __restrict__ pv, real* __restrict__ qv,
-                                            real* __restrict__ piv, real* __restrict__ w) {
+                                            real* __restrict__ pv, real* __restrict__ qv, real* __restrict__ piv,
+                                            real* __restrict__ w) {
   const int s = ch[0], e = ch[1], pj = ch[2], cj = ch[3];
   const int n = e - s + 1;
   if constexpr (kChainMax > kRegChain) {
@@ -73,8 +73,7 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
           if (i > s) y -= l[i - 1] * rv[(long long)(i - 1) * R + col];
           rv[(long long)i * R + col] = y * piv[i];
         }
-        for (int i = e - 1; i >= s; --i)
-          rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
+        for (int i = e - 1; i >= s; --i) rv[(long long)i * R + col] -= w[i] * rv[(long long)(i + 1) * R + col];
       }
       if (pj >= 0) {
         pv[e] = u[e] * piv[e];
@@ -150,14 +149,12 @@ __device__ __forceinline__ void chain_solve(const int* __restrict__ ch, const re
 }
 
 // Stage 2 for junction k: its row of the negated domain system, gathering its chains in plan order.
-__device__ __forceinline__ void junction_row(int k, const int* __restrict__ junctions,
-                                             const int* __restrict__ direct,
-                                             const int* __restrict__ gather_offsets,
-                                             const int* __restrict__ gather, const int* __restrict__ chains,
-                                             const real* __restrict__ d, const real* __restrict__ u,
-                                             const real* __restrict__ l, const real* __restrict__ b,
-                                             const real* rv, const real* pv, const real* qv, real* md,
-                                             real* mu, real* ml, real* mb) {
+__device__ __forceinline__ void junction_row(int k, const int* __restrict__ junctions, const int* __restrict__ direct,
+                                             const int* __restrict__ gather_offsets, const int* __restrict__ gather,
+                                             const int* __restrict__ chains, const real* __restrict__ d,
+                                             const real* __restrict__ u, const real* __restrict__ l,
+                                             const real* __restrict__ b, const real* rv, const real* pv,
+                                             const real* qv, real* md, real* mu, real* ml, real* mb) {
   const int j = junctions[k];
   real dk = -d[j], uk = 0, lk = 0;
   if (direct[k]) {
@@ -247,31 +244,28 @@ __device__ __forceinline__ void base_unrolled(int, real*, const real*, const rea
 
 // Grid kernels for the large levels (l < kFirst), one launch per stage and level, tables of the whole
 // level with absolute indices.
-extern "C" __global__ void hines_stage1(const int* __restrict__ chains, int nchains,
-                                        const real* __restrict__ d, const real* __restrict__ u,
-                                        const real* __restrict__ l, const real* __restrict__ b, real* rv,
-                                        real* pv, real* qv, real* piv, real* w) {
+extern "C" __global__ void hines_stage1(const int* __restrict__ chains, int nchains, const real* __restrict__ d,
+                                        const real* __restrict__ u, const real* __restrict__ l,
+                                        const real* __restrict__ b, real* rv, real* pv, real* qv, real* piv,
+                                        real* w) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c < nchains) chain_solve(chains + 4 * c, d, u, l, b, rv, pv, qv, piv, w);
 }
 
 extern "C" __global__ void hines_stage2(const int* __restrict__ junctions, const int* __restrict__ direct,
-                                        const int* __restrict__ gather_offsets,
-                                        const int* __restrict__ gather, const int* __restrict__ chains,
-                                        int nj, const real* __restrict__ d, const real* __restrict__ u,
-                                        const real* __restrict__ l, const real* __restrict__ b,
-                                        const real* __restrict__ rv, const real* __restrict__ pv,
-                                        const real* __restrict__ qv, real* md, real* mu, real* ml, real* mb) {
+                                        const int* __restrict__ gather_offsets, const int* __restrict__ gather,
+                                        const int* __restrict__ chains, int nj, const real* __restrict__ d,
+                                        const real* __restrict__ u, const real* __restrict__ l,
+                                        const real* __restrict__ b, const real* __restrict__ rv,
+                                        const real* __restrict__ pv, const real* __restrict__ qv, real* md, real* mu,
+                                        real* ml, real* mb) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < nj)
-    junction_row(k, junctions, direct, gather_offsets, gather, chains, d, u, l, b, rv, pv, qv, md, mu, ml,
-                 mb);
+  if (k < nj) junction_row(k, junctions, direct, gather_offsets, gather, chains, d, u, l, b, rv, pv, qv, md, mu, ml, mb);
 }
 
 // One thread per chain, then one per junction.
-extern "C" __global__ void hines_stage4(const int* __restrict__ chains, int nchains,
-                                        const int* __restrict__ junctions, int nj,
-                                        const real* __restrict__ rv, const real* __restrict__ pv,
+extern "C" __global__ void hines_stage4(const int* __restrict__ chains, int nchains, const int* __restrict__ junctions,
+                                        int nj, const real* __restrict__ rv, const real* __restrict__ pv,
                                         const real* __restrict__ qv, const real* __restrict__ mx, real* x) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < nchains) {
@@ -322,8 +316,8 @@ __device__ __forceinline__ real* level_array(real* ws, real* sws, int level, int
 // block reads and writes them.
 extern "C" __global__ void __launch_bounds__(kBlockThreads)
     hines_block(const int* __restrict__ segments, const int* __restrict__ tables, const real* __restrict__ d0,
-                const real* __restrict__ u0, const real* __restrict__ l0, const real* __restrict__ b0,
-                real* x0, real* ws) {
+                const real* __restrict__ u0, const real* __restrict__ l0, const real* __restrict__ b0, real* x0,
+                real* ws) {
   extern __shared__ __align__(16) unsigned char hines_shared[];
   real* const sws = reinterpret_cast<real*>(hines_shared);
   const int* seg = segments + (long long)blockIdx.x * kSegStride;
@@ -357,8 +351,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
     real *md = level_array(ws, sws, lv, MD, r0, j0), *mu = level_array(ws, sws, lv, MU, r0, j0),
          *ml = level_array(ws, sws, lv, ML, r0, j0), *mb = level_array(ws, sws, lv, MB, r0, j0);
     for (int k = threadIdx.x; k < lt.nj; k += blockDim.x)
-      junction_row(k, lt.junctions, lt.direct, lt.goff, lt.gather, lt.chains, d, u, l, b, rv, pv, qv, md, mu,
-                   ml, mb);
+      junction_row(k, lt.junctions, lt.direct, lt.goff, lt.gather, lt.chains, d, u, l, b, rv, pv, qv, md, mu, ml, mb);
     __syncthreads();
     d = md, u = mu, l = ml, b = mb;
   }

@@ -28,9 +28,9 @@
 // B is K x n and C is M x n, row-major, 16-bit; bias and values are float32 (values: the weights,
 // rounded to the dtype, of a streamed plan); fragments holds the packed tensor-core operands.
 // Columns >= n neither load nor store; every thread reaches every barrier and every mma.
-#define SPCC_BF16 /*@BF16*/ 0             /*@end*/
-#define SPCC_FRAGMENT_K /*@FRAGMENT_K*/ 8 /*@end*/
-#define SPCC_VEC8 /*@VEC8*/ 0             /*@end*/
+#define SPCC_BF16 /*@BF16*/0/*@end*/
+#define SPCC_FRAGMENT_K /*@FRAGMENT_K*/8/*@end*/
+#define SPCC_VEC8 /*@VEC8*/0/*@end*/
 
 typedef unsigned short spcc_u16;
 typedef unsigned int spcc_u32;
@@ -75,11 +75,11 @@ __device__ __forceinline__ spcc_u32 spcc_fma2(spcc_u32 a, spcc_u32 b, spcc_u32 c
 // is even (col is even, so the pair is aligned and col < n implies col + 1 < n), else two 16-bit loads,
 // the second from b1 (col + 1, or col again at the last column of an odd n). Runtime-N kernels take
 // the 16-bit form: their pitch is not known when compiling.
-#if /*@PAIR32*/ 0 /*@end*/
-#define SPCC_LOAD(k) __ldg(reinterpret_cast<const spcc_u32*>(b + (k)*ld))
+#if /*@PAIR32*/0/*@end*/
+#define SPCC_LOAD(k) __ldg(reinterpret_cast<const spcc_u32*>(b + (k) * ld))
 #else
 #define SPCC_LOAD(k) \
-  (static_cast<spcc_u32>(__ldg(b + (k)*ld)) | (static_cast<spcc_u32>(__ldg(b1 + (k)*ld)) << 16))
+  (static_cast<spcc_u32>(__ldg(b + (k) * ld)) | (static_cast<spcc_u32>(__ldg(b1 + (k) * ld)) << 16))
 #endif
 
 __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1, bool pair, bool live1) {
@@ -100,22 +100,22 @@ __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1,
 // the warp (the last 8 columns of B where those lie past n) at row 2q; the scalar path column g at
 // row 2q.
 #if SPCC_VEC8
-#define SPCC_VCOL(g) (8 * (((g) >> 1) + 4 * ((g)&1)))
+#define SPCC_VCOL(g) (8 * (((g) >> 1) + 4 * ((g) & 1)))
 #define SPCC_FRAGMENT_SETUP                                                                        \
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                                  \
   const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (t >> 5);         \
-  const long long wcols = ld - warp_col;                                                           \
+  const long long wcols = ld - warp_col;                                                            \
   const spcc_u16* bw = B + (SPCC_VCOL(g) < wcols ? warp_col + SPCC_VCOL(g) : ld - 8) + 2 * q * ld; \
   float* st = red + SPCC_STAGE + (threadIdx.x >> 5) * 16 * 72;
 #else
-#define SPCC_FRAGMENT_SETUP                                                                \
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                          \
-  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (t >> 5); \
-  const spcc_u16* bw = B + warp_col + g + 2 * q * ld;                                      \
-  const long long wcols = ld - warp_col - g;                                               \
+#define SPCC_FRAGMENT_SETUP                                                                        \
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;                                  \
+  const long long warp_col = static_cast<long long>(blockIdx.x) * (2 * T) + 64 * (t >> 5);         \
+  const spcc_u16* bw = B + warp_col + g + 2 * q * ld;                                             \
+  const long long wcols = ld - warp_col - g;                                                        \
   float* st = red + SPCC_STAGE + (threadIdx.x >> 5) * 16 * 72;
 #endif
-#define SPCC_STAGE /*@STAGE*/ 0 /*@end*/
+#define SPCC_STAGE /*@STAGE*/0/*@end*/
 // Floats between the stages of warp w of group i and of group i + 1.
 #define SPCC_GROUP_STAGE ((T / 32) * 16 * 72)
 
@@ -151,14 +151,10 @@ __device__ __forceinline__ void spcc_mma(float (&d)[4], const spcc_u32 (&a)[SPCC
 __device__ __forceinline__ void spcc_load_a(spcc_u32 (&av)[SPCC_FRAGMENT_K / 4], const spcc_u32* a) {
 #if SPCC_FRAGMENT_K == 8
   const uint2 v = __ldg(reinterpret_cast<const uint2*>(a));
-  av[0] = v.x;
-  av[1] = v.y;
+  av[0] = v.x; av[1] = v.y;
 #else
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(a));
-  av[0] = v.x;
-  av[1] = v.y;
-  av[2] = v.z;
-  av[3] = v.w;
+  av[0] = v.x; av[1] = v.y; av[2] = v.z; av[3] = v.w;
 #endif
 }
 
@@ -248,14 +244,10 @@ __device__ __forceinline__ void spcc_add_stage(float (&d)[8][4], const float* st
   for (int h = 0; h < 4; ++h) {
     const float* p = st + (g + 8 * (h >> 1)) * 72 + 8 * q + 32 * (h & 1);
     const float4 u = *reinterpret_cast<const float4*>(p), v = *reinterpret_cast<const float4*>(p + 4);
-    d[0][h] = __fadd_rn(d[0][h], u.x);
-    d[1][h] = __fadd_rn(d[1][h], u.y);
-    d[2][h] = __fadd_rn(d[2][h], u.z);
-    d[3][h] = __fadd_rn(d[3][h], u.w);
-    d[4][h] = __fadd_rn(d[4][h], v.x);
-    d[5][h] = __fadd_rn(d[5][h], v.y);
-    d[6][h] = __fadd_rn(d[6][h], v.z);
-    d[7][h] = __fadd_rn(d[7][h], v.w);
+    d[0][h] = __fadd_rn(d[0][h], u.x); d[1][h] = __fadd_rn(d[1][h], u.y);
+    d[2][h] = __fadd_rn(d[2][h], u.z); d[3][h] = __fadd_rn(d[3][h], u.w);
+    d[4][h] = __fadd_rn(d[4][h], v.x); d[5][h] = __fadd_rn(d[5][h], v.y);
+    d[6][h] = __fadd_rn(d[6][h], v.z); d[7][h] = __fadd_rn(d[7][h], v.w);
   }
 }
 
@@ -322,7 +314,7 @@ __device__ __forceinline__ void spcc_stage(float* st, const float (&d)[8][4], in
 // The column k of every fragment, in fragment order: a group's share of more than 32 fragments runs
 // a rolled loop over them (straight-line fragments kept values live across hundreds of mma and ptxas
 // spilled them); shorter shares are straight-line calls with k in the address.
-/*@FRAGMENT_TABLE*/ static __device__ const int spcc_fragment_k[] = {0}; /*@end*/
+/*@FRAGMENT_TABLE*/static __device__ const int spcc_fragment_k[] = {0};/*@end*/
 
 static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
 #if __CUDA_ARCH__ >= 900
@@ -330,12 +322,12 @@ static __device__ __forceinline__ void sparsecc_wait_for_predecessor() {
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
-    /*@KERNEL_NAME*/ sparsecc_spmm_half
-    /*@end*/ (const spcc_u16* __restrict__ B, spcc_u16* __restrict__ C, const float* __restrict__ bias,
-              const float* __restrict__ values, int n, const spcc_u32* __restrict__ fragments) {
-  constexpr int T = /*@N_TILE*/ 32 /*@end*/;
-  const long long ld = /*@LD*/ n /*@end*/;
+extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
+/*@KERNEL_NAME*/sparsecc_spmm_half/*@end*/(const spcc_u16* __restrict__ B, spcc_u16* __restrict__ C,
+                                          const float* __restrict__ bias, const float* __restrict__ values,
+                                          int n, const spcc_u32* __restrict__ fragments) {
+  constexpr int T = /*@N_TILE*/32/*@end*/;
+  const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
   const long long col = static_cast<long long>(blockIdx.x) * (2 * T) + 2 * t;
@@ -348,20 +340,18 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
   extern __shared__ float red[];
   if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   switch (blockIdx.y) {
-      /*@BODY*/
+/*@BODY*/
     case 0: {
       spcc_u32 x;
       float x0, x1, a0x = 0.0f, a0y = 0.0f;
       if (live && group == 0) {
-        x = SPCC_LOAD(0);
-        x0 = spcc_lo(x);
-        x1 = spcc_hi(x);
-        a0x = __fmul_rn(x0, 0x1p+0f);
-        a0y = __fmul_rn(x1, 0x1p+0f);
+        x = SPCC_LOAD(0); x0 = spcc_lo(x); x1 = spcc_hi(x);
+        a0x = __fmul_rn(x0, 0x1p+0f); a0y = __fmul_rn(x1, 0x1p+0f);
       }
       {
 #if SPCC_FRAGMENT_K
-        SPCC_FRAGMENT_SETUP {
+        SPCC_FRAGMENT_SETUP
+        {
           float d[8][4] = {};
           spcc_fragments(d, fragments + lane * (SPCC_FRAGMENT_K / 4), spcc_fragment_k, 1, bw, ld, wcols, q);
           spcc_stage(st, d, g, q);
@@ -370,14 +360,13 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
         if (live && group == 0) {
           float v0 = a0x, v1 = a0y;
 #if SPCC_FRAGMENT_K
-          v0 = __fadd_rn(v0, st[0 * 72 + 2 * lane]);
-          v1 = __fadd_rn(v1, st[0 * 72 + 2 * lane + 1]);
+          v0 = __fadd_rn(v0, st[0 * 72 + 2 * lane]); v1 = __fadd_rn(v1, st[0 * 72 + 2 * lane + 1]);
 #endif
           spcc_store_pair(c + 0 * ld, v0, v1, pair, live1);
         }
       }
       break;
     }
-      /*@end*/
+/*@end*/
   }
 }

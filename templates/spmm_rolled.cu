@@ -48,22 +48,22 @@ static __device__ __forceinline__ void sparsecc_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
-    /*@KERNEL_NAME*/ sparsecc_spmm
-    /*@end*/ (const float* __restrict__ B, float* __restrict__ C, const float* __restrict__ bias,
-              const float* __restrict__ values, int n) {
-  constexpr int T = /*@N_TILE*/ 32 /*@end*/;
-  constexpr int R = /*@ROWS*/ 1 /*@end*/;
-  constexpr int G = /*@GROUPS*/ 1 /*@end*/;
-  constexpr int U = /*@BATCH*/ 8 /*@end*/;
+extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
+/*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
+                                     const float* __restrict__ bias, const float* __restrict__ values,
+                                     int n) {
+  constexpr int T = /*@N_TILE*/32/*@end*/;
+  constexpr int R = /*@ROWS*/1/*@end*/;
+  constexpr int G = /*@GROUPS*/1/*@end*/;
+  constexpr int U = /*@BATCH*/8/*@end*/;
   constexpr int L = /*@STEP_LANES*/ 1 /*@end*/;
-  constexpr long long H = /*@HEADER*/ 4 /*@end*/;
-  constexpr long long M = /*@M*/ 1 /*@end*/;
-  constexpr bool kBias = /*@BIAS*/ false /*@end*/;
-  constexpr bool kRelu = /*@RELU*/ false /*@end*/;
-  constexpr int S = /*@RECORD*/ 4 /*@end*/;  // words of a step record
-  constexpr int Q = S / 4;                   // its 16-byte loads
-  const long long ld = /*@LD*/ n /*@end*/;
+  constexpr long long H = /*@HEADER*/4/*@end*/;
+  constexpr long long M = /*@M*/1/*@end*/;
+  constexpr bool kBias = /*@BIAS*/false/*@end*/;
+  constexpr bool kRelu = /*@RELU*/false/*@end*/;
+  constexpr int S = /*@RECORD*/4/*@end*/;  // words of a step record
+  constexpr int Q = S / 4;                // its 16-byte loads
+  const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
   const long long col = static_cast<long long>(blockIdx.x) * 2 * T + t;

@@ -32,13 +32,13 @@ static __device__ __forceinline__ void sparsecc_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
-    /*@KERNEL_NAME*/ sparsecc_spmm
-    /*@end*/ (const float* __restrict__ B, float* __restrict__ C, const float* __restrict__ bias,
-              const float* __restrict__ values, int n) {
-  constexpr int T = /*@N_TILE*/ 32 /*@end*/;
-  constexpr int CPT = /*@COLS*/ 1 /*@end*/;
-  const long long ld = /*@LD*/ n /*@end*/;
+extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
+/*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
+                                     const float* __restrict__ bias, const float* __restrict__ values,
+                                     int n) {
+  constexpr int T = /*@N_TILE*/32/*@end*/;
+  constexpr int CPT = /*@COLS*/1/*@end*/;
+  const long long ld = /*@LD*/n/*@end*/;
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
   const long long col = (static_cast<long long>(blockIdx.x) * T + t) * CPT;
@@ -47,16 +47,14 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
   float* c = C + col;
   extern __shared__ float red[];
   // Staged steps: the shared-memory address of the thread's slot 0, less the plan's stage offset.
-  [[maybe_unused]] const unsigned stage =
-      static_cast<unsigned>(__cvta_generic_to_shared(red)) + threadIdx.x * 4u * CPT;
+  [[maybe_unused]] const unsigned stage = static_cast<unsigned>(__cvta_generic_to_shared(red)) + threadIdx.x * 4u * CPT;
   if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   switch (blockIdx.y) {
-      /*@BODY*/
+/*@BODY*/
     case 0: {
       float x, a0 = 0.0f;
       if (live && group == 0) {
-        x = __ldg(b + 0 * ld);
-        a0 = __fmul_rn(x, 0x1p+0f);
+        x = __ldg(b + 0 * ld); a0 = __fmul_rn(x, 0x1p+0f);
       }
       sparsecc_launch_dependents();
       if (live && group == 0) {
@@ -64,6 +62,6 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/ 32 /*@end*/)
       }
       break;
     }
-      /*@end*/
+/*@end*/
   }
 }
