@@ -2,7 +2,8 @@
 # Checks that the C++ and CUDA sources follow the repository's .clang-format (clang-format --dry-run
 # --Werror): generator/, runtime/, tools/, tests/ and kernels_generated/examples/, without the fuzz
 # corpus and generated output. templates/ is left out: the emitters copy the templates' text into every
-# kernel they write, and the kernels' text is pinned byte for byte (tests/data/emit_golden.json). Lists the files that need formatting and exits 1 when any do.
+# kernel they write, and the kernels' text is pinned byte for byte (tests/data/emit_golden.json).
+# Lists the files that need formatting and exits 1 when any do.
 #   tools/check_format.sh            check every tracked source
 #   tools/check_format.sh FILE...    check these files only
 # CLANG_FORMAT names the program (default: clang-format-14, else clang-format).
