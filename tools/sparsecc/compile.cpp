@@ -40,6 +40,17 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
 
 SpmmOptions spmm_options(const SpmmArgs& a) { return flags::spmm_options(a, a.dtype); }
 
+void add_allow_long_compile_flag(CLI::App* cmd, bool& allow) {
+  cmd->add_flag("--allow-long-compile", allow,
+                "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without "
+                "--emit, taking the PTX route)");
+}
+
+pipeline::LongCompile long_compile_rule(bool allow, bool emit_given) {
+  if (allow) return pipeline::LongCompile::allow;
+  return emit_given ? pipeline::LongCompile::refuse : pipeline::LongCompile::take_ptx;
+}
+
 pipeline::ProgressSink progress_printer() {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   return [tty, last = -1.0](const std::string& step, double fraction, double left) mutable {
@@ -99,11 +110,7 @@ int run_compile(const CompileArgs& args) {
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   request.ptxas = args.ptxas;
-  // An automatic emitter may take the PTX route for a CUDA C++ compile of minutes; an explicit one is
-  // refused with the reason unless --allow-long-compile.
-  request.long_cuda = args.allow_long   ? pipeline::LongCompile::allow
-                      : args.emit_given ? pipeline::LongCompile::refuse
-                                        : pipeline::LongCompile::take_ptx;
+  request.long_cuda = long_compile_rule(args.allow_long, args.emit_given);
   request.progress = progress_printer();
   std::string chosen_by;
   if (!args.db.empty()) {
@@ -163,10 +170,7 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--plan-json", args->plan_json, "Print the executor plan as JSON on stdout");
   cmd->add_flag("--json", args->json,
                 "Print the compile report as JSON on stdout (after --plan-json's line)");
-  cmd->add_flag(
-      "--allow-long-compile", args->allow_long,
-      "Run a CUDA C++ compile estimated to take minutes instead of refusing it (or, without --emit, "
-      "taking the PTX route)");
+  add_allow_long_compile_flag(cmd, args->allow_long);
   cmd->add_option(
       "--db", args->db,
       "Tuning database: compile its recorded winner for this matrix, problem and GPU, or else the "

@@ -76,9 +76,7 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   request.options = spmm_options(args.spmm);
   request.bias = layer.bias;
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
-  request.long_cuda = args.allow_long   ? pipeline::LongCompile::allow
-                      : args.emit_given ? pipeline::LongCompile::refuse
-                                        : pipeline::LongCompile::take_ptx;
+  request.long_cuda = long_compile_rule(args.allow_long, args.emit_given);
   std::string choice = "automatic plan";
   if (!args.db.empty()) {
     const tune::TunedChoice tuned = tune::choose_tuned_plan(
@@ -310,10 +308,7 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"ptx", "cuda"}))
       ->capture_default_str();
   flags::add_arch_flag(cmd, args->arch, "GPU the plans and the cubins are for (PTX is included for others)");
-  cmd->add_flag(
-      "--allow-long-compile", args->allow_long,
-      "Run CUDA C++ compiles estimated to take minutes instead of refusing them (or, without --emit, "
-      "taking the PTX route)");
+  add_allow_long_compile_flag(cmd, args->allow_long);
   cmd->add_option("--db", args->db, "Tuning database: recorded winners, else the predictor's choice");
   cmd->add_option("--gpu", args->gpu, "Target GPU name for --db lookups");
   cmd->add_flag("--cold-l2", args->cold_l2,

@@ -33,4 +33,9 @@ SpmmOptions spmm_options(const SpmmArgs& args);
 // otherwise.
 pipeline::ProgressSink progress_printer();
 
+// --allow-long-compile, and the rule it sets with --emit: an automatic emitter may take the PTX route
+// for a CUDA C++ compile of minutes; an explicit one is refused with the reason unless allowed.
+void add_allow_long_compile_flag(CLI::App* cmd, bool& allow);
+pipeline::LongCompile long_compile_rule(bool allow, bool emit_given);
+
 }  // namespace sparsecc::cli
