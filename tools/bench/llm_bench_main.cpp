@@ -1135,8 +1135,12 @@ int main(int argc, char** argv) {
     if (!args.no_compressed) {
       Variant v;
       v.name = "compressed";
-      v.options.value_mode = parse_value_mode("compressed", "value mode");
-      cx.variants.push_back(v);
+      try {
+        v.options.value_mode = parse_value_mode("compressed", "value mode");
+        cx.variants.push_back(v);
+      } catch (const UsageError& e) {  // a generator without the compressed family
+        fmt::print("sparsecc_compressed skipped: {}\n", e.what());
+      }
     }
     for (const std::string& spec : args.variants) cx.variants.push_back(parse_variant(spec));
     if (plan.configs.empty()) throw UsageError("nothing selected");
