@@ -88,7 +88,7 @@ struct Args {
   int max_split_k = 8;
   bool no_peers = false;
   bool no_compressed = false;
-  double max_compile_s = 120;
+  double max_compile_s = 30;
   int compile_jobs = 0;
   TimingOptions timing;
 };
@@ -622,8 +622,6 @@ ExecResult run_sparsecc(RunContext& cx, const Inputs& in, const Compiled& c, con
       return r;
     }
     if (cx.warm) {
-      int next = 0;
-      (void)next;
       r.warm = time_checked([&](cudaStream_t s) { launch(sets[0], s); }, mode_timing(cx, false, 1), r.note);
     }
     if (cx.cold) {
@@ -813,8 +811,9 @@ int run(RunContext& cx, const Plan& plan) {
   const unsigned threads_per_compile = std::max(1u, hw / jobs);
   Pool pool(jobs);
   std::size_t done = 0;
-  const std::string peers_line =
-      peers::available() ? std::string() : "peers skipped: " + peers::unavailable_reason();
+  const std::string peers_line = !peers::available() ? "peers skipped: " + peers::unavailable_reason()
+                                 : args.no_peers     ? std::string("peers skipped: --no-peers")
+                                                     : std::string();
   if (!peers_line.empty()) fmt::print("{}\n", peers_line);
 
   for (std::size_t mi = 0; mi < plan.matrices.size(); ++mi) {
@@ -943,8 +942,9 @@ int run(RunContext& cx, const Plan& plan) {
         results.push_back(std::move(r));
       }
       if (formats_done.valid()) formats_done.wait();
-      for (const peers::Kind kind : {peers::Kind::spinfer, peers::Kind::flashllm})
-        results.push_back(run_peer(cx, in, kind, formats.get()));
+      if (peers::available() && !args.no_peers)  // else said once at the start
+        for (const peers::Kind kind : {peers::Kind::spinfer, peers::Kind::flashllm})
+          results.push_back(run_peer(cx, in, kind, formats.get()));
 
       // The table.
       const auto find = [&](const std::string& name) -> const ExecResult* {
@@ -1091,7 +1091,8 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--quick", args.quick,
       "the small subset: N=16 fp16 random at 50/70/90 % on the 8 shapes, 4096x4096 90 % at N 1 and 64, "
-      "bf16 at 90 % N=16 (replaces --shapes/--sparsity/--n/--dtype/--pattern)");
+      "bf16 at 90 % N=16 (replaces --shapes/--sparsity/--n/--dtype/--pattern; 11 replays and --max-seconds "
+      "0.3 unless given)");
   app.add_option("--json", args.json, "write every figure as JSON");
   auto* warm = app.add_flag("--warm", args.warm_only, "warm L2 only");
   app.add_flag("--cold", args.cold_only, "cold L2 only (default: both)")->excludes(warm);
@@ -1123,6 +1124,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (args.quick) {  // a shorter protocol unless asked otherwise: --quick fits a few minutes
+    if (app.count("--repetitions") == 0) args.timing.repetitions = 11;
+    if (app.count("--max-seconds") == 0) args.timing.max_seconds = 0.3;
   }
   RunContext cx;
   cx.args = args;
