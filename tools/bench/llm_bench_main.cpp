@@ -342,7 +342,8 @@ struct Variant {
 };
 
 // "[NAME:]key=value,..." with keys values, rows-per-block, n-tile, groups, max-registers,
-// cols-per-thread, step-lanes, ptxas-O, n-mode (fixed | runtime).
+// cols-per-thread, step-lanes, ptxas-O, the compressed family's warps, strips (16-row strips a warp),
+// chunk-k and splits, and n-mode (fixed | runtime).
 Variant parse_variant(const std::string& spec) {
   Variant v;
   std::string body = spec;
@@ -383,6 +384,14 @@ Variant parse_variant(const std::string& spec) {
       v.options.step_lanes = integer();
     else if (key == "ptxas-O")
       v.options.assembler_opt_level = integer();
+    else if (key == "warps")  // the compressed family's choices (SpmmCompressedOptions)
+      v.options.compressed.warps = integer();
+    else if (key == "strips")
+      v.options.compressed.strips_per_warp = integer();
+    else if (key == "chunk-k")
+      v.options.compressed.chunk_k = integer();
+    else if (key == "splits")
+      v.options.compressed.splits = integer();
     else if (key == "n-mode") {
       if (value != "fixed" && value != "runtime")
         throw UsageError(fmt::format("--variant {}: n-mode is fixed or runtime", spec));
@@ -390,7 +399,7 @@ Variant parse_variant(const std::string& spec) {
     } else
       throw UsageError(fmt::format(
           "--variant {}: unknown key '{}' (values, rows-per-block, n-tile, groups, max-registers, "
-          "cols-per-thread, step-lanes, ptxas-O, n-mode)",
+          "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, splits, n-mode)",
           spec, key));
   }
   return v;
@@ -1105,7 +1114,8 @@ int main(int argc, char** argv) {
   app.add_flag("--csr-alg3", args.csr_alg3, "also cuSPARSE CSR_ALG3 (destroyed the context once on an H200)");
   app.add_option("--variant", args.variants,
                  "an extra sparsecc executor: [NAME:]key=value,... (values, rows-per-block, n-tile, groups, "
-                 "max-registers, cols-per-thread, step-lanes, ptxas-O, n-mode=fixed|runtime); repeatable");
+                 "max-registers, cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, splits, "
+                 "n-mode=fixed|runtime); repeatable");
   app.add_flag("--no-compressed", args.no_compressed,
                "no value-mode-compressed executor (the automatic one only)");
   app.add_option("--max-split-k", args.max_split_k, "the peers' split-K sweep 1..K")
