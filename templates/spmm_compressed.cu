@@ -22,8 +22,8 @@
 // row block's segment of the stream go to shared memory with cp.async, double-buffered; then every
 // warp walks its strips' records: a record's format decides how its four 16 x 16 steps become A
 // operands (dense: two 8-byte loads a lane; bitmap: each lane finds its two elements of each 8 x 8
-// sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 16 operand in shared
-// memory), B's operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
+// sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 64 operand in shared
+// memory, 2 KiB a warp), B's operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
 // ABI: grid (ceil(n / N_TILE), ROW_BLOCKS * SPLITS), block (32 * WARPS), dynamic shared memory from
 // the plan; B (K x n) and C (M x n) row-major 16-bit; `stream` is the fragments argument.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
@@ -135,7 +135,10 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
   const int c_end = static_cast<int>(stream[rb * (SPLITS + 1) + split + 1]);
   const spcc_u32* segments = stream + SPLIT_WORDS + static_cast<long long>(rb) * CHUNKS;
   const unsigned char* data = reinterpret_cast<const unsigned char*>(stream + DATA_WORD);
-  spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + 2 * STAGE) + warp * 256;
+  spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + 2 * STAGE) + warp * 1024;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
+  __syncwarp();
 
   float acc[S][NT / 8][4];
 #pragma unroll
@@ -191,84 +194,87 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
           const uint2 h = *reinterpret_cast<const uint2*>(seg + at);
           const int format = h.x & 0xff, kt = (h.x >> 8) & 0xff, nvals = h.x >> 16;
           const unsigned char* rec = seg + at;
-          int next;
-          // Where the formats keep their values and, for bitmaps, the sub-tiles' bitmaps.
-          const spcc_u16* vals;
-          const unsigned char* bitmaps = rec + 8;
-          int voff = 0;  // values consumed (bitmap, positions)
+          // The four steps' A operands, decoded first so that their loads overlap.
+          spcc_u32 a[4][4];
           if (format == 2) {
-            vals = reinterpret_cast<const spcc_u16*>(rec + 8);
-            next = at + 8 + 2 * 1024;
+            const uint2* v = reinterpret_cast<const uint2*>(rec + 8);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint2 w0 = v[2 * (q * 32 + lane)], w1 = v[2 * (q * 32 + lane) + 1];
+              a[q][0] = w0.x, a[q][1] = w0.y, a[q][2] = w1.x, a[q][3] = w1.y;
+            }
+            at += 8 + 2 * 1024;
           } else if (format == 0) {
-            vals = reinterpret_cast<const spcc_u16*>(rec + 8 + 8 * __popc(h.y & 0xffff));
-            next = at + ((8 + 8 * __popc(h.y & 0xffff) + 2 * nvals + 7) & ~7);
+            // Bitmaps: lane L holds bits 2L, 2L + 1 of each 8 x 8 sub-tile, found by popc; branch-free
+            // (an absent sub-tile reads bitmap 0 and no value).
+            const spcc_u32 present = h.y & 0xffffu;
+            const spcc_u64* bitmaps = reinterpret_cast<const spcc_u64*>(rec + 8);
+            const spcc_u16* vals = reinterpret_cast<const spcc_u16*>(rec + 8 + 8 * __popc(present));
+            const int sh = (2 * lane) & 31;
+            const spcc_u32 below = (1u << sh) - 1u;
+            int voff = 0;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+              const bool has = (present >> j) & 1u;
+              const spcc_u64 bm = has ? bitmaps[__popc(present & ((1u << j) - 1u))] : 0ull;
+              const spcc_u32 lo = static_cast<spcc_u32>(bm), hi = static_cast<spcc_u32>(bm >> 32);
+              const spcc_u32 w = lane < 16 ? lo : hi;
+              const int rank = voff + (lane < 16 ? 0 : __popc(lo)) + __popc(w & below);
+              const spcc_u32 bits = (w >> sh) & 3u;
+              const spcc_u32 x0 = (bits & 1u) ? vals[rank] : 0u;
+              const spcc_u32 x1 = (bits & 2u) ? vals[rank + (bits & 1u)] : 0u;
+              a[j >> 2][j & 3] = x0 | (x1 << 16);
+              voff += __popc(lo) + __popc(hi);
+            }
+            at += (8 + 8 * __popc(present) + 2 * nvals + 7) & ~7;
           } else {
-            vals = reinterpret_cast<const spcc_u16*>(rec + 8);
-            next = at + ((8 + 3 * nvals + 7) & ~7);
+            // Positions: the warp scatters the record's nonzeros into its zeroed operand tile (lane-major
+            // mma order), reads its operands back and zeroes what it read.
+            const spcc_u16* vals = reinterpret_cast<const spcc_u16*>(rec + 8);
+            const unsigned char* pos = rec + 8 + 2 * nvals;
+            const int c0 = h.y & 0xff, c1 = c0 + ((h.y >> 8) & 0xff), c2 = c1 + ((h.y >> 16) & 0xff);
+#pragma unroll 4
+            for (int i = lane; i < nvals; i += 32) {
+              const int q = (i >= c0) + (i >= c1) + (i >= c2);
+              const int p = pos[i], r = p >> 4, cc = p & 15;
+              scratch[q * 256 + ((r & 7) * 4 + ((cc & 7) >> 1)) * 8 + ((cc >> 3) * 2 + (r >> 3)) * 2 + (cc & 1)] =
+                  vals[i];
+            }
+            __syncwarp();
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint4 w = reinterpret_cast<const uint4*>(scratch)[q * 32 + lane];
+              a[q][0] = w.x, a[q][1] = w.y, a[q][2] = w.z, a[q][3] = w.w;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
+            __syncwarp();
+            at += (8 + 3 * nvals + 7) & ~7;
           }
-          int bitmap_index = 0;
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
-            spcc_u32 a[4];
-            if (format == 2) {
-              const uint2 w0 = reinterpret_cast<const uint2*>(vals)[2 * (q * 32 + lane)];
-              const uint2 w1 = reinterpret_cast<const uint2*>(vals)[2 * (q * 32 + lane) + 1];
-              a[0] = w0.x, a[1] = w0.y, a[2] = w1.x, a[3] = w1.y;
-            } else if (format == 0) {
-#pragma unroll
-              for (int f = 0; f < 4; ++f) {
-                a[f] = 0;
-                if (h.y >> (4 * q + f) & 1) {
-                  const spcc_u64 bm = reinterpret_cast<const spcc_u64*>(bitmaps)[bitmap_index++];
-                  const spcc_u32 lo = static_cast<spcc_u32>(bm), hi = static_cast<spcc_u32>(bm >> 32);
-                  const spcc_u32 w = lane < 16 ? lo : hi;
-                  const int sh = (2 * lane) & 31;
-                  const int rank = voff + (lane < 16 ? 0 : __popc(lo)) + __popc(w & ((1u << sh) - 1u));
-                  const spcc_u32 bits = (w >> sh) & 3u;
-                  const spcc_u32 x0 = (bits & 1u) ? vals[rank] : 0u;
-                  const spcc_u32 x1 = (bits & 2u) ? vals[rank + (bits & 1u)] : 0u;
-                  a[f] = x0 | (x1 << 16);
-                  voff += __popc(lo) + __popc(hi);
-                }
-              }
-            } else {
-              const int count = (h.y >> (8 * q)) & 0xff;
-              const unsigned char* pos = rec + 8 + 2 * nvals;
-              reinterpret_cast<uint4*>(scratch)[lane] = make_uint4(0, 0, 0, 0);
-              __syncwarp();
-              for (int i = lane; i < count; i += 32) {
-                const int p = pos[voff + i], r = p >> 4, cc = p & 15;
-                scratch[((r & 7) * 4 + ((cc & 7) >> 1)) * 8 + ((cc >> 3) * 2 + (r >> 3)) * 2 + (cc & 1)] =
-                    vals[voff + i];
-              }
-              voff += count;
-              __syncwarp();
-              const uint4 w = reinterpret_cast<const uint4*>(scratch)[lane];
-              a[0] = w.x, a[1] = w.y, a[2] = w.z, a[3] = w.w;
-              __syncwarp();
-            }
             // B's operands: rows 64 kt + 16 q .. + 16 of the staged chunk, N_TILE columns.
             const int krow = 64 * kt + 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1);
             if (NT == 8) {
               spcc_u32 b[4];
               spcc_ldmatrix_x2_trans(b, btile + krow * PITCH);
-              spcc_mma(acc[s][0], a, b[0], b[1]);
+              spcc_mma(acc[s][0], a[q], b[0], b[1]);
             } else {
 #pragma unroll
               for (int p = 0; p < NT / 16; ++p) {
                 spcc_u32 b[4];
                 spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 32 * p + 16 * (lane >> 4));
-                spcc_mma(acc[s][2 * p], a, b[0], b[1]);
-                spcc_mma(acc[s][2 * p + 1], a, b[2], b[3]);
+                spcc_mma(acc[s][2 * p], a[q], b[0], b[1]);
+                spcc_mma(acc[s][2 * p + 1], a[q], b[2], b[3]);
               }
               if (NT % 16) {
                 spcc_u32 b[4];
                 spcc_ldmatrix_x2_trans(b, btile + krow * PITCH + 32 * (NT / 16));
-                spcc_mma(acc[s][NT / 8 - 1], a, b[0], b[1]);
+                spcc_mma(acc[s][NT / 8 - 1], a[q], b[0], b[1]);
               }
             }
           }
-          at = next;
         }
       }
     }

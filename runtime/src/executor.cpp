@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "sparsecc/runtime/device.hpp"
+#include "sparsecc/runtime/driver.hpp"
 
 namespace sparsecc::rt {
 
@@ -75,9 +76,14 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   validate_bundle(bundle, name);
   const BundleMetadata& md = bundle.metadata;
   if (md.op != "spmm") throw BundleError(name + ": op is \"" + md.op + "\", not an SpMM executor");
-  if (md.shared_bytes > kDefaultSharedLimit)
+  const bool opt_in = md.values_mode == "compressed";  // compressed kernels size their stages to the device
+  if (md.shared_bytes > kDefaultSharedLimit && !opt_in)
     throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +
                       " bytes of dynamic shared memory exceed the 48 KiB this runtime launches with");
+  if (md.shared_bytes > ctx.device().max_shared_per_block_optin)
+    throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +
+                      " bytes of dynamic shared memory exceed the " +
+                      std::to_string(ctx.device().max_shared_per_block_optin) + " this device allows a block");
   SpmmExecutor ex;
   ex.ctx_ = &ctx;
   const ChosenImage chosen = choose_image(bundle, name, ctx, options);
@@ -88,6 +94,9 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   ex.module_ = std::make_unique<Module>(image, name + " (" + ex.loaded_from_ + ")");
   check_loaded_contract(bundle, *ex.module_, name, ex.loaded_from_);
   ex.fn_ = ex.module_->function(md.kernel);
+  if (md.shared_bytes > kDefaultSharedLimit)
+    SPARSECC_CU(driver().cuFuncSetAttribute(ex.fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(md.shared_bytes)));
   ex.bias_ = upload(bundle.bias);
   ex.values_ = upload(bundle.values);
   ex.fragments_ = upload(bundle.fragments);

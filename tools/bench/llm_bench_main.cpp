@@ -343,7 +343,8 @@ struct Variant {
 
 // "[NAME:]key=value,..." with keys values, rows-per-block, n-tile, groups, max-registers,
 // cols-per-thread, step-lanes, ptxas-O, the compressed family's warps, strips (16-row strips a warp),
-// chunk-k and splits, and n-mode (fixed | runtime).
+// chunk-k, splits, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight and position-weight,
+// and n-mode (fixed | runtime).
 Variant parse_variant(const std::string& spec) {
   Variant v;
   std::string body = spec;
@@ -392,6 +393,12 @@ Variant parse_variant(const std::string& spec) {
       v.options.compressed.chunk_k = integer();
     else if (key == "splits")
       v.options.compressed.splits = integer();
+    else if (key == "formats")  // bits: 1 bitmap, 2 positions, 4 dense
+      v.options.compressed.formats = static_cast<std::uint32_t>(integer());
+    else if (key == "bitmap-weight")
+      v.options.compressed.bitmap_weight = integer();
+    else if (key == "position-weight")
+      v.options.compressed.position_weight = integer();
     else if (key == "n-mode") {
       if (value != "fixed" && value != "runtime")
         throw UsageError(fmt::format("--variant {}: n-mode is fixed or runtime", spec));
@@ -399,7 +406,8 @@ Variant parse_variant(const std::string& spec) {
     } else
       throw UsageError(fmt::format(
           "--variant {}: unknown key '{}' (values, rows-per-block, n-tile, groups, max-registers, "
-          "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, splits, n-mode)",
+          "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, splits, formats, bitmap-weight, "
+          "position-weight, n-mode)",
           spec, key));
   }
   return v;

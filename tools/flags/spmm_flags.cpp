@@ -11,8 +11,9 @@ namespace sparsecc::flags {
 void add_values_flag(CLI::App* cmd, SpmmPlanFlags& f) {
   cmd->add_option("--values", f.values,
                   "Weights as code literals (baked), read from an array (streamed), a loop over a step table "
-                  "(rolled, fp32), or auto")
-      ->check(CLI::IsMember({"baked", "streamed", "rolled", "auto"}))
+                  "(rolled, fp32), compressed records decoded into tensor-core fragments (compressed, f16 / "
+                  "bf16), or auto")
+      ->check(CLI::IsMember({"baked", "streamed", "rolled", "compressed", "auto"}))
       ->capture_default_str();
 }
 
@@ -71,6 +72,20 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
                   "Dense tiles on tensor cores (f16 / bf16): off, auto (the inspector's cost estimate) or "
                   "BHxBW[:FILL] with BHxBW one of 16x8, 16x16, 8x8")
       ->capture_default_str();
+  cmd->add_option("--warps", f.compressed_warps, "Compressed plans: warps a block (0: automatic)")
+      ->check(CLI::Range(0, 16));
+  cmd->add_option("--strips", f.compressed_strips, "Compressed plans: 16-row strips a warp (0: automatic)")
+      ->check(CLI::Range(0, 4));
+  cmd->add_option("--chunk-k", f.chunk_k,
+                  "Compressed plans: columns of A a block stages at a time, a multiple of 64 (0: automatic)")
+      ->check(CLI::Range(0, 16384));
+  cmd->add_option("--splits", f.splits,
+                  "Compressed plans: blocks (a thread-block cluster, sm_90 on) splitting K, 1..8 (0: automatic)")
+      ->check(CLI::Range(0, 8));
+  cmd->add_option("--record-formats", f.record_formats,
+                  "Compressed plans: the record formats allowed, from bitmap, positions, dense (comma-separated; "
+                  "each record takes the cheapest), or auto")
+      ->capture_default_str();
 }
 
 SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
@@ -92,6 +107,24 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
   o.accumulate = require_dtype(f.accumulate, "--accumulate", kSpmmDtypes);
   o.programmatic = parse_programmatic(f.programmatic, "--programmatic");
   set_blocklets(o, dtype == "f32" && f.blocklets == "auto" ? "off" : f.blocklets);
+  o.compressed.warps = f.compressed_warps;
+  o.compressed.strips_per_warp = f.compressed_strips;
+  o.compressed.chunk_k = f.chunk_k;
+  o.compressed.splits = f.splits;
+  if (f.record_formats != "auto") {
+    std::uint32_t bits = 0;
+    std::size_t at = 0;
+    while (at <= f.record_formats.size()) {
+      const std::size_t comma = std::min(f.record_formats.find(',', at), f.record_formats.size());
+      const std::string word = f.record_formats.substr(at, comma - at);
+      const int code = word == "bitmap" ? 0 : word == "positions" ? 1 : word == "dense" ? 2 : -1;
+      if (code < 0)
+        throw UsageError(fmt::format("--record-formats: '{}' is not bitmap, positions or dense", word));
+      bits |= 1u << code;
+      at = comma + 1;
+    }
+    o.compressed.formats = bits;
+  }
   return o;
 }
 

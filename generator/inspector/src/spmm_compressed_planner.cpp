@@ -14,7 +14,7 @@ namespace sparsecc::spmm_rules {
 
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
   return problem.dtype != DType::f32 && in.nnz >= kCompressedMinNnz && problem.n <= kCompressedColumns &&
-         options.blocklets == SpmmBlockletMode::off && options.accumulate.value_or(DType::f32) == DType::f32 &&
+         options.blocklets != SpmmBlockletMode::forced && options.accumulate.value_or(DType::f32) == DType::f32 &&
          !options.rows_per_block && !options.groups && options.stage_min_entries == 0 &&
          (!options.row_split || *options.row_split == SpmmRowSplit::equal);
 }
@@ -45,8 +45,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
     throw UsageError("plan_spmm: compressed plans run on fp16 / bf16 tensor cores; choose dtype f16 or bf16");
   if (options.accumulate && *options.accumulate != DType::f32)
     throw UsageError("plan_spmm: compressed plans accumulate in f32 (tensor cores)");
-  if (options.blocklets != SpmmBlockletMode::off)
-    throw UsageError("plan_spmm: compressed plans take no blocklets (every tile is a tensor-core operand)");
+  if (options.blocklets == SpmmBlockletMode::forced)
+    throw UsageError("plan_spmm: compressed plans take no forced blocklets (every piece is a tensor-core operand)");
   if (!target.mma_f16) throw UsageError(fmt::format("plan_spmm: {} has no f16 tensor cores", target.arch));
   const SpmmCompressedOptions& o = options.compressed;
   SpmmPlan p;
@@ -63,8 +63,24 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (o.warps < 0 || o.warps > 16 || o.strips_per_warp < 0 || o.strips_per_warp > 4)
     throw UsageError(fmt::format("plan_spmm: {} warps of {} strips: expected 1..16 warps of 1..4 strips", o.warps,
                                  o.strips_per_warp));
-  b.warps = o.warps ? o.warps : kCompressedWarps;
-  b.strips_per_warp = o.strips_per_warp ? o.strips_per_warp : 1;
+  // The tallest block (fewer copies of B's rows staged) that still gives kCompressedBlocksPerSm blocks
+  // an SM with at most 8 splits.
+  const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
+  const auto blocks_of = [&](std::int64_t rows) {
+    return ceil_div(problem.m, rows) * col_tiles * (target.clusters ? rt::kMaxClusterSplits : 1);
+  };
+  b.warps = o.warps;
+  b.strips_per_warp = o.strips_per_warp;
+  if (!b.warps || !b.strips_per_warp) {
+    for (const auto [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {
+      const std::int32_t ww = b.warps ? b.warps : w, ss = b.strips_per_warp ? b.strips_per_warp : st;
+      if (blocks_of(16 * ww * ss) >= kCompressedBlocksPerSm * target.sm_count || (w == 4 && st == 1)) {
+        b.warps = ww;
+        b.strips_per_warp = ss;
+        break;
+      }
+    }
+  }
   b.formats = o.formats.value_or(0b111u);
   if (b.formats == 0 || b.formats > 0b111u)
     throw UsageError(fmt::format("plan_spmm: record formats {} name none of bitmap (1), positions (2), dense (4)",
@@ -83,9 +99,14 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
       throw UsageError(fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
     candidates = {o.chunk_k};
   } else {
-    for (const std::int64_t c : {512, 256, 128, 64})
+    for (const std::int64_t c : {1024, 512, 256, 128, 64})
       if (c <= k64 || c == 64) candidates.push_back(std::min(c, k64));
   }
+  // The largest chunk whose stages leave room for kCompressedBlocksPerSmShared blocks on an SM, else
+  // the largest that fits a block (the kernel opts in to more than the default 48 KiB).
+  const std::int64_t block_limit = target.shared_per_block_optin;
+  const std::int64_t shared_limit =
+      target.shared_per_sm / kCompressedSharedBlocks - target.shared_reserved_per_block;
   std::vector<std::int64_t> seg;
   bool fits = false;
   for (const bool two_blocks : {true, false}) {
@@ -95,8 +116,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
       b.splits = 1;
       const std::int64_t bytes = spmm_compressed_shared_bytes(b);
-      if (bytes <= target.shared_per_block && (!two_blocks || 2 * (bytes + target.shared_reserved_per_block) <=
-                                                                 target.shared_per_sm)) {
+      if (bytes <= block_limit && (!two_blocks || bytes <= shared_limit)) {
         fits = true;
         break;
       }
@@ -107,12 +127,11 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
     throw UsageError(fmt::format(
         "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block, more "
         "than the {} a block of {} takes; take fewer warps or strips (--compressed-warps)",
-        spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block, target.arch));
+        spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block_optin, target.arch));
 
   // Splits: enough blocks for the SMs.
   const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
   const std::int64_t chunks = ceil_div(problem.k, b.chunk_k);
-  const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
   if (o.splits < 0 || o.splits > rt::kMaxClusterSplits)
     throw UsageError(fmt::format("plan_spmm: {} splits: expected 1..{}", o.splits, rt::kMaxClusterSplits));
   if (o.splits > 1 && !target.clusters)

@@ -1,5 +1,7 @@
 #include "sparsecc/pipeline/pipeline.hpp"
 
+#include "sparsecc/inspector/spmm_decisions.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -168,7 +170,16 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
       throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
     return p;
   });
-  return compile_spmm_plan(std::move(plan), a, request, target, std::move(steps));
+  const bool asked = request.options.value_mode.has_value();
+  std::string family = to_string(plan.family());
+  SpmmArtifact art = compile_spmm_plan(std::move(plan), a, request, target, std::move(steps));
+  art.report.family_note =
+      asked ? family + " (asked for)"
+      : art.plan.compressed()
+          ? fmt::format("compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {})",
+                        art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns)
+          : family + " (the automatic rule)";
+  return art;
 }
 
 namespace {
@@ -203,6 +214,17 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       usage.stack_frame_bytes,
       usage.spill_store_bytes < 0 ? std::string("unknown (no ptxas report; they lie in the stack frame)")
                                   : fmt::format("{} B", usage.spill_store_bytes + usage.spill_load_bytes));
+  if (const SpmmCompressedBody* c = plan.compressed())
+    out += fmt::format(
+        "\nfamily {}: blocks of {} warps x {} strips ({} rows) over chunks of {} columns, {} split(s) a row block "
+        "(cluster), {} columns a block; records: {} bitmap, {} positions, {} dense; stream {:.1f} MB ({:.2f} "
+        "bytes/nonzero), {} bytes of shared memory a block",
+        family_note.empty() ? "compressed" : family_note, c->warps, c->strips_per_warp, plan.layout.rows_per_block,
+        c->chunk_k, c->splits, c->n_tile, c->records[0], c->records[1], c->records[2],
+        4e-6 * static_cast<double>(c->stream_words),
+        nnz ? 4.0 * static_cast<double>(c->stream_words) / static_cast<double>(nnz) : 0.0, plan.layout.shared_bytes);
+  else if (!family_note.empty())
+    out += "\nfamily " + family_note;
   return out;
 }
 
@@ -227,6 +249,9 @@ nlohmann::json SpmmReport::json(const SpmmArtifact& art) const {
           {"n_tile", plan.layout.n_tile},
           {"groups", plan.layout.groups},
           {"value_mode", to_string(plan.value_mode())},
+          {"family", to_string(plan.family())},
+          {"family_note", family_note},
+          {"body", to_json(plan)["body"]},
           {"step_lanes", plan.step_lanes()},
           {"fragments", plan.fragment_count()},
           {"estimated_instructions", plan.hints.estimated_instructions},

@@ -340,7 +340,7 @@ std::int64_t spmm_compressed_pitch(std::int64_t n_tile) { return n_tile == 8 ? 1
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
   const std::int64_t stages = 2 * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
   const std::int64_t partial = b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
-  return std::max(stages, partial) + std::int64_t{512} * b.warps;
+  return std::max(stages, partial) + std::int64_t{2048} * b.warps;
 }
 
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
@@ -461,9 +461,9 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
   }
   if (p.layout.shared_bytes != spmm_compressed_shared_bytes(b))
     err("shared_bytes differs from spmm_compressed_shared_bytes");
-  if (p.layout.shared_bytes > target.shared_per_block)
+  if (p.layout.shared_bytes > target.shared_per_block_optin)
     err(fmt::format("{} bytes of shared memory exceed the {} a block of {} takes", p.layout.shared_bytes,
-                    target.shared_per_block, target.arch));
+                    target.shared_per_block_optin, target.arch));
   if (p.block_rows() > target.max_grid_y)
     err(fmt::format("{} row blocks x {} splits pass the grid's y limit {}", row_blocks, b.splits, target.max_grid_y));
 }

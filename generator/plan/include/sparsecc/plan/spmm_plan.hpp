@@ -230,7 +230,7 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 
 // Compressed plans: the bytes of a staged row of B (n_tile columns and 16 bytes against bank
 // conflicts; rows of 8 columns are 16 bytes), and the block's shared memory: two stages of a chunk's
-// rows of B and its segment (stage_bytes), then 512 bytes a warp where positions are scattered; split
+// rows of B and its segment (stage_bytes), then 2 KiB a warp where positions are scattered; split
 // plans reuse the stages for the row block's fp32 partial sums (rows_per_block x n_tile).
 std::int64_t spmm_compressed_pitch(std::int64_t n_tile);
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& body);
