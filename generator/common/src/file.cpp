@@ -71,15 +71,25 @@ Bytes read_file(const std::string& path) {
   std::size_t got = 0;
   for (;;) {
     if (got == out.size()) {
+      // Full: a one-byte probe tells the end of the file (the usual case: nothing is allocated or
+      // copied) from a file that grew.
+      unsigned char probe;
+      const ssize_t n = ::read(fd, &probe, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int e = errno;
+        ::close(fd);
+        throw_in_file(path, fmt::format("read error: {}", std::strerror(e)));
+      }
+      if (n == 0) break;
       if (out.size() >= kMaxInputBytes) {
-        unsigned char probe;
-        const ssize_t n = ::read(fd, &probe, 1);
-        if (n == 0) break;
         ::close(fd);
         throw_in_file(path,
                       fmt::format("file is larger than the {} input limit", limit_text(kMaxInputBytes)));
       }
       out.resize(std::min<std::size_t>(kMaxInputBytes, std::max<std::size_t>(out.size() * 2, 1 << 16)));
+      out[got++] = probe;
+      continue;
     }
     const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
     if (n < 0 && errno == EINTR) continue;
