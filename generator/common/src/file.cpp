@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -39,6 +40,18 @@ const char* file_kind_name(unsigned mode) {
   return "not a regular file";
 }
 
+void advise_huge_pages(void* data, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = (begin + bytes) & ~(kHuge - 1);
+  if (bytes < 2 * kHuge || last <= first) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice: failure is harmless
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
 Bytes read_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other
   // non-regular file (devices such as /dev/zero would otherwise be read until memory runs out).
@@ -67,7 +80,8 @@ Bytes read_file(const std::string& path) {
                                     limit_text(kMaxInputBytes)));
   }
   // Sized from the file's real size; a file that grows while it is read is followed up to the limit.
-  Bytes out(static_cast<std::size_t>(declared));
+  Bytes out;
+  resize_huge(out, static_cast<std::size_t>(declared));
   std::size_t got = 0;
   for (;;) {
     if (got == out.size()) {

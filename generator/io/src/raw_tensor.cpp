@@ -181,8 +181,8 @@ CsrMatrix scan(const RawTensor& t, const std::string& file, std::int64_t rows, s
   // Pass 2: columns and values. In C order every element is written at the cursor, which moves past
   // the nonzeros only (no branch per element); one slot of slack takes the writes after the last one.
   if (!t.fortran_order) {
-    a.col_idx.resize(nnz + 1);
-    a.values.resize(nnz + 1);
+    resize_huge(a.col_idx, nnz + 1);
+    resize_huge(a.values, nnz + 1);
     std::int32_t* col_idx = a.col_idx.data();
     double* values = a.values.data();
     std::size_t k = 0;
@@ -199,8 +199,8 @@ CsrMatrix scan(const RawTensor& t, const std::string& file, std::int64_t rows, s
     a.col_idx.resize(nnz);
     a.values.resize(nnz);
   } else {
-    a.col_idx.resize(nnz);
-    a.values.resize(nnz);
+    resize_huge(a.col_idx, nnz);
+    resize_huge(a.values, nnz);
     std::vector<std::int64_t> cursor(a.row_ptr.begin(), a.row_ptr.end() - 1);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t col = c * rows;
