@@ -249,17 +249,25 @@ ProgressClock::ProgressClock(ReadProgress sink, std::string step)
 ProgressClock::~ProgressClock() { finish(); }
 
 void ProgressClock::at(double fraction) {
-  if (!sink_ || finished_) return;
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  if (fraction <= 0.0) return;
-  const double left = elapsed * (1.0 - fraction) / fraction;
+  if (!sink_ || finished_ || fraction <= 0.0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!ticking_) {  // the pace is measured from the first fraction (the file read before it is not one)
+    ticking_ = true;
+    first_fraction_ = fraction;
+    first_tick_ = now;
+  }
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double pace_seconds = std::chrono::duration<double>(now - first_tick_).count();
+  const double pace_fraction = fraction - first_fraction_;
+  if (pace_fraction < 0.01 || fraction >= 1.0) return;  // too little done to extrapolate
+  const double left = pace_seconds * (1.0 - fraction) / pace_fraction;
   if (!started_) {
-    if (elapsed < 1.0 || fraction >= 1.0) return;
+    if (elapsed < 1.0) return;
     started_ = true;
     sink_(step_, 0.0, left);
     return;
   }
-  sink_(step_, std::min(fraction, 0.999), left);
+  sink_(step_, fraction, left);
 }
 
 void ProgressClock::finish() {

@@ -24,8 +24,9 @@ namespace sparsecc {
 using ReadProgress = std::function<void(const std::string& step, double fraction, double seconds_left)>;
 
 // Turns a read's fractions into ReadProgress calls: nothing until a second has passed since the clock
-// was made, then a start line (fraction 0, with the seconds left extrapolated from the pace so far),
-// the fractions, and 1 from finish() (or the destructor) when a start line was given.
+// was made (the file's read counts), then a start line (fraction 0, with the seconds left extrapolated
+// from the pace since the first fraction), the fractions, and 1 from finish() (or the destructor) when a
+// start line was given.
 class ProgressClock {
  public:
   ProgressClock(ReadProgress sink, std::string step);
@@ -38,7 +39,9 @@ class ProgressClock {
  private:
   ReadProgress sink_;
   std::string step_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point start_, first_tick_;
+  double first_fraction_ = 0;
+  bool ticking_ = false;
   bool started_ = false;
   bool finished_ = false;
 };
