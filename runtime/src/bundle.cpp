@@ -1,5 +1,7 @@
 #include "sparsecc/runtime/bundle.hpp"
 
+#include "sparsecc/runtime/compressed_stream.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -250,6 +252,43 @@ void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
   }
 }
 
+// The stream shape a compressed bundle states in plan_summary (every key required, in range).
+CompressedShape compressed_shape(const BundleMetadata& md, const std::string& name) {
+  const auto need = [&](const char* key, std::int64_t lo, std::int64_t hi) {
+    const auto v = summary_int(md, key, name);
+    if (!v || *v < lo || *v > hi)
+      fail_key(name, std::string("plan_summary.") + key,
+               "a compressed bundle needs an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return *v;
+  };
+  CompressedShape s;
+  s.row_blocks = need("row_blocks", 1, kMaxBlockRows);
+  s.chunks = need("chunks", 1, kIntMax);
+  s.splits = need("splits", 1, kMaxClusterSplits);
+  s.strips = need("strips", 1, 64);
+  s.chunk_k = need("chunk_k", kRecordCols, 256 * kRecordCols);
+  s.stage_bytes = need("stage_bytes", 0, kMaxSpmmShared);
+  return s;
+}
+
+void check_compressed_metadata(const BundleMetadata& md, const std::string& name, bool half) {
+  if (!half) fail_key(name, "values_mode", "\"compressed\" is f16 / bf16 only");
+  const CompressedShape s = compressed_shape(md, name);
+  if (s.chunk_k % kRecordCols) fail_key(name, "plan_summary.chunk_k", "must be a multiple of 64");
+  if (s.chunks != (md.k + s.chunk_k - 1) / s.chunk_k)
+    contradicts(name, "plan_summary.chunks", s.chunks, "k = " + std::to_string(md.k) + " in chunks of chunk_k");
+  if (s.row_blocks != (md.m + 16 * s.strips - 1) / (16 * s.strips))
+    contradicts(name, "plan_summary.row_blocks", s.row_blocks,
+                "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
+  if (md.block_rows != s.row_blocks * s.splits)
+    contradicts(name, "block_rows", md.block_rows, "plan_summary.row_blocks x plan_summary.splits");
+  if (md.block_x % 32 || s.strips % (md.block_x / 32))
+    contradicts(name, "block_x", md.block_x, "whole warps sharing plan_summary.strips");
+  if (md.n_tile < 8 || md.n_tile > 64 || md.n_tile % 8)
+    contradicts(name, "n_tile", md.n_tile, "the compressed kernel's 8, 16, .., 64 columns");
+  if (md.tile_nnz != md.nnz) contradicts(name, "tile_nnz", md.tile_nnz, "nnz (the stream holds every nonzero)");
+}
+
 // Ranges and enumerations of every key (the types are checked while reading the JSON).
 void validate(const BundleMetadata& md, const std::string& name) {
   check_one_of(name, "op", md.op, {"spmm", "hines"});
@@ -268,7 +307,8 @@ void validate(const BundleMetadata& md, const std::string& name) {
   check_range(name, "tile_nnz", md.tile_nnz, 0, half ? md.nnz : 0);
   check_range(name, "fragment_words", md.fragment_words, 0, half ? kIntMax : 0);
   check_one_of(name, "layout", md.layout, {"row_major"});
-  check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed", "rolled"});
+  check_one_of(name, "values_mode", md.values_mode, {"baked", "streamed", "rolled", "compressed"});
+  if (md.values_mode == "compressed") check_compressed_metadata(md, name, half);
   if (md.values_mode == "rolled") {
     if (half) fail_key(name, "values_mode", "\"rolled\" is fp32 only");
     for (const auto& [key, most] : {std::pair{"groups", 1024}, {"rows_per_block", 64}}) {
@@ -379,6 +419,13 @@ void check_sections(const Bundle& b, const std::string& name,
     return check_hines_payload(b, name, offsets);
   }
   if (md.values_mode == "rolled") check_rolled_table(b, name, at(SectionKind::values));
+  if (md.values_mode == "compressed") {
+    try {
+      walk_compressed_stream(b.fragments, compressed_shape(md, name), md.k, name);
+    } catch (const std::invalid_argument& e) {
+      fail_section(name, SectionKind::fragments, at(SectionKind::fragments), e.what());
+    }
+  }
   const bool streamed = md.values_mode == "streamed";
   const std::int64_t unrolled = md.nnz - md.tile_nnz;  // the nonzeros the values section holds
   if (streamed && !b.values.empty() && b.values.size() != std::size_t(unrolled))
@@ -529,7 +576,7 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
                                                                             : 0;
   };
   const bool fixed = md.n_mode == "fixed";
-  return {
+  std::vector<ContractField> fields = {
       {"op", 1},
       {"dtype", dtype_code(md.dtype)},
       {"m", word(md.m)},
@@ -541,7 +588,8 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
       {"fragment_words", word(md.fragment_words)},
       {"values_mode", md.values_mode == "baked"      ? 0u
                       : md.values_mode == "streamed" ? 1u
-                                                     : 2u},
+                      : md.values_mode == "rolled"   ? 2u
+                                                     : 3u},
       {"section values (words)", word(values_words)},
       {"bias", md.bias ? 1u : 0u},
       {"relu", md.relu ? 1u : 0u},
@@ -551,6 +599,16 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
       {"shared_bytes", word(md.shared_bytes)},
       {"plan_summary.rows_per_block", summary("rows_per_block")},  // rolled code only: its step table's shape
       {"plan_summary.groups", summary("groups")}};
+  if (md.values_mode == "compressed") {
+    // The stream's shape is compiled into the code.
+    const auto get = [&](const char* key) {
+      const auto it = md.plan_summary.find(key);
+      return it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>()) : 0;
+    };
+    for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes"})
+      fields.push_back({std::string("plan_summary.") + key, get(key)});
+  }
+  return fields;
 }
 
 std::vector<ContractField> hines_contract(const BundleMetadata& md, std::span<const std::int32_t> tables) {

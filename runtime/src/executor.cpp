@@ -97,6 +97,9 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   if (ex.metadata_.dtype == "f32" && ex.metadata_.values_mode != "rolled" &&
       cols != ex.metadata_.plan_summary.end() && *cols == 2)
     ex.operand_alignment_ = 8;
+  // Compressed kernels copy rows of B as 16-byte vectors where the compiled N is a multiple of 8.
+  if (ex.metadata_.values_mode == "compressed")
+    ex.operand_alignment_ = ex.metadata_.n_mode == "fixed" && ex.metadata_.n % 8 == 0 ? 16 : 4;
   return ex;
 }
 

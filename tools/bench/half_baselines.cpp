@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/llm_suite.hpp"
 #include "bench/lt_gemm.hpp"
 #include "bench/vendor_handles.hpp"
 #include "sparsecc/common/error.hpp"
@@ -35,7 +36,8 @@ struct Problem {
   std::int64_t M = 0, K = 0, N = 0, nnz = 0;
   CsrMatrix a;                        // values rounded to prec
   std::vector<std::uint16_t> b_bits;  // B, K×N row-major
-  std::vector<double> c_ref;          // fp64 A·B of the rounded inputs, M×N row-major
+  std::vector<double> c_ref;          // fp64 A·B of the rounded inputs, M×N row-major (or its rows)
+  std::vector<std::int64_t> rows;     // the rows of c_ref (HalfBaselineOptions::check_rows); empty: all
   std::vector<OperandSet> sets;
 };
 
@@ -59,14 +61,17 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, HalfPrecision prec, const Ha
   p.b_bits = random_half_matrix(p.K, p.N, prec, options.seed);
   DenseMatrix b(p.K, p.N);
   for (std::size_t i = 0; i < p.b_bits.size(); ++i) b.data[i] = half_bits_to_double(p.b_bits[i], prec);
-  p.c_ref = spmm(p.a, b).data;
+  p.rows = options.check_rows;
+  p.c_ref = p.rows.empty() ? spmm(p.a, b).data : reference_rows(p.a, b.data, p.N, p.rows);
 
-  std::vector<std::uint16_t> a_dense(static_cast<std::size_t>(p.M * p.K), 0), val(p.a.values.size());
+  const std::size_t dense_size = options.cublas ? static_cast<std::size_t>(p.M * p.K) : 0;
+  std::vector<std::uint16_t> a_dense(dense_size, 0), val(p.a.values.size());
   std::vector<std::uint16_t> a_dense_t(a_dense.size(), 0);
   std::vector<std::int32_t> row_ptr(p.a.row_ptr.begin(), p.a.row_ptr.end());
   for (std::int64_t r = 0; r < p.M; ++r) {
     for (std::int64_t i = p.a.row_ptr[r]; i < p.a.row_ptr[r + 1]; ++i) {
       val[i] = double_to_half_bits(p.a.values[i], prec);  // exact: the value is rounded already
+      if (!options.cublas) continue;
       a_dense[static_cast<std::size_t>(r * p.K + p.a.col_idx[i])] = val[i];
       a_dense_t[static_cast<std::size_t>(p.a.col_idx[i] * p.M + r)] = val[i];
     }
@@ -74,11 +79,12 @@ Problem prepare(const CsrMatrix& a, std::int64_t n, HalfPrecision prec, const Ha
   // The fewest bytes one launch of any baseline touches: sparse CSR or dense A.
   const std::size_t bc_bytes = (p.b_bits.size() + static_cast<std::size_t>(p.M * p.N)) * 2;
   const std::size_t sparse = static_cast<std::size_t>(p.nnz) * 6 + row_ptr.size() * 4 + bc_bytes;
-  const std::size_t dense = a_dense.size() * 2 + bc_bytes;
+  const std::size_t dense = options.cublas ? a_dense.size() * 2 + bc_bytes : sparse;
   const int sets = rotation_sets(std::min(sparse, dense), l2_bytes, options.timing.cold_l2);
   for (int s = 0; s < sets; ++s) {
     OperandSet o;
-    o.a_dense = upload(a_dense), o.a_dense_t = upload(a_dense_t), o.b = upload(p.b_bits);
+    if (options.cublas) o.a_dense = upload(a_dense), o.a_dense_t = upload(a_dense_t);
+    o.b = upload(p.b_bits);
     o.row_ptr = upload(row_ptr), o.col = upload(p.a.col_idx), o.val = upload(val);
     o.c = DeviceBuffer(static_cast<std::size_t>(p.M * p.N) * 2);
     p.sets.push_back(std::move(o));
@@ -98,6 +104,11 @@ std::vector<double> download_rows(const DeviceBuffer& c, std::int64_t stored_row
       out[static_cast<std::size_t>(r * cols + j)] = half_bits_to_double(
           bits[static_cast<std::size_t>(col_major ? j * stored_rows + r : r * cols + j)], prec);
   return out;
+}
+
+// The rows of a full M×N output that the reference holds (all of it without check_rows).
+std::vector<double> checked_rows(const Problem& p, std::vector<double> full) {
+  return p.rows.empty() ? full : pick_rows(full, p.N, p.rows);
 }
 
 using Enqueue = std::function<void(cudaStream_t, int set)>;
@@ -172,7 +183,7 @@ BaselineResult measure(const std::string& name, double tolerance, Problem& p,
 // The outputs and result of the baselines that write the row-major C of the operand sets.
 void use_set_outputs(Case& c, Problem& p) {
   for (const OperandSet& o : p.sets) c.outputs.push_back(&o.c);
-  c.result = [&p] { return download_rows(p.sets[0].c, p.M, p.M, p.N, false, p.prec); };
+  c.result = [&p] { return checked_rows(p, download_rows(p.sets[0].c, p.M, p.M, p.N, false, p.prec)); };
 }
 
 // Dense GEMM on the dense form of A, fp16/bf16 in and out, fp32 compute, default math (tensor ops):
@@ -371,7 +382,7 @@ Case bell_case(Problem& p, const std::shared_ptr<CusparseHandle>& handle, int bl
   };
   for (const BellSet& d : *sets) c.outputs.push_back(&d.c);
   c.result = [&p, sets, mp, col_major] {
-    return download_rows((*sets)[0].c, mp, p.M, p.N, col_major, p.prec);
+    return checked_rows(p, download_rows((*sets)[0].c, mp, p.M, p.N, col_major, p.prec));
   };
   c.note = fmt::format(
       "block {}, ell_cols {} ({} blocks per block row), padded {} x {}, fill {:.3f} ({} nnz / {} "
@@ -392,8 +403,11 @@ std::vector<BaselineResult> run_half_baselines(const CsrMatrix& a, std::int64_t 
   const std::string suffix = fmt::format("_{}", half_precision_name(prec));
 
   const std::string s(half_precision_name(prec));
-  std::vector<BaselineResult> results = cublas_baselines(p, options, s, tol);
-  results.push_back(best_of(results, fmt::format("cublas_{}_", s), fmt::format("cublas_{}", s), tol));
+  std::vector<BaselineResult> results;
+  if (options.cublas) {
+    results = cublas_baselines(p, options, s, tol);
+    results.push_back(best_of(results, fmt::format("cublas_{}_", s), fmt::format("cublas_{}", s), tol));
+  }
   auto handle = std::make_shared<CusparseHandle>();
   std::vector<BaselineResult> csr;
   for (const CsrAlgorithm* alg : {&kCsrDefault, &kCsrAlg1, &kCsrAlg2})

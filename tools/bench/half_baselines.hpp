@@ -40,10 +40,18 @@ struct HalfBaselineOptions {
   // Blocked-ELL with column-major B and C (B transposed on the host, C read back transposed). Off:
   // row-major, falling back to column-major when the library rejects row-major (the note says so).
   bool bell_column_major = false;
+  // Off: no cuBLAS results, and A's dense forms are neither made nor uploaded (a caller that has timed
+  // cuBLAS at this M, K, N and precision already: its time does not depend on the values).
+  bool cublas = true;
+  // Rows of C checked (bench/llm_suite.hpp sample_rows; empty: every row): the fp64 reference is made
+  // for these rows only, the outputs are compared there, and any non-finite value anywhere in a
+  // NaN-poisoned output still fails the check.
+  std::vector<std::int64_t> check_rows;
 };
 
 // Uploads A (dense, CSR and Blocked-ELL forms, values rounded to p) and B, runs, checks and times
-// every baseline of precision p, and returns one result each, in this order (s = "fp16" or "bf16"):
+// every baseline of precision p, and returns one result each, in this order (s = "fp16" or "bf16";
+// the cuBLAS ones only with options.cublas):
 //   cublas_<s>_gemmex, cublas_<s>_lt_wn<i> and cublas_<s>_lt_wt<i> (cuBLASLt's algorithm i with A as
 //   stored and transposed), cublas_<s> (the fastest of them that passed; its note names it);
 //   cusparse_csr_default_<s>, cusparse_csr_alg1_<s>, cusparse_csr_alg2_<s>, cusparse_csr_alg3_<s>,

@@ -7,7 +7,7 @@
 #   tools/portable/build.sh [BUILD_DIR]     default: build-portable
 # Produces BUILD_DIR/tests/sparsecc_tests, BUILD_DIR/tests/sparsecc_gpu_tests,
 # BUILD_DIR/tools/sparsecc/sparsecc, BUILD_DIR/tools/bench/sparsecc_baselines,
-# BUILD_DIR/tools/bench/sparsecc_bench and the examples BUILD_DIR/kernels_generated/{sparse_mlp,neuron_sim}. Carry them to the GPU machine and run them there.
+# BUILD_DIR/tools/bench/sparsecc_bench, BUILD_DIR/tools/bench/sparsecc_llm_bench and the examples BUILD_DIR/kernels_generated/{sparse_mlp,neuron_sim}. Carry them to the GPU machine and run them there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath -m "${1:-$root/build-portable}")
@@ -34,13 +34,14 @@ if [[ ! -f "$deps/prefix/lib/libzip.a" ]]; then
 fi
 
 export PATH="$PATH:/usr/local/cuda/bin"
+# SPARSECC_PEERS_SPINFER=/path/to/spinfer builds SpInfer and Flash-LLM into sparsecc_llm_bench.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSECC_PORTABLE=ON \
-  -DCMAKE_PREFIX_PATH="$deps/prefix"
+  -DCMAKE_PREFIX_PATH="$deps/prefix" -DSPARSECC_PEERS_SPINFER="${SPARSECC_PEERS_SPINFER:-}"
 cmake --build "$build" -j "$jobs" --target sparsecc sparsecc_tests sparsecc_gpu_tests sparsecc_baselines \
-  sparsecc_spmm_bench sparse_mlp neuron_sim
+  sparsecc_spmm_bench sparsecc_llm_bench sparse_mlp neuron_sim
 echo "portable binaries:"
 for b in tools/sparsecc/sparsecc tests/sparsecc_tests tests/sparsecc_gpu_tests tools/bench/sparsecc_baselines \
-         tools/bench/sparsecc_bench kernels_generated/sparse_mlp kernels_generated/neuron_sim; do
+         tools/bench/sparsecc_bench tools/bench/sparsecc_llm_bench kernels_generated/sparse_mlp kernels_generated/neuron_sim; do
   echo "  $build/$b"
   ldd "$build/$b" | sed 's/^/      /'
 done

@@ -162,6 +162,7 @@ std::string cuda_float_literal(float v) {
 
 EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
   if (plan.value_mode() == SpmmValueMode::rolled) return emit_spmm_rolled_cuda(plan, a);
+  if (plan.compressed()) return emit_spmm_compressed_cuda(plan, a);
   if (plan.half()) return emit_spmm_half_cuda(plan, a);
   EmittedKernel out;
   const std::vector<float> weights = emit_detail::start_cuda_kernel(plan, a, out);

@@ -39,6 +39,8 @@ bool auto_rolled(const SpmmInspection& in, const SpmmProblem& problem) {
 }
 
 SpmmFamily choose_family(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
+  if (options.value_mode ? *options.value_mode == SpmmValueMode::compressed : auto_compressed(in, problem, options))
+    return SpmmFamily::compressed;
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
                                          : options.blocklets == SpmmBlockletMode::off &&
                                                options.row_split != SpmmRowSplit::clustered &&
@@ -541,6 +543,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
 
   // Family and body.
   const SpmmFamily family = choose_family(in, problem, options);
+  if (family == SpmmFamily::compressed) return plan_compressed(a, problem, options, target);
   const bool rolled = family == SpmmFamily::rolled;
   if (rolled && l.row_split != SpmmRowSplit::equal)
     throw UsageError(
@@ -685,7 +688,7 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
                    const GpuTarget& target) {
   SpmmPlan p = plan_spmm_once(a, problem, options, target);
-  if (p.value_mode() == SpmmValueMode::rolled) return p;
+  if (p.value_mode() == SpmmValueMode::rolled || p.compressed()) return p;
   const std::int64_t rows = spmm_rows_with_code(p);
   if (rows <= kSpmmMaxRowsWithCode) return p;
   // Unrolled code would grow with the rows (see kSpmmMaxRowsWithCode): the automatic fp32 plan rolls.

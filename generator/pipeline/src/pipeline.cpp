@@ -76,6 +76,8 @@ std::string duration_words(double s) {
 
 }  // namespace
 
+double estimate_spmm_plan(const CsrMatrix& a) { return 1e-7 * static_cast<double>(a.nnz()); }
+
 KernelLanguage emitter_default(const SpmmProblem& problem) {
   return problem.dtype == DType::f32 ? KernelLanguage::ptx : KernelLanguage::cuda;
 }
@@ -89,7 +91,11 @@ CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage langu
       static_cast<double>(std::max<std::int64_t>(plan.hints.estimated_instructions, 1)) +
       64.0 * static_cast<double>(plan.fragment_count());
   e.emit = 2e-7 * instructions;
-  if (plan.value_mode() == SpmmValueMode::rolled) {
+  if (plan.compressed()) {
+    // The kernel is one template whatever the matrix; emitting builds the stream, linear in the nonzeros.
+    e.emit = 6e-8 * static_cast<double>(plan.compressed()->stream_words);
+    e.compile = 1.5;
+  } else if (plan.value_mode() == SpmmValueMode::rolled) {
     e.compile = 1.5;
   } else if (language == KernelLanguage::ptx) {
     e.compile = 3.85e-5 * std::pow(instructions, 1.106);
@@ -106,7 +112,8 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   SpmmArtifact art;
   art.target = target;
   KernelLanguage language = request.emit.value_or(emitter_default(plan.problem));
-  if (plan.value_mode() == SpmmValueMode::rolled) language = KernelLanguage::cuda;  // a loop: CUDA C++ always
+  // Rolled and compressed kernels are loops: CUDA C++ always.
+  if (plan.value_mode() == SpmmValueMode::rolled || plan.compressed()) language = KernelLanguage::cuda;
   CompileEstimate estimate = estimate_spmm_compile(plan, language);
   if (language == KernelLanguage::cuda && estimate.compile > request.max_cuda_seconds &&
       request.long_cuda != LongCompile::allow) {
@@ -155,9 +162,9 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
 
 SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const GpuTarget& target) {
   std::vector<StepCost> steps;
-  SpmmPlan plan = run_step("plan", -1, request.progress, steps, [&] {
-    SpmmPlan p = plan_spmm(a, request.problem, request.options);
-    if (const auto problems = check_plan(p, a); !problems.empty())
+  SpmmPlan plan = run_step("plan", estimate_spmm_plan(a), request.progress, steps, [&] {
+    SpmmPlan p = plan_spmm(a, request.problem, request.options, target);
+    if (const auto problems = check_plan(p, a, target); !problems.empty())
       throw std::runtime_error("the inspector produced an invalid plan: " + problems.front());
     return p;
   });

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sparsecc/common/version.hpp"
+#include "sparsecc/plan/spmm_compressed.hpp"
 
 namespace sparsecc {
 
@@ -46,6 +47,28 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
                      {"loads", spmm_plan_loads(plan)},
                      {"estimated_registers", plan.hints.estimated_registers},
                      {"estimated_instructions", plan.hints.estimated_instructions}};
+  if (const SpmmCompressedBody* c = plan.compressed()) {
+    // The stream's shape (rt::CompressedShape), which the runtime walks the stream with; the keys of
+    // the block-row families do not describe these blocks.
+    const rt::CompressedShape shape = spmm_compressed_shape(plan);
+    md.tile_nnz = md.nnz;
+    md.fragment_words = c->stream_words;
+    md.plan_summary = {{"family", "compressed"},
+                       {"row_blocks", shape.row_blocks},
+                       {"chunks", shape.chunks},
+                       {"splits", shape.splits},
+                       {"strips", shape.strips},
+                       {"chunk_k", shape.chunk_k},
+                       {"stage_bytes", shape.stage_bytes},
+                       {"warps", c->warps},
+                       {"rows_per_block", plan.layout.rows_per_block},
+                       {"records_bitmap", c->records[0]},
+                       {"records_positions", c->records[1]},
+                       {"records_dense", c->records[2]},
+                       {"max_registers", plan.hints.max_registers},
+                       {"assembler_opt_level", plan.hints.assembler_opt_level}};
+    return md;
+  }
   if (plan.stage_slots() > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries();
   if (plan.value_mode() == SpmmValueMode::rolled) md.plan_summary["step_lanes"] = plan.step_lanes();
   if (plan.half()) {

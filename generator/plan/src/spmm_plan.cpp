@@ -8,6 +8,8 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
+#include "sparsecc/runtime/compressed_stream.hpp"
 #include "sparsecc/target/target.hpp"
 
 namespace sparsecc {
@@ -19,9 +21,9 @@ using json = nlohmann::json;
 const char* name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixed" : "runtime"; }
 
 SpmmFamily parse_family(const std::string& word) {
-  for (const SpmmFamily f : {SpmmFamily::unrolled, SpmmFamily::rolled})
+  for (const SpmmFamily f : {SpmmFamily::unrolled, SpmmFamily::rolled, SpmmFamily::compressed})
     if (word == to_string(f)) return f;
-  throw UsageError(fmt::format("SpMM plan: family '{}' is not unrolled or rolled", word));
+  throw UsageError(fmt::format("SpMM plan: family '{}' is not unrolled, rolled or compressed", word));
 }
 
 SpmmNMode parse_n_mode(const json& j) {
@@ -134,14 +136,17 @@ const char* to_string(SpmmValueMode mode) {
       return "streamed";
     case SpmmValueMode::rolled:
       return "rolled";
+    case SpmmValueMode::compressed:
+      return "compressed";
   }
   return "?";
 }
 
 SpmmValueMode parse_value_mode(const std::string& word, const std::string& what) {
-  for (const SpmmValueMode m : {SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled})
+  for (const SpmmValueMode m :
+       {SpmmValueMode::baked, SpmmValueMode::streamed, SpmmValueMode::rolled, SpmmValueMode::compressed})
     if (word == to_string(m)) return m;
-  throw UsageError(fmt::format("{}: '{}' is not baked, streamed or rolled", what, word));
+  throw UsageError(fmt::format("{}: '{}' is not baked, streamed, rolled or compressed", what, word));
 }
 
 const char* to_string(SpmmRowSplit split) {
@@ -220,6 +225,8 @@ SpmmBody spmm_body(SpmmFamily family) {
       return SpmmUnrolledBody{};
     case SpmmFamily::rolled:
       return SpmmRolledBody{};
+    case SpmmFamily::compressed:
+      return SpmmCompressedBody{};
   }
   return SpmmUnrolledBody{};
 }
@@ -230,6 +237,8 @@ const char* to_string(SpmmFamily family) {
       return "unrolled";
     case SpmmFamily::rolled:
       return "rolled";
+    case SpmmFamily::compressed:
+      return "compressed";
   }
   return "?";
 }
@@ -326,7 +335,16 @@ std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
   return slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1;
 }
 
+std::int64_t spmm_compressed_pitch(std::int64_t n_tile) { return n_tile == 8 ? 16 : 2 * n_tile + 16; }
+
+std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
+  const std::int64_t stages = 2 * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
+  const std::int64_t partial = b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
+  return std::max(stages, partial) + std::int64_t{512} * b.warps;
+}
+
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
+  if (const SpmmCompressedBody* b = p.compressed()) return spmm_compressed_shared_bytes(*b);
   const std::int64_t reduction = reduction_bytes_of(p);
   if (p.stage_slots() > 0)
     return spmm_stage_offset(p) +
@@ -356,6 +374,7 @@ float spmm_weight(const SpmmPlan& plan, double v) {
 std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) {
   if (plan.value_mode() == SpmmValueMode::rolled) return spmm_rolled_table(plan, a);
   std::vector<float> out;
+  if (plan.compressed()) return out;  // the matrix is in the stream (spmm_compressed_stream)
   if (plan.value_mode() == SpmmValueMode::streamed) {
     for (std::int64_t i : plan.packed_order()) out.push_back(spmm_weight(plan, a.values.at(i)));
   } else {
@@ -386,9 +405,89 @@ std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMa
   return out;
 }
 
+namespace {
+
+// check_plan of a compressed plan: the body's shape, the layout it implies and the split table (the
+// stream itself is checked where it is built and where it is loaded).
+void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuTarget& target,
+                      std::vector<std::string>& errors) {
+  const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
+  if (!p.half()) err("compressed plans take f16 or bf16");
+  if (p.epilogue.accumulate != DType::f32) err("compressed plans accumulate in f32");
+  if (p.fragments) err("compressed plans hold no blocklet fragments");
+  if (p.layout.row_split != SpmmRowSplit::equal || !p.layout.row_order.empty())
+    err("compressed plans take equal row blocks in order");
+  if (b.warps < 1 || b.warps > 16 || b.strips_per_warp < 1 || b.strips_per_warp > 4)
+    err(fmt::format("warps {} (1..16) and strips_per_warp {} (1..4)", b.warps, b.strips_per_warp));
+  if (b.chunk_k < rt::kRecordCols || b.chunk_k % rt::kRecordCols || b.chunk_k > 256 * rt::kRecordCols)
+    err(fmt::format("chunk_k {} is not a multiple of {} up to {}", b.chunk_k, rt::kRecordCols,
+                    256 * rt::kRecordCols));
+  if (b.splits < 1 || b.splits > rt::kMaxClusterSplits || (b.splits > 1 && !target.clusters))
+    err(fmt::format("splits {} outside 1..{} (above 1 only on targets with thread-block clusters, not {})",
+                    b.splits, rt::kMaxClusterSplits, target.arch));
+  if (b.n_tile < 8 || b.n_tile > 64 || b.n_tile % 8) err(fmt::format("n_tile {} is not 8, 16, .., 64", b.n_tile));
+  if (b.stage_bytes < 0 || b.stage_bytes % 16) err(fmt::format("stage_bytes {} is not a multiple of 16", b.stage_bytes));
+  if (b.formats == 0 || b.formats >= (1u << kSpmmRecordFormats)) err(fmt::format("formats {} names no format", b.formats));
+  if (!errors.empty()) return;
+  const std::int64_t rows = std::int64_t{16} * b.warps * b.strips_per_warp;
+  const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);
+  if (p.layout.rows_per_block != rows || p.layout.panel_rows != rows || p.layout.groups != 1 ||
+      p.layout.n_tile != 32 * b.warps || p.layout.block_x != 32 * b.warps)
+    err(fmt::format("layout (rows_per_block {}, panel_rows {}, groups {}, n_tile {}, block_x {}) is not the "
+                    "body's ({} rows, one group of {} threads)",
+                    p.layout.rows_per_block, p.layout.panel_rows, p.layout.groups, p.layout.n_tile,
+                    p.layout.block_x, rows, 32 * b.warps));
+  if (p.layout.block_rows() != row_blocks) err(fmt::format("{} block rows, not {}", p.layout.block_rows(), row_blocks));
+  for (std::size_t i = 0; i < p.layout.blocks.size(); ++i) {
+    const SpmmBlockRow& br = p.layout.blocks[i];
+    const std::int64_t begin = static_cast<std::int64_t>(i) * rows;
+    if (br.row_begin != begin || br.row_end != std::min(p.problem.m, begin + rows) || !br.groups.empty() ||
+        !br.fragments.empty())
+      err(fmt::format("block row {} is not rows [{}, {}) without steps", i, begin,
+                      std::min(p.problem.m, begin + rows)));
+  }
+  if (static_cast<std::int64_t>(b.split_chunks.size()) != row_blocks * (b.splits + 1)) {
+    err(fmt::format("split_chunks holds {} bounds, not {}", b.split_chunks.size(), row_blocks * (b.splits + 1)));
+  } else {
+    for (std::int64_t r = 0; r < row_blocks; ++r)
+      for (std::int64_t s = 0; s <= b.splits; ++s) {
+        const std::int64_t v = b.split_chunks[static_cast<std::size_t>(r * (b.splits + 1) + s)];
+        const std::int64_t prev = s ? b.split_chunks[static_cast<std::size_t>(r * (b.splits + 1) + s - 1)] : 0;
+        if (v < prev || (s == 0 && v != 0) || (s == b.splits && v != chunks)) {
+          err(fmt::format("split_chunks of row block {} do not run from 0 to {} in order", r, chunks));
+          return;
+        }
+      }
+  }
+  if (p.layout.shared_bytes != spmm_compressed_shared_bytes(b))
+    err("shared_bytes differs from spmm_compressed_shared_bytes");
+  if (p.layout.shared_bytes > target.shared_per_block)
+    err(fmt::format("{} bytes of shared memory exceed the {} a block of {} takes", p.layout.shared_bytes,
+                    target.shared_per_block, target.arch));
+  if (p.block_rows() > target.max_grid_y)
+    err(fmt::format("{} row blocks x {} splits pass the grid's y limit {}", row_blocks, b.splits, target.max_grid_y));
+}
+
+}  // namespace
+
 std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const GpuTarget& target) {
   std::vector<std::string> errors;
   const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
+  if (const SpmmCompressedBody* b = p.compressed()) {
+    const SpmmProblem& pr = p.problem;
+    if (pr.m != a.rows || pr.k != a.cols)
+      err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
+    if (pr.n < 1 || pr.n >= (std::int64_t{1} << 30)) err(fmt::format("n {} outside 1..2^30", pr.n));
+    if (p.epilogue.bias != pr.bias || p.epilogue.relu != pr.relu || p.epilogue.output != pr.dtype)
+      err("the epilogue differs from the problem");
+    if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
+      err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
+    if (p.hints.max_registers < 1 || p.hints.max_registers > target.max_registers_per_thread)
+      err(fmt::format("max_registers {} outside 1..{}", p.hints.max_registers, target.max_registers_per_thread));
+    if (p.hints.programmatic_trigger) err("compressed kernels do not let the next grid launch early");
+    check_compressed(p, *b, target, errors);
+    return errors;
+  }
   const SpmmProblem& pr = p.problem;
   if (pr.m != a.rows || pr.k != a.cols)
     err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
@@ -517,6 +616,20 @@ json to_json(const SpmmPlan& p) {
             {"stage_slots", u->stage_slots}};
   else if (const SpmmRolledBody* r = p.rolled())
     body = {{"step_lanes", r->step_lanes}};
+  else if (const SpmmCompressedBody* c = p.compressed())
+    body = {{"warps", c->warps},
+            {"strips_per_warp", c->strips_per_warp},
+            {"chunk_k", c->chunk_k},
+            {"splits", c->splits},
+            {"n_tile", c->n_tile},
+            {"formats", c->formats},
+            {"bitmap_weight", c->bitmap_weight},
+            {"position_weight", c->position_weight},
+            {"split_chunks", c->split_chunks},
+            {"stage_bytes", c->stage_bytes},
+            {"stream_words", c->stream_words},
+            {"records",
+             {{"bitmap", c->records[0]}, {"positions", c->records[1]}, {"dense", c->records[2]}}}};
   json fragments = nullptr;
   if (p.fragments) {
     const SpmmBlocklets& bl = p.fragments->blocklets;
@@ -603,6 +716,22 @@ SpmmPlan plan_from_json(const json& j) {
       u->stage_slots = jb.at("stage_slots");
     } else if (SpmmRolledBody* r = p.rolled()) {
       r->step_lanes = jb.at("step_lanes");
+    } else if (SpmmCompressedBody* c = p.compressed()) {
+      c->warps = jb.at("warps");
+      c->strips_per_warp = jb.at("strips_per_warp");
+      c->chunk_k = jb.at("chunk_k");
+      c->splits = jb.at("splits");
+      c->n_tile = jb.at("n_tile");
+      c->formats = jb.at("formats");
+      c->bitmap_weight = jb.at("bitmap_weight");
+      c->position_weight = jb.at("position_weight");
+      c->split_chunks = jb.at("split_chunks").get<std::vector<std::int32_t>>();
+      c->stage_bytes = jb.at("stage_bytes");
+      c->stream_words = jb.at("stream_words");
+      const json& rec = jb.at("records");
+      c->records[0] = rec.at("bitmap");
+      c->records[1] = rec.at("positions");
+      c->records[2] = rec.at("dense");
     }
     if (const json& jf = j.at("fragments"); !jf.is_null()) {
       SpmmFragments f;

@@ -37,6 +37,7 @@ std::vector<GpuTarget> make_table() {
     t.programmatic_launch = major >= 9;
     t.wgmma = std::string(arch) == "sm_90a";
     t.cp_async = major >= 8;
+    t.clusters = major >= 9;
     t.mma_f16 = major >= 8;
     rows.push_back(t);
   };
@@ -115,6 +116,7 @@ GpuTarget gpu_target_from_device(const GpuDeviceFacts& f, const std::string& arc
   if (arch.empty()) {
     t.programmatic_launch = f.cc_major >= 9;
     t.cp_async = t.mma_f16 = f.cc_major >= 8;
+    t.clusters = f.cc_major >= 9;
     t.wgmma = false;
   }
   return t;
@@ -147,6 +149,7 @@ nlohmann::json to_json(const GpuTarget& t) {
            {{"programmatic_launch", t.programmatic_launch},
             {"wgmma", t.wgmma},
             {"cp_async", t.cp_async},
+            {"clusters", t.clusters},
             {"mma_f16", t.mma_f16}}}};
 }
 

@@ -20,6 +20,9 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 // Rolled plans (value mode rolled): the kernel and, as packed_values, the step table it reads.
 EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a);
+// Compressed plans: the kernel (templates/spmm_compressed.cu) and, as fragment_words, the stream it
+// reads (spmm_compressed_stream).
+EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a);
 
 // A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
 std::string cuda_float_literal(float v);

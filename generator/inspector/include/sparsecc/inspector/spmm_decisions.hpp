@@ -99,6 +99,27 @@ std::int32_t choose_cols_per_thread(const SpmmProblem& problem, const SpmmOption
 // throws UsageError otherwise).
 SpmmEpilogue choose_epilogue(const SpmmProblem& problem, const SpmmOptions& options);
 
+// ---- The compressed family (f16 / bf16 on tensor cores, sparsecc/plan/spmm_compressed.hpp) ----
+// Evidence for every threshold: docs/design/spmm-plan-evidence.md#compressed-plans
+inline constexpr std::int64_t kCompressedMinNnz = 100000;  // nonzeros of an automatic compressed plan
+inline constexpr std::int64_t kCompressedColumns = 64;     // N at most, likewise
+inline constexpr std::int32_t kCompressedWarps = 4;        // warps a block
+inline constexpr std::int64_t kCompressedBlocksPerSm = 4;  // blocks an SM the splits aim for
+inline constexpr std::int32_t kCompressedBitmapWeight = 16;   // format choice: bytes a bitmap sub-tile
+inline constexpr std::int32_t kCompressedPositionWeight = 1;  // bytes a scattered nonzero
+// Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
+// nonzeros at N <= kCompressedColumns, planned without blocklets or forced tiling.
+bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
+// The compressed plan: n_tile = N rounded up to 8 (at most 64); kCompressedWarps warps of one strip;
+// the piece census (spmm_piece_census) with the options' formats and weights; chunk_k the largest of
+// 512, 256, 128, 64 whose two stages leave room for two blocks on an SM (else the largest that fits a
+// block); splits the fewest that give kCompressedBlocksPerSm blocks an SM, at most 8, the chunks and
+// the rows (1 without clusters); each row block's chunks split where the segments' bytes (plus half
+// the bytes of B's rows a chunk stages) reach equal shares. Throws UsageError for options out of
+// range, a dtype other than f16 / bf16, or a matrix whose densest chunk does not fit shared memory.
+SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
+                         const GpuTarget& target);
+
 // ---- Tensor-core fragments ----
 // Whether tensor cores take tiles of this shape (16x8, 16x16, 8x8).
 bool tensor_core_shape(BlockShape s);

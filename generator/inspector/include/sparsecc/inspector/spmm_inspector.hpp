@@ -62,6 +62,18 @@ enum class SpmmBlockletMode { off, automatic, forced };
 // the predecessor alone; the wait and the early launch of the next grid.
 enum class SpmmProgrammatic { off, wait, trigger };
 
+// Compressed plans (value mode compressed): 0 / empty is the rule's choice.
+struct SpmmCompressedOptions {
+  std::int32_t warps = 0;            // warps a block
+  std::int32_t strips_per_warp = 0;  // 16-row strips a warp
+  std::int32_t chunk_k = 0;          // columns of A a block stages at a time (a multiple of 64)
+  std::int32_t splits = 0;           // blocks of a cluster splitting a row block's K (1..8)
+  std::optional<std::uint32_t> formats;       // allowed record formats (bit 1 << SpmmRecordFormat)
+  std::optional<std::int32_t> bitmap_weight;  // decode weights of the format choice (SpmmCompressedBody)
+  std::optional<std::int32_t> position_weight;
+  bool operator==(const SpmmCompressedOptions&) const = default;
+};
+
 struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic
   std::int32_t n_tile = 0;          // T; 0: automatic
@@ -92,6 +104,7 @@ struct SpmmOptions {
   // Empty: the rule (every plan waits; fp32 plans rolled or unrolled of at most
   // kSpmmProgrammaticTriggerInstructions also trigger; f16 / bf16 plans never trigger).
   std::optional<SpmmProgrammatic> programmatic;
+  SpmmCompressedOptions compressed;  // compressed plans; n_tile above is their columns of C a block
 };
 
 // The programmatic mode of the command line: "auto" (empty), "off", "wait" or "trigger". Throws

@@ -93,6 +93,9 @@ struct CompileEstimate {
   double emit = 0, compile = 0;
 };
 CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage language);
+// Estimated seconds of planning A (linear in its nonzeros: the inspection, and the census of
+// compressed plans).
+double estimate_spmm_plan(const CsrMatrix& a);
 
 // plan_spmm -> check_plan -> emit -> compile -> (bundle) for `a` on `target`. Throws UsageError for
 // options the planner refuses or a refused long compile, std::runtime_error when the planner's plan

@@ -107,8 +107,9 @@ struct GpuTarget;                       // sparsecc/target/target.hpp
 const GpuTarget& default_gpu_target();  // likewise
 
 enum class SpmmNMode { fixed, runtime };  // N compiled in, or read from the kernel's `n` argument
-// Weights as literals, read from `values` in emission order, or a loop over a step table (above).
-enum class SpmmValueMode { baked, streamed, rolled };
+// Weights as literals, read from `values` in emission order, a loop over a step table (above), or
+// compressed records decoded into tensor-core fragments (the compressed family, half plans).
+enum class SpmmValueMode { baked, streamed, rolled, compressed };
 // Equal row panels; nnz-balanced panels (SparseRT (b)); or equal panels of the rows regrouped so that
 // a panel's rows share columns (row_order below: fewer distinct k a block row, so fewer loads of B).
 enum class SpmmRowSplit { equal, balanced, clustered };
@@ -182,7 +183,7 @@ struct SpmmLayout {
 };
 
 // The executor families, in the order of SpmmBody's alternatives.
-enum class SpmmFamily { unrolled, rolled };
+enum class SpmmFamily { unrolled, rolled, compressed };
 
 // Straight-line code: every step and entry of the layout is an instruction of the kernel.
 struct SpmmUnrolledBody {
@@ -197,7 +198,42 @@ struct SpmmRolledBody {
   std::int32_t step_lanes = 1;  // lanes of a warp that take different steps (a power of two, 1..32)
 };
 
-using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody>;
+// The formats of a compressed record (16 rows x kSpmmRecordCols columns of A; see "Compressed body"),
+// in the order of their codes in the stream.
+enum class SpmmRecordFormat : std::uint8_t { bitmap = 0, positions = 1, dense = 2 };
+inline constexpr int kSpmmRecordFormats = 3;
+
+// Compressed tiles decoded on chip into tensor-core fragments (half plans): a block of `warps` warps
+// computes rows_per_block = 16 * warps * strips_per_warp rows of C for n_tile columns over its split's
+// chunks of K; the matrix goes to the stream (spmm_compressed_stream), not into the code.
+struct SpmmCompressedBody {
+  std::int32_t warps = 4;            // warps a block
+  std::int32_t strips_per_warp = 1;  // 16-row strips a warp owns
+  std::int32_t chunk_k = 256;        // rows of B (columns of A) a block stages at a time
+  std::int32_t splits = 1;           // blocks (one thread-block cluster) splitting a row block's chunks
+  std::int32_t n_tile = 16;          // columns of C a block (a multiple of 8, 8..64)
+  // The format of a record is the allowed one of least cost: its bytes, plus bitmap_weight bytes a
+  // bitmap sub-tile it decodes, plus position_weight bytes a nonzero it scatters.
+  std::uint32_t formats = 7;  // allowed formats, bit 1 << SpmmRecordFormat
+  std::int32_t bitmap_weight = 0;
+  std::int32_t position_weight = 0;
+  // (row blocks) x (splits + 1) chunk indices: split s of row block r takes chunks
+  // [split_chunks[r * (splits + 1) + s], split_chunks[r * (splits + 1) + s + 1]).
+  std::vector<std::int32_t> split_chunks;
+  std::int64_t stage_bytes = 0;  // bytes of the largest segment (what a block stages for one chunk)
+  // What the stream holds, for printing: its 32-bit words and records of each format.
+  std::int64_t stream_words = 0;
+  std::int64_t records[kSpmmRecordFormats] = {0, 0, 0};
+};
+
+using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBody>;
+
+// Compressed plans: the bytes of a staged row of B (n_tile columns and 16 bytes against bank
+// conflicts; rows of 8 columns are 16 bytes), and the block's shared memory: two stages of a chunk's
+// rows of B and its segment (stage_bytes), then 512 bytes a warp where positions are scattered; split
+// plans reuse the stages for the row block's fp32 partial sums (rows_per_block x n_tile).
+std::int64_t spmm_compressed_pitch(std::int64_t n_tile);
+std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& body);
 
 // Tensor-core fragments: the per-block-row fragment lists are SpmmBlockRow::fragments.
 struct SpmmFragments {
@@ -247,10 +283,14 @@ struct SpmmPlan {
   SpmmUnrolledBody* unrolled() { return std::get_if<SpmmUnrolledBody>(&body); }
   const SpmmRolledBody* rolled() const { return std::get_if<SpmmRolledBody>(&body); }
   SpmmRolledBody* rolled() { return std::get_if<SpmmRolledBody>(&body); }
+  const SpmmCompressedBody* compressed() const { return std::get_if<SpmmCompressedBody>(&body); }
+  SpmmCompressedBody* compressed() { return std::get_if<SpmmCompressedBody>(&body); }
 
   // Views for code common to several families: the body's value, or the neutral one of a family
   // without it.
-  SpmmValueMode value_mode() const { return unrolled() ? unrolled()->values : SpmmValueMode::rolled; }
+  SpmmValueMode value_mode() const {
+    return unrolled() ? unrolled()->values : rolled() ? SpmmValueMode::rolled : SpmmValueMode::compressed;
+  }
   std::int32_t step_lanes() const { return rolled() ? rolled()->step_lanes : 1; }
   std::int32_t stage_min_entries() const { return unrolled() ? unrolled()->stage_min_entries : 0; }
   std::int32_t stage_slots() const { return unrolled() ? unrolled()->stage_slots : 0; }
@@ -262,10 +302,13 @@ struct SpmmPlan {
   bool fp32_pairs() const {
     return !half() && layout.cols_per_thread == 2 && family() == SpmmFamily::unrolled;
   }
-  std::int64_t block_rows() const { return layout.block_rows(); }  // grid y
+  // grid y: the block rows (compressed plans: each row block once a split)
+  std::int64_t block_rows() const {
+    return compressed() ? layout.block_rows() * compressed()->splits : layout.block_rows();
+  }
   // C columns a block covers
   std::int64_t block_columns() const {
-    return std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread;
+    return compressed() ? compressed()->n_tile : std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread;
   }
   std::int64_t column_tiles(std::int64_t n) const {
     return (n + block_columns() - 1) / block_columns();

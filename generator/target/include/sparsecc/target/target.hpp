@@ -49,6 +49,7 @@ struct GpuTarget {
   bool wgmma = false;               // warpgroup MMA: sm_90a
   bool cp_async = true;             // cp.async: sm_80 on
   bool mma_f16 = true;              // mma.sync m16n8k16 f16 / bf16 with fp32 accumulation: sm_80 on
+  bool clusters = true;             // thread-block clusters with distributed shared memory: sm_90 on
 
   std::int32_t compute_capability() const { return cc_major * 10 + cc_minor; }
 };

@@ -1,0 +1,174 @@
+// The compressed family's planner (spmm_rules::plan_compressed): the shape of the blocks, the chunking
+// of K sized for this matrix's densest chunk, and splits balanced by the segments' real bytes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
+#include "sparsecc/inspector/spmm_decisions.hpp"
+#include "sparsecc/plan/spmm_compressed.hpp"
+
+namespace sparsecc::spmm_rules {
+
+bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
+  return problem.dtype != DType::f32 && in.nnz >= kCompressedMinNnz && problem.n <= kCompressedColumns &&
+         options.blocklets == SpmmBlockletMode::off && options.accumulate.value_or(DType::f32) == DType::f32 &&
+         !options.rows_per_block && !options.groups && options.stage_min_entries == 0 &&
+         (!options.row_split || *options.row_split == SpmmRowSplit::equal);
+}
+
+namespace {
+
+// Chunks of row block r split into `splits` shares of equal cost (cost[c] of chunk c).
+void split_chunks(const std::vector<double>& cost, std::int64_t chunks, std::int64_t splits,
+                  std::vector<std::int32_t>& out) {
+  double total = 0;
+  for (const double c : cost) total += c;
+  out.push_back(0);
+  std::int64_t c = 0;
+  double sum = 0;
+  for (std::int64_t s = 1; s < splits; ++s) {
+    const double goal = total * static_cast<double>(s) / static_cast<double>(splits);
+    while (c < chunks && sum + cost[static_cast<std::size_t>(c)] / 2 <= goal) sum += cost[static_cast<std::size_t>(c++)];
+    out.push_back(static_cast<std::int32_t>(c));
+  }
+  out.push_back(static_cast<std::int32_t>(chunks));
+}
+
+}  // namespace
+
+SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
+                         const GpuTarget& target) {
+  if (problem.dtype == DType::f32)
+    throw UsageError("plan_spmm: compressed plans run on fp16 / bf16 tensor cores; choose dtype f16 or bf16");
+  if (options.accumulate && *options.accumulate != DType::f32)
+    throw UsageError("plan_spmm: compressed plans accumulate in f32 (tensor cores)");
+  if (options.blocklets != SpmmBlockletMode::off)
+    throw UsageError("plan_spmm: compressed plans take no blocklets (every tile is a tensor-core operand)");
+  if (!target.mma_f16) throw UsageError(fmt::format("plan_spmm: {} has no f16 tensor cores", target.arch));
+  const SpmmCompressedOptions& o = options.compressed;
+  SpmmPlan p;
+  p.problem = problem;
+  p.hints.kernel_name = options.kernel_name;
+  p.body = SpmmCompressedBody{};
+  SpmmCompressedBody& b = *p.compressed();
+
+  // Block shape: columns of C, warps, strips.
+  if (options.n_tile && (options.n_tile < 8 || options.n_tile > 64 || options.n_tile % 8))
+    throw UsageError(fmt::format("plan_spmm: a compressed n tile of {} columns: expected 8, 16, .., 64", options.n_tile));
+  b.n_tile = options.n_tile ? options.n_tile
+                            : static_cast<std::int32_t>(std::min<std::int64_t>(64, round_up(problem.n, 8)));
+  if (o.warps < 0 || o.warps > 16 || o.strips_per_warp < 0 || o.strips_per_warp > 4)
+    throw UsageError(fmt::format("plan_spmm: {} warps of {} strips: expected 1..16 warps of 1..4 strips", o.warps,
+                                 o.strips_per_warp));
+  b.warps = o.warps ? o.warps : kCompressedWarps;
+  b.strips_per_warp = o.strips_per_warp ? o.strips_per_warp : 1;
+  b.formats = o.formats.value_or(0b111u);
+  if (b.formats == 0 || b.formats > 0b111u)
+    throw UsageError(fmt::format("plan_spmm: record formats {} name none of bitmap (1), positions (2), dense (4)",
+                                 b.formats));
+  b.bitmap_weight = o.bitmap_weight.value_or(kCompressedBitmapWeight);
+  b.position_weight = o.position_weight.value_or(kCompressedPositionWeight);
+  if (b.bitmap_weight < 0 || b.position_weight < 0) throw UsageError("plan_spmm: decode weights must not be negative");
+
+  // The census, then the chunk: the largest whose two stages fit.
+  const SpmmPieceCensus census = spmm_piece_census(a, b);
+  const std::int64_t strips = std::int64_t{b.warps} * b.strips_per_warp;
+  const std::int64_t k64 = std::max<std::int64_t>(rt::kRecordCols, round_up(problem.k, rt::kRecordCols));
+  std::vector<std::int64_t> candidates;
+  if (o.chunk_k) {
+    if (o.chunk_k < rt::kRecordCols || o.chunk_k % rt::kRecordCols || o.chunk_k > 256 * rt::kRecordCols)
+      throw UsageError(fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
+    candidates = {o.chunk_k};
+  } else {
+    for (const std::int64_t c : {512, 256, 128, 64})
+      if (c <= k64 || c == 64) candidates.push_back(std::min(c, k64));
+  }
+  std::vector<std::int64_t> seg;
+  bool fits = false;
+  for (const bool two_blocks : {true, false}) {
+    for (const std::int64_t c : candidates) {
+      seg = spmm_segment_bytes(census, strips, c);
+      b.chunk_k = static_cast<std::int32_t>(c);
+      b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
+      b.splits = 1;
+      const std::int64_t bytes = spmm_compressed_shared_bytes(b);
+      if (bytes <= target.shared_per_block && (!two_blocks || 2 * (bytes + target.shared_reserved_per_block) <=
+                                                                 target.shared_per_sm)) {
+        fits = true;
+        break;
+      }
+    }
+    if (fits) break;
+  }
+  if (!fits)
+    throw UsageError(fmt::format(
+        "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block, more "
+        "than the {} a block of {} takes; take fewer warps or strips (--compressed-warps)",
+        spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block, target.arch));
+
+  // Splits: enough blocks for the SMs.
+  const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
+  const std::int64_t chunks = ceil_div(problem.k, b.chunk_k);
+  const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
+  if (o.splits < 0 || o.splits > rt::kMaxClusterSplits)
+    throw UsageError(fmt::format("plan_spmm: {} splits: expected 1..{}", o.splits, rt::kMaxClusterSplits));
+  if (o.splits > 1 && !target.clusters)
+    throw UsageError(fmt::format("plan_spmm: splits need thread-block clusters, which {} lacks", target.arch));
+  const std::int64_t wanted = ceil_div(kCompressedBlocksPerSm * target.sm_count, row_blocks * col_tiles);
+  b.splits = o.splits ? o.splits
+                      : static_cast<std::int32_t>(std::clamp<std::int64_t>(
+                            std::min({wanted, std::int64_t{rt::kMaxClusterSplits}, chunks,
+                                      problem.m / row_blocks, target.clusters ? std::int64_t{8} : 1}),
+                            1, rt::kMaxClusterSplits));
+  if (row_blocks * b.splits > target.max_grid_y)
+    throw UsageError(fmt::format("plan_spmm: {} row blocks x {} splits pass the grid's y limit {}", row_blocks,
+                                 b.splits, target.max_grid_y));
+  const double b_bytes = static_cast<double>(b.chunk_k) * static_cast<double>(b.n_tile);  // half of 2 bytes each
+  b.split_chunks.reserve(static_cast<std::size_t>(row_blocks * (b.splits + 1)));
+  std::vector<double> cost(static_cast<std::size_t>(chunks));
+  for (std::int64_t r = 0; r < row_blocks; ++r) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t s = seg[static_cast<std::size_t>(r * chunks + c)];
+      cost[static_cast<std::size_t>(c)] = s ? static_cast<double>(s) + b_bytes : 0.0;
+    }
+    split_chunks(cost, chunks, b.splits, b.split_chunks);
+  }
+
+  // What the stream will hold.
+  const rt::CompressedShape shape{row_blocks, chunks, b.splits, strips, b.chunk_k, b.stage_bytes};
+  std::int64_t data = 0;
+  for (const std::int64_t s : seg) data += s;
+  b.stream_words = shape.data_word() + data / 4;
+  for (const std::uint8_t f : census.format) ++b.records[f];
+
+  // Layout, epilogue, hints.
+  SpmmLayout& l = p.layout;
+  l.row_split = SpmmRowSplit::equal;
+  l.rows_per_block = static_cast<std::int32_t>(16 * strips);
+  l.panel_rows = l.rows_per_block;
+  l.n_tile = 32 * b.warps;
+  l.groups = 1;
+  l.block_x = 32 * b.warps;
+  l.cols_per_thread = 2;
+  for (std::int64_t r = 0; r < row_blocks; ++r)
+    l.blocks.push_back({r * l.rows_per_block, std::min(problem.m, (r + 1) * l.rows_per_block), {}, {}});
+  b.stage_bytes = std::max<std::int64_t>(b.stage_bytes, 16);
+  l.shared_bytes = spmm_compressed_shared_bytes(b);
+  p.epilogue = {problem.bias, problem.relu, DType::f32, problem.dtype};
+  p.hints.estimated_registers = 64;
+  p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
+  std::int64_t records = 0;
+  for (const std::int64_t r : b.records) records += r;
+  p.hints.estimated_instructions = 64 * records;
+  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
+  const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
+  if (mode == SpmmProgrammatic::trigger)
+    throw UsageError("plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
+  p.hints.programmatic = mode == SpmmProgrammatic::wait;
+  return p;
+}
+
+}  // namespace sparsecc::spmm_rules

@@ -1,0 +1,389 @@
+#include "sparsecc/plan/spmm_compressed.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "sparsecc/common/dtype.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/math.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+constexpr int kRows = rt::kRecordRows, kCols = rt::kRecordCols;
+
+// One nonzero of a piece: its row and column in the piece, and its index in A's CSR arrays.
+struct PieceEntry {
+  std::uint8_t r = 0, c = 0;
+  std::int64_t index = 0;
+};
+
+// What a piece's record looks like in each format.
+struct PieceShape {
+  std::uint64_t bitmaps[rt::kRecordSubtiles] = {};
+  int steps[rt::kRecordSteps] = {};
+  int nnz = 0;
+  unsigned present() const {
+    unsigned p = 0;
+    for (int j = 0; j < rt::kRecordSubtiles; ++j) p |= (bitmaps[j] != 0) << j;
+    return p;
+  }
+};
+
+int subtile_of(int r, int c) { return 4 * (c / 16) + 2 * ((c % 16) / 8) + r / 8; }
+int subtile_bit(int r, int c) { return 8 * (r % 8) + c % 8; }
+
+PieceShape shape_of(const PieceEntry* e, std::size_t count) {
+  PieceShape s;
+  for (std::size_t i = 0; i < count; ++i) {
+    s.bitmaps[subtile_of(e[i].r, e[i].c)] |= std::uint64_t{1} << subtile_bit(e[i].r, e[i].c);
+    ++s.steps[e[i].c / 16];
+  }
+  s.nnz = static_cast<int>(count);
+  return s;
+}
+
+std::int64_t bitmap_bytes(const PieceShape& s) {
+  return round_up(8 + 8 * std::popcount(s.present()) + 2 * std::int64_t{s.nnz}, 8);
+}
+std::int64_t position_bytes(const PieceShape& s) { return round_up(8 + 3 * std::int64_t{s.nnz}, 8); }
+constexpr std::int64_t kDenseBytes = 8 + 2 * kRows * kCols;
+
+// The format of least cost among the allowed ones (bitmap when none is allowed).
+SpmmRecordFormat choose_format(const PieceShape& s, const SpmmCompressedBody& body, std::int64_t& bytes) {
+  const auto allowed = [&](SpmmRecordFormat f) { return body.formats >> static_cast<int>(f) & 1u; };
+  SpmmRecordFormat best = SpmmRecordFormat::bitmap;
+  bytes = bitmap_bytes(s);
+  std::int64_t best_cost = allowed(best) ? bytes + std::int64_t{body.bitmap_weight} * std::popcount(s.present())
+                                         : INT64_MAX;
+  const bool positions_fit = std::all_of(std::begin(s.steps), std::end(s.steps), [](int n) { return n <= 255; });
+  if (allowed(SpmmRecordFormat::positions) && positions_fit) {
+    const std::int64_t b = position_bytes(s), cost = b + std::int64_t{body.position_weight} * s.nnz;
+    if (cost < best_cost) best = SpmmRecordFormat::positions, best_cost = cost, bytes = b;
+  }
+  if (allowed(SpmmRecordFormat::dense) && kDenseBytes < best_cost)
+    best = SpmmRecordFormat::dense, best_cost = kDenseBytes, bytes = kDenseBytes;
+  return best;
+}
+
+// Walks A strip by strip, and in each strip its non-empty pieces in ascending order, calling
+// fn(strip, piece, entries, count) with the piece's nonzeros in row-major order.
+class PieceWalker {
+ public:
+  explicit PieceWalker(const CsrMatrix& a)
+      : a_(a), pieces_(ceil_div(a.cols, kCols)), count_(static_cast<std::size_t>(pieces_), 0),
+        offset_(static_cast<std::size_t>(pieces_), 0) {}
+  std::int64_t strips() const { return ceil_div(a_.rows, kRows); }
+  std::int64_t pieces() const { return pieces_; }
+
+  template <class Fn>
+  void strip(std::int64_t s, Fn&& fn) {
+    const std::int64_t r0 = s * kRows, r1 = std::min(a_.rows, r0 + kRows);
+    touched_.clear();
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t i = a_.row_ptr[r]; i < a_.row_ptr[r + 1]; ++i) {
+        const auto p = static_cast<std::size_t>(a_.col_idx[i] / kCols);
+        if (count_[p]++ == 0) touched_.push_back(static_cast<std::int32_t>(p));
+      }
+    std::sort(touched_.begin(), touched_.end());
+    std::int64_t total = 0;
+    for (const std::int32_t p : touched_) {
+      offset_[p] = total;
+      total += count_[p];
+    }
+    entries_.resize(static_cast<std::size_t>(total));
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t i = a_.row_ptr[r]; i < a_.row_ptr[r + 1]; ++i) {
+        const std::int32_t col = a_.col_idx[i];
+        entries_[static_cast<std::size_t>(offset_[col / kCols]++)] = {static_cast<std::uint8_t>(r - r0),
+                                                                      static_cast<std::uint8_t>(col % kCols), i};
+      }
+    std::int64_t begin = 0;
+    for (const std::int32_t p : touched_) {
+      const std::int64_t n = count_[p];
+      fn(s, p, entries_.data() + begin, static_cast<std::size_t>(n));
+      begin += n;
+      count_[p] = 0;
+    }
+  }
+
+ private:
+  const CsrMatrix& a_;
+  std::int64_t pieces_;
+  std::vector<std::int64_t> count_, offset_;
+  std::vector<std::int32_t> touched_;
+  std::vector<PieceEntry> entries_;
+};
+
+void put16(std::vector<unsigned char>& out, std::size_t at, std::uint16_t v) {
+  out[at] = static_cast<unsigned char>(v & 0xff);
+  out[at + 1] = static_cast<unsigned char>(v >> 8);
+}
+
+// Appends the record of a piece (entries in row-major order) to `seg`, whose start is 16-byte aligned.
+void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int kt, const PieceEntry* e,
+                  std::size_t count, const std::vector<std::uint16_t>& bits) {
+  const std::size_t at = seg.size();
+  const PieceShape s = shape_of(e, count);
+  const auto value = [&](std::size_t i) { return bits[static_cast<std::size_t>(e[i].index)]; };
+  seg.resize(at + 8, 0);
+  seg[at] = static_cast<unsigned char>(format);
+  seg[at + 1] = static_cast<unsigned char>(kt);
+  switch (format) {
+    case SpmmRecordFormat::bitmap: {
+      const unsigned present = s.present();
+      put16(seg, at + 2, static_cast<std::uint16_t>(count));
+      put16(seg, at + 4, static_cast<std::uint16_t>(present));
+      for (int j = 0; j < rt::kRecordSubtiles; ++j)
+        if (s.bitmaps[j])
+          for (int b = 0; b < 8; ++b) seg.push_back(static_cast<unsigned char>(s.bitmaps[j] >> (8 * b)));
+      // Values sub-tile after sub-tile, each in bit order: the entries are row-major, so a stable
+      // distribution by sub-tile keeps every sub-tile's values in bit order.
+      for (int j = 0; j < rt::kRecordSubtiles; ++j) {
+        if (!s.bitmaps[j]) continue;
+        for (std::size_t i = 0; i < count; ++i)
+          if (subtile_of(e[i].r, e[i].c) == j) {
+            seg.push_back(static_cast<unsigned char>(value(i) & 0xff));
+            seg.push_back(static_cast<unsigned char>(value(i) >> 8));
+          }
+      }
+      break;
+    }
+    case SpmmRecordFormat::positions: {
+      put16(seg, at + 2, static_cast<std::uint16_t>(count));
+      for (int q = 0; q < rt::kRecordSteps; ++q) seg[at + 4 + q] = static_cast<unsigned char>(s.steps[q]);
+      // Step after step; in a step row-major, which is the entries' order.
+      std::vector<std::size_t> order;
+      order.reserve(count);
+      for (int q = 0; q < rt::kRecordSteps; ++q)
+        for (std::size_t i = 0; i < count; ++i)
+          if (e[i].c / 16 == q) order.push_back(i);
+      for (const std::size_t i : order) {
+        seg.push_back(static_cast<unsigned char>(value(i) & 0xff));
+        seg.push_back(static_cast<unsigned char>(value(i) >> 8));
+      }
+      for (const std::size_t i : order) seg.push_back(static_cast<unsigned char>(16 * e[i].r + e[i].c % 16));
+      break;
+    }
+    case SpmmRecordFormat::dense: {
+      put16(seg, at + 2, static_cast<std::uint16_t>(kRows * kCols));
+      const std::size_t v = seg.size();
+      seg.resize(v + 2 * kRows * kCols, 0);
+      for (std::size_t i = 0; i < count; ++i) {
+        const int r = e[i].r, c = e[i].c, q = c / 16, cc = c % 16;
+        const int lane = (r % 8) * 4 + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
+        put16(seg, v + 2 * static_cast<std::size_t>((q * 32 + lane) * 8 + 2 * reg + cc % 2), value(i));
+      }
+      break;
+    }
+  }
+  seg.resize(static_cast<std::size_t>(round_up(static_cast<std::int64_t>(seg.size()), 8)), 0);
+}
+
+}  // namespace
+
+SpmmPieceCensus spmm_piece_census(const CsrMatrix& a, const SpmmCompressedBody& body) {
+  SpmmPieceCensus c;
+  PieceWalker walker(a);
+  c.strips = walker.strips();
+  c.pieces_per_strip = walker.pieces();
+  c.strip_begin.reserve(static_cast<std::size_t>(c.strips + 1));
+  c.strip_begin.push_back(0);
+  for (std::int64_t s = 0; s < c.strips; ++s) {
+    walker.strip(s, [&](std::int64_t, std::int32_t piece, const PieceEntry* e, std::size_t count) {
+      std::int64_t bytes = 0;
+      const SpmmRecordFormat f = choose_format(shape_of(e, count), body, bytes);
+      c.piece.push_back(piece);
+      c.bytes.push_back(static_cast<std::int32_t>(bytes));
+      c.format.push_back(static_cast<std::uint8_t>(f));
+      c.nnz.push_back(static_cast<std::int32_t>(count));
+    });
+    c.strip_begin.push_back(static_cast<std::int64_t>(c.piece.size()));
+  }
+  return c;
+}
+
+std::vector<std::int64_t> spmm_segment_bytes(const SpmmPieceCensus& census, std::int64_t strips_per_block,
+                                             std::int64_t chunk_k) {
+  const std::int64_t row_blocks = ceil_div(census.strips, strips_per_block);
+  const std::int64_t per_chunk = chunk_k / kCols;
+  const std::int64_t chunks = ceil_div(census.pieces_per_strip, per_chunk);
+  std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
+  const std::int64_t header = round_up(4 * strips_per_block, 16);
+  for (std::int64_t s = 0; s < census.strips; ++s) {
+    const std::int64_t r = s / strips_per_block;
+    for (std::int64_t i = census.strip_begin[s]; i < census.strip_begin[s + 1]; ++i)
+      bytes[static_cast<std::size_t>(r * chunks + census.piece[i] / per_chunk)] += census.bytes[i];
+  }
+  for (std::int64_t& b : bytes)
+    if (b) b = round_up(b + header, 16);
+  return bytes;
+}
+
+rt::CompressedShape spmm_compressed_shape(const SpmmPlan& plan) {
+  const SpmmCompressedBody* body = plan.compressed();
+  if (!body) throw UsageError("spmm_compressed_shape: the plan is not a compressed one");
+  rt::CompressedShape s;
+  s.strips = std::int64_t{body->warps} * body->strips_per_warp;
+  s.row_blocks = ceil_div(ceil_div(plan.problem.m, kRows), s.strips);
+  s.chunk_k = body->chunk_k;
+  s.chunks = ceil_div(plan.problem.k, body->chunk_k);
+  s.splits = body->splits;
+  s.stage_bytes = body->stage_bytes;
+  return s;
+}
+
+std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const CsrMatrix& a) {
+  const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  const SpmmCompressedBody& body = *plan.compressed();
+  if (a.rows != plan.problem.m || a.cols != plan.problem.k)
+    throw UsageError(fmt::format("spmm_compressed_stream: A is {}x{}, the plan {}x{}", a.rows, a.cols,
+                                 plan.problem.m, plan.problem.k));
+  if (static_cast<std::int64_t>(body.split_chunks.size()) != shape.split_words())
+    throw UsageError(fmt::format("spmm_compressed_stream: {} split bounds, the shape needs {}",
+                                 body.split_chunks.size(), shape.split_words()));
+  // The weights as the kernel's 16-bit values.
+  const bool bf16 = plan.problem.dtype == DType::bf16;
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(a.nnz()));
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const double w = spmm_weight(plan, a.values[i]);
+    bits[i] = bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
+  }
+  std::vector<std::uint32_t> words(static_cast<std::size_t>(shape.data_word()), 0);
+  for (std::size_t i = 0; i < body.split_chunks.size(); ++i) words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
+  std::vector<unsigned char> data;
+  std::vector<std::vector<unsigned char>> strip_bytes(static_cast<std::size_t>(shape.strips));
+  PieceWalker walker(a);
+  const std::int64_t per_chunk = shape.chunk_k / kCols;
+  const std::int64_t header = shape.header_bytes();
+  const std::size_t table = static_cast<std::size_t>(shape.split_words());
+  // Pieces of the row block's strips, grouped by chunk: (chunk, strip) -> records, built per row block.
+  struct Pending {
+    std::int64_t chunk;
+    std::int32_t kt;
+    SpmmRecordFormat format;
+    std::vector<PieceEntry> entries;
+  };
+  std::vector<std::vector<Pending>> pending(static_cast<std::size_t>(shape.strips));
+  for (std::int64_t r = 0; r < shape.row_blocks; ++r) {
+    for (std::int64_t st = 0; st < shape.strips; ++st) {
+      auto& list = pending[static_cast<std::size_t>(st)];
+      list.clear();
+      const std::int64_t s = r * shape.strips + st;
+      if (s >= walker.strips()) continue;
+      walker.strip(s, [&](std::int64_t, std::int32_t piece, const PieceEntry* e, std::size_t count) {
+        std::int64_t bytes = 0;
+        const SpmmRecordFormat f = choose_format(shape_of(e, count), body, bytes);
+        list.push_back({piece / per_chunk, static_cast<std::int32_t>(piece % per_chunk), f,
+                        std::vector<PieceEntry>(e, e + count)});
+      });
+    }
+    std::vector<std::size_t> next(static_cast<std::size_t>(shape.strips), 0);
+    for (std::int64_t c = 0; c < shape.chunks; ++c) {
+      words[table + static_cast<std::size_t>(r * shape.chunks + c)] = static_cast<std::uint32_t>(data.size() / 16);
+      std::vector<unsigned char> seg(static_cast<std::size_t>(header), 0);
+      bool any = false;
+      for (std::int64_t st = 0; st < shape.strips; ++st) {
+        auto& list = pending[static_cast<std::size_t>(st)];
+        std::size_t& i = next[static_cast<std::size_t>(st)];
+        for (; i < list.size() && list[i].chunk == c; ++i) {
+          write_record(seg, list[i].format, list[i].kt, list[i].entries.data(), list[i].entries.size(), bits);
+          any = true;
+        }
+        const auto end = static_cast<std::uint32_t>(seg.size());
+        std::memcpy(seg.data() + 4 * st, &end, 4);
+      }
+      if (!any) continue;
+      seg.resize(static_cast<std::size_t>(round_up(static_cast<std::int64_t>(seg.size()), 16)), 0);
+      if (static_cast<std::int64_t>(seg.size()) > shape.stage_bytes)
+        throw UsageError(fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
+                                     "the plan stages {}",
+                                     r, c, seg.size(), shape.stage_bytes));
+      data.insert(data.end(), seg.begin(), seg.end());
+    }
+  }
+  words[table + static_cast<std::size_t>(shape.row_blocks * shape.chunks)] =
+      static_cast<std::uint32_t>(data.size() / 16);
+  if (data.size() / 16 > UINT32_MAX)
+    throw UsageError("spmm_compressed_stream: the stream passes 64 GiB, the most its offsets address");
+  const std::size_t base = words.size();
+  words.resize(base + data.size() / 4);
+  std::memcpy(words.data() + base, data.data(), data.size());
+  return words;
+}
+
+DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<std::uint32_t>& stream,
+                                      const DenseMatrix& b, const std::vector<double>* bias) {
+  const SpmmProblem& pr = plan.problem;
+  const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  if (b.rows != pr.k || (pr.n_mode == SpmmNMode::fixed && b.cols != pr.n))
+    throw UsageError(fmt::format("interpret_spmm: B is {}x{}, the plan wants {} rows", b.rows, b.cols, pr.k));
+  if (pr.bias && (!bias || static_cast<std::int64_t>(bias->size()) != pr.m))
+    throw UsageError(fmt::format("interpret_spmm: the plan needs a bias of {} entries", pr.m));
+  const std::int64_t n = b.cols;
+  const bool bf16 = pr.dtype == DType::bf16;
+  const auto weight = [&](std::uint16_t h) { return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h); };
+  std::vector<double> bq(b.data.size());
+  for (std::size_t i = 0; i < bq.size(); ++i) bq[i] = round_to(pr.dtype, b.data[i]);
+  const std::int64_t rows = kRows * shape.strips;
+  // partial[split][local row][column], fp32 as the kernel's accumulators.
+  std::vector<float> partial(static_cast<std::size_t>(shape.splits * rows * n));
+  DenseMatrix c(pr.m, n, std::nan(""));
+  std::vector<std::int64_t> split_of(static_cast<std::size_t>(shape.chunks), 0);
+  rt::RecordTile tile;
+  std::int64_t current = -1;
+  const auto finish = [&](std::int64_t r) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t row = r * rows + i;
+      if (row >= pr.m) break;
+      for (std::int64_t j = 0; j < n; ++j) {
+        float v = 0.f;
+        for (std::int64_t s = 0; s < shape.splits; ++s) v += partial[static_cast<std::size_t>((s * rows + i) * n + j)];
+        if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
+        if (pr.relu) v = std::fmax(v, 0.f);
+        c(row, j) = round_to(pr.dtype, v);
+      }
+    }
+  };
+  const auto start = [&](std::int64_t r) {
+    std::fill(partial.begin(), partial.end(), 0.f);
+    const std::size_t t = static_cast<std::size_t>(r * (shape.splits + 1));
+    for (std::int64_t s = 0; s < shape.splits; ++s)
+      for (std::uint32_t ch = stream[t + s]; ch < stream[t + s + 1]; ++ch) split_of[ch] = s;
+  };
+  rt::walk_compressed_stream(stream, shape, pr.k, "interpret_spmm", [&](const rt::RecordRef& ref) {
+    while (current < ref.row_block) {
+      if (current >= 0) finish(current);
+      start(++current);
+    }
+    rt::decode_record(ref.p, tile);
+    const std::int64_t split = split_of[static_cast<std::size_t>(ref.chunk)];
+    const std::int64_t k0 = ref.chunk * shape.chunk_k + ref.kt * kCols;
+    for (int i = 0; i < kRows; ++i) {
+      const std::int64_t local = ref.strip * kRows + i;
+      float* out = &partial[static_cast<std::size_t>((split * rows + local) * n)];
+      for (int q = 0; q < rt::kRecordSteps; ++q)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int e = 0; e < 16; ++e) {
+            const std::uint16_t h = tile[static_cast<std::size_t>(i * kCols + 16 * q + e)];
+            const std::int64_t k = k0 + 16 * q + e;
+            if (k < pr.k) sum += weight(h) * bq[static_cast<std::size_t>(k * n + j)];
+          }
+          out[j] = static_cast<float>(static_cast<double>(out[j]) + sum);
+        }
+    }
+  });
+  while (current < shape.row_blocks) {
+    if (current >= 0) finish(current);
+    if (++current < shape.row_blocks) start(current);
+  }
+  return c;
+}
+
+}  // namespace sparsecc

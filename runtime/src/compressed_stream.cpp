@@ -1,0 +1,168 @@
+#include "sparsecc/runtime/compressed_stream.hpp"
+
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+namespace sparsecc::rt {
+
+namespace {
+
+std::uint16_t u16(const unsigned char* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
+std::uint64_t u64(const unsigned char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+std::int64_t round8(std::int64_t v) { return (v + 7) / 8 * 8; }
+
+// The element (row, column) of a piece that bit `bit` of sub-tile j stands for.
+void subtile_element(int j, int bit, int& row, int& col) {
+  const int q = j / 4, f = j % 4;
+  row = 8 * (f & 1) + bit / 8;
+  col = 16 * q + 8 * (f >> 1) + bit % 8;
+}
+
+}  // namespace
+
+std::int64_t record_bytes(const unsigned char* p) {
+  const std::int64_t nvals = u16(p + 2);
+  switch (static_cast<RecordFormat>(p[0])) {
+    case RecordFormat::bitmap:
+      return round8(8 + 8 * std::popcount(static_cast<unsigned>(u16(p + 4))) + 2 * nvals);
+    case RecordFormat::positions:
+      return round8(8 + 3 * nvals);
+    case RecordFormat::dense:
+      return 8 + 2 * kRecordRows * kRecordCols;
+  }
+  return -1;
+}
+
+void decode_record(const unsigned char* p, RecordTile& out) {
+  out.fill(0);
+  const std::int64_t nvals = u16(p + 2);
+  switch (static_cast<RecordFormat>(p[0])) {
+    case RecordFormat::bitmap: {
+      const unsigned present = u16(p + 4);
+      const unsigned char* bm = p + 8;
+      const unsigned char* v = bm + 8 * std::popcount(present);
+      std::int64_t next = 0;
+      for (int j = 0; j < kRecordSubtiles; ++j) {
+        if (!(present >> j & 1)) continue;
+        const std::uint64_t bits = u64(bm);
+        bm += 8;
+        for (int b = 0; b < 64; ++b)
+          if (bits >> b & 1) {
+            int r = 0, c = 0;
+            subtile_element(j, b, r, c);
+            if (next < nvals) out[r * kRecordCols + c] = u16(v + 2 * next);
+            ++next;
+          }
+      }
+      return;
+    }
+    case RecordFormat::positions: {
+      const unsigned char* v = p + 8;
+      const unsigned char* pos = v + 2 * nvals;
+      std::int64_t i = 0;
+      for (int q = 0; q < kRecordSteps; ++q)
+        for (int e = 0; e < p[4 + q] && i < nvals; ++e, ++i)
+          out[(pos[i] / 16) * kRecordCols + 16 * q + pos[i] % 16] = u16(v + 2 * i);
+      return;
+    }
+    case RecordFormat::dense: {
+      const unsigned char* v = p + 8;
+      for (int q = 0; q < kRecordSteps; ++q)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int e = 0; e < 8; ++e) {
+            const int f = e / 2, g = lane / 4, t = lane % 4;
+            const int r = g + 8 * (f & 1), c = 16 * q + 8 * (f >> 1) + 2 * t + e % 2;
+            out[r * kRecordCols + c] = u16(v + 2 * ((q * 32 + lane) * 8 + e));
+          }
+      return;
+    }
+  }
+}
+
+void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& s, std::int64_t k,
+                            const std::string& name, const std::function<void(const RecordRef&)>& fn) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(name + ": compressed stream: " + what);
+  };
+  if (s.row_blocks < 0 || s.chunks < 0 || s.splits < 1 || s.splits > kMaxClusterSplits || s.strips < 1 ||
+      s.chunk_k < kRecordCols || s.chunk_k % kRecordCols || s.chunk_k / kRecordCols > 256 || s.stage_bytes < 0)
+    fail("the shape (row blocks, chunks, splits, strips, chunk_k) is out of range");
+  const auto size = static_cast<std::int64_t>(words.size());
+  if (size < s.data_word())
+    fail("its " + std::to_string(size) + " words do not hold the split and segment tables (" +
+         std::to_string(s.data_word()) + " words)");
+  for (std::int64_t r = 0; r < s.row_blocks; ++r)
+    for (std::int64_t i = 0; i <= s.splits; ++i) {
+      const std::int64_t w = r * (s.splits + 1) + i;
+      const std::int64_t v = words[static_cast<std::size_t>(w)];
+      const std::int64_t prev = i ? words[static_cast<std::size_t>(w - 1)] : 0;
+      if (v > s.chunks || v < prev || (i == 0 && v != 0) || (i == s.splits && v != s.chunks))
+        fail("split table word " + std::to_string(w) + " (byte " + std::to_string(4 * w) +
+             ") is not a chunk bound in order");
+    }
+  const std::int64_t data_bytes = 4 * (size - s.data_word());
+  const auto* base = reinterpret_cast<const unsigned char*>(words.data()) + 4 * s.data_word();
+  const std::int64_t table = s.split_words();
+  for (std::int64_t r = 0; r < s.row_blocks; ++r)
+    for (std::int64_t c = 0; c < s.chunks; ++c) {
+      const std::int64_t w = table + r * s.chunks + c;
+      const std::int64_t begin = 16 * std::int64_t{words[static_cast<std::size_t>(w)]};
+      const std::int64_t end = 16 * std::int64_t{words[static_cast<std::size_t>(w + 1)]};
+      const std::string where =
+          "segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) + ")";
+      if ((r == 0 && c == 0 && begin != 0) || end < begin || end > data_bytes)
+        fail("segment table word " + std::to_string(w) + " (byte " + std::to_string(4 * w) +
+             ") is out of order or past the data");
+      const std::int64_t len = end - begin;
+      if (len == 0) continue;
+      if (len > s.stage_bytes) fail(where + " holds " + std::to_string(len) + " bytes, more than stage_bytes");
+      const unsigned char* seg = base + begin;
+      const std::int64_t header = s.header_bytes();
+      std::int64_t from = header;
+      if (len < header) fail(where + ": shorter than its header");
+      for (std::int64_t st = 0; st < s.strips; ++st) {
+        const std::int64_t to = u16(seg + 4 * st) | (std::int64_t{u16(seg + 4 * st + 2)} << 16);
+        if (to < from || to > len || to % 8)
+          fail(where + ": strip " + std::to_string(st) + " ends at byte " + std::to_string(to) +
+               ", outside its segment");
+        for (std::int64_t at = from; at < to;) {
+          const unsigned char* p = seg + at;
+          const std::string rec = where + ", strip " + std::to_string(st) + ", record at byte " +
+                                  std::to_string(4 * s.data_word() + begin + at);
+          if (to - at < 8) fail(rec + ": header past the strip's end");
+          if (p[0] > 2) fail(rec + ": unknown format " + std::to_string(p[0]));
+          const std::int64_t kt = p[1];
+          if (kt >= s.chunk_k / kRecordCols || c * s.chunk_k + kt * kRecordCols >= k)
+            fail(rec + ": piece " + std::to_string(kt) + " lies past the chunk or past A's columns");
+          const std::int64_t bytes = record_bytes(p);
+          if (bytes <= 0 || at + bytes > to) fail(rec + ": its " + std::to_string(bytes) + " bytes pass the strip's end");
+          const std::int64_t nvals = u16(p + 2);
+          const auto format = static_cast<RecordFormat>(p[0]);
+          if (format == RecordFormat::bitmap) {
+            std::int64_t count = 0;
+            const unsigned present = u16(p + 4);
+            for (int j = 0; j < std::popcount(present); ++j) {
+              const std::uint64_t bits = u64(p + 8 + 8 * j);
+              if (!bits) fail(rec + ": a present sub-tile with an empty bitmap");
+              count += std::popcount(bits);
+            }
+            if (count != nvals) fail(rec + ": its bitmaps hold " + std::to_string(count) + " nonzeros, not nvals");
+          } else if (format == RecordFormat::positions) {
+            if (p[4] + p[5] + p[6] + p[7] != nvals) fail(rec + ": its step counts do not add up to nvals");
+          } else if (nvals != kRecordRows * kRecordCols) {
+            fail(rec + ": a dense record holds 1024 values");
+          }
+          if (fn) fn({r, c, st, kt, 4 * s.data_word() + begin + at, p, at});
+          at += bytes;
+        }
+        from = to;
+      }
+    }
+}
+
+}  // namespace sparsecc::rt

@@ -1,0 +1,334 @@
+// SpMM skeleton, compressed: C = A*B (+bias[row]) (ReLU) in fp16 or bf16 (fp32 accumulation) for one
+// fixed sparse A held as a compressed stream (runtime/include/sparsecc/runtime/compressed_stream.hpp)
+// that the kernel decodes on chip straight into mma.sync m16n8k16 operands. The code does not grow
+// with A; generator/emit/src/spmm_compressed_cuda.cpp fills the shape in from a compressed SpMM plan.
+// The defaults between the markers make a valid example, so the file compiles on its own
+// (nvcc -arch=sm_90 -c templates/spmm_compressed.cu). No CUDA headers (inline PTX).
+//   KERNEL_NAME   the extern "C" symbol the runtime looks up
+//   BF16          0: fp16, 1: bf16
+//   WARPS         warps a block; warp w owns strips w * STRIPS .. + STRIPS of its row block
+//   STRIPS        16-row strips a warp owns (a row block is 16 * WARPS * STRIPS rows)
+//   CHUNK_K       rows of B (columns of A) a block stages at a time
+//   SPLITS        blocks splitting a row block's chunks: one thread-block cluster (sm_90), whose
+//                 blocks add their partial sums through distributed shared memory
+//   N_TILE        columns of C a block (grid x: ceil(n / N_TILE)), a multiple of 8
+//   M, K          the shape of A; CHUNKS = ceil(K / CHUNK_K); ROW_BLOCKS = ceil(M / rows of a block)
+//   STAGE_BYTES   the largest segment (16-byte multiple)
+//   LD            the column count of B and C: the compiled N, or the argument n
+//   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors
+//   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
+//   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
+// Each chunk of the block's split: B's rows of the chunk (N_TILE columns, zero past K and n) and the
+// row block's segment of the stream go to shared memory with cp.async, double-buffered; then every
+// warp walks its strips' records: a record's format decides how its four 16 x 16 steps become A
+// operands (dense: two 8-byte loads a lane; bitmap: each lane finds its two elements of each 8 x 8
+// sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 16 operand in shared
+// memory), B's operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
+// ABI: grid (ceil(n / N_TILE), ROW_BLOCKS * SPLITS), block (32 * WARPS), dynamic shared memory from
+// the plan; B (K x n) and C (M x n) row-major 16-bit; `stream` is the fragments argument.
+#define SPCC_BF16 /*@BF16*/0/*@end*/
+#define SPCC_SPLITS /*@SPLITS*/1/*@end*/
+#define SPCC_VEC /*@VEC*/1/*@end*/
+
+typedef unsigned short spcc_u16;
+typedef unsigned int spcc_u32;
+typedef unsigned long long spcc_u64;
+
+static __device__ __forceinline__ void spcc_wait_for_predecessor() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ spcc_u32 spcc_smem(const void* p) {
+  spcc_u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// 16 bytes global -> shared, zero-filled where `bytes` is 0.
+static __device__ __forceinline__ void spcc_copy16(spcc_u32 dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void spcc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void spcc_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+static __device__ __forceinline__ void spcc_ldmatrix_x4_trans(spcc_u32 (&r)[4], spcc_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+static __device__ __forceinline__ void spcc_ldmatrix_x2_trans(spcc_u32 (&r)[4], spcc_u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+static __device__ __forceinline__ void spcc_mma(float (&d)[4], const spcc_u32 (&a)[4], spcc_u32 b0, spcc_u32 b1) {
+#if SPCC_BF16
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Two floats -> a packed pair (lo in the low half), each rounded to nearest even.
+static __device__ __forceinline__ spcc_u32 spcc_pack(float lo, float hi) {
+  spcc_u32 r;
+#if SPCC_BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
+#if SPCC_SPLITS > 1
+static __device__ __forceinline__ void spcc_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The float at shared address `addr` of the block of cluster rank `rank`.
+static __device__ __forceinline__ float spcc_cluster_load(spcc_u32 addr, spcc_u32 rank) {
+  spcc_u32 remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTER*//*@end*/
+/*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const spcc_u16* __restrict__ B, spcc_u16* __restrict__ C,
+                                     const float* __restrict__ bias, const float* __restrict__ values,
+                                     int n, const spcc_u32* __restrict__ stream) {
+  constexpr int W = /*@WARPS*/4/*@end*/;
+  constexpr int S = /*@STRIPS*/1/*@end*/;
+  constexpr int CK = /*@CHUNK_K*/256/*@end*/;
+  constexpr int NT = /*@N_TILE*/16/*@end*/;
+  constexpr long long M = /*@M*/64/*@end*/;
+  constexpr long long K = /*@K*/256/*@end*/;
+  constexpr int CHUNKS = /*@CHUNKS*/1/*@end*/;
+  constexpr int STAGE_BYTES = /*@STAGE_BYTES*/8192/*@end*/;
+  constexpr int SPLITS = SPCC_SPLITS;
+  constexpr int ROWS = 16 * W * S;
+  constexpr int PITCH = NT == 8 ? 16 : 2 * NT + 16;  // bytes of a staged row of B (no bank conflicts)
+  constexpr int B_BYTES = CK * PITCH;
+  constexpr int STAGE = B_BYTES + STAGE_BYTES;
+  constexpr int HEADER = (4 * W * S + 15) / 16 * 16;
+  constexpr int SPLIT_WORDS = /*@ROW_BLOCKS*/1/*@end*/ * (SPLITS + 1);
+  constexpr long long DATA_WORD = (SPLIT_WORDS + /*@ROW_BLOCKS*/1/*@end*/ * CHUNKS + 1 + 3) / 4 * 4;
+  const long long ld = /*@LD*/16/*@end*/;
+  (void)values;
+  (void)n;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rb = blockIdx.y / SPLITS, split = blockIdx.y % SPLITS;
+  const long long col0 = static_cast<long long>(blockIdx.x) * NT;
+  const int c_begin = static_cast<int>(stream[rb * (SPLITS + 1) + split]);
+  const int c_end = static_cast<int>(stream[rb * (SPLITS + 1) + split + 1]);
+  const spcc_u32* segments = stream + SPLIT_WORDS + static_cast<long long>(rb) * CHUNKS;
+  const unsigned char* data = reinterpret_cast<const unsigned char*>(stream + DATA_WORD);
+  spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + 2 * STAGE) + warp * 256;
+
+  float acc[S][NT / 8][4];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[s][j][e] = 0.f;
+
+  if (/*@PROGRAMMATIC*/ true /*@end*/) spcc_wait_for_predecessor();
+
+  // Stage chunk c (B's rows and the segment) into buffer `buf`.
+  const auto stage = [&](int c, int buf) {
+    const long long seg_begin = 16ll * segments[c], seg_len = 16ll * segments[c + 1] - seg_begin;
+    if (seg_len == 0) return;
+    unsigned char* base = smem + buf * STAGE;
+    const long long k0 = static_cast<long long>(c) * CK;
+#if SPCC_VEC
+    for (int i = threadIdx.x; i < CK * (NT / 8); i += 32 * W) {
+      const int row = i / (NT / 8), piece = i % (NT / 8);
+      const long long k = k0 + row, col = col0 + 8 * piece;
+      const bool live = k < K && col < ld;
+      spcc_copy16(spcc_smem(base + row * PITCH + 16 * piece), live ? B + k * ld + col : B, live ? 16 : 0);
+    }
+#else
+    for (int i = threadIdx.x; i < CK * NT; i += 32 * W) {
+      const int row = i / NT, j = i % NT;
+      const long long k = k0 + row, col = col0 + j;
+      reinterpret_cast<spcc_u16*>(base + row * PITCH)[j] = k < K && col < ld ? B[k * ld + col] : 0;
+    }
+#endif
+    for (long long i = threadIdx.x; i < seg_len / 16; i += 32 * W)
+      spcc_copy16(spcc_smem(base + B_BYTES + 16 * i), data + seg_begin + 16 * i, 16);
+  };
+
+  if (c_begin < c_end) stage(c_begin, 0);
+  spcc_commit();
+  int buf = 0;
+  for (int c = c_begin; c < c_end; ++c, buf ^= 1) {
+    if (c + 1 < c_end) stage(c + 1, buf ^ 1);
+    spcc_commit();
+    spcc_wait_one();
+    __syncthreads();
+    if (segments[c + 1] != segments[c]) {
+      const unsigned char* seg = smem + buf * STAGE + B_BYTES;
+      const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const int strip = warp * S + s;
+        int at = strip == 0 ? HEADER : reinterpret_cast<const int*>(seg)[strip - 1];
+        const int end = reinterpret_cast<const int*>(seg)[strip];
+        while (at < end) {
+          const uint2 h = *reinterpret_cast<const uint2*>(seg + at);
+          const int format = h.x & 0xff, kt = (h.x >> 8) & 0xff, nvals = h.x >> 16;
+          const unsigned char* rec = seg + at;
+          int next;
+          // Where the formats keep their values and, for bitmaps, the sub-tiles' bitmaps.
+          const spcc_u16* vals;
+          const unsigned char* bitmaps = rec + 8;
+          int voff = 0;  // values consumed (bitmap, positions)
+          if (format == 2) {
+            vals = reinterpret_cast<const spcc_u16*>(rec + 8);
+            next = at + 8 + 2 * 1024;
+          } else if (format == 0) {
+            vals = reinterpret_cast<const spcc_u16*>(rec + 8 + 8 * __popc(h.y & 0xffff));
+            next = at + ((8 + 8 * __popc(h.y & 0xffff) + 2 * nvals + 7) & ~7);
+          } else {
+            vals = reinterpret_cast<const spcc_u16*>(rec + 8);
+            next = at + ((8 + 3 * nvals + 7) & ~7);
+          }
+          int bitmap_index = 0;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            spcc_u32 a[4];
+            if (format == 2) {
+              const uint2 w0 = reinterpret_cast<const uint2*>(vals)[2 * (q * 32 + lane)];
+              const uint2 w1 = reinterpret_cast<const uint2*>(vals)[2 * (q * 32 + lane) + 1];
+              a[0] = w0.x, a[1] = w0.y, a[2] = w1.x, a[3] = w1.y;
+            } else if (format == 0) {
+#pragma unroll
+              for (int f = 0; f < 4; ++f) {
+                a[f] = 0;
+                if (h.y >> (4 * q + f) & 1) {
+                  const spcc_u64 bm = reinterpret_cast<const spcc_u64*>(bitmaps)[bitmap_index++];
+                  const spcc_u32 lo = static_cast<spcc_u32>(bm), hi = static_cast<spcc_u32>(bm >> 32);
+                  const spcc_u32 w = lane < 16 ? lo : hi;
+                  const int sh = (2 * lane) & 31;
+                  const int rank = voff + (lane < 16 ? 0 : __popc(lo)) + __popc(w & ((1u << sh) - 1u));
+                  const spcc_u32 bits = (w >> sh) & 3u;
+                  const spcc_u32 x0 = (bits & 1u) ? vals[rank] : 0u;
+                  const spcc_u32 x1 = (bits & 2u) ? vals[rank + (bits & 1u)] : 0u;
+                  a[f] = x0 | (x1 << 16);
+                  voff += __popc(lo) + __popc(hi);
+                }
+              }
+            } else {
+              const int count = (h.y >> (8 * q)) & 0xff;
+              const unsigned char* pos = rec + 8 + 2 * nvals;
+              reinterpret_cast<uint4*>(scratch)[lane] = make_uint4(0, 0, 0, 0);
+              __syncwarp();
+              for (int i = lane; i < count; i += 32) {
+                const int p = pos[voff + i], r = p >> 4, cc = p & 15;
+                scratch[((r & 7) * 4 + ((cc & 7) >> 1)) * 8 + ((cc >> 3) * 2 + (r >> 3)) * 2 + (cc & 1)] =
+                    vals[voff + i];
+              }
+              voff += count;
+              __syncwarp();
+              const uint4 w = reinterpret_cast<const uint4*>(scratch)[lane];
+              a[0] = w.x, a[1] = w.y, a[2] = w.z, a[3] = w.w;
+              __syncwarp();
+            }
+            // B's operands: rows 64 kt + 16 q .. + 16 of the staged chunk, N_TILE columns.
+            const int krow = 64 * kt + 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1);
+            if (NT == 8) {
+              spcc_u32 b[4];
+              spcc_ldmatrix_x2_trans(b, btile + krow * PITCH);
+              spcc_mma(acc[s][0], a, b[0], b[1]);
+            } else {
+#pragma unroll
+              for (int p = 0; p < NT / 16; ++p) {
+                spcc_u32 b[4];
+                spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 32 * p + 16 * (lane >> 4));
+                spcc_mma(acc[s][2 * p], a, b[0], b[1]);
+                spcc_mma(acc[s][2 * p + 1], a, b[2], b[3]);
+              }
+              if (NT % 16) {
+                spcc_u32 b[4];
+                spcc_ldmatrix_x2_trans(b, btile + krow * PITCH + 32 * (NT / 16));
+                spcc_mma(acc[s][NT / 8 - 1], a, b[0], b[1]);
+              }
+            }
+          }
+          at = next;
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Epilogue: the sums of every split (added in split order), bias, ReLU, one rounding, the stores.
+  const long long row_base = static_cast<long long>(rb) * ROWS;
+#if SPCC_SPLITS > 1
+  float* part = reinterpret_cast<float*>(smem);  // ROWS x NT partial sums (the stages are done)
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        part[((warp * S + s) * 16 + g + 8 * (e >> 1)) * NT + 8 * j + 2 * t + (e & 1)] = acc[s][j][e];
+  spcc_cluster_sync();
+  {
+    const int lo = split * ROWS / SPLITS, hi = (split + 1) * ROWS / SPLITS;
+    for (int i = lo * NT + threadIdx.x; i < hi * NT; i += 32 * W) {
+      const long long row = row_base + i / NT, col = col0 + i % NT;
+      float v = 0.f;
+#pragma unroll
+      for (int r = 0; r < SPLITS; ++r) v += spcc_cluster_load(spcc_smem(part + i), r);
+      if (row < M && col < ld) {
+        if (/*@BIAS*/ false /*@end*/) v += bias[row];
+        if (/*@RELU*/ false /*@end*/) v = fmaxf(v, 0.f);
+        C[row * ld + col] = static_cast<spcc_u16>(spcc_pack(v, 0.f) & 0xffffu);
+      }
+    }
+  }
+  spcc_cluster_sync();
+#else
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const long long row = row_base + (warp * S + s) * 16 + g + 8 * half;
+        const long long col = col0 + 8 * j + 2 * t;
+        if (row >= M || col >= ld) continue;
+        float v0 = acc[s][j][2 * half], v1 = acc[s][j][2 * half + 1];
+        if (/*@BIAS*/ false /*@end*/) {
+          v0 += bias[row];
+          v1 += bias[row];
+        }
+        if (/*@RELU*/ false /*@end*/) {
+          v0 = fmaxf(v0, 0.f);
+          v1 = fmaxf(v1, 0.f);
+        }
+        const spcc_u32 r = spcc_pack(v0, v1);
+        spcc_u16* p = C + row * ld + col;
+        if (col + 1 < ld && (ld & 1) == 0) {
+          *reinterpret_cast<spcc_u32*>(p) = r;
+        } else {
+          p[0] = static_cast<spcc_u16>(r & 0xffffu);
+          if (col + 1 < ld) p[1] = static_cast<spcc_u16>(r >> 16);
+        }
+      }
+#endif
+}

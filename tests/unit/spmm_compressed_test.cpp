@@ -1,0 +1,251 @@
+// The compressed family on the CPU: plans of every shape class (M and K not multiples of any tile,
+// empty and dense rows, every record format alone and chosen by cost, splits, fixed and run-time N,
+// bias and ReLU, f16 and bf16) hold their invariants; every record decodes to A's own piece; the plan
+// interpreter agrees with the fp64 reference of the rounded inputs within spmm_tolerance and writes
+// every output; the plan survives JSON; the runtime's walk refuses streams that point outside
+// themselves; the automatic rule picks the family for large half layers at small N only; the kernel
+// compiles with NVRTC for sm_90 without spills.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+
+#include "sparsecc/common/dtype.hpp"
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/compile/resource_usage.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
+#include "sparsecc/inspector/spmm_decisions.hpp"
+#include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/plan/spmm_compressed.hpp"
+#include "sparsecc/reference/spmm.hpp"
+#include "test_support.hpp"
+
+using namespace sparsecc;
+
+namespace {
+
+// Random entries at `density`, a dense row band (rows 16..31 where they exist, so some pieces are
+// full), and empty rows every 7th row.
+CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  DenseMatrix d(m, k);
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < k; ++c) {
+      const bool dense_band = r >= 16 && r < 32 && c < 128;
+      if (r % 7 == 3) continue;
+      if (dense_band || static_cast<double>(rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+    }
+  return csr_from_dense(d, DType::f32);
+}
+
+SpmmOptions compressed(std::uint32_t formats = 7, std::int32_t splits = 0, std::int32_t chunk_k = 0) {
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::compressed;
+  o.compressed.formats = formats;
+  o.compressed.splits = splits;
+  o.compressed.chunk_k = chunk_k;
+  return o;
+}
+
+double max_rel(const DenseMatrix& got, const DenseMatrix& ref, std::int64_t* unwritten) {
+  double max_ref = 0, max_err = 0;
+  *unwritten = 0;
+  for (std::size_t i = 0; i < ref.data.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref.data[i]));
+    if (!std::isfinite(got.data[i]))
+      ++*unwritten;
+    else
+      max_err = std::max(max_err, std::fabs(got.data[i] - ref.data[i]));
+  }
+  return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+std::int64_t max_row_nnz(const CsrMatrix& a) {
+  std::int64_t m = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) m = std::max(m, a.row_nnz(r));
+  return m;
+}
+
+// Checks the plan, builds its stream and compares the interpreter with the reference.
+void expect_correct(const CsrMatrix& a, const SpmmProblem& pr, const SpmmOptions& o, std::int64_t n) {
+  const SpmmPlan plan = plan_spmm(a, pr, o);
+  ASSERT_TRUE(plan.compressed());
+  const auto errors = check_plan(plan, a);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  const std::vector<std::uint32_t> stream = spmm_compressed_stream(plan, a);
+  EXPECT_EQ(static_cast<std::int64_t>(stream.size()), plan.compressed()->stream_words);
+  const std::string dtype(dtype_name(pr.dtype));
+  SplitMix64 rng(99);
+  DenseMatrix b(a.cols, n);
+  for (double& v : b.data) v = rng.uniform_pm1();
+  round_values(b, dtype);
+  std::vector<double> bias(static_cast<std::size_t>(a.rows));
+  for (double& v : bias) v = rng.uniform_pm1();
+  const DenseMatrix ref = spmm(round_values(a, dtype), b, pr.bias ? &bias : nullptr, pr.relu);
+  const DenseMatrix got = interpret_spmm_compressed(plan, stream, b, pr.bias ? &bias : nullptr);
+  std::int64_t unwritten = 0;
+  EXPECT_LE(max_rel(got, ref, &unwritten), spmm_tolerance(dtype, "f32", max_row_nnz(a)));
+  EXPECT_EQ(unwritten, 0);
+}
+
+}  // namespace
+
+TEST(SpmmCompressed, InterpreterMatchesTheReferenceForEveryShapeClass) {
+  struct Shape {
+    std::int64_t m, k;
+    double density;
+  };
+  for (const Shape s : {Shape{61, 75, 0.3}, Shape{200, 333, 0.1}, Shape{16, 64, 0.5}, Shape{130, 1000, 0.05},
+                        Shape{1, 1, 1.0}, Shape{37, 2, 0.9}})
+    for (const DType dtype : {DType::f16, DType::bf16})
+      for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
+        for (const std::int32_t splits : {1, 3}) {
+          SCOPED_TRACE(fmt::format("{}x{} {} formats {} splits {}", s.m, s.k, dtype, formats, splits));
+          const CsrMatrix a = shaped(s.m, s.k, s.density, static_cast<std::uint64_t>(s.m * 7 + s.k));
+          const bool epilogue = formats == 7;
+          expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
+                         compressed(formats, splits, 64), 16);
+        }
+}
+
+TEST(SpmmCompressed, FixedAndRuntimeNOfEveryWidth) {
+  const CsrMatrix a = shaped(150, 700, 0.1, 5);
+  for (const std::int64_t n : {1, 5, 8, 16, 24, 64, 100})
+    for (const SpmmNMode mode : {SpmmNMode::fixed, SpmmNMode::runtime}) {
+      SCOPED_TRACE(fmt::format("n {} {}", n, mode == SpmmNMode::fixed ? "fixed" : "runtime"));
+      expect_correct(a, {a.rows, a.cols, n, mode, true, false, DType::f16}, compressed(), n);
+    }
+}
+
+TEST(SpmmCompressed, RecordsDecodeToTheirPieceOfA) {
+  const CsrMatrix a = shaped(100, 300, 0.2, 11);
+  const DenseMatrix dense = dense_from_csr(a);
+  for (const std::uint32_t formats : {1u, 2u, 4u, 7u}) {
+    const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
+                                    compressed(formats, 2, 128));
+    const std::vector<std::uint32_t> stream = spmm_compressed_stream(plan, a);
+    std::int64_t records = 0, nonzeros = 0;
+    rt::RecordTile tile;
+    rt::walk_compressed_stream(stream, spmm_compressed_shape(plan), a.cols, "test", [&](const rt::RecordRef& r) {
+      ++records;
+      if (formats != 7) {
+        EXPECT_EQ(r.p[0], std::countr_zero(formats));
+      }
+      rt::decode_record(r.p, tile);
+      const std::int64_t row0 = (r.row_block * plan.compressed()->warps + r.strip) * 16;
+      const std::int64_t col0 = r.chunk * plan.compressed()->chunk_k + r.kt * 64;
+      for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 64; ++j) {
+          const double want = row0 + i < a.rows && col0 + j < a.cols ? round_to(DType::f16, dense(row0 + i, col0 + j)) : 0;
+          ASSERT_EQ(half_bits_to_double(tile[static_cast<std::size_t>(i * 64 + j)]), want) << i << " " << j;
+          nonzeros += want != 0;
+        }
+    });
+    const auto& counts = plan.compressed()->records;
+    EXPECT_EQ(records, counts[0] + counts[1] + counts[2]);
+    EXPECT_EQ(nonzeros, a.nnz());
+  }
+}
+
+TEST(SpmmCompressed, FormatsFollowTheirCost) {
+  // A sparse matrix takes positions, a half-full one bitmaps, a full one dense records (pure bytes).
+  SpmmOptions o = compressed();
+  o.compressed.bitmap_weight = 0;
+  o.compressed.position_weight = 0;
+  const auto records = [&](double density) {
+    const CsrMatrix a = test::random_csr(64, 256, density, 3);
+    return plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, o).compressed()->records;
+  };
+  EXPECT_GT(records(0.05)[1], 0);
+  EXPECT_EQ(records(0.05)[0], 0);
+  EXPECT_GT(records(0.5)[0], 0);
+  EXPECT_EQ(records(0.5)[1], 0);
+  EXPECT_GT(records(1.0)[2], 0);
+}
+
+TEST(SpmmCompressed, SplitsBalanceBytesAndPlanSurvivesJson) {
+  const CsrMatrix a = shaped(300, 3000, 0.05, 17);
+  const SpmmPlan plan =
+      plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, true, true, DType::bf16}, compressed(7, 4, 64));
+  const SpmmCompressedBody& b = *plan.compressed();
+  EXPECT_EQ(b.splits, 4);
+  EXPECT_EQ(plan.block_rows(), plan.layout.block_rows() * 4);
+  for (std::size_t r = 0; r < b.split_chunks.size(); r += 5) {
+    EXPECT_EQ(b.split_chunks[r], 0);
+    EXPECT_EQ(b.split_chunks[r + 4], ceil_div(a.cols, 64));
+    for (int s = 0; s < 4; ++s) EXPECT_GT(b.split_chunks[r + s + 1], b.split_chunks[r + s]);
+  }
+  const SpmmPlan back = plan_from_json(to_json(plan));
+  EXPECT_EQ(to_json(back), to_json(plan));
+  EXPECT_TRUE(check_plan(back, a).empty());
+  SpmmPlan broken = plan;
+  broken.compressed()->split_chunks[1] = broken.compressed()->split_chunks[2] + 1;
+  EXPECT_FALSE(check_plan(broken, a).empty());
+}
+
+TEST(SpmmCompressed, TheWalkRefusesStreamsThatPointOutside) {
+  const CsrMatrix a = shaped(100, 300, 0.2, 13);
+  const SpmmPlan plan =
+      plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, compressed(7, 2, 128));
+  const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  const std::vector<std::uint32_t> good = spmm_compressed_stream(plan, a);
+  EXPECT_NO_THROW(rt::walk_compressed_stream(good, shape, a.cols, "ok"));
+  const auto refused = [&](std::size_t word, std::uint32_t value, const std::string& part) {
+    std::vector<std::uint32_t> bad = good;
+    bad[word] = value;
+    try {
+      rt::walk_compressed_stream(bad, shape, a.cols, "bad.sccb");
+      ADD_FAILURE() << "word " << word << " = " << value << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.sccb"), std::string::npos) << e.what();
+    }
+  };
+  refused(1, 99, "split table");                                   // a chunk past the end
+  refused(static_cast<std::size_t>(shape.split_words() + 1), 1u << 30, "segment table");  // past the data
+  const std::size_t data = static_cast<std::size_t>(shape.data_word());
+  refused(data, 1u << 20, "strip 0 ends");                         // the first strip's end past its segment
+  const std::size_t first_record = data + static_cast<std::size_t>(shape.header_bytes() / 4);
+  refused(first_record, good[first_record] | 0xffu, "unknown format");
+  refused(first_record, (good[first_record] & 0xffff00ffu) | (200u << 8), "piece");
+  refused(first_record, (good[first_record] & 0x0000ffffu) | (0xfff0u << 16), "");
+  EXPECT_THROW(rt::walk_compressed_stream(std::span(good).first(3), shape, a.cols, "short"), std::invalid_argument);
+}
+
+TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
+  const CsrMatrix big = test::random_csr(512, 2048, 0.1, 1);  // 105k nonzeros
+  const CsrMatrix small = test::random_csr(64, 64, 0.1, 1);
+  const auto family = [](const CsrMatrix& a, std::int64_t n, DType t) {
+    return plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, false, false, t}).family();
+  };
+  EXPECT_GE(big.nnz(), spmm_rules::kCompressedMinNnz);
+  EXPECT_EQ(family(big, 16, DType::f16), SpmmFamily::compressed);
+  EXPECT_EQ(family(big, 1, DType::bf16), SpmmFamily::compressed);
+  EXPECT_NE(family(big, 128, DType::f16), SpmmFamily::compressed);
+  EXPECT_NE(family(big, 16, DType::f32), SpmmFamily::compressed);
+  EXPECT_NE(family(small, 16, DType::f16), SpmmFamily::compressed);
+  EXPECT_THROW(plan_spmm(small, {small.rows, small.cols, 16, SpmmNMode::fixed, false, false, DType::f32},
+                         compressed()),
+               UsageError);
+}
+
+TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
+  const CsrMatrix a = shaped(200, 600, 0.1, 23);
+  for (const std::int32_t splits : {1, 4})
+    for (const std::int64_t n : {8, 16, 64}) {
+      SCOPED_TRACE(fmt::format("splits {} n {}", splits, n));
+      const SpmmPlan plan =
+          plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, true, DType::f16}, compressed(7, splits));
+      const EmittedKernel k = emit_spmm_cuda(plan, a);
+      EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
+      CudaCompileOptions co;
+      co.arch = "sm_90";
+      co.extra.push_back("-Xptxas=-v");
+      const CudaCompileResult r = compile_kernel(k, "compressed", co);
+      const ResourceUsage u = resource_usage(r);
+      EXPECT_EQ(u.spill_store_bytes, 0);
+      EXPECT_FALSE(r.cubin.empty());
+    }
+}
