@@ -4,6 +4,8 @@
 //       FILE ending in .safetensors (one tensor "weight"), .npz (one stored member "weight.npy") or
 //       .deflated.npz (deflated); f16 only for .npz (NumPy has no bfloat16). Written streaming, row by
 //       row: the program never holds the matrix.
+//   sparsecc_large_half write-model FILE.safetensors LAYERS ROWS COLS ZERO_FRACTION [f16|bf16]
+//       A model: LAYERS tensors "layers.<i>.weight" (for `sparsecc compile-model FILE --list`).
 //   sparsecc_large_half load SPEC
 //       load_matrix(SPEC) as `sparsecc compile` reads it: prints the seconds, the shape and the
 //       nonzeros. Run it under `/usr/bin/time -v` for the peak memory.
@@ -14,6 +16,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -89,11 +92,16 @@ class RowSource {
   std::int64_t nnz_ = 0;
 };
 
+// `layers` tensors "layers.<i>.weight" of rows x cols (one tensor "weight" when layers is 0).
 std::int64_t write_safetensors(const std::string& path, std::int64_t rows, std::int64_t cols, double zeros,
-                               DType dtype, std::uint64_t seed) {
+                               DType dtype, std::uint64_t seed, int layers = 0) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(rows * cols) * 2;
-  std::string header = fmt::format(R"({{"weight":{{"dtype":"{}","shape":[{},{}],"data_offsets":[0,{}]}}}})",
-                                   dtype == DType::f16 ? "F16" : "BF16", rows, cols, bytes);
+  std::string header = "{";
+  for (int i = 0; i < std::max(layers, 1); ++i)
+    header += fmt::format(R"({}"{}":{{"dtype":"{}","shape":[{},{}],"data_offsets":[{},{}]}})", i ? "," : "",
+                          layers ? fmt::format("layers.{}.weight", i) : std::string("weight"),
+                          dtype == DType::f16 ? "F16" : "BF16", rows, cols, bytes * i, bytes * (i + 1));
+  header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
   File f(std::fopen(path.c_str(), "wb"));
   if (!f) throw std::runtime_error("cannot open " + path);
@@ -102,7 +110,7 @@ std::int64_t write_safetensors(const std::string& path, std::int64_t rows, std::
   put(f.get(), prefix.data(), prefix.size());
   put(f.get(), header.data(), header.size());
   RowSource src(cols, zeros, dtype, seed);
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for (std::int64_t r = 0; r < rows * std::max(layers, 1); ++r) {
     const auto& row = src.next_row();
     put(f.get(), row.data(), row.size());
   }
@@ -216,9 +224,11 @@ std::int64_t write_npz(const std::string& path, std::int64_t rows, std::int64_t 
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: sparsecc_large_half write FILE ROWS COLS ZERO_FRACTION [f16|bf16] [SEED]\n"
-               "       sparsecc_large_half load SPEC\n");
+  std::fprintf(
+      stderr,
+      "usage: sparsecc_large_half write FILE ROWS COLS ZERO_FRACTION [f16|bf16] [SEED]\n"
+      "       sparsecc_large_half write-model FILE.safetensors LAYERS ROWS COLS ZERO_FRACTION [f16|bf16]\n"
+      "       sparsecc_large_half load SPEC\n");
   return 2;
 }
 
@@ -246,6 +256,17 @@ int main(int argc, char** argv) {
       std::printf("%s: %lld x %lld %s, %lld nonzeros\n", path.c_str(), static_cast<long long>(rows),
                   static_cast<long long>(cols), std::string(sparsecc::dtype_name(dtype)).c_str(),
                   static_cast<long long>(nnz));
+      return 0;
+    }
+    if (cmd == "write-model" && argc >= 7) {
+      const int layers = std::stoi(argv[3]);
+      const std::int64_t rows = std::stoll(argv[4]), cols = std::stoll(argv[5]);
+      const DType dtype =
+          argc > 7 ? sparsecc::require_dtype(argv[7], "dtype", {DType::f16, DType::bf16}) : DType::f16;
+      if (layers < 1 || !path.ends_with(".safetensors")) return usage();
+      const std::int64_t nnz = write_safetensors(path, rows, cols, std::stod(argv[6]), dtype, 1, layers);
+      std::printf("%s: %d layers of %lld x %lld, %lld nonzeros\n", path.c_str(), layers,
+                  static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(nnz));
       return 0;
     }
     if (cmd == "load") {
