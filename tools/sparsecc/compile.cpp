@@ -97,6 +97,7 @@ int run_compile(const CompileArgs& args) {
   }
   LoadOptions load;
   load.seed = args.spmm.seed;
+  load.progress = progress_printer();
   const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, args.spmm.dtype);
   pipeline::SpmmRequest request;
   if (!args.spmm.bias.empty()) request.bias = pipeline::load_bias(args.spmm.bias, a.rows);

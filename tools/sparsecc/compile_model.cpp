@@ -172,7 +172,8 @@ int run_compile_model(const CompileModelArgs& args) {
   if (!args.list) check_output_folder(args.output, inputs);
 
   const ModelLayerSet layers = read_model_layers(
-      args.model, args.layers, "compile", [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+      args.model, args.layers, "compile", [](const std::string& line) { fmt::print(stderr, "{}\n", line); },
+      progress_printer());
   const ModelContents& model = layers.model;
   if (args.list) return list_layers(args, layers);
   // Every weight and bias must fit the executor's precision before any layer is compiled.

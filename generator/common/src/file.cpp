@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -39,6 +40,18 @@ const char* file_kind_name(unsigned mode) {
   return "not a regular file";
 }
 
+void advise_huge_pages(void* data, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = (begin + bytes) & ~(kHuge - 1);
+  if (bytes < 2 * kHuge || last <= first) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice: failure is harmless
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
 Bytes read_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other
   // non-regular file (devices such as /dev/zero would otherwise be read until memory runs out).
@@ -67,19 +80,30 @@ Bytes read_file(const std::string& path) {
                                     limit_text(kMaxInputBytes)));
   }
   // Sized from the file's real size; a file that grows while it is read is followed up to the limit.
-  Bytes out(static_cast<std::size_t>(declared));
+  Bytes out;
+  resize_huge(out, static_cast<std::size_t>(declared));
   std::size_t got = 0;
   for (;;) {
     if (got == out.size()) {
+      // Full: a one-byte probe tells the end of the file (the usual case: nothing is allocated or
+      // copied) from a file that grew.
+      unsigned char probe;
+      const ssize_t n = ::read(fd, &probe, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int e = errno;
+        ::close(fd);
+        throw_in_file(path, fmt::format("read error: {}", std::strerror(e)));
+      }
+      if (n == 0) break;
       if (out.size() >= kMaxInputBytes) {
-        unsigned char probe;
-        const ssize_t n = ::read(fd, &probe, 1);
-        if (n == 0) break;
         ::close(fd);
         throw_in_file(path,
                       fmt::format("file is larger than the {} input limit", limit_text(kMaxInputBytes)));
       }
       out.resize(std::min<std::size_t>(kMaxInputBytes, std::max<std::size_t>(out.size() * 2, 1 << 16)));
+      out[got++] = probe;
+      continue;
     }
     const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
     if (n < 0 && errno == EINTR) continue;

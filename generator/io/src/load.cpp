@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "sparsecc/common/dtype.hpp"
@@ -47,43 +48,37 @@ std::string joined(const std::vector<std::string>& names) {
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
 }
 
-// Every tensor, those sparsecc cannot read (other dtypes) kept unread and NaN/Inf values kept as they
-// are, so that tensors beside the one chosen cannot fail the choice.
-std::vector<Tensor> read_all(const std::string& path, InputFormat f) {
-  if (f == InputFormat::npz) return read_npz(path, true);
-  return read_safetensors(path, true);
-}
-
-Tensor read_one(const std::string& path, InputFormat f, const std::string& name) {
-  if (f == InputFormat::npz) return read_npz_tensor(path, name);
-  return read_safetensors_tensor(path, name);
-}
-
-// The tensor a spec names. Without a name, the only floating-point tensor (2-D when `matrix`) is
-// chosen; tensors of other dtypes or ranks are ignored.
-Tensor select_tensor(const InputSpec& s, InputFormat f, bool matrix) {
+// The tensor a spec names, its data left as the file's bytes. Without a name, the only floating-point
+// tensor (2-D when `matrix`) is chosen; tensors of other dtypes or ranks are ignored, and no tensor's
+// values are looked at (a NaN beside the chosen tensor does not fail the choice). Of an .npz, one member
+// is held at a time.
+RawTensor select_raw(const InputSpec& s, InputFormat f, bool matrix) {
   if (f == InputFormat::npy) {
-    Tensor t = read_npy(s.path);
+    RawTensor t = read_npy_raw(s.path);
     if (!s.tensor.empty() && s.tensor != t.name)
       throw_in_file(s.path,
                     fmt::format("a .npy file holds one tensor ('{}'); ':{}' names none", t.name, s.tensor));
     return t;
   }
-  if (!s.tensor.empty()) return read_one(s.path, f, s.tensor);
-  std::vector<Tensor> all = read_all(s.path, f);
+  if (!s.tensor.empty())
+    return f == InputFormat::npz ? read_npz_raw_tensor(s.path, s.tensor)
+                                 : read_safetensors_raw_tensor(s.path, s.tensor);
   std::vector<std::string> candidates;
-  Tensor* pick = nullptr;
-  for (auto& t : all) {
-    if (!t.unread_dtype.empty() || (matrix && t.shape.size() != 2)) continue;
+  RawTensor pick;
+  auto consider = [&](RawTensor&& t) {
+    if (!t.unread_dtype.empty() || (matrix && t.shape.size() != 2)) return;
     candidates.push_back(t.name);
-    pick = &t;
-  }
+    if (candidates.size() == 1) pick = std::move(t);
+  };
+  if (f == InputFormat::npz)
+    visit_npz_raw(s.path, true, consider);
+  else
+    for (RawTensor& t : read_safetensors_raw(s.path, true)) consider(std::move(t));
   if (candidates.size() != 1)
     throw_in_file(s.path,
                   fmt::format("holds {} {}; name one as '{}:NAME' (candidates: {})", candidates.size(),
                               matrix ? "2-D tensors" : "tensors", s.path, joined(candidates)));
-  check_finite(pick->data, s.path, pick->name);
-  return std::move(*pick);
+  return pick;
 }
 
 [[noreturn]] void not_a_container(const std::string& path, InputFormat f) {
@@ -118,19 +113,35 @@ CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options) {
     throw_in_file(s.path, fmt::format("holds a single matrix; ':{}' names none", s.tensor));
   if (f == InputFormat::mtx) return read_mtx(s.path);
   if (f == InputFormat::smtx) return read_smtx(s.path, options.seed);
-  return matrix_from_tensor(select_tensor(s, f, true), s.path);
+  ProgressClock clock(options.progress, fmt::format("read {}", s.path));
+  const RawTensor t = select_raw(s, f, true);
+  return matrix_from_raw(t, s.path, [&](double fraction) { clock.at(fraction); });
+}
+
+namespace {
+
+void check_matrix_shape(const std::vector<std::int64_t>& shape, const std::string& file,
+                        const std::string& name) {
+  if (shape.size() != 2)
+    throw_at_byte(file, -1,
+                  fmt::format("shape {} is not a matrix (2 dimensions needed)", shape_string(shape)), name);
+  if (shape[0] > kMaxMatrixDimension || shape[1] > kMaxMatrixDimension)
+    throw_at_byte(file, -1,
+                  fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(shape),
+                              kMaxMatrixDimension),
+                  name);
+}
+
+}  // namespace
+
+CsrMatrix matrix_from_raw(const RawTensor& t, const std::string& file,
+                          const std::function<void(double)>& tick) {
+  if (t.unread_dtype.empty()) check_matrix_shape(t.shape, file, t.name);
+  return csr_from_raw(t, file, tick);
 }
 
 CsrMatrix matrix_from_tensor(Tensor t, const std::string& file) {
-  if (t.shape.size() != 2)
-    throw_at_byte(file, -1,
-                  fmt::format("shape {} is not a matrix (2 dimensions needed)", shape_string(t.shape)),
-                  t.name);
-  if (t.shape[0] > kMaxMatrixDimension || t.shape[1] > kMaxMatrixDimension)
-    throw_at_byte(file, -1,
-                  fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(t.shape),
-                              kMaxMatrixDimension),
-                  t.name);
+  check_matrix_shape(t.shape, file, t.name);
   DenseMatrix d;
   d.rows = t.shape[0];
   d.cols = t.shape[1];
@@ -141,10 +152,16 @@ CsrMatrix matrix_from_tensor(Tensor t, const std::string& file) {
 void check_values_fit(const CsrMatrix& a, const std::string& dtype, const std::string& file,
                       const std::string& tensor) {
   const DType t = parse_dtype(dtype).value_or(DType::f32);
+  // Values below the type's largest finite value in magnitude fit; only the rest are rounded.
+  const double largest = t == DType::f16    ? 65504.0
+                         : t == DType::bf16 ? bf16_bits_to_double(0x7f7f)
+                         : t == DType::f32  ? static_cast<double>(std::numeric_limits<float>::max())
+                                            : std::numeric_limits<double>::max();
   for (std::int64_t r = 0; r < a.rows; ++r)
     for (std::int64_t k = a.row_ptr[static_cast<std::size_t>(r)];
          k < a.row_ptr[static_cast<std::size_t>(r) + 1]; ++k) {
       const double v = a.values[static_cast<std::size_t>(k)];
+      if (std::fabs(v) <= largest) continue;
       if (!std::isfinite(round_to(t, v)))
         throw_at_byte(file, -1,
                       fmt::format("the weight {} at row {}, column {} overflows {}", v, r + 1,
@@ -164,7 +181,7 @@ Tensor load_tensor(const std::string& spec) {
   const InputFormat f = detect_format(s.path);
   if (f != InputFormat::npy && f != InputFormat::npz && f != InputFormat::safetensors)
     not_a_container(s.path, f);
-  return select_tensor(s, f, false);
+  return decode_raw(select_raw(s, f, false), s.path);
 }
 
 std::vector<std::string> list_tensors(const std::string& path) {

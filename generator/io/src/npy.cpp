@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/io/raw_tensor.hpp"
 
 namespace sparsecc {
 
@@ -322,8 +323,8 @@ void check_writable(const Tensor& t) {
   }
 }
 
-Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, const std::string& tensor,
-                 bool keep_unread) {
+RawTensor parse_npy_raw(std::shared_ptr<const Bytes> storage, std::span<const unsigned char> d,
+                        const std::string& file, const std::string& tensor, bool keep_unread) {
   const std::string name = tensor.empty() ? tensor_name_from_path(file) : tensor;
   const std::int64_t size = static_cast<std::int64_t>(d.size());
   if (d.size() < 6 || !std::equal(kMagic, kMagic + 6, d.begin()))
@@ -347,10 +348,11 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
 
   const std::int64_t data_byte = static_cast<std::int64_t>(prefix + header_len);
   const std::int64_t numel = checked_numel(h.shape, file, data_byte, name);
+  RawTensor t;
+  t.name = name;
+  t.shape = h.shape;
+  t.data_byte = data_byte;
   if (h.unread_size < 0) {  // an object array: its pickle is left alone
-    Tensor t;
-    t.name = name;
-    t.shape = h.shape;
     t.unread_dtype = h.unread;
     return t;
   }
@@ -370,17 +372,27 @@ Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, cons
                   fmt::format("{} unexpected bytes after the data of shape {}", present - nbytes,
                               shape_string(h.shape)),
                   name);
-  Tensor t;
-  t.name = name;
   t.dtype = h.dtype;
-  t.shape = h.shape;
   if (!h.unread.empty()) {
     t.unread_dtype = h.unread;
     return t;
   }
-  t.data = decode_tensor_data(h.dtype, d.subspan(static_cast<std::size_t>(data_byte)), h.shape,
-                              h.fortran_order, h.big_endian, file, data_byte, name, keep_unread);
+  t.fortran_order = h.fortran_order;
+  t.big_endian = h.big_endian;
+  t.data = d.subspan(static_cast<std::size_t>(data_byte));
+  t.storage = std::move(storage);
   return t;
+}
+
+Tensor parse_npy(std::span<const unsigned char> d, const std::string& file, const std::string& tensor,
+                 bool keep_unread) {
+  return decode_raw(parse_npy_raw(nullptr, d, file, tensor, keep_unread), file, keep_unread);
+}
+
+RawTensor read_npy_raw(const std::string& path) {
+  auto bytes = read_shared_input(path);
+  const std::span<const unsigned char> d(*bytes);
+  return parse_npy_raw(std::move(bytes), d, path);
 }
 
 void check_finite(const std::vector<double>& values, const std::string& file, const std::string& tensor) {

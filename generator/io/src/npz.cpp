@@ -8,6 +8,7 @@
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/io/npy.hpp"
+#include "sparsecc/io/raw_tensor.hpp"
 
 namespace sparsecc {
 
@@ -80,10 +81,24 @@ class Archive {
         name);
   }
 
-  // Reads and parses one entry. A deflated entry's declared size is charged to the archive's budget
-  // before anything is read, and the buffer grows as data arrives, so a header that lies about the
-  // size costs no memory.
+  // Reads and parses one entry.
   Tensor read(const Entry& e, bool keep_unread = false) {
+    return decode_raw(read_raw(e, keep_unread), file_, keep_unread);
+  }
+
+  // One entry's header checked, its data left as the member's bytes.
+  RawTensor read_raw(const Entry& e, bool keep_unread = false) {
+    auto bytes = read_bytes(e);
+    const std::span<const unsigned char> d(*bytes);
+    return parse_npy_raw(std::move(bytes), d, file_, e.name, keep_unread);
+  }
+
+  // The bytes of one entry. A deflated entry's declared size is charged to the archive's budget
+  // before anything is read, and the buffer grows as data arrives (from at most 4 times the entry's
+  // compressed size, which the archive holds), so a header that lies about the size costs no more
+  // memory than that; a stored entry's size is its compressed size, checked against the archive, and
+  // its buffer is sized once.
+  std::shared_ptr<const Bytes> read_bytes(const Entry& e) {
     if (!e.stored) {
       if (e.size > budget_)
         throw_at_byte(file_, -1,
@@ -96,13 +111,17 @@ class Archive {
     }
     zip_file_t* f = zip_fopen_index(za_, e.index, 0);
     if (!f) throw_at_byte(file_, -1, fmt::format("cannot open entry: {}", zip_strerror(za_)), e.name);
-    Bytes buf;
+    auto storage = std::make_shared<Bytes>();
+    Bytes& buf = *storage;
+    const std::uint64_t first =
+        e.stored ? e.size
+                 : std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(4 * e.comp_size, 1 << 20));
     std::uint64_t got = 0;
     std::string error;
     while (got < e.size) {
       if (got == buf.size())
         buf.resize(static_cast<std::size_t>(
-            std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(2 * got, 1 << 20))));
+            std::min<std::uint64_t>(e.size, std::max<std::uint64_t>(2 * got, first))));
       const zip_int64_t n = zip_fread(f, buf.data() + got, buf.size() - got);
       if (n < 0) error = zip_file_strerror(f);
       if (n <= 0) break;
@@ -121,7 +140,7 @@ class Archive {
     if (!error.empty()) throw_at_byte(file_, -1, "corrupt entry: " + error, e.name);
     if (got < e.size)
       throw_at_byte(file_, -1, fmt::format("entry truncated: {} of {} bytes", got, e.size), e.name);
-    return parse_npy(buf, file_, e.name, keep_unread);
+    return storage;
   }
 
  private:
@@ -216,6 +235,20 @@ std::vector<Tensor> read_npz(const std::string& path, bool keep_unread) {
   const Bytes data = read_input(path, file_bytes);
   Archive a(data, path, file_bytes);
   return read_all(a, keep_unread);
+}
+
+void visit_npz_raw(const std::string& path, bool keep_unread, const std::function<void(RawTensor&&)>& visit) {
+  std::uint64_t file_bytes = 0;
+  const Bytes data = read_input(path, file_bytes);
+  Archive a(data, path, file_bytes);
+  for (const auto& e : a.entries()) visit(a.read_raw(e, keep_unread));
+}
+
+RawTensor read_npz_raw_tensor(const std::string& path, const std::string& name) {
+  std::uint64_t file_bytes = 0;
+  const Bytes data = read_input(path, file_bytes);
+  Archive a(data, path, file_bytes);
+  return a.read_raw(a.find(name));
 }
 
 Bytes format_npz(const std::vector<Tensor>& tensors, bool compress) {

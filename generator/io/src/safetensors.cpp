@@ -10,6 +10,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/json_input.hpp"
 #include "sparsecc/io/npy.hpp"
+#include "sparsecc/io/raw_tensor.hpp"
 
 namespace sparsecc {
 
@@ -178,11 +179,13 @@ Layout parse_layout(std::span<const unsigned char> d, const std::string& file) {
   return out;
 }
 
-Tensor decode(const Layout& l, const Info& info, const std::string& file, bool keep_unread = false) {
-  Tensor t;
+RawTensor raw_of(const Layout& l, const Info& info, const std::string& file,
+                 const std::shared_ptr<const Bytes>& storage, bool keep_unread = false) {
+  RawTensor t;
   t.name = info.name;
   t.dtype = info.dtype;
   t.shape = info.shape;
+  t.data_byte = l.data_byte + static_cast<std::int64_t>(info.begin);
   if (!info.unread.empty()) {
     if (!keep_unread)
       throw_at_byte(file, kHeaderByte,
@@ -191,16 +194,29 @@ Tensor decode(const Layout& l, const Info& info, const std::string& file, bool k
     t.unread_dtype = info.unread;
     return t;
   }
-  t.data = decode_tensor_data(info.dtype, l.buffer.subspan(info.begin, info.end - info.begin), info.shape,
-                              false, false, file, l.data_byte + static_cast<std::int64_t>(info.begin),
-                              info.name, keep_unread);
+  t.data = l.buffer.subspan(info.begin, info.end - info.begin);
+  t.storage = storage;
   return t;
 }
+
+Tensor decode(const Layout& l, const Info& info, const std::string& file, bool keep_unread = false) {
+  return decode_raw(raw_of(l, info, file, nullptr, keep_unread), file, keep_unread);
+}
+
+[[noreturn]] void not_in_file(const Layout& l, const std::string& file, const std::string& name);
 
 std::vector<std::string> names_of(const Layout& l) {
   std::vector<std::string> out;
   for (const auto& t : l.tensors) out.push_back(t.name);
   return out;
+}
+
+void not_in_file(const Layout& l, const std::string& file, const std::string& name) {
+  const auto names = names_of(l);
+  throw_at_byte(file, -1,
+                fmt::format("not in the file (available: {})",
+                            names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))),
+                name);
 }
 
 }  // namespace
@@ -218,11 +234,7 @@ Tensor parse_safetensors_tensor(std::span<const unsigned char> data, const std::
   const Layout l = parse_layout(data, file);
   for (const auto& info : l.tensors)
     if (info.name == name) return decode(l, info, file);
-  const auto names = names_of(l);
-  throw_at_byte(file, -1,
-                fmt::format("not in the file (available: {})",
-                            names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))),
-                name);
+  not_in_file(l, file, name);
 }
 
 Tensor read_safetensors_tensor(const std::string& path, const std::string& name) {
@@ -239,6 +251,26 @@ std::vector<Tensor> parse_safetensors(std::span<const unsigned char> data, const
 
 std::vector<Tensor> read_safetensors(const std::string& path, bool keep_unread) {
   return parse_safetensors(read_input(path), path, keep_unread);
+}
+
+std::vector<RawTensor> parse_safetensors_raw(std::shared_ptr<const Bytes> storage, const std::string& file,
+                                             bool keep_unread) {
+  const Layout l = parse_layout(*storage, file);
+  std::vector<RawTensor> out;
+  for (const auto& info : l.tensors) out.push_back(raw_of(l, info, file, storage, keep_unread));
+  return out;
+}
+
+std::vector<RawTensor> read_safetensors_raw(const std::string& path, bool keep_unread) {
+  return parse_safetensors_raw(read_shared_input(path), path, keep_unread);
+}
+
+RawTensor read_safetensors_raw_tensor(const std::string& path, const std::string& name) {
+  const auto storage = read_shared_input(path);
+  const Layout l = parse_layout(*storage, path);
+  for (const auto& info : l.tensors)
+    if (info.name == name) return raw_of(l, info, path, storage);
+  not_in_file(l, path, name);
 }
 
 Bytes format_safetensors(const std::vector<Tensor>& tensors) {

@@ -74,7 +74,7 @@ std::int64_t model_layer_n(const ModelLayer& layer, const ModelLayerArgs& args, 
 }
 
 ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& args, const std::string& verb,
-                                const ModelNoteSink& note) {
+                                const ModelNoteSink& note, const ReadProgress& progress) {
   const auto report = [&](const std::string& line) {
     if (note) note(line);
   };
@@ -92,6 +92,7 @@ ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& a
   read_options.max_density = args.max_density;
   read_options.infer_shapes = args.n_from_shapes || args.batch > 0;
   read_options.batch = args.batch;
+  read_options.progress = progress;
   ModelLayerSet set{read_model(path, read_options), {}, {}};
   for (const SkippedTensor& s : set.model.skipped) report(fmt::format("skipped {}: {}", s.tensor, s.reason));
   if (set.model.layers.empty())

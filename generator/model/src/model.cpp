@@ -18,6 +18,7 @@
 #include "sparsecc/io/npy.hpp"
 #include "sparsecc/io/npz.hpp"
 #include "sparsecc/io/onnx.hpp"
+#include "sparsecc/io/raw_tensor.hpp"
 #include "sparsecc/io/safetensors.hpp"
 #include "sparsecc/plan/spmm_plan.hpp"
 
@@ -59,32 +60,45 @@ bool all_finite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-// Fills layer.a and layer.density from `w` (2-D, already in A's shape before the transpose that
-// `transposed` asks for; every value scaled by `alpha`), or returns why the layer is skipped.
-std::string build_matrix(ModelLayer& layer, Tensor w, bool transposed, double alpha,
-                         const ModelReadOptions& options, const std::string& file) {
-  const std::int64_t rows = w.shape[0], cols = w.shape[1];
+// Why a weight of `rows` x `cols` (A's shape before the transpose that `transposed` asks for) is
+// skipped before its values are read, or empty.
+std::string shape_skip_reason(const ModelLayer& layer, std::int64_t rows, std::int64_t cols,
+                              bool transposed) {
   if (rows > kMaxMatrixDimension || cols > kMaxMatrixDimension)
-    return fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string(w.shape),
+    return fmt::format("shape {} exceeds the matrix dimension limit of {}", shape_string({rows, cols}),
                        kMaxMatrixDimension);
   if (rows == 0 || cols == 0) return fmt::format("empty (shape {})", shape_string(layer.stored_shape));
   if ((transposed ? cols : rows) > spmm_max_rows())
     return fmt::format("{} rows exceed the {} an SpMM executor takes", transposed ? cols : rows,
                        spmm_max_rows());
+  return {};
+}
+
+// Fills layer.a and layer.density from `a` (already in A's shape), or returns why the layer is skipped.
+std::string take_matrix(ModelLayer& layer, CsrMatrix a, const ModelReadOptions& options) {
+  if (a.nnz() == 0) return "all zero";
+  const double density =
+      static_cast<double>(a.nnz()) / (static_cast<double>(a.rows) * static_cast<double>(a.cols));
+  if (density > options.max_density)
+    return fmt::format("density {:.4g} above {}", density, options.max_density);
+  layer.a = std::move(a);
+  layer.density = density;
+  return {};
+}
+
+// Fills layer.a and layer.density from `w` (2-D, already in A's shape before the transpose that
+// `transposed` asks for; every value scaled by `alpha`), or returns why the layer is skipped.
+std::string build_matrix(ModelLayer& layer, Tensor w, bool transposed, double alpha,
+                         const ModelReadOptions& options, const std::string& file) {
+  if (std::string reason = shape_skip_reason(layer, w.shape[0], w.shape[1], transposed); !reason.empty())
+    return reason;
   if (alpha != 1.0) {
     for (double& v : w.data) v *= alpha;
     if (!all_finite(w.data)) return fmt::format("alpha={} makes a weight overflow", alpha);
   }
   CsrMatrix a = matrix_from_tensor(std::move(w), file);
   if (transposed) a = transpose(a);
-  if (a.nnz() == 0) return "all zero";
-  const double density =
-      static_cast<double>(a.nnz()) / (static_cast<double>(rows) * static_cast<double>(cols));
-  if (density > options.max_density)
-    return fmt::format("density {:.4g} above {}", density, options.max_density);
-  layer.a = std::move(a);
-  layer.density = density;
-  return {};
+  return take_matrix(layer, std::move(a), options);
 }
 
 // Layer names made unique in layer order: the second "fc" becomes "fc#2".
@@ -108,9 +122,14 @@ std::string layer_name_of(const std::string& tensor) {
 }
 
 void read_container(ModelContents& out, const Selector& select, const ModelReadOptions& options) {
-  // Tensors of other dtypes (a checkpoint's int64 step counters, boolean masks) are listed as skipped.
-  std::vector<Tensor> tensors =
-      out.format == "npz" ? read_npz(out.file, true) : read_safetensors(out.file, true);
+  // Every tensor's header, its data left as the file's bytes (one buffer for a .safetensors file, one per
+  // member of an .npz); a layer's bytes are scanned straight into its CSR and let go. Tensors of other
+  // dtypes (a checkpoint's int64 step counters, boolean masks) are listed as skipped.
+  std::vector<RawTensor> tensors;
+  if (out.format == "npz")
+    visit_npz_raw(out.file, true, [&](RawTensor&& t) { tensors.push_back(std::move(t)); });
+  else
+    tensors = read_safetensors_raw(out.file, true);
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
 
@@ -118,7 +137,7 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
   std::vector<std::optional<std::size_t>> bias_tensor(tensors.size());
   std::map<std::size_t, std::string> bias_of, misfit;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& w = tensors[i];
+    const RawTensor& w = tensors[i];
     if (w.shape.size() != 2 || !w.unread_dtype.empty()) continue;
     const std::string name = layer_name_of(w.name);
     for (const std::string suffix : {".bias", "_bias"}) {
@@ -135,8 +154,15 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
     }
   }
 
+  // A bias's values (NaN or Inf named as check_finite names them).
+  auto bias_values = [&](std::size_t j) {
+    const Tensor b = decode_raw(tensors[j], out.file, true);
+    check_finite(b.data, out.file, b.name);
+    return b.data;
+  };
+
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    Tensor& w = tensors[i];
+    RawTensor& w = tensors[i];
     auto skip = [&](const std::string& reason) { out.skipped.push_back({w.name, reason}); };
     if (!w.unread_dtype.empty()) {
       skip(fmt::format("dtype {} (only floating-point tensors are read)", w.unread_dtype));
@@ -161,16 +187,24 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
       skip(select.reason());
       continue;
     }
-    // A NaN or Inf in a layer that would be compiled is bad input, in every format.
-    check_finite(w.data, out.file, w.name);
-    if (bias_tensor[i]) check_finite(tensors[*bias_tensor[i]].data, out.file, tensors[*bias_tensor[i]].name);
-    const std::string name = w.name;
-    if (std::string reason = build_matrix(layer, std::move(w), false, 1.0, options, out.file);
-        !reason.empty()) {
-      out.skipped.push_back({name, reason});
+    // A NaN or Inf in a layer that would be compiled is bad input, in every format: the scan into CSR
+    // checks the weight; a weight skipped for its shape is checked on its own.
+    std::string reason = shape_skip_reason(layer, w.shape[0], w.shape[1], false);
+    CsrMatrix a;
+    if (reason.empty()) {
+      ProgressClock clock(options.progress, fmt::format("read {}:{}", out.file, w.name));
+      a = matrix_from_raw(w, out.file, [&](double f) { clock.at(f); });
+    } else {
+      check_raw_finite(w, out.file);
+    }
+    w.data = {};
+    w.storage.reset();  // an .npz member's bytes go as soon as its CSR is made
+    if (bias_tensor[i]) layer.bias = bias_values(*bias_tensor[i]);
+    if (reason.empty()) reason = take_matrix(layer, std::move(a), options);
+    if (!reason.empty()) {
+      out.skipped.push_back({layer.tensor, reason});
       continue;
     }
-    if (bias_tensor[i]) layer.bias = tensors[*bias_tensor[i]].data;
     out.layers.push_back(std::move(layer));
   }
 }

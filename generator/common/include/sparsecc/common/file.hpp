@@ -38,6 +38,22 @@ const char* file_kind_name(unsigned mode);
 // FIFO, a socket), or is larger than kMaxInputBytes.
 Bytes read_file(const std::string& path);
 
+// Asks the kernel to back [data, data + bytes) with huge pages where it can (transparent huge pages in
+// madvise mode), before the memory is first touched: a buffer of hundreds of megabytes then costs a few
+// hundred page faults instead of a few hundred thousand. Only whole 2 MiB pages inside the range are
+// advised; small ranges and failures are ignored.
+void advise_huge_pages(void* data, std::size_t bytes);
+
+// v resized to n value-initialised elements, its new storage advised for huge pages first.
+template <typename T>
+void resize_huge(std::vector<T>& v, std::size_t n) {
+  if (n > v.capacity()) {
+    v.reserve(n);
+    advise_huge_pages(v.data() + v.size(), (n - v.size()) * sizeof(T));
+  }
+  v.resize(n);
+}
+
 // True when the buffer starts with the gzip magic bytes.
 bool is_gzip(std::span<const unsigned char> data);
 

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sparsecc/io/raw_tensor.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
 
@@ -28,16 +30,23 @@ InputFormat detect_format(const std::string& path);
 
 struct LoadOptions {
   std::uint64_t seed = 1;  // values for pattern-only .smtx files
+  // Progress lines (step "read FILE") when reading a tensor into a matrix takes more than a second.
+  ReadProgress progress = {};
 };
 
-// A matrix from .mtx, .smtx, or a 2-D tensor of .npy/.npz/.safetensors (zeros dropped, the tensor's
-// dtype kept as source_dtype; rows and columns at most kMaxMatrixDimension). A container holding
-// exactly one 2-D tensor may omit `:name`.
+// A matrix from .mtx, .smtx, or a 2-D tensor of .npy/.npz/.safetensors (zeros dropped, -0.0 with them;
+// the tensor's dtype kept as source_dtype; rows and columns at most kMaxMatrixDimension). A container
+// holding exactly one 2-D tensor may omit `:name`. Tensors are scanned from the file's bytes straight
+// into the CSR (csr_from_raw): memory is the file's bytes (of an .npz, the archive and then the one
+// member) plus the CSR; f16 and bf16 values are never widened to a dense copy.
 CsrMatrix load_matrix(const std::string& spec, const LoadOptions& options = {});
 
 // A 2-D tensor as a matrix: zeros dropped, the tensor's dtype kept as source_dtype. An InputError in
 // `file` naming the tensor when it is not 2-D or a dimension exceeds kMaxMatrixDimension.
 CsrMatrix matrix_from_tensor(Tensor t, const std::string& file);
+// The same from a tensor's bytes (csr_from_raw), without a dense copy; `tick` as csr_from_raw's.
+CsrMatrix matrix_from_raw(const RawTensor& t, const std::string& file,
+                          const std::function<void(double)>& tick = {});
 
 // Throws InputError in `file` (naming `tensor` when given) and the entry (1-based row and column) of
 // the first value of `a` that overflows `dtype` ("f32", "f16" or "bf16") when rounded to it.

@@ -71,9 +71,10 @@ using ModelNoteSink = std::function<void(const std::string& line)>;
 // The model's layers (each skipped tensor reported through `note`) with their N (model_layer_n); a
 // rule no layer takes is reported, and so is how many layers the shapes gave an N. An InputError
 // naming the file when no layer is left ("no sparse weight matrix to `verb`"), a UsageError for a
-// --relu-select that is not a regular expression.
+// --relu-select that is not a regular expression. `progress` (ModelReadOptions::progress): lines for a
+// weight whose reading takes more than a second.
 ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& args, const std::string& verb,
-                                const ModelNoteSink& note = {});
+                                const ModelNoteSink& note = {}, const ReadProgress& progress = {});
 
 // The SpMM problem of one layer: its bias, ReLU from the model (ONNX) or the arguments, N fixed at
 // `n` (the layer's N from read_model_layers) or, for 0, at run time (planned for kModelPlanningN).

@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/io/raw_tensor.hpp"
 #include "sparsecc/matrix/csr.hpp"
 
 namespace sparsecc {
@@ -87,6 +88,9 @@ struct ModelReadOptions {
   double max_density = 0.5;   // above this a weight is "dense" and skipped
   bool infer_shapes = false;  // ONNX: fill ModelLayer::graph_n (see "Shapes" above)
   std::int64_t batch = 0;     // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
+  // npz/safetensors: progress lines (step "read FILE:TENSOR") for a weight whose reading into CSR takes
+  // more than a second.
+  ReadProgress progress = {};
 };
 
 // The format comes from the extension (.npz, .safetensors or .onnx, optionally followed by .gz); any
