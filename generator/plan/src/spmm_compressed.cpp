@@ -143,31 +143,29 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
         if (s.bitmaps[j])
           for (int b = 0; b < 8; ++b) seg.push_back(static_cast<unsigned char>(s.bitmaps[j] >> (8 * b)));
       // Values sub-tile after sub-tile, each in bit order: the entries are row-major, so a stable
-      // distribution by sub-tile keeps every sub-tile's values in bit order.
-      for (int j = 0; j < rt::kRecordSubtiles; ++j) {
-        if (!s.bitmaps[j]) continue;
-        for (std::size_t i = 0; i < count; ++i)
-          if (subtile_of(e[i].r, e[i].c) == j) {
-            seg.push_back(static_cast<unsigned char>(value(i) & 0xff));
-            seg.push_back(static_cast<unsigned char>(value(i) >> 8));
-          }
-      }
+      // counting sort by sub-tile keeps every sub-tile's values in bit order.
+      std::size_t start[rt::kRecordSubtiles + 1] = {};
+      for (std::size_t i = 0; i < count; ++i) ++start[subtile_of(e[i].r, e[i].c) + 1];
+      for (int j = 0; j < rt::kRecordSubtiles; ++j) start[j + 1] += start[j];
+      const std::size_t v = seg.size();
+      seg.resize(v + 2 * count);
+      for (std::size_t i = 0; i < count; ++i) put16(seg, v + 2 * start[subtile_of(e[i].r, e[i].c)]++, value(i));
       break;
     }
     case SpmmRecordFormat::positions: {
       put16(seg, at + 2, static_cast<std::uint16_t>(count));
       for (int q = 0; q < rt::kRecordSteps; ++q) seg[at + 4 + q] = static_cast<unsigned char>(s.steps[q]);
-      // Step after step; in a step row-major, which is the entries' order.
-      std::vector<std::size_t> order;
-      order.reserve(count);
-      for (int q = 0; q < rt::kRecordSteps; ++q)
-        for (std::size_t i = 0; i < count; ++i)
-          if (e[i].c / 16 == q) order.push_back(i);
-      for (const std::size_t i : order) {
-        seg.push_back(static_cast<unsigned char>(value(i) & 0xff));
-        seg.push_back(static_cast<unsigned char>(value(i) >> 8));
+      // Step after step; in a step row-major, which is the entries' order (a stable counting sort).
+      std::size_t start[rt::kRecordSteps + 1] = {};
+      for (std::size_t i = 0; i < count; ++i) ++start[e[i].c / 16 + 1];
+      for (int q = 0; q < rt::kRecordSteps; ++q) start[q + 1] += start[q];
+      const std::size_t v = seg.size(), p = v + 2 * count;
+      seg.resize(v + 3 * count);
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t at = start[e[i].c / 16]++;
+        put16(seg, v + 2 * at, value(i));
+        seg[p + at] = static_cast<unsigned char>(16 * e[i].r + e[i].c % 16);
       }
-      for (const std::size_t i : order) seg.push_back(static_cast<unsigned char>(16 * e[i].r + e[i].c % 16));
       break;
     }
     case SpmmRecordFormat::dense: {
@@ -257,54 +255,57 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
   std::vector<std::uint32_t> words(static_cast<std::size_t>(shape.data_word()), 0);
   for (std::size_t i = 0; i < body.split_chunks.size(); ++i) words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
   std::vector<unsigned char> data;
-  std::vector<std::vector<unsigned char>> strip_bytes(static_cast<std::size_t>(shape.strips));
+  data.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, 4 * (body.stream_words - shape.data_word()))));
   PieceWalker walker(a);
   const std::int64_t per_chunk = shape.chunk_k / kCols;
   const std::int64_t header = shape.header_bytes();
   const std::size_t table = static_cast<std::size_t>(shape.split_words());
-  // Pieces of the row block's strips, grouped by chunk: (chunk, strip) -> records, built per row block.
-  struct Pending {
-    std::int64_t chunk;
-    std::int32_t kt;
-    SpmmRecordFormat format;
-    std::vector<PieceEntry> entries;
-  };
-  std::vector<std::vector<Pending>> pending(static_cast<std::size_t>(shape.strips));
+  // Records do not depend on where they land, so each strip of a row block writes its records to a
+  // buffer of its own (chunk after chunk), and the segments are cut from those buffers.
+  std::vector<std::vector<unsigned char>> strip_records(static_cast<std::size_t>(shape.strips));
+  std::vector<std::vector<std::size_t>> chunk_at(static_cast<std::size_t>(shape.strips));
   for (std::int64_t r = 0; r < shape.row_blocks; ++r) {
     for (std::int64_t st = 0; st < shape.strips; ++st) {
-      auto& list = pending[static_cast<std::size_t>(st)];
-      list.clear();
+      auto& bytes = strip_records[static_cast<std::size_t>(st)];
+      auto& at = chunk_at[static_cast<std::size_t>(st)];
+      bytes.clear();
+      at.assign(static_cast<std::size_t>(shape.chunks + 1), 0);
       const std::int64_t s = r * shape.strips + st;
       if (s >= walker.strips()) continue;
+      std::int64_t chunk = 0;
       walker.strip(s, [&](std::int64_t, std::int32_t piece, const PieceEntry* e, std::size_t count) {
-        std::int64_t bytes = 0;
-        const SpmmRecordFormat f = choose_format(shape_of(e, count), body, bytes);
-        list.push_back({piece / per_chunk, static_cast<std::int32_t>(piece % per_chunk), f,
-                        std::vector<PieceEntry>(e, e + count)});
+        for (; chunk <= piece / per_chunk; ++chunk) at[static_cast<std::size_t>(chunk)] = bytes.size();
+        std::int64_t cost = 0;
+        const SpmmRecordFormat f = choose_format(shape_of(e, count), body, cost);
+        write_record(bytes, f, static_cast<int>(piece % per_chunk), e, count, bits);
       });
+      for (; chunk <= shape.chunks; ++chunk) at[static_cast<std::size_t>(chunk)] = bytes.size();
     }
-    std::vector<std::size_t> next(static_cast<std::size_t>(shape.strips), 0);
     for (std::int64_t c = 0; c < shape.chunks; ++c) {
       words[table + static_cast<std::size_t>(r * shape.chunks + c)] = static_cast<std::uint32_t>(data.size() / 16);
-      std::vector<unsigned char> seg(static_cast<std::size_t>(header), 0);
-      bool any = false;
+      std::size_t total = static_cast<std::size_t>(header);
       for (std::int64_t st = 0; st < shape.strips; ++st) {
-        auto& list = pending[static_cast<std::size_t>(st)];
-        std::size_t& i = next[static_cast<std::size_t>(st)];
-        for (; i < list.size() && list[i].chunk == c; ++i) {
-          write_record(seg, list[i].format, list[i].kt, list[i].entries.data(), list[i].entries.size(), bits);
-          any = true;
-        }
-        const auto end = static_cast<std::uint32_t>(seg.size());
-        std::memcpy(seg.data() + 4 * st, &end, 4);
+        const auto& at = chunk_at[static_cast<std::size_t>(st)];
+        total += at[static_cast<std::size_t>(c + 1)] - at[static_cast<std::size_t>(c)];
       }
-      if (!any) continue;
-      seg.resize(static_cast<std::size_t>(round_up(static_cast<std::int64_t>(seg.size()), 16)), 0);
-      if (static_cast<std::int64_t>(seg.size()) > shape.stage_bytes)
+      if (total == static_cast<std::size_t>(header)) continue;
+      const std::size_t seg = data.size();
+      const std::size_t padded = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(total), 16));
+      if (static_cast<std::int64_t>(padded) > shape.stage_bytes)
         throw UsageError(fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
                                      "the plan stages {}",
-                                     r, c, seg.size(), shape.stage_bytes));
-      data.insert(data.end(), seg.begin(), seg.end());
+                                     r, c, padded, shape.stage_bytes));
+      data.resize(seg + padded, 0);
+      std::size_t end = static_cast<std::size_t>(header);
+      for (std::int64_t st = 0; st < shape.strips; ++st) {
+        const auto& at = chunk_at[static_cast<std::size_t>(st)];
+        const auto& bytes = strip_records[static_cast<std::size_t>(st)];
+        const std::size_t from = at[static_cast<std::size_t>(c)], len = at[static_cast<std::size_t>(c + 1)] - from;
+        if (len) std::memcpy(data.data() + seg + end, bytes.data() + from, len);
+        end += len;
+        const auto end32 = static_cast<std::uint32_t>(end);
+        std::memcpy(data.data() + seg + 4 * static_cast<std::size_t>(st), &end32, 4);
+      }
     }
   }
   words[table + static_cast<std::size_t>(shape.row_blocks * shape.chunks)] =
