@@ -107,10 +107,20 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   const std::int64_t block_limit = target.shared_per_block_optin;
   const std::int64_t shared_limit =
       target.shared_per_sm / kCompressedSharedBlocks - target.shared_reserved_per_block;
+  // The splits the grid wants (below), known before the chunk: a split should hold at least
+  // kCompressedChunksPerSplit chunks, so that its stages overlap loads with work.
+  const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
+  const std::int64_t wanted = std::clamp<std::int64_t>(
+      std::min({ceil_div(kCompressedBlocksPerSm * target.sm_count, row_blocks * col_tiles),
+                problem.m / row_blocks, target.clusters ? std::int64_t{rt::kMaxClusterSplits} : 1}),
+      1, rt::kMaxClusterSplits);
+  const std::int64_t split_goal = o.splits ? o.splits : wanted;
   std::vector<std::int64_t> seg;
   bool fits = false;
   for (const bool two_blocks : {true, false}) {
     for (const std::int64_t c : candidates) {
+      if (!o.chunk_k && c != candidates.back() && ceil_div(problem.k, c) < kCompressedChunksPerSplit * split_goal)
+        continue;
       seg = spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
@@ -130,18 +140,12 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
         spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block_optin, target.arch));
 
   // Splits: enough blocks for the SMs.
-  const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
   const std::int64_t chunks = ceil_div(problem.k, b.chunk_k);
   if (o.splits < 0 || o.splits > rt::kMaxClusterSplits)
     throw UsageError(fmt::format("plan_spmm: {} splits: expected 1..{}", o.splits, rt::kMaxClusterSplits));
   if (o.splits > 1 && !target.clusters)
     throw UsageError(fmt::format("plan_spmm: splits need thread-block clusters, which {} lacks", target.arch));
-  const std::int64_t wanted = ceil_div(kCompressedBlocksPerSm * target.sm_count, row_blocks * col_tiles);
-  b.splits = o.splits ? o.splits
-                      : static_cast<std::int32_t>(std::clamp<std::int64_t>(
-                            std::min({wanted, std::int64_t{rt::kMaxClusterSplits}, chunks,
-                                      problem.m / row_blocks, target.clusters ? std::int64_t{8} : 1}),
-                            1, rt::kMaxClusterSplits));
+  b.splits = o.splits ? o.splits : static_cast<std::int32_t>(std::min(wanted, chunks));
   if (row_blocks * b.splits > target.max_grid_y)
     throw UsageError(fmt::format("plan_spmm: {} row blocks x {} splits pass the grid's y limit {}", row_blocks,
                                  b.splits, target.max_grid_y));
