@@ -236,9 +236,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #pragma unroll 4
             for (int i = lane; i < nvals; i += 32) {
               const int q = (i >= c0) + (i >= c1) + (i >= c2);
-              const int p = pos[i], r = p >> 4, cc = p & 15;
-              scratch[q * 256 + ((r & 7) * 4 + ((cc & 7) >> 1)) * 8 + ((cc >> 3) * 2 + (r >> 3)) * 2 + (cc & 1)] =
-                  vals[i];
+              scratch[q * 256 + pos[i]] = vals[i];
             }
             __syncwarp();
 #pragma unroll

@@ -66,8 +66,13 @@ void decode_record(const unsigned char* p, RecordTile& out) {
       const unsigned char* pos = v + 2 * nvals;
       std::int64_t i = 0;
       for (int q = 0; q < kRecordSteps; ++q)
-        for (int e = 0; e < p[4 + q] && i < nvals; ++e, ++i)
-          out[(pos[i] / 16) * kRecordCols + 16 * q + pos[i] % 16] = u16(v + 2 * i);
+        for (int e = 0; e < p[4 + q] && i < nvals; ++e, ++i) {
+          // pos = 8 lane + 2 register + half: lane (g, t), register f, half h -> row g + 8 (f & 1),
+          // column 2 t + 8 (f >> 1) + h of the step.
+          const int lane = pos[i] / 8, f = (pos[i] / 2) % 4, h = pos[i] % 2;
+          const int r = lane / 4 + 8 * (f & 1), c = 2 * (lane % 4) + 8 * (f >> 1) + h;
+          out[r * kRecordCols + 16 * q + c] = u16(v + 2 * i);
+        }
       return;
     }
     case RecordFormat::dense: {

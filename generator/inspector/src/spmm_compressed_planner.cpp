@@ -63,8 +63,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (o.warps < 0 || o.warps > 16 || o.strips_per_warp < 0 || o.strips_per_warp > 4)
     throw UsageError(fmt::format("plan_spmm: {} warps of {} strips: expected 1..16 warps of 1..4 strips", o.warps,
                                  o.strips_per_warp));
-  // The tallest block (fewer copies of B's rows staged) that still gives kCompressedBlocksPerSm blocks
-  // an SM with at most 8 splits.
+  // The tallest block (fewer copies of B's rows staged) that still gives kCompressedShapeBlocksPerSm
+  // blocks an SM with at most 8 splits.
   const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
   const auto blocks_of = [&](std::int64_t rows) {
     return ceil_div(problem.m, rows) * col_tiles * (target.clusters ? rt::kMaxClusterSplits : 1);
@@ -74,7 +74,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (!b.warps || !b.strips_per_warp) {
     for (const auto [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {
       const std::int32_t ww = b.warps ? b.warps : w, ss = b.strips_per_warp ? b.strips_per_warp : st;
-      if (blocks_of(16 * ww * ss) >= kCompressedBlocksPerSm * target.sm_count || (w == 4 && st == 1)) {
+      if (blocks_of(16 * ww * ss) >= kCompressedShapeBlocksPerSm * target.sm_count || (w == 4 && st == 1)) {
         b.warps = ww;
         b.strips_per_warp = ss;
         break;

@@ -155,7 +155,7 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
     case SpmmRecordFormat::positions: {
       put16(seg, at + 2, static_cast<std::uint16_t>(count));
       for (int q = 0; q < rt::kRecordSteps; ++q) seg[at + 4 + q] = static_cast<unsigned char>(s.steps[q]);
-      // Step after step; in a step row-major, which is the entries' order (a stable counting sort).
+      // Step after step (a stable counting sort), each nonzero with its place in the step's operands.
       std::size_t start[rt::kRecordSteps + 1] = {};
       for (std::size_t i = 0; i < count; ++i) ++start[e[i].c / 16 + 1];
       for (int q = 0; q < rt::kRecordSteps; ++q) start[q + 1] += start[q];
@@ -164,7 +164,8 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
       for (std::size_t i = 0; i < count; ++i) {
         const std::size_t at = start[e[i].c / 16]++;
         put16(seg, v + 2 * at, value(i));
-        seg[p + at] = static_cast<unsigned char>(16 * e[i].r + e[i].c % 16);
+        const int r = e[i].r, cc = e[i].c % 16;  // its place in the step's operands: lane, register, half
+        seg[p + at] = static_cast<unsigned char>(((r % 8) * 4 + (cc % 8) / 2) * 8 + (2 * (cc / 8) + r / 8) * 2 + cc % 2);
       }
       break;
     }

@@ -25,7 +25,9 @@
 //                  u64 a present sub-tile (bit 8 r + c: element (r, c) of the 8 x 8 sub-tile), then the
 //                  nvals values, sub-tile after sub-tile, each sub-tile's in bit order.
 //   positions (1)  bytes 4-7: u8 count of nonzeros in each 16 x 16 step q = 0..3; then nvals values,
-//                  then nvals u8 positions (16 r + c in the step), step after step, positions ascending.
+//                  then nvals u8 places, step after step: a nonzero's place in the step's mma operands,
+//                  8 L + 2 f + h for half h of register f of lane L (the dense layout below, so that
+//                  the kernel scatters without arithmetic).
 //   dense (2)      bytes 4-7 zero; then 4 steps x 32 lanes x 8 values: lane L's operand a0..a7 of
 //                  mma.sync m16n8k16 (row-major A) for that step.
 // Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand register it feeds:

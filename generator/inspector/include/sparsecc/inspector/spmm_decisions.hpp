@@ -103,7 +103,8 @@ SpmmEpilogue choose_epilogue(const SpmmProblem& problem, const SpmmOptions& opti
 // Evidence for every threshold: docs/design/spmm-plan-evidence.md#compressed-plans
 inline constexpr std::int64_t kCompressedMinNnz = 100000;  // nonzeros of an automatic compressed plan
 inline constexpr std::int64_t kCompressedColumns = 64;     // N at most, likewise
-inline constexpr std::int64_t kCompressedBlocksPerSm = 4;   // blocks an SM the splits aim for
+inline constexpr std::int64_t kCompressedBlocksPerSm = 12;  // blocks an SM the splits aim for
+inline constexpr std::int64_t kCompressedShapeBlocksPerSm = 4;  // blocks an SM the tallest block shape must give
 inline constexpr std::int64_t kCompressedSharedBlocks = 2;  // blocks an SM the chunk's stages leave room for
 inline constexpr std::int64_t kCompressedChunksPerSplit = 4;  // chunks a split should hold at least
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;  // format choice: bytes a bitmap sub-tile
@@ -112,7 +113,7 @@ inline constexpr std::int32_t kCompressedPositionWeight = 3;  // bytes a scatter
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
 // The compressed plan: n_tile = N rounded up to 8 (at most 64); blocks of 8 warps x 2 strips (256
-// rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedBlocksPerSm blocks an SM with
+// rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM with
 // 8 splits; the piece census (spmm_piece_census) with the options' formats and weights; chunk_k the
 // largest of 1024, 512, 256, 128, 64 that leaves each split kCompressedChunksPerSplit chunks and whose
 // two stages leave room for kCompressedSharedBlocks blocks on an SM (else the largest that fits a
