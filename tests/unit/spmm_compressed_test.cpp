@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <set>
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
@@ -17,9 +18,11 @@
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/inspector/spmm_decisions.hpp"
+#include "sparsecc/inspector/options_json.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/plan/spmm_compressed.hpp"
 #include "sparsecc/reference/spmm.hpp"
+#include "sparsecc/tune/space.hpp"
 #include "test_support.hpp"
 
 using namespace sparsecc;
@@ -248,4 +251,34 @@ TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
       EXPECT_EQ(u.spill_store_bytes, 0);
       EXPECT_FALSE(r.cubin.empty());
     }
+}
+
+TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
+  SpmmOptions o = compressed(6, 4, 128);
+  o.compressed.warps = 8;
+  o.compressed.strips_per_warp = 2;
+  o.compressed.bitmap_weight = 50;
+  const SpmmOptions back = spmm_options_from_json(to_json(o), "test");
+  EXPECT_EQ(back.compressed, o.compressed);
+  EXPECT_EQ(back.value_mode, o.value_mode);
+  EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"splits", "four"}}}}, "test"), UsageError);
+
+  const CsrMatrix a = test::random_csr(512, 2048, 0.1, 1);
+  const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};
+  const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
+  ASSERT_FALSE(space.candidates.empty());
+  EXPECT_TRUE(space.candidates.front().is_default);
+  std::set<std::int32_t> splits, chunks, formats;
+  for (const tune::SpmmCandidate& c : space.candidates) {
+    ASSERT_TRUE(c.plan.compressed()) << c.label;
+    splits.insert(c.plan.compressed()->splits);
+    chunks.insert(c.plan.compressed()->chunk_k);
+    formats.insert(static_cast<std::int32_t>(c.plan.compressed()->formats));
+    // The stored options rebuild the candidate's plan.
+    const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
+    EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
+  }
+  EXPECT_GE(splits.size(), 3u);
+  EXPECT_GE(chunks.size(), 2u);
+  EXPECT_EQ(formats.size(), 3u);
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sparsecc/common/error.hpp"
 
@@ -75,6 +76,14 @@ json to_json(const SpmmOptions& o) {
   if (o.kernel_name != defaults.kernel_name) j["kernel_name"] = o.kernel_name;
   if (o.baked_instruction_budget != defaults.baked_instruction_budget)
     j["baked_instruction_budget"] = o.baked_instruction_budget;
+  if (o.compressed != defaults.compressed) {
+    const SpmmCompressedOptions& c = o.compressed;
+    json jc{{"warps", c.warps}, {"strips_per_warp", c.strips_per_warp}, {"chunk_k", c.chunk_k}, {"splits", c.splits}};
+    if (c.formats) jc["formats"] = *c.formats;
+    if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
+    if (c.position_weight) jc["position_weight"] = *c.position_weight;
+    j["compressed"] = std::move(jc);
+  }
   return j;
 }
 
@@ -105,6 +114,25 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
   if (f.has("programmatic"))
     o.programmatic = parse_programmatic(f.text("programmatic"), fmt::format("{}: 'programmatic'", context));
   if (f.has("kernel_name")) o.kernel_name = f.text("kernel_name");
+  if (f.has("compressed")) {
+    const std::string where = fmt::format("{}: 'compressed'", context);
+    if (!j["compressed"].is_object()) throw UsageError(where + " must be an object");
+    const Fields c{j["compressed"], where};
+    SpmmCompressedOptions& co = o.compressed;
+    c.integer("warps", co.warps);
+    c.integer("strips_per_warp", co.strips_per_warp);
+    c.integer("chunk_k", co.chunk_k);
+    c.integer("splits", co.splits);
+    const auto optional = [&](const char* key, auto& field) {
+      if (!c.has(key)) return;
+      typename std::remove_reference_t<decltype(field)>::value_type v{};
+      c.integer(key, v);
+      field = v;
+    };
+    optional("formats", co.formats);
+    optional("bitmap_weight", co.bitmap_weight);
+    optional("position_weight", co.position_weight);
+  }
   return o;
 }
 

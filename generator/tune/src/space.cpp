@@ -120,6 +120,9 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
                   plan.layout.n_tile, plan.layout.groups, to_string(plan.layout.row_split),
                   to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
+  if (const SpmmCompressedBody* c = plan.compressed())
+    return fmt::format("compressed/W{}x{}/K{}/S{}/F{}", c->warps, c->strips_per_warp, c->chunk_k, c->splits,
+                       c->formats);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -150,8 +153,10 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
     if (c.options.rows_per_block == 0)
       c.options.rows_per_block =
           c.plan.layout.row_split == SpmmRowSplit::equal ? c.plan.layout.rows_per_block : 0;
-    c.options.n_tile = c.plan.layout.n_tile;
-    c.options.groups = c.plan.layout.groups;
+    if (!c.plan.compressed()) {
+      c.options.n_tile = c.plan.layout.n_tile;
+      c.options.groups = c.plan.layout.groups;
+    }
     if (c.plan.value_mode() == SpmmValueMode::rolled) c.options.step_lanes = c.plan.step_lanes();
     c.emitter = emitter;
     c.is_default = is_default;
@@ -162,6 +167,34 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   };
 
   add(base, default_emitter, true, "default");
+  // A compressed default: its own dimensions, one at a time around the rules' plan (the grid below is
+  // the unrolled families', whose code grows with the matrix these plans are made for).
+  if (!space.candidates.empty() && space.candidates.front().plan.compressed()) {
+    const SpmmCompressedBody& d = *space.candidates.front().plan.compressed();
+    const auto variant = [&](const std::string& point, auto&& set) {
+      SpmmOptions o = base;
+      o.value_mode = SpmmValueMode::compressed;
+      o.compressed.warps = d.warps;
+      o.compressed.strips_per_warp = d.strips_per_warp;
+      o.compressed.chunk_k = d.chunk_k;
+      o.compressed.splits = d.splits;
+      set(o.compressed);
+      add(o, KernelLanguage::cuda, false, point);
+    };
+    for (const std::int32_t s : dims.compressed_splits)
+      variant(fmt::format("splits {}", s), [&](SpmmCompressedOptions& c) { c.splits = s; });
+    for (const std::int32_t k : dims.compressed_chunk_k)
+      variant(fmt::format("chunk {}", k), [&](SpmmCompressedOptions& c) { c.chunk_k = k; });
+    for (const auto& [w, st] : dims.compressed_shapes)
+      variant(fmt::format("{} warps x {} strips", w, st), [&](SpmmCompressedOptions& c) {
+        c.warps = w;
+        c.strips_per_warp = st;
+        c.chunk_k = 0;  // the chunk that fits the new block
+      });
+    for (const std::uint32_t f : dims.compressed_formats)
+      variant(fmt::format("formats {}", f), [&](SpmmCompressedOptions& c) { c.formats = f; });
+    return space;
+  }
   // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold
   // that kind: the tuner always times it, as the kinds trade places with the matrix and the L2 state.
   if (!space.candidates.empty()) {
@@ -324,6 +357,12 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (p.half()) {
     set_blocklets(o, blocklet_spec(p));
     o.accumulate = p.epilogue.accumulate;
+  }
+  if (const SpmmCompressedBody* b = p.compressed()) {
+    o.n_tile = b->n_tile;
+    o.groups = 0;
+    o.compressed = {b->warps, b->strips_per_warp, b->chunk_k, b->splits, b->formats, b->bitmap_weight,
+                    b->position_weight};
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

@@ -7,7 +7,9 @@
 // cols_per_thread, step_lanes and stage_min_entries when not 0; accumulate when not empty;
 // blocklets ("off", "auto" or "BHxBW:FILL", e.g. "16x8:0.75") when not off or when accumulate is
 // set (a half-precision choice records "off" as well); assembler_opt_level and programmatic ("off",
-// "wait", "trigger") when chosen; kernel_name and baked_instruction_budget when not the default.
+// "wait", "trigger") when chosen; kernel_name and baked_instruction_budget when not the default;
+// "compressed" ({"warps", "strips_per_warp", "chunk_k", "splits"} and "formats", "bitmap_weight",
+// "position_weight" when set) when the compressed family's options are not all automatic.
 // Reading applies the keys present to `base` and leaves the others; a key of the wrong type or an
 // unknown word throws UsageError naming `context` and the key ("tuning options: 'n_tile' must be an
 // integer"). Unknown keys are ignored (the tuning database stores its "emitter" beside them).
