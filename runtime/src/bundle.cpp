@@ -1,7 +1,5 @@
 #include "sparsecc/runtime/bundle.hpp"
 
-#include "sparsecc/runtime/compressed_stream.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +13,8 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+
+#include "sparsecc/runtime/compressed_stream.hpp"
 
 namespace sparsecc::rt {
 
@@ -199,8 +199,8 @@ void check_spmm_launch(const BundleMetadata& md, const std::string& name) {
   const std::int64_t most = md.values_mode == "compressed" ? kMaxDynamicShared : kMaxSpmmShared;
   if (md.shared_bytes > most)
     fail_key(name, "shared_bytes",
-             std::to_string(md.shared_bytes) + " bytes of dynamic shared memory exceed the " + std::to_string(most) +
-                 " an SpMM executor is launched with");
+             std::to_string(md.shared_bytes) + " bytes of dynamic shared memory exceed the " +
+                 std::to_string(most) + " an SpMM executor is launched with");
   if (md.block_rows > md.m)
     contradicts(name, "block_rows", md.block_rows,
                 "m = " + std::to_string(md.m) + " (a block row holds at least one row)");
@@ -278,7 +278,8 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
   const CompressedShape s = compressed_shape(md, name);
   if (s.chunk_k % kRecordCols) fail_key(name, "plan_summary.chunk_k", "must be a multiple of 64");
   if (s.chunks != (md.k + s.chunk_k - 1) / s.chunk_k)
-    contradicts(name, "plan_summary.chunks", s.chunks, "k = " + std::to_string(md.k) + " in chunks of chunk_k");
+    contradicts(name, "plan_summary.chunks", s.chunks,
+                "k = " + std::to_string(md.k) + " in chunks of chunk_k");
   if (s.row_blocks != (md.m + 16 * s.strips - 1) / (16 * s.strips))
     contradicts(name, "plan_summary.row_blocks", s.row_blocks,
                 "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
@@ -288,7 +289,8 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
     contradicts(name, "block_x", md.block_x, "whole warps sharing plan_summary.strips");
   if (md.n_tile < 8 || md.n_tile > 64 || md.n_tile % 8)
     contradicts(name, "n_tile", md.n_tile, "the compressed kernel's 8, 16, .., 64 columns");
-  if (md.tile_nnz != md.nnz) contradicts(name, "tile_nnz", md.tile_nnz, "nnz (the stream holds every nonzero)");
+  if (md.tile_nnz != md.nnz)
+    contradicts(name, "tile_nnz", md.tile_nnz, "nnz (the stream holds every nonzero)");
 }
 
 // Ranges and enumerations of every key (the types are checked while reading the JSON).

@@ -95,7 +95,8 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
     throw std::invalid_argument(name + ": compressed stream: " + what);
   };
   if (s.row_blocks < 0 || s.chunks < 0 || s.splits < 1 || s.splits > kMaxClusterSplits || s.strips < 1 ||
-      s.chunk_k < kRecordCols || s.chunk_k % kRecordCols || s.chunk_k / kRecordCols > 256 || s.stage_bytes < 0)
+      s.chunk_k < kRecordCols || s.chunk_k % kRecordCols || s.chunk_k / kRecordCols > 256 ||
+      s.stage_bytes < 0)
     fail("the shape (row blocks, chunks, splits, strips, chunk_k) is out of range");
   const auto size = static_cast<std::int64_t>(words.size());
   if (size < s.data_word())
@@ -125,7 +126,8 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
              ") is out of order or past the data");
       const std::int64_t len = end - begin;
       if (len == 0) continue;
-      if (len > s.stage_bytes) fail(where + " holds " + std::to_string(len) + " bytes, more than stage_bytes");
+      if (len > s.stage_bytes)
+        fail(where + " holds " + std::to_string(len) + " bytes, more than stage_bytes");
       const unsigned char* seg = base + begin;
       const std::int64_t header = s.header_bytes();
       std::int64_t from = header;
@@ -145,7 +147,8 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
           if (kt >= s.chunk_k / kRecordCols || c * s.chunk_k + kt * kRecordCols >= k)
             fail(rec + ": piece " + std::to_string(kt) + " lies past the chunk or past A's columns");
           const std::int64_t bytes = record_bytes(p);
-          if (bytes <= 0 || at + bytes > to) fail(rec + ": its " + std::to_string(bytes) + " bytes pass the strip's end");
+          if (bytes <= 0 || at + bytes > to)
+            fail(rec + ": its " + std::to_string(bytes) + " bytes pass the strip's end");
           const std::int64_t nvals = u16(p + 2);
           const auto format = static_cast<RecordFormat>(p[0]);
           if (format == RecordFormat::bitmap) {
@@ -156,7 +159,8 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
               if (!bits) fail(rec + ": a present sub-tile with an empty bitmap");
               count += std::popcount(bits);
             }
-            if (count != nvals) fail(rec + ": its bitmaps hold " + std::to_string(count) + " nonzeros, not nvals");
+            if (count != nvals)
+              fail(rec + ": its bitmaps hold " + std::to_string(count) + " nonzeros, not nvals");
           } else if (format == RecordFormat::positions) {
             if (p[4] + p[5] + p[6] + p[7] != nvals) fail(rec + ": its step counts do not add up to nvals");
           } else if (nvals != kRecordRows * kRecordCols) {

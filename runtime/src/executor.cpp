@@ -83,7 +83,8 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   if (md.shared_bytes > ctx.device().max_shared_per_block_optin)
     throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +
                       " bytes of dynamic shared memory exceed the " +
-                      std::to_string(ctx.device().max_shared_per_block_optin) + " this device allows a block");
+                      std::to_string(ctx.device().max_shared_per_block_optin) +
+                      " this device allows a block");
   SpmmExecutor ex;
   ex.ctx_ = &ctx;
   const ChosenImage chosen = choose_image(bundle, name, ctx, options);

@@ -54,9 +54,12 @@ CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t s
 }
 
 std::uint16_t to_bits(double v, bool bf16) { return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v); }
-double from_bits(std::uint16_t h, bool bf16) { return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h); }
+double from_bits(std::uint16_t h, bool bf16) {
+  return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h);
+}
 
-void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built, int n) {
+void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
+              int n) {
   const SpmmPlan& plan = built.plan;
   const bool bf16 = plan.problem.dtype == DType::bf16;
   DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
@@ -86,7 +89,8 @@ void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
     }
     max_diff = std::max(max_diff, std::fabs(g - ref.data[i]));
     const std::uint16_t want = to_bits(interp.data[i], bf16);
-    const double spacing = std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
+    const double spacing =
+        std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
     if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && far++ == 0)
       first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
                   std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
@@ -96,12 +100,13 @@ void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
   const double tol = spmm_tolerance(plan.problem.dtype, DType::f32, max_row_nnz);
   const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
   const SpmmCompressedBody& body = *plan.compressed();
-  std::printf("[ compressed gpu ] %-40s %5lldx%-5lld nnz %8lld N %4d %-4s splits %d chunk %4d records %lld/%lld/%lld "
-              "max rel err %.2e (tol %.1e)%s\n",
-              c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-              static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.splits,
-              body.chunk_k, static_cast<long long>(body.records[0]), static_cast<long long>(body.records[1]),
-              static_cast<long long>(body.records[2]), rel, tol, far ? " INTERPRETER DIFFERS" : "");
+  std::printf(
+      "[ compressed gpu ] %-40s %5lldx%-5lld nnz %8lld N %4d %-4s splits %d chunk %4d records %lld/%lld/%lld "
+      "max rel err %.2e (tol %.1e)%s\n",
+      c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
+      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.splits,
+      body.chunk_k, static_cast<long long>(body.records[0]), static_cast<long long>(body.records[1]),
+      static_cast<long long>(body.records[2]), rel, tol, far ? " INTERPRETER DIFFERS" : "");
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(rel, tol) << c.name << " n=" << n;
@@ -135,13 +140,14 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
   for (const DType t : {DType::f16, DType::bf16}) {
     const std::string d(dtype_name(t));
     for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
-      cases.push_back(compressed_case(fmt::format("edges/{}/formats{}", d, formats), edges, 16, t, formats, 0));
+      cases.push_back(
+          compressed_case(fmt::format("edges/{}/formats{}", d, formats), edges, 16, t, formats, 0));
     for (const std::int32_t splits : {1, 2, 3, 8})
       cases.push_back(compressed_case(fmt::format("edges/{}/splits{}", d, splits), edges, 24, t, 7, splits));
     cases.push_back(compressed_case("half-full/" + d, half_full, 8, t, 7, 2, SpmmNMode::fixed, true));
     cases.push_back(compressed_case("edges/" + d + "/bias-relu", edges, 64, t, 7, 0, SpmmNMode::fixed, true));
-    cases.push_back(
-        compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0, SpmmNMode::runtime, true, {1, 7, 16, 64, 100}));
+    cases.push_back(compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0, SpmmNMode::runtime, true,
+                                    {1, 7, 16, 64, 100}));
   }
   for (const std::int64_t n : {1, 5, 8, 32})
     cases.push_back(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0));
@@ -153,8 +159,8 @@ TEST(SpmmCompressedGpu, LlmSizedLayer) {
   const CsrMatrix a = random_csr(4096, 4096, 0.1, 47);
   std::vector<SpmmCase> cases;
   for (const DType t : {DType::f16, DType::bf16})
-    cases.push_back(compressed_case(fmt::format("llm-4096/{}", dtype_name(t)), a, 16, t, 7, 0, SpmmNMode::fixed,
-                                    t == DType::bf16, {16}));
+    cases.push_back(compressed_case(fmt::format("llm-4096/{}", dtype_name(t)), a, 16, t, 7, 0,
+                                    SpmmNMode::fixed, t == DType::bf16, {16}));
   cases.front().options.value_mode.reset();  // the automatic rule takes this layer
   build_and_run(cases);
 }

@@ -5,6 +5,8 @@
 // every output; the plan survives JSON; the runtime's walk refuses streams that point outside
 // themselves; the automatic rule picks the family for large half layers at small N only; the kernel
 // compiles with NVRTC for sm_90 without spills.
+#include "sparsecc/plan/spmm_compressed.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -17,10 +19,9 @@
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
 #include "sparsecc/emit/spmm_cuda.hpp"
-#include "sparsecc/inspector/spmm_decisions.hpp"
 #include "sparsecc/inspector/options_json.hpp"
+#include "sparsecc/inspector/spmm_decisions.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
-#include "sparsecc/plan/spmm_compressed.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "test_support.hpp"
@@ -38,7 +39,8 @@ CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t s
     for (std::int64_t c = 0; c < k; ++c) {
       const bool dense_band = r >= 16 && r < 32 && c < 128;
       if (r % 7 == 3) continue;
-      if (dense_band || static_cast<double>(rng.next() >> 11) * 0x1p-53 < density) d(r, c) = rng.uniform_pm1();
+      if (dense_band || static_cast<double>(rng.next() >> 11) * 0x1p-53 < density)
+        d(r, c) = rng.uniform_pm1();
     }
   return csr_from_dense(d, DType::f32);
 }
@@ -131,21 +133,25 @@ TEST(SpmmCompressed, RecordsDecodeToTheirPieceOfA) {
     const std::vector<std::uint32_t> stream = spmm_compressed_stream(plan, a);
     std::int64_t records = 0, nonzeros = 0;
     rt::RecordTile tile;
-    rt::walk_compressed_stream(stream, spmm_compressed_shape(plan), a.cols, "test", [&](const rt::RecordRef& r) {
-      ++records;
-      if (formats != 7) {
-        EXPECT_EQ(r.p[0], std::countr_zero(formats));
-      }
-      rt::decode_record(r.p, tile);
-      const std::int64_t row0 = (r.row_block * plan.compressed()->warps + r.strip) * 16;
-      const std::int64_t col0 = r.chunk * plan.compressed()->chunk_k + r.kt * 64;
-      for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 64; ++j) {
-          const double want = row0 + i < a.rows && col0 + j < a.cols ? round_to(DType::f16, dense(row0 + i, col0 + j)) : 0;
-          ASSERT_EQ(half_bits_to_double(tile[static_cast<std::size_t>(i * 64 + j)]), want) << i << " " << j;
-          nonzeros += want != 0;
-        }
-    });
+    rt::walk_compressed_stream(
+        stream, spmm_compressed_shape(plan), a.cols, "test", [&](const rt::RecordRef& r) {
+          ++records;
+          if (formats != 7) {
+            EXPECT_EQ(r.p[0], std::countr_zero(formats));
+          }
+          rt::decode_record(r.p, tile);
+          const std::int64_t row0 = (r.row_block * plan.compressed()->warps + r.strip) * 16;
+          const std::int64_t col0 = r.chunk * plan.compressed()->chunk_k + r.kt * 64;
+          for (int i = 0; i < 16; ++i)
+            for (int j = 0; j < 64; ++j) {
+              const double want = row0 + i < a.rows && col0 + j < a.cols
+                                      ? round_to(DType::f16, dense(row0 + i, col0 + j))
+                                      : 0;
+              ASSERT_EQ(half_bits_to_double(tile[static_cast<std::size_t>(i * 64 + j)]), want)
+                  << i << " " << j;
+              nonzeros += want != 0;
+            }
+        });
     const auto& counts = plan.compressed()->records;
     EXPECT_EQ(records, counts[0] + counts[1] + counts[2]);
     EXPECT_EQ(nonzeros, a.nnz());
@@ -159,7 +165,9 @@ TEST(SpmmCompressed, FormatsFollowTheirCost) {
   o.compressed.position_weight = 0;
   const auto records = [&](double density) {
     const CsrMatrix a = test::random_csr(64, 256, density, 3);
-    return plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, o).compressed()->records;
+    return plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, o)
+        .compressed()
+        ->records;
   };
   EXPECT_GT(records(0.05)[1], 0);
   EXPECT_EQ(records(0.05)[0], 0);
@@ -206,15 +214,16 @@ TEST(SpmmCompressed, TheWalkRefusesStreamsThatPointOutside) {
       EXPECT_NE(std::string(e.what()).find("bad.sccb"), std::string::npos) << e.what();
     }
   };
-  refused(1, 99, "split table");                                   // a chunk past the end
+  refused(1, 99, "split table");  // a chunk past the end
   refused(static_cast<std::size_t>(shape.split_words() + 1), 1u << 30, "segment table");  // past the data
   const std::size_t data = static_cast<std::size_t>(shape.data_word());
-  refused(data, 1u << 20, "strip 0 ends");                         // the first strip's end past its segment
+  refused(data, 1u << 20, "strip 0 ends");  // the first strip's end past its segment
   const std::size_t first_record = data + static_cast<std::size_t>(shape.header_bytes() / 4);
   refused(first_record, good[first_record] | 0xffu, "unknown format");
   refused(first_record, (good[first_record] & 0xffff00ffu) | (200u << 8), "piece");
   refused(first_record, (good[first_record] & 0x0000ffffu) | (0xfff0u << 16), "");
-  EXPECT_THROW(rt::walk_compressed_stream(std::span(good).first(3), shape, a.cols, "short"), std::invalid_argument);
+  EXPECT_THROW(rt::walk_compressed_stream(std::span(good).first(3), shape, a.cols, "short"),
+               std::invalid_argument);
 }
 
 TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
@@ -261,7 +270,8 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   const SpmmOptions back = spmm_options_from_json(to_json(o), "test");
   EXPECT_EQ(back.compressed, o.compressed);
   EXPECT_EQ(back.value_mode, o.value_mode);
-  EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"splits", "four"}}}}, "test"), UsageError);
+  EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"splits", "four"}}}}, "test"),
+               UsageError);
 
   const CsrMatrix a = test::random_csr(512, 2048, 0.1, 1);
   const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};

@@ -79,12 +79,14 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
   cmd->add_option("--chunk-k", f.chunk_k,
                   "Compressed plans: columns of A a block stages at a time, a multiple of 64 (0: automatic)")
       ->check(CLI::Range(0, 16384));
-  cmd->add_option("--splits", f.splits,
-                  "Compressed plans: blocks (a thread-block cluster, sm_90 on) splitting K, 1..8 (0: automatic)")
+  cmd->add_option(
+         "--splits", f.splits,
+         "Compressed plans: blocks (a thread-block cluster, sm_90 on) splitting K, 1..8 (0: automatic)")
       ->check(CLI::Range(0, 8));
-  cmd->add_option("--record-formats", f.record_formats,
-                  "Compressed plans: the record formats allowed, from bitmap, positions, dense (comma-separated; "
-                  "each record takes the cheapest), or auto")
+  cmd->add_option(
+         "--record-formats", f.record_formats,
+         "Compressed plans: the record formats allowed, from bitmap, positions, dense (comma-separated; "
+         "each record takes the cheapest), or auto")
       ->capture_default_str();
 }
 

@@ -561,8 +561,8 @@ EmittedKernel emit_spmm(const SpmmPlan& plan, const CsrMatrix& a, KernelLanguage
                         const GpuTarget& target) {
   // A rolled kernel is a small loop: NVRTC compiles it in well under a second, so it has no PTX form.
   // Nor has a compressed kernel, whose code does not depend on the matrix either.
-  const bool ptx = language == KernelLanguage::ptx && plan.value_mode() != SpmmValueMode::rolled &&
-                   !plan.compressed();
+  const bool ptx =
+      language == KernelLanguage::ptx && plan.value_mode() != SpmmValueMode::rolled && !plan.compressed();
   return ptx ? emit_spmm_ptx(plan, a, target) : emit_spmm_cuda(plan, a);
 }
 

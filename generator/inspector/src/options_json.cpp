@@ -78,7 +78,10 @@ json to_json(const SpmmOptions& o) {
     j["baked_instruction_budget"] = o.baked_instruction_budget;
   if (o.compressed != defaults.compressed) {
     const SpmmCompressedOptions& c = o.compressed;
-    json jc{{"warps", c.warps}, {"strips_per_warp", c.strips_per_warp}, {"chunk_k", c.chunk_k}, {"splits", c.splits}};
+    json jc{{"warps", c.warps},
+            {"strips_per_warp", c.strips_per_warp},
+            {"chunk_k", c.chunk_k},
+            {"splits", c.splits}};
     if (c.formats) jc["formats"] = *c.formats;
     if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
     if (c.position_weight) jc["position_weight"] = *c.position_weight;

@@ -14,8 +14,9 @@ namespace sparsecc::spmm_rules {
 
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
   return problem.dtype != DType::f32 && in.nnz >= kCompressedMinNnz && problem.n <= kCompressedColumns &&
-         options.blocklets != SpmmBlockletMode::forced && options.accumulate.value_or(DType::f32) == DType::f32 &&
-         !options.rows_per_block && !options.groups && options.stage_min_entries == 0 &&
+         options.blocklets != SpmmBlockletMode::forced &&
+         options.accumulate.value_or(DType::f32) == DType::f32 && !options.rows_per_block &&
+         !options.groups && options.stage_min_entries == 0 &&
          (!options.row_split || *options.row_split == SpmmRowSplit::equal);
 }
 
@@ -31,7 +32,8 @@ void split_chunks(const std::vector<double>& cost, std::int64_t chunks, std::int
   double sum = 0;
   for (std::int64_t s = 1; s < splits; ++s) {
     const double goal = total * static_cast<double>(s) / static_cast<double>(splits);
-    while (c < chunks && sum + cost[static_cast<std::size_t>(c)] / 2 <= goal) sum += cost[static_cast<std::size_t>(c++)];
+    while (c < chunks && sum + cost[static_cast<std::size_t>(c)] / 2 <= goal)
+      sum += cost[static_cast<std::size_t>(c++)];
     out.push_back(static_cast<std::int32_t>(c));
   }
   out.push_back(static_cast<std::int32_t>(chunks));
@@ -46,7 +48,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (options.accumulate && *options.accumulate != DType::f32)
     throw UsageError("plan_spmm: compressed plans accumulate in f32 (tensor cores)");
   if (options.blocklets == SpmmBlockletMode::forced)
-    throw UsageError("plan_spmm: compressed plans take no forced blocklets (every piece is a tensor-core operand)");
+    throw UsageError(
+        "plan_spmm: compressed plans take no forced blocklets (every piece is a tensor-core operand)");
   if (!target.mma_f16) throw UsageError(fmt::format("plan_spmm: {} has no f16 tensor cores", target.arch));
   const SpmmCompressedOptions& o = options.compressed;
   SpmmPlan p;
@@ -57,12 +60,13 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
 
   // Block shape: columns of C, warps, strips.
   if (options.n_tile && (options.n_tile < 8 || options.n_tile > 64 || options.n_tile % 8))
-    throw UsageError(fmt::format("plan_spmm: a compressed n tile of {} columns: expected 8, 16, .., 64", options.n_tile));
+    throw UsageError(
+        fmt::format("plan_spmm: a compressed n tile of {} columns: expected 8, 16, .., 64", options.n_tile));
   b.n_tile = options.n_tile ? options.n_tile
                             : static_cast<std::int32_t>(std::min<std::int64_t>(64, round_up(problem.n, 8)));
   if (o.warps < 0 || o.warps > 16 || o.strips_per_warp < 0 || o.strips_per_warp > 4)
-    throw UsageError(fmt::format("plan_spmm: {} warps of {} strips: expected 1..16 warps of 1..4 strips", o.warps,
-                                 o.strips_per_warp));
+    throw UsageError(fmt::format("plan_spmm: {} warps of {} strips: expected 1..16 warps of 1..4 strips",
+                                 o.warps, o.strips_per_warp));
   // The tallest block (fewer copies of B's rows staged) that still gives kCompressedShapeBlocksPerSm
   // blocks an SM with at most 8 splits.
   const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
@@ -83,11 +87,12 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
   b.formats = o.formats.value_or(0b111u);
   if (b.formats == 0 || b.formats > 0b111u)
-    throw UsageError(fmt::format("plan_spmm: record formats {} name none of bitmap (1), positions (2), dense (4)",
-                                 b.formats));
+    throw UsageError(fmt::format(
+        "plan_spmm: record formats {} name none of bitmap (1), positions (2), dense (4)", b.formats));
   b.bitmap_weight = o.bitmap_weight.value_or(kCompressedBitmapWeight);
   b.position_weight = o.position_weight.value_or(kCompressedPositionWeight);
-  if (b.bitmap_weight < 0 || b.position_weight < 0) throw UsageError("plan_spmm: decode weights must not be negative");
+  if (b.bitmap_weight < 0 || b.position_weight < 0)
+    throw UsageError("plan_spmm: decode weights must not be negative");
 
   // The census, then the chunk: the largest whose two stages fit.
   const SpmmPieceCensus census = spmm_piece_census(a, b);
@@ -96,7 +101,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   std::vector<std::int64_t> candidates;
   if (o.chunk_k) {
     if (o.chunk_k < rt::kRecordCols || o.chunk_k % rt::kRecordCols || o.chunk_k > 256 * rt::kRecordCols)
-      throw UsageError(fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
+      throw UsageError(
+          fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
     candidates = {o.chunk_k};
   } else {
     for (const std::int64_t c : {1024, 512, 256, 128, 64})
@@ -119,7 +125,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   bool fits = false;
   for (const bool two_blocks : {true, false}) {
     for (const std::int64_t c : candidates) {
-      if (!o.chunk_k && c != candidates.back() && ceil_div(problem.k, c) < kCompressedChunksPerSplit * split_goal)
+      if (!o.chunk_k && c != candidates.back() &&
+          ceil_div(problem.k, c) < kCompressedChunksPerSplit * split_goal)
         continue;
       seg = spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
@@ -135,7 +142,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
   if (!fits)
     throw UsageError(fmt::format(
-        "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block, more "
+        "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block, "
+        "more "
         "than the {} a block of {} takes; take fewer warps or strips (--compressed-warps)",
         spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block_optin, target.arch));
 
@@ -144,12 +152,14 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (o.splits < 0 || o.splits > rt::kMaxClusterSplits)
     throw UsageError(fmt::format("plan_spmm: {} splits: expected 1..{}", o.splits, rt::kMaxClusterSplits));
   if (o.splits > 1 && !target.clusters)
-    throw UsageError(fmt::format("plan_spmm: splits need thread-block clusters, which {} lacks", target.arch));
+    throw UsageError(
+        fmt::format("plan_spmm: splits need thread-block clusters, which {} lacks", target.arch));
   b.splits = o.splits ? o.splits : static_cast<std::int32_t>(std::min(wanted, chunks));
   if (row_blocks * b.splits > target.max_grid_y)
-    throw UsageError(fmt::format("plan_spmm: {} row blocks x {} splits pass the grid's y limit {}", row_blocks,
-                                 b.splits, target.max_grid_y));
-  const double b_bytes = static_cast<double>(b.chunk_k) * static_cast<double>(b.n_tile);  // half of 2 bytes each
+    throw UsageError(fmt::format("plan_spmm: {} row blocks x {} splits pass the grid's y limit {}",
+                                 row_blocks, b.splits, target.max_grid_y));
+  const double b_bytes =
+      static_cast<double>(b.chunk_k) * static_cast<double>(b.n_tile);  // half of 2 bytes each
   b.split_chunks.reserve(static_cast<std::size_t>(row_blocks * (b.splits + 1)));
   std::vector<double> cost(static_cast<std::size_t>(chunks));
   for (std::int64_t r = 0; r < row_blocks; ++r) {
@@ -189,7 +199,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
   const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
   if (mode == SpmmProgrammatic::trigger)
-    throw UsageError("plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
+    throw UsageError(
+        "plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
   p.hints.programmatic = mode == SpmmProgrammatic::wait;
   return p;
 }

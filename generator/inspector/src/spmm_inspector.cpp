@@ -39,7 +39,8 @@ bool auto_rolled(const SpmmInspection& in, const SpmmProblem& problem) {
 }
 
 SpmmFamily choose_family(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
-  if (options.value_mode ? *options.value_mode == SpmmValueMode::compressed : auto_compressed(in, problem, options))
+  if (options.value_mode ? *options.value_mode == SpmmValueMode::compressed
+                         : auto_compressed(in, problem, options))
     return SpmmFamily::compressed;
   const bool rolled = options.value_mode ? *options.value_mode == SpmmValueMode::rolled
                                          : options.blocklets == SpmmBlockletMode::off &&

@@ -59,9 +59,10 @@ SpmmRecordFormat choose_format(const PieceShape& s, const SpmmCompressedBody& bo
   const auto allowed = [&](SpmmRecordFormat f) { return body.formats >> static_cast<int>(f) & 1u; };
   SpmmRecordFormat best = SpmmRecordFormat::bitmap;
   bytes = bitmap_bytes(s);
-  std::int64_t best_cost = allowed(best) ? bytes + std::int64_t{body.bitmap_weight} * std::popcount(s.present())
-                                         : INT64_MAX;
-  const bool positions_fit = std::all_of(std::begin(s.steps), std::end(s.steps), [](int n) { return n <= 255; });
+  std::int64_t best_cost =
+      allowed(best) ? bytes + std::int64_t{body.bitmap_weight} * std::popcount(s.present()) : INT64_MAX;
+  const bool positions_fit =
+      std::all_of(std::begin(s.steps), std::end(s.steps), [](int n) { return n <= 255; });
   if (allowed(SpmmRecordFormat::positions) && positions_fit) {
     const std::int64_t b = position_bytes(s), cost = b + std::int64_t{body.position_weight} * s.nnz;
     if (cost < best_cost) best = SpmmRecordFormat::positions, best_cost = cost, bytes = b;
@@ -76,7 +77,9 @@ SpmmRecordFormat choose_format(const PieceShape& s, const SpmmCompressedBody& bo
 class PieceWalker {
  public:
   explicit PieceWalker(const CsrMatrix& a)
-      : a_(a), pieces_(ceil_div(a.cols, kCols)), count_(static_cast<std::size_t>(pieces_), 0),
+      : a_(a),
+        pieces_(ceil_div(a.cols, kCols)),
+        count_(static_cast<std::size_t>(pieces_), 0),
         offset_(static_cast<std::size_t>(pieces_), 0) {}
   std::int64_t strips() const { return ceil_div(a_.rows, kRows); }
   std::int64_t pieces() const { return pieces_; }
@@ -100,8 +103,8 @@ class PieceWalker {
     for (std::int64_t r = r0; r < r1; ++r)
       for (std::int64_t i = a_.row_ptr[r]; i < a_.row_ptr[r + 1]; ++i) {
         const std::int32_t col = a_.col_idx[i];
-        entries_[static_cast<std::size_t>(offset_[col / kCols]++)] = {static_cast<std::uint8_t>(r - r0),
-                                                                      static_cast<std::uint8_t>(col % kCols), i};
+        entries_[static_cast<std::size_t>(offset_[col / kCols]++)] = {
+            static_cast<std::uint8_t>(r - r0), static_cast<std::uint8_t>(col % kCols), i};
       }
     std::int64_t begin = 0;
     for (const std::int32_t p : touched_) {
@@ -149,7 +152,8 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
       for (int j = 0; j < rt::kRecordSubtiles; ++j) start[j + 1] += start[j];
       const std::size_t v = seg.size();
       seg.resize(v + 2 * count);
-      for (std::size_t i = 0; i < count; ++i) put16(seg, v + 2 * start[subtile_of(e[i].r, e[i].c)]++, value(i));
+      for (std::size_t i = 0; i < count; ++i)
+        put16(seg, v + 2 * start[subtile_of(e[i].r, e[i].c)]++, value(i));
       break;
     }
     case SpmmRecordFormat::positions: {
@@ -165,7 +169,8 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
         const std::size_t at = start[e[i].c / 16]++;
         put16(seg, v + 2 * at, value(i));
         const int r = e[i].r, cc = e[i].c % 16;  // its place in the step's operands: lane, register, half
-        seg[p + at] = static_cast<unsigned char>(((r % 8) * 4 + (cc % 8) / 2) * 8 + (2 * (cc / 8) + r / 8) * 2 + cc % 2);
+        seg[p + at] = static_cast<unsigned char>(((r % 8) * 4 + (cc % 8) / 2) * 8 +
+                                                 (2 * (cc / 8) + r / 8) * 2 + cc % 2);
       }
       break;
     }
@@ -254,9 +259,11 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
     bits[i] = bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
   }
   std::vector<std::uint32_t> words(static_cast<std::size_t>(shape.data_word()), 0);
-  for (std::size_t i = 0; i < body.split_chunks.size(); ++i) words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
+  for (std::size_t i = 0; i < body.split_chunks.size(); ++i)
+    words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
   std::vector<unsigned char> data;
-  data.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, 4 * (body.stream_words - shape.data_word()))));
+  data.reserve(
+      static_cast<std::size_t>(std::max<std::int64_t>(0, 4 * (body.stream_words - shape.data_word()))));
   PieceWalker walker(a);
   const std::int64_t per_chunk = shape.chunk_k / kCols;
   const std::int64_t header = shape.header_bytes();
@@ -283,7 +290,8 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
       for (; chunk <= shape.chunks; ++chunk) at[static_cast<std::size_t>(chunk)] = bytes.size();
     }
     for (std::int64_t c = 0; c < shape.chunks; ++c) {
-      words[table + static_cast<std::size_t>(r * shape.chunks + c)] = static_cast<std::uint32_t>(data.size() / 16);
+      words[table + static_cast<std::size_t>(r * shape.chunks + c)] =
+          static_cast<std::uint32_t>(data.size() / 16);
       std::size_t total = static_cast<std::size_t>(header);
       for (std::int64_t st = 0; st < shape.strips; ++st) {
         const auto& at = chunk_at[static_cast<std::size_t>(st)];
@@ -293,15 +301,17 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
       const std::size_t seg = data.size();
       const std::size_t padded = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(total), 16));
       if (static_cast<std::int64_t>(padded) > shape.stage_bytes)
-        throw UsageError(fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
-                                     "the plan stages {}",
-                                     r, c, padded, shape.stage_bytes));
+        throw UsageError(
+            fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
+                        "the plan stages {}",
+                        r, c, padded, shape.stage_bytes));
       data.resize(seg + padded, 0);
       std::size_t end = static_cast<std::size_t>(header);
       for (std::int64_t st = 0; st < shape.strips; ++st) {
         const auto& at = chunk_at[static_cast<std::size_t>(st)];
         const auto& bytes = strip_records[static_cast<std::size_t>(st)];
-        const std::size_t from = at[static_cast<std::size_t>(c)], len = at[static_cast<std::size_t>(c + 1)] - from;
+        const std::size_t from = at[static_cast<std::size_t>(c)],
+                          len = at[static_cast<std::size_t>(c + 1)] - from;
         if (len) std::memcpy(data.data() + seg + end, bytes.data() + from, len);
         end += len;
         const auto end32 = static_cast<std::uint32_t>(end);
@@ -345,7 +355,8 @@ DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<st
       if (row >= pr.m) break;
       for (std::int64_t j = 0; j < n; ++j) {
         float v = 0.f;
-        for (std::int64_t s = 0; s < shape.splits; ++s) v += partial[static_cast<std::size_t>((s * rows + i) * n + j)];
+        for (std::int64_t s = 0; s < shape.splits; ++s)
+          v += partial[static_cast<std::size_t>((s * rows + i) * n + j)];
         if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
         if (pr.relu) v = std::fmax(v, 0.f);
         c(row, j) = round_to(pr.dtype, v);

@@ -339,7 +339,8 @@ std::int64_t spmm_compressed_pitch(std::int64_t n_tile) { return n_tile == 8 ? 1
 
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
   const std::int64_t stages = 2 * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
-  const std::int64_t partial = b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
+  const std::int64_t partial =
+      b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
   return std::max(stages, partial) + std::int64_t{2048} * b.warps;
 }
 
@@ -425,19 +426,24 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
   if (b.splits < 1 || b.splits > rt::kMaxClusterSplits || (b.splits > 1 && !target.clusters))
     err(fmt::format("splits {} outside 1..{} (above 1 only on targets with thread-block clusters, not {})",
                     b.splits, rt::kMaxClusterSplits, target.arch));
-  if (b.n_tile < 8 || b.n_tile > 64 || b.n_tile % 8) err(fmt::format("n_tile {} is not 8, 16, .., 64", b.n_tile));
-  if (b.stage_bytes < 0 || b.stage_bytes % 16) err(fmt::format("stage_bytes {} is not a multiple of 16", b.stage_bytes));
-  if (b.formats == 0 || b.formats >= (1u << kSpmmRecordFormats)) err(fmt::format("formats {} names no format", b.formats));
+  if (b.n_tile < 8 || b.n_tile > 64 || b.n_tile % 8)
+    err(fmt::format("n_tile {} is not 8, 16, .., 64", b.n_tile));
+  if (b.stage_bytes < 0 || b.stage_bytes % 16)
+    err(fmt::format("stage_bytes {} is not a multiple of 16", b.stage_bytes));
+  if (b.formats == 0 || b.formats >= (1u << kSpmmRecordFormats))
+    err(fmt::format("formats {} names no format", b.formats));
   if (!errors.empty()) return;
   const std::int64_t rows = std::int64_t{16} * b.warps * b.strips_per_warp;
   const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);
   if (p.layout.rows_per_block != rows || p.layout.panel_rows != rows || p.layout.groups != 1 ||
       p.layout.n_tile != 32 * b.warps || p.layout.block_x != 32 * b.warps)
-    err(fmt::format("layout (rows_per_block {}, panel_rows {}, groups {}, n_tile {}, block_x {}) is not the "
+    err(
+        fmt::format("layout (rows_per_block {}, panel_rows {}, groups {}, n_tile {}, block_x {}) is not the "
                     "body's ({} rows, one group of {} threads)",
                     p.layout.rows_per_block, p.layout.panel_rows, p.layout.groups, p.layout.n_tile,
                     p.layout.block_x, rows, 32 * b.warps));
-  if (p.layout.block_rows() != row_blocks) err(fmt::format("{} block rows, not {}", p.layout.block_rows(), row_blocks));
+  if (p.layout.block_rows() != row_blocks)
+    err(fmt::format("{} block rows, not {}", p.layout.block_rows(), row_blocks));
   for (std::size_t i = 0; i < p.layout.blocks.size(); ++i) {
     const SpmmBlockRow& br = p.layout.blocks[i];
     const std::int64_t begin = static_cast<std::int64_t>(i) * rows;
@@ -447,12 +453,14 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
                       std::min(p.problem.m, begin + rows)));
   }
   if (static_cast<std::int64_t>(b.split_chunks.size()) != row_blocks * (b.splits + 1)) {
-    err(fmt::format("split_chunks holds {} bounds, not {}", b.split_chunks.size(), row_blocks * (b.splits + 1)));
+    err(fmt::format("split_chunks holds {} bounds, not {}", b.split_chunks.size(),
+                    row_blocks * (b.splits + 1)));
   } else {
     for (std::int64_t r = 0; r < row_blocks; ++r)
       for (std::int64_t s = 0; s <= b.splits; ++s) {
         const std::int64_t v = b.split_chunks[static_cast<std::size_t>(r * (b.splits + 1) + s)];
-        const std::int64_t prev = s ? b.split_chunks[static_cast<std::size_t>(r * (b.splits + 1) + s - 1)] : 0;
+        const std::int64_t prev =
+            s ? b.split_chunks[static_cast<std::size_t>(r * (b.splits + 1) + s - 1)] : 0;
         if (v < prev || (s == 0 && v != 0) || (s == b.splits && v != chunks)) {
           err(fmt::format("split_chunks of row block {} do not run from 0 to {} in order", r, chunks));
           return;
@@ -465,7 +473,8 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
     err(fmt::format("{} bytes of shared memory exceed the {} a block of {} takes", p.layout.shared_bytes,
                     target.shared_per_block_optin, target.arch));
   if (p.block_rows() > target.max_grid_y)
-    err(fmt::format("{} row blocks x {} splits pass the grid's y limit {}", row_blocks, b.splits, target.max_grid_y));
+    err(fmt::format("{} row blocks x {} splits pass the grid's y limit {}", row_blocks, b.splits,
+                    target.max_grid_y));
 }
 
 }  // namespace
@@ -483,7 +492,8 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
     if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
       err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
     if (p.hints.max_registers < 1 || p.hints.max_registers > target.max_registers_per_thread)
-      err(fmt::format("max_registers {} outside 1..{}", p.hints.max_registers, target.max_registers_per_thread));
+      err(fmt::format("max_registers {} outside 1..{}", p.hints.max_registers,
+                      target.max_registers_per_thread));
     if (p.hints.programmatic_trigger) err("compressed kernels do not let the next grid launch early");
     check_compressed(p, *b, target, errors);
     return errors;
@@ -628,8 +638,7 @@ json to_json(const SpmmPlan& p) {
             {"split_chunks", c->split_chunks},
             {"stage_bytes", c->stage_bytes},
             {"stream_words", c->stream_words},
-            {"records",
-             {{"bitmap", c->records[0]}, {"positions", c->records[1]}, {"dense", c->records[2]}}}};
+            {"records", {{"bitmap", c->records[0]}, {"positions", c->records[1]}, {"dense", c->records[2]}}}};
   json fragments = nullptr;
   if (p.fragments) {
     const SpmmBlocklets& bl = p.fragments->blocklets;

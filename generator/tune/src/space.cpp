@@ -361,8 +361,8 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (const SpmmCompressedBody* b = p.compressed()) {
     o.n_tile = b->n_tile;
     o.groups = 0;
-    o.compressed = {b->warps, b->strips_per_warp, b->chunk_k, b->splits, b->formats, b->bitmap_weight,
-                    b->position_weight};
+    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,        b->splits,
+                    b->formats, b->bitmap_weight,   b->position_weight};
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

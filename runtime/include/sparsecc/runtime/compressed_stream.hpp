@@ -71,10 +71,10 @@ void decode_record(const unsigned char* p, RecordTile& out);
 
 struct RecordRef {
   std::int64_t row_block = 0, chunk = 0, strip = 0;
-  std::int64_t kt = 0;            // the piece in the chunk
-  std::int64_t byte = 0;          // of the record, from the stream's start
+  std::int64_t kt = 0;    // the piece in the chunk
+  std::int64_t byte = 0;  // of the record, from the stream's start
   const unsigned char* p = nullptr;
-  std::int64_t at = 0;            // offset in its segment
+  std::int64_t at = 0;  // offset in its segment
 };
 
 // Checks the whole stream against `shape` and calls `fn` for every record, in stream order. Throws
@@ -82,7 +82,8 @@ struct RecordRef {
 // out of order or past the data, a segment larger than stage_bytes or with a bad header, a record
 // past its strip's end, of an unknown format, with a piece kt past the chunk or past A's `k` columns,
 // or whose counts disagree with its bitmaps / positions.
-void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& shape, std::int64_t k,
-                            const std::string& name, const std::function<void(const RecordRef&)>& fn = {});
+void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& shape,
+                            std::int64_t k, const std::string& name,
+                            const std::function<void(const RecordRef&)>& fn = {});
 
 }  // namespace sparsecc::rt

@@ -101,10 +101,11 @@ SpmmEpilogue choose_epilogue(const SpmmProblem& problem, const SpmmOptions& opti
 
 // ---- The compressed family (f16 / bf16 on tensor cores, sparsecc/plan/spmm_compressed.hpp) ----
 // Evidence for every threshold: docs/design/spmm-plan-evidence.md#compressed-plans
-inline constexpr std::int64_t kCompressedMinNnz = 100000;  // nonzeros of an automatic compressed plan
-inline constexpr std::int64_t kCompressedColumns = 64;     // N at most, likewise
+inline constexpr std::int64_t kCompressedMinNnz = 100000;   // nonzeros of an automatic compressed plan
+inline constexpr std::int64_t kCompressedColumns = 64;      // N at most, likewise
 inline constexpr std::int64_t kCompressedBlocksPerSm = 12;  // blocks an SM the splits aim for
-inline constexpr std::int64_t kCompressedShapeBlocksPerSm = 4;  // blocks an SM the tallest block shape must give
+inline constexpr std::int64_t kCompressedShapeBlocksPerSm =
+    4;                                                      // blocks an SM the tallest block shape must give
 inline constexpr std::int64_t kCompressedSharedBlocks = 2;  // blocks an SM the chunk's stages leave room for
 inline constexpr std::int64_t kCompressedChunksPerSplit = 4;  // chunks a split should hold at least
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;  // format choice: bytes a bitmap sub-tile

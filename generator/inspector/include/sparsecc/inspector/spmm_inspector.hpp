@@ -64,10 +64,10 @@ enum class SpmmProgrammatic { off, wait, trigger };
 
 // Compressed plans (value mode compressed): 0 / empty is the rule's choice.
 struct SpmmCompressedOptions {
-  std::int32_t warps = 0;            // warps a block
-  std::int32_t strips_per_warp = 0;  // 16-row strips a warp
-  std::int32_t chunk_k = 0;          // columns of A a block stages at a time (a multiple of 64)
-  std::int32_t splits = 0;           // blocks of a cluster splitting a row block's K (1..8)
+  std::int32_t warps = 0;                     // warps a block
+  std::int32_t strips_per_warp = 0;           // 16-row strips a warp
+  std::int32_t chunk_k = 0;                   // columns of A a block stages at a time (a multiple of 64)
+  std::int32_t splits = 0;                    // blocks of a cluster splitting a row block's K (1..8)
   std::optional<std::uint32_t> formats;       // allowed record formats (bit 1 << SpmmRecordFormat)
   std::optional<std::int32_t> bitmap_weight;  // decode weights of the format choice (SpmmCompressedBody)
   std::optional<std::int32_t> position_weight;

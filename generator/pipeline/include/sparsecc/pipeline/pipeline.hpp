@@ -69,7 +69,7 @@ struct SpmmReport {
   std::string
       chosen_by;  // how the options were chosen ("automatic plan", a tuning record, ...), may be empty
   std::vector<StepCost> steps;
-  std::string emit_note;  // why the emitter differs from the request (take_ptx), else empty
+  std::string emit_note;    // why the emitter differs from the request (take_ptx), else empty
   std::string family_note;  // compile_spmm: the executor family and whether it was asked for or the rule's
   // The report as the user reads it (the lines `sparsecc compile` prints) and as JSON (every figure).
   std::string text(const struct SpmmArtifact& artifact) const;

@@ -308,7 +308,8 @@ struct SpmmPlan {
   }
   // C columns a block covers
   std::int64_t block_columns() const {
-    return compressed() ? compressed()->n_tile : std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread;
+    return compressed() ? compressed()->n_tile
+                        : std::int64_t{layout.n_tile} / step_lanes() * layout.cols_per_thread;
   }
   std::int64_t column_tiles(std::int64_t n) const {
     return (n + block_columns() - 1) / block_columns();
