@@ -53,11 +53,6 @@ CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t s
   return csr_from_dense(d, DType::f32);
 }
 
-std::uint16_t to_bits(double v, bool bf16) { return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v); }
-double from_bits(std::uint16_t h, bool bf16) {
-  return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h);
-}
-
 void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
               int n) {
   const SpmmPlan& plan = built.plan;

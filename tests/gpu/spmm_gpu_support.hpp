@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/compile/resource_usage.hpp"
@@ -59,6 +60,14 @@ struct SpmmBuilt {
 };
 
 // A random m x k matrix with about `density` nonzeros uniform in [-1, 1) (float32-exact).
+// A value as the 16 bits of an f16 (bf16 when `bf16`) output, and back.
+inline std::uint16_t to_bits(double v, bool bf16) {
+  return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v);
+}
+inline double from_bits(std::uint16_t h, bool bf16) {
+  return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h);
+}
+
 inline CsrMatrix random_csr(std::int64_t m, std::int64_t k, double density, std::uint64_t seed) {
   SplitMix64 rng(seed);
   DenseMatrix d(m, k);

@@ -66,11 +66,6 @@ CsrMatrix planted(std::int64_t m, std::int64_t k, double density, std::uint64_t 
   return csr_from_dense(d, DType::f32);
 }
 
-std::uint16_t to_bits(double v, bool bf16) { return bf16 ? double_to_bf16_bits(v) : double_to_half_bits(v); }
-double from_bits(std::uint16_t h, bool bf16) {
-  return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h);
-}
-
 // Runs `ex` at n on a NaN-poisoned C and checks it; prints one line.
 void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
               int n) {
