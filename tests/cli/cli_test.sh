@@ -97,6 +97,13 @@ expect 0 "rolled values \(8 step lanes of 4 columns\)" -- compile "$tmp/small.mt
 expect 0 '"step_lanes":4'          -- compile "$tmp/small.mtx" --n 9 --values rolled --step-lanes 4 --plan-json -o "$tmp/sl4.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/sl4.sccb" --cpu
 expect 2 "step lanes need a rolled plan" -- compile "$tmp/small.mtx" --n 1 --values baked --step-lanes 8 -o "$tmp/x.sccb"
+# The compressed family: asked for, its own flags, the family line, verify through its interpreter.
+expect 0 "family compressed \(asked for\): blocks of 4 warps x 1 strips" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed -o "$tmp/cz.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/cz.sccb" --cpu
+expect 0 "records: 0 bitmap, .* positions" -- compile "$tmp/small.mtx" --n 7 --dtype bf16 --values compressed --record-formats positions,dense --splits 1 -o "$tmp/cz2.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/cz2.sccb" --cpu
+expect 2 "compressed plans run on fp16 / bf16" -- compile "$tmp/small.mtx" --n 16 --values compressed -o "$tmp/x.sccb"
+expect 2 "record-formats: 'bits' is not bitmap" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --record-formats bits -o "$tmp/x.sccb"
 expect 2 "step-lanes: 3 not in"    -- compile "$tmp/small.mtx" --n 1 --values rolled --step-lanes 3 -o "$tmp/x.sccb"
 head -c 100 "$tmp/small.sccb" >"$tmp/trunc.sccb"
 expect 2 "trunc.sccb: byte 16: .*truncated" -- verify "$tmp/trunc.sccb"

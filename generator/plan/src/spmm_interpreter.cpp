@@ -8,6 +8,7 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/plan/spmm_compressed.hpp"
 
 namespace sparsecc {
 
@@ -23,6 +24,11 @@ double fragment_weight(std::uint32_t w, int h, bool bf16) {
 
 DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& values, const DenseMatrix& b,
                            const std::vector<double>* bias, const std::vector<std::uint32_t>& fragments) {
+  if (plan.compressed()) {
+    if (fragments.empty())
+      throw UsageError("interpret_spmm: a compressed plan needs its stream (spmm_fragment_words) as `fragments`");
+    return interpret_spmm_compressed(plan, fragments, b, bias);
+  }
   const SpmmProblem& pr = plan.problem;
   if (b.rows != pr.k || (pr.n_mode == SpmmNMode::fixed && b.cols != pr.n))
     throw UsageError(fmt::format("interpret_spmm: B is {}x{}, the plan wants {} rows{}", b.rows, b.cols, pr.k,

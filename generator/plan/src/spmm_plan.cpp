@@ -9,6 +9,7 @@
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/math.hpp"
+#include "sparsecc/plan/spmm_compressed.hpp"
 #include "sparsecc/runtime/compressed_stream.hpp"
 #include "sparsecc/target/target.hpp"
 
@@ -385,6 +386,7 @@ std::vector<float> spmm_kernel_values(const SpmmPlan& plan, const CsrMatrix& a) 
 }
 
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a) {
+  if (plan.compressed()) return spmm_compressed_stream(plan, a);
   std::vector<std::uint32_t> out;
   const std::int32_t fk = plan.fragment_k();
   if (fk == 0) return out;

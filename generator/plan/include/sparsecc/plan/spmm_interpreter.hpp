@@ -28,6 +28,8 @@ namespace sparsecc {
 // fragment's products plus the running tile value: tensor cores sum in an unspecified order with
 // at least fp32 precision, so GPU and interpreter agree to a few fp32 ulps there, not bit for bit.
 // The epilogue is fp32: accumulator, other groups, tile, bias, ReLU, then one rounding to the dtype.
+// Compressed plans: `fragments` is their stream (spmm_fragment_words), interpreted by
+// interpret_spmm_compressed (sparsecc/plan/spmm_compressed.hpp); `values` is unused.
 DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& values, const DenseMatrix& b,
                            const std::vector<double>* bias = nullptr,
                            const std::vector<std::uint32_t>& fragments = {});

@@ -418,7 +418,8 @@ bool spmm_fragment_stages(const SpmmPlan& plan);
 
 // The fragments array, in emission order (block rows, then their fragments): for each fragment,
 // 32 lanes x (fragment_k / 4) words, lane-major; each word packs two weights of the dtype (low half
-// first) at the positions mma.sync's A operand gives that lane. Empty without fragments.
+// first) at the positions mma.sync's A operand gives that lane. Empty without fragments. Compressed
+// plans: the stream (spmm_compressed_stream), which their kernel takes as its fragments argument.
 std::vector<std::uint32_t> spmm_fragment_words(const SpmmPlan& plan, const CsrMatrix& a);
 
 // The element types of B and C an SpMM executor takes.
