@@ -207,20 +207,24 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
   const SpmmPlan& plan = art.plan;
   const ResourceUsage& usage = art.usage;
   const StepCost* emit = find_step(steps, "emit");
+  const std::string layout =
+      plan.compressed()
+          ? fmt::format("{} row blocks of {} rows x {} split(s), compressed records",
+                        plan.layout.block_rows(), plan.layout.rows_per_block, plan.compressed()->splits)
+          : fmt::format("{} block rows x {} rows ({}), n_tile {}, {} group(s), {} values{}",
+                        plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split),
+                        plan.layout.n_tile, plan.layout.groups, to_string(plan.value_mode()),
+                        plan.step_lanes() > 1 ? fmt::format(" ({} step lanes of {} columns)",
+                                                            plan.step_lanes(), plan.block_columns())
+                                              : "");
   std::string out = fmt::format(
-      "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {} block rows x {} rows ({}), n_tile {}, {} group(s), "
-      "{} values{}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} bytes ({:.1f} bytes/nonzero), {} "
-      "registers, stack {} B, spills {}",
+      "compiled {} ({}x{}, {} nonzeros) for N = {}{}: {}; emitted {} in {:.2f} s, {} {:.2f} s, cubin {} "
+      "bytes "
+      "({:.1f} bytes/nonzero), {} registers, stack {} B, spills {}",
       matrix, rows, cols, nnz, plan.problem.n,
-      plan.problem.n_mode == SpmmNMode::runtime ? " (runtime N)" : "", plan.block_rows(),
-      plan.layout.rows_per_block, to_string(plan.layout.row_split), plan.layout.n_tile, plan.layout.groups,
-      to_string(plan.value_mode()),
-      plan.step_lanes() > 1
-          ? fmt::format(" ({} step lanes of {} columns)", plan.step_lanes(), plan.block_columns())
-          : "",
-      to_string(art.kernel.language), emit ? emit->seconds : 0.0,
-      art.kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC", art.compiled.seconds,
-      art.compiled.cubin.size(),
+      plan.problem.n_mode == SpmmNMode::runtime ? " (runtime N)" : "", layout, to_string(art.kernel.language),
+      emit ? emit->seconds : 0.0, art.kernel.language == KernelLanguage::ptx ? "nvJitLink" : "NVRTC",
+      art.compiled.seconds, art.compiled.cubin.size(),
       nnz ? static_cast<double>(art.compiled.cubin.size()) / static_cast<double>(nnz) : 0.0, usage.registers,
       usage.stack_frame_bytes,
       usage.spill_store_bytes < 0 ? std::string("unknown (no ptxas report; they lie in the stack frame)")
