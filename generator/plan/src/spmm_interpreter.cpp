@@ -26,7 +26,8 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
                            const std::vector<double>* bias, const std::vector<std::uint32_t>& fragments) {
   if (plan.compressed()) {
     if (fragments.empty())
-      throw UsageError("interpret_spmm: a compressed plan needs its stream (spmm_fragment_words) as `fragments`");
+      throw UsageError(
+          "interpret_spmm: a compressed plan needs its stream (spmm_fragment_words) as `fragments`");
     return interpret_spmm_compressed(plan, fragments, b, bias);
   }
   const SpmmProblem& pr = plan.problem;
