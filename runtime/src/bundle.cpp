@@ -285,7 +285,7 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
                 "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
   if (md.block_rows != s.row_blocks * s.splits)
     contradicts(name, "block_rows", md.block_rows, "plan_summary.row_blocks x plan_summary.splits");
-  if (md.block_x % 32 || s.strips % (md.block_x / 32))
+  if (md.block_x < 32 || md.block_x % 32 || s.strips % (md.block_x / 32))
     contradicts(name, "block_x", md.block_x, "whole warps sharing plan_summary.strips");
   if (md.n_tile < 8 || md.n_tile > 64 || md.n_tile % 8)
     contradicts(name, "n_tile", md.n_tile, "the compressed kernel's 8, 16, .., 64 columns");

@@ -22,6 +22,7 @@
 #include "sparsecc/inspector/options_json.hpp"
 #include "sparsecc/inspector/spmm_decisions.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/tune/space.hpp"
 #include "test_support.hpp"
@@ -277,4 +278,42 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   EXPECT_GE(splits.size(), 3u);
   EXPECT_GE(chunks.size(), 2u);
   EXPECT_EQ(formats.size(), 3u);
+}
+
+TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
+  const CsrMatrix a = shaped(100, 300, 0.2, 29);
+  pipeline::SpmmRequest req;
+  req.problem = {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};
+  req.options = compressed(7, 2, 128);
+  const pipeline::SpmmArtifact art = pipeline::compile_spmm(a, req, default_gpu_target());
+  ASSERT_TRUE(art.bundle);
+  const rt::Bundle& good = *art.bundle;
+  EXPECT_EQ(good.metadata.values_mode, "compressed");
+  EXPECT_NO_THROW(rt::validate_bundle(good, "ok.sccb"));
+  const auto refused = [&](rt::Bundle b, const std::string& part) {
+    try {
+      rt::validate_bundle(b, "bad.sccb");
+      ADD_FAILURE() << part << ": accepted";
+    } catch (const rt::BundleError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  rt::Bundle b = good;
+  const auto split_words = good.metadata.plan_summary["row_blocks"].get<std::size_t>() *
+                           (good.metadata.plan_summary["splits"].get<std::size_t>() + 1);
+  b.fragments[split_words + 1] = 0xffffffu;  // a segment past the data
+  refused(b, "compressed stream");
+  b = good;
+  b.metadata.block_x = 0;
+  refused(b, "block_x");
+  b = good;
+  b.metadata.plan_summary["splits"] = 9;
+  refused(b, "plan_summary.splits");
+  b = good;
+  b.metadata.plan_summary["chunks"] = 1;
+  refused(b, "plan_summary.chunks");
+  b = good;
+  b.metadata.values_mode = "compressed";
+  b.metadata.dtype = "f32";
+  refused(b, "");
 }
