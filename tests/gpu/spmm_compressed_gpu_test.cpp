@@ -56,44 +56,8 @@ CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t s
 void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
               int n) {
   const SpmmPlan& plan = built.plan;
-  const bool bf16 = plan.problem.dtype == DType::bf16;
-  DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
-  round_values(b, plan.problem.dtype);
-  const std::vector<double>* bias = c.problem.bias ? &c.bias : nullptr;
-  const DenseMatrix ref = spmm(round_values(c.a, plan.problem.dtype), b, bias, c.problem.relu);
-  const DenseMatrix interp = interpret_spmm_compressed(plan, built.emitted.fragment_words, b, bias);
-  std::vector<std::uint16_t> hb(b.data.size());
-  for (std::size_t i = 0; i < hb.size(); ++i) hb[i] = to_bits(b.data[i], bf16);
-  const auto outputs = static_cast<std::size_t>(c.a.rows) * static_cast<std::size_t>(n);
-  rt::DeviceBuffer db(std::max<std::size_t>(hb.size() * 2, 16)), dc((outputs + 1) / 2 * 4);
-  db.upload(hb.data(), hb.size() * 2);
-  dc.fill32(bf16 ? 0x7fc07fc0u : 0x7e007e00u);  // NaN in both halves
-  ex.run(db.get(), dc.get(), n);
-  ctx.synchronize();
-  std::vector<std::uint16_t> hc(outputs);
-  dc.download(hc.data(), hc.size() * 2);
-  double max_ref = 0, max_diff = 0;
-  std::int64_t nans = 0, far = 0;
-  std::string first_far;
-  for (double v : ref.data) max_ref = std::max(max_ref, std::fabs(v));
-  for (std::size_t i = 0; i < outputs; ++i) {
-    const double g = from_bits(hc[i], bf16);
-    if (!std::isfinite(g)) {
-      ++nans;
-      continue;
-    }
-    max_diff = std::max(max_diff, std::fabs(g - ref.data[i]));
-    const std::uint16_t want = to_bits(interp.data[i], bf16);
-    const double spacing =
-        std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
-    if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && far++ == 0)
-      first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
-                  std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
-  }
-  std::int64_t max_row_nnz = 0;
-  for (std::int64_t r = 0; r < c.a.rows; ++r) max_row_nnz = std::max(max_row_nnz, c.a.row_nnz(r));
-  const double tol = spmm_tolerance(plan.problem.dtype, DType::f32, max_row_nnz);
-  const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  const HalfGpuRun r = half_gpu_run(ctx, ex, c, plan, n);
+  const double tol = spmm_tolerance(plan.problem.dtype, DType::f32, max_row_nnz(c.a));
   const SpmmCompressedBody& body = *plan.compressed();
   std::printf(
       "[ compressed gpu ] %-40s %5lldx%-5lld nnz %8lld N %4d %-4s splits %d chunk %4d records %lld/%lld/%lld "
@@ -101,12 +65,12 @@ void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
       static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.splits,
       body.chunk_k, static_cast<long long>(body.records[0]), static_cast<long long>(body.records[1]),
-      static_cast<long long>(body.records[2]), rel, tol, far ? " INTERPRETER DIFFERS" : "");
+      static_cast<long long>(body.records[2]), r.rel, tol, r.far ? " INTERPRETER DIFFERS" : "");
   std::fflush(stdout);
-  EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
-  EXPECT_LE(rel, tol) << c.name << " n=" << n;
-  EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from the interpreter; first "
-                    << first_far;
+  EXPECT_EQ(r.nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
+  EXPECT_LE(r.rel, tol) << c.name << " n=" << n;
+  EXPECT_EQ(r.far, 0) << c.name << " n=" << n
+                      << ": beyond one ulp + 2^-20 max|C| from the interpreter; first " << r.first_far;
 }
 
 void build_and_run(const std::vector<SpmmCase>& cases) {

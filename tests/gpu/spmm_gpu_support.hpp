@@ -96,6 +96,71 @@ inline const char* mode_name(SpmmNMode m) { return m == SpmmNMode::fixed ? "fixe
 
 // plan -> check -> emit -> compile for `arch` -> bundle. Throws (UsageError, CompileError,
 // BundleError) when a stage fails; a plan that check_plan rejects is returned unemitted.
+// One run of an f16 / bf16 executor (half_gpu_run): its error against the fp64 reference of its own
+// inputs, and how it differs from the plan interpreter.
+struct HalfGpuRun {
+  double rel = 0;              // max |C - fp64| / max |fp64| over the finite outputs
+  std::int64_t nans = 0;       // outputs not finite (unwritten: C is poisoned with NaN)
+  std::int64_t bit_diffs = 0;  // outputs whose bits differ from interpret_spmm's
+  // Of those, the ones beyond one unit in the last place plus 2^-20 max |C| (tensor cores and the
+  // interpreter sum a fragment's products in fp32 in different orders: their results differ by fp32
+  // roundings of partial sums, up to 2^-20 of max |C| here, and by one rounding to the dtype on top).
+  std::int64_t far = 0;
+  std::string first_far;  // the first of them, described
+};
+
+// Runs `ex` (the executor of `plan` for c.a) at n on a NaN-poisoned C, with B = random_b rounded to the
+// dtype, and compares C with the fp64 reference and interpret_spmm.
+inline HalfGpuRun half_gpu_run(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c,
+                               const SpmmPlan& plan, int n) {
+  const bool bf16 = plan.problem.dtype == DType::bf16;
+  DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
+  round_values(b, plan.problem.dtype);
+  const std::vector<double>* bias = c.problem.bias ? &c.bias : nullptr;
+  const DenseMatrix ref = spmm(round_values(c.a, plan.problem.dtype), b, bias, c.problem.relu);
+  const DenseMatrix interp =
+      interpret_spmm(plan, spmm_kernel_values(plan, c.a), b, bias, spmm_fragment_words(plan, c.a));
+  std::vector<std::uint16_t> hb(b.data.size());
+  for (std::size_t i = 0; i < hb.size(); ++i) hb[i] = to_bits(b.data[i], bf16);
+  const auto outputs = static_cast<std::size_t>(c.a.rows) * static_cast<std::size_t>(n);
+  rt::DeviceBuffer db(std::max<std::size_t>(hb.size() * 2, 16)), dc((outputs + 1) / 2 * 4);
+  db.upload(hb.data(), hb.size() * 2);
+  dc.fill32(bf16 ? 0x7fc07fc0u : 0x7e007e00u);  // NaN in both halves
+  ex.run(db.get(), dc.get(), n);
+  ctx.synchronize();
+  std::vector<std::uint16_t> hc(outputs);
+  dc.download(hc.data(), hc.size() * 2);
+
+  HalfGpuRun r;
+  double max_ref = 0, max_diff = 0;
+  for (double v : ref.data) max_ref = std::max(max_ref, std::fabs(v));
+  for (std::size_t i = 0; i < outputs; ++i) {
+    const double g = from_bits(hc[i], bf16);
+    if (!std::isfinite(g)) {
+      ++r.nans;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::fabs(g - ref.data[i]));
+    const std::uint16_t want = to_bits(interp.data[i], bf16);
+    if (hc[i] == want) continue;
+    ++r.bit_diffs;
+    const double spacing =
+        std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
+    if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && r.far++ == 0)
+      r.first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
+                    std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
+  }
+  r.rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  return r;
+}
+
+// The most nonzeros of one row of `a` (spmm_tolerance's argument).
+inline std::int64_t max_row_nnz(const CsrMatrix& a) {
+  std::int64_t m = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) m = std::max(m, a.row_nnz(r));
+  return m;
+}
+
 inline SpmmBuilt build_spmm(const SpmmCase& c, const std::string& arch) {
   SpmmBuilt out;
   out.plan = plan_spmm(c.a, c.problem, c.options);

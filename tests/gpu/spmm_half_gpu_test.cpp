@@ -70,52 +70,8 @@ CsrMatrix planted(std::int64_t m, std::int64_t k, double density, std::uint64_t 
 void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase& c, const SpmmBuilt& built,
               int n) {
   const SpmmPlan& plan = built.plan;
-  const bool bf16 = plan.problem.dtype == DType::bf16;
-  DenseMatrix b = random_b(c.a.cols, n, 91 + static_cast<std::uint64_t>(n));
-  round_values(b, plan.problem.dtype);
-  const std::vector<double>* bias = c.problem.bias ? &c.bias : nullptr;
-  const DenseMatrix ref = spmm(round_values(c.a, plan.problem.dtype), b, bias, c.problem.relu);
-  const DenseMatrix interp =
-      interpret_spmm(plan, spmm_kernel_values(plan, c.a), b, bias, spmm_fragment_words(plan, c.a));
-  std::vector<std::uint16_t> hb(b.data.size());
-  for (std::size_t i = 0; i < hb.size(); ++i) hb[i] = to_bits(b.data[i], bf16);
-  const auto outputs = static_cast<std::size_t>(c.a.rows) * static_cast<std::size_t>(n);
-  rt::DeviceBuffer db(hb.size() * 2), dc((outputs + 1) / 2 * 4);
-  db.upload(hb.data(), hb.size() * 2);
-  dc.fill32(bf16 ? 0x7fc07fc0u : 0x7e007e00u);  // NaN in both halves
-  ex.run(db.get(), dc.get(), n);
-  ctx.synchronize();
-  std::vector<std::uint16_t> hc(outputs);
-  dc.download(hc.data(), hc.size() * 2);
-
-  double max_ref = 0, max_diff = 0;
-  std::int64_t nans = 0, bit_diffs = 0, far = 0;
-  std::string first_far;
-  for (double v : ref.data) max_ref = std::max(max_ref, std::fabs(v));
-  for (std::size_t i = 0; i < outputs; ++i) {
-    const double g = from_bits(hc[i], bf16);
-    if (!std::isfinite(g)) {
-      ++nans;
-      continue;
-    }
-    max_diff = std::max(max_diff, std::fabs(g - ref.data[i]));
-    const std::uint16_t want = to_bits(interp.data[i], bf16);
-    if (hc[i] != want) {
-      ++bit_diffs;
-      // Tensor cores and the interpreter sum a fragment's products in fp32 in different orders: their
-      // results differ by fp32 roundings of partial sums, up to 2^-20 of max |C| here, and by one
-      // rounding to the dtype on top of that.
-      const double spacing =
-          std::fabs(from_bits(static_cast<std::uint16_t>(want + 1), bf16) - from_bits(want, bf16));
-      if (std::fabs(g - interp.data[i]) > spacing + 0x1p-20 * max_ref && far++ == 0)
-        first_far = "C[" + std::to_string(i) + "]: GPU " + std::to_string(g) + ", interpreter " +
-                    std::to_string(interp.data[i]) + ", fp64 " + std::to_string(ref.data[i]);
-    }
-  }
-  std::int64_t max_row_nnz = 0;
-  for (std::int64_t r = 0; r < c.a.rows; ++r) max_row_nnz = std::max(max_row_nnz, c.a.row_nnz(r));
-  const double tol = spmm_tolerance(plan.problem.dtype, plan.epilogue.accumulate, max_row_nnz);
-  const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  const HalfGpuRun r = half_gpu_run(ctx, ex, c, plan, n);
+  const double tol = spmm_tolerance(plan.problem.dtype, plan.epilogue.accumulate, max_row_nnz(c.a));
   std::printf(
       "[ half gpu ] %-46s %5lldx%-5lld nnz %7lld N %5d %-4s acc %-4s %-8s tiles %5lld (%5.1f %% nnz) "
       "max rel err %.2e (tol %.1e) interp %s\n",
@@ -125,18 +81,18 @@ void run_half(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       static_cast<long long>(plan.blocklets().tiles),
       c.a.nnz() ? 100.0 * static_cast<double>(plan.blocklets().nnz_covered) / static_cast<double>(c.a.nnz())
                 : 0.0,
-      rel, tol,
-      bit_diffs == 0 ? "bit-exact"
-      : far == 0     ? "within bound"
-                     : "DIFFERS");
+      r.rel, tol,
+      r.bit_diffs == 0 ? "bit-exact"
+      : r.far == 0     ? "within bound"
+                       : "DIFFERS");
   std::fflush(stdout);
-  EXPECT_EQ(nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
-  EXPECT_LE(rel, tol) << c.name << " n=" << n;
+  EXPECT_EQ(r.nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
+  EXPECT_LE(r.rel, tol) << c.name << " n=" << n;
   if (plan.fragment_k() == 0) {
-    EXPECT_EQ(bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
+    EXPECT_EQ(r.bit_diffs, 0) << c.name << " n=" << n << ": differs from interpret_spmm";
   } else {
-    EXPECT_EQ(far, 0) << c.name << " n=" << n << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first "
-                      << first_far;
+    EXPECT_EQ(r.far, 0) << c.name << " n=" << n
+                        << ": beyond one ulp + 2^-20 max|C| from interpret_spmm; first " << r.first_far;
   }
 }
 

@@ -22,14 +22,6 @@ std::string shipped(const std::string& name) {
   return (test::source_dir() / "tests" / "data" / "tuning" / name).string();
 }
 
-SpmmProblem problem_of(const CsrMatrix& a, std::int64_t n) {
-  SpmmProblem p;
-  p.m = a.rows;
-  p.k = a.cols;
-  p.n = n;
-  return p;
-}
-
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // A database holding one record of a shipped file, re-keyed for `key`, with winner options that differ
@@ -49,7 +41,7 @@ TEST(TuneLookup, ARecordOfTheMatrixGivesItsWinner) {
   test::TempDir dir;
   const std::string db = dir.file("tuning.json");
   const CsrMatrix a = test::random_csr(96, 64, 0.1, 4);
-  const SpmmProblem p = problem_of(a, 128);
+  const SpmmProblem p = test::problem_for(a, 128);
   tune::update_database(db, {record_for(tune::spmm_tuning_key(a, p, kGpu, "9.0"))});
 
   const tune::TunedChoice c =
@@ -85,17 +77,17 @@ TEST(TuneLookup, WithoutARecordThePredictorRanksTheSpace) {
   // A shipped database of other matrices: no record of this one.
   const std::string db = shipped("h100_sparsert90_b1_exhaustive_tune.json");
   const CsrMatrix a = test::random_csr(128, 96, 0.1, 6);
-  const tune::TunedChoice c =
-      tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
+  const tune::TunedChoice c = tune::choose_tuned_plan(db, a, test::problem_for(a, 64), {},
+                                                      KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
   EXPECT_TRUE(starts_with(c.how, "no record in " + db + " for this matrix and problem on " + kGpu)) << c.how;
   EXPECT_NE(c.how.find("unrolled candidates"), std::string::npos) << c.how;
   // The choice plans.
-  EXPECT_NO_THROW(plan_spmm(a, problem_of(a, 64), c.options));
+  EXPECT_NO_THROW(plan_spmm(a, test::problem_for(a, 64), c.options));
   // The same inputs, the same choice.
-  EXPECT_EQ(
-      tune::choose_tuned_plan(db, a, problem_of(a, 64), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu)
-          .how,
-      c.how);
+  EXPECT_EQ(tune::choose_tuned_plan(db, a, test::problem_for(a, 64), {}, KernelLanguage::ptx,
+                                    gpu_target("sm_90"), kGpu)
+                .how,
+            c.how);
 }
 
 TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
@@ -105,11 +97,12 @@ TEST(TuneLookup, AnUnreadableDatabaseIsAnErrorNamingIt) {
   const CsrMatrix a = test::random_csr(32, 32, 0.2, 1);
   test::expect_input_error(
       [&] {
-        tune::choose_tuned_plan(db, a, problem_of(a, 8), {}, KernelLanguage::ptx, gpu_target("sm_90"), kGpu);
+        tune::choose_tuned_plan(db, a, test::problem_for(a, 8), {}, KernelLanguage::ptx, gpu_target("sm_90"),
+                                kGpu);
       },
       {"broken.json"});
   // A missing database is an empty one.
-  EXPECT_TRUE(starts_with(tune::choose_tuned_plan(dir.file("none.json"), a, problem_of(a, 8), {},
+  EXPECT_TRUE(starts_with(tune::choose_tuned_plan(dir.file("none.json"), a, test::problem_for(a, 8), {},
                                                   KernelLanguage::ptx, gpu_target("sm_90"), kGpu)
                               .how,
                           "no record in"));

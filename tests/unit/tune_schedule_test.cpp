@@ -15,28 +15,10 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/tune/schedule.hpp"
 #include "test_support.hpp"
+#include "tune_support.hpp"
 
 namespace sparsecc {
 namespace {
-
-SpmmProblem problem_of(const CsrMatrix& a, std::int64_t n) {
-  SpmmProblem p;
-  p.m = a.rows;
-  p.k = a.cols;
-  p.n = n;
-  return p;
-}
-
-// A few PTX baked plans: small spaces, searched exhaustively.
-tune::SpmmSpaceDims small_dims() {
-  tune::SpmmSpaceDims dims;
-  dims.rows_per_block = {4, 8};
-  dims.groups = {1, 2};
-  dims.row_split = {SpmmRowSplit::equal};
-  dims.value_mode = {SpmmValueMode::baked};
-  dims.emitter = {KernelLanguage::ptx};
-  return dims;
-}
 
 // Times by rows per block and groups (the best is R8, one group); checks that no two measurements
 // overlap (the scheduler times one candidate at a time).
@@ -74,7 +56,7 @@ std::vector<tune::TuneJob> make_jobs(std::size_t count) {
     tune::TuneJob job;
     job.name = "m" + std::to_string(i);
     job.a = test::random_csr(64 + 16 * static_cast<std::int64_t>(i), 48, 0.1, 11 + i);
-    job.problem = problem_of(job.a, 32);
+    job.problem = test::problem_for(job.a, 32);
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -83,7 +65,7 @@ std::vector<tune::TuneJob> make_jobs(std::size_t count) {
 tune::TuneManyOptions options_for(const std::string& db) {
   tune::TuneManyOptions o;
   o.search.jobs = 4;
-  o.dims = small_dims();
+  o.dims = test::small_tune_dims();
   o.gpu = "Fake GPU";
   o.compute_capability = "9.0";
   o.database = db;

@@ -15,6 +15,7 @@
 #include "sparsecc/tune/space.hpp"
 #include "sparsecc/tune/tuner.hpp"
 #include "test_support.hpp"
+#include "tune_support.hpp"
 
 namespace sparsecc {
 namespace {
@@ -221,21 +222,9 @@ tune::SpmmBuilder fake_builder(std::atomic<int>* calls = nullptr, const std::str
   };
 }
 
-// A space of a few PTX baked plans (rows per block 4 or 8, 1 or 2 groups), small enough to search
-// exhaustively.
-tune::SpmmSpaceDims small_dims() {
-  tune::SpmmSpaceDims dims;
-  dims.rows_per_block = {4, 8};
-  dims.groups = {1, 2};
-  dims.row_split = {SpmmRowSplit::equal};
-  dims.value_mode = {SpmmValueMode::baked};
-  dims.emitter = {KernelLanguage::ptx};
-  return dims;
-}
-
 TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
-  const tune::SpmmSpaceDims dims = small_dims();
+  const tune::SpmmSpaceDims dims = test::small_tune_dims();
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
   ASSERT_LE(space.candidates.size(), 24u);
   FakeMeasurer gpu;
@@ -287,7 +276,7 @@ TEST(TuneSearch, ExhaustiveSmallSpaceMeasuresEverythingAndPicksTheFastest) {
 // else, only for unrolled fp32 PTX plans, and a variant that wins is what the database replays.
 TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 5);
-  const tune::SpmmSpaceDims dims = small_dims();
+  const tune::SpmmSpaceDims dims = test::small_tune_dims();
   const tune::SpmmSpace space = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
   const tune::SpmmCandidate& c = space.candidates.front();
   const auto variants = tune::spmm_register_variants(a, c, dims);
@@ -341,7 +330,7 @@ TEST(TuneSearch, TheWinnersRegisterCapIsRaisedLast) {
 // fp32 plans at a fixed even N; a pair variant that wins is what the database replays.
 TEST(TuneSearch, TheWinnerIsTriedWithTwoColumnsAThread) {
   const CsrMatrix a = test::random_csr(200, 96, 0.2, 3);
-  const tune::SpmmSpaceDims dims = small_dims();
+  const tune::SpmmSpaceDims dims = test::small_tune_dims();
   for (const SpmmRowSplit split : {SpmmRowSplit::equal, SpmmRowSplit::balanced}) {
     SpmmOptions base;
     base.row_split = split;
@@ -622,7 +611,7 @@ TEST(TuneSearch, BothKindsAreTimedFromTheStart) {
 // two compiles are in flight over both searches, though each may keep three, and each search still
 // measures every candidate and finds what it finds alone.
 TEST(TuneSearch, SearchesAtOnceShareTheirCompileSlots) {
-  const tune::SpmmSpaceDims dims = small_dims();
+  const tune::SpmmSpaceDims dims = test::small_tune_dims();
   const CsrMatrix a = test::random_csr(64, 64, 0.1, 5), b = test::random_csr(96, 64, 0.1, 6);
   const tune::SpmmSpace space_a = tune::spmm_space(a, problem(a, 128), {}, KernelLanguage::ptx, dims);
   const tune::SpmmSpace space_b = tune::spmm_space(b, problem(b, 128), {}, KernelLanguage::ptx, dims);

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "sparsecc/common/error.hpp"
+#include "sparsecc/common/file.hpp"
 #include "sparsecc/target/target.hpp"
 
 namespace sparsecc::flags {
@@ -115,15 +116,11 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
   o.compressed.splits = f.splits;
   if (f.record_formats != "auto") {
     std::uint32_t bits = 0;
-    std::size_t at = 0;
-    while (at <= f.record_formats.size()) {
-      const std::size_t comma = std::min(f.record_formats.find(',', at), f.record_formats.size());
-      const std::string word = f.record_formats.substr(at, comma - at);
+    for (const std::string_view word : split_fields(f.record_formats, true)) {
       const int code = word == "bitmap" ? 0 : word == "positions" ? 1 : word == "dense" ? 2 : -1;
       if (code < 0)
         throw UsageError(fmt::format("--record-formats: '{}' is not bitmap, positions or dense", word));
       bits |= 1u << code;
-      at = comma + 1;
     }
     o.compressed.formats = bits;
   }

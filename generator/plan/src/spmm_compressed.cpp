@@ -218,7 +218,7 @@ std::vector<std::int64_t> spmm_segment_bytes(const SpmmPieceCensus& census, std:
   const std::int64_t per_chunk = chunk_k / kCols;
   const std::int64_t chunks = ceil_div(census.pieces_per_strip, per_chunk);
   std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
-  const std::int64_t header = round_up(4 * strips_per_block, 16);
+  const std::int64_t header = rt::CompressedShape{.strips = strips_per_block}.header_bytes();
   for (std::int64_t s = 0; s < census.strips; ++s) {
     const std::int64_t r = s / strips_per_block;
     for (std::int64_t i = census.strip_begin[s]; i < census.strip_begin[s + 1]; ++i)

@@ -484,22 +484,6 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
 std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const GpuTarget& target) {
   std::vector<std::string> errors;
   const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
-  if (const SpmmCompressedBody* b = p.compressed()) {
-    const SpmmProblem& pr = p.problem;
-    if (pr.m != a.rows || pr.k != a.cols)
-      err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
-    if (pr.n < 1 || pr.n >= (std::int64_t{1} << 30)) err(fmt::format("n {} outside 1..2^30", pr.n));
-    if (p.epilogue.bias != pr.bias || p.epilogue.relu != pr.relu || p.epilogue.output != pr.dtype)
-      err("the epilogue differs from the problem");
-    if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
-      err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
-    if (p.hints.max_registers < 1 || p.hints.max_registers > target.max_registers_per_thread)
-      err(fmt::format("max_registers {} outside 1..{}", p.hints.max_registers,
-                      target.max_registers_per_thread));
-    if (p.hints.programmatic_trigger) err("compressed kernels do not let the next grid launch early");
-    check_compressed(p, *b, target, errors);
-    return errors;
-  }
   const SpmmProblem& pr = p.problem;
   if (pr.m != a.rows || pr.k != a.cols)
     err(fmt::format("problem {}x{} but A is {}x{}", pr.m, pr.k, a.rows, a.cols));
@@ -557,7 +541,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
       p.layout.block_x > 1024)
     err(fmt::format("launch shape: n_tile {} groups {} block_x {}", p.layout.n_tile, p.layout.groups,
                     p.layout.block_x));
-  if (p.layout.rows_per_block < 1 || p.layout.rows_per_block > kSpmmMaxAccumulators)
+  if (!p.compressed() && (p.layout.rows_per_block < 1 || p.layout.rows_per_block > kSpmmMaxAccumulators))
     err(fmt::format("rows_per_block {} outside 1..{}", p.layout.rows_per_block, kSpmmMaxAccumulators));
   if (p.fragment_k() != 0) {
     if (!p.half() || (p.fragment_k() != 8 && p.fragment_k() != 16))
@@ -574,6 +558,11 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
   if (p.hints.assembler_opt_level < 0 || p.hints.assembler_opt_level > 3)
     err(fmt::format("assembler_opt_level {} outside 0..3", p.hints.assembler_opt_level));
   if (!errors.empty()) return errors;
+  // Compressed plans: their body and layout (their rows are in the stream, not in steps).
+  if (const SpmmCompressedBody* b = p.compressed()) {
+    check_compressed(p, *b, target, errors);
+    return errors;
+  }
   if (pr.m > 0 && p.layout.blocks.empty()) err("no block rows");
   std::int64_t next = 0;
   for (const auto& b : p.layout.blocks) {
