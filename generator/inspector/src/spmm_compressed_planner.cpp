@@ -188,7 +188,6 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   l.cols_per_thread = 2;
   for (std::int64_t r = 0; r < row_blocks; ++r)
     l.blocks.push_back({r * l.rows_per_block, std::min(problem.m, (r + 1) * l.rows_per_block), {}, {}});
-  b.stage_bytes = std::max<std::int64_t>(b.stage_bytes, 16);
   l.shared_bytes = spmm_compressed_shared_bytes(b);
   p.epilogue = {problem.bias, problem.relu, DType::f32, problem.dtype};
   p.hints.estimated_registers = 64;
