@@ -9,6 +9,9 @@
 //   WARPS         warps a block; warp w owns strips w * STRIPS .. + STRIPS of its row block
 //   STRIPS        16-row strips a warp owns (a row block is 16 * WARPS * STRIPS rows)
 //   CHUNK_K       rows of B (columns of A) a block stages at a time
+//   STAGES        chunks a block holds in shared memory at once (2..8): STAGES - 1 in flight
+//   PITCH         bytes of a staged row of B; SWIZZLE 1: rows of 2 * N_TILE bytes whose 16-byte pieces
+//                 are permuted per row against bank conflicts (N_TILE 16, 32, 64), 0: padded rows
 //   SPLITS        blocks splitting a row block's chunks: one thread-block cluster (sm_90), whose
 //                 blocks add their partial sums through distributed shared memory
 //   N_TILE        columns of C a block (grid x: ceil(n / N_TILE)), a multiple of 8
@@ -19,16 +22,19 @@
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
 // Each chunk of the block's split: B's rows of the chunk (N_TILE columns, zero past K and n) and the
-// row block's segment of the stream go to shared memory with cp.async, double-buffered; then every
+// row block's segment of the stream go to shared memory with cp.async, STAGES - 1 chunks ahead of the
+// one the block works on (one block barrier a chunk); then every
 // warp walks its strips' records: a record's format decides how its four 16 x 16 steps become A
 // operands (dense: two 8-byte loads a lane; bitmap: each lane finds its two elements of each 8 x 8
 // sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 64 operand in shared
-// memory, 2 KiB a warp), B's operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
+// memory, two 2 KiB buffers a warp used in turn, so that one warp barrier a record orders them), B's
+// operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
 // ABI: grid (ceil(n / N_TILE), ROW_BLOCKS * SPLITS), block (32 * WARPS), dynamic shared memory from
 // the plan; B (K x n) and C (M x n) row-major 16-bit; `stream` is the fragments argument.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
 #define SPCC_SPLITS /*@SPLITS*/1/*@end*/
 #define SPCC_VEC /*@VEC*/1/*@end*/
+#define SPCC_SWIZZLE /*@SWIZZLE*/1/*@end*/
 
 typedef unsigned short spcc_u16;
 typedef unsigned int spcc_u32;
@@ -51,7 +57,11 @@ static __device__ __forceinline__ void spcc_copy16(spcc_u32 dst, const void* src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 static __device__ __forceinline__ void spcc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-static __device__ __forceinline__ void spcc_wait_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+// Until at most `pending` of this thread's committed copy groups are still in flight.
+template <int pending>
+static __device__ __forceinline__ void spcc_wait_pending() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
+}
 
 static __device__ __forceinline__ void spcc_ldmatrix_x4_trans(spcc_u32 (&r)[4], spcc_u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -115,9 +125,11 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
   constexpr long long K = /*@K*/256/*@end*/;
   constexpr int CHUNKS = /*@CHUNKS*/1/*@end*/;
   constexpr int STAGE_BYTES = /*@STAGE_BYTES*/8192/*@end*/;
+  constexpr int NS = /*@STAGES*/3/*@end*/;
   constexpr int SPLITS = SPCC_SPLITS;
   constexpr int ROWS = 16 * W * S;
-  constexpr int PITCH = NT == 8 ? 16 : 2 * NT + 16;  // bytes of a staged row of B (no bank conflicts)
+  constexpr int PITCH = /*@PITCH*/32/*@end*/;
+  constexpr int PIECES = NT / 8;  // 16-byte pieces of a row of B
   constexpr int B_BYTES = CK * PITCH;
   constexpr int STAGE = B_BYTES + STAGE_BYTES;
   constexpr int HEADER = (4 * W * S + 15) / 16 * 16;
@@ -135,10 +147,15 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
   const int c_end = static_cast<int>(stream[rb * (SPLITS + 1) + split + 1]);
   const spcc_u32* segments = stream + SPLIT_WORDS + static_cast<long long>(rb) * CHUNKS;
   const unsigned char* data = reinterpret_cast<const unsigned char*>(stream + DATA_WORD);
-  spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + 2 * STAGE) + warp * 1024;
+  spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + NS * STAGE) + warp * 2048;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
+  for (int q = 0; q < 8; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
   __syncwarp();
+  int turn = 0;  // the scratch buffer of the next positions record
+  // The 16-byte piece of a staged row of B where its piece `p` lies.
+  const auto piece_at = [](int row, int p) {
+    return SPCC_SWIZZLE ? p ^ ((row / (8 / PIECES)) & (PIECES - 1)) : p;
+  };
 
   float acc[S][NT / 8][4];
 #pragma unroll
@@ -161,27 +178,33 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
       const int row = i / (NT / 8), piece = i % (NT / 8);
       const long long k = k0 + row, col = col0 + 8 * piece;
       const bool live = k < K && col < ld;
-      spcc_copy16(spcc_smem(base + row * PITCH + 16 * piece), live ? B + k * ld + col : B, live ? 16 : 0);
+      spcc_copy16(spcc_smem(base + row * PITCH + 16 * piece_at(row, piece)), live ? B + k * ld + col : B,
+                  live ? 16 : 0);
     }
 #else
     for (int i = threadIdx.x; i < CK * NT; i += 32 * W) {
       const int row = i / NT, j = i % NT;
       const long long k = k0 + row, col = col0 + j;
-      reinterpret_cast<spcc_u16*>(base + row * PITCH)[j] = k < K && col < ld ? B[k * ld + col] : 0;
+      reinterpret_cast<spcc_u16*>(base + row * PITCH + 16 * piece_at(row, j / 8))[j % 8] =
+          k < K && col < ld ? B[k * ld + col] : 0;
     }
 #endif
     for (long long i = threadIdx.x; i < seg_len / 16; i += 32 * W)
       spcc_copy16(spcc_smem(base + B_BYTES + 16 * i), data + seg_begin + 16 * i, 16);
   };
 
-  if (c_begin < c_end) stage(c_begin, 0);
-  spcc_commit();
-  int buf = 0;
-  for (int c = c_begin; c < c_end; ++c, buf ^= 1) {
-    if (c + 1 < c_end) stage(c + 1, buf ^ 1);
+  // Prologue: the first NS - 1 chunks in flight (one copy group each, empty past the split).
+#pragma unroll 1
+  for (int i = 0; i < NS - 1; ++i) {
+    if (c_begin + i < c_end) stage(c_begin + i, i);
     spcc_commit();
-    spcc_wait_one();
-    __syncthreads();
+  }
+  int buf = 0;
+  for (int c = c_begin; c < c_end; ++c, buf = buf + 1 == NS ? 0 : buf + 1) {
+    spcc_wait_pending<NS - 2>();  // chunk c has landed (this thread's copies) ...
+    __syncthreads();              // ... everyone's, and chunk c - 1's buffer is free again
+    if (c + NS - 1 < c_end) stage(c + NS - 1, buf == 0 ? NS - 1 : buf - 1);
+    spcc_commit();
     if (segments[c + 1] != segments[c]) {
       const unsigned char* seg = smem + buf * STAGE + B_BYTES;
       const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
@@ -230,24 +253,26 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
           } else {
             // Positions: the warp scatters the record's nonzeros into its zeroed operand tile (lane-major
             // mma order), reads its operands back and zeroes what it read.
+            // Each lane reads back and zeroes only its own operands, and a buffer is scattered into
+            // again two records later, past the other buffer's warp barrier.
             const spcc_u16* vals = reinterpret_cast<const spcc_u16*>(rec + 8);
             const unsigned char* pos = rec + 8 + 2 * nvals;
             const int c0 = h.y & 0xff, c1 = c0 + ((h.y >> 8) & 0xff), c2 = c1 + ((h.y >> 16) & 0xff);
+            spcc_u16* tile = scratch + 1024 * turn;
+            turn ^= 1;
 #pragma unroll 4
             for (int i = lane; i < nvals; i += 32) {
               const int q = (i >= c0) + (i >= c1) + (i >= c2);
-              scratch[q * 256 + pos[i]] = vals[i];
+              tile[q * 256 + pos[i]] = vals[i];
             }
             __syncwarp();
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-              const uint4 w = reinterpret_cast<const uint4*>(scratch)[q * 32 + lane];
+              uint4* own = reinterpret_cast<uint4*>(tile) + q * 32 + lane;
+              const uint4 w = *own;
               a[q][0] = w.x, a[q][1] = w.y, a[q][2] = w.z, a[q][3] = w.w;
+              *own = make_uint4(0, 0, 0, 0);
             }
-            __syncwarp();
-#pragma unroll
-            for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
-            __syncwarp();
             at += (8 + 3 * nvals + 7) & ~7;
           }
 #pragma unroll
@@ -262,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #pragma unroll
               for (int p = 0; p < NT / 16; ++p) {
                 spcc_u32 b[4];
-                spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 32 * p + 16 * (lane >> 4));
+                spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 16 * piece_at(krow, 2 * p + (lane >> 4)));
                 spcc_mma(acc[s][2 * p], a[q], b[0], b[1]);
                 spcc_mma(acc[s][2 * p + 1], a[q], b[2], b[3]);
               }
@@ -276,13 +301,13 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
         }
       }
     }
-    __syncthreads();
   }
 
   // Epilogue: the sums of every split (added in split order), bias, ReLU, one rounding, the stores.
   const long long row_base = static_cast<long long>(rb) * ROWS;
 #if SPCC_SPLITS > 1
-  float* part = reinterpret_cast<float*>(smem);  // ROWS x NT partial sums (the stages are done)
+  __syncthreads();                               // every warp is done with the stages ...
+  float* part = reinterpret_cast<float*>(smem);  // ... which now hold ROWS x NT partial sums
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll

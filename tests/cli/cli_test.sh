@@ -102,6 +102,8 @@ expect 0 "family compressed \(asked for\): blocks of 4 warps x 1 strips" -- comp
 expect 0 "max relative error .* ok" -- verify "$tmp/cz.sccb" --cpu
 expect 0 "records: 0 bitmap, .* positions" -- compile "$tmp/small.mtx" --n 7 --dtype bf16 --values compressed --record-formats positions,dense --splits 1 -o "$tmp/cz2.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz2.sccb" --cpu
+expect 0 "chunks of 64 columns \(4 stages\)" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --chunk-k 64 --stages 4 -o "$tmp/cz3.sccb"
+expect 0 "max relative error .* ok" -- verify "$tmp/cz3.sccb" --cpu
 expect 2 "compressed plans run on fp16 / bf16" -- compile "$tmp/small.mtx" --n 16 --values compressed -o "$tmp/x.sccb"
 expect 2 "record-formats: 'bits' is not bitmap" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --record-formats bits -o "$tmp/x.sccb"
 expect 2 "step-lanes: 3 not in"    -- compile "$tmp/small.mtx" --n 1 --values rolled --step-lanes 3 -o "$tmp/x.sccb"

@@ -183,6 +183,42 @@ TEST(SpmmCompressed, SplitsBalanceBytesAndPlanSurvivesJson) {
   EXPECT_FALSE(check_plan(broken, a).empty());
 }
 
+TEST(SpmmCompressed, StagesAndTheStagedRowsOfBSizeSharedMemory) {
+  // Rows of B: 2 n_tile bytes where the 16-byte pieces are swizzled (8, 16, 32, 64 columns), padded
+  // by 16 bytes otherwise.
+  EXPECT_EQ(spmm_compressed_pitch(8), 16);
+  EXPECT_EQ(spmm_compressed_pitch(16), 32);
+  EXPECT_EQ(spmm_compressed_pitch(32), 64);
+  EXPECT_EQ(spmm_compressed_pitch(64), 128);
+  EXPECT_EQ(spmm_compressed_pitch(24), 64);
+  EXPECT_FALSE(spmm_compressed_swizzled(8));
+  EXPECT_TRUE(spmm_compressed_swizzled(16));
+
+  const CsrMatrix a = shaped(300, 3000, 0.05, 17);
+  const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};
+  const SpmmPlan two = plan_spmm(a, pr, compressed(7, 2, 128));
+  EXPECT_EQ(two.compressed()->stages, spmm_rules::kCompressedStages);
+  SpmmOptions o = compressed(7, 2, 128);
+  o.compressed.stages = 5;
+  const SpmmPlan five = plan_spmm(a, pr, o);
+  const SpmmCompressedBody& b = *five.compressed();
+  EXPECT_EQ(b.stages, 5);
+  EXPECT_EQ(five.layout.shared_bytes, 5 * (128 * 32 + b.stage_bytes) + kSpmmCompressedScratchBytes * b.warps);
+  EXPECT_TRUE(check_plan(five, a).empty());
+  EXPECT_EQ(to_json(plan_from_json(to_json(five))), to_json(five));
+  for (const std::int32_t bad : {1, 9}) {
+    SpmmPlan broken = five;
+    broken.compressed()->stages = bad;
+    EXPECT_FALSE(check_plan(broken, a).empty()) << bad;
+    o.compressed.stages = bad;
+    EXPECT_THROW(plan_spmm(a, pr, o), UsageError) << bad;
+  }
+  // The emitted kernel takes the plan's stages and rows of B.
+  const std::string source = emit_spmm_cuda(five, a).source;
+  EXPECT_NE(source.find("constexpr int NS = 5;"), std::string::npos);
+  EXPECT_NE(source.find("constexpr int PITCH = 32;"), std::string::npos);
+}
+
 TEST(SpmmCompressed, TheWalkRefusesStreamsThatPointOutside) {
   const CsrMatrix a = shaped(100, 300, 0.2, 13);
   const SpmmPlan plan =
@@ -254,6 +290,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   o.compressed.warps = 8;
   o.compressed.strips_per_warp = 2;
   o.compressed.bitmap_weight = 50;
+  o.compressed.stages = 3;
   const SpmmOptions back = spmm_options_from_json(to_json(o), "test");
   EXPECT_EQ(back.compressed, o.compressed);
   EXPECT_EQ(back.value_mode, o.value_mode);
@@ -265,11 +302,12 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
   ASSERT_FALSE(space.candidates.empty());
   EXPECT_TRUE(space.candidates.front().is_default);
-  std::set<std::int32_t> splits, chunks, formats;
+  std::set<std::int32_t> splits, chunks, formats, stages;
   for (const tune::SpmmCandidate& c : space.candidates) {
     ASSERT_TRUE(c.plan.compressed()) << c.label;
     splits.insert(c.plan.compressed()->splits);
     chunks.insert(c.plan.compressed()->chunk_k);
+    stages.insert(c.plan.compressed()->stages);
     formats.insert(static_cast<std::int32_t>(c.plan.compressed()->formats));
     // The stored options rebuild the candidate's plan.
     const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
@@ -278,6 +316,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   EXPECT_GE(splits.size(), 3u);
   EXPECT_GE(chunks.size(), 2u);
   EXPECT_EQ(formats.size(), 3u);
+  EXPECT_GE(stages.size(), 2u);
 }
 
 TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {

@@ -80,6 +80,9 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
   cmd->add_option("--chunk-k", f.chunk_k,
                   "Compressed plans: columns of A a block stages at a time, a multiple of 64 (0: automatic)")
       ->check(CLI::Range(0, 16384));
+  cmd->add_option("--stages", f.stages,
+                  "Compressed plans: chunks a block holds in shared memory at once, 2..8 (0: as many as fit)")
+      ->check(CLI::Range(0, 8));
   cmd->add_option(
          "--splits", f.splits,
          "Compressed plans: blocks (a thread-block cluster, sm_90 on) splitting K, 1..8 (0: automatic)")
@@ -114,6 +117,7 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
   o.compressed.strips_per_warp = f.compressed_strips;
   o.compressed.chunk_k = f.chunk_k;
   o.compressed.splits = f.splits;
+  o.compressed.stages = f.stages;
   if (f.record_formats != "auto") {
     std::uint32_t bits = 0;
     for (const std::string_view word : split_fields(f.record_formats, true)) {

@@ -81,6 +81,7 @@ json to_json(const SpmmOptions& o) {
     json jc{{"warps", c.warps},
             {"strips_per_warp", c.strips_per_warp},
             {"chunk_k", c.chunk_k},
+            {"stages", c.stages},
             {"splits", c.splits}};
     if (c.formats) jc["formats"] = *c.formats;
     if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
@@ -125,6 +126,7 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     c.integer("warps", co.warps);
     c.integer("strips_per_warp", co.strips_per_warp);
     c.integer("chunk_k", co.chunk_k);
+    if (c.has("stages")) c.integer("stages", co.stages);
     c.integer("splits", co.splits);
     const auto optional = [&](const char* key, auto& field) {
       if (!c.has(key)) return;

@@ -76,7 +76,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   b.warps = o.warps;
   b.strips_per_warp = o.strips_per_warp;
   if (!b.warps || !b.strips_per_warp) {
-    for (const auto [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {
+    for (const auto& [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {
       const std::int32_t ww = b.warps ? b.warps : w, ss = b.strips_per_warp ? b.strips_per_warp : st;
       if (blocks_of(16 * ww * ss) >= kCompressedShapeBlocksPerSm * target.sm_count || (w == 4 && st == 1)) {
         b.warps = ww;
@@ -105,35 +105,32 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
           fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
     candidates = {o.chunk_k};
   } else {
-    for (const std::int64_t c : {1024, 512, 256, 128, 64})
-      if (c <= k64 || c == 64) candidates.push_back(std::min(c, k64));
+    for (const std::int64_t c : {kCompressedChunk, std::int64_t{rt::kRecordCols}})
+      if (c <= k64 || c == rt::kRecordCols) candidates.push_back(std::min(c, k64));
   }
-  // The largest chunk whose stages leave room for kCompressedBlocksPerSmShared blocks on an SM, else
-  // the largest that fits a block (the kernel opts in to more than the default 48 KiB).
+  if (o.stages && (o.stages < 2 || o.stages > kSpmmCompressedMaxStages))
+    throw UsageError(fmt::format("plan_spmm: {} stages: expected 2..{}", o.stages, kSpmmCompressedMaxStages));
+  // The largest chunk whose stages leave room for kCompressedSharedBlocks blocks on an SM, else the
+  // largest whose stages fit a block's opt-in shared memory.
   const std::int64_t block_limit = target.shared_per_block_optin;
   const std::int64_t shared_limit =
       target.shared_per_sm / kCompressedSharedBlocks - target.shared_reserved_per_block;
-  // The splits the grid wants (below), known before the chunk: a split should hold at least
-  // kCompressedChunksPerSplit chunks, so that its stages overlap loads with work.
   const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
   const std::int64_t wanted = std::clamp<std::int64_t>(
       std::min({ceil_div(kCompressedBlocksPerSm * target.sm_count, row_blocks * col_tiles),
                 problem.m / row_blocks, target.clusters ? std::int64_t{rt::kMaxClusterSplits} : 1}),
       1, rt::kMaxClusterSplits);
-  const std::int64_t split_goal = o.splits ? o.splits : wanted;
   std::vector<std::int64_t> seg;
   bool fits = false;
   for (const bool two_blocks : {true, false}) {
+    const std::int64_t limit = two_blocks ? shared_limit : block_limit;
     for (const std::int64_t c : candidates) {
-      if (!o.chunk_k && c != candidates.back() &&
-          ceil_div(problem.k, c) < kCompressedChunksPerSplit * split_goal)
-        continue;
       seg = spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
-      b.splits = 1;
-      const std::int64_t bytes = spmm_compressed_shared_bytes(b);
-      if (bytes <= block_limit && (!two_blocks || bytes <= shared_limit)) {
+      b.splits = o.splits ? o.splits : static_cast<std::int32_t>(wanted);
+      b.stages = o.stages ? o.stages : kCompressedStages;
+      if (spmm_compressed_shared_bytes(b) <= limit) {
         fits = true;
         break;
       }
@@ -142,10 +139,9 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
   if (!fits)
     throw UsageError(fmt::format(
-        "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block, "
-        "more "
-        "than the {} a block of {} takes; take fewer warps or strips (--compressed-warps)",
-        spmm_compressed_shared_bytes(b), 16 * strips, target.shared_per_block_optin, target.arch));
+        "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block "
+        "and {} stages, more than the {} a block of {} takes; take fewer warps or strips (--warps, --strips)",
+        spmm_compressed_shared_bytes(b), 16 * strips, b.stages, target.shared_per_block_optin, target.arch));
 
   // Splits: enough blocks for the SMs.
   const std::int64_t chunks = ceil_div(problem.k, b.chunk_k);

@@ -231,12 +231,11 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
                                   : fmt::format("{} B", usage.spill_store_bytes + usage.spill_load_bytes));
   if (const SpmmCompressedBody* c = plan.compressed())
     out += fmt::format(
-        "\nfamily {}: blocks of {} warps x {} strips ({} rows) over chunks of {} columns, {} split(s) a row "
-        "block "
-        "(cluster), {} columns a block; records: {} bitmap, {} positions, {} dense; stream {:.1f} MB ({:.2f} "
-        "bytes/nonzero), {} bytes of shared memory a block",
+        "\nfamily {}: blocks of {} warps x {} strips ({} rows) over chunks of {} columns ({} stages), {} "
+        "split(s) a row block (cluster), {} columns a block; records: {} bitmap, {} positions, {} dense; "
+        "stream {:.1f} MB ({:.2f} bytes/nonzero), {} bytes of shared memory a block",
         family_note.empty() ? "compressed" : family_note, c->warps, c->strips_per_warp,
-        plan.layout.rows_per_block, c->chunk_k, c->splits, c->n_tile, c->records[0], c->records[1],
+        plan.layout.rows_per_block, c->chunk_k, c->stages, c->splits, c->n_tile, c->records[0], c->records[1],
         c->records[2], 4e-6 * static_cast<double>(c->stream_words),
         nnz ? 4.0 * static_cast<double>(c->stream_words) / static_cast<double>(nnz) : 0.0,
         plan.layout.shared_bytes);

@@ -61,6 +61,7 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
                        {"chunk_k", shape.chunk_k},
                        {"stage_bytes", shape.stage_bytes},
                        {"warps", c->warps},
+                       {"stages", c->stages},
                        {"rows_per_row_block", plan.layout.rows_per_block},
                        {"records_bitmap", c->records[0]},
                        {"records_positions", c->records[1]},

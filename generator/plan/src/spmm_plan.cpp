@@ -336,13 +336,18 @@ std::int64_t spmm_stage_wait(std::int64_t slot, std::int64_t commits) {
   return slot % kSpmmStageChunk == 0 ? commits - 1 - slot / kSpmmStageChunk : -1;
 }
 
-std::int64_t spmm_compressed_pitch(std::int64_t n_tile) { return n_tile == 8 ? 16 : 2 * n_tile + 16; }
+bool spmm_compressed_swizzled(std::int64_t n_tile) { return n_tile == 16 || n_tile == 32 || n_tile == 64; }
+
+std::int64_t spmm_compressed_pitch(std::int64_t n_tile) {
+  return n_tile == 8 || spmm_compressed_swizzled(n_tile) ? 2 * n_tile : 2 * n_tile + 16;
+}
 
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
-  const std::int64_t stages = 2 * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
+  const std::int64_t stages =
+      std::int64_t{b.stages} * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
   const std::int64_t partial =
       b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
-  return std::max(stages, partial) + std::int64_t{2048} * b.warps;
+  return std::max(stages, partial) + kSpmmCompressedScratchBytes * b.warps;
 }
 
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
@@ -425,6 +430,8 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
   if (b.chunk_k < rt::kRecordCols || b.chunk_k % rt::kRecordCols || b.chunk_k > 256 * rt::kRecordCols)
     err(fmt::format("chunk_k {} is not a multiple of {} up to {}", b.chunk_k, rt::kRecordCols,
                     256 * rt::kRecordCols));
+  if (b.stages < 2 || b.stages > kSpmmCompressedMaxStages)
+    err(fmt::format("stages {} outside 2..{}", b.stages, kSpmmCompressedMaxStages));
   if (b.splits < 1 || b.splits > rt::kMaxClusterSplits || (b.splits > 1 && !target.clusters))
     err(fmt::format("splits {} outside 1..{} (above 1 only on targets with thread-block clusters, not {})",
                     b.splits, rt::kMaxClusterSplits, target.arch));
@@ -621,6 +628,7 @@ json to_json(const SpmmPlan& p) {
     body = {{"warps", c->warps},
             {"strips_per_warp", c->strips_per_warp},
             {"chunk_k", c->chunk_k},
+            {"stages", c->stages},
             {"splits", c->splits},
             {"n_tile", c->n_tile},
             {"formats", c->formats},
@@ -720,6 +728,7 @@ SpmmPlan plan_from_json(const json& j) {
       c->warps = jb.at("warps");
       c->strips_per_warp = jb.at("strips_per_warp");
       c->chunk_k = jb.at("chunk_k");
+      c->stages = jb.at("stages");
       c->splits = jb.at("splits");
       c->n_tile = jb.at("n_tile");
       c->formats = jb.at("formats");

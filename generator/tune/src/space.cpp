@@ -121,8 +121,8 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
                   to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (const SpmmCompressedBody* c = plan.compressed())
-    return fmt::format("compressed/W{}x{}/K{}/S{}/F{}", c->warps, c->strips_per_warp, c->chunk_k, c->splits,
-                       c->formats);
+    return fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp, c->chunk_k,
+                       c->stages, c->splits, c->formats);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -177,6 +177,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       o.compressed.warps = d.warps;
       o.compressed.strips_per_warp = d.strips_per_warp;
       o.compressed.chunk_k = d.chunk_k;
+      o.compressed.stages = d.stages;
       o.compressed.splits = d.splits;
       set(o.compressed);
       add(o, KernelLanguage::cuda, false, point);
@@ -184,12 +185,18 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
     for (const std::int32_t s : dims.compressed_splits)
       variant(fmt::format("splits {}", s), [&](SpmmCompressedOptions& c) { c.splits = s; });
     for (const std::int32_t k : dims.compressed_chunk_k)
-      variant(fmt::format("chunk {}", k), [&](SpmmCompressedOptions& c) { c.chunk_k = k; });
+      variant(fmt::format("chunk {}", k), [&](SpmmCompressedOptions& c) {
+        c.chunk_k = k;
+        c.stages = 0;  // as many as fit the new chunk
+      });
+    for (const std::int32_t s : dims.compressed_stages)
+      variant(fmt::format("stages {}", s), [&](SpmmCompressedOptions& c) { c.stages = s; });
     for (const auto& [w, st] : dims.compressed_shapes)
       variant(fmt::format("{} warps x {} strips", w, st), [&](SpmmCompressedOptions& c) {
         c.warps = w;
         c.strips_per_warp = st;
-        c.chunk_k = 0;  // the chunk that fits the new block
+        c.chunk_k = 0;  // the chunk and stages that fit the new block
+        c.stages = 0;
       });
     for (const std::uint32_t f : dims.compressed_formats)
       variant(fmt::format("formats {}", f), [&](SpmmCompressedOptions& c) { c.formats = f; });
@@ -361,8 +368,8 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (const SpmmCompressedBody* b = p.compressed()) {
     o.n_tile = b->n_tile;
     o.groups = 0;
-    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,        b->splits,
-                    b->formats, b->bitmap_weight,   b->position_weight};
+    o.compressed = {b->warps,  b->strips_per_warp, b->chunk_k,       b->splits,
+                    b->stages, b->formats,         b->bitmap_weight, b->position_weight};
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

@@ -101,25 +101,25 @@ SpmmEpilogue choose_epilogue(const SpmmProblem& problem, const SpmmOptions& opti
 
 // ---- The compressed family (f16 / bf16 on tensor cores, sparsecc/plan/spmm_compressed.hpp) ----
 // Evidence for every threshold: docs/design/spmm-plan-evidence.md#compressed-plans
-inline constexpr std::int64_t kCompressedMinNnz = 100000;   // nonzeros of an automatic compressed plan
-inline constexpr std::int64_t kCompressedColumns = 64;      // N at most, likewise
-inline constexpr std::int64_t kCompressedBlocksPerSm = 12;  // blocks an SM the splits aim for
-inline constexpr std::int64_t kCompressedShapeBlocksPerSm =
-    4;                                                      // blocks an SM the tallest block shape must give
-inline constexpr std::int64_t kCompressedSharedBlocks = 2;  // blocks an SM the chunk's stages leave room for
-inline constexpr std::int64_t kCompressedChunksPerSplit = 4;  // chunks a split should hold at least
-inline constexpr std::int32_t kCompressedBitmapWeight = 100;  // format choice: bytes a bitmap sub-tile
-inline constexpr std::int32_t kCompressedPositionWeight = 3;  // bytes a scattered nonzero
+inline constexpr std::int64_t kCompressedMinNnz = 100000;       // nonzeros of an automatic compressed plan
+inline constexpr std::int64_t kCompressedColumns = 64;          // N at most, likewise
+inline constexpr std::int64_t kCompressedBlocksPerSm = 12;      // blocks an SM the splits aim for
+inline constexpr std::int64_t kCompressedShapeBlocksPerSm = 4;  // blocks an SM the tallest shape must give
+inline constexpr std::int64_t kCompressedSharedBlocks = 2;      // blocks an SM the stages leave room for
+inline constexpr std::int64_t kCompressedChunk = 128;           // columns of A a chunk, where it fits
+inline constexpr std::int32_t kCompressedStages = 2;            // chunks in shared memory at once
+inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice: bytes a bitmap sub-tile
+inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
 // The compressed plan: n_tile = N rounded up to 8 (at most 64); blocks of 8 warps x 2 strips (256
-// rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM with
-// 8 splits; the piece census (spmm_piece_census) with the options' formats and weights; chunk_k the
-// largest of 1024, 512, 256, 128, 64 that leaves each split kCompressedChunksPerSplit chunks and whose
-// two stages leave room for kCompressedSharedBlocks blocks on an SM (else the largest that fits a
-// block's opt-in shared memory); splits the fewest that give kCompressedBlocksPerSm blocks an SM, at
-// most 8, the chunks and the rows (1 without clusters); each
+// rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM
+// with 8 splits; the piece census (spmm_piece_census) with the options' formats and weights;
+// kCompressedStages stages; chunk_k kCompressedChunk, else 64, the largest whose stages leave room for
+// kCompressedSharedBlocks blocks on an SM (else the largest that fits a block's opt-in shared memory);
+// splits the fewest that give kCompressedBlocksPerSm blocks an SM, at most 8, the chunks and the rows
+// (1 without clusters); each
 // row block's chunks split where the segments' bytes (plus half the bytes of B's rows a chunk stages)
 // reach equal shares. Throws UsageError for options out of
 // range, a dtype other than f16 / bf16, or a matrix whose densest chunk does not fit shared memory.

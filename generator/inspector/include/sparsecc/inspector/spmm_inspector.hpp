@@ -68,6 +68,7 @@ struct SpmmCompressedOptions {
   std::int32_t strips_per_warp = 0;           // 16-row strips a warp
   std::int32_t chunk_k = 0;                   // columns of A a block stages at a time (a multiple of 64)
   std::int32_t splits = 0;                    // blocks of a cluster splitting a row block's K (1..8)
+  std::int32_t stages = 0;                    // chunks in shared memory at once (2..8)
   std::optional<std::uint32_t> formats;       // allowed record formats (bit 1 << SpmmRecordFormat)
   std::optional<std::int32_t> bitmap_weight;  // decode weights of the format choice (SpmmCompressedBody)
   std::optional<std::int32_t> position_weight;

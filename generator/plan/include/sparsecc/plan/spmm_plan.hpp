@@ -210,6 +210,7 @@ struct SpmmCompressedBody {
   std::int32_t warps = 4;            // warps a block
   std::int32_t strips_per_warp = 1;  // 16-row strips a warp owns
   std::int32_t chunk_k = 256;        // rows of B (columns of A) a block stages at a time
+  std::int32_t stages = 2;           // chunks a block has in shared memory at once (2..8): loads in flight
   std::int32_t splits = 1;           // blocks (one thread-block cluster) splitting a row block's chunks
   std::int32_t n_tile = 16;          // columns of C a block (a multiple of 8, 8..64)
   // The format of a record is the allowed one of least cost: its bytes, plus bitmap_weight bytes a
@@ -228,10 +229,14 @@ struct SpmmCompressedBody {
 
 using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBody>;
 
-// Compressed plans: the bytes of a staged row of B (n_tile columns and 16 bytes against bank
-// conflicts; rows of 8 columns are 16 bytes), and the block's shared memory: two stages of a chunk's
-// rows of B and its segment (stage_bytes), then 2 KiB a warp where positions are scattered; split
-// plans reuse the stages for the row block's fp32 partial sums (rows_per_block x n_tile).
+// Compressed plans: the bytes of a staged row of B (n_tile columns; 16 bytes more against bank
+// conflicts unless n_tile is 8, 16, 32 or 64, whose rows are swizzled instead), and the block's shared
+// memory: `stages` stages of a chunk's rows of B and its segment (stage_bytes), then 4 KiB a warp
+// where positions are scattered (two buffers); split plans reuse the stages for the row block's fp32
+// partial sums (rows_per_block x n_tile).
+inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
+inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
+bool spmm_compressed_swizzled(std::int64_t n_tile);
 std::int64_t spmm_compressed_pitch(std::int64_t n_tile);
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& body);
 

@@ -48,7 +48,8 @@ struct SpmmSpaceDims {
   // Compressed defaults (f16 / bf16 layers the rules give the compressed family): the space is the
   // default and these values of one dimension at a time, the others the default's.
   std::vector<std::int32_t> compressed_splits{1, 2, 4, 8};
-  std::vector<std::int32_t> compressed_chunk_k{128, 256, 512};
+  std::vector<std::int32_t> compressed_chunk_k{64, 128, 256};
+  std::vector<std::int32_t> compressed_stages{3, 4};
   std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {8, 2}};
   std::vector<std::uint32_t> compressed_formats{0b110u, 0b101u, 0b111u};  // positions, bitmap, all (+ dense)
   std::int64_t cuda_max_nnz = 20000;
