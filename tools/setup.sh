@@ -2,16 +2,17 @@
 # Installs the Debian packages sparsecc needs to build and test, when they are missing.
 # As root it runs apt-get; otherwise it prints the exact command and stops (exit 1).
 # The CUDA toolkit (nvcc, NVRTC, cuBLAS, cuSPARSE) is expected on the machine already.
-#   tools/setup.sh            build + test dependencies
-#   tools/setup.sh --llvm     also llvm-dev (for SPARSECC_WITH_LLVM=ON)
+#   tools/setup.sh              build + test dependencies (LLVM 14 for the CPU backend among them)
+#   tools/setup.sh --cpu-bench  also OpenBLAS, the dense baseline of sparsecc_cpu_bench
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libzip-dev
           libonnx-dev libprotobuf-dev   # ONNX models (optional at build time)
           zipcmp zipmerge ziptool   # libzip's CMake package refers to these tools
-          clang libclang-rt-14-dev) # libFuzzer targets
-[[ "${1:-}" == "--llvm" ]] && packages+=(llvm-dev)
+          clang libclang-rt-14-dev  # libFuzzer targets
+          llvm-14-dev)              # the CPU backend (LLVM 14: Debian 12's default, on every machine here)
+[[ "${1:-}" == "--cpu-bench" ]] && packages+=(libopenblas-dev)
 
 missing=()
 for p in "${packages[@]}"; do

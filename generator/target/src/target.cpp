@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "sparsecc/common/error.hpp"
 
@@ -151,6 +152,57 @@ nlohmann::json to_json(const GpuTarget& t) {
             {"cp_async", t.cp_async},
             {"clusters", t.clusters},
             {"mma_f16", t.mma_f16}}}};
+}
+
+namespace {
+
+bool host_has_avx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"); }
+bool host_has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+}  // namespace
+
+const std::vector<std::string>& known_cpu_targets() {
+  static const std::vector<std::string> names = {"x86-64-avx512", "x86-64-avx2", "native"};
+  return names;
+}
+
+CpuTarget cpu_target(const std::string& isa) {
+  CpuTarget t;
+  t.cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string name = isa;
+  if (isa == "native") {
+    if (!host_has_avx2()) throw UsageError("--target native: this CPU has neither AVX-512 nor AVX2 with FMA");
+    name = host_has_avx512() ? "x86-64-avx512" : "x86-64-avx2";
+  }
+  if (name == "x86-64-avx512") {
+    t.cpu = "skylake-avx512";
+    t.vector_bits = 512;
+    t.vector_registers = 32;
+  } else if (name == "x86-64-avx2") {
+    t.cpu = "haswell";
+    t.vector_bits = 256;
+    t.vector_registers = 16;
+  } else {
+    std::string known;
+    for (const std::string& k : known_cpu_targets()) known += (known.empty() ? "" : ", ") + k;
+    throw UsageError("unknown CPU target '" + isa + "' (known: " + known + ")");
+  }
+  t.isa = isa == "native" ? "native" : name;
+  if (isa == "native") t.cpu = "native";
+  return t;
+}
+
+bool host_runs(const CpuTarget& t) { return t.vector_bits > 256 ? host_has_avx512() : host_has_avx2(); }
+
+nlohmann::json to_json(const CpuTarget& t) {
+  return {{"isa", t.isa},
+          {"cpu", t.cpu},
+          {"vector_bits", t.vector_bits},
+          {"vector_registers", t.vector_registers},
+          {"cores", t.cores},
+          {"l1d_bytes", t.l1d_bytes},
+          {"l2_bytes", t.l2_bytes},
+          {"l3_bytes", t.l3_bytes}};
 }
 
 }  // namespace sparsecc

@@ -70,10 +70,13 @@ struct GpuDeviceFacts {
 };
 
 struct CpuTarget {
-  std::string isa = "x86-64-avx2";  // x86-64-avx512, x86-64-avx2, or a CPU name for native
-  std::int32_t vector_bits = 256;
+  std::string isa = "x86-64-avx2";  // x86-64-avx512, x86-64-avx2, or native
+  std::string cpu = "haswell";      // the code generator's CPU name ("native": the host's, at compile)
+  std::int32_t vector_bits = 256;   // the widest vector the code uses
+  std::int32_t vector_registers = 16;
   std::int32_t cores = 1;
   std::int64_t l1d_bytes = 32 * 1024, l2_bytes = 1024 * 1024, l3_bytes = 32 * 1024 * 1024;
+  std::int32_t lanes_f32() const { return vector_bits / 32; }
 };
 
 enum class TargetKind { gpu, cpu };
@@ -99,5 +102,15 @@ const GpuTarget& default_gpu_target();
 GpuTarget gpu_target_from_device(const GpuDeviceFacts& facts, const std::string& arch = {});
 
 nlohmann::json to_json(const GpuTarget& t);
+
+// The CPU targets by name: "x86-64-avx512" (Skylake-AVX512 on: 512-bit vectors, 32 registers),
+// "x86-64-avx2" (Haswell on: 256-bit, 16), or "native" (the host: AVX-512 where it has AVX-512F,
+// else AVX2; refused on a host with neither). cores: the host's hardware threads. Throws UsageError
+// naming the known names for another word.
+CpuTarget cpu_target(const std::string& isa);
+const std::vector<std::string>& known_cpu_targets();
+// Whether this process's CPU runs code of `t` (its vector ISA).
+bool host_runs(const CpuTarget& t);
+nlohmann::json to_json(const CpuTarget& t);
 
 }  // namespace sparsecc

@@ -1,0 +1,26 @@
+// The LLVM emitter of CPU SpMM plans (sparsecc/plan/spmm_cpu_plan.hpp): textual LLVM IR (LLVM 14,
+// typed pointers), one function a panel and column width, straight-line code with the pattern and
+// the values baked in: for each row, for each of its nonzeros (in order), one fused multiply-add a
+// vector of the row's accumulators (explicit <lanes x float> vectors, a narrower one for the last
+// columns), the B offsets as constants, the value as a splatted constant; then bias and ReLU, and
+// the stores. The compile stage (sparsecc/llvm) turns the text into machine code.
+//
+// Entry point of the module, for the runner:
+//   void sparsecc_cpu_tile(i64 panel, i64 col, i32 full, const float* B, float* C, const float* bias)
+// computes C's rows of `panel` over columns [col, col + width), width the plan's column_tile when
+// `full` is 1 and N mod column_tile otherwise. B is K x N, C M x N, row-major fp32.
+#pragma once
+
+#include <string>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
+
+namespace sparsecc {
+
+inline constexpr const char* kCpuTileSymbol = "sparsecc_cpu_tile";
+
+// Throws UsageError for a plan check_cpu_plan refuses.
+std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a);
+
+}  // namespace sparsecc

@@ -1,0 +1,216 @@
+// LLVM IR for CPU SpMM plans (sparsecc/emit/spmm_llvm.hpp).
+#include "sparsecc/emit/spmm_llvm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <iterator>
+#include <vector>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc {
+
+namespace {
+
+constexpr std::int64_t kCpuBlockNonzeros = 16;
+
+// An fp32 constant as LLVM IR writes it: the double of the same value in hexadecimal.
+std::string float_literal(double v) {
+  const double d = static_cast<double>(static_cast<float>(v));
+  return fmt::format("0x{:016X}", std::bit_cast<std::uint64_t>(d));
+}
+
+std::string vec(std::int64_t w) { return w == 1 ? std::string("float") : fmt::format("<{} x float>", w); }
+
+// One function: rows [r0, r1) of A over `width` columns starting at the argument %col.
+void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
+                std::int64_t width) {
+  const std::int64_t n = p.problem.n, lanes = p.lanes;
+  // The row's accumulators: full vectors of `lanes`, then one of the remaining columns.
+  std::vector<std::int64_t> widths;
+  for (std::int64_t c = 0; c < width; c += lanes) widths.push_back(std::min(lanes, width - c));
+  fmt::format_to(std::back_inserter(out),
+                 "define internal void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
+                 "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
+                 "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
+                 "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n",
+                 panel, full ? "full" : "rest");
+  std::int64_t id = 0, blocks = 0;  // SSA names, basic blocks
+  const auto fresh = [&] { return fmt::format("%t{}", id++); };
+  const auto zero = [](std::int64_t w) {
+    return w == 1 ? std::string("0.0") : std::string("zeroinitializer");
+  };
+  for (std::int64_t r = p.panels[static_cast<std::size_t>(panel)];
+       r < p.panels[static_cast<std::size_t>(panel + 1)]; ++r) {
+    std::vector<std::string> acc(widths.size());
+    for (std::size_t j = 0; j < widths.size(); ++j) acc[j] = zero(widths[j]);
+    for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+      // A basic block a row and every kCpuBlockNonzeros of its nonzeros: the code generator's
+      // per-block work (instruction selection, scheduling) grows faster than linearly in a block.
+      if ((e - a.row_ptr[r]) % kCpuBlockNonzeros == 0) {
+        fmt::format_to(std::back_inserter(out), "  br label %b{0}\nb{0}:\n", blocks);
+        ++blocks;
+      }
+      // The value from the module's table (one constant array: the code generator's constant pool
+      // would hold a splatted copy of every value).
+      const std::string vp = fresh(), lit = fresh();
+      fmt::format_to(std::back_inserter(out),
+                     "  {} = getelementptr inbounds [{} x float], [{} x float]* @values, i64 0, i64 {}\n"
+                     "  {} = load float, float* {}, align 4\n",
+                     vp, std::max<std::int64_t>(a.nnz(), 1), std::max<std::int64_t>(a.nnz(), 1), e, lit, vp);
+      const std::int64_t row_off = static_cast<std::int64_t>(a.col_idx[static_cast<std::size_t>(e)]) * n;
+      std::string splat_full, splat_rest;
+      for (std::size_t j = 0; j < widths.size(); ++j) {
+        const std::int64_t w = widths[j];
+        std::string& splat = w == lanes ? splat_full : splat_rest;
+        if (w > 1 && splat.empty()) {
+          const std::string ins = fresh();
+          splat = fresh();
+          fmt::format_to(std::back_inserter(out),
+                         "  {} = insertelement {} undef, float {}, i32 0\n"
+                         "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
+                         ins, vec(w), lit, splat, vec(w), ins, vec(w), w);
+        }
+        const std::string ptr = fresh(), x = fresh(), sum = fresh();
+        fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Bc, i64 {}\n",
+                       ptr, row_off + static_cast<std::int64_t>(j) * lanes);
+        if (w > 1) {
+          const std::string vp = fresh();
+          fmt::format_to(std::back_inserter(out),
+                         "  {} = bitcast float* {} to {}*\n  {} = load {}, {}* {}, align 4\n", vp, ptr,
+                         vec(w), x, vec(w), vec(w), vp);
+          fmt::format_to(std::back_inserter(out), "  {} = call {} @llvm.fma.v{}f32({} {}, {} {}, {} {})\n",
+                         sum, vec(w), w, vec(w), x, vec(w), splat, vec(w), acc[j]);
+        } else {
+          fmt::format_to(std::back_inserter(out), "  {} = load float, float* {}, align 4\n", x, ptr);
+          fmt::format_to(std::back_inserter(out),
+                         "  {} = call float @llvm.fma.f32(float {}, float {}, float {})\n", sum, x, lit,
+                         acc[j]);
+        }
+        acc[j] = sum;
+      }
+    }
+    // Epilogue: bias, ReLU, the stores.
+    std::string bias_full, bias_rest;
+    if (p.problem.bias) {
+      const std::string bp = fresh(), bv = fresh();
+      fmt::format_to(std::back_inserter(out),
+                     "  {} = getelementptr inbounds float, float* %bias, i64 {}\n  {} = load float, float* "
+                     "{}, align 4\n",
+                     bp, r, bv, bp);
+      for (std::size_t j = 0; j < widths.size(); ++j) {
+        const std::int64_t w = widths[j];
+        std::string& splat = w == lanes ? bias_full : bias_rest;
+        if (w == 1) {
+          splat = bv;
+        } else if (splat.empty()) {
+          const std::string ins = fresh();
+          splat = fresh();
+          fmt::format_to(std::back_inserter(out),
+                         "  {} = insertelement {} undef, float {}, i32 0\n"
+                         "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
+                         ins, vec(w), bv, splat, vec(w), ins, vec(w), w);
+        }
+        const std::string s = fresh();
+        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", s, vec(w), acc[j], splat);
+        acc[j] = s;
+      }
+    }
+    for (std::size_t j = 0; j < widths.size(); ++j) {
+      const std::int64_t w = widths[j];
+      std::string v = acc[j];
+      if (v == zero(w)) {  // an empty row without bias: materialize the zeros
+        v = fresh();
+        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", v, vec(w), zero(w), zero(w));
+      }
+      if (p.problem.relu) {  // max(v, 0) as std::max(v, 0.f): v < 0 ? 0 : v
+        const std::string lt = fresh(), s = fresh();
+        fmt::format_to(std::back_inserter(out),
+                       "  {} = fcmp olt {} {}, {}\n  {} = select {} {}, {} {}, {} {}\n", lt, vec(w), v,
+                       zero(w), s, w == 1 ? std::string("i1") : fmt::format("<{} x i1>", w), lt, vec(w),
+                       zero(w), vec(w), v);
+        v = s;
+      }
+      const std::string ptr = fresh();
+      fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Cc, i64 {}\n",
+                     ptr, r * n + static_cast<std::int64_t>(j) * lanes);
+      if (w > 1) {
+        const std::string vp = fresh();
+        fmt::format_to(std::back_inserter(out),
+                       "  {} = bitcast float* {} to {}*\n  store {} {}, {}* {}, align 4\n", vp, ptr, vec(w),
+                       vec(w), v, vec(w), vp);
+      } else {
+        fmt::format_to(std::back_inserter(out), "  store float {}, float* {}, align 4\n", v, ptr);
+      }
+    }
+  }
+  out += "  ret void\n}\n\n";
+}
+
+}  // namespace
+
+std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a) {
+  if (const auto errors = check_cpu_plan(plan, a); !errors.empty())
+    throw UsageError("emit_spmm_llvm_ir: the plan does not fit: " + errors.front());
+  const std::int64_t n = plan.problem.n, tile = std::min<std::int64_t>(plan.column_tile, n);
+  const std::int64_t rest = n % tile;
+  std::string out =
+      fmt::format("; sparsecc CPU SpMM: {} x {} ({} nonzeros), N = {}, {} ({} fp32 lanes), {} panels\n\n",
+                  a.rows, a.cols, a.nnz(), n, plan.target.isa, plan.lanes, plan.panel_count());
+  // The fma intrinsics of every width the code uses.
+  std::vector<std::int64_t> ws;
+  for (const std::int64_t width : {tile, rest})
+    if (width > 0) {
+      ws.push_back(std::min<std::int64_t>(plan.lanes, width));
+      if (width % plan.lanes) ws.push_back(width % plan.lanes);
+    }
+  std::sort(ws.begin(), ws.end());
+  ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
+  for (const std::int64_t w : ws)
+    out += w == 1
+               ? "declare float @llvm.fma.f32(float, float, float)\n"
+               : fmt::format("declare {} @llvm.fma.v{}f32({}, {}, {})\n", vec(w), w, vec(w), vec(w), vec(w));
+  // A's values in CSR order.
+  fmt::format_to(std::back_inserter(out), "\n@values = internal unnamed_addr constant [{} x float] [",
+                 std::max<std::int64_t>(a.nnz(), 1));
+  for (std::int64_t e = 0; e < std::max<std::int64_t>(a.nnz(), 1); ++e)
+    fmt::format_to(std::back_inserter(out), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
+                   float_literal(e < a.nnz() ? a.values[static_cast<std::size_t>(e)] : 0.0));
+  out += "], align 64\n\n";
+  for (std::int64_t q = 0; q < plan.panel_count(); ++q) {
+    emit_panel(out, plan, a, q, true, tile);
+    if (rest) emit_panel(out, plan, a, q, false, rest);
+  }
+  // The entry: a switch over the panels.
+  fmt::format_to(
+      std::back_inserter(out),
+      "define void @{}(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
+      "entry:\n  switch i64 %panel, label %done [\n",
+      kCpuTileSymbol);
+  for (std::int64_t q = 0; q < plan.panel_count(); ++q)
+    fmt::format_to(std::back_inserter(out), "    i64 {}, label %p{}\n", q, q);
+  out += "  ]\n";
+  for (std::int64_t q = 0; q < plan.panel_count(); ++q) {
+    if (rest) {
+      fmt::format_to(std::back_inserter(out),
+                     "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
+                     "p{0}f:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                     "br label %done\n"
+                     "p{0}r:\n  call void @panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                     "br label %done\n",
+                     q);
+    } else {
+      fmt::format_to(std::back_inserter(out),
+                     "p{0}:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
+                     "label %done\n",
+                     q);
+    }
+  }
+  out += "done:\n  ret void\n}\n\nattributes #0 = { nounwind }\n";
+  return out;
+}
+
+}  // namespace sparsecc

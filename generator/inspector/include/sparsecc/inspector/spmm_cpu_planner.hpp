@@ -1,0 +1,34 @@
+// The planner of CPU SpMM plans (sparsecc/plan/spmm_cpu_plan.hpp). Evidence for its constants:
+// docs/design/cpu-backend.md.
+#pragma once
+
+#include <cstdint>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
+#include "sparsecc/target/target.hpp"
+
+namespace sparsecc {
+
+struct SpmmCpuOptions {
+  std::int32_t column_tile = 0;  // columns a row accumulates at once; 0: automatic
+  std::int64_t panel_nnz = 0;    // nonzeros a panel holds about; 0: automatic
+};
+
+namespace spmm_rules {
+inline constexpr std::int32_t kCpuTileVectors = 4;      // accumulator vectors a row keeps (code per nonzero)
+inline constexpr std::int64_t kCpuPanelsPerCore = 8;    // panels a core, for balance
+inline constexpr std::int64_t kCpuMinPanelNnz = 1024;   // nonzeros a panel at least (call overhead)
+inline constexpr std::int64_t kCpuMaxPanelNnz = 16384;  // and at most (the size of one function)
+}  // namespace spmm_rules
+
+// lanes the target's fp32 vector; column_tile N when N fits kCpuTileVectors vectors, else the
+// columns of kCpuTileVectors vectors (the code is that many fused multiply-adds a nonzero, and the
+// runner loops over the tiles); panels of consecutive rows with about
+// panel_nnz nonzeros each (nnz / (kCpuPanelsPerCore * cores), clamped to [kCpuMinPanelNnz,
+// kCpuMaxPanelNnz]), at least one row each. Throws UsageError for a problem that is not fp32 at a
+// fixed N, or a shape that is not A's.
+SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const CpuTarget& target,
+                          const SpmmCpuOptions& options = {});
+
+}  // namespace sparsecc

@@ -1,0 +1,84 @@
+// SpmmCpuPlan: JSON, checks and the interpreter (sparsecc/plan/spmm_cpu_plan.hpp).
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sparsecc/common/error.hpp"
+
+namespace sparsecc {
+
+nlohmann::json to_json(const SpmmCpuPlan& p) {
+  return {{"family", "cpu"},
+          {"problem",
+           {{"m", p.problem.m},
+            {"k", p.problem.k},
+            {"n", p.problem.n},
+            {"bias", p.problem.bias},
+            {"relu", p.problem.relu}}},
+          {"target", to_json(p.target)},
+          {"lanes", p.lanes},
+          {"column_tile", p.column_tile},
+          {"panels", p.panels}};
+}
+
+SpmmCpuPlan spmm_cpu_plan_from_json(const nlohmann::json& j) {
+  try {
+    SpmmCpuPlan p;
+    const nlohmann::json& pr = j.at("problem");
+    p.problem = {pr.at("m"),    pr.at("k"),    pr.at("n"), SpmmNMode::fixed,
+                 pr.at("bias"), pr.at("relu"), DType::f32};
+    p.target = cpu_target(j.at("target").at("isa").get<std::string>());
+    p.lanes = j.at("lanes");
+    p.column_tile = j.at("column_tile");
+    p.panels = j.at("panels").get<std::vector<std::int64_t>>();
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("CPU plan JSON: {}", e.what()));
+  }
+}
+
+std::vector<std::string> check_cpu_plan(const SpmmCpuPlan& p, const CsrMatrix& a) {
+  std::vector<std::string> errors;
+  const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
+  if (p.problem.m != a.rows || p.problem.k != a.cols)
+    err(fmt::format("problem {} x {} is not A's {} x {}", p.problem.m, p.problem.k, a.rows, a.cols));
+  if (p.problem.n < 1) err(fmt::format("n {} is not positive", p.problem.n));
+  if (p.problem.dtype != DType::f32 || p.problem.n_mode != SpmmNMode::fixed)
+    err("CPU plans are fp32 at a fixed N");
+  if (p.lanes != p.target.lanes_f32())
+    err(fmt::format("lanes {} are not the target's {}", p.lanes, p.target.lanes_f32()));
+  if (p.column_tile < 1 || (p.column_tile % p.lanes && p.column_tile != p.problem.n))
+    err(fmt::format("column_tile {} is neither a multiple of {} lanes nor N", p.column_tile, p.lanes));
+  if (p.panels.size() < 2 || p.panels.front() != 0 || p.panels.back() != p.problem.m)
+    err(fmt::format("panels do not run from row 0 to row {}", p.problem.m));
+  for (std::size_t i = 1; i < p.panels.size(); ++i)
+    if (p.panels[i] <= p.panels[i - 1]) {
+      err(fmt::format("panel {} is empty or out of order", i - 1));
+      break;
+    }
+  return errors;
+}
+
+void interpret_spmm_cpu(const SpmmCpuPlan& p, const CsrMatrix& a, const float* b, const float* bias,
+                        float* c) {
+  const std::int64_t n = p.problem.n;
+  for (std::int64_t q = 0; q + 1 < static_cast<std::int64_t>(p.panels.size()); ++q)
+    for (std::int64_t t0 = 0; t0 < n; t0 += p.column_tile) {
+      const std::int64_t width = std::min<std::int64_t>(p.column_tile, n - t0);
+      for (std::int64_t r = p.panels[static_cast<std::size_t>(q)];
+           r < p.panels[static_cast<std::size_t>(q + 1)]; ++r)
+        for (std::int64_t j = 0; j < width; ++j) {
+          float acc = 0.f;
+          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e)
+            acc = std::fma(b[a.col_idx[e] * n + t0 + j], static_cast<float>(a.values[e]), acc);
+          if (p.problem.bias) acc += bias[r];
+          if (p.problem.relu) acc = std::max(acc, 0.f);
+          c[r * n + t0 + j] = acc;
+        }
+    }
+}
+
+}  // namespace sparsecc

@@ -1,0 +1,290 @@
+// sparsecc_cpu_bench: the LLVM backend's SpMM executors (fp32) on DLMC matrices against dense
+// OpenBLAS SGEMM, one thread and all threads. A program, not a test: every executor is first
+// checked against the fp64 reference on NaN-poisoned outputs (on --check-rows rows), then timed as
+// the median of --reps runs after a warm-up run. Reports the generate / parse / code-generation
+// seconds, µs, GFLOP/s of useful work (2 nnz N), and the ratio to SGEMM on the dense matrix.
+// Exit: 0 ok, 1 an executor failed its check, 2 bad usage.
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/emit/spmm_llvm.hpp"
+#include "sparsecc/inspector/spmm_cpu_planner.hpp"
+#include "sparsecc/io/smtx.hpp"
+#include "sparsecc/llvm/cpu_jit.hpp"
+#include "sparsecc/reference/spmm.hpp"
+
+#ifndef SPARSECC_HAVE_MKL
+#define SPARSECC_HAVE_MKL 0
+#endif
+#if SPARSECC_HAVE_MKL
+#include <mkl_service.h>  // not mkl.h: its CBLAS declarations clash with OpenBLAS's
+#include <mkl_spblas.h>
+#endif
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_config(void);
+
+using namespace sparsecc;
+namespace fs = std::filesystem;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <class F>
+double median_us(F&& f, int reps) {
+  f();  // warm-up
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = now_s();
+    f();
+    t.push_back(1e6 * (now_s() - t0));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::map<std::string, std::int64_t> read_batchsizes(const std::string& path) {
+  std::map<std::string, std::int64_t> out;
+  std::ifstream in(path);
+  if (!in) throw UsageError(path + ": cannot open");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    out[line.substr(0, comma)] = std::stoll(line.substr(comma + 1));
+  }
+  return out;
+}
+
+// Max relative error of C's rows `rows` against the fp64 reference.
+double check(const CsrMatrix& a, const std::vector<float>& b, std::int64_t n, const std::vector<float>& c,
+             const std::vector<std::int64_t>& rows) {
+  double worst = 0;
+  for (const std::int64_t r : rows) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double want = 0, scale = 0;
+      for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+        const double x = a.values[e] * b[static_cast<std::size_t>(a.col_idx[e] * n + j)];
+        want += x;
+        scale += std::abs(x);
+      }
+      const double got = c[static_cast<std::size_t>(r * n + j)];
+      if (!std::isfinite(got)) return INFINITY;
+      worst = std::max(worst, std::abs(got - want) / std::max(scale, 1e-30));
+    }
+  }
+  return worst;
+}
+
+#if SPARSECC_HAVE_MKL
+// MKL's inspector-executor on A (CSR, fp32): hinted for `n` columns, optimized once, then timed.
+struct MklSpmm {
+  sparse_matrix_t h = nullptr;
+  std::vector<MKL_INT> ptr, col;
+  std::vector<float> val;
+  matrix_descr descr{SPARSE_MATRIX_TYPE_GENERAL, SPARSE_FILL_MODE_FULL, SPARSE_DIAG_NON_UNIT};
+  MklSpmm(const CsrMatrix& a, std::int64_t n) {
+    for (const std::int64_t p : a.row_ptr) ptr.push_back(static_cast<MKL_INT>(p));
+    for (const std::int32_t c : a.col_idx) col.push_back(c);
+    for (const double v : a.values) val.push_back(static_cast<float>(v));
+    if (mkl_sparse_s_create_csr(&h, SPARSE_INDEX_BASE_ZERO, static_cast<MKL_INT>(a.rows),
+                                static_cast<MKL_INT>(a.cols), ptr.data(), ptr.data() + 1, col.data(),
+                                val.data()) != SPARSE_STATUS_SUCCESS)
+      throw std::runtime_error("mkl_sparse_s_create_csr failed");
+    mkl_sparse_set_mm_hint(h, SPARSE_OPERATION_NON_TRANSPOSE, descr, SPARSE_LAYOUT_ROW_MAJOR,
+                           static_cast<MKL_INT>(n), 1000);
+    if (mkl_sparse_optimize(h) != SPARSE_STATUS_SUCCESS)
+      throw std::runtime_error("mkl_sparse_optimize failed");
+  }
+  ~MklSpmm() { mkl_sparse_destroy(h); }
+  void run(const float* b, float* c, std::int64_t n) const {
+    mkl_sparse_s_mm(SPARSE_OPERATION_NON_TRANSPOSE, 1.f, h, descr, SPARSE_LAYOUT_ROW_MAJOR, b,
+                    static_cast<MKL_INT>(n), static_cast<MKL_INT>(n), 0.f, c, static_cast<MKL_INT>(n));
+  }
+};
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sparsecc_cpu_bench: LLVM CPU SpMM executors against dense OpenBLAS SGEMM"};
+  std::vector<std::string> dirs;
+  std::string batchsizes, json_path, target_name = "native";
+  std::int64_t fixed_n = 0, limit = 0, check_rows = 64, max_nnz = 0;
+  int reps = 11, opt = 2;
+  std::vector<int> threads{1, 0};
+  app.add_option("--dlmc", dirs,
+                 "folders of DLMC .smtx(.gz) matrices (e.g. .../dlmc/rn50/magnitude_pruning/0.9)")
+      ->required();
+  app.add_option("--batchsizes", batchsizes, "N of each matrix by name (DLMC rn50_batchsizes.txt: batch 1)");
+  app.add_option("--n", fixed_n, "N for every matrix (instead of --batchsizes)");
+  app.add_option("--target", target_name, "x86-64-avx512, x86-64-avx2 or native")->capture_default_str();
+  app.add_option("--threads", threads, "thread counts to time (0: all cores)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--opt", opt, "LLVM code generation level 0..3")->capture_default_str();
+  app.add_option("--reps", reps, "timed runs a median is taken of")->capture_default_str();
+  app.add_option("--limit", limit, "only the first K matrices of each folder (0: all)");
+  app.add_option("--check-rows", check_rows, "rows checked against fp64")->capture_default_str();
+  app.add_option("--max-nnz", max_nnz, "skip matrices of more nonzeros, saying so (0: none)");
+  app.add_option("--json", json_path, "every figure as JSON");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (batchsizes.empty() && fixed_n <= 0) throw UsageError("give --batchsizes FILE or --n N");
+    const auto ns = batchsizes.empty() ? std::map<std::string, std::int64_t>{} : read_batchsizes(batchsizes);
+    const CpuTarget target = cpu_target(target_name);
+#if SPARSECC_HAVE_MKL
+    mkl_set_threading_layer(MKL_THREADING_GNU);  // the runner's OpenMP (libgomp), not a second runtime
+#endif
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    fmt::print("CPU target {} ({} fp32 lanes), {} hardware threads; OpenBLAS {}\n", target.isa,
+               target.lanes_f32(), cores, openblas_get_config());
+    nlohmann::json out = {
+        {"target", to_json(target)}, {"openblas", openblas_get_config()}, {"rows", nlohmann::json::array()}};
+    bool failed = false;
+    std::map<std::string, std::vector<double>> ratios, mkl_ratios;  // folder|threads -> x SGEMM, x MKL
+    for (const std::string& dir : dirs) {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().string().find(".smtx") != std::string::npos) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      if (limit > 0 && static_cast<std::int64_t>(files.size()) > limit)
+        files.resize(static_cast<std::size_t>(limit));
+      fmt::print(
+          "\n== {} ({} matrices)\n{:<44} {:>6} {:>6} {:>8} {:>5} {:>3} {:>7} {:>7} {:>9} {:>9} {:>8} "
+          "{:>7}{}\n",
+          dir, files.size(), "matrix", "M", "K", "nnz", "N", "thr", "gen s", "jit s", "spmm us", "sgemm us",
+          "GFLOP/s", "x sgemm", SPARSECC_HAVE_MKL ? fmt::format(" {:>9} {:>6}", "mkl us", "x mkl") : "");
+      for (std::size_t fi = 0; fi < files.size(); ++fi) {
+        std::string name = files[fi].filename().string();
+        name = name.substr(0, name.find(".smtx"));
+        const std::int64_t n = fixed_n > 0 ? fixed_n : ns.contains(name) ? ns.at(name) : 0;
+        if (n <= 0) {
+          fmt::print("{:<44} skipped: no N in {}\n", name, batchsizes);
+          continue;
+        }
+        const CsrMatrix a = round_values(read_smtx(files[fi].string(), 1), "f32");
+        if (max_nnz > 0 && a.nnz() > max_nnz) {
+          fmt::print("{:<44} {:>6} {:>6} {:>8} skipped: more than --max-nnz {}\n", name, a.rows, a.cols,
+                     a.nnz(), max_nnz);
+          out["skipped"].push_back({{"folder", dir}, {"matrix", name}, {"nnz", a.nnz()}});
+          continue;
+        }
+        const SpmmProblem pr{a.rows, a.cols, n, SpmmNMode::fixed, false, false, DType::f32};
+        double t0 = now_s();
+        const SpmmCpuPlan plan = plan_spmm_cpu(a, pr, target);
+        const std::string ir = emit_spmm_llvm_ir(plan, a);
+        const double gen_s = now_s() - t0;
+        t0 = now_s();
+        const CpuSpmmKernel k = CpuSpmmKernel::compile(ir, plan, opt);
+        const double jit_s = now_s() - t0;
+        SplitMix64 rng(7);
+        std::vector<float> b(static_cast<std::size_t>(a.cols * n)), c(static_cast<std::size_t>(a.rows * n));
+        for (float& v : b) v = static_cast<float>(rng.uniform_pm1());
+        std::vector<float> dense(static_cast<std::size_t>(a.rows * a.cols), 0.f), cd(c.size());
+        for (std::int64_t r = 0; r < a.rows; ++r)
+          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e)
+            dense[static_cast<std::size_t>(r * a.cols + a.col_idx[e])] = static_cast<float>(a.values[e]);
+        std::vector<std::int64_t> rows;
+        for (std::int64_t i = 0; i < std::min(check_rows, a.rows); ++i)
+          rows.push_back(i * a.rows / std::min(check_rows, a.rows));
+        for (const int t : threads) {
+          const int th = t > 0 ? t : cores;
+          std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+          k.run(b.data(), c.data(), nullptr, th);
+          const double err = check(a, b, n, c, rows);
+          const bool ok = err <= 1e-5;
+          failed = failed || !ok;
+          const double us = median_us([&] { k.run(b.data(), c.data(), nullptr, th); }, reps);
+          openblas_set_num_threads(th);
+          const double dus = median_us(
+              [&] {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(a.rows),
+                            static_cast<int>(n), static_cast<int>(a.cols), 1.f, dense.data(),
+                            static_cast<int>(a.cols), b.data(), static_cast<int>(n), 0.f, cd.data(),
+                            static_cast<int>(n));
+              },
+              reps);
+          double mus = 0, merr = 0;  // MKL's inspector-executor, where built
+#if SPARSECC_HAVE_MKL
+          {
+            mkl_set_num_threads(th);
+            const MklSpmm mkl(a, n);
+            std::fill(cd.begin(), cd.end(), std::numeric_limits<float>::quiet_NaN());
+            mkl.run(b.data(), cd.data(), n);
+            merr = check(a, b, n, cd, rows);
+            mus = median_us([&] { mkl.run(b.data(), cd.data(), n); }, reps);
+          }
+#endif
+          const double gflops = 2.0 * static_cast<double>(a.nnz()) * static_cast<double>(n) / (us * 1e3);
+          fmt::print(
+              "{:<44} {:>6} {:>6} {:>8} {:>5} {:>3} {:>7.2f} {:>7.2f} {:>9.1f} {:>9.1f} {:>8.1f} "
+              "{:>7.2f}{}{}\n",
+              name, a.rows, a.cols, a.nnz(), n, th, gen_s, jit_s, us, dus, gflops, dus / us,
+              mus > 0 ? fmt::format(" {:>9.1f} {:>6.2f}", mus, mus / us) : "",
+              ok ? "" : fmt::format("  FAILED: max rel error {:.2e}", err));
+          ratios[fmt::format("{}|{}", dir, th)].push_back(dus / us);
+          if (mus > 0) mkl_ratios[fmt::format("{}|{}", dir, th)].push_back(mus / us);
+          out["rows"].push_back({{"folder", dir},
+                                 {"matrix", name},
+                                 {"m", a.rows},
+                                 {"k", a.cols},
+                                 {"nnz", a.nnz()},
+                                 {"n", n},
+                                 {"threads", th},
+                                 {"generate_s", gen_s},
+                                 {"parse_s", k.stats().parse_seconds},
+                                 {"codegen_s", k.stats().codegen_seconds},
+                                 {"ir_bytes", k.stats().ir_bytes},
+                                 {"panels", plan.panel_count()},
+                                 {"column_tile", plan.column_tile},
+                                 {"spmm_us", us},
+                                 {"sgemm_us", dus},
+                                 {"gflops", gflops},
+                                 {"x_sgemm", dus / us},
+                                 {"mkl_us", mus},
+                                 {"mkl_max_rel_error", merr},
+                                 {"max_rel_error", err},
+                                 {"ok", ok}});
+        }
+      }
+    }
+    for (const auto& [key, v] : mkl_ratios) {
+      double s = 0;
+      for (const double x : v) s += std::log(x);
+      fmt::print("\nx MKL inspector-executor, {} threads {}: {:.2f}", key.substr(0, key.find('|')),
+                 key.substr(key.find('|') + 1), std::exp(s / static_cast<double>(v.size())));
+      out["summary_mkl"][key] = std::exp(s / static_cast<double>(v.size()));
+    }
+    fmt::print("\nsummary: geomean x dense SGEMM\n");
+    for (const auto& [key, v] : ratios) {
+      double s = 0;
+      for (const double x : v) s += std::log(x);
+      fmt::print("  {}  threads {}: {:.2f} ({} matrices)\n", key.substr(0, key.find('|')),
+                 key.substr(key.find('|') + 1), std::exp(s / static_cast<double>(v.size())), v.size());
+      out["summary"][key] = std::exp(s / static_cast<double>(v.size()));
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
+    return failed ? 1 : 0;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "sparsecc_cpu_bench: {}\n", e.what());
+    return 2;
+  }
+}
