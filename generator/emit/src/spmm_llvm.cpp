@@ -43,6 +43,20 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
   const auto zero = [](std::int64_t w) {
     return w == 1 ? std::string("0.0") : std::string("zeroinitializer");
   };
+  // `scalar` as a vector of w lanes, written once a width (cache: the full width's and the rest's).
+  const auto splat_of = [&](const std::string& scalar, std::int64_t w, std::string(&cache)[2]) {
+    if (w == 1) return scalar;
+    std::string& v = cache[w == lanes ? 0 : 1];
+    if (v.empty()) {
+      const std::string ins = fresh();
+      v = fresh();
+      fmt::format_to(std::back_inserter(out),
+                     "  {} = insertelement {} undef, float {}, i32 0\n"
+                     "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
+                     ins, vec(w), scalar, v, vec(w), ins, vec(w), w);
+    }
+    return v;
+  };
   for (std::int64_t r = p.panels[static_cast<std::size_t>(panel)];
        r < p.panels[static_cast<std::size_t>(panel + 1)]; ++r) {
     std::vector<std::string> acc(widths.size());
@@ -62,18 +76,10 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
                      "  {} = load float, float* {}, align 4\n",
                      vp, std::max<std::int64_t>(a.nnz(), 1), std::max<std::int64_t>(a.nnz(), 1), e, lit, vp);
       const std::int64_t row_off = static_cast<std::int64_t>(a.col_idx[static_cast<std::size_t>(e)]) * n;
-      std::string splat_full, splat_rest;
+      std::string splats[2];
       for (std::size_t j = 0; j < widths.size(); ++j) {
         const std::int64_t w = widths[j];
-        std::string& splat = w == lanes ? splat_full : splat_rest;
-        if (w > 1 && splat.empty()) {
-          const std::string ins = fresh();
-          splat = fresh();
-          fmt::format_to(std::back_inserter(out),
-                         "  {} = insertelement {} undef, float {}, i32 0\n"
-                         "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
-                         ins, vec(w), lit, splat, vec(w), ins, vec(w), w);
-        }
+        const std::string splat = splat_of(lit, w, splats);
         const std::string ptr = fresh(), x = fresh(), sum = fresh();
         fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Bc, i64 {}\n",
                        ptr, row_off + static_cast<std::int64_t>(j) * lanes);
@@ -87,14 +93,14 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
         } else {
           fmt::format_to(std::back_inserter(out), "  {} = load float, float* {}, align 4\n", x, ptr);
           fmt::format_to(std::back_inserter(out),
-                         "  {} = call float @llvm.fma.f32(float {}, float {}, float {})\n", sum, x, lit,
+                         "  {} = call float @llvm.fma.f32(float {}, float {}, float {})\n", sum, x, splat,
                          acc[j]);
         }
         acc[j] = sum;
       }
     }
     // Epilogue: bias, ReLU, the stores.
-    std::string bias_full, bias_rest;
+    std::string bias_splats[2];
     if (p.problem.bias) {
       const std::string bp = fresh(), bv = fresh();
       fmt::format_to(std::back_inserter(out),
@@ -103,19 +109,9 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
                      bp, r, bv, bp);
       for (std::size_t j = 0; j < widths.size(); ++j) {
         const std::int64_t w = widths[j];
-        std::string& splat = w == lanes ? bias_full : bias_rest;
-        if (w == 1) {
-          splat = bv;
-        } else if (splat.empty()) {
-          const std::string ins = fresh();
-          splat = fresh();
-          fmt::format_to(std::back_inserter(out),
-                         "  {} = insertelement {} undef, float {}, i32 0\n"
-                         "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
-                         ins, vec(w), bv, splat, vec(w), ins, vec(w), w);
-        }
         const std::string s = fresh();
-        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", s, vec(w), acc[j], splat);
+        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", s, vec(w), acc[j],
+                       splat_of(bv, w, bias_splats));
         acc[j] = s;
       }
     }
