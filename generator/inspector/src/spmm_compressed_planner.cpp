@@ -94,7 +94,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (b.bitmap_weight < 0 || b.position_weight < 0)
     throw UsageError("plan_spmm: decode weights must not be negative");
 
-  // The census, then the chunk: the largest whose two stages fit.
+  // The census, then the chunk: the largest whose stages fit.
   const SpmmPieceCensus census = spmm_piece_census(a, b);
   const std::int64_t strips = std::int64_t{b.warps} * b.strips_per_warp;
   const std::int64_t k64 = std::max<std::int64_t>(rt::kRecordCols, round_up(problem.k, rt::kRecordCols));
