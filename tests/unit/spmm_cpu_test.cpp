@@ -44,17 +44,7 @@ Inputs inputs(const CsrMatrix& a, std::int64_t n, std::uint64_t seed) {
 // Relative L2 error of c against the fp64 product of the same fp32 inputs.
 double rel_error(const CsrMatrix& a32, const Inputs& in, const SpmmProblem& pr, const std::vector<float>& c) {
   const DenseMatrix ref = spmm(a32, in.b64, pr.bias ? &in.bias64 : nullptr, pr.relu);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.data.size(); ++i) {
-    const double d = static_cast<double>(c[i]) - ref.data[i];
-    num += d * d;
-    den += ref.data[i] * ref.data[i];
-  }
-  return std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-300)) : INFINITY;
-}
-
-SpmmProblem problem(const CsrMatrix& a, std::int64_t n, bool bias, bool relu) {
-  return {a.rows, a.cols, n, SpmmNMode::fixed, bias, relu, DType::f32};
+  return test::rel_l2_error(std::vector<double>(c.begin(), c.end()), ref.data);
 }
 
 }  // namespace
@@ -65,15 +55,15 @@ TEST(SpmmCpuPlan, PanelsCoverTheRowsAndTheJsonRoundTrips) {
   EXPECT_EQ(t.lanes_f32(), 16);
   EXPECT_EQ(cpu_target("x86-64-avx2").lanes_f32(), 8);
   EXPECT_THROW(cpu_target("x86-64-sse"), UsageError);
-  const SpmmCpuPlan p = plan_spmm_cpu(a, problem(a, 40, true, false), t, {0, 500});
+  const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 40, true, false), t, {0, 500});
   EXPECT_TRUE(check_cpu_plan(p, a).empty());
   EXPECT_GT(p.panel_count(), 3);
   EXPECT_EQ(p.column_tile, 40);  // N fits the accumulator vectors
   EXPECT_EQ(to_json(spmm_cpu_plan_from_json(to_json(p))), to_json(p));
   // Wide N: tiles of the accumulators' columns.
-  EXPECT_EQ(plan_spmm_cpu(a, problem(a, 1000, false, false), t).column_tile,
+  EXPECT_EQ(plan_spmm_cpu(a, test::problem_for(a, 1000, false, false), t).column_tile,
             spmm_rules::kCpuTileVectors * 16);
-  EXPECT_EQ(plan_spmm_cpu(a, problem(a, 1000, false, false), cpu_target("x86-64-avx2")).column_tile,
+  EXPECT_EQ(plan_spmm_cpu(a, test::problem_for(a, 1000, false, false), cpu_target("x86-64-avx2")).column_tile,
             spmm_rules::kCpuTileVectors * 8);
   SpmmCpuPlan broken = p;
   broken.panels[1] = broken.panels[2];
@@ -88,7 +78,7 @@ TEST(SpmmCpuPlan, PanelsCoverTheRowsAndTheJsonRoundTrips) {
 TEST(SpmmCpuPlan, InterpreterMatchesTheReference) {
   const CsrMatrix a = round_values(test::random_csr(130, 77, 0.2, 5), DType::f32);
   for (const std::int64_t n : {1, 13, 300}) {
-    const SpmmProblem pr = problem(a, n, true, true);
+    const SpmmProblem pr = test::problem_for(a, n, true, true);
     const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("x86-64-avx2"));
     const Inputs in = inputs(a, n, 11);
     std::vector<float> c(static_cast<std::size_t>(a.rows * n), std::numeric_limits<float>::quiet_NaN());
@@ -99,7 +89,8 @@ TEST(SpmmCpuPlan, InterpreterMatchesTheReference) {
 
 TEST(SpmmCpuPlan, IrHasAFunctionAPanelAndWidth) {
   const CsrMatrix a = round_values(test::random_csr(64, 64, 0.1, 7), DType::f32);
-  const SpmmCpuPlan p = plan_spmm_cpu(a, problem(a, 70, false, true), cpu_target("x86-64-avx2"), {64, 50});
+  const SpmmCpuPlan p =
+      plan_spmm_cpu(a, test::problem_for(a, 70, false, true), cpu_target("x86-64-avx2"), {64, 50});
   const std::string ir = emit_spmm_llvm_ir(p, a);
   const auto count = [&](const std::string& s) {
     std::size_t c = 0;
@@ -124,7 +115,7 @@ TEST(SpmmCpuJit, EveryWidthEpilogueAndTargetAgainstFp64) {
     for (const std::int64_t n : {1, 7, 16, 33, 300})
       for (const bool epilogue : {false, true}) {
         SCOPED_TRACE(fmt::format("{} N={} bias+relu={}", isa, n, epilogue));
-        const SpmmProblem pr = problem(a, n, epilogue, epilogue);
+        const SpmmProblem pr = test::problem_for(a, n, epilogue, epilogue);
         const SpmmCpuPlan p = plan_spmm_cpu(a, pr, t, {0, 150});
         const CpuSpmmKernel k = CpuSpmmKernel::compile(emit_spmm_llvm_ir(p, a), p);
         const Inputs in = inputs(a, n, 17 + static_cast<std::uint64_t>(n));
@@ -151,7 +142,7 @@ TEST(SpmmCpuJit, EmptyRowsAndARowOfOne) {
   a.col_idx = {3};
   a.values = {2.5};
   const CpuTarget t = cpu_target("native");
-  const SpmmCpuPlan p = plan_spmm_cpu(a, problem(a, 3, true, false), t);
+  const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 3, true, false), t);
   const CpuSpmmKernel k = CpuSpmmKernel::compile(emit_spmm_llvm_ir(p, a), p, 1);
   const std::vector<float> b = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, bias = {1, 2, 3, 4, 5};
   std::vector<float> c(15, std::numeric_limits<float>::quiet_NaN());
@@ -162,7 +153,7 @@ TEST(SpmmCpuJit, EmptyRowsAndARowOfOne) {
 
 TEST(SpmmCpuJit, RefusesIrThatDoesNotParse) {
   const CsrMatrix a = round_values(test::random_csr(8, 8, 0.5, 1), DType::f32);
-  const SpmmCpuPlan p = plan_spmm_cpu(a, problem(a, 4, false, false), cpu_target("native"));
+  const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 4, false, false), cpu_target("native"));
   EXPECT_THROW(CpuSpmmKernel::compile("define void @x( {", p), std::runtime_error);
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/suites.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
@@ -58,19 +59,6 @@ double median_us(F&& f, int reps) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
-}
-
-std::map<std::string, std::int64_t> read_batchsizes(const std::string& path) {
-  std::map<std::string, std::int64_t> out;
-  std::ifstream in(path);
-  if (!in) throw UsageError(path + ": cannot open");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto comma = line.find(',');
-    if (comma == std::string::npos) continue;
-    out[line.substr(0, comma)] = std::stoll(line.substr(comma + 1));
-  }
-  return out;
 }
 
 // Max relative error of C's rows `rows` against the fp64 reference.
@@ -148,7 +136,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (batchsizes.empty() && fixed_n <= 0) throw UsageError("give --batchsizes FILE or --n N");
-    const auto ns = batchsizes.empty() ? std::map<std::string, std::int64_t>{} : read_batchsizes(batchsizes);
+    const auto ns =
+        batchsizes.empty() ? std::map<std::string, std::int64_t>{} : bench::read_batch_sizes(batchsizes);
     const CpuTarget target = cpu_target(target_name);
 #if SPARSECC_HAVE_MKL
     mkl_set_threading_layer(MKL_THREADING_GNU);  // the runner's OpenMP (libgomp), not a second runtime
@@ -283,6 +272,9 @@ int main(int argc, char** argv) {
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
     return failed ? 1 : 0;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "sparsecc_cpu_bench: {}\n", e.what());
+    return 2;
   } catch (const UsageError& e) {
     fmt::print(stderr, "sparsecc_cpu_bench: {}\n", e.what());
     return 2;

@@ -98,7 +98,13 @@ std::vector<std::pair<std::string, fs::path>> smtx_files(const fs::path& folder)
   return files;
 }
 
-// dlmc/rn50_batchsizes.txt: one "layer_name,N" a line (N for one image).
+std::string dlmc_values(std::string_view model, std::string_view sparsity) {
+  return fmt::format("DLMC {} magnitude-pruning {} pattern; values uniform in [-1, 1) (SplitMix64 seed {})",
+                     model, sparsity, kValueSeed);
+}
+
+}  // namespace
+
 std::map<std::string, std::int64_t> read_batch_sizes(const fs::path& path) {
   require_file(path);
   Bytes bytes = read_input(path.string());
@@ -117,13 +123,6 @@ std::map<std::string, std::int64_t> read_batch_sizes(const fs::path& path) {
   }
   return sizes;
 }
-
-std::string dlmc_values(std::string_view model, std::string_view sparsity) {
-  return fmt::format("DLMC {} magnitude-pruning {} pattern; values uniform in [-1, 1) (SplitMix64 seed {})",
-                     model, sparsity, kValueSeed);
-}
-
-}  // namespace
 
 std::vector<BenchProblem> sparsert_suite(const fs::path& data_dir, double sparsity, int batch) {
   if (sparsity != 0.9 && sparsity != 0.95)

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ std::vector<BenchProblem> sparsert_suite(const std::filesystem::path& data_dir, 
 // N from dlmc/rn50_batchsizes.txt (one image), Transformer with N = 256. InputError for a missing
 // folder or file, a malformed batch-size line, or a matrix without a batch size.
 std::vector<BenchProblem> dlmc_suite(const std::filesystem::path& data_dir);
+
+// dlmc/rn50_batchsizes.txt (or a file like it): one "layer_name,N" a line, N >= 1 (N for one
+// image). InputError naming the file and line for a malformed or repeated line.
+std::map<std::string, std::int64_t> read_batch_sizes(const std::filesystem::path& path);
 
 // The problem's matrix A: loaded (or generated), pruned when prune_to > 0, checked to be M×K
 // (InputError otherwise).
