@@ -110,6 +110,16 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
   }
   for (const std::int64_t n : {1, 5, 8, 32})
     cases.push_back(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0));
+  // Block shapes, pipeline depths and chunk widths beside the rules' own.
+  for (const auto& [w, st, stages, chunk] : test::kCompressedBlockShapes) {
+    SpmmCase c = compressed_case(fmt::format("edges/f16/w{}s{}/stages{}/chunk{}", w, st, stages, chunk),
+                                 edges, 16, DType::f16, 7, 2);
+    c.options.compressed.warps = w;
+    c.options.compressed.strips_per_warp = st;
+    c.options.compressed.stages = stages;
+    c.options.compressed.chunk_k = chunk;
+    cases.push_back(std::move(c));
+  }
   build_and_run(cases);
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -86,6 +87,12 @@ PublishedLayer load_mobilenet_layer0(const std::filesystem::path& npz);
 
 // max |c - ref| / max |ref| over all entries (+inf on a shape mismatch or a NaN in c).
 double max_rel_error(const DenseMatrix& c, const DenseMatrix& ref);
+
+// Compressed plans' block shapes the suites run on their 1000 x 1500 matrix, beside the rules' own:
+// {warps, strips_per_warp, stages, chunk_k} (a one-warp block, tall blocks, deep rings, a chunk of
+// three pieces).
+inline constexpr std::array<std::array<std::int32_t, 4>, 4> kCompressedBlockShapes{
+    {{1, 1, 2, 64}, {2, 4, 4, 256}, {8, 1, 5, 64}, {3, 2, 4, 192}}};
 
 }  // namespace sparsecc::test
 

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <set>
@@ -111,6 +112,19 @@ TEST(SpmmCompressed, FixedAndRuntimeNOfEveryWidth) {
     }
 }
 
+TEST(SpmmCompressed, BlockShapesRingDepthsAndChunksPlanAndInterpret) {
+  // The GPU suite's block shapes (SpmmCompressedGpu.EveryFormatSplitAndShapeClass) on its matrix.
+  const CsrMatrix a = shaped(1000, 1500, 0.1, 3);
+  for (const auto& [w, st, stages, chunk] : test::kCompressedBlockShapes) {
+    SCOPED_TRACE(fmt::format("{} warps x {} strips, {} stages, chunk {}", w, st, stages, chunk));
+    SpmmOptions o = compressed(7, 2, chunk);
+    o.compressed.warps = w;
+    o.compressed.strips_per_warp = st;
+    o.compressed.stages = stages;
+    expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o, 16);
+  }
+}
+
 TEST(SpmmCompressed, RecordsDecodeToTheirPieceOfA) {
   const CsrMatrix a = shaped(100, 300, 0.2, 11);
   const DenseMatrix dense = dense_from_csr(a);
@@ -152,9 +166,8 @@ TEST(SpmmCompressed, FormatsFollowTheirCost) {
   o.compressed.position_weight = 0;
   const auto records = [&](double density) {
     const CsrMatrix a = test::random_csr(64, 256, density, 3);
-    return plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, o)
-        .compressed()
-        ->records;
+    const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 8, SpmmNMode::fixed, false, false, DType::f16}, o);
+    return std::to_array(plan.compressed()->records);
   };
   EXPECT_GT(records(0.05)[1], 0);
   EXPECT_EQ(records(0.05)[0], 0);
