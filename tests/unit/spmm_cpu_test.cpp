@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -97,7 +98,7 @@ TEST(SpmmCpuPlan, IrHasAFunctionAPanelAndWidth) {
     for (std::size_t at = ir.find(s); at != std::string::npos; at = ir.find(s, at + 1)) ++c;
     return c;
   };
-  EXPECT_EQ(count("define internal void @panel_"),
+  EXPECT_EQ(count("define void @panel_"),
             2 * static_cast<std::size_t>(p.panel_count()));  // 64 + 6 columns
   EXPECT_EQ(count("define void @sparsecc_cpu_tile("), 1u);
   EXPECT_NE(ir.find("@llvm.fma.v8f32"), std::string::npos);
@@ -132,6 +133,50 @@ TEST(SpmmCpuJit, EveryWidthEpilogueAndTargetAgainstFp64) {
       }
   }
   EXPECT_GT(ran, 0);
+}
+
+TEST(SpmmCpuJit, ModulesCompileApartAndLinkByName) {
+  const CsrMatrix a = round_values(test::random_csr(200, 90, 0.1, 21), DType::f32);
+  const std::int64_t n = 70;  // full column tiles and a rest (tiles of 32 or 64 columns)
+  const SpmmProblem pr = test::problem_for(a, n, true, true);
+  const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"), {0, 150});
+  ASSERT_GT(p.panel_count(), 4);
+  const Inputs in = inputs(a, n, 5);
+  std::vector<float> want(static_cast<std::size_t>(a.rows * n), std::numeric_limits<float>::quiet_NaN());
+  interpret_spmm_cpu(p, a, in.b.data(), in.bias.data(), want.data());
+  for (const std::int64_t modules : {std::int64_t{1}, std::int64_t{3}, p.panel_count() + 5}) {
+    SCOPED_TRACE(fmt::format("{} modules", modules));
+    const std::vector<std::string> ir = emit_spmm_llvm_modules(p, a, modules);
+    ASSERT_EQ(static_cast<std::int64_t>(ir.size()), std::min(modules, p.panel_count()));
+    std::size_t panels = 0;
+    for (std::size_t i = 0; i < ir.size(); ++i) {
+      for (std::size_t at = ir[i].find("define void @panel_"); at != std::string::npos;
+           at = ir[i].find("define void @panel_", at + 1))
+        ++panels;
+      EXPECT_EQ(ir[i].find("define void @sparsecc_cpu_tile(") != std::string::npos, i + 1 == ir.size());
+    }
+    EXPECT_EQ(static_cast<std::int64_t>(panels), 2 * p.panel_count());
+    const CpuSpmmKernel k = CpuSpmmKernel::compile(ir, p, 2, 2);
+    EXPECT_EQ(k.stats().modules, ir.size());
+    std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
+    k.run(in.b.data(), c.data(), in.bias.data(), 2);
+    EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
+  }
+  const CpuSpmmKernel built = CpuSpmmKernel::build(a, p, 2, 2);
+  EXPECT_EQ(built.stats().modules,
+            static_cast<std::size_t>(std::min<std::int64_t>(2 * kCpuModulesPerThread, p.panel_count())));
+  std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
+  built.run(in.b.data(), c.data(), in.bias.data(), 1);
+  EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
+  // A module that does not parse is named in the error.
+  std::vector<std::string> broken = emit_spmm_llvm_modules(p, a, 2);
+  broken.front() += "define void @x( {";
+  try {
+    (void)CpuSpmmKernel::compile(broken, p, 2, 2);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("sparsecc_cpu_spmm_0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SpmmCpuJit, EmptyRowsAndARowOfOne) {

@@ -25,15 +25,16 @@ std::string float_literal(double v) {
 
 std::string vec(std::int64_t w) { return w == 1 ? std::string("float") : fmt::format("<{} x float>", w); }
 
-// One function: rows [r0, r1) of A over `width` columns starting at the argument %col.
+// One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
+// from the module's table @values of `table` entries, which starts at nonzero `base`.
 void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
-                std::int64_t width) {
+                std::int64_t width, std::int64_t base, std::int64_t table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   // The row's accumulators: full vectors of `lanes`, then one of the remaining columns.
   std::vector<std::int64_t> widths;
   for (std::int64_t c = 0; c < width; c += lanes) widths.push_back(std::min(lanes, width - c));
   fmt::format_to(std::back_inserter(out),
-                 "define internal void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
+                 "define void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
                  "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
                  "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
                  "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n",
@@ -74,7 +75,7 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
       fmt::format_to(std::back_inserter(out),
                      "  {} = getelementptr inbounds [{} x float], [{} x float]* @values, i64 0, i64 {}\n"
                      "  {} = load float, float* {}, align 4\n",
-                     vp, std::max<std::int64_t>(a.nnz(), 1), std::max<std::int64_t>(a.nnz(), 1), e, lit, vp);
+                     vp, table, table, e - base, lit, vp);
       const std::int64_t row_off = static_cast<std::int64_t>(a.col_idx[static_cast<std::size_t>(e)]) * n;
       std::string splats[2];
       for (std::size_t j = 0; j < widths.size(); ++j) {
@@ -148,14 +149,14 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
 
 }  // namespace
 
-std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a) {
+std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const CsrMatrix& a,
+                                                std::int64_t modules) {
   if (const auto errors = check_cpu_plan(plan, a); !errors.empty())
     throw UsageError("emit_spmm_llvm_ir: the plan does not fit: " + errors.front());
+  const std::int64_t panels = plan.panel_count();
+  const std::int64_t parts = std::clamp<std::int64_t>(modules, 1, std::max<std::int64_t>(panels, 1));
   const std::int64_t n = plan.problem.n, tile = std::min<std::int64_t>(plan.column_tile, n);
   const std::int64_t rest = n % tile;
-  std::string out =
-      fmt::format("; sparsecc CPU SpMM: {} x {} ({} nonzeros), N = {}, {} ({} fp32 lanes), {} panels\n\n",
-                  a.rows, a.cols, a.nnz(), n, plan.target.isa, plan.lanes, plan.panel_count());
   // The fma intrinsics of every width the code uses.
   std::vector<std::int64_t> ws;
   for (const std::int64_t width : {tile, rest})
@@ -165,48 +166,78 @@ std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a) {
     }
   std::sort(ws.begin(), ws.end());
   ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
-  for (const std::int64_t w : ws)
-    out += w == 1
-               ? "declare float @llvm.fma.f32(float, float, float)\n"
-               : fmt::format("declare {} @llvm.fma.v{}f32({}, {}, {})\n", vec(w), w, vec(w), vec(w), vec(w));
-  // A's values in CSR order.
-  fmt::format_to(std::back_inserter(out), "\n@values = internal unnamed_addr constant [{} x float] [",
-                 std::max<std::int64_t>(a.nnz(), 1));
-  for (std::int64_t e = 0; e < std::max<std::int64_t>(a.nnz(), 1); ++e)
-    fmt::format_to(std::back_inserter(out), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
-                   float_literal(e < a.nnz() ? a.values[static_cast<std::size_t>(e)] : 0.0));
-  out += "], align 64\n\n";
-  for (std::int64_t q = 0; q < plan.panel_count(); ++q) {
-    emit_panel(out, plan, a, q, true, tile);
-    if (rest) emit_panel(out, plan, a, q, false, rest);
-  }
-  // The entry: a switch over the panels.
-  fmt::format_to(
-      std::back_inserter(out),
-      "define void @{}(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
-      "entry:\n  switch i64 %panel, label %done [\n",
-      kCpuTileSymbol);
-  for (std::int64_t q = 0; q < plan.panel_count(); ++q)
-    fmt::format_to(std::back_inserter(out), "    i64 {}, label %p{}\n", q, q);
-  out += "  ]\n";
-  for (std::int64_t q = 0; q < plan.panel_count(); ++q) {
-    if (rest) {
-      fmt::format_to(std::back_inserter(out),
-                     "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
-                     "p{0}f:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
-                     "br label %done\n"
-                     "p{0}r:\n  call void @panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
-                     "br label %done\n",
-                     q);
-    } else {
-      fmt::format_to(std::back_inserter(out),
-                     "p{0}:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
-                     "label %done\n",
-                     q);
+  const auto panel_signature = [](std::int64_t q, const char* kind) {
+    return fmt::format("void @panel_{}_{}(float*, float*, float*, i64)", q, kind);
+  };
+
+  std::vector<std::string> out(static_cast<std::size_t>(parts));
+  for (std::int64_t m = 0; m < parts; ++m) {
+    // Module m: panels [q0, q1), their nonzeros [e0, e1); the last one also holds the entry.
+    const std::int64_t q0 = m * panels / parts, q1 = (m + 1) * panels / parts;
+    const std::int64_t e0 = a.row_ptr[static_cast<std::size_t>(plan.panels[static_cast<std::size_t>(q0)])];
+    const std::int64_t e1 = a.row_ptr[static_cast<std::size_t>(plan.panels[static_cast<std::size_t>(q1)])];
+    const std::int64_t table = std::max<std::int64_t>(e1 - e0, 1);
+    std::string& text = out[static_cast<std::size_t>(m)];
+    text = fmt::format(
+        "; sparsecc CPU SpMM: {} x {} ({} nonzeros), N = {}, {} ({} fp32 lanes), {} panels; module {} of {}: "
+        "panels {} .. {}\n\n",
+        a.rows, a.cols, a.nnz(), n, plan.target.isa, plan.lanes, panels, m + 1, parts, q0, q1);
+    for (const std::int64_t w : ws)
+      text += w == 1 ? "declare float @llvm.fma.f32(float, float, float)\n"
+                     : fmt::format("declare {} @llvm.fma.v{}f32({}, {}, {})\n", vec(w), w, vec(w), vec(w),
+                                   vec(w));
+    // The module's values of A, in CSR order.
+    fmt::format_to(std::back_inserter(text), "\n@values = internal unnamed_addr constant [{} x float] [",
+                   table);
+    for (std::int64_t e = 0; e < table; ++e)
+      fmt::format_to(std::back_inserter(text), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
+                     float_literal(e0 + e < e1 ? a.values[static_cast<std::size_t>(e0 + e)] : 0.0));
+    text += "], align 64\n\n";
+    for (std::int64_t q = q0; q < q1; ++q) {
+      emit_panel(text, plan, a, q, true, tile, e0, table);
+      if (rest) emit_panel(text, plan, a, q, false, rest, e0, table);
     }
+    if (m + 1 < parts) {
+      text += "attributes #0 = { nounwind }\n";
+      continue;
+    }
+    // The entry: a switch over the panels (those of the other modules declared).
+    for (std::int64_t q = 0; q < q0; ++q) {
+      fmt::format_to(std::back_inserter(text), "declare {}\n", panel_signature(q, "full"));
+      if (rest) fmt::format_to(std::back_inserter(text), "declare {}\n", panel_signature(q, "rest"));
+    }
+    fmt::format_to(
+        std::back_inserter(text),
+        "define void @{}(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
+        "entry:\n  switch i64 %panel, label %done [\n",
+        kCpuTileSymbol);
+    for (std::int64_t q = 0; q < panels; ++q)
+      fmt::format_to(std::back_inserter(text), "    i64 {}, label %p{}\n", q, q);
+    text += "  ]\n";
+    for (std::int64_t q = 0; q < panels; ++q) {
+      if (rest) {
+        fmt::format_to(std::back_inserter(text),
+                       "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
+                       "p{0}f:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                       "br label %done\n"
+                       "p{0}r:\n  call void @panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                       "br label %done\n",
+                       q);
+      } else {
+        fmt::format_to(
+            std::back_inserter(text),
+            "p{0}:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
+            "label %done\n",
+            q);
+      }
+    }
+    text += "done:\n  ret void\n}\n\nattributes #0 = { nounwind }\n";
   }
-  out += "done:\n  ret void\n}\n\nattributes #0 = { nounwind }\n";
   return out;
+}
+
+std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a) {
+  return std::move(emit_spmm_llvm_modules(plan, a, 1).front());
 }
 
 }  // namespace sparsecc

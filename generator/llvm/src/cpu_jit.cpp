@@ -6,18 +6,25 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
@@ -56,11 +63,17 @@ CpuSpmmKernel::~CpuSpmmKernel() = default;
 const CpuCompileStats& CpuSpmmKernel::stats() const { return impl_->stats; }
 
 CpuSpmmKernel CpuSpmmKernel::compile(const std::string& ir, const SpmmCpuPlan& plan, int opt_level) {
+  return compile(std::vector<std::string>{ir}, plan, opt_level, 1);
+}
+
+CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, const SpmmCpuPlan& plan,
+                                     int opt_level, int threads) {
   if (!host_runs(plan.target))
     throw UsageError(fmt::format("this CPU cannot run {} code ({}-bit vectors)", plan.target.isa,
                                  plan.target.vector_bits));
   if (opt_level < 0 || opt_level > 3)
     throw UsageError(fmt::format("LLVM opt level {}: expected 0..3", opt_level));
+  if (modules.empty()) throw UsageError("CpuSpmmKernel::compile: no IR modules");
   static std::once_flag init;
   std::call_once(init, [] {
     llvm::InitializeNativeTarget();
@@ -74,20 +87,7 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::string& ir, const SpmmCpuPlan& p
   });
   auto impl = std::make_unique<Impl>();
   impl->plan = plan;
-  impl->stats.ir_bytes = ir.size();
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto context = std::make_unique<llvm::LLVMContext>();
-  llvm::SMDiagnostic diag;
-  std::unique_ptr<llvm::Module> module =
-      llvm::parseIR(llvm::MemoryBufferRef(ir, "sparsecc_cpu_spmm"), diag, *context);
-  if (!module) {
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    diag.print("sparsecc_cpu_spmm", os);
-    throw std::runtime_error("LLVM IR does not parse: " + os.str());
-  }
-  impl->stats.parse_seconds = seconds_since(t0);
+  for (const std::string& m : modules) impl->stats.ir_bytes += m.size();
 
   auto host = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!host) throw std::runtime_error("LLVM: " + message(host.takeError()));
@@ -102,16 +102,69 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::string& ir, const SpmmCpuPlan& p
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create();
   if (!jit) throw std::runtime_error("LLVM: " + message(jit.takeError()));
   impl->jit = std::move(*jit);
-  module->setDataLayout(impl->jit->getDataLayout());
-  module->setTargetTriple(impl->jit->getTargetTriple().str());
-  t0 = std::chrono::steady_clock::now();
-  if (auto e = impl->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
-    throw std::runtime_error("LLVM: " + message(std::move(e)));
+
+  // Every module parsed and compiled to an object file on its own thread (a context and a target
+  // machine each), the objects then linked by the JIT.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects(modules.size());
+  std::vector<std::string> errors(modules.size());
+  std::vector<double> parse_s(modules.size(), 0.0);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < modules.size(); i = next++) {
+      try {
+        const auto tp = std::chrono::steady_clock::now();
+        llvm::LLVMContext context;
+        llvm::SMDiagnostic diag;
+        const std::string name = fmt::format("sparsecc_cpu_spmm_{}", i);
+        std::unique_ptr<llvm::Module> module =
+            llvm::parseIR(llvm::MemoryBufferRef(modules[i], name), diag, context);
+        if (!module) {
+          std::string s;
+          llvm::raw_string_ostream os(s);
+          diag.print(name.c_str(), os);
+          throw std::runtime_error("LLVM IR does not parse: " + os.str());
+        }
+        parse_s[i] = seconds_since(tp);
+        auto tm = jtmb.createTargetMachine();
+        if (!tm) throw std::runtime_error("LLVM: " + message(tm.takeError()));
+        module->setDataLayout((*tm)->createDataLayout());
+        module->setTargetTriple((*tm)->getTargetTriple().str());
+        llvm::SmallVector<char, 0> bytes;
+        llvm::raw_svector_ostream os(bytes);
+        llvm::legacy::PassManager pm;
+        if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+          throw std::runtime_error("LLVM: this target cannot emit object files");
+        pm.run(*module);
+        objects[i] = std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(bytes), name, false);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const std::size_t pool =
+      std::min<std::size_t>(modules.size(), static_cast<std::size_t>(std::max(threads, 1)));
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < pool; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) throw std::runtime_error(e);
+  for (const double p : parse_s) impl->stats.parse_seconds += p;
+  for (auto& object : objects)
+    if (auto e = impl->jit->addObjectFile(std::move(object)))
+      throw std::runtime_error("LLVM: " + message(std::move(e)));
   auto sym = impl->jit->lookup(kCpuTileSymbol);
   if (!sym) throw std::runtime_error("LLVM: " + message(sym.takeError()));
-  impl->stats.codegen_seconds = seconds_since(t0);
+  impl->stats.compile_seconds = seconds_since(t0);
+  impl->stats.modules = modules.size();
   impl->tile = reinterpret_cast<TileFn>(static_cast<std::uintptr_t>(sym->getAddress()));
   return CpuSpmmKernel(std::move(impl));
+}
+
+CpuSpmmKernel CpuSpmmKernel::build(const CsrMatrix& a, const SpmmCpuPlan& plan, int opt_level, int threads) {
+  const int t = threads > 0 ? threads : std::max(plan.target.cores, 1);
+  return compile(emit_spmm_llvm_modules(plan, a, std::int64_t{kCpuModulesPerThread} * t), plan, opt_level, t);
 }
 
 void CpuSpmmKernel::run(const float* b, float* c, const float* bias, int threads) const {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
@@ -22,5 +23,12 @@ inline constexpr const char* kCpuTileSymbol = "sparsecc_cpu_tile";
 
 // Throws UsageError for a plan check_cpu_plan refuses.
 std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a);
+// The same code as `modules` IR modules (at most one a panel), compiled apart and linked by name:
+// module i defines the panels of its share (consecutive panels, their values in a table of its own),
+// the last one also the entry point, which calls the others' panels by their external names
+// panel_{q}_full / panel_{q}_rest. Code generation grows faster than linearly in a module's size, and
+// modules compile in parallel.
+std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const CsrMatrix& a,
+                                                std::int64_t modules);
 
 }  // namespace sparsecc

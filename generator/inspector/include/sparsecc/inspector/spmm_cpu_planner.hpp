@@ -16,10 +16,12 @@ struct SpmmCpuOptions {
 };
 
 namespace spmm_rules {
-inline constexpr std::int32_t kCpuTileVectors = 4;      // accumulator vectors a row keeps (code per nonzero)
-inline constexpr std::int64_t kCpuPanelsPerCore = 8;    // panels a core, for balance
-inline constexpr std::int64_t kCpuMinPanelNnz = 1024;   // nonzeros a panel at least (call overhead)
-inline constexpr std::int64_t kCpuMaxPanelNnz = 16384;  // and at most (the size of one function)
+inline constexpr std::int32_t kCpuTileVectors = 4;     // accumulator vectors a row keeps (code per nonzero)
+inline constexpr std::int64_t kCpuPanelsPerCore = 8;   // panels a core, for balance
+inline constexpr std::int64_t kCpuMinPanelNnz = 1024;  // nonzeros a panel at least (call overhead)
+// and at most: the size of one function, whose code generation grows faster than linearly in it.
+// Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
+inline constexpr std::int64_t kCpuMaxPanelNnz = 2048;
 }  // namespace spmm_rules
 
 // lanes the target's fp32 vector; column_tile N when N fits kCpuTileVectors vectors, else the

@@ -5,15 +5,22 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
 
 namespace sparsecc {
 
+// Modules a compile thread takes (emit_spmm_llvm_modules): more than one, so that the threads finish
+// together. Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
+inline constexpr int kCpuModulesPerThread = 4;
+
 struct CpuCompileStats {
-  double parse_seconds = 0;    // IR text -> module
-  double codegen_seconds = 0;  // module -> machine code (the JIT's first lookup)
+  double parse_seconds = 0;    // IR text -> modules, summed over the modules
+  double compile_seconds = 0;  // IR text -> linked machine code, wall clock
   std::size_t ir_bytes = 0;
+  std::size_t modules = 0;
 };
 
 class CpuSpmmKernel {
@@ -22,6 +29,13 @@ class CpuSpmmKernel {
   // UsageError when this CPU cannot run the target's code (AVX-512 code on an AVX2 host) and
   // std::runtime_error carrying LLVM's message when the IR does not parse or compile.
   static CpuSpmmKernel compile(const std::string& ir, const SpmmCpuPlan& plan, int opt_level = 2);
+  // The modules of emit_spmm_llvm_modules, each parsed and compiled to an object file on one of
+  // `threads` threads, then linked.
+  static CpuSpmmKernel compile(const std::vector<std::string>& modules, const SpmmCpuPlan& plan,
+                               int opt_level, int threads);
+  // Lowers `a` by `plan` into kCpuModulesPerThread modules a thread and compiles them on `threads`
+  // threads (0: the target's cores).
+  static CpuSpmmKernel build(const CsrMatrix& a, const SpmmCpuPlan& plan, int opt_level = 2, int threads = 0);
 
   // C (M x N) = A * B (K x N) (+bias) (ReLU), row-major fp32; bias: M values when the plan has one.
   // threads: 0 takes the target's cores; the work items are the column tiles of every panel. Every
