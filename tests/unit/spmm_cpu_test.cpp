@@ -76,6 +76,24 @@ TEST(SpmmCpuPlan, PanelsCoverTheRowsAndTheJsonRoundTrips) {
                UsageError);
 }
 
+TEST(SpmmCpuPlan, RolledCodeWhereStraightLineCodeWouldBeLarge) {
+  // Straight-line code up to kCpuStraightLineFmas vector fused multiply-adds, rolled above; the
+  // options force either.
+  const CsrMatrix a = round_values(test::random_csr(400, 250, 0.2, 13), DType::f32);  // ~20,000 nonzeros
+  const CpuTarget t = cpu_target("x86-64-avx512");
+  const auto rolled = [&](std::int64_t n, SpmmCpuOptions o = {}) {
+    return plan_spmm_cpu(a, test::problem_for(a, n, false, false), t, o).rolled;
+  };
+  ASSERT_LT(a.nnz(), spmm_rules::kCpuStraightLineFmas);
+  ASSERT_GT(3 * a.nnz(), spmm_rules::kCpuStraightLineFmas);
+  EXPECT_FALSE(rolled(16));  // one vector a nonzero
+  EXPECT_TRUE(rolled(48));   // three
+  EXPECT_TRUE(rolled(16, {0, 0, true}));
+  EXPECT_FALSE(rolled(48, {0, 0, false}));
+  SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 48, false, false), t);
+  EXPECT_EQ(spmm_cpu_plan_from_json(to_json(p)).rolled, true);
+}
+
 TEST(SpmmCpuPlan, InterpreterMatchesTheReference) {
   const CsrMatrix a = round_values(test::random_csr(130, 77, 0.2, 5), DType::f32);
   for (const std::int64_t n : {1, 13, 300}) {
@@ -115,9 +133,11 @@ TEST(SpmmCpuJit, EveryWidthEpilogueAndTargetAgainstFp64) {
     if (!host_runs(t)) continue;
     for (const std::int64_t n : {1, 7, 16, 33, 300})
       for (const bool epilogue : {false, true}) {
-        SCOPED_TRACE(fmt::format("{} N={} bias+relu={}", isa, n, epilogue));
+        SCOPED_TRACE(fmt::format("{} N={} bias+relu and rolled={}", isa, n, epilogue));
         const SpmmProblem pr = test::problem_for(a, n, epilogue, epilogue);
-        const SpmmCpuPlan p = plan_spmm_cpu(a, pr, t, {0, 150});
+        // Straight-line code, and rolled code for the epilogue's cases.
+        const SpmmCpuPlan p = plan_spmm_cpu(a, pr, t, {0, 150, epilogue});
+        ASSERT_EQ(p.rolled, epilogue);
         const CpuSpmmKernel k = CpuSpmmKernel::compile(emit_spmm_llvm_ir(p, a), p);
         const Inputs in = inputs(a, n, 17 + static_cast<std::uint64_t>(n));
         std::vector<float> c(static_cast<std::size_t>(a.rows * n), std::numeric_limits<float>::quiet_NaN());
@@ -139,36 +159,39 @@ TEST(SpmmCpuJit, ModulesCompileApartAndLinkByName) {
   const CsrMatrix a = round_values(test::random_csr(200, 90, 0.1, 21), DType::f32);
   const std::int64_t n = 70;  // full column tiles and a rest (tiles of 32 or 64 columns)
   const SpmmProblem pr = test::problem_for(a, n, true, true);
-  const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"), {0, 150});
-  ASSERT_GT(p.panel_count(), 4);
-  const Inputs in = inputs(a, n, 5);
-  std::vector<float> want(static_cast<std::size_t>(a.rows * n), std::numeric_limits<float>::quiet_NaN());
-  interpret_spmm_cpu(p, a, in.b.data(), in.bias.data(), want.data());
-  for (const std::int64_t modules : {std::int64_t{1}, std::int64_t{3}, p.panel_count() + 5}) {
-    SCOPED_TRACE(fmt::format("{} modules", modules));
-    const std::vector<std::string> ir = emit_spmm_llvm_modules(p, a, modules);
-    ASSERT_EQ(static_cast<std::int64_t>(ir.size()), std::min(modules, p.panel_count()));
-    std::size_t panels = 0;
-    for (std::size_t i = 0; i < ir.size(); ++i) {
-      for (std::size_t at = ir[i].find("define void @panel_"); at != std::string::npos;
-           at = ir[i].find("define void @panel_", at + 1))
-        ++panels;
-      EXPECT_EQ(ir[i].find("define void @sparsecc_cpu_tile(") != std::string::npos, i + 1 == ir.size());
+  for (const bool rolled : {false, true}) {
+    const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"), {0, 150, rolled});
+    ASSERT_GT(p.panel_count(), 4);
+    const Inputs in = inputs(a, n, 5);
+    std::vector<float> want(static_cast<std::size_t>(a.rows * n), std::numeric_limits<float>::quiet_NaN());
+    interpret_spmm_cpu(p, a, in.b.data(), in.bias.data(), want.data());
+    for (const std::int64_t modules : {std::int64_t{1}, std::int64_t{3}, p.panel_count() + 5}) {
+      SCOPED_TRACE(fmt::format("{} modules, rolled {}", modules, rolled));
+      const std::vector<std::string> ir = emit_spmm_llvm_modules(p, a, modules);
+      ASSERT_EQ(static_cast<std::int64_t>(ir.size()), std::min(modules, p.panel_count()));
+      std::size_t panels = 0;
+      for (std::size_t i = 0; i < ir.size(); ++i) {
+        for (std::size_t at = ir[i].find("define void @panel_"); at != std::string::npos;
+             at = ir[i].find("define void @panel_", at + 1))
+          ++panels;
+        EXPECT_EQ(ir[i].find("define void @sparsecc_cpu_tile(") != std::string::npos, i + 1 == ir.size());
+      }
+      EXPECT_EQ(static_cast<std::int64_t>(panels), 2 * p.panel_count());
+      const CpuSpmmKernel k = CpuSpmmKernel::compile(ir, p, 2, 2);
+      EXPECT_EQ(k.stats().modules, ir.size());
+      std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
+      k.run(in.b.data(), c.data(), in.bias.data(), 2);
+      EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
     }
-    EXPECT_EQ(static_cast<std::int64_t>(panels), 2 * p.panel_count());
-    const CpuSpmmKernel k = CpuSpmmKernel::compile(ir, p, 2, 2);
-    EXPECT_EQ(k.stats().modules, ir.size());
+    const CpuSpmmKernel built = CpuSpmmKernel::build(a, p, 2, 2);
+    EXPECT_EQ(built.stats().modules,
+              static_cast<std::size_t>(std::min<std::int64_t>(2 * kCpuModulesPerThread, p.panel_count())));
     std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
-    k.run(in.b.data(), c.data(), in.bias.data(), 2);
+    built.run(in.b.data(), c.data(), in.bias.data(), 1);
     EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
   }
-  const CpuSpmmKernel built = CpuSpmmKernel::build(a, p, 2, 2);
-  EXPECT_EQ(built.stats().modules,
-            static_cast<std::size_t>(std::min<std::int64_t>(2 * kCpuModulesPerThread, p.panel_count())));
-  std::vector<float> c(want.size(), std::numeric_limits<float>::quiet_NaN());
-  built.run(in.b.data(), c.data(), in.bias.data(), 1);
-  EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
   // A module that does not parse is named in the error.
+  const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"), {0, 150});
   std::vector<std::string> broken = emit_spmm_llvm_modules(p, a, 2);
   broken.front() += "define void @x( {";
   try {
@@ -187,13 +210,15 @@ TEST(SpmmCpuJit, EmptyRowsAndARowOfOne) {
   a.col_idx = {3};
   a.values = {2.5};
   const CpuTarget t = cpu_target("native");
-  const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 3, true, false), t);
-  const CpuSpmmKernel k = CpuSpmmKernel::compile(emit_spmm_llvm_ir(p, a), p, 1);
-  const std::vector<float> b = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, bias = {1, 2, 3, 4, 5};
-  std::vector<float> c(15, std::numeric_limits<float>::quiet_NaN());
-  k.run(b.data(), c.data(), bias.data(), 1);
-  const std::vector<float> want = {1, 1, 1, 2 + 25, 2 + 27.5f, 2 + 30, 3, 3, 3, 4, 4, 4, 5, 5, 5};
-  EXPECT_EQ(c, want);
+  for (const bool rolled : {false, true}) {
+    const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 3, true, false), t, {0, 0, rolled});
+    const CpuSpmmKernel k = CpuSpmmKernel::compile(emit_spmm_llvm_ir(p, a), p, 1);
+    const std::vector<float> b = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, bias = {1, 2, 3, 4, 5};
+    std::vector<float> c(15, std::numeric_limits<float>::quiet_NaN());
+    k.run(b.data(), c.data(), bias.data(), 1);
+    const std::vector<float> want = {1, 1, 1, 2 + 25, 2 + 27.5f, 2 + 30, 3, 3, 3, 4, 4, 4, 5, 5, 5};
+    EXPECT_EQ(c, want) << "rolled " << rolled;
+  }
 }
 
 TEST(SpmmCpuJit, RefusesIrThatDoesNotParse) {

@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--opt", opt, "LLVM code generation level 0..3")->capture_default_str();
+  std::string code = "auto";
+  app.add_option("--code", code, "straight (straight-line), rolled, or auto (the planner's rule)")
+      ->check(CLI::IsMember({"auto", "straight", "rolled"}))
+      ->capture_default_str();
   app.add_option("--reps", reps, "timed runs a median is taken of")->capture_default_str();
   app.add_option("--limit", limit, "only the first K matrices of each folder (0: all)");
   app.add_option("--check-rows", check_rows, "rows checked against fp64")->capture_default_str();
@@ -178,7 +182,9 @@ int main(int argc, char** argv) {
         }
         const SpmmProblem pr{a.rows, a.cols, n, SpmmNMode::fixed, false, false, DType::f32};
         double t0 = now_s();
-        const SpmmCpuPlan plan = plan_spmm_cpu(a, pr, target);
+        SpmmCpuOptions cpu_options;
+        if (code != "auto") cpu_options.rolled = code == "rolled";
+        const SpmmCpuPlan plan = plan_spmm_cpu(a, pr, target, cpu_options);
         const double gen_s = now_s() - t0;  // the plan; lowering to IR is part of the build below
         t0 = now_s();
         const CpuSpmmKernel k = CpuSpmmKernel::build(a, plan, opt, cores);
@@ -243,6 +249,7 @@ int main(int argc, char** argv) {
                                  {"modules", k.stats().modules},
                                  {"ir_bytes", k.stats().ir_bytes},
                                  {"panels", plan.panel_count()},
+                                 {"rolled", plan.rolled},
                                  {"column_tile", plan.column_tile},
                                  {"spmm_us", us},
                                  {"sgemm_us", dus},

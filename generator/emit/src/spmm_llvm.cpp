@@ -147,6 +147,122 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
   out += "  ret void\n}\n\n";
 }
 
+// The same function rolled: a loop over the panel's rows, and in each row a loop over its nonzeros,
+// reading their columns from the module's table @cols and their values from @values (both from
+// nonzero `base`), the row bounds from @rows (from row `row_base`, relative to `base`); the same fused
+// multiply-adds in the same order as emit_panel.
+void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t panel, bool full,
+                       std::int64_t width, std::int64_t table, std::int64_t row_base,
+                       std::int64_t row_table) {
+  const std::int64_t n = p.problem.n, lanes = p.lanes;
+  const std::int64_t r0 = p.panels[static_cast<std::size_t>(panel)],
+                     r1 = p.panels[static_cast<std::size_t>(panel + 1)];
+  std::vector<std::int64_t> widths;
+  for (std::int64_t c = 0; c < width; c += lanes) widths.push_back(std::min(lanes, width - c));
+  const auto zero = [](std::int64_t w) {
+    return w == 1 ? std::string("0.0") : std::string("zeroinitializer");
+  };
+  const auto splat = [&](const std::string& scalar, std::int64_t w, const std::string& name) {
+    if (w == 1) return scalar;
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.i = insertelement {1} undef, float {2}, i32 0\n"
+                   "  {0} = shufflevector {1} {0}.i, {1} undef, <{3} x i32> zeroinitializer\n",
+                   name, vec(w), scalar, w);
+    return name;
+  };
+  fmt::format_to(std::back_inserter(out),
+                 "define void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
+                 "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
+                 "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
+                 "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n"
+                 "  br label %row\n"
+                 "row:\n"
+                 "  %r = phi i64 [ {}, %entry ], [ %rn, %done ]\n"
+                 "  %ri = sub i64 %r, {}\n"
+                 "  %ri1 = add i64 %ri, 1\n"
+                 "  %p0 = getelementptr inbounds [{} x i32], [{} x i32]* @rows, i64 0, i64 %ri\n"
+                 "  %p1 = getelementptr inbounds [{} x i32], [{} x i32]* @rows, i64 0, i64 %ri1\n"
+                 "  %e0i = load i32, i32* %p0, align 4\n  %e1i = load i32, i32* %p1, align 4\n"
+                 "  %e0 = zext i32 %e0i to i64\n  %e1 = zext i32 %e1i to i64\n"
+                 "  %empty = icmp eq i64 %e0, %e1\n"
+                 "  br i1 %empty, label %done, label %loop\n"
+                 "loop:\n"
+                 "  %e = phi i64 [ %e0, %row ], [ %en, %loop ]\n",
+                 panel, full ? "full" : "rest", r0, row_base, row_table, row_table, row_table, row_table);
+  for (std::size_t j = 0; j < widths.size(); ++j)
+    fmt::format_to(std::back_inserter(out), "  %a{0} = phi {1} [ {2}, %row ], [ %s{0}, %loop ]\n", j,
+                   vec(widths[j]), zero(widths[j]));
+  fmt::format_to(std::back_inserter(out),
+                 "  %vp = getelementptr inbounds [{0} x float], [{0} x float]* @values, i64 0, i64 %e\n"
+                 "  %v = load float, float* %vp, align 4\n"
+                 "  %cp = getelementptr inbounds [{0} x i32], [{0} x i32]* @cols, i64 0, i64 %e\n"
+                 "  %ci = load i32, i32* %cp, align 4\n  %c = zext i32 %ci to i64\n"
+                 "  %off = mul i64 %c, {1}\n",
+                 table, n);
+  std::string splats[2];
+  for (std::size_t j = 0; j < widths.size(); ++j) {
+    const std::int64_t w = widths[j];
+    std::string& sp = splats[w == lanes ? 0 : 1];
+    if (sp.empty()) sp = splat("%v", w, fmt::format("%vs{}", j));
+    fmt::format_to(
+        std::back_inserter(out),
+        "  %o{0} = add i64 %off, {1}\n  %bp{0} = getelementptr inbounds float, float* %Bc, i64 %o{0}\n", j,
+        static_cast<std::int64_t>(j) * lanes);
+    if (w > 1)
+      fmt::format_to(std::back_inserter(out),
+                     "  %bv{0} = bitcast float* %bp{0} to {1}*\n  %x{0} = load {1}, {1}* %bv{0}, align 4\n"
+                     "  %s{0} = call {1} @llvm.fma.v{2}f32({1} %x{0}, {1} {3}, {1} %a{0})\n",
+                     j, vec(w), w, sp);
+    else
+      fmt::format_to(std::back_inserter(out),
+                     "  %x{0} = load float, float* %bp{0}, align 4\n"
+                     "  %s{0} = call float @llvm.fma.f32(float %x{0}, float {1}, float %a{0})\n",
+                     j, sp);
+  }
+  out += "  %en = add i64 %e, 1\n  %more = icmp ult i64 %en, %e1\n  br i1 %more, label %loop, label %done\n";
+  out += "done:\n";
+  for (std::size_t j = 0; j < widths.size(); ++j)
+    fmt::format_to(std::back_inserter(out), "  %f{0} = phi {1} [ {2}, %row ], [ %s{0}, %loop ]\n", j,
+                   vec(widths[j]), zero(widths[j]));
+  std::string bias_splats[2];
+  if (p.problem.bias)
+    out +=
+        "  %biasp = getelementptr inbounds float, float* %bias, i64 %r\n"
+        "  %biasv = load float, float* %biasp, align 4\n";
+  out += fmt::format("  %crow = mul i64 %r, {}\n", n);
+  for (std::size_t j = 0; j < widths.size(); ++j) {
+    const std::int64_t w = widths[j];
+    std::string v = fmt::format("%f{}", j);
+    if (p.problem.bias) {
+      std::string& bs = bias_splats[w == lanes ? 0 : 1];
+      if (bs.empty()) bs = splat("%biasv", w, fmt::format("%bs{}", j));
+      fmt::format_to(std::back_inserter(out), "  %g{0} = fadd {1} {2}, {3}\n", j, vec(w), v, bs);
+      v = fmt::format("%g{}", j);
+    }
+    if (p.problem.relu) {  // max(v, 0) as std::max(v, 0.f): v < 0 ? 0 : v
+      fmt::format_to(std::back_inserter(out),
+                     "  %lt{0} = fcmp olt {1} {2}, {3}\n  %h{0} = select {4} %lt{0}, {1} {3}, {1} {2}\n", j,
+                     vec(w), v, zero(w), w == 1 ? std::string("i1") : fmt::format("<{} x i1>", w));
+      v = fmt::format("%h{}", j);
+    }
+    fmt::format_to(
+        std::back_inserter(out),
+        "  %co{0} = add i64 %crow, {1}\n  %cp{0} = getelementptr inbounds float, float* %Cc, i64 %co{0}\n", j,
+        static_cast<std::int64_t>(j) * lanes);
+    if (w > 1)
+      fmt::format_to(std::back_inserter(out),
+                     "  %cv{0} = bitcast float* %cp{0} to {1}*\n  store {1} {2}, {1}* %cv{0}, align 4\n", j,
+                     vec(w), v);
+    else
+      fmt::format_to(std::back_inserter(out), "  store float {1}, float* %cp{0}, align 4\n", j, v);
+  }
+  fmt::format_to(
+      std::back_inserter(out),
+      "  %rn = add i64 %r, 1\n  %last = icmp eq i64 %rn, {}\n  br i1 %last, label %exit, label %row\n"
+      "exit:\n  ret void\n}}\n\n",
+      r1);
+}
+
 }  // namespace
 
 std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const CsrMatrix& a,
@@ -193,10 +309,31 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
       fmt::format_to(std::back_inserter(text), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
                      float_literal(e0 + e < e1 ? a.values[static_cast<std::size_t>(e0 + e)] : 0.0));
     text += "], align 64\n\n";
-    for (std::int64_t q = q0; q < q1; ++q) {
-      emit_panel(text, plan, a, q, true, tile, e0, table);
-      if (rest) emit_panel(text, plan, a, q, false, rest, e0, table);
+    const std::int64_t row0 = plan.panels[static_cast<std::size_t>(q0)];
+    const std::int64_t row1 = plan.panels[static_cast<std::size_t>(q1)];
+    if (plan.rolled) {
+      // The module's columns of A (nonzero by nonzero) and row bounds (from row0, relative to e0).
+      fmt::format_to(std::back_inserter(text), "@cols = internal unnamed_addr constant [{} x i32] [", table);
+      for (std::int64_t e = 0; e < table; ++e)
+        fmt::format_to(std::back_inserter(text), "{}i32 {}", e ? (e % 16 ? ", " : ",\n  ") : "",
+                       e0 + e < e1 ? a.col_idx[static_cast<std::size_t>(e0 + e)] : 0);
+      fmt::format_to(std::back_inserter(text),
+                     "], align 64\n\n@rows = internal unnamed_addr constant [{} x i32] [", row1 - row0 + 1);
+      for (std::int64_t r = row0; r <= row1; ++r)
+        fmt::format_to(std::back_inserter(text), "{}i32 {}",
+                       r > row0 ? ((r - row0) % 16 ? ", " : ",\n  ") : "",
+                       a.row_ptr[static_cast<std::size_t>(r)] - e0);
+      text += "], align 64\n\n";
     }
+    for (std::int64_t q = q0; q < q1; ++q)
+      for (const bool full : {true, false}) {
+        if (!full && !rest) continue;
+        const std::int64_t width = full ? tile : rest;
+        if (plan.rolled)
+          emit_panel_rolled(text, plan, q, full, width, table, row0, row1 - row0 + 1);
+        else
+          emit_panel(text, plan, a, q, full, width, e0, table);
+      }
     if (m + 1 < parts) {
       text += "attributes #0 = { nounwind }\n";
       continue;

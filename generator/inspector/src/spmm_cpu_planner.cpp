@@ -46,6 +46,12 @@ SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const 
     }
   }
   p.panels.push_back(a.rows);
+  // Vector fused multiply-adds the straight-line code would hold: every nonzero once a vector of
+  // each column tile's widths (the full tile's, and the rest's when the tile does not divide N).
+  const std::int64_t tile = p.column_tile, rest = problem.n % tile;
+  const auto vectors = [&](std::int64_t width) { return (width + p.lanes - 1) / p.lanes; };
+  const std::int64_t fmas = a.nnz() * (vectors(tile) + (rest ? vectors(rest) : 0));
+  p.rolled = options.rolled.value_or(fmas > kCpuStraightLineFmas);
   return p;
 }
 

@@ -81,9 +81,11 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, co
     llvm::InitializeNativeTargetAsmParser();
     // The pre-allocation machine scheduler walks every use of a register for each region it
     // schedules: quadratic in the uses of B's base pointer in this straight-line code, and the order
-    // the emitter writes (loads, then their fused multiply-adds) is already a good one. Process-wide.
-    const char* args[] = {"sparsecc", "-enable-misched=false"};
-    llvm::cl::ParseCommandLineOptions(2, args);
+    // the emitter writes (loads, then their fused multiply-adds) is already a good one; the
+    // post-allocation scheduler costs a tenth of the compile and the code runs as fast without it.
+    // Process-wide. Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
+    const char* args[] = {"sparsecc", "-enable-misched=false", "-disable-post-ra"};
+    llvm::cl::ParseCommandLineOptions(3, args);
   });
   auto impl = std::make_unique<Impl>();
   impl->plan = plan;

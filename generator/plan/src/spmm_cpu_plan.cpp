@@ -21,7 +21,8 @@ nlohmann::json to_json(const SpmmCpuPlan& p) {
           {"target", to_json(p.target)},
           {"lanes", p.lanes},
           {"column_tile", p.column_tile},
-          {"panels", p.panels}};
+          {"panels", p.panels},
+          {"rolled", p.rolled}};
 }
 
 SpmmCpuPlan spmm_cpu_plan_from_json(const nlohmann::json& j) {
@@ -34,6 +35,7 @@ SpmmCpuPlan spmm_cpu_plan_from_json(const nlohmann::json& j) {
     p.lanes = j.at("lanes");
     p.column_tile = j.at("column_tile");
     p.panels = j.at("panels").get<std::vector<std::int64_t>>();
+    p.rolled = j.at("rolled");
     return p;
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("CPU plan JSON: {}", e.what()));

@@ -1,9 +1,11 @@
 // The LLVM emitter of CPU SpMM plans (sparsecc/plan/spmm_cpu_plan.hpp): textual LLVM IR (LLVM 14,
-// typed pointers), one function a panel and column width, straight-line code with the pattern and
+// typed pointers), one function a panel and column width; straight-line plans have the pattern and
 // the values baked in: for each row, for each of its nonzeros (in order), one fused multiply-add a
 // vector of the row's accumulators (explicit <lanes x float> vectors, a narrower one for the last
 // columns), the B offsets as constants, the value as a splatted constant; then bias and ReLU, and
-// the stores. The compile stage (sparsecc/llvm) turns the text into machine code.
+// the stores. Rolled plans (SpmmCpuPlan::rolled) loop over the rows and their nonzeros instead,
+// reading columns and values from the module's tables: the same fused multiply-adds in the same
+// order. The compile stage (sparsecc/llvm) turns the text into machine code.
 //
 // Entry point of the module, for the runner:
 //   void sparsecc_cpu_tile(i64 panel, i64 col, i32 full, const float* B, float* C, const float* bias)

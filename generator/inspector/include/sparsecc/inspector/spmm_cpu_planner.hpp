@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
@@ -13,6 +14,7 @@ namespace sparsecc {
 struct SpmmCpuOptions {
   std::int32_t column_tile = 0;  // columns a row accumulates at once; 0: automatic
   std::int64_t panel_nnz = 0;    // nonzeros a panel holds about; 0: automatic
+  std::optional<bool> rolled;    // rolled code (SpmmCpuPlan::rolled); unset: kCpuStraightLineFmas decides
 };
 
 namespace spmm_rules {
@@ -22,14 +24,19 @@ inline constexpr std::int64_t kCpuMinPanelNnz = 1024;  // nonzeros a panel at le
 // and at most: the size of one function, whose code generation grows faster than linearly in it.
 // Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
 inline constexpr std::int64_t kCpuMaxPanelNnz = 2048;
+// Straight-line code up to this many vector fused multiply-adds (nonzeros x vectors of a column
+// tile); rolled code above, whose compile time does not grow with A.
+// Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
+inline constexpr std::int64_t kCpuStraightLineFmas = 40000;
 }  // namespace spmm_rules
 
 // lanes the target's fp32 vector; column_tile N when N fits kCpuTileVectors vectors, else the
 // columns of kCpuTileVectors vectors (the code is that many fused multiply-adds a nonzero, and the
 // runner loops over the tiles); panels of consecutive rows with about
 // panel_nnz nonzeros each (nnz / (kCpuPanelsPerCore * cores), clamped to [kCpuMinPanelNnz,
-// kCpuMaxPanelNnz]), at least one row each. Throws UsageError for a problem that is not fp32 at a
-// fixed N, or a shape that is not A's.
+// kCpuMaxPanelNnz]), at least one row each; rolled code where straight-line code would hold more
+// than kCpuStraightLineFmas vector fused multiply-adds. Throws UsageError for a problem that is not
+// fp32 at a fixed N, or a shape that is not A's.
 SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const CpuTarget& target,
                           const SpmmCpuOptions& options = {});
 

@@ -1,7 +1,7 @@
 // A CPU SpMM plan (the LLVM backend): C = A * B (+bias[row]) (ReLU) in fp32 for one fixed sparse A
 // on a CPU target. Plain data: the rows are cut into panels (what one thread takes at a time) of
 // about equal nonzeros, and C's columns into tiles whose accumulators a row keeps in vector
-// registers; emit_spmm_llvm_ir turns it into straight-line code, one function a panel.
+// registers; emit_spmm_llvm_ir turns it into code, one function a panel (straight-line or rolled).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,10 @@ struct SpmmCpuPlan {
   std::int32_t lanes = 8;            // fp32 lanes a vector
   std::int32_t column_tile = 8;      // columns of C a row accumulates at once (a multiple of lanes)
   std::vector<std::int64_t> panels;  // row bounds: panel p is rows [panels[p], panels[p + 1])
+  // false: straight-line code, the pattern in the instructions (their size grows with A's nonzeros);
+  // true: each row loops over its nonzeros, reading their columns and values from tables (the code's
+  // size grows with the panels only). The same fused multiply-adds in the same order either way.
+  bool rolled = false;
   std::int64_t panel_count() const { return static_cast<std::int64_t>(panels.size()) - 1; }
 };
 
