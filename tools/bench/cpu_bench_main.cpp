@@ -263,19 +263,15 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& [key, v] : mkl_ratios) {
-      double s = 0;
-      for (const double x : v) s += std::log(x);
       fmt::print("\nx MKL inspector-executor, {} threads {}: {:.2f}", key.substr(0, key.find('|')),
-                 key.substr(key.find('|') + 1), std::exp(s / static_cast<double>(v.size())));
-      out["summary_mkl"][key] = std::exp(s / static_cast<double>(v.size()));
+                 key.substr(key.find('|') + 1), bench::geomean(v));
+      out["summary_mkl"][key] = bench::geomean(v);
     }
     fmt::print("\nsummary: geomean x dense SGEMM\n");
     for (const auto& [key, v] : ratios) {
-      double s = 0;
-      for (const double x : v) s += std::log(x);
       fmt::print("  {}  threads {}: {:.2f} ({} matrices)\n", key.substr(0, key.find('|')),
-                 key.substr(key.find('|') + 1), std::exp(s / static_cast<double>(v.size())), v.size());
-      out["summary"][key] = std::exp(s / static_cast<double>(v.size()));
+                 key.substr(key.find('|') + 1), bench::geomean(v), v.size());
+      out["summary"][key] = bench::geomean(v);
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << "\n";
     return failed ? 1 : 0;

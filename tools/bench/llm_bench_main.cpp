@@ -46,6 +46,7 @@
 #include "bench/half_layouts.hpp"
 #include "bench/llm_suite.hpp"
 #include "bench/peer_kernels.hpp"
+#include "bench/suites.hpp"
 #include "bench/timing.hpp"
 #include "bench/vendor_handles.hpp"
 #include "sparsecc/common/error.hpp"

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string_view>
@@ -239,6 +240,13 @@ PlanTraffic plan_traffic(std::int64_t m, std::int64_t k, std::int64_t n, std::in
   t.unique_read = std::min(t.read, static_cast<std::size_t>(k * n) * f + representation_bytes);
   t.write = static_cast<std::size_t>(m * n) * f;
   return t;
+}
+
+double geomean(const std::vector<double>& ratios) {
+  if (ratios.empty()) return NAN;
+  double s = 0;
+  for (const double x : ratios) s += std::log(x);
+  return std::exp(s / static_cast<double>(ratios.size()));
 }
 
 }  // namespace sparsecc::bench

@@ -48,6 +48,9 @@ std::vector<BenchProblem> dlmc_suite(const std::filesystem::path& data_dir);
 // image). InputError naming the file and line for a malformed or repeated line.
 std::map<std::string, std::int64_t> read_batch_sizes(const std::filesystem::path& path);
 
+// The geometric mean of positive ratios; NaN for none.
+double geomean(const std::vector<double>& ratios);
+
 // The problem's matrix A: loaded (or generated), pruned when prune_to > 0, checked to be M×K
 // (InputError otherwise).
 CsrMatrix load_problem_matrix(const BenchProblem& problem);

@@ -188,11 +188,4 @@ double time_steady_us(const std::function<void(cudaStream_t)>& enqueue_one, cons
   return time_steady(enqueue_one, options).median_us;
 }
 
-double geomean(const std::vector<double>& ratios) {
-  if (ratios.empty()) return NAN;
-  double s = 0;
-  for (double x : ratios) s += std::log(x);
-  return std::exp(s / static_cast<double>(ratios.size()));
-}
-
 }  // namespace sparsecc::bench

@@ -123,9 +123,6 @@ TimingStats time_direct(const std::function<void(cudaStream_t)>& enqueue_one, co
 // The median of time_steady, in µs per launch.
 double time_steady_us(const std::function<void(cudaStream_t)>& enqueue_one, const TimingOptions& options);
 
-// The geometric mean of positive ratios; NaN for none.
-double geomean(const std::vector<double>& ratios);
-
 // Median, min, max and spread of samples (not empty).
 TimingStats summarize(std::vector<double> samples_us, int launches_per_sample);
 

@@ -25,43 +25,87 @@ std::string float_literal(double v) {
 
 std::string vec(std::int64_t w) { return w == 1 ? std::string("float") : fmt::format("<{} x float>", w); }
 
-// One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
-// from the module's table @values of `table` entries, which starts at nonzero `base`.
-void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
-                std::int64_t width, std::int64_t base, std::int64_t table) {
-  const std::int64_t n = p.problem.n, lanes = p.lanes;
-  // The row's accumulators: full vectors of `lanes`, then one of the remaining columns.
+std::string zero_of(std::int64_t w) { return w == 1 ? std::string("0.0") : std::string("zeroinitializer"); }
+
+// The widths of a row's accumulators over `width` columns: full vectors of `lanes`, then the rest.
+std::vector<std::int64_t> vector_widths(std::int64_t width, std::int64_t lanes) {
   std::vector<std::int64_t> widths;
   for (std::int64_t c = 0; c < width; c += lanes) widths.push_back(std::min(lanes, width - c));
+  return widths;
+}
+
+// `name` = `scalar` in each of w lanes (through `name`.i); the scalar itself when w is 1.
+std::string emit_splat(std::string& out, const std::string& scalar, std::int64_t w, const std::string& name) {
+  if (w == 1) return scalar;
+  fmt::format_to(std::back_inserter(out),
+                 "  {0}.i = insertelement {1} undef, float {2}, i32 0\n"
+                 "  {0} = shufflevector {1} {0}.i, {1} undef, <{3} x i32> zeroinitializer\n",
+                 name, vec(w), scalar, w);
+  return name;
+}
+
+// x = the w floats at float* `ptr` (`ptr`.v its vector pointer), then sum = fma(x, splat, acc).
+void emit_load_fma(std::string& out, std::int64_t w, const std::string& ptr, const std::string& x,
+                   const std::string& splat, const std::string& acc, const std::string& sum) {
+  if (w > 1)
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.v = bitcast float* {0} to {1}*\n  {2} = load {1}, {1}* {0}.v, align 4\n"
+                   "  {3} = call {1} @llvm.fma.v{4}f32({1} {2}, {1} {5}, {1} {6})\n",
+                   ptr, vec(w), x, sum, w, splat, acc);
+  else
+    fmt::format_to(std::back_inserter(out),
+                   "  {1} = load float, float* {0}, align 4\n"
+                   "  {2} = call float @llvm.fma.f32(float {1}, float {3}, float {4})\n",
+                   ptr, x, sum, splat, acc);
+}
+
+// `name` = max(v, 0) as std::max(v, 0.f) computes it: v < 0 ? 0 : v (`name`.lt the comparison).
+std::string emit_relu(std::string& out, std::int64_t w, const std::string& v, const std::string& name) {
+  fmt::format_to(std::back_inserter(out),
+                 "  {0}.lt = fcmp olt {1} {2}, {3}\n  {0} = select {4} {0}.lt, {1} {3}, {1} {2}\n", name,
+                 vec(w), v, zero_of(w), w == 1 ? std::string("i1") : fmt::format("<{} x i1>", w));
+  return name;
+}
+
+// The w floats v stored at float* `ptr` (`ptr`.v its vector pointer).
+void emit_store(std::string& out, std::int64_t w, const std::string& ptr, const std::string& v) {
+  if (w > 1)
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.v = bitcast float* {0} to {1}*\n  store {1} {2}, {1}* {0}.v, align 4\n", ptr,
+                   vec(w), v);
+  else
+    fmt::format_to(std::back_inserter(out), "  store float {1}, float* {0}, align 4\n", ptr, v);
+}
+
+// A panel function's signature and entry block (B and C offset to the argument %col).
+void emit_panel_head(std::string& out, std::int64_t panel, bool full) {
   fmt::format_to(std::back_inserter(out),
                  "define void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
                  "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
                  "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
                  "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n",
                  panel, full ? "full" : "rest");
+}
+
+// One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
+// from the module's table @values of `table` entries, which starts at nonzero `base`.
+void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
+                std::int64_t width, std::int64_t base, std::int64_t table) {
+  const std::int64_t n = p.problem.n, lanes = p.lanes;
+  const std::vector<std::int64_t> widths = vector_widths(width, lanes);
+  emit_panel_head(out, panel, full);
   std::int64_t id = 0, blocks = 0;  // SSA names, basic blocks
   const auto fresh = [&] { return fmt::format("%t{}", id++); };
-  const auto zero = [](std::int64_t w) {
-    return w == 1 ? std::string("0.0") : std::string("zeroinitializer");
-  };
   // `scalar` as a vector of w lanes, written once a width (cache: the full width's and the rest's).
   const auto splat_of = [&](const std::string& scalar, std::int64_t w, std::string(&cache)[2]) {
-    if (w == 1) return scalar;
     std::string& v = cache[w == lanes ? 0 : 1];
-    if (v.empty()) {
-      const std::string ins = fresh();
-      v = fresh();
-      fmt::format_to(std::back_inserter(out),
-                     "  {} = insertelement {} undef, float {}, i32 0\n"
-                     "  {} = shufflevector {} {}, {} undef, <{} x i32> zeroinitializer\n",
-                     ins, vec(w), scalar, v, vec(w), ins, vec(w), w);
-    }
+    if (v.empty()) v = emit_splat(out, scalar, w, fresh());
     return v;
   };
   for (std::int64_t r = p.panels[static_cast<std::size_t>(panel)];
        r < p.panels[static_cast<std::size_t>(panel + 1)]; ++r) {
     std::vector<std::string> acc(widths.size());
-    for (std::size_t j = 0; j < widths.size(); ++j) acc[j] = zero(widths[j]);
+    for (std::size_t j = 0; j < widths.size(); ++j) acc[j] = zero_of(widths[j]);
     for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
       // A basic block a row and every kCpuBlockNonzeros of its nonzeros: the code generator's
       // per-block work (instruction selection, scheduling) grows faster than linearly in a block.
@@ -84,19 +128,7 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
         const std::string ptr = fresh(), x = fresh(), sum = fresh();
         fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Bc, i64 {}\n",
                        ptr, row_off + static_cast<std::int64_t>(j) * lanes);
-        if (w > 1) {
-          const std::string vp = fresh();
-          fmt::format_to(std::back_inserter(out),
-                         "  {} = bitcast float* {} to {}*\n  {} = load {}, {}* {}, align 4\n", vp, ptr,
-                         vec(w), x, vec(w), vec(w), vp);
-          fmt::format_to(std::back_inserter(out), "  {} = call {} @llvm.fma.v{}f32({} {}, {} {}, {} {})\n",
-                         sum, vec(w), w, vec(w), x, vec(w), splat, vec(w), acc[j]);
-        } else {
-          fmt::format_to(std::back_inserter(out), "  {} = load float, float* {}, align 4\n", x, ptr);
-          fmt::format_to(std::back_inserter(out),
-                         "  {} = call float @llvm.fma.f32(float {}, float {}, float {})\n", sum, x, splat,
-                         acc[j]);
-        }
+        emit_load_fma(out, w, ptr, x, splat, acc[j], sum);
         acc[j] = sum;
       }
     }
@@ -119,29 +151,15 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
     for (std::size_t j = 0; j < widths.size(); ++j) {
       const std::int64_t w = widths[j];
       std::string v = acc[j];
-      if (v == zero(w)) {  // an empty row without bias: materialize the zeros
+      if (v == zero_of(w)) {  // an empty row without bias: materialize the zeros
         v = fresh();
-        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", v, vec(w), zero(w), zero(w));
+        fmt::format_to(std::back_inserter(out), "  {} = fadd {} {}, {}\n", v, vec(w), zero_of(w), zero_of(w));
       }
-      if (p.problem.relu) {  // max(v, 0) as std::max(v, 0.f): v < 0 ? 0 : v
-        const std::string lt = fresh(), s = fresh();
-        fmt::format_to(std::back_inserter(out),
-                       "  {} = fcmp olt {} {}, {}\n  {} = select {} {}, {} {}, {} {}\n", lt, vec(w), v,
-                       zero(w), s, w == 1 ? std::string("i1") : fmt::format("<{} x i1>", w), lt, vec(w),
-                       zero(w), vec(w), v);
-        v = s;
-      }
+      if (p.problem.relu) v = emit_relu(out, w, v, fresh());
       const std::string ptr = fresh();
       fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Cc, i64 {}\n",
                      ptr, r * n + static_cast<std::int64_t>(j) * lanes);
-      if (w > 1) {
-        const std::string vp = fresh();
-        fmt::format_to(std::back_inserter(out),
-                       "  {} = bitcast float* {} to {}*\n  store {} {}, {}* {}, align 4\n", vp, ptr, vec(w),
-                       vec(w), v, vec(w), vp);
-      } else {
-        fmt::format_to(std::back_inserter(out), "  store float {}, float* {}, align 4\n", v, ptr);
-      }
+      emit_store(out, w, ptr, v);
     }
   }
   out += "  ret void\n}\n\n";
@@ -157,41 +175,26 @@ void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t pane
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::int64_t r0 = p.panels[static_cast<std::size_t>(panel)],
                      r1 = p.panels[static_cast<std::size_t>(panel + 1)];
-  std::vector<std::int64_t> widths;
-  for (std::int64_t c = 0; c < width; c += lanes) widths.push_back(std::min(lanes, width - c));
-  const auto zero = [](std::int64_t w) {
-    return w == 1 ? std::string("0.0") : std::string("zeroinitializer");
-  };
-  const auto splat = [&](const std::string& scalar, std::int64_t w, const std::string& name) {
-    if (w == 1) return scalar;
-    fmt::format_to(std::back_inserter(out),
-                   "  {0}.i = insertelement {1} undef, float {2}, i32 0\n"
-                   "  {0} = shufflevector {1} {0}.i, {1} undef, <{3} x i32> zeroinitializer\n",
-                   name, vec(w), scalar, w);
-    return name;
-  };
+  const std::vector<std::int64_t> widths = vector_widths(width, lanes);
+  emit_panel_head(out, panel, full);
   fmt::format_to(std::back_inserter(out),
-                 "define void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
-                 "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
-                 "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
-                 "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n"
                  "  br label %row\n"
                  "row:\n"
-                 "  %r = phi i64 [ {}, %entry ], [ %rn, %done ]\n"
-                 "  %ri = sub i64 %r, {}\n"
+                 "  %r = phi i64 [ {0}, %entry ], [ %rn, %done ]\n"
+                 "  %ri = sub i64 %r, {1}\n"
                  "  %ri1 = add i64 %ri, 1\n"
-                 "  %p0 = getelementptr inbounds [{} x i32], [{} x i32]* @rows, i64 0, i64 %ri\n"
-                 "  %p1 = getelementptr inbounds [{} x i32], [{} x i32]* @rows, i64 0, i64 %ri1\n"
+                 "  %p0 = getelementptr inbounds [{2} x i32], [{2} x i32]* @rows, i64 0, i64 %ri\n"
+                 "  %p1 = getelementptr inbounds [{2} x i32], [{2} x i32]* @rows, i64 0, i64 %ri1\n"
                  "  %e0i = load i32, i32* %p0, align 4\n  %e1i = load i32, i32* %p1, align 4\n"
                  "  %e0 = zext i32 %e0i to i64\n  %e1 = zext i32 %e1i to i64\n"
                  "  %empty = icmp eq i64 %e0, %e1\n"
                  "  br i1 %empty, label %done, label %loop\n"
                  "loop:\n"
                  "  %e = phi i64 [ %e0, %row ], [ %en, %loop ]\n",
-                 panel, full ? "full" : "rest", r0, row_base, row_table, row_table, row_table, row_table);
+                 r0, row_base, row_table);
   for (std::size_t j = 0; j < widths.size(); ++j)
     fmt::format_to(std::back_inserter(out), "  %a{0} = phi {1} [ {2}, %row ], [ %s{0}, %loop ]\n", j,
-                   vec(widths[j]), zero(widths[j]));
+                   vec(widths[j]), zero_of(widths[j]));
   fmt::format_to(std::back_inserter(out),
                  "  %vp = getelementptr inbounds [{0} x float], [{0} x float]* @values, i64 0, i64 %e\n"
                  "  %v = load float, float* %vp, align 4\n"
@@ -203,27 +206,19 @@ void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t pane
   for (std::size_t j = 0; j < widths.size(); ++j) {
     const std::int64_t w = widths[j];
     std::string& sp = splats[w == lanes ? 0 : 1];
-    if (sp.empty()) sp = splat("%v", w, fmt::format("%vs{}", j));
+    if (sp.empty()) sp = emit_splat(out, "%v", w, fmt::format("%vs{}", j));
     fmt::format_to(
         std::back_inserter(out),
         "  %o{0} = add i64 %off, {1}\n  %bp{0} = getelementptr inbounds float, float* %Bc, i64 %o{0}\n", j,
         static_cast<std::int64_t>(j) * lanes);
-    if (w > 1)
-      fmt::format_to(std::back_inserter(out),
-                     "  %bv{0} = bitcast float* %bp{0} to {1}*\n  %x{0} = load {1}, {1}* %bv{0}, align 4\n"
-                     "  %s{0} = call {1} @llvm.fma.v{2}f32({1} %x{0}, {1} {3}, {1} %a{0})\n",
-                     j, vec(w), w, sp);
-    else
-      fmt::format_to(std::back_inserter(out),
-                     "  %x{0} = load float, float* %bp{0}, align 4\n"
-                     "  %s{0} = call float @llvm.fma.f32(float %x{0}, float {1}, float %a{0})\n",
-                     j, sp);
+    emit_load_fma(out, w, fmt::format("%bp{}", j), fmt::format("%x{}", j), sp, fmt::format("%a{}", j),
+                  fmt::format("%s{}", j));
   }
   out += "  %en = add i64 %e, 1\n  %more = icmp ult i64 %en, %e1\n  br i1 %more, label %loop, label %done\n";
   out += "done:\n";
   for (std::size_t j = 0; j < widths.size(); ++j)
     fmt::format_to(std::back_inserter(out), "  %f{0} = phi {1} [ {2}, %row ], [ %s{0}, %loop ]\n", j,
-                   vec(widths[j]), zero(widths[j]));
+                   vec(widths[j]), zero_of(widths[j]));
   std::string bias_splats[2];
   if (p.problem.bias)
     out +=
@@ -235,26 +230,16 @@ void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t pane
     std::string v = fmt::format("%f{}", j);
     if (p.problem.bias) {
       std::string& bs = bias_splats[w == lanes ? 0 : 1];
-      if (bs.empty()) bs = splat("%biasv", w, fmt::format("%bs{}", j));
+      if (bs.empty()) bs = emit_splat(out, "%biasv", w, fmt::format("%bs{}", j));
       fmt::format_to(std::back_inserter(out), "  %g{0} = fadd {1} {2}, {3}\n", j, vec(w), v, bs);
       v = fmt::format("%g{}", j);
     }
-    if (p.problem.relu) {  // max(v, 0) as std::max(v, 0.f): v < 0 ? 0 : v
-      fmt::format_to(std::back_inserter(out),
-                     "  %lt{0} = fcmp olt {1} {2}, {3}\n  %h{0} = select {4} %lt{0}, {1} {3}, {1} {2}\n", j,
-                     vec(w), v, zero(w), w == 1 ? std::string("i1") : fmt::format("<{} x i1>", w));
-      v = fmt::format("%h{}", j);
-    }
+    if (p.problem.relu) v = emit_relu(out, w, v, fmt::format("%h{}", j));
     fmt::format_to(
         std::back_inserter(out),
         "  %co{0} = add i64 %crow, {1}\n  %cp{0} = getelementptr inbounds float, float* %Cc, i64 %co{0}\n", j,
         static_cast<std::int64_t>(j) * lanes);
-    if (w > 1)
-      fmt::format_to(std::back_inserter(out),
-                     "  %cv{0} = bitcast float* %cp{0} to {1}*\n  store {1} {2}, {1}* %cv{0}, align 4\n", j,
-                     vec(w), v);
-    else
-      fmt::format_to(std::back_inserter(out), "  store float {1}, float* %cp{0}, align 4\n", j, v);
+    emit_store(out, w, fmt::format("%cp{}", j), v);
   }
   fmt::format_to(
       std::back_inserter(out),

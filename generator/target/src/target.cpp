@@ -183,9 +183,8 @@ CpuTarget cpu_target(const std::string& isa) {
     t.vector_bits = 256;
     t.vector_registers = 16;
   } else {
-    std::string known;
-    for (const std::string& k : known_cpu_targets()) known += (known.empty() ? "" : ", ") + k;
-    throw UsageError("unknown CPU target '" + isa + "' (known: " + known + ")");
+    throw UsageError(
+        fmt::format("unknown CPU target '{}' (known: {})", isa, fmt::join(known_cpu_targets(), ", ")));
   }
   t.isa = isa == "native" ? "native" : name;
   if (isa == "native") t.cpu = "native";
