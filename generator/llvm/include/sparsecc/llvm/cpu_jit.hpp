@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/llvm/cpu_compile.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
 
@@ -15,13 +16,6 @@ namespace sparsecc {
 // Modules a compile thread takes (emit_spmm_llvm_modules): more than one, so that the threads finish
 // together. Evidence: docs/performance/2026-11-28-cpu-llvm.md#compile-time
 inline constexpr int kCpuModulesPerThread = 4;
-
-struct CpuCompileStats {
-  double parse_seconds = 0;    // IR text -> modules, summed over the modules
-  double compile_seconds = 0;  // IR text -> linked machine code, wall clock
-  std::size_t ir_bytes = 0;
-  std::size_t modules = 0;
-};
 
 class CpuSpmmKernel {
  public:
