@@ -95,7 +95,8 @@ std::string cpu_codegen_name(const CpuTarget& target) {
 }
 
 std::vector<std::string> compile_cpu_objects(const std::vector<std::string>& modules, const CpuTarget& target,
-                                             int opt_level, int threads, CpuCompileStats* stats) {
+                                             int opt_level, int threads, CpuCompileStats* stats,
+                                             const std::string& name) {
   if (opt_level < 0 || opt_level > 3)
     throw UsageError(fmt::format("LLVM opt level {}: expected 0..3", opt_level));
   if (modules.empty()) throw UsageError("compile_cpu_objects: no IR modules");
@@ -111,13 +112,13 @@ std::vector<std::string> compile_cpu_objects(const std::vector<std::string>& mod
         const auto tp = std::chrono::steady_clock::now();
         llvm::LLVMContext context;
         llvm::SMDiagnostic diag;
-        const std::string name = fmt::format("module_{}", i);
+        const std::string module_name = fmt::format("{}_{}", name, i);
         std::unique_ptr<llvm::Module> module =
-            llvm::parseIR(llvm::MemoryBufferRef(modules[i], name), diag, context);
+            llvm::parseIR(llvm::MemoryBufferRef(modules[i], module_name), diag, context);
         if (!module) {
           std::string s;
           llvm::raw_string_ostream os(s);
-          diag.print(name.c_str(), os);
+          diag.print(module_name.c_str(), os);
           throw std::runtime_error("LLVM IR does not parse: " + os.str());
         }
         parse_s[i] = seconds_since(tp);

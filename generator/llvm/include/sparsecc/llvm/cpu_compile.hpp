@@ -29,11 +29,12 @@ std::string cpu_triple();
 std::string cpu_codegen_name(const CpuTarget& target);
 
 // Parses and compiles each module to an object file, on min(threads, modules) threads (a context
-// and a target machine each), at LLVM's code generation level `opt_level` (0..3). `names[i]` (or
-// "module_i") names module i in errors. Throws UsageError for a bad level or no modules,
+// and a target machine each), at LLVM's code generation level `opt_level` (0..3); "{name}_{i}" names
+// module i in errors. Throws UsageError for a bad level or no modules,
 // std::runtime_error carrying LLVM's message when a module does not parse or compile.
 std::vector<std::string> compile_cpu_objects(const std::vector<std::string>& modules, const CpuTarget& target,
-                                             int opt_level, int threads, CpuCompileStats* stats = nullptr);
+                                             int opt_level, int threads, CpuCompileStats* stats = nullptr,
+                                             const std::string& name = "sparsecc_module");
 
 // Object files linked in this process by ORC's LLJIT. Throws UsageError when this CPU cannot run
 // the target's code (AVX-512 code on an AVX2 host).
