@@ -116,7 +116,7 @@ TEST(SpmmCpuPlan, IrHasAFunctionAPanelAndWidth) {
     for (std::size_t at = ir.find(s); at != std::string::npos; at = ir.find(s, at + 1)) ++c;
     return c;
   };
-  EXPECT_EQ(count("define void @panel_"),
+  EXPECT_EQ(count("define hidden void @sparsecc_cpu_panel_"),
             2 * static_cast<std::size_t>(p.panel_count()));  // 64 + 6 columns
   EXPECT_EQ(count("define void @sparsecc_cpu_tile("), 1u);
   EXPECT_NE(ir.find("@llvm.fma.v8f32"), std::string::npos);
@@ -171,8 +171,8 @@ TEST(SpmmCpuJit, ModulesCompileApartAndLinkByName) {
       ASSERT_EQ(static_cast<std::int64_t>(ir.size()), std::min(modules, p.panel_count()));
       std::size_t panels = 0;
       for (std::size_t i = 0; i < ir.size(); ++i) {
-        for (std::size_t at = ir[i].find("define void @panel_"); at != std::string::npos;
-             at = ir[i].find("define void @panel_", at + 1))
+        for (std::size_t at = ir[i].find("define hidden void @sparsecc_cpu_panel_"); at != std::string::npos;
+             at = ir[i].find("define hidden void @sparsecc_cpu_panel_", at + 1))
           ++panels;
         EXPECT_EQ(ir[i].find("define void @sparsecc_cpu_tile(") != std::string::npos, i + 1 == ir.size());
       }

@@ -8,12 +8,13 @@ set(SPARSECC_INSTALL_TEMPLATEDIR ${CMAKE_INSTALL_DATADIR}/sparsecc/templates)
 
 set_target_properties(sparsecc_bundle_format PROPERTIES EXPORT_NAME bundle_format)
 set_target_properties(sparsecc_runtime PROPERTIES EXPORT_NAME runtime)
+set_target_properties(sparsecc_runtime_cpu PROPERTIES EXPORT_NAME runtime_cpu)
 set_target_properties(sparsecc PROPERTIES EXPORT_NAME sparsecc)
 
 # Every generator stage (sparsecc::<stage>, EXPORT_NAME set by sparsecc_add_stage) and the aggregates
 # sparsecc::core and sparsecc::generator.
 get_property(_stage_targets GLOBAL PROPERTY SPARSECC_STAGES)
-install(TARGETS sparsecc_bundle_format sparsecc_runtime ${_stage_targets} sparsecc_core sparsecc_generator sparsecc
+install(TARGETS sparsecc_bundle_format sparsecc_runtime sparsecc_runtime_cpu ${_stage_targets} sparsecc_core sparsecc_generator sparsecc
         EXPORT sparseccTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -27,6 +28,7 @@ foreach(dir IN LISTS _stage_includes ITEMS ${PROJECT_SOURCE_DIR}/runtime/include
 endforeach()
 install(FILES ${SPARSECC_TEMPLATE_FILES} DESTINATION ${SPARSECC_INSTALL_TEMPLATEDIR})
 
+set(SPARSECC_OPENMP_ENABLED ${SPARSECC_RUNTIME_CPU_OPENMP})
 if(SPARSECC_HAVE_ONNX)
   set(SPARSECC_ONNX_ENABLED TRUE)
 else()

@@ -78,22 +78,22 @@ void emit_store(std::string& out, std::int64_t w, const std::string& ptr, const 
 }
 
 // A panel function's signature and entry block (B and C offset to the argument %col).
-void emit_panel_head(std::string& out, std::int64_t panel, bool full) {
+void emit_panel_head(std::string& out, const std::string& prefix, std::int64_t panel, bool full) {
   fmt::format_to(std::back_inserter(out),
-                 "define void @panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
+                 "define hidden void @{}_panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
                  "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
                  "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
                  "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n",
-                 panel, full ? "full" : "rest");
+                 prefix, panel, full ? "full" : "rest");
 }
 
 // One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
 // from the module's table @values of `table` entries, which starts at nonzero `base`.
-void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
+void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
                 std::int64_t width, std::int64_t base, std::int64_t table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::vector<std::int64_t> widths = vector_widths(width, lanes);
-  emit_panel_head(out, panel, full);
+  emit_panel_head(out, prefix, panel, full);
   std::int64_t id = 0, blocks = 0;  // SSA names, basic blocks
   const auto fresh = [&] { return fmt::format("%t{}", id++); };
   // `scalar` as a vector of w lanes, written once a width (cache: the full width's and the rest's).
@@ -169,14 +169,14 @@ void emit_panel(std::string& out, const SpmmCpuPlan& p, const CsrMatrix& a, std:
 // reading their columns from the module's table @cols and their values from @values (both from
 // nonzero `base`), the row bounds from @rows (from row `row_base`, relative to `base`); the same fused
 // multiply-adds in the same order as emit_panel.
-void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t panel, bool full,
+void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, std::int64_t panel, bool full,
                        std::int64_t width, std::int64_t table, std::int64_t row_base,
                        std::int64_t row_table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::int64_t r0 = p.panels[static_cast<std::size_t>(panel)],
                      r1 = p.panels[static_cast<std::size_t>(panel + 1)];
   const std::vector<std::int64_t> widths = vector_widths(width, lanes);
-  emit_panel_head(out, panel, full);
+  emit_panel_head(out, prefix, panel, full);
   fmt::format_to(std::back_inserter(out),
                  "  br label %row\n"
                  "row:\n"
@@ -251,7 +251,7 @@ void emit_panel_rolled(std::string& out, const SpmmCpuPlan& p, std::int64_t pane
 }  // namespace
 
 std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const CsrMatrix& a,
-                                                std::int64_t modules) {
+                                                std::int64_t modules, const std::string& prefix) {
   if (const auto errors = check_cpu_plan(plan, a); !errors.empty())
     throw UsageError("emit_spmm_llvm_ir: the plan does not fit: " + errors.front());
   const std::int64_t panels = plan.panel_count();
@@ -267,8 +267,8 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     }
   std::sort(ws.begin(), ws.end());
   ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
-  const auto panel_signature = [](std::int64_t q, const char* kind) {
-    return fmt::format("void @panel_{}_{}(float*, float*, float*, i64)", q, kind);
+  const auto panel_signature = [&prefix](std::int64_t q, const char* kind) {
+    return fmt::format("hidden void @{}_panel_{}_{}(float*, float*, float*, i64)", prefix, q, kind);
   };
 
   std::vector<std::string> out(static_cast<std::size_t>(parts));
@@ -315,9 +315,9 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
         if (!full && !rest) continue;
         const std::int64_t width = full ? tile : rest;
         if (plan.rolled)
-          emit_panel_rolled(text, plan, q, full, width, table, row0, row1 - row0 + 1);
+          emit_panel_rolled(text, prefix, plan, q, full, width, table, row0, row1 - row0 + 1);
         else
-          emit_panel(text, plan, a, q, full, width, e0, table);
+          emit_panel(text, prefix, plan, a, q, full, width, e0, table);
       }
     if (m + 1 < parts) {
       text += "attributes #0 = { nounwind }\n";
@@ -330,9 +330,9 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     }
     fmt::format_to(
         std::back_inserter(text),
-        "define void @{}(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
+        "define void @{}_tile(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
         "entry:\n  switch i64 %panel, label %done [\n",
-        kCpuTileSymbol);
+        prefix);
     for (std::int64_t q = 0; q < panels; ++q)
       fmt::format_to(std::back_inserter(text), "    i64 {}, label %p{}\n", q, q);
     text += "  ]\n";
@@ -340,17 +340,17 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
       if (rest) {
         fmt::format_to(std::back_inserter(text),
                        "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
-                       "p{0}f:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                       "p{0}f:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
                        "br label %done\n"
-                       "p{0}r:\n  call void @panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
+                       "p{0}r:\n  call void @{1}_panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
                        "br label %done\n",
-                       q);
+                       q, prefix);
       } else {
         fmt::format_to(
             std::back_inserter(text),
-            "p{0}:\n  call void @panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
+            "p{0}:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
             "label %done\n",
-            q);
+            q, prefix);
       }
     }
     text += "done:\n  ret void\n}\n\nattributes #0 = { nounwind }\n";
@@ -358,8 +358,8 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
   return out;
 }
 
-std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a) {
-  return std::move(emit_spmm_llvm_modules(plan, a, 1).front());
+std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a, const std::string& prefix) {
+  return std::move(emit_spmm_llvm_modules(plan, a, 1, prefix).front());
 }
 
 }  // namespace sparsecc

@@ -2,7 +2,6 @@
 #include "sparsecc/llvm/cpu_jit.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,11 +10,12 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
 #include "sparsecc/llvm/cpu_compile.hpp"
+#include "sparsecc/runtime/cpu_executor.hpp"
 
 namespace sparsecc {
 
 namespace {
-using TileFn = void (*)(std::int64_t, std::int64_t, std::int32_t, const float*, float*, const float*);
+using TileFn = rt::CpuSpmmTile;
 }  // namespace
 
 struct CpuSpmmKernel::Impl {
@@ -57,18 +57,11 @@ CpuSpmmKernel CpuSpmmKernel::build(const CsrMatrix& a, const SpmmCpuPlan& plan, 
 
 void CpuSpmmKernel::run(const float* b, float* c, const float* bias, int threads) const {
   const SpmmCpuPlan& p = impl_->plan;
-  const std::int64_t n = p.problem.n, tile = std::min<std::int64_t>(p.column_tile, n);
-  const std::int64_t full = n / tile, rest = n % tile;
-  const std::int64_t per_panel = full + (rest ? 1 : 0), items = p.panel_count() * per_panel;
-  const int t = threads > 0 ? threads : p.target.cores;
-  const TileFn fn = impl_->tile;
-  // A work item is one column tile of one panel, so that layers of few panels still spread over
-  // the threads; a thread takes a panel's tiles in order where it can.
-#pragma omp parallel for num_threads(t) schedule(dynamic, 1)
-  for (std::int64_t item = 0; item < items; ++item) {
-    const std::int64_t q = item / per_panel, i = item % per_panel;
-    fn(q, i * tile, i < full ? 1 : 0, b, c, bias);
-  }
+  const rt::CpuSpmmExecutor executor(
+      impl_->tile,
+      rt::CpuSpmmShape{p.problem.m, p.problem.k, p.problem.n, p.panel_count(), p.column_tile, p.problem.relu},
+      bias);
+  executor.run(b, c, threads > 0 ? threads : p.target.cores);
 }
 
 }  // namespace sparsecc

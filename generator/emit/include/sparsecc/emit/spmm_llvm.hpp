@@ -7,8 +7,9 @@
 // reading columns and values from the module's tables: the same fused multiply-adds in the same
 // order. The compile stage (sparsecc/llvm) turns the text into machine code.
 //
-// Entry point of the module, for the runner:
-//   void sparsecc_cpu_tile(i64 panel, i64 col, i32 full, const float* B, float* C, const float* bias)
+// Entry point of the module, for the runner, named by a symbol prefix (unique per executor, so that
+// several link into one program; the panels are hidden {prefix}_panel_{q}_{full|rest}):
+//   void {prefix}_tile(i64 panel, i64 col, i32 full, const float* B, float* C, const float* bias)
 // computes C's rows of `panel` over columns [col, col + width), width the plan's column_tile when
 // `full` is 1 and N mod column_tile otherwise. B is K x N, C M x N, row-major fp32.
 #pragma once
@@ -21,16 +22,19 @@
 
 namespace sparsecc {
 
-inline constexpr const char* kCpuTileSymbol = "sparsecc_cpu_tile";
+inline constexpr const char* kCpuSpmmPrefix = "sparsecc_cpu";
+inline constexpr const char* kCpuTileSymbol = "sparsecc_cpu_tile";  // the default prefix's entry
 
 // Throws UsageError for a plan check_cpu_plan refuses.
-std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a);
+std::string emit_spmm_llvm_ir(const SpmmCpuPlan& plan, const CsrMatrix& a,
+                              const std::string& prefix = kCpuSpmmPrefix);
 // The same code as `modules` IR modules (at most one a panel), compiled apart and linked by name:
 // module i defines the panels of its share (consecutive panels, their values in a table of its own),
 // the last one also the entry point, which calls the others' panels by their external names
-// panel_{q}_full / panel_{q}_rest. Code generation grows faster than linearly in a module's size, and
+// {prefix}_panel_{q}_full / _rest. Code generation grows faster than linearly in a module's size, and
 // modules compile in parallel.
 std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const CsrMatrix& a,
-                                                std::int64_t modules);
+                                                std::int64_t modules,
+                                                const std::string& prefix = kCpuSpmmPrefix);
 
 }  // namespace sparsecc

@@ -1,0 +1,122 @@
+// CPU executors (sparsecc/runtime/cpu_executor.hpp).
+#include "sparsecc/runtime/cpu_executor.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace sparsecc::rt {
+
+void cpu_parallel_for(std::int64_t items, int threads, void (*fn)(std::int64_t, const void*), const void* ctx) {
+  if (items <= 0) return;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int t = static_cast<int>(std::min<std::int64_t>(threads > 0 ? threads : hw, items));
+#ifdef _OPENMP
+  if (t > 1) {
+#pragma omp parallel for num_threads(t) schedule(dynamic, 1)
+    for (std::int64_t item = 0; item < items; ++item) fn(item, ctx);
+    return;
+  }
+#else
+  (void)t;
+#endif
+  for (std::int64_t item = 0; item < items; ++item) fn(item, ctx);
+}
+
+CpuSpmmExecutor::CpuSpmmExecutor(CpuSpmmTile tile, const CpuSpmmShape& shape, const float* bias)
+    : tile_(tile), shape_(shape), bias_(bias) {
+  if (!tile) throw std::invalid_argument("CpuSpmmExecutor: no code");
+  if (shape.m <= 0 || shape.k <= 0 || shape.n <= 0 || shape.panels <= 0 || shape.panels > shape.m ||
+      shape.column_tile <= 0)
+    throw std::invalid_argument("CpuSpmmExecutor: the shape (m, k, n, panels, column tile) is not valid");
+}
+
+namespace {
+struct SpmmCall {
+  CpuSpmmTile tile;
+  std::int64_t tile_cols, full, per_panel;
+  const float *b, *bias;
+  float* c;
+};
+}  // namespace
+
+void CpuSpmmExecutor::run(const float* b, float* c, int threads) const {
+  if (!b || !c) throw std::invalid_argument("CpuSpmmExecutor::run: null B or C");
+  const std::int64_t tile = std::min(shape_.column_tile, shape_.n);
+  const std::int64_t full = shape_.n / tile, rest = shape_.n % tile;
+  const SpmmCall call{tile_, tile, full, full + (rest ? 1 : 0), b, bias_, c};
+  // A work item is one column tile of one panel, so that layers of few panels still spread over
+  // the threads.
+  cpu_parallel_for(
+      shape_.panels * call.per_panel, threads,
+      [](std::int64_t item, const void* ctx) {
+        const auto& k = *static_cast<const SpmmCall*>(ctx);
+        const std::int64_t q = item / k.per_panel, i = item % k.per_panel;
+        k.tile(q, i * k.tile_cols, i < k.full ? 1 : 0, k.b, k.c, k.bias);
+      },
+      &call);
+}
+
+CpuHinesExecutor::CpuHinesExecutor(void* solve, const CpuHinesShape& shape,
+                                   std::span<const std::int32_t> permutation)
+    : solve_(solve), shape_(shape), permutation_(permutation) {
+  if (!solve) throw std::invalid_argument("CpuHinesExecutor: no code");
+  if (shape.dtype != "f64" && shape.dtype != "f32")
+    throw std::invalid_argument("CpuHinesExecutor: dtype \"" + shape.dtype + "\" is not f64 or f32");
+  if (shape.rows <= 0 || shape.cells <= 0 || shape.cells > shape.rows || shape.rhs <= 0 || shape.items <= 0 ||
+      shape.workspace < 0 || permutation.size() != static_cast<std::size_t>(shape.rows))
+    throw std::invalid_argument("CpuHinesExecutor: the shape (rows, cells, rhs, items, permutation) is not valid");
+  const std::size_t bytes = static_cast<std::size_t>(shape.workspace) * (shape.dtype == "f64" ? 8 : 4);
+  work_.assign((bytes + 7) / 8 + 1, 0.0);
+}
+
+void CpuHinesExecutor::check_sizes(std::size_t a, std::size_t b) const {
+  const std::size_t want = static_cast<std::size_t>(shape_.rows * shape_.rhs);
+  if (a != want || b != want)
+    throw std::invalid_argument("CpuHinesExecutor: vectors of " + std::to_string(a) + " and " +
+                                std::to_string(b) + " values for " + std::to_string(shape_.rows) +
+                                " rows x " + std::to_string(shape_.rhs) + " right-hand sides");
+}
+
+namespace {
+template <class T>
+struct HinesCall {
+  CpuHinesSolve<T> solve;
+  const T *d, *u, *l, *b;
+  T *x, *work;
+};
+}  // namespace
+
+template <class T>
+void CpuHinesExecutor::run_as(const char* dtype, const T* d, const T* u, const T* l, const T* b, T* x,
+                              int threads) {
+  if (shape_.dtype != dtype)
+    throw std::invalid_argument("CpuHinesExecutor::run: " + std::string(dtype) + " arrays for an executor of " +
+                                shape_.dtype);
+  if (!d || !u || !l || !b || !x) throw std::invalid_argument("CpuHinesExecutor::run: a null array");
+  const HinesCall<T> call{reinterpret_cast<CpuHinesSolve<T>>(solve_), d, u, l, b, x,
+                          reinterpret_cast<T*>(work_.data())};
+  cpu_parallel_for(
+      shape_.items, threads,
+      [](std::int64_t item, const void* ctx) {
+        const auto& k = *static_cast<const HinesCall<T>*>(ctx);
+        k.solve(item, k.d, k.u, k.l, k.b, k.x, k.work);
+      },
+      &call);
+}
+
+void CpuHinesExecutor::run(const double* d, const double* u, const double* l, const double* b, double* x,
+                           int threads) {
+  run_as("f64", d, u, l, b, x, threads);
+}
+void CpuHinesExecutor::run(const float* d, const float* u, const float* l, const float* b, float* x,
+                           int threads) {
+  run_as("f32", d, u, l, b, x, threads);
+}
+
+}  // namespace sparsecc::rt
