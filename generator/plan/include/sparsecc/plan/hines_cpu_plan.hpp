@@ -37,7 +37,7 @@ struct HinesCpuGroup {
 };
 
 struct HinesCpuPlan {
-  CpuTarget target;         // the ISA the code is for
+  CpuTarget target;          // the ISA the code is for
   DType dtype = DType::f64;  // f64 or f32
   std::int32_t rhs = 1;      // R right-hand sides sharing the matrix
   std::int32_t lanes = 8;    // the target's vector lanes of dtype
@@ -63,13 +63,15 @@ HinesCpuPlan hines_cpu_plan_from_json(const nlohmann::json& j);
 // Every way the plan breaks its own rules (dtype, lanes, shapes in post-order, groups in order and
 // covering every cell once, each cell of its group's shape size); with `parent` (the system's, in
 // Hines order) also each cell's structure against its group's shape. Empty when it fits.
-std::vector<std::string> check_hines_cpu_plan(const HinesCpuPlan& p, std::span<const std::int32_t> parent = {});
+std::vector<std::string> check_hines_cpu_plan(const HinesCpuPlan& p,
+                                              std::span<const std::int32_t> parent = {});
 
 // The plan's arithmetic (above) group by group, in T = double (f64) or float (f32): the emitted code
 // matches it bit for bit. Arrays in the plan's row order; x may equal b; work holds
 // workspace_elements() values and is written. Throws UsageError when T is not the plan's dtype.
 template <typename T>
-void interpret_hines_cpu(const HinesCpuPlan& p, const T* d, const T* u, const T* l, const T* b, T* x, T* work);
+void interpret_hines_cpu(const HinesCpuPlan& p, const T* d, const T* u, const T* l, const T* b, T* x,
+                         T* work);
 extern template void interpret_hines_cpu<double>(const HinesCpuPlan&, const double*, const double*,
                                                  const double*, const double*, double*, double*);
 extern template void interpret_hines_cpu<float>(const HinesCpuPlan&, const float*, const float*, const float*,
