@@ -24,7 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 constexpr char kMagic[8] = {'S', 'P', 'C', 'C', 'B', 'N', 'D', 'L'};
-constexpr std::size_t kKinds = 11;  // section kinds 1..10, index 0 unused
+constexpr std::size_t kKinds = 12;  // section kinds 1..11, index 0 unused
 constexpr int kMaxJsonDepth = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 // The most dynamic shared memory a block of any supported architecture can have (sm_90: 227 KiB).
@@ -42,7 +42,7 @@ constexpr std::int64_t kNoOffset = -1;
 const char* kind_name(std::uint32_t kind) {
   static const char* const names[kKinds] = {"?",           "metadata",  "cubin",     "ptx",
                                             "values",      "bias",      "reference", "tables",
-                                            "permutation", "fragments", "plan"};
+                                            "permutation", "fragments", "plan",      "objects"};
   return kind < kKinds ? names[kind] : "?";
 }
 
@@ -294,8 +294,53 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
 }
 
 // Ranges and enumerations of every key (the types are checked while reading the JSON).
+// A CPU executor's metadata: its code is the objects section (no launch, no contract).
+void validate_cpu(const BundleMetadata& md, const std::string& name) {
+  check_one_of(name, "arch", md.arch, {"x86-64-avx512", "x86-64-avx2", "native"});
+  if (!is_identifier(md.kernel)) fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
+  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
+  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+  if (md.programmatic_launch) fail_key(name, "programmatic_launch", "a CPU executor has no launch");
+  const auto summary = [&](const char* key, std::int64_t lo, std::int64_t hi) {
+    const auto it = md.plan_summary.find(key);
+    if (it == md.plan_summary.end() || !it->is_number_integer() ||
+        (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(kIntMax)))
+      fail_key(name, std::string("plan_summary.") + key, "a CPU executor needs an integer");
+    check_range(name, (std::string("plan_summary.") + key).c_str(), it->get<std::int64_t>(), lo, hi);
+    return it->get<std::int64_t>();
+  };
+  if (md.op == "hines") {
+    const HinesMetadata& h = md.hines;
+    check_one_of(name, "dtype", md.dtype, {"f64", "f32"});
+    check_range(name, "hines.rows", h.rows, 1, kIntMax);
+    check_range(name, "hines.cells", h.cells, 1, h.rows);
+    check_range(name, "hines.rhs", h.rhs, 1, 1024);
+    check_range(name, "hines.workspace_bytes", h.workspace_bytes, 0, std::int64_t{1} << 40);
+    if (!h.launches.empty()) fail_key(name, "hines.launches", "must be empty for a CPU executor");
+    summary("items", 1, h.rows);
+    return;
+  }
+  check_range(name, "m", md.m, 1, kIntMax);
+  check_range(name, "k", md.k, 1, kIntMax);
+  check_range(name, "n", md.n, 1, kIntMax);
+  check_range(name, "nnz", md.nnz, 0, md.m * md.k);
+  check_one_of(name, "n_mode", md.n_mode, {"fixed"});
+  check_one_of(name, "dtype", md.dtype, {"f32"});
+  check_one_of(name, "layout", md.layout, {"row_major"});
+  check_one_of(name, "values_mode", md.values_mode, {"baked"});
+  check_range(name, "n_tile", md.n_tile, 1, md.n);
+  check_range(name, "block_rows", md.block_rows, 1, md.m);
+  if (summary("panels", 1, md.m) != md.block_rows)
+    fail_key(name, "block_rows", "must equal plan_summary.panels for a CPU executor");
+  if (summary("column_tile", 1, kIntMax) != md.n_tile)
+    fail_key(name, "n_tile", "must equal plan_summary.column_tile for a CPU executor");
+}
+
 void validate(const BundleMetadata& md, const std::string& name) {
   check_one_of(name, "op", md.op, {"spmm", "hines"});
+  check_one_of(name, "target", md.target, {"gpu", "cpu"});
+  if (md.target == "cpu") return validate_cpu(md, name);
   validate_common(md, name);
   if (md.op == "hines") return validate_hines(md, name);
   check_range(name, "m", md.m, 1, kIntMax);
@@ -398,12 +443,58 @@ void check_hines_payload(const Bundle& b, const std::string& name,
   }
 }
 
+// A CPU executor's sections: its objects (a static archive), the bias as a GPU bundle's, and for
+// Hines the permutation of its rows.
+void check_cpu_sections(const Bundle& b, const std::string& name,
+                        const std::array<std::int64_t, kKinds>& offsets) {
+  const BundleMetadata& md = b.metadata;
+  const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
+  constexpr std::string_view kArchiveMagic = "!<arch>\n";
+  if (b.objects.empty()) throw BundleError(name + ": a CPU executor without an objects section");
+  if (b.objects.size() < kArchiveMagic.size() ||
+      std::string_view(reinterpret_cast<const char*>(b.objects.data()), kArchiveMagic.size()) != kArchiveMagic)
+    fail_section(name, SectionKind::objects, at(SectionKind::objects), "is not a static archive (\"!<arch>\")");
+  for (const auto& [kind, present] :
+       {std::pair{SectionKind::cubin, !b.cubin.empty()}, {SectionKind::ptx, !b.ptx.empty()},
+        {SectionKind::values, !b.values.empty()}, {SectionKind::tables, !b.tables.empty()},
+        {SectionKind::fragments, !b.fragments.empty()}})
+    if (present) fail_section(name, kind, at(kind), "present in a CPU executor's bundle");
+  if (md.op == "hines") {
+    if (!b.bias.empty()) fail_section(name, SectionKind::bias, at(SectionKind::bias), "present in a Hines bundle");
+    if (b.permutation.size() != std::size_t(md.hines.rows))
+      fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
+                   "holds " + std::to_string(b.permutation.size()) + " entries for " +
+                       std::to_string(md.hines.rows) + " rows");
+    std::vector<bool> seen(b.permutation.size(), false);
+    for (std::size_t i = 0; i < b.permutation.size(); ++i) {
+      const std::int32_t r = b.permutation[i];
+      if (r < 0 || std::size_t(r) >= seen.size() || seen[std::size_t(r)])
+        fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
+                     "entry " + std::to_string(i) + " (" + std::to_string(r) + ") is out of range or repeated");
+      seen[std::size_t(r)] = true;
+    }
+    return;
+  }
+  if (!b.permutation.empty())
+    fail_section(name, SectionKind::permutation, at(SectionKind::permutation), "present in an SpMM bundle");
+  if (md.bias != (b.bias.size() == std::size_t(md.m)) || (!md.bias && !b.bias.empty()))
+    fail_section(name, SectionKind::bias, at(SectionKind::bias),
+                 "holds " + std::to_string(b.bias.size()) + " floats; metadata bias is " +
+                     (md.bias ? "true" : "false") + " and m is " + std::to_string(md.m));
+  for (std::size_t i = 0; i < b.bias.size(); ++i)
+    if (!std::isfinite(b.bias[i]))
+      fail_section(name, SectionKind::bias, at(SectionKind::bias), "entry " + std::to_string(i) + " is not finite");
+}
+
 // Sections against the metadata; `offsets[kind]` locates each section in the file (kNoOffset when
 // writing).
 void check_sections(const Bundle& b, const std::string& name,
                     const std::array<std::int64_t, kKinds>& offsets) {
   const BundleMetadata& md = b.metadata;
   const auto at = [&](SectionKind k) { return offsets[static_cast<std::size_t>(k)]; };
+  if (md.target == "cpu") return check_cpu_sections(b, name, offsets);
+  if (!b.objects.empty())
+    fail_section(name, SectionKind::objects, at(SectionKind::objects), "present in a GPU bundle");
   if (b.cubin.empty() && b.ptx.empty()) throw BundleError(name + ": has neither a cubin nor a PTX section");
   if (const auto nul = b.ptx.find('\0'); nul != std::string::npos)
     fail_section(name, SectionKind::ptx, at(SectionKind::ptx),
@@ -461,6 +552,7 @@ void check_sections(const Bundle& b, const std::string& name,
 // The code contracts the cubin and the PTX define (when they define one), against the metadata and
 // the sections.
 void check_code_contracts(const Bundle& b, const std::string& name) {
+  if (b.metadata.target == "cpu") return;
   if (!b.cubin.empty())
     if (const auto found = cubin_contract(b.cubin, name)) check_contract(b, *found, name, "cubin");
   if (!b.ptx.empty())
@@ -851,6 +943,7 @@ json BundleMetadata::to_json() const {
          {"generator_version", generator_version},
          {"fingerprint", fingerprint},
          {"plan_summary", plan_summary}};
+  if (target != "gpu") j["target"] = target;  // absent: "gpu" (earlier generators)
   if (op == "hines") {
     json launches = json::array();
     for (const KernelLaunch& l : hines.launches) launches.push_back(rt::to_json(l));
@@ -930,6 +1023,7 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
   md.generator_version = get_string(j, "generator_version", name);
   md.fingerprint = get_string(j, "fingerprint", name);
   md.plan_summary = field(j, "plan_summary", name);
+  if (j.contains("target")) md.target = get_string(j, "target", name);
   if (md.op == "hines") {
     md.hines = hines_from_json(j, name);
     validate(md, name);
@@ -998,6 +1092,7 @@ std::vector<unsigned char> bundle_bytes(const Bundle& b, const std::string& name
   if (!b.permutation.empty()) sections.emplace_back(SectionKind::permutation, bytes_of(b.permutation));
   if (!b.fragments.empty()) sections.emplace_back(SectionKind::fragments, bytes_of(b.fragments));
   if (!b.plan.empty()) sections.emplace_back(SectionKind::plan, bytes_of(b.plan));
+  if (!b.objects.empty()) sections.emplace_back(SectionKind::objects, bytes_of(b.objects));
 
   const auto align8 = [](std::size_t x) { return (x + 7) / 8 * 8; };
   std::size_t at = align8(kBundleHeaderBytes + kBundleEntryBytes * sections.size());
@@ -1106,6 +1201,8 @@ Bundle parse_bundle(std::span<const unsigned char> d, const std::string& name) {
   b.reference.assign(reference.begin(), reference.end());
   const auto plan = body(SectionKind::plan);
   b.plan.assign(plan.begin(), plan.end());
+  const auto objects = body(SectionKind::objects);
+  b.objects.assign(objects.begin(), objects.end());
   b.values = floats_of(body(SectionKind::values), name, SectionKind::values, offset_of(SectionKind::values));
   b.bias = floats_of(body(SectionKind::bias), name, SectionKind::bias, offset_of(SectionKind::bias));
   b.tables = ints_of(body(SectionKind::tables), name, SectionKind::tables, offset_of(SectionKind::tables));

@@ -35,6 +35,9 @@
 //                   emitted from (the generator's to_json of its SpMM or Hines plan), so that
 //                   `sparsecc verify` runs the plan interpreter without re-running the inspector;
 //                   opaque to the runtime, which never reads it (version 3)
+//     11  objects   CPU executors only (metadata target "cpu"): a static archive (GNU ar) of the
+//                   relocatable objects of the executor's code, which a program links (sparsecc
+//                   embed); the bundle then has no cubin, PTX, values, tables or fragments
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown
@@ -82,7 +85,8 @@ enum class SectionKind : std::uint32_t {
   tables = 7,
   permutation = 8,
   fragments = 9,
-  plan = 10
+  plan = 10,
+  objects = 11
 };
 
 // Kernel parameters in launch order (the kernel ABI, see executor.hpp): fp32 kernels, and the fp16 /
@@ -106,6 +110,11 @@ struct HinesMetadata {
 // fingerprint, plan_summary) and `hines`.
 struct BundleMetadata {
   std::string op = "spmm";
+  // "gpu", or "cpu": code compiled ahead of time for a CPU (arch a CPU target name such as
+  // "x86-64-avx512", kernel the symbol prefix of its entry {kernel}_tile (SpMM) or {kernel}_solve
+  // (Hines), n_tile / block_rows the column tile and panels of an SpMM, plan_summary.items the
+  // groups of a Hines executor, hines.launches empty); see cpu_executor.hpp.
+  std::string target = "gpu";
   std::int64_t m = 0, k = 0, n = 0;  // n: the N of fixed mode (in runtime mode, the N tuned for)
   std::int64_t nnz = 0;
   std::string n_mode = "fixed";     // "fixed" | "runtime"
@@ -147,6 +156,7 @@ struct Bundle {
   std::vector<std::int32_t> permutation;  // op "hines", optional: Hines index -> compartment index
   std::vector<std::uint32_t> fragments;   // op "spmm" with tensor-core tiles: the mma operands
   std::string plan;                       // optional: the generator's plan as JSON text, opaque here
+  std::vector<unsigned char> objects;     // target "cpu": a static archive of the code's objects
 
   bool operator==(const Bundle&) const = default;
 };
