@@ -127,7 +127,7 @@ double copy_bytes_per_s(std::size_t bytes, int threads, int reps) {
 struct Args {
   std::vector<std::string> files;
   int cells = 1, resolution = 1, rhs = 1, reps = 21, opt = 2;
-  std::string dtype = "f64", target = "native", json_path;
+  std::string dtype = "f64", target = "native", json_path, ir_dir;
   std::vector<int> threads;
 };
 
@@ -184,6 +184,8 @@ int run(const Args& a) {
   const std::vector<std::string> ir =
       emit_hines_llvm_modules(plan, kCpuHinesPrefix, std::int64_t{kCpuModulesPerThread} * compile_threads);
   const double generate_s = now_s() - g0;
+  for (std::size_t m = 0; m < ir.size() && !a.ir_dir.empty(); ++m)
+    std::ofstream(fmt::format("{}/module_{}.ll", a.ir_dir, m)) << ir[m];
   CpuHinesKernel k = CpuHinesKernel::compile(ir, plan, a.opt, compile_threads, kCpuHinesPrefix);
   const CpuCompileStats& st = k.stats();
   std::int64_t full = 0, narrow = 0;
@@ -297,6 +299,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 3))
       ->capture_default_str();
   app.add_option("--json", a.json_path, "every figure as JSON");
+  app.add_option("--ir", a.ir_dir, "folder the IR modules are written to (module_{i}.ll)")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
   if (a.threads.empty()) a.threads = {1, std::max(omp_get_num_procs(), 1)};
   try {
