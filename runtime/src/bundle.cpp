@@ -444,7 +444,8 @@ void check_hines_payload(const Bundle& b, const std::string& name,
 }
 
 // A CPU executor's sections: its objects (a static archive), the bias as a GPU bundle's, and for
-// Hines the permutation of its rows.
+// Hines its row order (tables: the executor's row -> the Hines row) and the optional permutation
+// (the Hines row -> the compartment, as a GPU bundle's).
 void check_cpu_sections(const Bundle& b, const std::string& name,
                         const std::array<std::int64_t, kKinds>& offsets) {
   const BundleMetadata& md = b.metadata;
@@ -456,25 +457,30 @@ void check_cpu_sections(const Bundle& b, const std::string& name,
     fail_section(name, SectionKind::objects, at(SectionKind::objects), "is not a static archive (\"!<arch>\")");
   for (const auto& [kind, present] :
        {std::pair{SectionKind::cubin, !b.cubin.empty()}, {SectionKind::ptx, !b.ptx.empty()},
-        {SectionKind::values, !b.values.empty()}, {SectionKind::tables, !b.tables.empty()},
-        {SectionKind::fragments, !b.fragments.empty()}})
+        {SectionKind::values, !b.values.empty()}, {SectionKind::fragments, !b.fragments.empty()}})
     if (present) fail_section(name, kind, at(kind), "present in a CPU executor's bundle");
+  // A permutation of the rows, or (for `optional` ones) nothing.
+  const auto check_rows = [&](SectionKind kind, const std::vector<std::int32_t>& v, bool optional) {
+    if (optional && v.empty()) return;
+    if (v.size() != std::size_t(md.hines.rows))
+      fail_section(name, kind, at(kind),
+                   "holds " + std::to_string(v.size()) + " entries for " + std::to_string(md.hines.rows) + " rows");
+    std::vector<bool> seen(v.size(), false);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i] < 0 || std::size_t(v[i]) >= seen.size() || seen[std::size_t(v[i])])
+        fail_section(name, kind, at(kind),
+                     "entry " + std::to_string(i) + " (" + std::to_string(v[i]) + ") is out of range or repeated");
+      seen[std::size_t(v[i])] = true;
+    }
+  };
   if (md.op == "hines") {
     if (!b.bias.empty()) fail_section(name, SectionKind::bias, at(SectionKind::bias), "present in a Hines bundle");
-    if (b.permutation.size() != std::size_t(md.hines.rows))
-      fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
-                   "holds " + std::to_string(b.permutation.size()) + " entries for " +
-                       std::to_string(md.hines.rows) + " rows");
-    std::vector<bool> seen(b.permutation.size(), false);
-    for (std::size_t i = 0; i < b.permutation.size(); ++i) {
-      const std::int32_t r = b.permutation[i];
-      if (r < 0 || std::size_t(r) >= seen.size() || seen[std::size_t(r)])
-        fail_section(name, SectionKind::permutation, at(SectionKind::permutation),
-                     "entry " + std::to_string(i) + " (" + std::to_string(r) + ") is out of range or repeated");
-      seen[std::size_t(r)] = true;
-    }
+    check_rows(SectionKind::tables, b.tables, false);  // the executor's row -> the Hines row
+    check_rows(SectionKind::permutation, b.permutation, true);
     return;
   }
+  if (!b.tables.empty())
+    fail_section(name, SectionKind::tables, at(SectionKind::tables), "present in an SpMM bundle");
   if (!b.permutation.empty())
     fail_section(name, SectionKind::permutation, at(SectionKind::permutation), "present in an SpMM bundle");
   if (md.bias != (b.bias.size() == std::size_t(md.m)) || (!md.bias && !b.bias.empty()))

@@ -73,6 +73,13 @@ std::string double_literal(double x) {
   return s;
 }
 
+// The shortest decimal that reads back as exactly `x` as a float, with the "f" suffix.
+std::string float_literal(float x) {
+  std::string s = fmt::format("{}", x);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
 void validate_namespace(const std::string& ns) {
   if (ns.empty()) throw UsageError("embed: the namespace is empty");
   std::size_t at = 0;
@@ -180,6 +187,78 @@ std::string layer_summary(const Layer& l) {
                      md.n_mode, md.dtype, l.bytes.size());
 }
 
+// The Hines system's accessors a layer's namespace declares (the verification section's system).
+void declare_hines_system(std::string& h, const Layer& l) {
+  const bool passive = !l.system.cap_over_dt.empty();
+  h += "// The system of one implicit Euler step, in Hines order (rows; see "
+       "sparsecc/runtime/hines_executor.hpp).\n";
+  h += "std::span<const std::int32_t> parent();  // parent[i] > i, -1 at a cell's root\n";
+  h += "std::span<const double> diag();          // A[i][i]\n";
+  h += "std::span<const double> upper();         // A[i][parent[i]], 0 at roots\n";
+  h += "std::span<const double> lower();         // A[parent[i]][i], 0 at roots\n";
+  if (passive) {
+    h += "// b[i] = cap_over_dt[i] * v_old[i] + leak[i] * kLeakReversalMv + i_inject[i]  (uS, mV, nA)\n";
+    h += "std::span<const double> cap_over_dt();   // C_i / dt [uS]\n";
+    h += "std::span<const double> leak();          // leak conductance g_i [uS]\n";
+  } else {
+    h += "// Empty: the bundle's system carries no passive-step terms.\n";
+    h += "std::span<const double> cap_over_dt();\n";
+    h += "std::span<const double> leak();\n";
+  }
+  h += fmt::format("inline constexpr double kLeakReversalMv = {};\n",
+                   double_literal(l.system.leak_reversal_mv));
+  h += fmt::format(
+      "std::span<const std::int32_t> compartment_of();  // Hines row -> compartment (SWC order at "
+      "resolution 1){}\n",
+      l.bundle.permutation.empty() ? "; empty: none in the bundle" : "");
+  h += "std::span<const std::int32_t> cell_offsets();    // cell c: rows [cell_offsets[c], "
+       "cell_offsets[c + 1])\n";
+}
+
+// The arrays of the Hines system of layer `i` (declare_hines_system), in the source's embedded namespace.
+void append_hines_arrays(std::string& s, const Layer& l, std::size_t i) {
+  const HinesSystem& h = l.system;
+  const auto ints = [&](const char* what, std::span<const std::int32_t> v) {
+    s += fmt::format("static const std::int32_t k{}{}[{}] = {{\n", what, i, v.size());
+    append_ints(s, v);
+    s += "};\n";
+  };
+  const auto doubles = [&](const char* what, std::span<const double> v) {
+    s += fmt::format("static const double k{}{}[{}] = {{\n", what, i, v.size());
+    append_doubles(s, v);
+    s += "};\n";
+  };
+  ints("Parent", h.parent);
+  doubles("Diag", h.diag);
+  doubles("Upper", h.upper);
+  doubles("Lower", h.lower);
+  if (!h.cap_over_dt.empty()) {
+    doubles("CapOverDt", h.cap_over_dt);
+    doubles("Leak", h.leak);
+  }
+  if (!l.bundle.permutation.empty()) ints("CompartmentOf", l.bundle.permutation);
+  ints("CellOffsets", h.cell_offsets);
+}
+
+// The accessors' definitions of layer `i`'s Hines system.
+void define_hines_system(std::string& s, const Layer& l, std::size_t i) {
+  const bool passive = !l.system.cap_over_dt.empty();
+  const auto def = [&](const char* type, const char* fn, const char* array, bool present) {
+    if (present)
+      s += fmt::format("std::span<const {}> {}() {{ return embedded::k{}{}; }}\n", type, fn, array, i);
+    else
+      s += fmt::format("std::span<const {}> {}() {{ return {{}}; }}\n", type, fn);
+  };
+  def("std::int32_t", "parent", "Parent", true);
+  def("double", "diag", "Diag", true);
+  def("double", "upper", "Upper", true);
+  def("double", "lower", "Lower", true);
+  def("double", "cap_over_dt", "CapOverDt", passive);
+  def("double", "leak", "Leak", passive);
+  def("std::int32_t", "compartment_of", "CompartmentOf", !l.bundle.permutation.empty());
+  def("std::int32_t", "cell_offsets", "CellOffsets", true);
+}
+
 // The namespace's braces ("a::b" opens the nested namespaces at once).
 std::string open_namespace(const std::string& ns) { return fmt::format("namespace {} {{\n", ns); }
 std::string close_namespace(const std::string& ns) { return fmt::format("}}  // namespace {}\n", ns); }
@@ -217,32 +296,7 @@ std::string make_header(const std::vector<Layer>& layers, const std::string& ns)
     h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
     h += fmt::format("inline constexpr std::size_t kIndex = {};\n", i);
     h += "std::span<const unsigned char> bundle();\n";
-    if (l.hines()) {
-      const bool passive = !l.system.cap_over_dt.empty();
-      h += "// The system of one implicit Euler step, in Hines order (rows; see "
-           "sparsecc/runtime/hines_executor.hpp).\n";
-      h += "std::span<const std::int32_t> parent();  // parent[i] > i, -1 at a cell's root\n";
-      h += "std::span<const double> diag();          // A[i][i]\n";
-      h += "std::span<const double> upper();         // A[i][parent[i]], 0 at roots\n";
-      h += "std::span<const double> lower();         // A[parent[i]][i], 0 at roots\n";
-      if (passive) {
-        h += "// b[i] = cap_over_dt[i] * v_old[i] + leak[i] * kLeakReversalMv + i_inject[i]  (uS, mV, nA)\n";
-        h += "std::span<const double> cap_over_dt();   // C_i / dt [uS]\n";
-        h += "std::span<const double> leak();          // leak conductance g_i [uS]\n";
-      } else {
-        h += "// Empty: the bundle's system carries no passive-step terms.\n";
-        h += "std::span<const double> cap_over_dt();\n";
-        h += "std::span<const double> leak();\n";
-      }
-      h += fmt::format("inline constexpr double kLeakReversalMv = {};\n",
-                       double_literal(l.system.leak_reversal_mv));
-      h += fmt::format(
-          "std::span<const std::int32_t> compartment_of();  // Hines row -> compartment (SWC order at "
-          "resolution 1){}\n",
-          l.bundle.permutation.empty() ? "; empty: none in the bundle" : "");
-      h += "std::span<const std::int32_t> cell_offsets();    // cell c: rows [cell_offsets[c], "
-           "cell_offsets[c + 1])\n";
-    }
+    if (l.hines()) declare_hines_system(h, l);
     h += fmt::format("}}  // namespace {}\n", l.ident);
   }
   h += "\n";
@@ -297,28 +351,7 @@ std::string make_source(const std::vector<Layer>& layers, const std::string& ns,
           "  return {{reinterpret_cast<const unsigned char*>(kBundle{}Words), {}}};\n}}\n",
           i, i, l.bytes.size());
     }
-    if (!l.hines()) continue;
-    const HinesSystem& h = l.system;
-    const auto ints = [&](const char* what, std::span<const std::int32_t> v) {
-      s += fmt::format("static const std::int32_t k{}{}[{}] = {{\n", what, i, v.size());
-      append_ints(s, v);
-      s += "};\n";
-    };
-    const auto doubles = [&](const char* what, std::span<const double> v) {
-      s += fmt::format("static const double k{}{}[{}] = {{\n", what, i, v.size());
-      append_doubles(s, v);
-      s += "};\n";
-    };
-    ints("Parent", h.parent);
-    doubles("Diag", h.diag);
-    doubles("Upper", h.upper);
-    doubles("Lower", h.lower);
-    if (!h.cap_over_dt.empty()) {
-      doubles("CapOverDt", h.cap_over_dt);
-      doubles("Leak", h.leak);
-    }
-    if (!l.bundle.permutation.empty()) ints("CompartmentOf", l.bundle.permutation);
-    ints("CellOffsets", h.cell_offsets);
+    if (l.hines()) append_hines_arrays(s, l, i);
   }
   s += "\nstatic constexpr LayerInfo kLayers[kLayerCount] = {\n";
   for (const Layer& l : layers) {
@@ -345,23 +378,7 @@ std::string make_source(const std::vector<Layer>& layers, const std::string& ns,
     const Layer& l = layers[i];
     s += fmt::format("\nnamespace {} {{\n", l.ident);
     s += fmt::format("std::span<const unsigned char> bundle() {{ return embedded::bundle{}(); }}\n", i);
-    if (l.hines()) {
-      const bool passive = !l.system.cap_over_dt.empty();
-      const auto def = [&](const char* type, const char* fn, const char* array, bool present) {
-        if (present)
-          s += fmt::format("std::span<const {}> {}() {{ return embedded::k{}{}; }}\n", type, fn, array, i);
-        else
-          s += fmt::format("std::span<const {}> {}() {{ return {{}}; }}\n", type, fn);
-      };
-      def("std::int32_t", "parent", "Parent", true);
-      def("double", "diag", "Diag", true);
-      def("double", "upper", "Upper", true);
-      def("double", "lower", "Lower", true);
-      def("double", "cap_over_dt", "CapOverDt", passive);
-      def("double", "leak", "Leak", passive);
-      def("std::int32_t", "compartment_of", "CompartmentOf", !l.bundle.permutation.empty());
-      def("std::int32_t", "cell_offsets", "CellOffsets", true);
-    }
+    if (l.hines()) define_hines_system(s, l, i);
     s += fmt::format("}}  // namespace {}\n", l.ident);
   }
 
@@ -393,6 +410,145 @@ std::string make_source(const std::vector<Layer>& layers, const std::string& ns,
   return s;
 }
 
+bool is_cpu(const Layer& l) { return l.bundle.metadata.target == "cpu"; }
+
+const char* cpu_real(const Layer& l) { return l.bundle.metadata.dtype == "f32" ? "float" : "double"; }
+
+std::string make_cpu_header(const std::vector<Layer>& layers, const std::string& ns) {
+  std::string h;
+  h += "// Generated by sparsecc embed; do not edit.\n";
+  h += fmt::format(
+      "// {} layer{} compiled for the CPU ({}), linked from the static library embed wrote beside this\n"
+      "// header; sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor run them (no CUDA, no LLVM).\n",
+      layers.size(), layers.size() == 1 ? "" : "s", layers.front().bundle.metadata.arch);
+  h += "#pragma once\n\n";
+  h += "#include <cstddef>\n#include <cstdint>\n#include <memory>\n#include <span>\n\n";
+  h += "#include \"sparsecc/runtime/cpu_executor.hpp\"\n\n";
+  h += open_namespace(ns);
+  h += "\n";
+  h += "struct LayerInfo {\n"
+       "  const char* name;\n"
+       "  const char* op;  // \"spmm\" | \"hines\"\n"
+       "  std::int64_t m, k, n, nnz;  // spmm: A is m x k, n the compiled N; hines: m = k = rows, n = rhs\n"
+       "  const char* dtype;\n"
+       "  const char* n_mode;  // \"fixed\"\n"
+       "  const char* fingerprint;\n"
+       "};\n\n";
+  h += fmt::format("inline constexpr std::size_t kLayerCount = {};\n", layers.size());
+  h += "std::span<const LayerInfo> layers();\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const auto [m, k, n] = layer_shape(l);
+    h += fmt::format("\n// {}\n", layer_summary(l));
+    h += fmt::format("namespace {} {{\n", l.ident);
+    h += fmt::format("inline constexpr const char* kName = {};\n", string_literal(l.name));
+    h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
+    h += fmt::format("inline constexpr std::size_t kIndex = {};\n", i);
+    if (l.hines()) {
+      declare_hines_system(h, l);
+      h += "// The executor's rows: rows()[i] is the Hines row of its row i (CpuHinesExecutor::to_rows).\n";
+      h += "std::span<const std::int32_t> rows();\n";
+    }
+    h += fmt::format("}}  // namespace {}\n", l.ident);
+  }
+  h += "\n";
+  h += "// The executors over the linked code, made when the Kernels are; a Hines executor owns its\n"
+       "// workspace (one solve at a time each).\n";
+  h += "class Kernels {\n public:\n  Kernels();\n  ~Kernels();\n\n";
+  for (const Layer& l : layers)
+    h += l.hines() ? fmt::format("  sparsecc::rt::CpuHinesExecutor& {}();\n", l.ident)
+                   : fmt::format("  const sparsecc::rt::CpuSpmmExecutor& {}();\n", l.ident);
+  h += "\n private:\n  struct State;\n  std::unique_ptr<State> state_;\n};\n\n";
+  h += close_namespace(ns);
+  return h;
+}
+
+std::string make_cpu_source(const std::vector<Layer>& layers, const std::string& ns,
+                            const std::string& header_name) {
+  std::string s;
+  s += "// Generated by sparsecc embed; do not edit.\n";
+  s += fmt::format("#include {}\n\n", string_literal(header_name));
+  s += "// The layers' entry points, in the static library embed wrote beside this source.\n";
+  s += "extern \"C\" {\n";
+  for (const Layer& l : layers) {
+    const rt::BundleMetadata& md = l.bundle.metadata;
+    if (l.hines())
+      s += fmt::format(
+          "void {0}_solve(std::int64_t, const {1}*, const {1}*, const {1}*, const {1}*, {1}*, {1}*);\n",
+          md.kernel, cpu_real(l));
+    else
+      s += fmt::format(
+          "void {}_tile(std::int64_t, std::int64_t, std::int32_t, const float*, float*, const float*);\n",
+          md.kernel);
+  }
+  s += "}\n\n";
+  s += open_namespace(ns);
+  s += "\nnamespace embedded {\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    s += fmt::format("\n// {}: {}\n", l.ident, layer_summary(l));
+    if (l.hines()) {
+      append_hines_arrays(s, l, i);
+      s += fmt::format("static const std::int32_t kRows{}[{}] = {{\n", i, l.bundle.tables.size());
+      append_ints(s, l.bundle.tables);
+      s += "};\n";
+    } else if (!l.bundle.bias.empty()) {
+      s += fmt::format("alignas(64) static const float kBias{}[{}] = {{\n", i, l.bundle.bias.size());
+      append_elements<float>(s, l.bundle.bias, 4, [](std::string& o, float v) { o += float_literal(v); });
+      s += "};\n";
+    }
+  }
+  s += "\nstatic constexpr LayerInfo kLayers[kLayerCount] = {\n";
+  for (const Layer& l : layers) {
+    const rt::BundleMetadata& md = l.bundle.metadata;
+    const auto [m, k, n] = layer_shape(l);
+    s += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}, {}}},\n", string_literal(l.name),
+                     string_literal(md.op), m, k, n, layer_nnz(l), string_literal(md.dtype),
+                     string_literal(md.n_mode), string_literal(md.fingerprint));
+  }
+  s += "};\n\n}  // namespace embedded\n\n";
+  s += "std::span<const LayerInfo> layers() { return embedded::kLayers; }\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    if (!l.hines()) continue;
+    s += fmt::format("\nnamespace {} {{\n", l.ident);
+    define_hines_system(s, l, i);
+    s += fmt::format("std::span<const std::int32_t> rows() {{ return embedded::kRows{}; }}\n", i);
+    s += fmt::format("}}  // namespace {}\n", l.ident);
+  }
+  s += "\nstruct Kernels::State {\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const rt::BundleMetadata& md = l.bundle.metadata;
+    if (l.hines()) {
+      const std::int64_t real = md.dtype == "f32" ? 4 : 8;
+      s += fmt::format(
+          "  sparsecc::rt::CpuHinesExecutor layer{}{{reinterpret_cast<void*>(&{}_solve),\n"
+          "                                        {{{}, {}, {}, {}, {}, {}}},\n"
+          "                                        embedded::kRows{}}};\n",
+          i, md.kernel, string_literal(md.dtype), md.hines.rows, md.hines.cells, md.hines.rhs,
+          md.plan_summary.at("items").get<std::int64_t>(), ceil_div(md.hines.workspace_bytes, real), i);
+    } else {
+      s += fmt::format(
+          "  sparsecc::rt::CpuSpmmExecutor layer{}{{&{}_tile, {{{}, {}, {}, {}, {}, {}}}, {}}};\n", i,
+          md.kernel, md.m, md.k, md.n, md.block_rows, md.n_tile, md.relu ? "true" : "false",
+          l.bundle.bias.empty() ? std::string("nullptr") : fmt::format("embedded::kBias{}", i));
+    }
+  }
+  s += "};\n\nKernels::Kernels() : state_(std::make_unique<State>()) {}\n\nKernels::~Kernels() = default;\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    s += l.hines()
+             ? fmt::format("\nsparsecc::rt::CpuHinesExecutor& Kernels::{}() {{ return state_->layer{}; }}\n",
+                           l.ident, i)
+             : fmt::format(
+                   "\nconst sparsecc::rt::CpuSpmmExecutor& Kernels::{}() {{ return state_->layer{}; }}\n",
+                   l.ident, i);
+  }
+  s += "\n";
+  s += close_namespace(ns);
+  return s;
+}
 }  // namespace
 
 std::string cpp_identifier(const std::string& layer_name) {
@@ -471,7 +627,13 @@ EmbedSources embed_bundles(const std::vector<EmbeddedLayer>& layers, const std::
     if (l.hines()) l.system = hines_system_from_reference_bytes(l.bundle.reference, what);
     parsed.push_back(std::move(l));
   }
-  return {make_header(parsed, ns), make_source(parsed, ns, header_name)};
+  const std::size_t cpu = static_cast<std::size_t>(std::ranges::count_if(parsed, is_cpu));
+  if (cpu == 0) return {make_header(parsed, ns), make_source(parsed, ns, header_name), {}};
+  if (cpu != parsed.size())
+    throw UsageError("embed: the bundles are for GPUs and CPUs both; embed each kind on its own");
+  EmbedSources out{make_cpu_header(parsed, ns), make_cpu_source(parsed, ns, header_name), {}};
+  for (const Layer& l : parsed) out.archives.emplace_back(l.bundle.objects.begin(), l.bundle.objects.end());
+  return out;
 }
 
 }  // namespace sparsecc

@@ -50,6 +50,13 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, co
   return CpuSpmmKernel(std::make_unique<Impl>(Impl{std::move(jit), tile, plan, stats}));
 }
 
+CpuSpmmKernel CpuSpmmKernel::link(std::vector<std::string> objects, const SpmmCpuPlan& plan,
+                                  const std::string& symbol) {
+  CpuSpmmKernel::Impl impl{CpuJit::link(std::move(objects), plan.target), nullptr, plan, {}};
+  impl.tile = reinterpret_cast<TileFn>(impl.jit.lookup(symbol + "_tile"));
+  return CpuSpmmKernel(std::make_unique<Impl>(std::move(impl)));
+}
+
 CpuSpmmKernel CpuSpmmKernel::build(const CsrMatrix& a, const SpmmCpuPlan& plan, int opt_level, int threads) {
   const int t = threads > 0 ? threads : std::max(plan.target.cores, 1);
   return compile(emit_spmm_llvm_modules(plan, a, std::int64_t{kCpuModulesPerThread} * t), plan, opt_level, t);

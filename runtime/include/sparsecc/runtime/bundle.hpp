@@ -37,7 +37,9 @@
 //                   opaque to the runtime, which never reads it (version 3)
 //     11  objects   CPU executors only (metadata target "cpu"): a static archive (GNU ar) of the
 //                   relocatable objects of the executor's code, which a program links (sparsecc
-//                   embed); the bundle then has no cubin, PTX, values, tables or fragments
+//                   embed); the bundle then has no cubin, PTX, values or fragments, and a Hines
+//                   one's tables section is its row order: int32[rows], the Hines row of each of the
+//                   executor's rows (a permutation)
 //
 // Sections may appear in any order but never overlap; each kind appears at most once. The writer
 // lays them out in kind order with zero padding, so equal bundles give equal bytes. Unknown

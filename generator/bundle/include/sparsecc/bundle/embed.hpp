@@ -42,9 +42,16 @@ struct EmbedOptions {
   bool strip_reference = false;
 };
 
+// CPU executors (bundles of target "cpu", all the layers' or none): the header declares the same
+// LayerInfo, layers(), per-layer namespaces (with the Hines systems) and a Kernels class, whose
+// accessors return sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor (sparsecc/runtime/cpu_executor.hpp)
+// over the layers' code, which the program links: `archives` holds each layer's static archive, in
+// order (sparsecc embed merges them into OUT.a); the source embeds the biases and row orders, not the
+// bundles. Kernels() takes no context.
 struct EmbedSources {
   std::string header;
   std::string source;
+  std::vector<std::string> archives;  // CPU layers only
 };
 
 // The C++ identifier of a layer: every character other than a letter, digit or '_' becomes '_', runs

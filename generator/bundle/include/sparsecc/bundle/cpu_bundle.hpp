@@ -1,0 +1,28 @@
+// The bundles of CPU executors (metadata target "cpu", sparsecc/runtime/bundle.hpp): the metadata of
+// a CPU plan, the static archive of its objects, the bias or the permutation, the plan section.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+
+namespace sparsecc {
+
+// The symbol prefix of a CPU SpMM executor's code: "sparsecc_cpu_" and 16 hex digits of a digest of
+// the matrix and the plan, so that executors of different matrices or plans link into one program
+// side by side and equal ones are one.
+std::string cpu_spmm_symbol(const SpmmCpuPlan& plan, const CsrMatrix& a);
+
+// The bundle of `plan` for `a` compiled into `archive` (write_cpu_archive) with entry {symbol}_tile;
+// bias: m values, or empty. The verification section holds A, the plan section the plan.
+rt::Bundle make_cpu_spmm_bundle(const SpmmCpuPlan& plan, const CsrMatrix& a, const std::string& symbol,
+                                std::string archive, const std::vector<double>& bias);
+
+// The plan of a CPU SpMM bundle, read from its plan section and checked against `a` (its
+// verification matrix) and the metadata. Throws rt::BundleError naming `name`.
+SpmmCpuPlan cpu_spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const std::string& name);
+
+}  // namespace sparsecc

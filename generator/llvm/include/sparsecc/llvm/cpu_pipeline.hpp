@@ -1,0 +1,45 @@
+// The pipeline driver of CPU executors: plan -> emit (LLVM IR) -> compile (objects) -> bundle for a
+// matrix and a CPU target, returning the artifact with a report, as compile_spmm does for a GPU
+// (sparsecc/pipeline/pipeline.hpp). The CLI (`compile`, `compile-model` with --target), the bench
+// and the tests call it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sparsecc/inspector/spmm_cpu_planner.hpp"
+#include "sparsecc/llvm/cpu_compile.hpp"
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
+#include "sparsecc/runtime/bundle.hpp"
+#include "sparsecc/target/target.hpp"
+
+namespace sparsecc {
+
+struct CpuSpmmRequest {
+  SpmmProblem problem;        // fp32, fixed N; m, k must be the matrix's
+  SpmmCpuOptions options;     // the planner's options
+  std::vector<double> bias;   // m values when problem.bias, else empty
+  int opt_level = 2;          // LLVM's code generation level
+  int threads = 0;            // compile threads (0: the target's cores)
+};
+
+struct CpuSpmmArtifact {
+  SpmmCpuPlan plan;
+  std::string symbol;                // the entry is {symbol}_tile
+  std::vector<std::string> objects;  // relocatable objects (ELF)
+  rt::Bundle bundle;                 // target "cpu", the objects as a static archive
+  CpuCompileStats stats;
+  double plan_seconds = 0, emit_seconds = 0;
+  std::string text() const;  // the line `sparsecc compile` prints
+  nlohmann::json json() const;
+};
+
+// plan_spmm_cpu -> emit_spmm_llvm_modules (kCpuModulesPerThread a compile thread) ->
+// compile_cpu_objects -> make_cpu_spmm_bundle. Throws UsageError for a problem or options the
+// planner refuses, std::runtime_error when LLVM fails.
+CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& request, const CpuTarget& target);
+
+}  // namespace sparsecc
