@@ -12,6 +12,7 @@
 #include "sparsecc/pipeline/inputs.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
+#include "cpu_target.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
 
@@ -83,7 +84,34 @@ struct CompileArgs {
   std::string db;
   std::string gpu;
   bool cold_l2 = false;
+  std::string cpu_target;  // --target: a CPU executor
 };
+
+// --target: the CPU pipeline (fp32, fixed N), its in-process check, the bundle.
+int run_compile_cpu(const CompileArgs& args) {
+  check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias}));
+  if (args.spmm.dtype != "f32" || args.spmm.runtime_n)
+    throw UsageError("--target: CPU executors are fp32 at a fixed N (no --dtype f16/bf16, no --runtime-n)");
+  LoadOptions load;
+  load.seed = args.spmm.seed;
+  load.progress = progress_printer();
+  const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, "f32");
+  std::vector<double> bias;
+  if (!args.spmm.bias.empty()) bias = pipeline::load_bias(args.spmm.bias, a.rows);
+  const SpmmProblem problem{a.rows, a.cols, args.spmm.n, SpmmNMode::fixed, !bias.empty(), args.spmm.relu,
+                            DType::f32};
+  const CpuExecutor ex = compile_cpu_spmm(a, problem, bias, args.cpu_target);
+  if (args.plan_json) fmt::print("{}\n", ex.plan.dump());
+  if (!ex.check_ok) {
+    fmt::print(stderr, "sparsecc: {}: the CPU executor failed its check: {}\n", args.spmm.matrix, ex.check);
+    return kExitCheckFailed;
+  }
+  write_bundle(args.output, ex.bundle);
+  if (args.json) fmt::print("{}\n", ex.json.dump());
+  fmt::print(stderr, "{}: {} -> {}\n", args.spmm.matrix, ex.text, args.output);
+  if (!ex.check.empty()) fmt::print(stderr, "  {}\n", ex.check);
+  return kExitOk;
+}
 
 int run_compile(const CompileArgs& args) {
   // The output and the assembler options are checked before the work.
@@ -183,11 +211,22 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
       "--cold-l2", args->cold_l2,
       "--db: look up the winner tuned with cold L2 (`tune --cold-l2`), for deployments whose launches "
       "find the executor's code and operands out of L2");
+  add_cpu_target_flag(cmd, args->cpu_target);
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")
       ->check(kOutputPath)
       ->required();
   cmd->callback([&run, args, cmd] {
     args->emit_given = cmd->count("--emit") > 0;
+    if (!args->cpu_target.empty()) {
+      // The GPU's options mean nothing to a CPU executor: refused, not ignored.
+      static const std::vector<std::string> kCpuOptions = {"matrix", "--n", "--bias", "--relu", "--seed",
+                                                           "--dtype", "--target", "--output", "--json", "--plan-json"};
+      for (const CLI::Option* o : cmd->get_options())
+        if (o->count() > 0 && std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())
+          throw CLI::ValidationError(o->get_name(), "a GPU option; --target builds a CPU executor");
+      run = [args] { return run_compile_cpu(*args); };
+      return;
+    }
     run = [args] { return run_compile(*args); };
   });
 }

@@ -20,6 +20,9 @@
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/model/manifest.hpp"
+#if SPARSECC_HAVE_LLVM
+#include "sparsecc/llvm/cpu_compile.hpp"
+#endif
 
 namespace sparsecc::cli {
 
@@ -42,6 +45,7 @@ struct Input {
 
 struct Outputs {
   std::string header, source;
+  std::string archive;  // OUT.a: the CPU executors' code (written for CPU bundles only)
 };
 
 // How errors name the source: "-o OUT.hpp: the source OUT.cpp: ...".
@@ -58,7 +62,7 @@ Outputs output_paths(const std::string& output) {
   else if (!p.extension().empty())
     throw UsageError(
         fmt::format("-o {}: the header must end in .hpp (or give the path without an extension)", output));
-  const Outputs out{p.string() + ".hpp", p.string() + ".cpp"};
+  const Outputs out{p.string() + ".hpp", p.string() + ".cpp", p.string() + ".a"};
   check_output_file(out.header, {}, "-o");
   check_output_file(out.source, {}, source_label(out));
   return out;
@@ -73,14 +77,31 @@ void check_outputs_against(const Outputs& out, const std::vector<std::string>& i
 // Both files or neither: each is written completely beside its destination first, and the two are
 // renamed into place only when both were written; if the second rename fails, the first file's
 // previous contents are put back.
-void write_both(const Outputs& out, const EmbedSources& text) {
+// With an archive (CPU executors) all three files, the same way.
+void write_both(const Outputs& out, const EmbedSources& text, const std::string& archive) {
   const auto bytes = [](const std::string& s) {
     return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(s.data()), s.size());
   };
   StagedOutput header(out.header, bytes(text.header), "-o");
   StagedOutput source(out.source, bytes(text.source), source_label(out));
-  StagedOutput* const both[] = {&source, &header};
-  commit_outputs(both);
+  if (archive.empty()) {
+    StagedOutput* const both[] = {&source, &header};
+    return commit_outputs(both);
+  }
+  StagedOutput library(out.archive, bytes(archive), fmt::format("-o {}: the library", out.header));
+  StagedOutput* const all[] = {&library, &source, &header};
+  commit_outputs(all);
+}
+
+// The CPU layers' archives as one static library (LLVM's archive reader and writer).
+std::string merged_archive(const std::vector<std::string>& archives, const std::vector<std::string>& names) {
+#if SPARSECC_HAVE_LLVM
+  return merge_cpu_archives(archives, names);
+#else
+  (void)archives;
+  (void)names;
+  throw UsageError("embed: CPU executors need the CPU backend, and this sparsecc was built without LLVM");
+#endif
 }
 
 int run_embed(const EmbedArgs& a) {
@@ -125,8 +146,18 @@ int run_embed(const EmbedArgs& a) {
     layers.push_back(std::move(l));
   }
   const EmbedSources text = embed_bundles(layers, a.name, fs::path(out.header).filename().string());
-  write_both(out, text);
+  std::string archive;
+  if (!text.archives.empty()) {
+    check_output_file(out.archive, input_files, fmt::format("-o {}: the library", out.header));
+    std::vector<std::string> names;
+    for (const Input& in : inputs) names.push_back(in.path);
+    archive = merged_archive(text.archives, names);
+  }
+  write_both(out, text, archive);
   fmt::print("{}", listing);
+  if (!archive.empty())
+    fmt::print("wrote {} ({} bytes): the CPU executors' code; link it with the source\n", out.archive,
+               archive.size());
   fmt::print("wrote {} and {}: {} layer{} in namespace {}, {} bundle bytes{}\n", out.header, out.source,
              layers.size(), layers.size() == 1 ? "" : "s", a.name, total,
              total == given ? std::string() : fmt::format(" ({} before --strip)", given));
@@ -150,7 +181,8 @@ void add_embed(CLI::App& app, std::function<int()>& run) {
                   "against; SpMM bundles only)")
       ->delimiter(',')
       ->check(CLI::IsMember({"ptx", "reference"}));
-  cmd->add_option("-o,--output", args->output, "Header to write (OUT.hpp; OUT.cpp is written beside it)")
+  cmd->add_option("-o,--output", args->output,
+                  "Header to write (OUT.hpp; OUT.cpp is written beside it, and OUT.a for CPU executors)")
       ->check(kOutputPath)
       ->required();
   cmd->callback([&run, args] { run = [args]() -> int { return run_embed(*args); }; });

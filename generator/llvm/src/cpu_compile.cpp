@@ -12,6 +12,7 @@
 #include <llvm/IRReader/IRReader.h>
 #include <llvm/MC/SubtargetFeature.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Object/Archive.h>
 #include <llvm/Object/ArchiveWriter.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/Host.h>
@@ -200,6 +201,29 @@ std::string write_cpu_archive(const std::vector<std::pair<std::string, std::stri
                                            /*Deterministic=*/true, /*Thin=*/false);
   if (!buffer) throw std::runtime_error("LLVM: archive: " + message(buffer.takeError()));
   return std::string((*buffer)->getBufferStart(), (*buffer)->getBufferSize());
+}
+
+std::string merge_cpu_archives(const std::vector<std::string>& archives, const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (std::size_t i = 0; i < archives.size(); ++i) {
+    const std::string& name = i < names.size() ? names[i] : fmt::format("archive {}", i);
+    auto archive = llvm::object::Archive::create(llvm::MemoryBufferRef(archives[i], name));
+    if (!archive) throw std::runtime_error(fmt::format("{}: {}", name, message(archive.takeError())));
+    llvm::Error error = llvm::Error::success();
+    for (const llvm::object::Archive::Child& child : (*archive)->children(error)) {
+      auto member = child.getName();
+      auto bytes = child.getBuffer();
+      if (!member || !bytes) {
+        if (!member) llvm::consumeError(member.takeError());
+        if (!bytes) llvm::consumeError(bytes.takeError());
+        throw std::runtime_error(fmt::format("{}: a member cannot be read", name));
+      }
+      std::pair<std::string, std::string> m{member->str(), bytes->str()};
+      if (std::find(members.begin(), members.end(), m) == members.end()) members.push_back(std::move(m));
+    }
+    if (error) throw std::runtime_error(fmt::format("{}: {}", name, message(std::move(error))));
+  }
+  return write_cpu_archive(members);
 }
 
 }  // namespace sparsecc

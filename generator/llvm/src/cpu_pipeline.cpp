@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
 
 #include "sparsecc/bundle/cpu_bundle.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
 #include "sparsecc/llvm/cpu_jit.hpp"
+#include "sparsecc/reference/spmm.hpp"
 
 namespace sparsecc {
 
@@ -63,6 +67,36 @@ nlohmann::json CpuSpmmArtifact::json() const {
           {"modules", stats.modules},
           {"ir_bytes", stats.ir_bytes},
           {"object_bytes", stats.object_bytes}};
+}
+
+CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,
+                            std::uint64_t seed) {
+  const SpmmProblem& p = artifact.plan.problem;
+  const CpuSpmmKernel kernel = CpuSpmmKernel::link(artifact.objects, artifact.plan, artifact.symbol);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  DenseMatrix b(p.k, p.n);
+  std::vector<float> b32(static_cast<std::size_t>(p.k * p.n));
+  for (std::size_t i = 0; i < b32.size(); ++i) b.data[i] = b32[i] = uniform(rng);
+  std::vector<float> c(static_cast<std::size_t>(p.m * p.n), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<float> bias32(bias.begin(), bias.end());
+  kernel.run(b32.data(), c.data(), bias32.empty() ? nullptr : bias32.data());
+  const DenseMatrix want = spmm(round_values(a, "f32"), b, bias.empty() ? nullptr : &bias, p.relu);
+  CpuSpmmCheck out;
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    scale = std::max(scale, std::abs(want.data[i]));
+    if (std::isnan(c[i]))
+      ++out.unwritten;
+    else
+      worst = std::max(worst, std::abs(static_cast<double>(c[i]) - want.data[i]));
+  }
+  out.rel_error = scale > 0 ? worst / scale : worst;
+  std::int64_t longest = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    longest = std::max(longest, a.row_ptr[static_cast<std::size_t>(r + 1)] - a.row_ptr[static_cast<std::size_t>(r)]);
+  out.tolerance = spmm_tolerance(DType::f32, DType::f32, longest);
+  return out;
 }
 
 }  // namespace sparsecc

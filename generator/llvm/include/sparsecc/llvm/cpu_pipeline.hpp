@@ -42,4 +42,17 @@ struct CpuSpmmArtifact {
 // planner refuses, std::runtime_error when LLVM fails.
 CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& request, const CpuTarget& target);
 
+// The artifact's code checked in this process (its objects linked by the JIT, the code a deployment
+// links): C from random B in [-1, 1) (seeded), C poisoned with NaN before the run, against the fp64
+// reference; max |C - C_ref| / max |C_ref| (0 for an all-zero reference) and the elements left
+// unwritten. Throws UsageError when this CPU cannot run the target's code.
+struct CpuSpmmCheck {
+  double rel_error = 0;
+  std::int64_t unwritten = 0;
+  double tolerance = 0;  // spmm_tolerance for fp32
+  bool ok() const { return unwritten == 0 && rel_error <= tolerance; }
+};
+CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,
+                            std::uint64_t seed = 1);
+
 }  // namespace sparsecc

@@ -1,0 +1,59 @@
+#include "cpu_target.hpp"
+
+#include <fmt/format.h>
+
+#include "sparsecc/common/error.hpp"
+#include "sparsecc/target/target.hpp"
+#if SPARSECC_HAVE_LLVM
+#include "sparsecc/llvm/cpu_pipeline.hpp"
+#endif
+
+namespace sparsecc::cli {
+
+CLI::Option* add_cpu_target_flag(CLI::App* cmd, std::string& target) {
+  return cmd
+      ->add_option("--target", target,
+                   "Build a CPU executor through LLVM for this CPU (x86-64-avx512, x86-64-avx2, native) "
+                   "instead of a GPU one; embed links it into a program")
+      ->check(CLI::IsMember(known_cpu_targets()));
+}
+
+namespace {
+[[noreturn]] void no_llvm() {
+  throw UsageError("--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at "
+                   "configure time; tools/setup.sh installs it)");
+}
+}  // namespace
+
+#if SPARSECC_HAVE_LLVM
+
+CpuExecutor compile_cpu_spmm(const CsrMatrix& a, const SpmmProblem& problem, const std::vector<double>& bias,
+                             const std::string& target) {
+  CpuSpmmRequest request;
+  request.problem = problem;
+  request.bias = bias;
+  const CpuSpmmArtifact art = compile_spmm_cpu(a, request, cpu_target(target));
+  CpuExecutor out{art.bundle, art.text(), {}, true, art.json(), to_json(art.plan)};
+  if (host_runs(art.plan.target)) {
+    const CpuSpmmCheck check = check_spmm_cpu(art, a, bias);
+    out.check_ok = check.ok();
+    out.check = fmt::format("checked on this CPU: max relative error {:.3g} (tolerance {:.3g}){}", check.rel_error,
+                            check.tolerance,
+                            check.unwritten ? fmt::format(", {} outputs unwritten", check.unwritten) : "");
+    out.json["check"] = {{"rel_error", check.rel_error},
+                         {"tolerance", check.tolerance},
+                         {"unwritten", check.unwritten},
+                         {"ok", check.ok()}};
+  }
+  return out;
+}
+
+#else
+
+CpuExecutor compile_cpu_spmm(const CsrMatrix&, const SpmmProblem&, const std::vector<double>&, const std::string&) {
+  no_llvm();
+}
+
+#endif
+
+}  // namespace sparsecc::cli
