@@ -25,6 +25,7 @@
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
+#include "cpu_target.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
 
@@ -49,6 +50,7 @@ struct CompileModelArgs {
   int jobs = 0;
   bool list = false;
   std::string output;
+  std::string cpu_target;  // --target: CPU executors
 };
 
 struct LayerResult {
@@ -67,9 +69,42 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
   return fmt::format("{:03d}_{}.sccb", index, safe);
 }
 
+// The manifest entry every layer has, from its bundle's metadata.
+nlohmann::json layer_entry(const ModelLayer& layer, const rt::BundleMetadata& md, const std::string& n_from,
+                           const std::string& file) {
+  return {{"name", layer.name},     {"tensor", layer.tensor},   {"op", layer.op},
+          {"layout", layer.layout}, {"stored_shape", layer.stored_shape},
+          {"m", md.m},              {"k", md.k},                {"n", md.n},
+          {"n_mode", md.n_mode},    {"n_from", n_from},         {"nnz", md.nnz},
+          {"density", layer.density}, {"dtype", md.dtype},      {"bias", md.bias},
+          {"relu", md.relu},        {"file", file},             {"fingerprint", md.fingerprint},
+          {"kernel", md.kernel},    {"plan", md.plan_summary}};
+}
+
+// --target: the layer's CPU executor, checked in process where this CPU runs it.
+LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& layer, const SpmmProblem& problem,
+                              const std::string& n_from, std::size_t index, const fs::path& folder) {
+  if (problem.n_mode != SpmmNMode::fixed)
+    throw UsageError(fmt::format("layer {}: CPU executors are compiled for a fixed N (give --n or --layer-n)",
+                                 layer.name));
+  const auto t0 = std::chrono::steady_clock::now();
+  const CpuExecutor ex = compile_cpu_spmm(layer.a, problem, layer.bias, args.cpu_target);
+  if (!ex.check_ok) throw std::runtime_error(fmt::format("layer {}: {}", layer.name, ex.check));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LayerResult r;
+  r.file = layer_file_name(index, layer.name);
+  write_bundle((folder / r.file).string(), ex.bundle);
+  r.entry = layer_entry(layer, ex.bundle.metadata, n_from, r.file);
+  r.entry.update({{"emitter", "llvm"}, {"plan_choice", "automatic plan"}, {"compile_seconds", seconds}});
+  r.report = fmt::format("  {}: {} in {:.2f} s -> {}{}", layer.name, ex.text, seconds, r.file,
+                         ex.check.empty() ? "" : "\n    " + ex.check);
+  return r;
+}
+
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
+  if (!args.cpu_target.empty()) return compile_cpu_layer(args, layer, problem, n_from, index, folder);
   const GpuTarget target = resolve_gpu_target(args.arch);
   pipeline::SpmmRequest request;
   request.problem = problem;
@@ -101,29 +136,11 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   r.file = layer_file_name(index, layer.name);
   write_bundle((folder / r.file).string(), bundle);
   const rt::BundleMetadata& md = bundle.metadata;
-  r.entry = {{"name", layer.name},
-             {"tensor", layer.tensor},
-             {"op", layer.op},
-             {"layout", layer.layout},
-             {"stored_shape", layer.stored_shape},
-             {"m", md.m},
-             {"k", md.k},
-             {"n", md.n},
-             {"n_mode", md.n_mode},
-             {"n_from", n_from},
-             {"nnz", md.nnz},
-             {"density", layer.density},
-             {"dtype", md.dtype},
-             {"bias", md.bias},
-             {"relu", md.relu},
-             {"file", r.file},
-             {"fingerprint", md.fingerprint},
-             {"kernel", md.kernel},
-             {"emitter", emit},
-             {"plan", md.plan_summary},
-             {"plan_choice", choice},
-             {"cubin_bytes", bundle.cubin.size()},
-             {"compile_seconds", seconds}};
+  r.entry = layer_entry(layer, md, n_from, r.file);
+  r.entry.update({{"emitter", emit},
+                  {"plan_choice", choice},
+                  {"cubin_bytes", bundle.cubin.size()},
+                  {"compile_seconds", seconds}});
   r.report = fmt::format(
       "  {} ({} {}, {}x{}, {} nonzeros, density {:.3f}{}{}): {} block rows x {} rows, n_tile {}, "
       "{} group(s), {} values, {} in {:.2f} s -> {}",
@@ -227,7 +244,7 @@ int run_compile_model(const CompileModelArgs& args) {
                              {"model", fs::absolute(args.model).string()},
                              {"model_format", model.format},
                              {"generator_version", std::string(kVersion)},
-                             {"arch", resolve_gpu_target(args.arch).arch},
+                             {"arch", args.cpu_target.empty() ? resolve_gpu_target(args.arch).arch : args.cpu_target},
                              {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
                              {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
                              {"layers", nlohmann::json::array()},
@@ -319,10 +336,19 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag(
       "--list", args->list,
       "List the layers as they would be compiled (shape, nonzeros, epilogue, N and its source) and stop");
+  add_cpu_target_flag(cmd, args->cpu_target);
   cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")
       ->check(kOutputPath);
   cmd->callback([&run, args, cmd] {
     if (!args->list && args->output.empty()) throw CLI::RequiredError("--output");
+    if (!args->cpu_target.empty()) {
+      // The GPU's options mean nothing to CPU executors: refused, not ignored.
+      static const std::vector<std::string> kGpuOptions = {"--values", "--emit", "--arch", "--db", "--gpu",
+                                                           "--cold-l2", "--allow-long-compile"};
+      for (const std::string& o : kGpuOptions)
+        if (cmd->count(o) > 0) throw CLI::ValidationError(o, "a GPU option; --target builds CPU executors");
+      if (args->spmm.dtype != "f32") throw CLI::ValidationError("--dtype", "CPU executors are fp32");
+    }
     args->emit_given = cmd->count("--emit") > 0;
     run = [args] { return run_compile_model(*args); };
   });

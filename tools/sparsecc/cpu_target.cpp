@@ -48,7 +48,27 @@ CpuExecutor compile_cpu_spmm(const CsrMatrix& a, const SpmmProblem& problem, con
   return out;
 }
 
+CpuExecutor compile_cpu_hines(const HinesSystem& system, const std::string& dtype, std::int32_t rhs,
+                              const std::string& target) {
+  const CpuHinesArtifact art =
+      compile_hines_cpu(system, require_dtype(dtype, "--dtype", {DType::f64, DType::f32}), rhs, cpu_target(target));
+  CpuExecutor out{art.bundle, art.text(), {}, true, art.json(), to_json(art.plan)};
+  if (host_runs(art.plan.target)) {
+    const CpuHinesCheck check = check_hines_cpu(art, system);
+    out.check_ok = check.ok();
+    out.check = fmt::format("checked on this CPU: max relative error {:.3g} against the extended-precision serial "
+                            "solve (tolerance {:.3g})",
+                            check.rel_error, check.tolerance);
+    out.json["check"] = {{"rel_error", check.rel_error}, {"tolerance", check.tolerance}, {"ok", check.ok()}};
+  }
+  return out;
+}
+
 #else
+
+CpuExecutor compile_cpu_hines(const HinesSystem&, const std::string&, std::int32_t, const std::string&) {
+  no_llvm();
+}
 
 CpuExecutor compile_cpu_spmm(const CsrMatrix&, const SpmmProblem&, const std::vector<double>&, const std::string&) {
   no_llvm();

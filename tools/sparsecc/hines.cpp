@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli.hpp"
+#include "cpu_target.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/inspector/hines_planner.hpp"
@@ -33,7 +34,25 @@ struct HinesArgs {
   std::string arch = "sm_90";
   std::string db;
   std::string gpu;
+  std::string cpu_target;  // --target: a CPU executor
 };
+
+// --target: the CPU executor of the forest (SIMD across same-shape cells), checked in process
+// against the accuracy yardstick before its bundle is written.
+int run_hines_cpu(const HinesArgs& a) {
+  if (a.output.empty()) throw UsageError("--target: give -o for the CPU executor's bundle");
+  const HinesSystem s = load_hines_forest(a.files, a.cells, a.resolution);
+  const CpuExecutor ex = compile_cpu_hines(s, a.dtype, a.rhs, a.cpu_target);
+  if (a.plan_json) fmt::print("{}\n", ex.plan.dump());
+  if (!ex.check_ok) {
+    fmt::print(stderr, "sparsecc: the CPU executor failed its check: {}\n", ex.check);
+    return kExitCheckFailed;
+  }
+  write_bundle(a.output, ex.bundle);
+  fmt::print(stderr, "wrote {}: {}\n", a.output, ex.text);
+  if (!ex.check.empty()) fmt::print(stderr, "  {}\n", ex.check);
+  return kExitOk;
+}
 
 }  // namespace
 
@@ -117,7 +136,21 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--seed", a->seed, "Seed of the --check right-hand sides")
       ->check(kNotNegative)
       ->capture_default_str();
-  cmd->callback([&run, a] {
+  add_cpu_target_flag(cmd, a->cpu_target);
+  cmd->callback([&run, a, cmd] {
+    if (!a->cpu_target.empty()) {
+      // The GPU planner's options mean nothing to a CPU executor: refused, not ignored.
+      for (const char* o : {"--k", "--k-large", "--minimal", "--depth", "--base-rows", "--grid-levels",
+                            "--block-threads", "--code", "--code-budget", "--shared-workspace", "--arch", "--db",
+                            "--gpu", "--check"})
+        if (cmd->count(o) > 0)
+          throw CLI::ValidationError(o, "a GPU option; --target builds a CPU executor (checked always)");
+      run = [a] {
+        check_output_file(a->output, a->files);
+        return run_hines_cpu(*a);
+      };
+      return;
+    }
     run = [a]() -> int {
       if (!a->output.empty()) {  // before the work
         std::vector<std::string> inputs = a->files;

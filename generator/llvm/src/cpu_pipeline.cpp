@@ -10,7 +10,12 @@
 #include <random>
 
 #include "sparsecc/bundle/cpu_bundle.hpp"
+#include "sparsecc/emit/hines_llvm.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
+#include "sparsecc/inspector/hines_cpu_planner.hpp"
+#include "sparsecc/llvm/hines_jit.hpp"
+#include "sparsecc/neuron/forest.hpp"
+#include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/llvm/cpu_jit.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
@@ -67,6 +72,94 @@ nlohmann::json CpuSpmmArtifact::json() const {
           {"modules", stats.modules},
           {"ir_bytes", stats.ir_bytes},
           {"object_bytes", stats.object_bytes}};
+}
+
+CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs, const CpuTarget& target,
+                                   int opt_level, int threads) {
+  CpuHinesArtifact art;
+  auto t0 = std::chrono::steady_clock::now();
+  art.plan = plan_hines_cpu(system, target, dtype, rhs);
+  art.symbol = cpu_hines_symbol(art.plan, system);
+  art.plan_seconds = seconds_since(t0);
+  const int t = threads > 0 ? threads : std::max(target.cores, 1);
+  t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> modules =
+      emit_hines_llvm_modules(art.plan, art.symbol, std::int64_t{kCpuModulesPerThread} * t);
+  art.emit_seconds = seconds_since(t0);
+  art.objects = compile_cpu_objects(modules, target, opt_level, t, &art.stats, art.symbol);
+  std::vector<std::pair<std::string, std::string>> members;
+  for (std::size_t i = 0; i < art.objects.size(); ++i)
+    members.emplace_back(fmt::format("{}_{}.o", art.symbol, i), art.objects[i]);
+  art.bundle = make_cpu_hines_bundle(art.plan, system, art.symbol, write_cpu_archive(members));
+  return art;
+}
+
+std::string CpuHinesArtifact::text() const {
+  const rt::BundleMetadata& md = bundle.metadata;
+  return fmt::format(
+      "{} compartments in {} cells, R = {}, {}: CPU executor for {} ({} lanes), {} shape{} in {} groups; "
+      "{} module{} compiled in {:.2f} s ({:.1f} MB of IR, {:.1f} MB of objects)",
+      md.hines.rows, md.hines.cells, md.hines.rhs, md.dtype, plan.target.isa, plan.lanes, plan.shapes.size(),
+      plan.shapes.size() == 1 ? "" : "s", plan.groups.size(), stats.modules, stats.modules == 1 ? "" : "s",
+      stats.compile_seconds, static_cast<double>(stats.ir_bytes) / 1e6,
+      static_cast<double>(stats.object_bytes) / 1e6);
+}
+
+nlohmann::json CpuHinesArtifact::json() const {
+  const rt::BundleMetadata& md = bundle.metadata;
+  return {{"target", to_json(plan.target)},
+          {"symbol", symbol},
+          {"rows", md.hines.rows},
+          {"cells", md.hines.cells},
+          {"rhs", md.hines.rhs},
+          {"dtype", md.dtype},
+          {"shapes", plan.shapes.size()},
+          {"groups", plan.groups.size()},
+          {"seconds", {{"plan", plan_seconds}, {"emit", emit_seconds}, {"compile", stats.compile_seconds}}},
+          {"modules", stats.modules},
+          {"ir_bytes", stats.ir_bytes},
+          {"object_bytes", stats.object_bytes}};
+}
+
+namespace {
+template <typename T>
+std::vector<double> run_hines_step(CpuHinesKernel& kernel, const HinesSystem& s, const std::vector<double>& b_hines,
+                                   std::size_t r) {
+  const std::vector<std::int32_t> rows = kernel.plan().permutation();
+  const std::size_t n = rows.size();
+  std::vector<T> d(n), u(n), l(n), b(n * r), x(n * r, std::numeric_limits<T>::quiet_NaN());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto h = static_cast<std::size_t>(rows[i]);
+    d[i] = static_cast<T>(s.diag[h]);
+    u[i] = static_cast<T>(s.upper[h]);
+    l[i] = static_cast<T>(s.lower[h]);
+    for (std::size_t j = 0; j < r; ++j) b[i * r + j] = static_cast<T>(b_hines[h * r + j]);
+  }
+  kernel.run(d.data(), u.data(), l.data(), b.data(), x.data());
+  std::vector<double> out(n * r);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < r; ++j) out[static_cast<std::size_t>(rows[i]) * r + j] = static_cast<double>(x[i * r + j]);
+  return out;
+}
+}  // namespace
+
+CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system, std::uint64_t seed) {
+  CpuHinesKernel kernel = CpuHinesKernel::link(artifact.objects, artifact.plan, artifact.symbol);
+  const auto r = static_cast<std::size_t>(artifact.plan.rhs);
+  std::vector<double> b;
+  if (!system.cap_over_dt.empty()) {
+    b = random_step_rhs(system, r, seed);
+  } else {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    b.resize(static_cast<std::size_t>(system.size()) * r);
+    for (double& v : b) v = uniform(rng);
+  }
+  const std::vector<double> x = artifact.plan.dtype == DType::f32 ? run_hines_step<float>(kernel, system, b, r)
+                                                                  : run_hines_step<double>(kernel, system, b, r);
+  const HinesAccuracy accuracy = hines_accuracy(system, b, static_cast<int>(r));
+  const std::string dtype(dtype_name(artifact.plan.dtype));
+  return {hines_max_rel_error(x, accuracy.ref), accuracy.tolerance(dtype)};
 }
 
 CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,

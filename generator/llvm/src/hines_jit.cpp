@@ -53,14 +53,21 @@ CpuHinesKernel CpuHinesKernel::compile(const std::vector<std::string>& modules, 
   std::vector<std::string> objects =
       compile_cpu_objects(modules, plan.target, opt_level, threads, &stats, "sparsecc_cpu_hines");
   const auto t0 = std::chrono::steady_clock::now();
+  CpuHinesKernel kernel = link(std::move(objects), plan, prefix);
+  stats.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kernel.impl_->stats = stats;
+  return kernel;
+}
+
+CpuHinesKernel CpuHinesKernel::link(std::vector<std::string> objects, const HinesCpuPlan& plan,
+                                    const std::string& prefix) {
   CpuJit jit = CpuJit::link(std::move(objects), plan.target);
   const std::uintptr_t solve = jit.lookup(prefix + "_solve");
-  stats.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::size_t bytes =
       static_cast<std::size_t>(std::max<std::int64_t>(plan.workspace_elements(), 1)) * dtype_size(plan.dtype);
   std::unique_ptr<void, FreeDeleter> work(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (!work) throw std::bad_alloc();
-  return CpuHinesKernel(std::make_unique<Impl>(Impl{std::move(jit), solve, plan, stats, std::move(work)}));
+  return CpuHinesKernel(std::make_unique<Impl>(Impl{std::move(jit), solve, plan, {}, std::move(work)}));
 }
 
 CpuHinesKernel CpuHinesKernel::build(const HinesCpuPlan& plan, int opt_level, int threads) {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/plan/hines_cpu_plan.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 
@@ -24,5 +26,14 @@ rt::Bundle make_cpu_spmm_bundle(const SpmmCpuPlan& plan, const CsrMatrix& a, con
 // The plan of a CPU SpMM bundle, read from its plan section and checked against `a` (its
 // verification matrix) and the metadata. Throws rt::BundleError naming `name`.
 SpmmCpuPlan cpu_spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, const std::string& name);
+
+// The same for a CPU Hines executor: "sparsecc_cpu_" and a digest of the system and the plan.
+std::string cpu_hines_symbol(const HinesCpuPlan& plan, const HinesSystem& system);
+
+// The bundle of `plan` for `system` compiled into `archive` with entry {symbol}_solve: the
+// verification section holds the system, the tables section the executor's row order
+// (plan.permutation()), the permutation section the system's compartment_of when it has one.
+rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system, const std::string& symbol,
+                                 std::string archive);
 
 }  // namespace sparsecc

@@ -12,6 +12,8 @@
 #include "sparsecc/inspector/spmm_cpu_planner.hpp"
 #include "sparsecc/llvm/cpu_compile.hpp"
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/neuron/hines.hpp"
+#include "sparsecc/plan/hines_cpu_plan.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
 #include "sparsecc/runtime/bundle.hpp"
 #include "sparsecc/target/target.hpp"
@@ -54,5 +56,32 @@ struct CpuSpmmCheck {
 };
 CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,
                             std::uint64_t seed = 1);
+
+struct CpuHinesArtifact {
+  HinesCpuPlan plan;
+  std::string symbol;                // the entry is {symbol}_solve
+  std::vector<std::string> objects;  // relocatable objects (ELF)
+  rt::Bundle bundle;                 // target "cpu"
+  CpuCompileStats stats;
+  double plan_seconds = 0, emit_seconds = 0;
+  std::string text() const;
+  nlohmann::json json() const;
+};
+
+// plan_hines_cpu -> emit_hines_llvm_modules -> compile_cpu_objects -> make_cpu_hines_bundle, on
+// `threads` compile threads (0: the target's cores). Throws UsageError for a dtype other than f64 /
+// f32, rhs < 1 or an invalid system; std::runtime_error when LLVM fails.
+CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs, const CpuTarget& target,
+                                   int opt_level = 2, int threads = 0);
+
+// The artifact's code checked in this process: one step on realistic right-hand sides
+// (random_step_rhs; random ones for a system without passive-step terms), x poisoned with NaN, in
+// the executor's row order, against the accuracy yardstick (hines_accuracy). Throws UsageError when
+// this CPU cannot run the target's code.
+struct CpuHinesCheck {
+  double rel_error = 0, tolerance = 0;
+  bool ok() const { return rel_error <= tolerance; }
+};
+CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system, std::uint64_t seed = 1);
 
 }  // namespace sparsecc
