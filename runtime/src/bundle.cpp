@@ -453,28 +453,34 @@ void check_cpu_sections(const Bundle& b, const std::string& name,
   constexpr std::string_view kArchiveMagic = "!<arch>\n";
   if (b.objects.empty()) throw BundleError(name + ": a CPU executor without an objects section");
   if (b.objects.size() < kArchiveMagic.size() ||
-      std::string_view(reinterpret_cast<const char*>(b.objects.data()), kArchiveMagic.size()) != kArchiveMagic)
-    fail_section(name, SectionKind::objects, at(SectionKind::objects), "is not a static archive (\"!<arch>\")");
-  for (const auto& [kind, present] :
-       {std::pair{SectionKind::cubin, !b.cubin.empty()}, {SectionKind::ptx, !b.ptx.empty()},
-        {SectionKind::values, !b.values.empty()}, {SectionKind::fragments, !b.fragments.empty()}})
+      std::string_view(reinterpret_cast<const char*>(b.objects.data()), kArchiveMagic.size()) !=
+          kArchiveMagic)
+    fail_section(name, SectionKind::objects, at(SectionKind::objects),
+                 "is not a static archive (\"!<arch>\")");
+  for (const auto& [kind, present] : {std::pair{SectionKind::cubin, !b.cubin.empty()},
+                                      {SectionKind::ptx, !b.ptx.empty()},
+                                      {SectionKind::values, !b.values.empty()},
+                                      {SectionKind::fragments, !b.fragments.empty()}})
     if (present) fail_section(name, kind, at(kind), "present in a CPU executor's bundle");
   // A permutation of the rows, or (for `optional` ones) nothing.
   const auto check_rows = [&](SectionKind kind, const std::vector<std::int32_t>& v, bool optional) {
     if (optional && v.empty()) return;
     if (v.size() != std::size_t(md.hines.rows))
-      fail_section(name, kind, at(kind),
-                   "holds " + std::to_string(v.size()) + " entries for " + std::to_string(md.hines.rows) + " rows");
+      fail_section(
+          name, kind, at(kind),
+          "holds " + std::to_string(v.size()) + " entries for " + std::to_string(md.hines.rows) + " rows");
     std::vector<bool> seen(v.size(), false);
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (v[i] < 0 || std::size_t(v[i]) >= seen.size() || seen[std::size_t(v[i])])
-        fail_section(name, kind, at(kind),
-                     "entry " + std::to_string(i) + " (" + std::to_string(v[i]) + ") is out of range or repeated");
+        fail_section(
+            name, kind, at(kind),
+            "entry " + std::to_string(i) + " (" + std::to_string(v[i]) + ") is out of range or repeated");
       seen[std::size_t(v[i])] = true;
     }
   };
   if (md.op == "hines") {
-    if (!b.bias.empty()) fail_section(name, SectionKind::bias, at(SectionKind::bias), "present in a Hines bundle");
+    if (!b.bias.empty())
+      fail_section(name, SectionKind::bias, at(SectionKind::bias), "present in a Hines bundle");
     check_rows(SectionKind::tables, b.tables, false);  // the executor's row -> the Hines row
     check_rows(SectionKind::permutation, b.permutation, true);
     return;
@@ -489,7 +495,8 @@ void check_cpu_sections(const Bundle& b, const std::string& name,
                      (md.bias ? "true" : "false") + " and m is " + std::to_string(md.m));
   for (std::size_t i = 0; i < b.bias.size(); ++i)
     if (!std::isfinite(b.bias[i]))
-      fail_section(name, SectionKind::bias, at(SectionKind::bias), "entry " + std::to_string(i) + " is not finite");
+      fail_section(name, SectionKind::bias, at(SectionKind::bias),
+                   "entry " + std::to_string(i) + " is not finite");
 }
 
 // Sections against the metadata; `offsets[kind]` locates each section in the file (kNoOffset when

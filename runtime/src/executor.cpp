@@ -77,8 +77,9 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   const BundleMetadata& md = bundle.metadata;
   if (md.op != "spmm") throw BundleError(name + ": op is \"" + md.op + "\", not an SpMM executor");
   if (bundle.metadata.target == "cpu")
-    throw BundleError(name + ": a CPU executor (" + bundle.metadata.arch +
-                      "): a program links its code (sparsecc embed; sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor)");
+    throw BundleError(
+        name + ": a CPU executor (" + bundle.metadata.arch +
+        "): a program links its code (sparsecc embed; sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor)");
   const bool opt_in = md.values_mode == "compressed";  // compressed kernels size their stages to the device
   if (md.shared_bytes > kDefaultSharedLimit && !opt_in)
     throw BundleError(name + ": metadata key 'shared_bytes': " + std::to_string(md.shared_bytes) +

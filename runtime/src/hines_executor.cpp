@@ -24,8 +24,9 @@ HinesExecutor HinesExecutor::load(Bundle bundle, const std::string& name, const 
   if (bundle.metadata.op != "hines")
     throw BundleError(name + ": op is \"" + bundle.metadata.op + "\", not a Hines executor");
   if (bundle.metadata.target == "cpu")
-    throw BundleError(name + ": a CPU executor (" + bundle.metadata.arch +
-                      "): a program links its code (sparsecc embed; sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor)");
+    throw BundleError(
+        name + ": a CPU executor (" + bundle.metadata.arch +
+        "): a program links its code (sparsecc embed; sparsecc::rt::CpuSpmmExecutor / CpuHinesExecutor)");
   HinesExecutor ex;
   ex.ctx_ = &ctx;
   const ChosenImage chosen = choose_image(bundle, name, ctx, options);

@@ -24,6 +24,11 @@
 #     [NAMESPACE <ns>]          C++ namespace of the generated API (default <target>_kernels)
 #     [OUTPUT_DIR <dir>]        where the generated files go (default <binary dir>/sparsecc/<target>)
 #     [ARCH <sm_XX>]            GPU architecture of the cubins (default sm_90; PTX is kept for others)
+#     [TARGET <what>]           gpu (the default), or CPU executors through LLVM: cpu (this build
+#                               machine's vector ISA, = native), x86-64-avx512 or x86-64-avx2. CPU
+#                               executors need a fixed N (N or LAYER_N) and are fp32 (SpMM) or f64/f32
+#                               (Hines); the target then links sparsecc::runtime_cpu and the generated
+#                               static library <ns>.a instead of sparsecc::runtime: no CUDA at run time
 #     [MODEL_OPTIONS <args...>] further sparsecc compile-model options (e.g. --relu --values streamed)
 #     [HINES_OPTIONS <args...>] further sparsecc hines options (e.g. --dtype f32)
 #     [EMBED_OPTIONS <args...>] further sparsecc embed options (e.g. --strip ptx,reference: a binary
@@ -36,7 +41,7 @@
 # library include the header (namespace separators become '_' in the file name: a::b -> a_b.hpp). The generator is the sparsecc::sparsecc executable.
 function(sparsecc_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "N_FROM_SHAPES"
-                        "MODEL;SELECT;N;LAYER_N_FILE;BATCH;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH"
+                        "MODEL;SELECT;N;LAYER_N_FILE;BATCH;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH;TARGET"
                         "LAYER_N;SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
@@ -66,6 +71,24 @@ function(sparsecc_add_kernels target)
   set(arch sm_90)
   if(arg_ARCH)
     set(arch "${arg_ARCH}")
+  endif()
+
+  # The code's target: --arch for GPU executors, --target for CPU ones.
+  set(code_target --arch ${arch})
+  set(cpu_isa)
+  if(arg_TARGET AND NOT arg_TARGET STREQUAL "gpu")
+    if(arg_TARGET STREQUAL "cpu")
+      set(cpu_isa native)
+    elseif(arg_TARGET MATCHES "^(native|x86-64-avx512|x86-64-avx2)$")
+      set(cpu_isa ${arg_TARGET})
+    else()
+      message(FATAL_ERROR "sparsecc_add_kernels(${target}): TARGET ${arg_TARGET} is none of gpu, cpu, native, "
+                          "x86-64-avx512, x86-64-avx2")
+    endif()
+    if(arg_TUNE_TARGET)
+      message(FATAL_ERROR "sparsecc_add_kernels(${target}): TUNE_TARGET tunes GPU executors, not TARGET ${arg_TARGET}")
+    endif()
+    set(code_target --target ${cpu_isa})
   endif()
 
   set(header "${out}/${stem}.hpp")
@@ -107,7 +130,7 @@ function(sparsecc_add_kernels target)
       list(APPEND layers --layer-n-file "${layer_n_file}")
       list(APPEND depends "${layer_n_file}")
     endif()
-    set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" ${layers} --arch ${arch} -o "${out}/model")
+    set(cmd $<TARGET_FILE:sparsecc::sparsecc> compile-model "${model}" ${layers} ${code_target} -o "${out}/model")
     if(arg_TUNING_DB)
       get_filename_component(db "${arg_TUNING_DB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
       list(APPEND cmd --db "${db}")
@@ -143,7 +166,7 @@ function(sparsecc_add_kernels target)
     get_filename_component(swc_path "${swc}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     get_filename_component(swc_stem "${swc}" NAME_WE)
     set(bundle "${out}/hines/${swc_stem}.sccb")
-    set(cmd $<TARGET_FILE:sparsecc::sparsecc> hines "${swc_path}" --arch ${arch} -o "${bundle}")
+    set(cmd $<TARGET_FILE:sparsecc::sparsecc> hines "${swc_path}" ${code_target} -o "${bundle}")
     if(arg_RESOLUTION)
       list(APPEND cmd --resolution ${arg_RESOLUTION})
     endif()
@@ -153,8 +176,12 @@ function(sparsecc_add_kernels target)
     list(APPEND embed_inputs "${bundle}")
   endforeach()
 
+  set(outputs "${header}" "${source}")
+  if(cpu_isa)
+    list(APPEND outputs "${out}/${stem}.a")  # embed writes the CPU executors' code beside the sources
+  endif()
   add_custom_command(
-    OUTPUT "${header}" "${source}"
+    OUTPUT ${outputs}
     ${commands}
     COMMAND $<TARGET_FILE:sparsecc::sparsecc> embed ${embed_inputs} --name ${ns} ${arg_EMBED_OPTIONS} -o "${header}"
     DEPENDS ${depends}
@@ -168,5 +195,10 @@ function(sparsecc_add_kernels target)
   endif()
   target_sources(${target} PRIVATE "${header}" "${source}")
   target_include_directories(${target} ${scope} "${out}")
-  target_link_libraries(${target} ${scope} sparsecc::runtime)
+  if(cpu_isa)
+    target_link_libraries(${target} ${scope} "${out}/${stem}.a" sparsecc::runtime_cpu)
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${out}/${stem}.a")
+  else()
+    target_link_libraries(${target} ${scope} sparsecc::runtime)
+  endif()
 endfunction()

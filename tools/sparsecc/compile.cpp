@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.hpp"
+#include "cpu_target.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/output.hpp"
@@ -12,7 +13,6 @@
 #include "sparsecc/pipeline/inputs.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
-#include "cpu_target.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
 
@@ -98,8 +98,8 @@ int run_compile_cpu(const CompileArgs& args) {
   const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, "f32");
   std::vector<double> bias;
   if (!args.spmm.bias.empty()) bias = pipeline::load_bias(args.spmm.bias, a.rows);
-  const SpmmProblem problem{a.rows, a.cols, args.spmm.n, SpmmNMode::fixed, !bias.empty(), args.spmm.relu,
-                            DType::f32};
+  const SpmmProblem problem{a.rows,        a.cols,         args.spmm.n, SpmmNMode::fixed,
+                            !bias.empty(), args.spmm.relu, DType::f32};
   const CpuExecutor ex = compile_cpu_spmm(a, problem, bias, args.cpu_target);
   if (args.plan_json) fmt::print("{}\n", ex.plan.dump());
   if (!ex.check_ok) {
@@ -219,10 +219,12 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
     args->emit_given = cmd->count("--emit") > 0;
     if (!args->cpu_target.empty()) {
       // The GPU's options mean nothing to a CPU executor: refused, not ignored.
-      static const std::vector<std::string> kCpuOptions = {"matrix", "--n", "--bias", "--relu", "--seed",
-                                                           "--dtype", "--target", "--output", "--json", "--plan-json"};
+      static const std::vector<std::string> kCpuOptions = {"matrix", "--n",        "--bias",   "--relu",
+                                                           "--seed", "--dtype",    "--target", "--output",
+                                                           "--json", "--plan-json"};
       for (const CLI::Option* o : cmd->get_options())
-        if (o->count() > 0 && std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())
+        if (o->count() > 0 &&
+            std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())
           throw CLI::ValidationError(o->get_name(), "a GPU option; --target builds a CPU executor");
       run = [args] { return run_compile_cpu(*args); };
       return;

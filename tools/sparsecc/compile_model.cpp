@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "cpu_target.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
@@ -25,7 +26,6 @@
 #include "sparsecc/model/model.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
-#include "cpu_target.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
 
@@ -72,18 +72,31 @@ std::string layer_file_name(std::size_t index, const std::string& name) {
 // The manifest entry every layer has, from its bundle's metadata.
 nlohmann::json layer_entry(const ModelLayer& layer, const rt::BundleMetadata& md, const std::string& n_from,
                            const std::string& file) {
-  return {{"name", layer.name},     {"tensor", layer.tensor},   {"op", layer.op},
-          {"layout", layer.layout}, {"stored_shape", layer.stored_shape},
-          {"m", md.m},              {"k", md.k},                {"n", md.n},
-          {"n_mode", md.n_mode},    {"n_from", n_from},         {"nnz", md.nnz},
-          {"density", layer.density}, {"dtype", md.dtype},      {"bias", md.bias},
-          {"relu", md.relu},        {"file", file},             {"fingerprint", md.fingerprint},
-          {"kernel", md.kernel},    {"plan", md.plan_summary}};
+  return {{"name", layer.name},
+          {"tensor", layer.tensor},
+          {"op", layer.op},
+          {"layout", layer.layout},
+          {"stored_shape", layer.stored_shape},
+          {"m", md.m},
+          {"k", md.k},
+          {"n", md.n},
+          {"n_mode", md.n_mode},
+          {"n_from", n_from},
+          {"nnz", md.nnz},
+          {"density", layer.density},
+          {"dtype", md.dtype},
+          {"bias", md.bias},
+          {"relu", md.relu},
+          {"file", file},
+          {"fingerprint", md.fingerprint},
+          {"kernel", md.kernel},
+          {"plan", md.plan_summary}};
 }
 
 // --target: the layer's CPU executor, checked in process where this CPU runs it.
-LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& layer, const SpmmProblem& problem,
-                              const std::string& n_from, std::size_t index, const fs::path& folder) {
+LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& layer,
+                              const SpmmProblem& problem, const std::string& n_from, std::size_t index,
+                              const fs::path& folder) {
   if (problem.n_mode != SpmmNMode::fixed)
     throw UsageError(fmt::format("layer {}: CPU executors are compiled for a fixed N (give --n or --layer-n)",
                                  layer.name));
@@ -239,16 +252,17 @@ int run_compile_model(const CompileModelArgs& args) {
       throw UsageError(fmt::format("{}: layer {} (tensor {}): {}", args.model, model.layers[i].name,
                                    model.layers[i].tensor, errors[i]));
 
-  nlohmann::json manifest = {{"format", std::string(kModelManifestFormat)},
-                             {"version", kModelManifestVersion},
-                             {"model", fs::absolute(args.model).string()},
-                             {"model_format", model.format},
-                             {"generator_version", std::string(kVersion)},
-                             {"arch", args.cpu_target.empty() ? resolve_gpu_target(args.arch).arch : args.cpu_target},
-                             {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
-                             {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
-                             {"layers", nlohmann::json::array()},
-                             {"skipped", nlohmann::json::array()}};
+  nlohmann::json manifest = {
+      {"format", std::string(kModelManifestFormat)},
+      {"version", kModelManifestVersion},
+      {"model", fs::absolute(args.model).string()},
+      {"model_format", model.format},
+      {"generator_version", std::string(kVersion)},
+      {"arch", args.cpu_target.empty() ? resolve_gpu_target(args.arch).arch : args.cpu_target},
+      {"n", args.layers.n > 0 ? args.layers.n : kModelPlanningN},
+      {"n_mode", args.layers.n > 0 ? "fixed" : "runtime"},
+      {"layers", nlohmann::json::array()},
+      {"skipped", nlohmann::json::array()}};
   for (const LayerResult& r : results) manifest["layers"].push_back(r.entry);
   for (const SkippedTensor& s : model.skipped)
     manifest["skipped"].push_back({{"tensor", s.tensor}, {"reason", s.reason}});
@@ -343,8 +357,8 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
     if (!args->list && args->output.empty()) throw CLI::RequiredError("--output");
     if (!args->cpu_target.empty()) {
       // The GPU's options mean nothing to CPU executors: refused, not ignored.
-      static const std::vector<std::string> kGpuOptions = {"--values", "--emit", "--arch", "--db", "--gpu",
-                                                           "--cold-l2", "--allow-long-compile"};
+      static const std::vector<std::string> kGpuOptions = {
+          "--values", "--emit", "--arch", "--db", "--gpu", "--cold-l2", "--allow-long-compile"};
       for (const std::string& o : kGpuOptions)
         if (cmd->count(o) > 0) throw CLI::ValidationError(o, "a GPU option; --target builds CPU executors");
       if (args->spmm.dtype != "f32") throw CLI::ValidationError("--dtype", "CPU executors are fp32");

@@ -20,8 +20,9 @@ CLI::Option* add_cpu_target_flag(CLI::App* cmd, std::string& target) {
 
 namespace {
 [[noreturn]] void no_llvm() {
-  throw UsageError("--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at "
-                   "configure time; tools/setup.sh installs it)");
+  throw UsageError(
+      "--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at "
+      "configure time; tools/setup.sh installs it)");
 }
 }  // namespace
 
@@ -37,8 +38,8 @@ CpuExecutor compile_cpu_spmm(const CsrMatrix& a, const SpmmProblem& problem, con
   if (host_runs(art.plan.target)) {
     const CpuSpmmCheck check = check_spmm_cpu(art, a, bias);
     out.check_ok = check.ok();
-    out.check = fmt::format("checked on this CPU: max relative error {:.3g} (tolerance {:.3g}){}", check.rel_error,
-                            check.tolerance,
+    out.check = fmt::format("checked on this CPU: max relative error {:.3g} (tolerance {:.3g}){}",
+                            check.rel_error, check.tolerance,
                             check.unwritten ? fmt::format(", {} outputs unwritten", check.unwritten) : "");
     out.json["check"] = {{"rel_error", check.rel_error},
                          {"tolerance", check.tolerance},
@@ -50,15 +51,16 @@ CpuExecutor compile_cpu_spmm(const CsrMatrix& a, const SpmmProblem& problem, con
 
 CpuExecutor compile_cpu_hines(const HinesSystem& system, const std::string& dtype, std::int32_t rhs,
                               const std::string& target) {
-  const CpuHinesArtifact art =
-      compile_hines_cpu(system, require_dtype(dtype, "--dtype", {DType::f64, DType::f32}), rhs, cpu_target(target));
+  const CpuHinesArtifact art = compile_hines_cpu(
+      system, require_dtype(dtype, "--dtype", {DType::f64, DType::f32}), rhs, cpu_target(target));
   CpuExecutor out{art.bundle, art.text(), {}, true, art.json(), to_json(art.plan)};
   if (host_runs(art.plan.target)) {
     const CpuHinesCheck check = check_hines_cpu(art, system);
     out.check_ok = check.ok();
-    out.check = fmt::format("checked on this CPU: max relative error {:.3g} against the extended-precision serial "
-                            "solve (tolerance {:.3g})",
-                            check.rel_error, check.tolerance);
+    out.check = fmt::format(
+        "checked on this CPU: max relative error {:.3g} against the extended-precision serial "
+        "solve (tolerance {:.3g})",
+        check.rel_error, check.tolerance);
     out.json["check"] = {{"rel_error", check.rel_error}, {"tolerance", check.tolerance}, {"ok", check.ok()}};
   }
   return out;
@@ -70,7 +72,8 @@ CpuExecutor compile_cpu_hines(const HinesSystem&, const std::string&, std::int32
   no_llvm();
 }
 
-CpuExecutor compile_cpu_spmm(const CsrMatrix&, const SpmmProblem&, const std::vector<double>&, const std::string&) {
+CpuExecutor compile_cpu_spmm(const CsrMatrix&, const SpmmProblem&, const std::vector<double>&,
+                             const std::string&) {
   no_llvm();
 }
 

@@ -21,11 +21,11 @@ CLI::Option* add_cpu_target_flag(CLI::App* cmd, std::string& target);
 
 struct CpuExecutor {
   rt::Bundle bundle;
-  std::string text;        // the report line
-  std::string check;       // the in-process check's line ("" when this CPU cannot run the code)
+  std::string text;   // the report line
+  std::string check;  // the in-process check's line ("" when this CPU cannot run the code)
   bool check_ok = true;
-  nlohmann::json json;     // the report, with the check
-  nlohmann::json plan;     // the plan
+  nlohmann::json json;  // the report, with the check
+  nlohmann::json plan;  // the plan
 };
 
 // The CPU SpMM executor of `a` for `problem` (fp32, fixed N): plan, lower, compile, bundle, and the

@@ -140,9 +140,9 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, a, cmd] {
     if (!a->cpu_target.empty()) {
       // The GPU planner's options mean nothing to a CPU executor: refused, not ignored.
-      for (const char* o : {"--k", "--k-large", "--minimal", "--depth", "--base-rows", "--grid-levels",
-                            "--block-threads", "--code", "--code-budget", "--shared-workspace", "--arch", "--db",
-                            "--gpu", "--check"})
+      for (const char* o :
+           {"--k", "--k-large", "--minimal", "--depth", "--base-rows", "--grid-levels", "--block-threads",
+            "--code", "--code-budget", "--shared-workspace", "--arch", "--db", "--gpu", "--check"})
         if (cmd->count(o) > 0)
           throw CLI::ValidationError(o, "a GPU option; --target builds a CPU executor (checked always)");
       run = [a] {

@@ -74,8 +74,8 @@ SpmmCpuPlan cpu_spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, c
                                       problems.front()));
   if (plan.panel_count() != md.block_rows || plan.problem.n != md.n || plan.problem.relu != md.relu ||
       plan.problem.bias != md.bias || std::min<std::int64_t>(plan.column_tile, plan.problem.n) != md.n_tile)
-    throw rt::BundleError(fmt::format("{}: the metadata contradicts its plan (n, panels, column tile or epilogue)",
-                                      name));
+    throw rt::BundleError(
+        fmt::format("{}: the metadata contradicts its plan (n, panels, column tile or epilogue)", name));
   return plan;
 }
 
@@ -84,8 +84,8 @@ std::string cpu_hines_symbol(const HinesCpuPlan& plan, const HinesSystem& system
   return digest_symbol(fmt::format("{:016x}", rt::fnv1a64(reference)) + to_json(plan).dump());
 }
 
-rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system, const std::string& symbol,
-                                 std::string archive) {
+rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system,
+                                 const std::string& symbol, std::string archive) {
   rt::Bundle b;
   rt::BundleMetadata& md = b.metadata;
   md.op = "hines";
@@ -108,7 +108,8 @@ rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& sy
                      {"vector_groups", full},
                      {"cpu", plan.target.cpu}};
   b.tables = plan.permutation();
-  if (system.compartment_of.size() == static_cast<std::size_t>(system.size())) b.permutation = system.compartment_of;
+  if (system.compartment_of.size() == static_cast<std::size_t>(system.size()))
+    b.permutation = system.compartment_of;
   b.objects.assign(archive.begin(), archive.end());
   b.plan = to_json(plan).dump();
   rt::validate_bundle(b, "CPU Hines bundle");

@@ -89,8 +89,8 @@ void emit_panel_head(std::string& out, const std::string& prefix, std::int64_t p
 
 // One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
 // from the module's table @values of `table` entries, which starts at nonzero `base`.
-void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, const CsrMatrix& a, std::int64_t panel, bool full,
-                std::int64_t width, std::int64_t base, std::int64_t table) {
+void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, const CsrMatrix& a,
+                std::int64_t panel, bool full, std::int64_t width, std::int64_t base, std::int64_t table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::vector<std::int64_t> widths = vector_widths(width, lanes);
   emit_panel_head(out, prefix, panel, full);
@@ -169,8 +169,8 @@ void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& 
 // reading their columns from the module's table @cols and their values from @values (both from
 // nonzero `base`), the row bounds from @rows (from row `row_base`, relative to `base`); the same fused
 // multiply-adds in the same order as emit_panel.
-void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, std::int64_t panel, bool full,
-                       std::int64_t width, std::int64_t table, std::int64_t row_base,
+void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCpuPlan& p, std::int64_t panel,
+                       bool full, std::int64_t width, std::int64_t table, std::int64_t row_base,
                        std::int64_t row_table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::int64_t r0 = p.panels[static_cast<std::size_t>(panel)],
@@ -338,13 +338,14 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     text += "  ]\n";
     for (std::int64_t q = 0; q < panels; ++q) {
       if (rest) {
-        fmt::format_to(std::back_inserter(text),
-                       "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
-                       "p{0}f:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
-                       "br label %done\n"
-                       "p{0}r:\n  call void @{1}_panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
-                       "br label %done\n",
-                       q, prefix);
+        fmt::format_to(
+            std::back_inserter(text),
+            "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
+            "p{0}f:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
+            "br label %done\n"
+            "p{0}r:\n  call void @{1}_panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
+            "br label %done\n",
+            q, prefix);
       } else {
         fmt::format_to(
             std::back_inserter(text),

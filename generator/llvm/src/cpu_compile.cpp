@@ -138,7 +138,8 @@ std::vector<std::string> compile_cpu_objects(const std::vector<std::string>& mod
       }
     }
   };
-  const std::size_t pool = std::min<std::size_t>(modules.size(), static_cast<std::size_t>(std::max(threads, 1)));
+  const std::size_t pool =
+      std::min<std::size_t>(modules.size(), static_cast<std::size_t>(std::max(threads, 1)));
   std::vector<std::thread> helpers;
   for (std::size_t t = 1; t < pool; ++t) helpers.emplace_back(work);
   work();
@@ -203,7 +204,8 @@ std::string write_cpu_archive(const std::vector<std::pair<std::string, std::stri
   return std::string((*buffer)->getBufferStart(), (*buffer)->getBufferSize());
 }
 
-std::string merge_cpu_archives(const std::vector<std::string>& archives, const std::vector<std::string>& names) {
+std::string merge_cpu_archives(const std::vector<std::string>& archives,
+                               const std::vector<std::string>& names) {
   std::vector<std::pair<std::string, std::string>> members;
   for (std::size_t i = 0; i < archives.size(); ++i) {
     const std::string& name = i < names.size() ? names[i] : fmt::format("archive {}", i);

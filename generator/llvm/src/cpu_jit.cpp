@@ -42,7 +42,8 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, co
     throw UsageError(fmt::format("this CPU cannot run {} code ({}-bit vectors)", plan.target.isa,
                                  plan.target.vector_bits));
   CpuCompileStats stats;
-  std::vector<std::string> objects = compile_cpu_objects(modules, plan.target, opt_level, threads, &stats, "sparsecc_cpu_spmm");
+  std::vector<std::string> objects =
+      compile_cpu_objects(modules, plan.target, opt_level, threads, &stats, "sparsecc_cpu_spmm");
   const auto t0 = std::chrono::steady_clock::now();
   CpuJit jit = CpuJit::link(std::move(objects), plan.target);
   const auto tile = reinterpret_cast<TileFn>(jit.lookup(kCpuTileSymbol));

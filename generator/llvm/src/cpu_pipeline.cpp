@@ -13,10 +13,10 @@
 #include "sparsecc/emit/hines_llvm.hpp"
 #include "sparsecc/emit/spmm_llvm.hpp"
 #include "sparsecc/inspector/hines_cpu_planner.hpp"
+#include "sparsecc/llvm/cpu_jit.hpp"
 #include "sparsecc/llvm/hines_jit.hpp"
 #include "sparsecc/neuron/forest.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
-#include "sparsecc/llvm/cpu_jit.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
 namespace sparsecc {
@@ -67,15 +67,14 @@ nlohmann::json CpuSpmmArtifact::json() const {
           {"panels", plan.panel_count()},
           {"column_tile", bundle.metadata.n_tile},
           {"rolled", plan.rolled},
-          {"seconds",
-           {{"plan", plan_seconds}, {"emit", emit_seconds}, {"compile", stats.compile_seconds}}},
+          {"seconds", {{"plan", plan_seconds}, {"emit", emit_seconds}, {"compile", stats.compile_seconds}}},
           {"modules", stats.modules},
           {"ir_bytes", stats.ir_bytes},
           {"object_bytes", stats.object_bytes}};
 }
 
-CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs, const CpuTarget& target,
-                                   int opt_level, int threads) {
+CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs,
+                                   const CpuTarget& target, int opt_level, int threads) {
   CpuHinesArtifact art;
   auto t0 = std::chrono::steady_clock::now();
   art.plan = plan_hines_cpu(system, target, dtype, rhs);
@@ -123,8 +122,8 @@ nlohmann::json CpuHinesArtifact::json() const {
 
 namespace {
 template <typename T>
-std::vector<double> run_hines_step(CpuHinesKernel& kernel, const HinesSystem& s, const std::vector<double>& b_hines,
-                                   std::size_t r) {
+std::vector<double> run_hines_step(CpuHinesKernel& kernel, const HinesSystem& s,
+                                   const std::vector<double>& b_hines, std::size_t r) {
   const std::vector<std::int32_t> rows = kernel.plan().permutation();
   const std::size_t n = rows.size();
   std::vector<T> d(n), u(n), l(n), b(n * r), x(n * r, std::numeric_limits<T>::quiet_NaN());
@@ -138,12 +137,14 @@ std::vector<double> run_hines_step(CpuHinesKernel& kernel, const HinesSystem& s,
   kernel.run(d.data(), u.data(), l.data(), b.data(), x.data());
   std::vector<double> out(n * r);
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < r; ++j) out[static_cast<std::size_t>(rows[i]) * r + j] = static_cast<double>(x[i * r + j]);
+    for (std::size_t j = 0; j < r; ++j)
+      out[static_cast<std::size_t>(rows[i]) * r + j] = static_cast<double>(x[i * r + j]);
   return out;
 }
 }  // namespace
 
-CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system, std::uint64_t seed) {
+CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system,
+                              std::uint64_t seed) {
   CpuHinesKernel kernel = CpuHinesKernel::link(artifact.objects, artifact.plan, artifact.symbol);
   const auto r = static_cast<std::size_t>(artifact.plan.rhs);
   std::vector<double> b;
@@ -155,15 +156,16 @@ CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSyste
     b.resize(static_cast<std::size_t>(system.size()) * r);
     for (double& v : b) v = uniform(rng);
   }
-  const std::vector<double> x = artifact.plan.dtype == DType::f32 ? run_hines_step<float>(kernel, system, b, r)
-                                                                  : run_hines_step<double>(kernel, system, b, r);
+  const std::vector<double> x = artifact.plan.dtype == DType::f32
+                                    ? run_hines_step<float>(kernel, system, b, r)
+                                    : run_hines_step<double>(kernel, system, b, r);
   const HinesAccuracy accuracy = hines_accuracy(system, b, static_cast<int>(r));
   const std::string dtype(dtype_name(artifact.plan.dtype));
   return {hines_max_rel_error(x, accuracy.ref), accuracy.tolerance(dtype)};
 }
 
-CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,
-                            std::uint64_t seed) {
+CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
+                            const std::vector<double>& bias, std::uint64_t seed) {
   const SpmmProblem& p = artifact.plan.problem;
   const CpuSpmmKernel kernel = CpuSpmmKernel::link(artifact.objects, artifact.plan, artifact.symbol);
   std::mt19937_64 rng(seed);
@@ -187,7 +189,8 @@ CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
   out.rel_error = scale > 0 ? worst / scale : worst;
   std::int64_t longest = 0;
   for (std::int64_t r = 0; r < a.rows; ++r)
-    longest = std::max(longest, a.row_ptr[static_cast<std::size_t>(r + 1)] - a.row_ptr[static_cast<std::size_t>(r)]);
+    longest = std::max(longest,
+                       a.row_ptr[static_cast<std::size_t>(r + 1)] - a.row_ptr[static_cast<std::size_t>(r)]);
   out.tolerance = spmm_tolerance(DType::f32, DType::f32, longest);
   return out;
 }

@@ -12,7 +12,8 @@
 
 namespace sparsecc::rt {
 
-void cpu_parallel_for(std::int64_t items, int threads, void (*fn)(std::int64_t, const void*), const void* ctx) {
+void cpu_parallel_for(std::int64_t items, int threads, void (*fn)(std::int64_t, const void*),
+                      const void* ctx) {
   if (items <= 0) return;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int t = static_cast<int>(std::min<std::int64_t>(threads > 0 ? threads : hw, items));
@@ -70,7 +71,8 @@ CpuHinesExecutor::CpuHinesExecutor(void* solve, const CpuHinesShape& shape,
     throw std::invalid_argument("CpuHinesExecutor: dtype \"" + shape.dtype + "\" is not f64 or f32");
   if (shape.rows <= 0 || shape.cells <= 0 || shape.cells > shape.rows || shape.rhs <= 0 || shape.items <= 0 ||
       shape.workspace < 0 || permutation.size() != static_cast<std::size_t>(shape.rows))
-    throw std::invalid_argument("CpuHinesExecutor: the shape (rows, cells, rhs, items, permutation) is not valid");
+    throw std::invalid_argument(
+        "CpuHinesExecutor: the shape (rows, cells, rhs, items, permutation) is not valid");
   const std::size_t bytes = static_cast<std::size_t>(shape.workspace) * (shape.dtype == "f64" ? 8 : 4);
   work_.assign((bytes + 7) / 8 + 1, 0.0);
 }
@@ -96,8 +98,8 @@ template <class T>
 void CpuHinesExecutor::run_as(const char* dtype, const T* d, const T* u, const T* l, const T* b, T* x,
                               int threads) {
   if (shape_.dtype != dtype)
-    throw std::invalid_argument("CpuHinesExecutor::run: " + std::string(dtype) + " arrays for an executor of " +
-                                shape_.dtype);
+    throw std::invalid_argument("CpuHinesExecutor::run: " + std::string(dtype) +
+                                " arrays for an executor of " + shape_.dtype);
   if (!d || !u || !l || !b || !x) throw std::invalid_argument("CpuHinesExecutor::run: a null array");
   const HinesCall<T> call{reinterpret_cast<CpuHinesSolve<T>>(solve_), d, u, l, b, x,
                           reinterpret_cast<T*>(work_.data())};

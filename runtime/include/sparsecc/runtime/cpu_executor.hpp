@@ -20,8 +20,8 @@ namespace sparsecc::rt {
 
 // The entry an SpMM executor's code exports: C's rows of one panel over columns [col, col + width),
 // width the column tile when `full` is 1 and N mod the column tile otherwise.
-using CpuSpmmTile = void (*)(std::int64_t panel, std::int64_t col, std::int32_t full, const float* b, float* c,
-                             const float* bias);
+using CpuSpmmTile = void (*)(std::int64_t panel, std::int64_t col, std::int32_t full, const float* b,
+                             float* c, const float* bias);
 
 struct CpuSpmmShape {
   std::int64_t m = 0, k = 0, n = 0;  // A is M x K, N fixed
@@ -54,14 +54,15 @@ class CpuSpmmExecutor {
 // The entry a Hines executor's code exports: solves group `item` of the plan (T double for f64,
 // float for f32); d, u, l, b are read, x written (x may be b), work is the executor's workspace.
 template <class T>
-using CpuHinesSolve = void (*)(std::int64_t item, const T* d, const T* u, const T* l, const T* b, T* x, T* work);
+using CpuHinesSolve = void (*)(std::int64_t item, const T* d, const T* u, const T* l, const T* b, T* x,
+                               T* work);
 
 struct CpuHinesShape {
-  std::string dtype = "f64";          // "f64" or "f32"
-  std::int64_t rows = 0, cells = 0;   // compartments and cells of the forest
-  std::int64_t rhs = 1;               // right-hand sides a row (contiguous)
-  std::int64_t items = 0;             // groups of cells the code solves apart
-  std::int64_t workspace = 0;         // values of T
+  std::string dtype = "f64";         // "f64" or "f32"
+  std::int64_t rows = 0, cells = 0;  // compartments and cells of the forest
+  std::int64_t rhs = 1;              // right-hand sides a row (contiguous)
+  std::int64_t items = 0;            // groups of cells the code solves apart
+  std::int64_t workspace = 0;        // values of T
 };
 
 // d, u, l: rows values (diagonal, A[i][parent], A[parent][i]); b, x: rows x rhs. All in the

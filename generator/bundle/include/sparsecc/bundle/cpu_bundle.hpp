@@ -33,7 +33,7 @@ std::string cpu_hines_symbol(const HinesCpuPlan& plan, const HinesSystem& system
 // The bundle of `plan` for `system` compiled into `archive` with entry {symbol}_solve: the
 // verification section holds the system, the tables section the executor's row order
 // (plan.permutation()), the permutation section the system's compartment_of when it has one.
-rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system, const std::string& symbol,
-                                 std::string archive);
+rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system,
+                                 const std::string& symbol, std::string archive);
 
 }  // namespace sparsecc

@@ -60,6 +60,7 @@ std::string write_cpu_archive(const std::vector<std::pair<std::string, std::stri
 
 // The members of static archives, in order, as one archive; the same member twice (an executor
 // given twice) is kept once. Throws std::runtime_error naming `names[i]` for an archive LLVM cannot read.
-std::string merge_cpu_archives(const std::vector<std::string>& archives, const std::vector<std::string>& names);
+std::string merge_cpu_archives(const std::vector<std::string>& archives,
+                               const std::vector<std::string>& names);
 
 }  // namespace sparsecc

@@ -29,7 +29,8 @@ class CpuSpmmKernel {
                                int opt_level, int threads);
   // Object files of an executor whose entry is {symbol}_tile (compile_spmm_cpu's), linked in process:
   // the very code a deployment links.
-  static CpuSpmmKernel link(std::vector<std::string> objects, const SpmmCpuPlan& plan, const std::string& symbol);
+  static CpuSpmmKernel link(std::vector<std::string> objects, const SpmmCpuPlan& plan,
+                            const std::string& symbol);
   // Lowers `a` by `plan` into kCpuModulesPerThread modules a thread and compiles them on `threads`
   // threads (0: the target's cores).
   static CpuSpmmKernel build(const CsrMatrix& a, const SpmmCpuPlan& plan, int opt_level = 2, int threads = 0);

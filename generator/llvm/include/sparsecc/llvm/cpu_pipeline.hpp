@@ -21,11 +21,11 @@
 namespace sparsecc {
 
 struct CpuSpmmRequest {
-  SpmmProblem problem;        // fp32, fixed N; m, k must be the matrix's
-  SpmmCpuOptions options;     // the planner's options
-  std::vector<double> bias;   // m values when problem.bias, else empty
-  int opt_level = 2;          // LLVM's code generation level
-  int threads = 0;            // compile threads (0: the target's cores)
+  SpmmProblem problem;       // fp32, fixed N; m, k must be the matrix's
+  SpmmCpuOptions options;    // the planner's options
+  std::vector<double> bias;  // m values when problem.bias, else empty
+  int opt_level = 2;         // LLVM's code generation level
+  int threads = 0;           // compile threads (0: the target's cores)
 };
 
 struct CpuSpmmArtifact {
@@ -54,8 +54,8 @@ struct CpuSpmmCheck {
   double tolerance = 0;  // spmm_tolerance for fp32
   bool ok() const { return unwritten == 0 && rel_error <= tolerance; }
 };
-CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a, const std::vector<double>& bias,
-                            std::uint64_t seed = 1);
+CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
+                            const std::vector<double>& bias, std::uint64_t seed = 1);
 
 struct CpuHinesArtifact {
   HinesCpuPlan plan;
@@ -71,8 +71,8 @@ struct CpuHinesArtifact {
 // plan_hines_cpu -> emit_hines_llvm_modules -> compile_cpu_objects -> make_cpu_hines_bundle, on
 // `threads` compile threads (0: the target's cores). Throws UsageError for a dtype other than f64 /
 // f32, rhs < 1 or an invalid system; std::runtime_error when LLVM fails.
-CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs, const CpuTarget& target,
-                                   int opt_level = 2, int threads = 0);
+CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::int32_t rhs,
+                                   const CpuTarget& target, int opt_level = 2, int threads = 0);
 
 // The artifact's code checked in this process: one step on realistic right-hand sides
 // (random_step_rhs; random ones for a system without passive-step terms), x poisoned with NaN, in
@@ -82,6 +82,7 @@ struct CpuHinesCheck {
   double rel_error = 0, tolerance = 0;
   bool ok() const { return rel_error <= tolerance; }
 };
-CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system, std::uint64_t seed = 1);
+CpuHinesCheck check_hines_cpu(const CpuHinesArtifact& artifact, const HinesSystem& system,
+                              std::uint64_t seed = 1);
 
 }  // namespace sparsecc

@@ -23,7 +23,8 @@ class CpuHinesKernel {
                                 int opt_level, int threads, const std::string& prefix);
   // Object files whose entry is {prefix}_solve (compile_hines_cpu's), linked in process: the very
   // code a deployment links.
-  static CpuHinesKernel link(std::vector<std::string> objects, const HinesCpuPlan& plan, const std::string& prefix);
+  static CpuHinesKernel link(std::vector<std::string> objects, const HinesCpuPlan& plan,
+                             const std::string& prefix);
   // Lowers the plan into kCpuModulesPerThread modules a thread and compiles them on `threads`
   // threads (0: the target's cores).
   static CpuHinesKernel build(const HinesCpuPlan& plan, int opt_level = 2, int threads = 0);
