@@ -87,9 +87,10 @@ struct CompileArgs {
   std::string cpu_target;  // --target: a CPU executor
 };
 
-// --target: the CPU pipeline (fp32, fixed N), its in-process check, the bundle.
+// --target: the CPU pipeline (fp32, fixed N) with the planner's options (--db: the tuned winner's),
+// its in-process check, the bundle.
 int run_compile_cpu(const CompileArgs& args) {
-  check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias}));
+  check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias, args.db}));
   if (args.spmm.dtype != "f32" || args.spmm.runtime_n)
     throw UsageError("--target: CPU executors are fp32 at a fixed N (no --dtype f16/bf16, no --runtime-n)");
   LoadOptions load;
@@ -100,7 +101,13 @@ int run_compile_cpu(const CompileArgs& args) {
   if (!args.spmm.bias.empty()) bias = pipeline::load_bias(args.spmm.bias, a.rows);
   const SpmmProblem problem{a.rows,        a.cols,         args.spmm.n, SpmmNMode::fixed,
                             !bias.empty(), args.spmm.relu, DType::f32};
-  const CpuExecutor ex = compile_cpu_spmm(a, problem, bias, args.cpu_target);
+  SpmmCpuOptions options;
+  if (!args.db.empty()) {
+    std::string how;
+    options = tuned_cpu_spmm_options(args.db, a, problem, args.cpu_target, &how);
+    fmt::print(stderr, "sparsecc: {}\n", how);
+  }
+  const CpuExecutor ex = compile_cpu_spmm(a, problem, bias, args.cpu_target, options);
   if (args.plan_json) fmt::print("{}\n", ex.plan.dump());
   if (!ex.check_ok) {
     fmt::print(stderr, "sparsecc: {}: the CPU executor failed its check: {}\n", args.spmm.matrix, ex.check);
@@ -203,7 +210,7 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
   cmd->add_option(
       "--db", args->db,
       "Tuning database: compile its recorded winner for this matrix, problem and GPU, or else the "
-      "predictor's choice");
+      "predictor's choice (with --target: the winner for this CPU model, or else the automatic plan)");
   cmd->add_option("--gpu", args->gpu,
                   "Target GPU name for --db lookups (default: this machine's GPU, or any of --arch's compute "
                   "capability)");
@@ -219,9 +226,9 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
     args->emit_given = cmd->count("--emit") > 0;
     if (!args->cpu_target.empty()) {
       // The GPU's options mean nothing to a CPU executor: refused, not ignored.
-      static const std::vector<std::string> kCpuOptions = {"matrix", "--n",        "--bias",   "--relu",
-                                                           "--seed", "--dtype",    "--target", "--output",
-                                                           "--json", "--plan-json"};
+      static const std::vector<std::string> kCpuOptions = {"matrix", "--n",         "--bias",   "--relu",
+                                                           "--seed", "--dtype",     "--target", "--output",
+                                                           "--json", "--plan-json", "--db"};
       for (const CLI::Option* o : cmd->get_options())
         if (o->count() > 0 &&
             std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())

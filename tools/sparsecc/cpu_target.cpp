@@ -6,6 +6,7 @@
 #include "sparsecc/target/target.hpp"
 #if SPARSECC_HAVE_LLVM
 #include "sparsecc/llvm/cpu_pipeline.hpp"
+#include "sparsecc/llvm/cpu_tune.hpp"
 #endif
 
 namespace sparsecc::cli {
@@ -28,10 +29,18 @@ namespace {
 
 #if SPARSECC_HAVE_LLVM
 
+SpmmCpuOptions tuned_cpu_spmm_options(const std::string& db, const CsrMatrix& a, const SpmmProblem& problem,
+                                      const std::string& target, std::string* how) {
+  const CpuTunedChoice choice = choose_tuned_cpu_plan(db, a, problem, cpu_target(target));
+  if (how) *how = choice.how;
+  return choice.options;
+}
+
 CpuExecutor compile_cpu_spmm(const CsrMatrix& a, const SpmmProblem& problem, const std::vector<double>& bias,
-                             const std::string& target) {
+                             const std::string& target, const SpmmCpuOptions& options) {
   CpuSpmmRequest request;
   request.problem = problem;
+  request.options = options;
   request.bias = bias;
   const CpuSpmmArtifact art = compile_spmm_cpu(a, request, cpu_target(target));
   CpuExecutor out{art.bundle, art.text(), {}, true, art.json(), to_json(art.plan)};
@@ -73,7 +82,12 @@ CpuExecutor compile_cpu_hines(const HinesSystem&, const std::string&, std::int32
 }
 
 CpuExecutor compile_cpu_spmm(const CsrMatrix&, const SpmmProblem&, const std::vector<double>&,
-                             const std::string&) {
+                             const std::string&, const SpmmCpuOptions&) {
+  no_llvm();
+}
+
+SpmmCpuOptions tuned_cpu_spmm_options(const std::string&, const CsrMatrix&, const SpmmProblem&,
+                                      const std::string&, std::string*) {
   no_llvm();
 }
 

@@ -13,6 +13,8 @@
 // candidates with cold L2 and keys their records so (with --fit / --evaluate it selects those records
 // instead of the warm ones). SWC inputs (--cells, --resolution, --rhs, --dtype f64|f32): the Hines
 // solver of their forest is tuned (every candidate of its space), or --space prints that space.
+// --target CPU [--threads T]: CPU SpMM executors tuned in this process (sparsecc/llvm/cpu_tune.hpp),
+// keyed by this CPU's model; the GPU's options are refused with it.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -43,6 +45,9 @@
 #include "sparsecc/tune/tuner.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
+#if SPARSECC_HAVE_LLVM
+#include "sparsecc/llvm/cpu_tune.hpp"
+#endif
 
 namespace sparsecc::cli {
 
@@ -84,6 +89,8 @@ struct TuneArgs {
   std::string model;  // --model: every layer of this model
   // Its --select, --max-density, --relu-select, --layer-n(-file), --n-from-shapes (n, relu, batch: above).
   ModelLayerArgs model_layers;
+  std::string cpu_target;  // --target: CPU SpMM executors
+  int threads = 0;         // --threads: the CPU executors' run threads (0: the cores)
 };
 
 // One matrix to tune: a file given on the command line, a problem of a bench suite, or a model's layer
@@ -407,8 +414,101 @@ void check_tune_outputs(const TuneArgs& args) {
   if (!args.refresh_features) (void)tune::read_database_file(args.db[0]);
 }
 
+// --target: every matrix's CPU SpMM executor tuned in this process (fp32, fixed N), each record merged
+// into the database as it is done; the budget is shared in proportion to the nonzeros left.
+int run_tune_cpu(const TuneArgs& args) {
+#if SPARSECC_HAVE_LLVM
+  if (!args.space && args.db.size() != 1)
+    throw UsageError("tune: name the tuning database with one --db FILE");
+  if (args.n.empty()) throw UsageError("tune: --n is required");
+  if (args.dtype != "f32" || args.runtime_n)
+    throw UsageError(
+        "--target: CPU executors are fp32 at a fixed N (no --dtype f16/bf16/f64, no --runtime-n)");
+  const std::vector<TuneInput> inputs = tune_inputs(args);
+  if (!args.bias.empty() && inputs.size() != 1) throw UsageError("--bias needs exactly one matrix");
+  const CpuTarget target = cpu_target(args.cpu_target);
+  struct Job {
+    std::string name;
+    CsrMatrix a;
+    SpmmProblem problem;
+    std::vector<double> bias;
+  };
+  std::vector<Job> jobs;
+  std::int64_t nnz_left = 0;
+  for (const TuneInput& in : inputs) {
+    Job job{in.name, in.load(), {}, {}};
+    if (!args.bias.empty()) job.bias = load_bias(args.bias, job.a.rows);
+    job.problem = problem_for(job.a, args, in.n, !job.bias.empty());
+    nnz_left += job.a.nnz();
+    jobs.push_back(std::move(job));
+  }
+  if (args.space) {
+    nlohmann::json spaces = nlohmann::json::array();
+    for (const Job& job : jobs) {
+      nlohmann::json candidates = nlohmann::json::array();
+      for (const CpuSpmmCandidate& c : cpu_spmm_space(job.a, job.problem, target))
+        candidates.push_back({{"label", c.label},
+                              {"options", to_json(c.options)},
+                              {"default", c.is_default},
+                              {"panels", c.plan.panel_count()}});
+      spaces.push_back(
+          {{"matrix", job.name}, {"n", job.problem.n}, {"target", target.isa}, {"candidates", candidates}});
+    }
+    fmt::print("{}\n", (spaces.size() == 1 ? spaces[0] : spaces).dump(1));
+    return kExitOk;
+  }
+  if (!host_runs(target))
+    throw UsageError(
+        fmt::format("--target {}: this CPU cannot run its code, so it cannot time it", args.cpu_target));
+  const auto start = std::chrono::steady_clock::now();
+  ProgressPrinter printer;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const Job& job = jobs[i];
+    CpuTuneOptions options;
+    options.threads = args.threads;
+    options.compile_threads = args.jobs;
+    options.seed = args.seed + 1;
+    if (args.budget > 0) {
+      const double left =
+          args.budget - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      options.budget_seconds = std::max(0.1, left * static_cast<double>(job.a.nnz()) /
+                                                 static_cast<double>(std::max<std::int64_t>(nnz_left, 1)));
+    }
+    nnz_left -= job.a.nnz();
+    const std::string prefix = fmt::format("[{}/{}] {}", i + 1, jobs.size(), job.name);
+    options.progress = [&](const tune::TuneProgress& p) { printer.update(prefix, p); };
+    const tune::TuningRecord record = tune_spmm_cpu(job.a, job.problem, job.bias, target, options);
+    std::vector<std::string> warnings;
+    tune::update_database(args.db[0], {record}, &warnings);
+    for (const std::string& w : warnings) fmt::print(stderr, "sparsecc: warning: {}\n", w);
+    std::size_t failed = 0;
+    for (const tune::CandidateTiming& t : record.timings) failed += t.verified ? 0 : 1;
+    if (record.winner.empty()) {
+      printer.line(fmt::format("{} (N = {}): no candidate verified", job.name, job.problem.n));
+      for (const tune::CandidateTiming& t : record.timings)
+        fmt::print(stderr, "  {}: {}\n", t.label, t.error);
+      return kExitCheckFailed;
+    }
+    printer.line(fmt::format(
+        "{} (N = {}, {} on {} thread{}, {}): {} candidates in {:.1f} s ({}{}): best {} {:.2f} us, default "
+        "{:.2f} us ({:.2f}x)",
+        job.name, job.problem.n, record.key.compute_capability, record.key.params["threads"].get<int>(),
+        record.key.params["threads"].get<int>() == 1 ? "" : "s", record.key.gpu, record.timings.size(),
+        record.tuning_seconds, record.strategy, failed ? fmt::format(", {} not verified", failed) : "",
+        record.winner, record.winner_us, record.default_us, record.default_us / record.winner_us));
+  }
+  return kExitOk;
+#else
+  (void)args;
+  throw UsageError(
+      "--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at configure time; "
+      "tools/setup.sh installs it)");
+#endif
+}
+
 int run_tune(const TuneArgs& args) {
   check_tune_outputs(args);
+  if (!args.cpu_target.empty()) return run_tune_cpu(args);
   if (args.fit) return run_fit(args);
   if (args.evaluate) return run_evaluate(args);
   if (args.refresh_features) return run_refresh_features(args);
@@ -603,7 +703,27 @@ void add_tune(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--predictor", args->predictor, "Predictor file for --evaluate (default: the shipped one)");
   cmd->add_option("-o,--output", args->output, "--fit: predictor file to write; --evaluate: per-problem JSON")
       ->check(kOutputPath);
+  cmd->add_option(
+         "--target", args->cpu_target,
+         "Tune CPU executors (through LLVM) for this CPU (x86-64-avx512, x86-64-avx2, native) instead "
+         "of GPU ones, timed on this machine and recorded under its CPU model")
+      ->check(CLI::IsMember(known_cpu_targets()));
+  cmd->add_option("--threads", args->threads,
+                  "--target: threads the CPU executors are timed on (0: the cores)")
+      ->check(CLI::Range(0, 4096));
   cmd->callback([&run, args, cmd] {
+    if (!args->cpu_target.empty()) {
+      // The GPU tuner's options mean nothing to CPU executors: refused, not ignored.
+      static const std::vector<std::string> kCpuOptions = {"inputs", "--n",      "--bias",    "--relu",
+                                                           "--seed", "--dtype",  "--db",      "--budget",
+                                                           "--jobs", "--target", "--threads", "--space"};
+      for (const CLI::Option* o : cmd->get_options())
+        if (o->count() > 0 &&
+            std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())
+          throw CLI::ValidationError(o->get_name(), "a GPU option; --target tunes CPU executors");
+    } else if (cmd->count("--threads") > 0) {
+      throw CLI::ValidationError("--threads", "times CPU executors: give --target");
+    }
     // SWC inputs default to the Hines solver's f64 (the dtype default is SpMM's f32).
     args->dtype_given = cmd->count("--dtype") > 0;
     if (!args->model.empty() && cmd->count("--batch") > 0) args->model_layers.batch = args->batch;
