@@ -235,8 +235,8 @@ TEST(Bundle, SectionTableIsChecked) {
   patch_u64(r, 32 + 8, 32);  // inside the table
   expect_bundle_error(r, {"byte 40", "outside the data area"});
   r = good;
-  patch_u64(r, 32, 11);  // kind 11, reserved 0
-  expect_bundle_error(r, {"byte 32", "unknown section kind 11"});
+  patch_u64(r, 32, 12);  // kind 12, reserved 0
+  expect_bundle_error(r, {"byte 32", "unknown section kind 12"});
   r = good;
   patch_u64(r, 32, 1 | (std::uint64_t{1} << 32));
   expect_bundle_error(r, {"byte 36", "reserved"});

@@ -226,9 +226,9 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
     args->emit_given = cmd->count("--emit") > 0;
     if (!args->cpu_target.empty()) {
       // The GPU's options mean nothing to a CPU executor: refused, not ignored.
-      static const std::vector<std::string> kCpuOptions = {"matrix", "--n",         "--bias",   "--relu",
-                                                           "--seed", "--dtype",     "--target", "--output",
-                                                           "--json", "--plan-json", "--db"};
+      static const std::vector<std::string> kCpuOptions = {
+          "matrix",   "--n",      "--bias", "--relu",      "--seed", "--dtype",
+          "--target", "--output", "--json", "--plan-json", "--db",   "--runtime-n"};
       for (const CLI::Option* o : cmd->get_options())
         if (o->count() > 0 &&
             std::find(kCpuOptions.begin(), kCpuOptions.end(), o->get_name()) == kCpuOptions.end())

@@ -146,6 +146,7 @@ void add_hines(CLI::App& app, std::function<int()>& run) {
         if (cmd->count(o) > 0)
           throw CLI::ValidationError(o, "a GPU option; --target builds a CPU executor (checked always)");
       run = [a] {
+        if (a->output.empty()) throw UsageError("--target: give -o for the CPU executor's bundle");
         check_output_file(a->output, a->files);
         return run_hines_cpu(*a);
       };

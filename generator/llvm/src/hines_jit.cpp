@@ -2,7 +2,6 @@
 #include "sparsecc/llvm/hines_jit.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/hines_llvm.hpp"
 #include "sparsecc/llvm/cpu_jit.hpp"
+#include "sparsecc/runtime/cpu_executor.hpp"
 
 namespace sparsecc {
 
@@ -85,13 +85,20 @@ void run_items(const HinesCpuPlan& p, std::uintptr_t solve, void* work, const T*
     throw UsageError(fmt::format("CpuHinesKernel::run: a {} plan run in {}", dtype_name(p.dtype),
                                  sizeof(T) == 8 ? "f64" : "f32"));
   if (!d || !u || !l || !b || !x) throw std::invalid_argument("CpuHinesKernel::run: a null array");
-  const auto fn = reinterpret_cast<SolveFn<T>>(solve);
-  T* w = static_cast<T*>(work);
-  const auto items = static_cast<std::int64_t>(p.groups.size());
-  const int t = threads > 0 ? threads : std::max(p.target.cores, 1);
-  // Items in any order: each touches only its group's rows.
-#pragma omp parallel for num_threads(t) schedule(dynamic, 1)
-  for (std::int64_t item = 0; item < items; ++item) fn(item, d, u, l, b, x, w);
+  struct Call {
+    SolveFn<T> fn;
+    const T *d, *u, *l, *b;
+    T *x, *w;
+  };
+  const Call call{reinterpret_cast<SolveFn<T>>(solve), d, u, l, b, x, static_cast<T*>(work)};
+  // Items in any order: each touches only its group's rows (the runtime's runner, as deployments).
+  rt::cpu_parallel_for(
+      static_cast<std::int64_t>(p.groups.size()), threads > 0 ? threads : std::max(p.target.cores, 1),
+      [](std::int64_t item, const void* ctx) {
+        const Call& c = *static_cast<const Call*>(ctx);
+        c.fn(item, c.d, c.u, c.l, c.b, c.x, c.w);
+      },
+      &call);
 }
 
 }  // namespace

@@ -12,6 +12,20 @@
 
 namespace sparsecc::rt {
 
+bool cpu_supports(const std::string& isa) {
+  __builtin_cpu_init();
+  if (isa == "x86-64-avx512") return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  if (isa == "x86-64-avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return false;
+}
+
+void require_cpu(const std::string& isa, const std::string& what) {
+  if (!cpu_supports(isa))
+    throw std::runtime_error(what + ": compiled for " + isa + ", which this CPU does not run (" +
+                             (isa == "x86-64-avx512" ? "no AVX-512F" : "no AVX2 with FMA") +
+                             "); compile the executors for x86-64-avx2");
+}
+
 void cpu_parallel_for(std::int64_t items, int threads, void (*fn)(std::int64_t, const void*),
                       const void* ctx) {
   if (items <= 0) return;
@@ -74,7 +88,12 @@ CpuHinesExecutor::CpuHinesExecutor(void* solve, const CpuHinesShape& shape,
     throw std::invalid_argument(
         "CpuHinesExecutor: the shape (rows, cells, rhs, items, permutation) is not valid");
   const std::size_t bytes = static_cast<std::size_t>(shape.workspace) * (shape.dtype == "f64" ? 8 : 4);
-  work_.assign((bytes + 7) / 8 + 1, 0.0);
+  work_.assign((bytes + 7) / 8 + 8, 0.0);  // 64 bytes of slack for the alignment
+}
+
+void* CpuHinesExecutor::work() {
+  const auto at = reinterpret_cast<std::uintptr_t>(work_.data());
+  return reinterpret_cast<void*>((at + 63) / 64 * 64);
 }
 
 void CpuHinesExecutor::check_sizes(std::size_t a, std::size_t b) const {
@@ -101,8 +120,7 @@ void CpuHinesExecutor::run_as(const char* dtype, const T* d, const T* u, const T
     throw std::invalid_argument("CpuHinesExecutor::run: " + std::string(dtype) +
                                 " arrays for an executor of " + shape_.dtype);
   if (!d || !u || !l || !b || !x) throw std::invalid_argument("CpuHinesExecutor::run: a null array");
-  const HinesCall<T> call{reinterpret_cast<CpuHinesSolve<T>>(solve_), d, u, l, b, x,
-                          reinterpret_cast<T*>(work_.data())};
+  const HinesCall<T> call{reinterpret_cast<CpuHinesSolve<T>>(solve_), d, u, l, b, x, static_cast<T*>(work())};
   cpu_parallel_for(
       shape_.items, threads,
       [](std::int64_t item, const void* ctx) {

@@ -109,8 +109,15 @@ class CpuHinesExecutor {
   void* solve_;
   CpuHinesShape shape_;
   std::span<const std::int32_t> permutation_;
-  std::vector<double> work_;  // workspace values (of T; sized for doubles)
+  std::vector<double> work_;  // the workspace (values of T), from work() on
+  void* work();               // 64-byte aligned into work_
 };
+
+// Whether this CPU runs code of the vector ISA `isa` ("x86-64-avx512": AVX-512F; "x86-64-avx2": AVX2
+// and FMA). require_cpu throws std::runtime_error naming `what` and the ISA when it does not, instead
+// of the illegal instruction the code would stop at; the sources embed writes call it first.
+bool cpu_supports(const std::string& isa);
+void require_cpu(const std::string& isa, const std::string& what);
 
 // Runs fn(item) for item in [0, items) on `threads` threads (0: the hardware's), items handed out
 // dynamically; serial where the runtime was built without OpenMP.
