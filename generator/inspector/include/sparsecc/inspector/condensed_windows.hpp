@@ -38,7 +38,7 @@ std::string_view window_reorder_name(WindowReorder r);      // "none", "greedy"
 WindowReorder parse_window_reorder(std::string_view name);  // UsageError for another word
 
 struct WindowOptions {
-  std::int64_t window_rows = 8;  // rows a window: the mma's 8-wide operand (8), or 4, 16, 32 (1..64)
+  std::int64_t window_rows = 8;  // rows a window (1..256): 8 on the mma's 8-wide operand; 16, 32, 64
   WindowReorder reorder = WindowReorder::greedy;
   std::int64_t k_granule = 16;     // a window's width is its union rounded up to this (m16n8k16: 16)
   double fallback_fraction = 1.0;  // union wider than this x K: CUDA-core window (1: never), in (0, 1]
