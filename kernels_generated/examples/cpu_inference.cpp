@@ -33,34 +33,8 @@ namespace {
 constexpr double kLayerTolerance = 1e-5;
 constexpr double kNetworkTolerance = 1e-4;
 
-// out = W·in + bias (ReLU), fp64; W is out x in, in and out are features x n.
-std::vector<double> layer_fp64(const mlp_example::Layer& l, const std::vector<double>& in, int n) {
-  std::vector<double> out(static_cast<std::size_t>(l.out) * n);
-  for (int r = 0; r < l.out; ++r)
-    for (int j = 0; j < n; ++j) {
-      double s = l.bias[r];
-      for (int k = 0; k < l.in; ++k) {
-        const double w = l.weight[static_cast<std::size_t>(r) * l.in + k];
-        if (w != 0.0) s += w * in[static_cast<std::size_t>(k) * n + j];
-      }
-      out[static_cast<std::size_t>(r) * n + j] = l.relu && s < 0 ? 0.0 : s;
-    }
-  return out;
-}
-
-// max |got - ref| / max |ref|, and the outputs left NaN.
-std::pair<double, std::size_t> compare(const std::vector<float>& got, const std::vector<double>& ref) {
-  double max_ref = 0, max_diff = 0;
-  std::size_t unwritten = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    max_ref = std::max(max_ref, std::fabs(ref[i]));
-    if (!std::isfinite(got[i]))
-      ++unwritten;
-    else
-      max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
-  }
-  return {max_ref > 0 ? max_diff / max_ref : max_diff, unwritten};
-}
+using mlp_example::compare;
+using mlp_example::layer_fp64;
 
 bool run_mlp(cpu_kernels::Kernels& kernels) {
   const std::vector<mlp_example::Layer> model = mlp_example::make_model();

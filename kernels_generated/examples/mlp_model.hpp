@@ -62,4 +62,39 @@ inline std::vector<Layer> make_model() {
   return layers;
 }
 
+// out = W·in + bias (ReLU), fp64; W is out x in, in and out are features x n: the examples' oracle.
+inline std::vector<double> layer_fp64(const Layer& l, const std::vector<double>& in, int n) {
+  std::vector<double> out(static_cast<std::size_t>(l.out) * n);
+  for (int r = 0; r < l.out; ++r)
+    for (int j = 0; j < n; ++j) {
+      double s = l.bias[r];
+      for (int k = 0; k < l.in; ++k) {
+        const double w = l.weight[static_cast<std::size_t>(r) * l.in + k];
+        if (w != 0.0) s += w * in[static_cast<std::size_t>(k) * n + j];
+      }
+      out[static_cast<std::size_t>(r) * n + j] = l.relu && s < 0 ? 0.0 : s;
+    }
+  return out;
+}
+
+// max |got - ref| / max |ref| over the written outputs, and how many were left unwritten (not finite).
+struct Compared {
+  double rel = 0;
+  std::size_t unwritten = 0;
+};
+inline Compared compare(const std::vector<float>& got, const std::vector<double>& ref) {
+  double max_ref = 0, max_diff = 0;
+  Compared c;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref[i]));
+    if (!std::isfinite(got[i])) {
+      ++c.unwritten;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
+  }
+  c.rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  return c;
+}
+
 }  // namespace mlp_example

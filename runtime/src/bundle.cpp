@@ -120,6 +120,14 @@ bool is_identifier(const std::string& s) {
   return ok && !(s[0] >= '0' && s[0] <= '9');
 }
 
+// The keys every bundle names itself by: its kernel (or symbol prefix), fingerprint and plan summary.
+void check_names(const BundleMetadata& md, const std::string& name) {
+  if (!is_identifier(md.kernel)) fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
+  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
+  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+}
+
 void validate_common(const BundleMetadata& md, const std::string& name) {
   const auto digit = [](char c) { return c >= '0' && c <= '9'; };
   const std::string arch_tail = md.arch.size() > 3 ? md.arch.substr(3) : "";
@@ -127,10 +135,7 @@ void validate_common(const BundleMetadata& md, const std::string& name) {
   if (md.arch.rfind("sm_", 0) != 0 || digits == 0 || arch_tail.size() - digits > 1 ||
       (digits < arch_tail.size() && arch_tail.back() != 'a' && arch_tail.back() != 'f'))
     fail_key(name, "arch", "\"" + md.arch + "\" is not an architecture like \"sm_90\"");
-  if (!is_identifier(md.kernel)) fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
-  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
-  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+  check_names(md, name);
   if (md.programmatic_launch && !arch_has_programmatic_launch(md.arch))
     fail_key(name, "programmatic_launch", "needs an sm_90 or later arch, not \"" + md.arch + "\"");
 }
@@ -297,10 +302,7 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
 // A CPU executor's metadata: its code is the objects section (no launch, no contract).
 void validate_cpu(const BundleMetadata& md, const std::string& name) {
   check_one_of(name, "arch", md.arch, {"x86-64-avx512", "x86-64-avx2", "native"});
-  if (!is_identifier(md.kernel)) fail_key(name, "kernel", "\"" + md.kernel + "\" is not a C identifier");
-  if (!all_of_chars(md.fingerprint, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-    fail_key(name, "fingerprint", "must be a non-empty lowercase hex string");
-  if (!md.plan_summary.is_object()) fail_key(name, "plan_summary", "must be an object");
+  check_names(md, name);
   if (md.programmatic_launch) fail_key(name, "programmatic_launch", "a CPU executor has no launch");
   const auto summary = [&](const char* key, std::int64_t lo, std::int64_t hi) {
     const auto it = md.plan_summary.find(key);

@@ -43,7 +43,7 @@ done
 "$sparsecc" embed "$out"/bundles/*.sccb --name aot_layers -o "$out/aot_layers.hpp" | tail -n 2
 blas=$(ls /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -n 1)
 [[ -n $blas ]] || { echo "cpu_aot_bench.sh: no static OpenBLAS (libopenblas-dev)" >&2; exit 2; }
-"${CXX:-c++}" -std=c++20 -O2 -static -fopenmp -I"$out" -I"$root/runtime/include" \
+"${CXX:-c++}" -std=c++20 -O2 -static -fopenmp -I"$out" -I"$root/runtime/include" -I"$root/tools" \
   -I/usr/include/x86_64-linux-gnu/openblas-pthread \
   "$root/tools/bench/cpu_aot_bench_main.cpp" "$out/aot_layers.cpp" "$out/aot_layers.a" \
   "$build/runtime/libsparsecc_runtime_cpu.a" "$blas" -lgfortran -lquadmath -lpthread -lm -o "$out/sparsecc_cpu_aot_bench"

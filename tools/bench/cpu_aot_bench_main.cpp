@@ -16,7 +16,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "aot_layers.hpp"
+#include "bench/cpu_timing.hpp"
 
 extern "C" void openblas_set_num_threads(int threads);
 extern "C" char* openblas_get_corename();
@@ -53,15 +53,7 @@ float uniform(std::uint64_t& s) {
 
 template <class F>
 double median_us(int reps, F&& run) {
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return sparsecc::bench::cpu_median_us(run, reps, 3);
 }
 
 struct Args {

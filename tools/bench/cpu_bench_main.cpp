@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/cpu_timing.hpp"
 #include "bench/suites.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
@@ -44,21 +45,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using bench::now_s;
 
 template <class F>
 double median_us(F&& f, int reps) {
-  f();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double t0 = now_s();
-    f();
-    t.push_back(1e6 * (now_s() - t0));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::cpu_median_us(f, reps);
 }
 
 // Max relative error of C's rows `rows` against the fp64 reference.

@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "bench/cpu_timing.hpp"
 #include "bench/hines_schedules.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/emit/hines_llvm.hpp"
@@ -40,21 +41,11 @@ using namespace sparsecc;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using bench::now_s;
 
 template <class F>
 double median_us(F&& f, int reps) {
-  f();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const double t0 = now_s();
-    f();
-    t.push_back(1e6 * (now_s() - t0));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::cpu_median_us(f, reps);
 }
 
 // n values of T, 64-byte aligned (a vector of the code never splits a cache line).

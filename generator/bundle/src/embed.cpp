@@ -187,6 +187,41 @@ std::string layer_summary(const Layer& l) {
                      md.n_mode, md.dtype, l.bytes.size());
 }
 
+// The LayerInfo struct and kLayerCount every generated header declares.
+void declare_layer_info(std::string& h, std::size_t count) {
+  h += "struct LayerInfo {\n"
+       "  const char* name;\n"
+       "  const char* op;  // \"spmm\" | \"hines\"\n"
+       "  std::int64_t m, k, n, nnz;  // spmm: A is m x k, n the compiled N; hines: m = k = rows, n = rhs\n"
+       "  const char* dtype;\n"
+       "  const char* n_mode;  // \"fixed\" | \"runtime\"\n"
+       "  const char* fingerprint;\n"
+       "};\n\n";
+  h += fmt::format("inline constexpr std::size_t kLayerCount = {};\n", count);
+}
+
+// A layer's namespace and its constants (the caller closes it).
+void open_layer_namespace(std::string& h, const Layer& l, std::size_t index) {
+  const auto [m, k, n] = layer_shape(l);
+  h += fmt::format("\n// {}\n", layer_summary(l));
+  h += fmt::format("namespace {} {{\n", l.ident);
+  h += fmt::format("inline constexpr const char* kName = {};\n", string_literal(l.name));
+  h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
+  h += fmt::format("inline constexpr std::size_t kIndex = {};\n", index);
+}
+
+// The sources' table behind layers().
+void append_layer_table(std::string& s, const std::vector<Layer>& layers) {
+  s += "\nstatic constexpr LayerInfo kLayers[kLayerCount] = {\n";
+  for (const Layer& l : layers) {
+    const rt::BundleMetadata& md = l.bundle.metadata;
+    const auto [m, k, n] = layer_shape(l);
+    s += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}, {}}},\n", string_literal(l.name),
+                     string_literal(md.op), m, k, n, layer_nnz(l), string_literal(md.dtype),
+                     string_literal(md.n_mode), string_literal(md.fingerprint));
+  }
+}
+
 // The Hines system's accessors a layer's namespace declares (the verification section's system).
 void declare_hines_system(std::string& h, const Layer& l) {
   const bool passive = !l.system.cap_over_dt.empty();
@@ -275,26 +310,13 @@ std::string make_header(const std::vector<Layer>& layers, const std::string& ns)
   h += "#include \"sparsecc/runtime/executor.hpp\"\n#include \"sparsecc/runtime/hines_executor.hpp\"\n\n";
   h += open_namespace(ns);
   h += "\n";
-  h += "struct LayerInfo {\n"
-       "  const char* name;\n"
-       "  const char* op;  // \"spmm\" | \"hines\"\n"
-       "  std::int64_t m, k, n, nnz;  // spmm: A is m x k, n the compiled N; hines: m = k = rows, n = rhs\n"
-       "  const char* dtype;\n"
-       "  const char* n_mode;  // \"fixed\" | \"runtime\"\n"
-       "  const char* fingerprint;\n"
-       "};\n\n";
-  h += fmt::format("inline constexpr std::size_t kLayerCount = {};\n", layers.size());
+  declare_layer_info(h, layers.size());
   h += "// The layers in order; bundle_bytes(i) is layer i's bundle file (std::out_of_range past the end).\n";
   h += "std::span<const LayerInfo> layers();\n";
   h += "std::span<const unsigned char> bundle_bytes(std::size_t index);\n";
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
-    const auto [m, k, n] = layer_shape(l);
-    h += fmt::format("\n// {}\n", layer_summary(l));
-    h += fmt::format("namespace {} {{\n", l.ident);
-    h += fmt::format("inline constexpr const char* kName = {};\n", string_literal(l.name));
-    h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
-    h += fmt::format("inline constexpr std::size_t kIndex = {};\n", i);
+    open_layer_namespace(h, l, i);
     h += "std::span<const unsigned char> bundle();\n";
     if (l.hines()) declare_hines_system(h, l);
     h += fmt::format("}}  // namespace {}\n", l.ident);
@@ -353,14 +375,7 @@ std::string make_source(const std::vector<Layer>& layers, const std::string& ns,
     }
     if (l.hines()) append_hines_arrays(s, l, i);
   }
-  s += "\nstatic constexpr LayerInfo kLayers[kLayerCount] = {\n";
-  for (const Layer& l : layers) {
-    const rt::BundleMetadata& md = l.bundle.metadata;
-    const auto [m, k, n] = layer_shape(l);
-    s += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}, {}}},\n", string_literal(l.name),
-                     string_literal(md.op), m, k, n, layer_nnz(l), string_literal(md.dtype),
-                     string_literal(md.n_mode), string_literal(md.fingerprint));
-  }
+  append_layer_table(s, layers);
   s += "};\n\nstatic std::span<const unsigned char> (*const kBundles[kLayerCount])() = {\n";
   for (std::size_t i = 0; i < layers.size(); ++i) s += fmt::format("    bundle{},\n", i);
   s += "};\n\n}  // namespace embedded\n\n";
@@ -436,24 +451,11 @@ std::string make_cpu_header(const std::vector<Layer>& layers, const std::string&
   h += "#include \"sparsecc/runtime/cpu_executor.hpp\"\n\n";
   h += open_namespace(ns);
   h += "\n";
-  h += "struct LayerInfo {\n"
-       "  const char* name;\n"
-       "  const char* op;  // \"spmm\" | \"hines\"\n"
-       "  std::int64_t m, k, n, nnz;  // spmm: A is m x k, n the compiled N; hines: m = k = rows, n = rhs\n"
-       "  const char* dtype;\n"
-       "  const char* n_mode;  // \"fixed\"\n"
-       "  const char* fingerprint;\n"
-       "};\n\n";
-  h += fmt::format("inline constexpr std::size_t kLayerCount = {};\n", layers.size());
+  declare_layer_info(h, layers.size());
   h += "std::span<const LayerInfo> layers();\n";
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];
-    const auto [m, k, n] = layer_shape(l);
-    h += fmt::format("\n// {}\n", layer_summary(l));
-    h += fmt::format("namespace {} {{\n", l.ident);
-    h += fmt::format("inline constexpr const char* kName = {};\n", string_literal(l.name));
-    h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
-    h += fmt::format("inline constexpr std::size_t kIndex = {};\n", i);
+    open_layer_namespace(h, l, i);
     if (l.hines()) {
       declare_hines_system(h, l);
       h += "// The executor's rows: rows()[i] is the Hines row of its row i (CpuHinesExecutor::to_rows).\n";
@@ -513,14 +515,7 @@ std::string make_cpu_source(const std::vector<Layer>& layers, const std::string&
       s += "};\n";
     }
   }
-  s += "\nstatic constexpr LayerInfo kLayers[kLayerCount] = {\n";
-  for (const Layer& l : layers) {
-    const rt::BundleMetadata& md = l.bundle.metadata;
-    const auto [m, k, n] = layer_shape(l);
-    s += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}, {}}},\n", string_literal(l.name),
-                     string_literal(md.op), m, k, n, layer_nnz(l), string_literal(md.dtype),
-                     string_literal(md.n_mode), string_literal(md.fingerprint));
-  }
+  append_layer_table(s, layers);
   s += "};\n\n}  // namespace embedded\n\n";
   s += "std::span<const LayerInfo> layers() { return embedded::kLayers; }\n";
   for (std::size_t i = 0; i < layers.size(); ++i) {
