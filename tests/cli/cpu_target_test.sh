@@ -98,7 +98,7 @@ blas_include=$(dirname "$(ls /usr/include/x86_64-linux-gnu/openblas-pthread/cbla
 if [[ -n $blas_include && $blas_include != . ]]; then
   mkdir -p "$tmp/aot"
   "$bin" embed "$tmp/small.sccb" "$tmp/relu.sccb" --name aot_layers -o "$tmp/aot/aot_layers.hpp" >/dev/null
-  if "$cxx" -std=c++20 -O1 -I"$tmp/aot" -I"$runtime_include" -I"$blas_include" \
+  if "$cxx" -std=c++20 -O1 -I"$tmp/aot" -I"$runtime_include" -I"$(dirname "$0")/../../tools" -I"$blas_include" \
     "$(dirname "$0")/../../tools/bench/cpu_aot_bench_main.cpp" "$tmp/aot/aot_layers.cpp" "$tmp/aot/aot_layers.a" \
     "$runtime_lib" -lopenblas -fopenmp -o "$tmp/aot/bench" 2>"$tmp/cxx.log" &&
     "$tmp/aot/bench" --reps 1 --threads 1 --digests "$tmp/aot/d.txt" >/dev/null &&

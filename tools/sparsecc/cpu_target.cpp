@@ -19,14 +19,6 @@ CLI::Option* add_cpu_target_flag(CLI::App* cmd, std::string& target) {
       ->check(CLI::IsMember(known_cpu_targets()));
 }
 
-namespace {
-[[noreturn]] void no_llvm() {
-  throw UsageError(
-      "--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at "
-      "configure time; tools/setup.sh installs it)");
-}
-}  // namespace
-
 #if SPARSECC_HAVE_LLVM
 
 SpmmCpuOptions tuned_cpu_spmm_options(const std::string& db, const CsrMatrix& a, const SpmmProblem& problem,
@@ -76,6 +68,14 @@ CpuExecutor compile_cpu_hines(const HinesSystem& system, const std::string& dtyp
 }
 
 #else
+
+namespace {
+[[noreturn]] void no_llvm() {
+  throw UsageError(
+      "--target: this sparsecc was built without the CPU backend (LLVM 14 was not found at "
+      "configure time; tools/setup.sh installs it)");
+}
+}  // namespace
 
 CpuExecutor compile_cpu_hines(const HinesSystem&, const std::string&, std::int32_t, const std::string&) {
   no_llvm();
