@@ -328,7 +328,8 @@ void validate_cpu(const BundleMetadata& md, const std::string& name) {
   check_range(name, "n", md.n, 1, kIntMax);
   check_range(name, "nnz", md.nnz, 0, md.m * md.k);
   check_one_of(name, "n_mode", md.n_mode, {"fixed"});
-  check_one_of(name, "dtype", md.dtype, {"f32"});
+  check_one_of(name, "dtype", md.dtype, {"f32", "f16", "bf16"});  // f16 / bf16: fp32 accumulation
+  check_one_of(name, "accumulate", md.accumulate, {"f32"});
   check_one_of(name, "layout", md.layout, {"row_major"});
   check_one_of(name, "values_mode", md.values_mode, {"baked"});
   check_range(name, "n_tile", md.n_tile, 1, md.n);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CPU backend from the command line (a sparsecc built with LLVM): compile / hines / compile-model
 # --target build CPU executors checked in process; GPU options are refused with --target, not
-# ignored; embed writes OUT.a beside the header and source, and refuses GPU and CPU bundles mixed;
-# a program built from them (the C++ compiler given) runs and prints the product; tune --target
-# records CPU executors that compile --target --db takes.
+# ignored; --dtype f16 / bf16 build executors of 16-bit B and C (fp32 accumulation); embed writes
+# OUT.a beside the header and source, and refuses GPU and CPU bundles mixed; a program built from
+# them (the C++ compiler given) runs and prints the products (fp32 and bf16); tune --target records
+# CPU executors that compile --target --db takes.
 #   cpu_target_test.sh PATH/TO/sparsecc RUNTIME_INCLUDE_DIR PATH/TO/libsparsecc_runtime_cpu.a CXX
 set -uo pipefail
 bin=$1
@@ -38,7 +39,11 @@ expect 0 "checked on this CPU: max relative error" \
 expect 0 '"check":\{"ok":true,"rel_error"' -- compile "$tmp/small.mtx" --n 3 --relu --target native --json -o "$tmp/relu.sccb"
 expect 2 "--Xptxas: a GPU option"     -- compile "$tmp/small.mtx" --n 5 --target native --Xptxas -O1 -o "$tmp/x.sccb"
 expect 2 "--emit: a GPU option"       -- compile "$tmp/small.mtx" --n 5 --target native --emit cuda -o "$tmp/x.sccb"
-expect 2 "fp32 at a fixed N"          -- compile "$tmp/small.mtx" --n 5 --target native --runtime-n -o "$tmp/x.sccb"
+expect 2 "compiled for a fixed N"     -- compile "$tmp/small.mtx" --n 5 --target native --runtime-n -o "$tmp/x.sccb"
+expect 0 "N = 5, bf16 \(fp32 accumulation\): CPU executor for " \
+  -- compile "$tmp/small.mtx" --n 5 --target native --dtype bf16 -o "$tmp/half.sccb"
+expect 0 "N = 9, f16 \(fp32 accumulation\): CPU executor for x86-64-avx2" \
+  -- compile "$tmp/small.mtx" --n 9 --relu --target x86-64-avx2 --dtype f16 -o "$tmp/f16.sccb"
 expect 2 "--target: .*x86-64-sse"     -- compile "$tmp/small.mtx" --n 5 --target x86-64-sse -o "$tmp/x.sccb"
 expect 2 "--k: a GPU option"          -- hines "$tmp/cell.swc" --target native --k 3 -o "$tmp/x.sccb"
 expect 2 "give -o"                    -- hines "$tmp/cell.swc" --target native
@@ -52,6 +57,8 @@ expect 0 "tuned plan t[0-9]+/p[0-9]+/[a-z]+ from .*tuning.json \\(.*1 thread" \
   -- compile "$tmp/small.mtx" --n 5 --target native --db "$tmp/tuning.json" -o "$tmp/tuned.sccb"
 expect 0 "no record in .*tuning.json.*the automatic plan" \
   -- compile "$tmp/small.mtx" --n 6 --target native --db "$tmp/tuning.json" -o "$tmp/untuned.sccb"
+expect 2 "--db: the CPU tuner's records are of fp32 executors" \
+  -- compile "$tmp/small.mtx" --n 5 --target native --dtype bf16 --db "$tmp/tuning.json" -o "$tmp/x.sccb"
 expect 2 "--arch: a GPU option"       -- tune "$tmp/small.mtx" --n 5 --target native --arch sm_80 --db "$tmp/x.json"
 expect 2 "--cold-l2: a GPU option"    -- tune "$tmp/small.mtx" --n 5 --target native --cold-l2 --db "$tmp/x.json"
 expect 2 "--threads: .*give --target" -- tune "$tmp/small.mtx" --n 5 --threads 1 --db "$tmp/x.json"
@@ -59,31 +66,43 @@ expect 2 "--threads: .*give --target" -- tune "$tmp/small.mtx" --n 5 --threads 1
 
 [[ ! -e "$tmp/x.sccb" ]] || { echo "FAIL: a refused command wrote its output"; failures=$((failures + 1)); }
 
-expect 0 "wrote .*/net.a .*CPU executors' code" -- embed "$tmp/small.sccb" "$tmp/relu.sccb" "$tmp/cell.sccb" --name net -o "$tmp/net.hpp"
+expect 0 "wrote .*/net.a .*CPU executors' code" -- embed "$tmp/small.sccb" "$tmp/relu.sccb" "$tmp/cell.sccb" "$tmp/half.sccb" --name net -o "$tmp/net.hpp"
 for f in net.hpp net.cpp net.a; do
   [[ -s "$tmp/$f" ]] || { echo "FAIL: embed did not write $f"; failures=$((failures + 1)); }
 done
 
-# A program from them: C = A B on the CPU, printed; A is the 3 x 4 matrix above, B all ones.
+# A program from them: C = A B on the CPU, printed; A is the 3 x 4 matrix above, B all ones (in
+# fp32, and in bf16 through the half layer).
 cat >"$tmp/main.cpp" <<'C'
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 #include "net.hpp"
 int main() {
   net::Kernels k;
   std::vector<float> b(4 * 5, 1.0f), c(3 * 5, -7.0f);
   k.small().run(b.data(), c.data());
-  std::printf("%g %g %g\n", c[0], c[5], c[10]);
-  return k.cell().rows() == 100 ? 0 : 3;
+  std::printf("%g %g %g", c[0], c[5], c[10]);
+  std::vector<std::uint16_t> b16(4 * 5, 0x3f80), c16(3 * 5, 0xffff);  // bf16 1.0; NaN
+  k.half().run(b16.data(), c16.data());
+  for (const int i : {0, 5, 10}) {
+    const std::uint32_t bits = std::uint32_t{c16[i]} << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    std::printf(" %g", v);
+  }
+  std::printf("\n");
+  return k.cell().rows() == 100 && k.half().dtype() == "bf16" ? 0 : 3;
 }
 C
 if "$cxx" -std=c++20 -O1 -I"$tmp" -I"$runtime_include" "$tmp/main.cpp" "$tmp/net.cpp" "$tmp/net.a" "$runtime_lib" \
   -fopenmp -o "$tmp/app" 2>"$tmp/cxx.log"; then
   out=$("$tmp/app")
-  if [[ $? -eq 0 && "$out" == "1.5 -2 4.25" ]]; then
+  if [[ $? -eq 0 && "$out" == "1.5 -2 4.25 1.5 -2 4.25" ]]; then
     echo "ok:   a program linking net.a prints $out"
   else
-    echo "FAIL: the program printed '$out' (want '1.5 -2 4.25')"
+    echo "FAIL: the program printed '$out' (want '1.5 -2 4.25 1.5 -2 4.25')"
     failures=$((failures + 1))
   fi
 else

@@ -183,7 +183,19 @@ TEST(CpuDeploy, BundleChecksRefuseWhatACpuExecutorCannotBe) {
   refused([](rt::Bundle& x) { x.objects.assign(4, 'x'); }, "not a static archive");
   refused([](rt::Bundle& x) { x.ptx = "ptx"; }, "section ptx");
   refused([](rt::Bundle& x) { x.metadata.plan_summary["panels"] = 3; }, "block_rows");
-  refused([](rt::Bundle& x) { x.metadata.dtype = "f16"; }, "'dtype'");
+  refused([](rt::Bundle& x) { x.metadata.dtype = "f64"; }, "'dtype'");
+  refused(
+      [](rt::Bundle& x) {
+        x.metadata.dtype = "bf16";
+        x.metadata.accumulate = "bf16";
+      },
+      "'accumulate'");
+  for (const char* half : {"f16", "bf16"}) {  // 16-bit B and C, fp32 accumulation
+    rt::Bundle h = b;
+    h.metadata.dtype = half;
+    EXPECT_NO_THROW(rt::validate_bundle(h, half));
+    expect_round_trip(h);
+  }
   refused([](rt::Bundle& x) { x.metadata.n_mode = "runtime"; }, "'n_mode'");
   refused([](rt::Bundle& x) { x.metadata.bias = true; }, "section bias");
   // A GPU bundle may not carry objects.
@@ -195,11 +207,22 @@ TEST(CpuDeploy, BundleChecksRefuseWhatACpuExecutorCannotBe) {
 
 TEST(CpuDeploy, RuntimeExecutorsRefuseBadShapesAndArguments) {
   const auto tile = [](std::int64_t, std::int64_t, std::int32_t, const float*, float*, const float*) {};
-  EXPECT_THROW(rt::CpuSpmmExecutor(nullptr, {4, 4, 4, 1, 4, false}), std::invalid_argument);
+  const auto half_tile = [](std::int64_t, std::int64_t, std::int32_t, const std::uint16_t*, std::uint16_t*,
+                            const float*) {};
+  EXPECT_THROW(rt::CpuSpmmExecutor(rt::CpuSpmmTile{}, {4, 4, 4, 1, 4, false}), std::invalid_argument);
   EXPECT_THROW(rt::CpuSpmmExecutor(+tile, {4, 4, 4, 5, 4, false}), std::invalid_argument);
+  EXPECT_THROW(rt::CpuSpmmExecutor(+tile, {4, 4, 4, 2, 4, false, "bf16"}), std::invalid_argument);
+  EXPECT_THROW(rt::CpuSpmmExecutor(+half_tile, {4, 4, 4, 2, 4, false}), std::invalid_argument);  // f32
+  EXPECT_THROW(rt::CpuSpmmExecutor(+half_tile, {4, 4, 4, 2, 4, false, "f64"}), std::invalid_argument);
   const rt::CpuSpmmExecutor ex(+tile, {4, 4, 4, 2, 4, false});
   float x = 0;
+  std::uint16_t y = 0;
   EXPECT_THROW(ex.run(nullptr, &x), std::invalid_argument);
+  EXPECT_THROW(ex.run(&y, &y), std::invalid_argument);  // 16-bit arrays, f32 executor
+  const rt::CpuSpmmExecutor hx(+half_tile, {4, 4, 4, 2, 4, false, "f16"});
+  EXPECT_EQ(hx.dtype(), "f16");
+  EXPECT_THROW(hx.run(&x, &x), std::invalid_argument);  // float arrays, f16 executor
+  EXPECT_NO_THROW(hx.run(&y, &y));
   static const std::int32_t rows[3] = {2, 0, 1};
   int fake = 0;
   rt::CpuHinesExecutor h(&fake, {"f64", 3, 1, 1, 1, 3}, rows);

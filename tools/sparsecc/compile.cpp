@@ -12,6 +12,7 @@
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/pipeline/inputs.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/plan/spmm_cpu_plan.hpp"
 #include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
 #include "target_flags.hpp"
@@ -87,20 +88,23 @@ struct CompileArgs {
   std::string cpu_target;  // --target: a CPU executor
 };
 
-// --target: the CPU pipeline (fp32, fixed N) with the planner's options (--db: the tuned winner's),
-// its in-process check, the bundle.
+// --target: the CPU pipeline (f32, f16 or bf16 with fp32 accumulation; fixed N) with the planner's
+// options (--db: the tuned winner's), its in-process check, the bundle.
 int run_compile_cpu(const CompileArgs& args) {
   check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias, args.db}));
-  if (args.spmm.dtype != "f32" || args.spmm.runtime_n)
-    throw UsageError("--target: CPU executors are fp32 at a fixed N (no --dtype f16/bf16, no --runtime-n)");
+  if (args.spmm.runtime_n)
+    throw UsageError("--target: CPU executors are compiled for a fixed N (no --runtime-n)");
+  const DType dtype = require_dtype(args.spmm.dtype, "--dtype", kSpmmCpuDtypes);
+  if (dtype != DType::f32 && !args.db.empty())
+    throw UsageError("--db: the CPU tuner's records are of fp32 executors; no --db with --dtype f16/bf16");
   LoadOptions load;
   load.seed = args.spmm.seed;
   load.progress = progress_printer();
-  const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, "f32");
+  const CsrMatrix a = pipeline::load_spmm_matrix(args.spmm.matrix, load, args.spmm.dtype);
   std::vector<double> bias;
   if (!args.spmm.bias.empty()) bias = pipeline::load_bias(args.spmm.bias, a.rows);
   const SpmmProblem problem{a.rows,        a.cols,         args.spmm.n, SpmmNMode::fixed,
-                            !bias.empty(), args.spmm.relu, DType::f32};
+                            !bias.empty(), args.spmm.relu, dtype};
   SpmmCpuOptions options;
   if (!args.db.empty()) {
     std::string how;

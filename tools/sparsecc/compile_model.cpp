@@ -361,7 +361,6 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
           "--values", "--emit", "--arch", "--db", "--gpu", "--cold-l2", "--allow-long-compile"};
       for (const std::string& o : kGpuOptions)
         if (cmd->count(o) > 0) throw CLI::ValidationError(o, "a GPU option; --target builds CPU executors");
-      if (args->spmm.dtype != "f32") throw CLI::ValidationError("--dtype", "CPU executors are fp32");
     }
     args->emit_given = cmd->count("--emit") > 0;
     run = [args] { return run_compile_model(*args); };

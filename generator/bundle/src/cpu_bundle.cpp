@@ -37,7 +37,8 @@ rt::Bundle make_cpu_spmm_bundle(const SpmmCpuPlan& plan, const CsrMatrix& a, con
   md.n = plan.problem.n;
   md.nnz = a.nnz();
   md.n_mode = "fixed";
-  md.dtype = "f32";
+  md.dtype = std::string(dtype_name(plan.problem.dtype));  // f16 / bf16: fp32 accumulation
+  md.accumulate = "f32";
   md.n_tile = std::min<std::int64_t>(plan.column_tile, plan.problem.n);
   md.block_rows = plan.panel_count();
   md.block_x = 1;
@@ -73,9 +74,10 @@ SpmmCpuPlan cpu_spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, c
     throw rt::BundleError(fmt::format("{}: section plan: not a valid plan for the bundle's matrix: {}", name,
                                       problems.front()));
   if (plan.panel_count() != md.block_rows || plan.problem.n != md.n || plan.problem.relu != md.relu ||
-      plan.problem.bias != md.bias || std::min<std::int64_t>(plan.column_tile, plan.problem.n) != md.n_tile)
-    throw rt::BundleError(
-        fmt::format("{}: the metadata contradicts its plan (n, panels, column tile or epilogue)", name));
+      dtype_name(plan.problem.dtype) != md.dtype || plan.problem.bias != md.bias ||
+      std::min<std::int64_t>(plan.column_tile, plan.problem.n) != md.n_tile)
+    throw rt::BundleError(fmt::format(
+        "{}: the metadata contradicts its plan (n, dtype, panels, column tile or epilogue)", name));
   return plan;
 }
 

@@ -493,10 +493,10 @@ std::string make_cpu_source(const std::vector<Layer>& layers, const std::string&
       s += fmt::format(
           "void {0}_solve(std::int64_t, const {1}*, const {1}*, const {1}*, const {1}*, {1}*, {1}*);\n",
           md.kernel, cpu_real(l));
-    else
+    else  // B and C: float for f32, the 16-bit values of f16 and bf16 (the bias stays fp32)
       s += fmt::format(
-          "void {}_tile(std::int64_t, std::int64_t, std::int32_t, const float*, float*, const float*);\n",
-          md.kernel);
+          "void {0}_tile(std::int64_t, std::int64_t, std::int32_t, const {1}*, {1}*, const float*);\n",
+          md.kernel, md.dtype == "f32" ? "float" : "std::uint16_t");
   }
   s += "}\n\n";
   s += open_namespace(ns);
@@ -540,8 +540,9 @@ std::string make_cpu_source(const std::vector<Layer>& layers, const std::string&
           md.plan_summary.at("items").get<std::int64_t>(), ceil_div(md.hines.workspace_bytes, real), i);
     } else {
       s += fmt::format(
-          "  sparsecc::rt::CpuSpmmExecutor layer{}{{&{}_tile, {{{}, {}, {}, {}, {}, {}}}, {}}};\n", i,
+          "  sparsecc::rt::CpuSpmmExecutor layer{}{{&{}_tile, {{{}, {}, {}, {}, {}, {}, {}}}, {}}};\n", i,
           md.kernel, md.m, md.k, md.n, md.block_rows, md.n_tile, md.relu ? "true" : "false",
+          string_literal(md.dtype),
           l.bundle.bias.empty() ? std::string("nullptr") : fmt::format("embedded::kBias{}", i));
     }
   }

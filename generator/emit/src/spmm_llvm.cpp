@@ -44,19 +44,50 @@ std::string emit_splat(std::string& out, const std::string& scalar, std::int64_t
   return name;
 }
 
-// x = the w floats at float* `ptr` (`ptr`.v its vector pointer), then sum = fma(x, splat, acc).
-void emit_load_fma(std::string& out, std::int64_t w, const std::string& ptr, const std::string& x,
+// The element type of B and C in the IR: float for f32, i16 (the dtype's bits) for f16 and bf16.
+std::string elem(DType t) { return t == DType::f32 ? std::string("float") : std::string("i16"); }
+
+// A w-lane value of `scalar` type (the scalar itself at w 1), and a constant of it in every lane.
+std::string vty(std::int64_t w, const std::string& scalar) {
+  return w == 1 ? scalar : fmt::format("<{} x {}>", w, scalar);
+}
+std::string splat_const(std::int64_t w, const std::string& scalar, std::uint32_t v) {
+  if (w == 1) return std::to_string(v);
+  std::string s = "<";
+  for (std::int64_t i = 0; i < w; ++i) s += fmt::format("{}{} {}", i ? ", " : "", scalar, v);
+  return s + ">";
+}
+
+// x = the w elements of dtype t at `ptr` (an elem(t) pointer; `ptr`.v its vector pointer) as floats,
+// then sum = fma(x, splat, acc). f16 widens with fpext (vcvtph2ps), bf16 by moving its bits into
+// the upper half of an i32 (exact either way).
+void emit_load_fma(std::string& out, DType t, std::int64_t w, const std::string& ptr, const std::string& x,
                    const std::string& splat, const std::string& acc, const std::string& sum) {
+  const std::string e = elem(t), ev = vty(w, e);
+  std::string loaded = x;
+  if (t != DType::f32) loaded = x + ".h";
   if (w > 1)
     fmt::format_to(std::back_inserter(out),
-                   "  {0}.v = bitcast float* {0} to {1}*\n  {2} = load {1}, {1}* {0}.v, align 4\n"
-                   "  {3} = call {1} @llvm.fma.v{4}f32({1} {2}, {1} {5}, {1} {6})\n",
-                   ptr, vec(w), x, sum, w, splat, acc);
+                   "  {0}.v = bitcast {1}* {0} to {2}*\n  {3} = load {2}, {2}* {0}.v, align {4}\n", ptr, e,
+                   ev, loaded, t == DType::f32 ? 4 : 2);
+  else
+    fmt::format_to(std::back_inserter(out), "  {2} = load {1}, {1}* {0}, align {3}\n", ptr, e, loaded,
+                   t == DType::f32 ? 4 : 2);
+  if (t == DType::f16)
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.f = bitcast {1} {0}.h to {2}\n  {0} = fpext {2} {0}.f to {3}\n", x, ev,
+                   vty(w, "half"), vec(w));
+  else if (t == DType::bf16)
+    fmt::format_to(
+        std::back_inserter(out),
+        "  {0}.z = zext {1} {0}.h to {2}\n  {0}.s = shl {2} {0}.z, {3}\n  {0} = bitcast {2} {0}.s to {4}\n",
+        x, ev, vty(w, "i32"), splat_const(w, "i32", 16), vec(w));
+  if (w > 1)
+    fmt::format_to(std::back_inserter(out), "  {0} = call {1} @llvm.fma.v{2}f32({1} {3}, {1} {4}, {1} {5})\n",
+                   sum, vec(w), w, x, splat, acc);
   else
     fmt::format_to(std::back_inserter(out),
-                   "  {1} = load float, float* {0}, align 4\n"
-                   "  {2} = call float @llvm.fma.f32(float {1}, float {3}, float {4})\n",
-                   ptr, x, sum, splat, acc);
+                   "  {0} = call float @llvm.fma.f32(float {1}, float {2}, float {3})\n", sum, x, splat, acc);
 }
 
 // `name` = max(v, 0) as std::max(v, 0.f) computes it: v < 0 ? 0 : v (`name`.lt the comparison).
@@ -67,24 +98,53 @@ std::string emit_relu(std::string& out, std::int64_t w, const std::string& v, co
   return name;
 }
 
-// The w floats v stored at float* `ptr` (`ptr`.v its vector pointer).
-void emit_store(std::string& out, std::int64_t w, const std::string& ptr, const std::string& v) {
+// The w floats v stored at `ptr` (an elem(t) pointer; `ptr`.v its vector pointer) as dtype t: f16
+// through fptrunc (vcvtps2ph), bf16 rounded to nearest even in integer operations (the upper half of
+// u + 0x7fff + bit 16 of u), a NaN stored as the quiet NaN of its sign (double_to_bf16_bits').
+void emit_store(std::string& out, DType t, std::int64_t w, const std::string& ptr, const std::string& v) {
+  const std::string e = elem(t), ev = vty(w, e);
+  std::string value = v;
+  if (t == DType::f16) {
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.n = fptrunc {1} {2} to {3}\n  {0}.b = bitcast {3} {0}.n to {4}\n", ptr, vec(w), v,
+                   vty(w, "half"), ev);
+    value = ptr + ".b";
+  } else if (t == DType::bf16) {
+    const std::string i = vty(w, "i32");
+    fmt::format_to(std::back_inserter(out),
+                   "  {0}.u = bitcast {1} {2} to {3}\n"
+                   "  {0}.hi = lshr {3} {0}.u, {4}\n"
+                   "  {0}.lsb = and {3} {0}.hi, {5}\n"
+                   "  {0}.k = add {3} {0}.lsb, {6}\n"
+                   "  {0}.r = add {3} {0}.u, {0}.k\n"
+                   "  {0}.t = lshr {3} {0}.r, {4}\n"
+                   "  {0}.sg = and {3} {0}.hi, {7}\n"
+                   "  {0}.q = or {3} {0}.sg, {8}\n"
+                   "  {0}.nan = fcmp uno {1} {2}, {2}\n"
+                   "  {0}.m = select {9} {0}.nan, {3} {0}.q, {3} {0}.t\n"
+                   "  {0}.b = trunc {3} {0}.m to {10}\n",
+                   ptr, vec(w), v, i, splat_const(w, "i32", 16), splat_const(w, "i32", 1),
+                   splat_const(w, "i32", 0x7fff), splat_const(w, "i32", 0x8000),
+                   splat_const(w, "i32", 0x7fc0), vty(w, "i1"), ev);
+    value = ptr + ".b";
+  }
   if (w > 1)
     fmt::format_to(std::back_inserter(out),
-                   "  {0}.v = bitcast float* {0} to {1}*\n  store {1} {2}, {1}* {0}.v, align 4\n", ptr,
-                   vec(w), v);
+                   "  {0}.v = bitcast {1}* {0} to {2}*\n  store {2} {3}, {2}* {0}.v, align {4}\n", ptr, e, ev,
+                   value, t == DType::f32 ? 4 : 2);
   else
-    fmt::format_to(std::back_inserter(out), "  store float {1}, float* {0}, align 4\n", ptr, v);
+    fmt::format_to(std::back_inserter(out), "  store {1} {2}, {1}* {0}, align {3}\n", ptr, e, value,
+                   t == DType::f32 ? 4 : 2);
 }
 
 // A panel function's signature and entry block (B and C offset to the argument %col).
-void emit_panel_head(std::string& out, const std::string& prefix, std::int64_t panel, bool full) {
+void emit_panel_head(std::string& out, const std::string& prefix, DType t, std::int64_t panel, bool full) {
   fmt::format_to(std::back_inserter(out),
-                 "define hidden void @{}_panel_{}_{}(float* noalias readonly %B, float* noalias %C, float* "
+                 "define hidden void @{1}_panel_{2}_{3}({0}* noalias readonly %B, {0}* noalias %C, float* "
                  "noalias readonly %bias, i64 %col) #0 {{\nentry:\n"
-                 "  %Bc = getelementptr inbounds float, float* %B, i64 %col\n"
-                 "  %Cc = getelementptr inbounds float, float* %C, i64 %col\n",
-                 prefix, panel, full ? "full" : "rest");
+                 "  %Bc = getelementptr inbounds {0}, {0}* %B, i64 %col\n"
+                 "  %Cc = getelementptr inbounds {0}, {0}* %C, i64 %col\n",
+                 elem(t), prefix, panel, full ? "full" : "rest");
 }
 
 // One function: rows [r0, r1) of A over `width` columns starting at the argument %col; A's values
@@ -93,7 +153,7 @@ void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& 
                 std::int64_t panel, bool full, std::int64_t width, std::int64_t base, std::int64_t table) {
   const std::int64_t n = p.problem.n, lanes = p.lanes;
   const std::vector<std::int64_t> widths = vector_widths(width, lanes);
-  emit_panel_head(out, prefix, panel, full);
+  emit_panel_head(out, prefix, p.problem.dtype, panel, full);
   std::int64_t id = 0, blocks = 0;  // SSA names, basic blocks
   const auto fresh = [&] { return fmt::format("%t{}", id++); };
   // `scalar` as a vector of w lanes, written once a width (cache: the full width's and the rest's).
@@ -126,9 +186,9 @@ void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& 
         const std::int64_t w = widths[j];
         const std::string splat = splat_of(lit, w, splats);
         const std::string ptr = fresh(), x = fresh(), sum = fresh();
-        fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Bc, i64 {}\n",
-                       ptr, row_off + static_cast<std::int64_t>(j) * lanes);
-        emit_load_fma(out, w, ptr, x, splat, acc[j], sum);
+        fmt::format_to(std::back_inserter(out), "  {0} = getelementptr inbounds {2}, {2}* %Bc, i64 {1}\n",
+                       ptr, row_off + static_cast<std::int64_t>(j) * lanes, elem(p.problem.dtype));
+        emit_load_fma(out, p.problem.dtype, w, ptr, x, splat, acc[j], sum);
         acc[j] = sum;
       }
     }
@@ -157,9 +217,9 @@ void emit_panel(std::string& out, const std::string& prefix, const SpmmCpuPlan& 
       }
       if (p.problem.relu) v = emit_relu(out, w, v, fresh());
       const std::string ptr = fresh();
-      fmt::format_to(std::back_inserter(out), "  {} = getelementptr inbounds float, float* %Cc, i64 {}\n",
-                     ptr, r * n + static_cast<std::int64_t>(j) * lanes);
-      emit_store(out, w, ptr, v);
+      fmt::format_to(std::back_inserter(out), "  {0} = getelementptr inbounds {2}, {2}* %Cc, i64 {1}\n", ptr,
+                     r * n + static_cast<std::int64_t>(j) * lanes, elem(p.problem.dtype));
+      emit_store(out, p.problem.dtype, w, ptr, v);
     }
   }
   out += "  ret void\n}\n\n";
@@ -176,7 +236,7 @@ void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCp
   const std::int64_t r0 = p.panels[static_cast<std::size_t>(panel)],
                      r1 = p.panels[static_cast<std::size_t>(panel + 1)];
   const std::vector<std::int64_t> widths = vector_widths(width, lanes);
-  emit_panel_head(out, prefix, panel, full);
+  emit_panel_head(out, prefix, p.problem.dtype, panel, full);
   fmt::format_to(std::back_inserter(out),
                  "  br label %row\n"
                  "row:\n"
@@ -209,10 +269,10 @@ void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCp
     if (sp.empty()) sp = emit_splat(out, "%v", w, fmt::format("%vs{}", j));
     fmt::format_to(
         std::back_inserter(out),
-        "  %o{0} = add i64 %off, {1}\n  %bp{0} = getelementptr inbounds float, float* %Bc, i64 %o{0}\n", j,
-        static_cast<std::int64_t>(j) * lanes);
-    emit_load_fma(out, w, fmt::format("%bp{}", j), fmt::format("%x{}", j), sp, fmt::format("%a{}", j),
-                  fmt::format("%s{}", j));
+        "  %o{0} = add i64 %off, {1}\n  %bp{0} = getelementptr inbounds {2}, {2}* %Bc, i64 %o{0}\n", j,
+        static_cast<std::int64_t>(j) * lanes, elem(p.problem.dtype));
+    emit_load_fma(out, p.problem.dtype, w, fmt::format("%bp{}", j), fmt::format("%x{}", j), sp,
+                  fmt::format("%a{}", j), fmt::format("%s{}", j));
   }
   out += "  %en = add i64 %e, 1\n  %more = icmp ult i64 %en, %e1\n  br i1 %more, label %loop, label %done\n";
   out += "done:\n";
@@ -237,9 +297,9 @@ void emit_panel_rolled(std::string& out, const std::string& prefix, const SpmmCp
     if (p.problem.relu) v = emit_relu(out, w, v, fmt::format("%h{}", j));
     fmt::format_to(
         std::back_inserter(out),
-        "  %co{0} = add i64 %crow, {1}\n  %cp{0} = getelementptr inbounds float, float* %Cc, i64 %co{0}\n", j,
-        static_cast<std::int64_t>(j) * lanes);
-    emit_store(out, w, fmt::format("%cp{}", j), v);
+        "  %co{0} = add i64 %crow, {1}\n  %cp{0} = getelementptr inbounds {2}, {2}* %Cc, i64 %co{0}\n", j,
+        static_cast<std::int64_t>(j) * lanes, elem(p.problem.dtype));
+    emit_store(out, p.problem.dtype, w, fmt::format("%cp{}", j), v);
   }
   fmt::format_to(
       std::back_inserter(out),
@@ -267,8 +327,9 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     }
   std::sort(ws.begin(), ws.end());
   ws.erase(std::unique(ws.begin(), ws.end()), ws.end());
-  const auto panel_signature = [&prefix](std::int64_t q, const char* kind) {
-    return fmt::format("hidden void @{}_panel_{}_{}(float*, float*, float*, i64)", prefix, q, kind);
+  const std::string e = elem(plan.problem.dtype);
+  const auto panel_signature = [&prefix, &e](std::int64_t q, const char* kind) {
+    return fmt::format("hidden void @{0}_panel_{1}_{2}({3}*, {3}*, float*, i64)", prefix, q, kind, e);
   };
 
   std::vector<std::string> out(static_cast<std::size_t>(parts));
@@ -280,9 +341,11 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     const std::int64_t table = std::max<std::int64_t>(e1 - e0, 1);
     std::string& text = out[static_cast<std::size_t>(m)];
     text = fmt::format(
-        "; sparsecc CPU SpMM: {} x {} ({} nonzeros), N = {}, {} ({} fp32 lanes), {} panels; module {} of {}: "
+        "; sparsecc CPU SpMM: {} x {} ({} nonzeros), N = {}, {}, {} ({} fp32 lanes), {} panels; module {} of "
+        "{}: "
         "panels {} .. {}\n\n",
-        a.rows, a.cols, a.nnz(), n, plan.target.isa, plan.lanes, panels, m + 1, parts, q0, q1);
+        a.rows, a.cols, a.nnz(), n, plan.problem.dtype, plan.target.isa, plan.lanes, panels, m + 1, parts, q0,
+        q1);
     for (const std::int64_t w : ws)
       text += w == 1 ? "declare float @llvm.fma.f32(float, float, float)\n"
                      : fmt::format("declare {} @llvm.fma.v{}f32({}, {}, {})\n", vec(w), w, vec(w), vec(w),
@@ -291,8 +354,10 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     fmt::format_to(std::back_inserter(text), "\n@values = internal unnamed_addr constant [{} x float] [",
                    table);
     for (std::int64_t e = 0; e < table; ++e)
-      fmt::format_to(std::back_inserter(text), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
-                     float_literal(e0 + e < e1 ? a.values[static_cast<std::size_t>(e0 + e)] : 0.0));
+      fmt::format_to(
+          std::back_inserter(text), "{}float {}", e ? (e % 8 ? ", " : ",\n  ") : "",
+          float_literal(e0 + e < e1 ? spmm_cpu_weight(plan, a.values[static_cast<std::size_t>(e0 + e)])
+                                    : 0.0));
     text += "], align 64\n\n";
     const std::int64_t row0 = plan.panels[static_cast<std::size_t>(q0)];
     const std::int64_t row1 = plan.panels[static_cast<std::size_t>(q1)];
@@ -330,28 +395,27 @@ std::vector<std::string> emit_spmm_llvm_modules(const SpmmCpuPlan& plan, const C
     }
     fmt::format_to(
         std::back_inserter(text),
-        "define void @{}_tile(i64 %panel, i64 %col, i32 %full, float* %B, float* %C, float* %bias) #0 {{\n"
+        "define void @{0}_tile(i64 %panel, i64 %col, i32 %full, {1}* %B, {1}* %C, float* %bias) #0 {{\n"
         "entry:\n  switch i64 %panel, label %done [\n",
-        prefix);
+        prefix, e);
     for (std::int64_t q = 0; q < panels; ++q)
       fmt::format_to(std::back_inserter(text), "    i64 {}, label %p{}\n", q, q);
     text += "  ]\n";
     for (std::int64_t q = 0; q < panels; ++q) {
       if (rest) {
-        fmt::format_to(
-            std::back_inserter(text),
-            "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
-            "p{0}f:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  "
-            "br label %done\n"
-            "p{0}r:\n  call void @{1}_panel_{0}_rest(float* %B, float* %C, float* %bias, i64 %col)\n  "
-            "br label %done\n",
-            q, prefix);
+        fmt::format_to(std::back_inserter(text),
+                       "p{0}:\n  %f{0} = icmp ne i32 %full, 0\n  br i1 %f{0}, label %p{0}f, label %p{0}r\n"
+                       "p{0}f:\n  call void @{1}_panel_{0}_full({2}* %B, {2}* %C, float* %bias, i64 %col)\n  "
+                       "br label %done\n"
+                       "p{0}r:\n  call void @{1}_panel_{0}_rest({2}* %B, {2}* %C, float* %bias, i64 %col)\n  "
+                       "br label %done\n",
+                       q, prefix, e);
       } else {
         fmt::format_to(
             std::back_inserter(text),
-            "p{0}:\n  call void @{1}_panel_{0}_full(float* %B, float* %C, float* %bias, i64 %col)\n  br "
+            "p{0}:\n  call void @{1}_panel_{0}_full({2}* %B, {2}* %C, float* %bias, i64 %col)\n  br "
             "label %done\n",
-            q, prefix);
+            q, prefix, e);
       }
     }
     text += "done:\n  ret void\n}\n\nattributes #0 = { nounwind }\n";

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/math.hpp"
@@ -13,12 +14,17 @@ namespace sparsecc {
 SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const CpuTarget& target,
                           const SpmmCpuOptions& options) {
   using namespace spmm_rules;
-  if (problem.dtype != DType::f32 || problem.n_mode != SpmmNMode::fixed)
-    throw UsageError("plan_spmm_cpu: CPU plans are fp32 at a fixed N");
+  if (problem.dtype != DType::f32 && problem.dtype != DType::f16 && problem.dtype != DType::bf16)
+    throw UsageError(fmt::format("plan_spmm_cpu: dtype {} is not f32, f16 or bf16", problem.dtype));
+  if (problem.n_mode != SpmmNMode::fixed) throw UsageError("plan_spmm_cpu: CPU plans are for a fixed N");
   if (problem.m != a.rows || problem.k != a.cols || problem.n < 1)
     throw UsageError(fmt::format("plan_spmm_cpu: problem {} x {} x {} does not fit A ({} x {})", problem.m,
                                  problem.k, problem.n, a.rows, a.cols));
   if (a.rows < 1) throw UsageError("plan_spmm_cpu: A has no rows");
+  for (std::size_t e = 0; e < a.values.size(); ++e)
+    if (!std::isfinite(round_to(problem.dtype, a.values[e])))
+      throw UsageError(fmt::format("plan_spmm_cpu: A's value {} (nonzero {}) overflows {}", a.values[e], e,
+                                   problem.dtype));
   SpmmCpuPlan p;
   p.problem = problem;
   p.target = target;

@@ -14,13 +14,9 @@
 
 namespace sparsecc {
 
-namespace {
-using TileFn = rt::CpuSpmmTile;
-}  // namespace
-
 struct CpuSpmmKernel::Impl {
   CpuJit jit;
-  TileFn tile = nullptr;
+  void* tile = nullptr;  // rt::CpuSpmmTile for f32 plans, rt::CpuSpmmHalfTile for half ones
   SpmmCpuPlan plan;
   CpuCompileStats stats;
 };
@@ -46,7 +42,7 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, co
       compile_cpu_objects(modules, plan.target, opt_level, threads, &stats, "sparsecc_cpu_spmm");
   const auto t0 = std::chrono::steady_clock::now();
   CpuJit jit = CpuJit::link(std::move(objects), plan.target);
-  const auto tile = reinterpret_cast<TileFn>(jit.lookup(kCpuTileSymbol));
+  void* const tile = reinterpret_cast<void*>(jit.lookup(kCpuTileSymbol));
   stats.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return CpuSpmmKernel(std::make_unique<Impl>(Impl{std::move(jit), tile, plan, stats}));
 }
@@ -54,7 +50,7 @@ CpuSpmmKernel CpuSpmmKernel::compile(const std::vector<std::string>& modules, co
 CpuSpmmKernel CpuSpmmKernel::link(std::vector<std::string> objects, const SpmmCpuPlan& plan,
                                   const std::string& symbol) {
   CpuSpmmKernel::Impl impl{CpuJit::link(std::move(objects), plan.target), nullptr, plan, {}};
-  impl.tile = reinterpret_cast<TileFn>(impl.jit.lookup(symbol + "_tile"));
+  impl.tile = reinterpret_cast<void*>(impl.jit.lookup(symbol + "_tile"));
   return CpuSpmmKernel(std::make_unique<Impl>(std::move(impl)));
 }
 
@@ -63,12 +59,34 @@ CpuSpmmKernel CpuSpmmKernel::build(const CsrMatrix& a, const SpmmCpuPlan& plan, 
   return compile(emit_spmm_llvm_modules(plan, a, std::int64_t{kCpuModulesPerThread} * t), plan, opt_level, t);
 }
 
+namespace {
+rt::CpuSpmmShape runtime_shape(const SpmmCpuPlan& p) {
+  return {p.problem.m,
+          p.problem.k,
+          p.problem.n,
+          p.panel_count(),
+          p.column_tile,
+          p.problem.relu,
+          std::string(dtype_name(p.problem.dtype))};
+}
+}  // namespace
+
 void CpuSpmmKernel::run(const float* b, float* c, const float* bias, int threads) const {
   const SpmmCpuPlan& p = impl_->plan;
-  const rt::CpuSpmmExecutor executor(
-      impl_->tile,
-      rt::CpuSpmmShape{p.problem.m, p.problem.k, p.problem.n, p.panel_count(), p.column_tile, p.problem.relu},
-      bias);
+  if (p.half())
+    throw std::invalid_argument(
+        fmt::format("CpuSpmmKernel::run: float arrays for a plan of {}", p.problem.dtype));
+  const rt::CpuSpmmExecutor executor(reinterpret_cast<rt::CpuSpmmTile>(impl_->tile), runtime_shape(p), bias);
+  executor.run(b, c, threads > 0 ? threads : p.target.cores);
+}
+
+void CpuSpmmKernel::run(const std::uint16_t* b, std::uint16_t* c, const float* bias, int threads) const {
+  const SpmmCpuPlan& p = impl_->plan;
+  if (!p.half())
+    throw std::invalid_argument(
+        fmt::format("CpuSpmmKernel::run: 16-bit arrays for a plan of {}", p.problem.dtype));
+  const rt::CpuSpmmExecutor executor(reinterpret_cast<rt::CpuSpmmHalfTile>(impl_->tile), runtime_shape(p),
+                                     bias);
   executor.run(b, c, threads > 0 ? threads : p.target.cores);
 }
 

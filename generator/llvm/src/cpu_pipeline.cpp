@@ -49,12 +49,13 @@ CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& reque
 std::string CpuSpmmArtifact::text() const {
   const SpmmProblem& p = plan.problem;
   return fmt::format(
-      "{} x {} ({} nonzeros), N = {}: CPU executor for {} ({} lanes), {} panels, column tile {}, {} code; "
+      "{} x {} ({} nonzeros), N = {}{}: CPU executor for {} ({} lanes), {} panels, column tile {}, {} code; "
       "{} module{} compiled in {:.2f} s ({:.1f} MB of IR, {:.1f} MB of objects)",
-      p.m, p.k, bundle.metadata.nnz, p.n, plan.target.isa, plan.lanes, plan.panel_count(),
-      bundle.metadata.n_tile, plan.rolled ? "rolled" : "straight-line", stats.modules,
-      stats.modules == 1 ? "" : "s", stats.compile_seconds, static_cast<double>(stats.ir_bytes) / 1e6,
-      static_cast<double>(stats.object_bytes) / 1e6);
+      p.m, p.k, bundle.metadata.nnz, p.n,
+      plan.half() ? fmt::format(", {} (fp32 accumulation)", p.dtype) : std::string(), plan.target.isa,
+      plan.lanes, plan.panel_count(), bundle.metadata.n_tile, plan.rolled ? "rolled" : "straight-line",
+      stats.modules, stats.modules == 1 ? "" : "s", stats.compile_seconds,
+      static_cast<double>(stats.ir_bytes) / 1e6, static_cast<double>(stats.object_bytes) / 1e6);
 }
 
 nlohmann::json CpuSpmmArtifact::json() const {
@@ -63,6 +64,7 @@ nlohmann::json CpuSpmmArtifact::json() const {
           {"m", plan.problem.m},
           {"k", plan.problem.k},
           {"n", plan.problem.n},
+          {"dtype", bundle.metadata.dtype},
           {"nnz", bundle.metadata.nnz},
           {"panels", plan.panel_count()},
           {"column_tile", bundle.metadata.n_tile},
@@ -170,13 +172,30 @@ CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
   const CpuSpmmKernel kernel = CpuSpmmKernel::link(artifact.objects, artifact.plan, artifact.symbol);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const std::size_t size_b = static_cast<std::size_t>(p.k * p.n),
+                    size_c = static_cast<std::size_t>(p.m * p.n);
   DenseMatrix b(p.k, p.n);
-  std::vector<float> b32(static_cast<std::size_t>(p.k * p.n));
-  for (std::size_t i = 0; i < b32.size(); ++i) b.data[i] = b32[i] = uniform(rng);
-  std::vector<float> c(static_cast<std::size_t>(p.m * p.n), std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> c(size_c);
   const std::vector<float> bias32(bias.begin(), bias.end());
-  kernel.run(b32.data(), c.data(), bias32.empty() ? nullptr : bias32.data());
-  const DenseMatrix want = spmm(round_values(a, "f32"), b, bias.empty() ? nullptr : &bias, p.relu);
+  const float* bias_p = bias32.empty() ? nullptr : bias32.data();
+  if (artifact.plan.half()) {
+    // B's values rounded to the dtype; C poisoned with 0xFFFF, a NaN in f16 and bf16 both.
+    const bool f16 = p.dtype == DType::f16;
+    std::vector<std::uint16_t> b16(size_b), c16(size_c, 0xFFFF);
+    for (std::size_t i = 0; i < size_b; ++i) {
+      b16[i] = f16 ? double_to_half_bits(uniform(rng)) : double_to_bf16_bits(uniform(rng));
+      b.data[i] = f16 ? half_bits_to_double(b16[i]) : bf16_bits_to_double(b16[i]);
+    }
+    kernel.run(b16.data(), c16.data(), bias_p);
+    for (std::size_t i = 0; i < size_c; ++i)
+      c[i] = f16 ? half_bits_to_double(c16[i]) : bf16_bits_to_double(c16[i]);
+  } else {
+    std::vector<float> b32(size_b), c32(size_c, std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t i = 0; i < size_b; ++i) b.data[i] = b32[i] = uniform(rng);
+    kernel.run(b32.data(), c32.data(), bias_p);
+    c.assign(c32.begin(), c32.end());
+  }
+  const DenseMatrix want = spmm(round_values(a, p.dtype), b, bias.empty() ? nullptr : &bias, p.relu);
   CpuSpmmCheck out;
   double worst = 0, scale = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -184,14 +203,14 @@ CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
     if (std::isnan(c[i]))
       ++out.unwritten;
     else
-      worst = std::max(worst, std::abs(static_cast<double>(c[i]) - want.data[i]));
+      worst = std::max(worst, std::abs(c[i] - want.data[i]));
   }
   out.rel_error = scale > 0 ? worst / scale : worst;
   std::int64_t longest = 0;
   for (std::int64_t r = 0; r < a.rows; ++r)
     longest = std::max(longest,
                        a.row_ptr[static_cast<std::size_t>(r + 1)] - a.row_ptr[static_cast<std::size_t>(r)]);
-  out.tolerance = spmm_tolerance(DType::f32, DType::f32, longest);
+  out.tolerance = spmm_tolerance(p.dtype, DType::f32, longest);
   return out;
 }
 

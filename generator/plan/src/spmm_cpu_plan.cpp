@@ -11,18 +11,21 @@
 namespace sparsecc {
 
 nlohmann::json to_json(const SpmmCpuPlan& p) {
-  return {{"family", "cpu"},
-          {"problem",
-           {{"m", p.problem.m},
-            {"k", p.problem.k},
-            {"n", p.problem.n},
-            {"bias", p.problem.bias},
-            {"relu", p.problem.relu}}},
-          {"target", to_json(p.target)},
-          {"lanes", p.lanes},
-          {"column_tile", p.column_tile},
-          {"panels", p.panels},
-          {"rolled", p.rolled}};
+  nlohmann::json j = {{"family", "cpu"},
+                      {"problem",
+                       {{"m", p.problem.m},
+                        {"k", p.problem.k},
+                        {"n", p.problem.n},
+                        {"bias", p.problem.bias},
+                        {"relu", p.problem.relu}}},
+                      {"target", to_json(p.target)},
+                      {"lanes", p.lanes},
+                      {"column_tile", p.column_tile},
+                      {"panels", p.panels},
+                      {"rolled", p.rolled}};
+  // f32 plans have no dtype key, as before half plans existed (their symbols derive from this JSON).
+  if (p.half()) j["problem"]["dtype"] = std::string(dtype_name(p.problem.dtype));
+  return j;
 }
 
 SpmmCpuPlan spmm_cpu_plan_from_json(const nlohmann::json& j) {
@@ -31,6 +34,9 @@ SpmmCpuPlan spmm_cpu_plan_from_json(const nlohmann::json& j) {
     const nlohmann::json& pr = j.at("problem");
     p.problem = {pr.at("m"),    pr.at("k"),    pr.at("n"), SpmmNMode::fixed,
                  pr.at("bias"), pr.at("relu"), DType::f32};
+    if (pr.contains("dtype"))
+      p.problem.dtype =
+          require_dtype(pr.at("dtype").get<std::string>(), "CPU plan JSON: problem.dtype", kSpmmCpuDtypes);
     p.target = cpu_target(j.at("target").at("isa").get<std::string>());
     p.lanes = j.at("lanes");
     p.column_tile = j.at("column_tile");
@@ -48,8 +54,9 @@ std::vector<std::string> check_cpu_plan(const SpmmCpuPlan& p, const CsrMatrix& a
   if (p.problem.m != a.rows || p.problem.k != a.cols)
     err(fmt::format("problem {} x {} is not A's {} x {}", p.problem.m, p.problem.k, a.rows, a.cols));
   if (p.problem.n < 1) err(fmt::format("n {} is not positive", p.problem.n));
-  if (p.problem.dtype != DType::f32 || p.problem.n_mode != SpmmNMode::fixed)
-    err("CPU plans are fp32 at a fixed N");
+  if (p.problem.dtype != DType::f32 && p.problem.dtype != DType::f16 && p.problem.dtype != DType::bf16)
+    err(fmt::format("dtype {} is not f32, f16 or bf16", p.problem.dtype));
+  if (p.problem.n_mode != SpmmNMode::fixed) err("CPU plans are for a fixed N");
   if (p.lanes != p.target.lanes_f32())
     err(fmt::format("lanes {} are not the target's {}", p.lanes, p.target.lanes_f32()));
   if (p.column_tile < 1 || (p.column_tile % p.lanes && p.column_tile != p.problem.n))
@@ -64,8 +71,15 @@ std::vector<std::string> check_cpu_plan(const SpmmCpuPlan& p, const CsrMatrix& a
   return errors;
 }
 
-void interpret_spmm_cpu(const SpmmCpuPlan& p, const CsrMatrix& a, const float* b, const float* bias,
-                        float* c) {
+float spmm_cpu_weight(const SpmmCpuPlan& p, double v) {
+  return static_cast<float>(round_to(p.problem.dtype, v));
+}
+
+namespace {
+// The plan's arithmetic over B's values as fp32 (load(i): element i of B), each output handed to
+// store(i, value) in fp32.
+template <class Load, class Store>
+void interpret(const SpmmCpuPlan& p, const CsrMatrix& a, Load&& load, const float* bias, Store&& store) {
   const std::int64_t n = p.problem.n;
   for (std::int64_t q = 0; q + 1 < static_cast<std::int64_t>(p.panels.size()); ++q)
     for (std::int64_t t0 = 0; t0 < n; t0 += p.column_tile) {
@@ -75,12 +89,38 @@ void interpret_spmm_cpu(const SpmmCpuPlan& p, const CsrMatrix& a, const float* b
         for (std::int64_t j = 0; j < width; ++j) {
           float acc = 0.f;
           for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e)
-            acc = std::fma(b[a.col_idx[e] * n + t0 + j], static_cast<float>(a.values[e]), acc);
+            acc = std::fma(load(a.col_idx[e] * n + t0 + j), spmm_cpu_weight(p, a.values[e]), acc);
           if (p.problem.bias) acc += bias[r];
           if (p.problem.relu) acc = std::max(acc, 0.f);
-          c[r * n + t0 + j] = acc;
+          store(r * n + t0 + j, acc);
         }
     }
+}
+}  // namespace
+
+void interpret_spmm_cpu(const SpmmCpuPlan& p, const CsrMatrix& a, const float* b, const float* bias,
+                        float* c) {
+  if (p.half())
+    throw UsageError(fmt::format("interpret_spmm_cpu: fp32 arrays for a plan of {}", p.problem.dtype));
+  interpret(
+      p, a, [b](std::int64_t i) { return b[i]; }, bias, [c](std::int64_t i, float v) { c[i] = v; });
+}
+
+void interpret_spmm_cpu(const SpmmCpuPlan& p, const CsrMatrix& a, const std::uint16_t* b, const float* bias,
+                        std::uint16_t* c) {
+  if (!p.half())
+    throw UsageError(fmt::format("interpret_spmm_cpu: 16-bit arrays for a plan of {}", p.problem.dtype));
+  const bool f16 = p.problem.dtype == DType::f16;
+  interpret(
+      p, a,
+      [b, f16](std::int64_t i) {
+        return static_cast<float>(f16 ? half_bits_to_double(b[i]) : bf16_bits_to_double(b[i]));
+      },
+      bias,
+      [c, f16](std::int64_t i, float v) {
+        // float -> double is exact, so the one rounding to the dtype is the fp32 value's.
+        c[i] = f16 ? double_to_half_bits(v) : double_to_bf16_bits(v);
+      });
 }
 
 }  // namespace sparsecc

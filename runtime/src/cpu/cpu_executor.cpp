@@ -46,25 +46,43 @@ void cpu_parallel_for(std::int64_t items, int threads, void (*fn)(std::int64_t, 
 CpuSpmmExecutor::CpuSpmmExecutor(CpuSpmmTile tile, const CpuSpmmShape& shape, const float* bias)
     : tile_(tile), shape_(shape), bias_(bias) {
   if (!tile) throw std::invalid_argument("CpuSpmmExecutor: no code");
-  if (shape.m <= 0 || shape.k <= 0 || shape.n <= 0 || shape.panels <= 0 || shape.panels > shape.m ||
-      shape.column_tile <= 0)
+  if (shape.dtype != "f32")
+    throw std::invalid_argument("CpuSpmmExecutor: fp32 code for an executor of dtype \"" + shape.dtype +
+                                "\"");
+  check_shape();
+}
+
+CpuSpmmExecutor::CpuSpmmExecutor(CpuSpmmHalfTile tile, const CpuSpmmShape& shape, const float* bias)
+    : half_tile_(tile), shape_(shape), bias_(bias) {
+  if (!tile) throw std::invalid_argument("CpuSpmmExecutor: no code");
+  if (shape.dtype != "f16" && shape.dtype != "bf16")
+    throw std::invalid_argument("CpuSpmmExecutor: 16-bit code for an executor of dtype \"" + shape.dtype +
+                                "\" (not f16 or bf16)");
+  check_shape();
+}
+
+void CpuSpmmExecutor::check_shape() const {
+  const CpuSpmmShape& s = shape_;
+  if (s.m <= 0 || s.k <= 0 || s.n <= 0 || s.panels <= 0 || s.panels > s.m || s.column_tile <= 0)
     throw std::invalid_argument("CpuSpmmExecutor: the shape (m, k, n, panels, column tile) is not valid");
 }
 
 namespace {
 struct SpmmCall {
   CpuSpmmTile tile;
+  CpuSpmmHalfTile half_tile;
   std::int64_t tile_cols, full, per_panel;
-  const float *b, *bias;
-  float* c;
+  const void* b;
+  const float* bias;
+  void* c;
 };
 }  // namespace
 
-void CpuSpmmExecutor::run(const float* b, float* c, int threads) const {
+void CpuSpmmExecutor::run_items(const void* b, void* c, int threads) const {
   if (!b || !c) throw std::invalid_argument("CpuSpmmExecutor::run: null B or C");
   const std::int64_t tile = std::min(shape_.column_tile, shape_.n);
   const std::int64_t full = shape_.n / tile, rest = shape_.n % tile;
-  const SpmmCall call{tile_, tile, full, full + (rest ? 1 : 0), b, bias_, c};
+  const SpmmCall call{tile_, half_tile_, tile, full, full + (rest ? 1 : 0), b, bias_, c};
   // A work item is one column tile of one panel, so that layers of few panels still spread over
   // the threads.
   cpu_parallel_for(
@@ -72,9 +90,29 @@ void CpuSpmmExecutor::run(const float* b, float* c, int threads) const {
       [](std::int64_t item, const void* ctx) {
         const auto& k = *static_cast<const SpmmCall*>(ctx);
         const std::int64_t q = item / k.per_panel, i = item % k.per_panel;
-        k.tile(q, i * k.tile_cols, i < k.full ? 1 : 0, k.b, k.c, k.bias);
+        const std::int32_t is_full = i < k.full ? 1 : 0;
+        if (k.tile)
+          k.tile(q, i * k.tile_cols, is_full, static_cast<const float*>(k.b), static_cast<float*>(k.c),
+                 k.bias);
+        else
+          k.half_tile(q, i * k.tile_cols, is_full, static_cast<const std::uint16_t*>(k.b),
+                      static_cast<std::uint16_t*>(k.c), k.bias);
       },
       &call);
+}
+
+void CpuSpmmExecutor::run(const float* b, float* c, int threads) const {
+  if (!tile_)
+    throw std::invalid_argument("CpuSpmmExecutor::run: float arrays for an executor of " + shape_.dtype +
+                                " (give std::uint16_t arrays)");
+  run_items(b, c, threads);
+}
+
+void CpuSpmmExecutor::run(const std::uint16_t* b, std::uint16_t* c, int threads) const {
+  if (!half_tile_)
+    throw std::invalid_argument("CpuSpmmExecutor::run: std::uint16_t arrays for an executor of " +
+                                shape_.dtype + " (give float arrays)");
+  run_items(b, c, threads);
 }
 
 CpuHinesExecutor::CpuHinesExecutor(void* solve, const CpuHinesShape& shape,

@@ -5,7 +5,8 @@
 // compiler has it, OpenMP; no CUDA and no LLVM.
 //
 // The calling shapes are the GPU executors' (executor.hpp, hines_executor.hpp) with host pointers:
-//   CpuSpmmExecutor::run(B, C)      C (M x N) = A · B (+bias) (ReLU), B K x N, row-major fp32
+//   CpuSpmmExecutor::run(B, C)      C (M x N) = A · B (+bias) (ReLU), B K x N, row-major fp32, or
+//                                   (dtype f16 / bf16) the dtype's 16-bit values, fp32 accumulation
 //   CpuHinesExecutor::run(d, u, l, b, x)   one solve of the Hines system in the executor's row order
 // Every element of C (of x) is written: no clearing needed. Calls on different threads may overlap
 // for SpMM executors; a Hines executor's workspace is its own, so its calls must not.
@@ -22,31 +23,44 @@ namespace sparsecc::rt {
 // width the column tile when `full` is 1 and N mod the column tile otherwise.
 using CpuSpmmTile = void (*)(std::int64_t panel, std::int64_t col, std::int32_t full, const float* b,
                              float* c, const float* bias);
+// The same for an executor of f16 or bf16 B and C (the dtype's bits; the bias stays fp32).
+using CpuSpmmHalfTile = void (*)(std::int64_t panel, std::int64_t col, std::int32_t full,
+                                 const std::uint16_t* b, std::uint16_t* c, const float* bias);
 
 struct CpuSpmmShape {
   std::int64_t m = 0, k = 0, n = 0;  // A is M x K, N fixed
   std::int64_t panels = 0;           // row panels of the plan
   std::int64_t column_tile = 0;      // columns of C a call of the tile computes at most
   bool relu = false;
+  std::string dtype = "f32";  // B and C: "f32", or "f16" / "bf16" (16-bit values, fp32 accumulation)
 };
 
 class CpuSpmmExecutor {
  public:
-  // `bias`: M values the code adds (it must outlive the executor), or null for none. Throws
-  // std::invalid_argument for a shape that is not positive.
+  // `bias`: M fp32 values the code adds (it must outlive the executor), or null for none. Throws
+  // std::invalid_argument for a shape that is not positive, or a dtype that is not the tile's (f32
+  // for CpuSpmmTile, f16 or bf16 for CpuSpmmHalfTile).
   CpuSpmmExecutor(CpuSpmmTile tile, const CpuSpmmShape& shape, const float* bias = nullptr);
+  CpuSpmmExecutor(CpuSpmmHalfTile tile, const CpuSpmmShape& shape, const float* bias = nullptr);
 
   // C = A · B (+bias) (ReLU). threads: 0 takes the hardware's. The work items are the column tiles
-  // of every panel, handed out dynamically. Throws std::invalid_argument for a null pointer.
+  // of every panel, handed out dynamically. Throws std::invalid_argument for a null pointer, or
+  // arrays that are not of the executor's dtype (float for f32, std::uint16_t for f16 and bf16).
   void run(const float* b, float* c, int threads = 0) const;
+  void run(const std::uint16_t* b, std::uint16_t* c, int threads = 0) const;
 
   const CpuSpmmShape& shape() const { return shape_; }
+  const std::string& dtype() const { return shape_.dtype; }
   std::int64_t m() const { return shape_.m; }
   std::int64_t k() const { return shape_.k; }
   std::int64_t n() const { return shape_.n; }
 
  private:
-  CpuSpmmTile tile_;
+  void check_shape() const;
+  void run_items(const void* b, void* c, int threads) const;
+
+  CpuSpmmTile tile_ = nullptr;
+  CpuSpmmHalfTile half_tile_ = nullptr;
   CpuSpmmShape shape_;
   const float* bias_;
 };

@@ -35,8 +35,9 @@ inline constexpr std::int64_t kCpuStraightLineFmas = 40000;
 // runner loops over the tiles); panels of consecutive rows with about
 // panel_nnz nonzeros each (nnz / (kCpuPanelsPerCore * cores), clamped to [kCpuMinPanelNnz,
 // kCpuMaxPanelNnz]), at least one row each; rolled code where straight-line code would hold more
-// than kCpuStraightLineFmas vector fused multiply-adds. Throws UsageError for a problem that is not
-// fp32 at a fixed N, or a shape that is not A's.
+// than kCpuStraightLineFmas vector fused multiply-adds. The dtype (f32, f16 or bf16) changes none of
+// these: half plans keep fp32 lanes and accumulators. Throws UsageError for another dtype, a run-time
+// N, a shape that is not A's, or a value of A that overflows the dtype.
 SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const CpuTarget& target,
                           const SpmmCpuOptions& options = {});
 

@@ -3,6 +3,7 @@
 // threads. No LLVM type leaks out of this header.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ class CpuSpmmKernel {
   // threads: 0 takes the target's cores; the work items are the column tiles of every panel. Every
   // element of C is written.
   void run(const float* b, float* c, const float* bias, int threads = 0) const;
+  // The same for a half plan (dtype f16 or bf16): B and C hold the dtype's bits, the bias is fp32.
+  // Each overload throws std::invalid_argument for a plan of the other kind.
+  void run(const std::uint16_t* b, std::uint16_t* c, const float* bias, int threads = 0) const;
 
   const CpuCompileStats& stats() const;
 

@@ -21,7 +21,7 @@
 namespace sparsecc {
 
 struct CpuSpmmRequest {
-  SpmmProblem problem;       // fp32, fixed N; m, k must be the matrix's
+  SpmmProblem problem;       // f32, f16 or bf16, fixed N; m, k must be the matrix's
   SpmmCpuOptions options;    // the planner's options
   std::vector<double> bias;  // m values when problem.bias, else empty
   int opt_level = 2;         // LLVM's code generation level
@@ -45,13 +45,15 @@ struct CpuSpmmArtifact {
 CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& request, const CpuTarget& target);
 
 // The artifact's code checked in this process (its objects linked by the JIT, the code a deployment
-// links): C from random B in [-1, 1) (seeded), C poisoned with NaN before the run, against the fp64
-// reference; max |C - C_ref| / max |C_ref| (0 for an all-zero reference) and the elements left
-// unwritten. Throws UsageError when this CPU cannot run the target's code.
+// links): C from random B in [-1, 1) (seeded; rounded to the dtype for half plans), C poisoned with
+// NaN before the run (0xFFFF for half plans), against the fp64 reference of A's values and B as the
+// code takes them (rounded to the dtype); max |C - C_ref| / max |C_ref| (0 for an all-zero
+// reference) and the elements left unwritten. Throws UsageError when this CPU cannot run the
+// target's code.
 struct CpuSpmmCheck {
   double rel_error = 0;
   std::int64_t unwritten = 0;
-  double tolerance = 0;  // spmm_tolerance for fp32
+  double tolerance = 0;  // spmm_tolerance(dtype, f32, the longest row)
   bool ok() const { return unwritten == 0 && rel_error <= tolerance; }
 };
 CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
