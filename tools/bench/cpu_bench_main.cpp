@@ -1,5 +1,7 @@
-// sparsecc_cpu_bench: the LLVM backend's SpMM executors (fp32) on DLMC matrices against dense
-// OpenBLAS SGEMM, one thread and all threads. A program, not a test: every executor is first
+// sparsecc_cpu_bench: the LLVM backend's SpMM executors (--dtype f32, or f16 / bf16 B and C with fp32
+// accumulation) on DLMC matrices against dense OpenBLAS SGEMM, one thread and all threads. The
+// baselines stay fp32 whatever the dtype (SGEMM and MKL over the same values, rounded to the dtype,
+// as fp32). A program, not a test: every executor is first
 // checked against the fp64 reference on NaN-poisoned outputs (on --check-rows rows), then timed as
 // the median of --reps runs after a warm-up run. Reports the generate / parse / code-generation
 // seconds, µs, GFLOP/s of useful work (2 nnz N), and the ratio to SGEMM on the dense matrix.
@@ -52,9 +54,12 @@ double median_us(F&& f, int reps) {
   return bench::cpu_median_us(f, reps);
 }
 
-// Max relative error of C's rows `rows` against the fp64 reference.
+// Max relative error of C's rows `rows` against the fp64 reference, each output's error relative to
+// the sum of its products' magnitudes (A's values as the executor takes them), less `floor`: half
+// the least subnormal of C's type, the rounding error of an output among the subnormals, which no
+// relative bound covers.
 double check(const CsrMatrix& a, const std::vector<float>& b, std::int64_t n, const std::vector<float>& c,
-             const std::vector<std::int64_t>& rows) {
+             const std::vector<std::int64_t>& rows, double floor = 0) {
   double worst = 0;
   for (const std::int64_t r : rows) {
     for (std::int64_t j = 0; j < n; ++j) {
@@ -66,7 +71,7 @@ double check(const CsrMatrix& a, const std::vector<float>& b, std::int64_t n, co
       }
       const double got = c[static_cast<std::size_t>(r * n + j)];
       if (!std::isfinite(got)) return INFINITY;
-      worst = std::max(worst, std::abs(got - want) / std::max(scale, 1e-30));
+      worst = std::max(worst, std::max(std::abs(got - want) - floor, 0.0) / std::max(scale, 1e-30));
     }
   }
   return worst;
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
   std::int64_t fixed_n = 0, limit = 0, check_rows = 64, max_nnz = 0;
   int reps = 11, opt = 2;
   std::vector<int> threads{1, 0};
+  std::string dtype_name_arg = "f32";
   app.add_option("--dlmc", dirs,
                  "folders of DLMC .smtx(.gz) matrices (e.g. .../dlmc/rn50/magnitude_pruning/0.9)")
       ->required();
@@ -117,6 +123,10 @@ int main(int argc, char** argv) {
   app.add_option("--target", target_name, "x86-64-avx512, x86-64-avx2 or native")->capture_default_str();
   app.add_option("--threads", threads, "thread counts to time (0: all cores)")
       ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--dtype", dtype_name_arg,
+                 "B and C of the executors: f32, or f16 / bf16 (fp32 accumulation); SGEMM stays fp32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   app.add_option("--opt", opt, "LLVM code generation level 0..3")->capture_default_str();
   std::string code = "auto";
@@ -134,14 +144,25 @@ int main(int argc, char** argv) {
     const auto ns =
         batchsizes.empty() ? std::map<std::string, std::int64_t>{} : bench::read_batch_sizes(batchsizes);
     const CpuTarget target = cpu_target(target_name);
+    const DType dtype = require_dtype(dtype_name_arg, "--dtype", kSpmmCpuDtypes);
+    const bool half = dtype != DType::f32;
+    // Each output's error bound relative to its products' magnitudes: the fp32 figure, or the final
+    // rounding to the dtype (spmm_tolerance with fp32 accumulation).
+    const double bound = half ? spmm_tolerance(dtype, DType::f32, 0) : 1e-5;
+    const double floor = dtype == DType::f16    ? std::ldexp(1.0, -25)
+                         : dtype == DType::bf16 ? std::ldexp(1.0, -134)
+                                                : 0;
 #if SPARSECC_HAVE_MKL
     mkl_set_threading_layer(MKL_THREADING_GNU);  // the runner's OpenMP (libgomp), not a second runtime
 #endif
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    fmt::print("CPU target {} ({} fp32 lanes), {} hardware threads; OpenBLAS {}\n", target.isa,
-               target.lanes_f32(), cores, openblas_get_config());
-    nlohmann::json out = {
-        {"target", to_json(target)}, {"openblas", openblas_get_config()}, {"rows", nlohmann::json::array()}};
+    fmt::print("CPU target {} ({} fp32 lanes), {} hardware threads; executors of {}{}; OpenBLAS {}\n",
+               target.isa, target.lanes_f32(), cores, dtype,
+               half ? " (fp32 accumulation; SGEMM in fp32)" : "", openblas_get_config());
+    nlohmann::json out = {{"target", to_json(target)},
+                          {"dtype", dtype_name_arg},
+                          {"openblas", openblas_get_config()},
+                          {"rows", nlohmann::json::array()}};
     bool failed = false;
     std::map<std::string, std::vector<double>> ratios, mkl_ratios;  // folder|threads -> x SGEMM, x MKL
     for (const std::string& dir : dirs) {
@@ -164,14 +185,14 @@ int main(int argc, char** argv) {
           fmt::print("{:<44} skipped: no N in {}\n", name, batchsizes);
           continue;
         }
-        const CsrMatrix a = round_values(read_smtx(files[fi].string(), 1), "f32");
+        const CsrMatrix a = round_values(read_smtx(files[fi].string(), 1), dtype);
         if (max_nnz > 0 && a.nnz() > max_nnz) {
           fmt::print("{:<44} {:>6} {:>6} {:>8} skipped: more than --max-nnz {}\n", name, a.rows, a.cols,
                      a.nnz(), max_nnz);
           out["skipped"].push_back({{"folder", dir}, {"matrix", name}, {"nnz", a.nnz()}});
           continue;
         }
-        const SpmmProblem pr{a.rows, a.cols, n, SpmmNMode::fixed, false, false, DType::f32};
+        const SpmmProblem pr{a.rows, a.cols, n, SpmmNMode::fixed, false, false, dtype};
         double t0 = now_s();
         SpmmCpuOptions cpu_options;
         if (code != "auto") cpu_options.rolled = code == "rolled";
@@ -182,7 +203,19 @@ int main(int argc, char** argv) {
         const double jit_s = now_s() - t0;
         SplitMix64 rng(7);
         std::vector<float> b(static_cast<std::size_t>(a.cols * n)), c(static_cast<std::size_t>(a.rows * n));
-        for (float& v : b) v = static_cast<float>(rng.uniform_pm1());
+        for (float& v : b) v = static_cast<float>(round_to(dtype, rng.uniform_pm1()));
+        // The executor's B and C in the dtype's bits (half executors); C read back as fp32 to check.
+        std::vector<std::uint16_t> b16(half ? b.size() : 0), c16(half ? c.size() : 0);
+        const auto to16 = [&](double v) {
+          return dtype == DType::f16 ? double_to_half_bits(v) : double_to_bf16_bits(v);
+        };
+        for (std::size_t i = 0; i < b16.size(); ++i) b16[i] = to16(b[i]);
+        const auto run = [&](int th) {
+          if (half)
+            k.run(b16.data(), c16.data(), nullptr, th);
+          else
+            k.run(b.data(), c.data(), nullptr, th);
+        };
         std::vector<float> dense(static_cast<std::size_t>(a.rows * a.cols), 0.f), cd(c.size());
         for (std::int64_t r = 0; r < a.rows; ++r)
           for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e)
@@ -193,11 +226,15 @@ int main(int argc, char** argv) {
         for (const int t : threads) {
           const int th = t > 0 ? t : cores;
           std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
-          k.run(b.data(), c.data(), nullptr, th);
-          const double err = check(a, b, n, c, rows);
-          const bool ok = err <= 1e-5;
+          std::fill(c16.begin(), c16.end(), std::uint16_t{0xFFFF});  // a NaN in f16 and bf16
+          run(th);
+          for (std::size_t i = 0; i < c16.size(); ++i)
+            c[i] = static_cast<float>(dtype == DType::f16 ? half_bits_to_double(c16[i])
+                                                          : bf16_bits_to_double(c16[i]));
+          const double err = check(a, b, n, c, rows, floor);
+          const bool ok = err <= bound;
           failed = failed || !ok;
-          const double us = median_us([&] { k.run(b.data(), c.data(), nullptr, th); }, reps);
+          const double us = median_us([&] { run(th); }, reps);
           openblas_set_num_threads(th);
           const double dus = median_us(
               [&] {
@@ -228,6 +265,7 @@ int main(int argc, char** argv) {
           ratios[fmt::format("{}|{}", dir, th)].push_back(dus / us);
           if (mus > 0) mkl_ratios[fmt::format("{}|{}", dir, th)].push_back(mus / us);
           out["rows"].push_back({{"folder", dir},
+                                 {"dtype", dtype_name_arg},
                                  {"matrix", name},
                                  {"m", a.rows},
                                  {"k", a.cols},
@@ -258,7 +296,7 @@ int main(int argc, char** argv) {
                  key.substr(key.find('|') + 1), bench::geomean(v));
       out["summary_mkl"][key] = bench::geomean(v);
     }
-    fmt::print("\nsummary: geomean x dense SGEMM\n");
+    fmt::print("\nsummary: geomean x dense SGEMM (fp32), executors of {}\n", dtype);
     for (const auto& [key, v] : ratios) {
       fmt::print("  {}  threads {}: {:.2f} ({} matrices)\n", key.substr(0, key.find('|')),
                  key.substr(key.find('|') + 1), bench::geomean(v), v.size());

@@ -11,7 +11,13 @@
 // several link into one program; the panels are hidden {prefix}_panel_{q}_{full|rest}):
 //   void {prefix}_tile(i64 panel, i64 col, i32 full, const float* B, float* C, const float* bias)
 // computes C's rows of `panel` over columns [col, col + width), width the plan's column_tile when
-// `full` is 1 and N mod column_tile otherwise. B is K x N, C M x N, row-major fp32.
+// `full` is 1 and N mod column_tile otherwise. B is K x N, C M x N, row-major fp32. Half plans (dtype
+// f16 or bf16) take B and C as i16* (uint16_t: the dtype's bits) and the bias as fp32:
+//   void {prefix}_tile(i64 panel, i64 col, i32 full, const i16* B, i16* C, const float* bias)
+// B's vectors widened to fp32 (f16: fpext, which x86 selects as vcvtph2ps, F16C or AVX-512; bf16: a
+// zero extension shifted into the upper half), the same fp32 fused multiply-adds, bias and ReLU, and
+// C rounded to the dtype once (f16: fptrunc, vcvtps2ph; bf16: round to nearest even in integer
+// operations on every target, a NaN stored as the quiet NaN of its sign).
 #pragma once
 
 #include <string>
