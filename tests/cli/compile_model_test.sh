@@ -151,6 +151,15 @@ expect 2 "truncated.npz" -- compile-model "$tmp/in/truncated.npz" -o "$tmp/out_n
 leftovers=$(find "$tmp" -maxdepth 1 -name '.*.tmp.*' -o -maxdepth 1 -name '.*.old.*' | wc -l)
 [[ $leftovers -eq 0 ]] || fail "temporary folders left behind"
 
+# CPU executors of bf16 B and C (fp32 accumulation), where this sparsecc has the CPU backend.
+if "$bin" compile-model "$tmp/in/model.npz" --n 8 --target native --dtype bf16 -o "$tmp/out_cpu_bf16" \
+  >"$tmp/cpu.log" 2>&1; then
+  grep -q "N = 8, bf16 (fp32 accumulation): CPU executor" "$tmp/cpu.log" || fail "cpu bf16: no bf16 executor line"
+  grep -q '"dtype": "bf16"' "$tmp/out_cpu_bf16/manifest.json" || fail "cpu bf16: the manifest says another dtype"
+elif ! grep -qE "without the CPU backend|neither AVX-512 nor AVX2" "$tmp/cpu.log"; then
+  fail "compile-model --target native --dtype bf16: $(head -3 "$tmp/cpu.log")"
+fi
+
 if ((failures)); then
   echo "$failures compile-model check(s) failed"
   exit 1
