@@ -81,8 +81,7 @@ struct CpuHinesShape {
 
 // d, u, l: rows values (diagonal, A[i][parent], A[parent][i]); b, x: rows x rhs. All in the
 // executor's row order: permutation()[i] is the Hines row (of the generator's system, the GPU
-// executor's order) of the executor's row i; to_hines_order / from_hines_order (hines_executor.hpp)
-// convert with it, or use to_rows / from_rows below.
+// executor's order) of the executor's row i; to_rows / from_rows below convert.
 class CpuHinesExecutor {
  public:
   // `permutation`: rows entries (it must outlive the executor). Throws std::invalid_argument for a
