@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -116,8 +117,15 @@ int main(int argc, char** argv) {
   std::vector<int> threads{1, 0};
   std::string dtype_name_arg = "f32";
   app.add_option("--dlmc", dirs,
-                 "folders of DLMC .smtx(.gz) matrices (e.g. .../dlmc/rn50/magnitude_pruning/0.9)")
-      ->required();
+                 "folders of DLMC .smtx(.gz) matrices (e.g. .../dlmc/rn50/magnitude_pruning/0.9)");
+  std::string suite;
+  double suite_sparsity = 0.9;
+  int suite_batch = 1;
+  app.add_option("--suite", suite,
+                 "sparsert: the SparseRT suite's 20 problems (the bench suites' data folder)")
+      ->check(CLI::IsMember({"sparsert"}));
+  app.add_option("--sparsity", suite_sparsity, "--suite: 0.9 or 0.95")->capture_default_str();
+  app.add_option("--batch", suite_batch, "--suite: the batch N is multiplied by")->capture_default_str();
   app.add_option("--batchsizes", batchsizes, "N of each matrix by name (DLMC rn50_batchsizes.txt: batch 1)");
   app.add_option("--n", fixed_n, "N for every matrix (instead of --batchsizes)");
   app.add_option("--target", target_name, "x86-64-avx512, x86-64-avx2 or native")->capture_default_str();
@@ -140,7 +148,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "every figure as JSON");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (batchsizes.empty() && fixed_n <= 0) throw UsageError("give --batchsizes FILE or --n N");
+    if (dirs.empty() && suite.empty()) throw UsageError("give --dlmc folders or --suite sparsert");
+    if (!dirs.empty() && batchsizes.empty() && fixed_n <= 0)
+      throw UsageError("give --batchsizes FILE or --n N");
     const auto ns =
         batchsizes.empty() ? std::map<std::string, std::int64_t>{} : bench::read_batch_sizes(batchsizes);
     const CpuTarget target = cpu_target(target_name);
@@ -165,11 +175,35 @@ int main(int argc, char** argv) {
                           {"rows", nlohmann::json::array()}};
     bool failed = false;
     std::map<std::string, std::vector<double>> ratios, mkl_ratios;  // folder|threads -> x SGEMM, x MKL
+    // A group of matrices: a DLMC folder (N from --batchsizes or --n), or the SparseRT suite.
+    struct Item {
+      std::string name;
+      std::function<CsrMatrix()> load;
+      std::int64_t n = 0;
+    };
+    std::vector<std::pair<std::string, std::vector<Item>>> groups;
     for (const std::string& dir : dirs) {
-      std::vector<fs::path> files;
+      std::vector<fs::path> paths;
       for (const auto& e : fs::directory_iterator(dir))
-        if (e.path().string().find(".smtx") != std::string::npos) files.push_back(e.path());
-      std::sort(files.begin(), files.end());
+        if (e.path().string().find(".smtx") != std::string::npos) paths.push_back(e.path());
+      std::sort(paths.begin(), paths.end());
+      std::vector<Item> items;
+      for (const fs::path& path : paths) {
+        std::string name = path.filename().string();
+        name = name.substr(0, name.find(".smtx"));
+        const std::int64_t n = fixed_n > 0 ? fixed_n : ns.contains(name) ? ns.at(name) : 0;
+        items.push_back({name, [path] { return read_smtx(path.string(), 1); }, n});
+      }
+      groups.emplace_back(dir, std::move(items));
+    }
+    if (!suite.empty()) {
+      std::vector<Item> items;
+      for (const bench::BenchProblem& p :
+           bench::sparsert_suite(bench::default_data_dir(), suite_sparsity, suite_batch))
+        items.push_back({p.name, [p] { return bench::load_problem_matrix(p); }, p.N});
+      groups.emplace_back(fmt::format("sparsert {} batch {}", suite_sparsity, suite_batch), std::move(items));
+    }
+    for (auto& [dir, files] : groups) {
       if (limit > 0 && static_cast<std::int64_t>(files.size()) > limit)
         files.resize(static_cast<std::size_t>(limit));
       fmt::print(
@@ -178,14 +212,13 @@ int main(int argc, char** argv) {
           dir, files.size(), "matrix", "M", "K", "nnz", "N", "thr", "gen s", "jit s", "spmm us", "sgemm us",
           "GFLOP/s", "x sgemm", SPARSECC_HAVE_MKL ? fmt::format(" {:>9} {:>6}", "mkl us", "x mkl") : "");
       for (std::size_t fi = 0; fi < files.size(); ++fi) {
-        std::string name = files[fi].filename().string();
-        name = name.substr(0, name.find(".smtx"));
-        const std::int64_t n = fixed_n > 0 ? fixed_n : ns.contains(name) ? ns.at(name) : 0;
+        const std::string& name = files[fi].name;
+        const std::int64_t n = files[fi].n;
         if (n <= 0) {
           fmt::print("{:<44} skipped: no N in {}\n", name, batchsizes);
           continue;
         }
-        const CsrMatrix a = round_values(read_smtx(files[fi].string(), 1), dtype);
+        const CsrMatrix a = round_values(files[fi].load(), dtype);
         if (max_nnz > 0 && a.nnz() > max_nnz) {
           fmt::print("{:<44} {:>6} {:>6} {:>8} skipped: more than --max-nnz {}\n", name, a.rows, a.cols,
                      a.nnz(), max_nnz);
