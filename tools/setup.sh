@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it prints the exact command and stops (exit 1).
 # The CUDA toolkit (nvcc, NVRTC, cuBLAS, cuSPARSE) is expected on the machine already.
 #   tools/setup.sh              build + test dependencies (LLVM 14 for the CPU backend among them)
-#   tools/setup.sh --cpu-bench  also OpenBLAS, the dense baseline of sparsecc_cpu_bench
+#   tools/setup.sh --cpu-bench  also OpenBLAS and LIBXSMM, the baselines of sparsecc_cpu_bench
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
@@ -12,7 +12,7 @@ packages=(cmake ninja-build g++ pkg-config
           zipcmp zipmerge ziptool   # libzip's CMake package refers to these tools
           clang libclang-rt-14-dev  # libFuzzer targets
           llvm-14-dev)              # the CPU backend (LLVM 14: Debian 12's default, on every machine here)
-[[ "${1:-}" == "--cpu-bench" ]] && packages+=(libopenblas-dev)
+[[ "${1:-}" == "--cpu-bench" ]] && packages+=(libopenblas-dev libxsmm-dev)
 
 missing=()
 for p in "${packages[@]}"; do

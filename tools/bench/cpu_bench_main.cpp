@@ -32,6 +32,12 @@
 #include "sparsecc/llvm/cpu_jit.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
+#ifndef SPARSECC_HAVE_LIBXSMM
+#define SPARSECC_HAVE_LIBXSMM 0
+#endif
+#if SPARSECC_HAVE_LIBXSMM
+#include <libxsmm.h>
+#endif
 #ifndef SPARSECC_HAVE_MKL
 #define SPARSECC_HAVE_MKL 0
 #endif
@@ -175,6 +181,7 @@ int main(int argc, char** argv) {
                           {"rows", nlohmann::json::array()}};
     bool failed = false;
     std::map<std::string, std::vector<double>> ratios, mkl_ratios;  // folder|threads -> x SGEMM, x MKL
+    std::map<std::string, std::vector<double>> xsmm_ratios;         // folder -> x LIBXSMM (one thread)
     // A group of matrices: a DLMC folder (N from --batchsizes or --n), or the SparseRT suite.
     struct Item {
       std::string name;
@@ -208,9 +215,10 @@ int main(int argc, char** argv) {
         files.resize(static_cast<std::size_t>(limit));
       fmt::print(
           "\n== {} ({} matrices)\n{:<44} {:>6} {:>6} {:>8} {:>5} {:>3} {:>7} {:>7} {:>9} {:>9} {:>8} "
-          "{:>7}{}\n",
+          "{:>7}{}{}\n",
           dir, files.size(), "matrix", "M", "K", "nnz", "N", "thr", "gen s", "jit s", "spmm us", "sgemm us",
-          "GFLOP/s", "x sgemm", SPARSECC_HAVE_MKL ? fmt::format(" {:>9} {:>6}", "mkl us", "x mkl") : "");
+          "GFLOP/s", "x sgemm", SPARSECC_HAVE_MKL ? fmt::format(" {:>9} {:>6}", "mkl us", "x mkl") : "",
+          SPARSECC_HAVE_LIBXSMM ? fmt::format(" {:>9} {:>6}", "xsmm us", "x xsmm") : "");
       for (std::size_t fi = 0; fi < files.size(); ++fi) {
         const std::string& name = files[fi].name;
         const std::int64_t n = files[fi].n;
@@ -256,6 +264,32 @@ int main(int argc, char** argv) {
         std::vector<std::int64_t> rows;
         for (std::int64_t i = 0; i < std::min(check_rows, a.rows); ++i)
           rows.push_back(i * a.rows / std::min(check_rows, a.rows));
+        // LIBXSMM's fixed-sparsity JIT (fsspmdm: A given dense, its nonzeros baked into code for this N),
+        // fp32, one thread (a call is serial), for N a multiple of 16: at other N LIBXSMM 1.17 returns a
+        // kernel that computes wrong values and writes outside C (seen on DLMC rn50 at N 196 and 49).
+        double xus = 0, xerr = 0;
+#if SPARSECC_HAVE_LIBXSMM
+        if (!half && n % 16 == 0) {
+          libxsmm_sfsspmdm* x = libxsmm_sfsspmdm_create(
+              static_cast<libxsmm_blasint>(a.rows), static_cast<libxsmm_blasint>(n),
+              static_cast<libxsmm_blasint>(a.cols), static_cast<libxsmm_blasint>(a.cols),
+              static_cast<libxsmm_blasint>(n), static_cast<libxsmm_blasint>(n), 1.0f, 0.0f, 0, dense.data());
+          if (x) {
+            // fsspmdm reads and writes whole vectors past the last column of B and C where N is not a
+            // multiple of its width: its own copies, with room to spare.
+            const std::size_t slack = static_cast<std::size_t>(64 * n + 64);
+            std::vector<float> bx(b.size() + slack, 0.0f), cx(cd.size() + slack);
+            std::copy(b.begin(), b.end(), bx.begin());
+            std::fill(cx.begin(), cx.end(), std::numeric_limits<float>::quiet_NaN());
+            libxsmm_sfsspmdm_execute(x, bx.data(), cx.data());
+            cx.resize(cd.size());
+            xerr = check(a, b, n, cx, rows);
+            cx.resize(cd.size() + slack);
+            xus = median_us([&] { libxsmm_sfsspmdm_execute(x, bx.data(), cx.data()); }, reps);
+            libxsmm_sfsspmdm_destroy(x);
+          }
+        }
+#endif
         for (const int t : threads) {
           const int th = t > 0 ? t : cores;
           std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
@@ -289,12 +323,19 @@ int main(int argc, char** argv) {
           }
 #endif
           const double gflops = 2.0 * static_cast<double>(a.nnz()) * static_cast<double>(n) / (us * 1e3);
+          const bool with_xsmm = SPARSECC_HAVE_LIBXSMM && !half && th == 1;
           fmt::print(
               "{:<44} {:>6} {:>6} {:>8} {:>5} {:>3} {:>7.2f} {:>7.2f} {:>9.1f} {:>9.1f} {:>8.1f} "
-              "{:>7.2f}{}{}\n",
+              "{:>7.2f}{}{}{}\n",
               name, a.rows, a.cols, a.nnz(), n, th, gen_s, jit_s, us, dus, gflops, dus / us,
               mus > 0 ? fmt::format(" {:>9.1f} {:>6.2f}", mus, mus / us) : "",
+              !with_xsmm ? ""
+              : xus > 0
+                  ? fmt::format(" {:>9.1f} {:>6.2f}{}", xus, xus / us, xerr <= 1e-5 ? "" : " (xsmm WRONG)")
+              : n % 16 ? fmt::format(" {:>16}", "xsmm: N % 16")
+                       : fmt::format(" {:>16}", "xsmm refused"),
               ok ? "" : fmt::format("  FAILED: max rel error {:.2e}", err));
+          if (with_xsmm && xus > 0 && xerr <= 1e-5) xsmm_ratios[dir].push_back(xus / us);
           ratios[fmt::format("{}|{}", dir, th)].push_back(dus / us);
           if (mus > 0) mkl_ratios[fmt::format("{}|{}", dir, th)].push_back(mus / us);
           out["rows"].push_back({{"folder", dir},
@@ -319,6 +360,8 @@ int main(int argc, char** argv) {
                                  {"x_sgemm", dus / us},
                                  {"mkl_us", mus},
                                  {"mkl_max_rel_error", merr},
+                                 {"libxsmm_us", th == 1 ? xus : 0.0},
+                                 {"libxsmm_max_rel_error", th == 1 ? xerr : 0.0},
                                  {"max_rel_error", err},
                                  {"ok", ok}});
         }
@@ -328,6 +371,11 @@ int main(int argc, char** argv) {
       fmt::print("\nx MKL inspector-executor, {} threads {}: {:.2f}", key.substr(0, key.find('|')),
                  key.substr(key.find('|') + 1), bench::geomean(v));
       out["summary_mkl"][key] = bench::geomean(v);
+    }
+    for (const auto& [dir, v] : xsmm_ratios) {
+      fmt::print("\nx LIBXSMM fsspmdm, {} threads 1: {:.2f} ({} matrices it took)", dir, bench::geomean(v),
+                 v.size());
+      out["summary_libxsmm"][dir] = bench::geomean(v);
     }
     fmt::print("\nsummary: geomean x dense SGEMM (fp32), executors of {}\n", dtype);
     for (const auto& [key, v] : ratios) {
