@@ -265,8 +265,9 @@ int main(int argc, char** argv) {
         for (std::int64_t i = 0; i < std::min(check_rows, a.rows); ++i)
           rows.push_back(i * a.rows / std::min(check_rows, a.rows));
         // LIBXSMM's fixed-sparsity JIT (fsspmdm: A given dense, its nonzeros baked into code for this N),
-        // fp32, one thread (a call is serial), for N a multiple of 16: at other N LIBXSMM 1.17 returns a
-        // kernel that computes wrong values and writes outside C (seen on DLMC rn50 at N 196 and 49).
+        // fp32, one thread (a call is serial), for N a multiple of 16 only: at other N LIBXSMM 1.17's
+        // kernels compute wrong values and write outside C.
+        // Evidence: docs/performance/2026-11-28-cpu-llvm.md#libxsmm
         double xus = 0, xerr = 0;
 #if SPARSECC_HAVE_LIBXSMM
         if (!half && n % 16 == 0) {
