@@ -140,13 +140,19 @@ void validate_common(const BundleMetadata& md, const std::string& name) {
     fail_key(name, "programmatic_launch", "needs an sm_90 or later arch, not \"" + md.arch + "\"");
 }
 
-void validate_hines(const BundleMetadata& md, const std::string& name) {
+// A Hines bundle's dtype, rows, cells, right-hand sides and workspace (GPU and CPU executors).
+void check_hines_sizes(const BundleMetadata& md, const std::string& name) {
   const HinesMetadata& h = md.hines;
   check_one_of(name, "dtype", md.dtype, {"f64", "f32"});
   check_range(name, "hines.rows", h.rows, 1, kIntMax);
   check_range(name, "hines.cells", h.cells, 1, h.rows);
   check_range(name, "hines.rhs", h.rhs, 1, 1024);
   check_range(name, "hines.workspace_bytes", h.workspace_bytes, 0, std::int64_t{1} << 40);
+}
+
+void validate_hines(const BundleMetadata& md, const std::string& name) {
+  const HinesMetadata& h = md.hines;
+  check_hines_sizes(md, name);
   if (h.launches.empty()) fail_key(name, "hines.launches", "must not be empty");
   for (std::size_t i = 0; i < h.launches.size(); ++i) {
     const KernelLaunch& l = h.launches[i];
@@ -314,11 +320,7 @@ void validate_cpu(const BundleMetadata& md, const std::string& name) {
   };
   if (md.op == "hines") {
     const HinesMetadata& h = md.hines;
-    check_one_of(name, "dtype", md.dtype, {"f64", "f32"});
-    check_range(name, "hines.rows", h.rows, 1, kIntMax);
-    check_range(name, "hines.cells", h.cells, 1, h.rows);
-    check_range(name, "hines.rhs", h.rhs, 1, 1024);
-    check_range(name, "hines.workspace_bytes", h.workspace_bytes, 0, std::int64_t{1} << 40);
+    check_hines_sizes(md, name);
     if (!h.launches.empty()) fail_key(name, "hines.launches", "must be empty for a CPU executor");
     summary("items", 1, h.rows);
     return;
