@@ -56,8 +56,8 @@ TEST(SpmmCpuPlan, PanelsCoverTheRowsAndTheJsonRoundTrips) {
   EXPECT_EQ(t.lanes_f32(), 16);
   EXPECT_EQ(cpu_target("x86-64-avx2").lanes_f32(), 8);
   EXPECT_THROW(cpu_target("x86-64-sse"), UsageError);
-  const SpmmCpuPlan p =
-      plan_spmm_cpu(a, test::problem_for(a, 40, true, false), t, {.column_tile = 0, .panel_nnz = 500});
+  const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 40, true, false), t,
+                                      {.column_tile = 0, .panel_nnz = 500, .rolled = std::nullopt});
   EXPECT_TRUE(check_cpu_plan(p, a).empty());
   EXPECT_GT(p.panel_count(), 3);
   EXPECT_EQ(p.column_tile, 40);  // N fits the accumulator vectors
@@ -110,7 +110,7 @@ TEST(SpmmCpuPlan, InterpreterMatchesTheReference) {
 TEST(SpmmCpuPlan, IrHasAFunctionAPanelAndWidth) {
   const CsrMatrix a = round_values(test::random_csr(64, 64, 0.1, 7), DType::f32);
   const SpmmCpuPlan p = plan_spmm_cpu(a, test::problem_for(a, 70, false, true), cpu_target("x86-64-avx2"),
-                                      {.column_tile = 64, .panel_nnz = 50});
+                                      {.column_tile = 64, .panel_nnz = 50, .rolled = std::nullopt});
   const std::string ir = emit_spmm_llvm_ir(p, a);
   const auto count = [&](const std::string& s) {
     std::size_t c = 0;
@@ -192,7 +192,8 @@ TEST(SpmmCpuJit, ModulesCompileApartAndLinkByName) {
     EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0);
   }
   // A module that does not parse is named in the error.
-  const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"), {.column_tile = 0, .panel_nnz = 150});
+  const SpmmCpuPlan p = plan_spmm_cpu(a, pr, cpu_target("native"),
+                                      {.column_tile = 0, .panel_nnz = 150, .rolled = std::nullopt});
   std::vector<std::string> broken = emit_spmm_llvm_modules(p, a, 2);
   broken.front() += "define void @x( {";
   try {
