@@ -311,12 +311,11 @@ void validate_cpu(const BundleMetadata& md, const std::string& name) {
   check_names(md, name);
   if (md.programmatic_launch) fail_key(name, "programmatic_launch", "a CPU executor has no launch");
   const auto summary = [&](const char* key, std::int64_t lo, std::int64_t hi) {
-    const auto it = md.plan_summary.find(key);
-    if (it == md.plan_summary.end() || !it->is_number_integer() ||
-        (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(kIntMax)))
-      fail_key(name, std::string("plan_summary.") + key, "a CPU executor needs an integer");
-    check_range(name, (std::string("plan_summary.") + key).c_str(), it->get<std::int64_t>(), lo, hi);
-    return it->get<std::int64_t>();
+    const std::string full = std::string("plan_summary.") + key;
+    const std::optional<std::int64_t> v = summary_int(md, key, name);
+    if (!v) fail_key(name, full, "a CPU executor needs an integer");
+    check_range(name, full.c_str(), *v, lo, hi);
+    return *v;
   };
   if (md.op == "hines") {
     const HinesMetadata& h = md.hines;

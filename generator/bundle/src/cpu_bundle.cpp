@@ -13,49 +13,59 @@
 namespace sparsecc {
 
 namespace {
-// "sparsecc_cpu_" and 16 hex digits of FNV-1a 64 over `key`.
-std::string digest_symbol(const std::string& key) {
+// "sparsecc_cpu_" and 16 hex digits of FNV-1a 64 over the fingerprint and the plan's JSON.
+std::string digest_symbol(const std::string& fingerprint, const std::string& plan) {
+  const std::string key = fingerprint + plan;
   return fmt::format("sparsecc_cpu_{:016x}",
                      rt::fnv1a64(std::span(reinterpret_cast<const unsigned char*>(key.data()), key.size())));
+}
+
+// What every CPU bundle has: op, target, dtype, the verification section and its fingerprint, the
+// plan, and the symbol prefix made from them.
+rt::Bundle cpu_bundle(const char* op, const CpuTarget& target, DType dtype,
+                      std::vector<unsigned char> reference, std::string plan) {
+  rt::Bundle b;
+  rt::BundleMetadata& md = b.metadata;
+  md.op = op;
+  md.target = "cpu";
+  md.arch = target.isa;
+  md.dtype = std::string(dtype_name(dtype));
+  md.generator_version = kVersion;
+  b.reference = std::move(reference);
+  md.fingerprint = fmt::format("{:016x}", rt::fnv1a64(b.reference));
+  md.kernel = digest_symbol(md.fingerprint, plan);
+  b.plan = std::move(plan);
+  return b;
 }
 }  // namespace
 
 std::string cpu_spmm_symbol(const SpmmCpuPlan& plan, const CsrMatrix& a) {
-  return digest_symbol(matrix_fingerprint(a) + to_json(plan).dump());
+  return digest_symbol(matrix_fingerprint(a), to_json(plan).dump());
 }
 
-rt::Bundle make_cpu_spmm_bundle(const SpmmCpuPlan& plan, const CsrMatrix& a, const std::string& symbol,
-                                std::string archive, const std::vector<double>& bias) {
-  rt::Bundle b;
+rt::Bundle make_cpu_spmm_bundle(const SpmmCpuPlan& plan, const CsrMatrix& a,
+                                const std::vector<double>& bias) {
+  rt::Bundle b =
+      cpu_bundle("spmm", plan.target, plan.problem.dtype, csr_reference_bytes(a), to_json(plan).dump());
   rt::BundleMetadata& md = b.metadata;
-  md.op = "spmm";
-  md.target = "cpu";
-  md.arch = plan.target.isa;
-  md.kernel = symbol;
   md.m = plan.problem.m;
   md.k = plan.problem.k;
   md.n = plan.problem.n;
   md.nnz = a.nnz();
   md.n_mode = "fixed";
-  md.dtype = std::string(dtype_name(plan.problem.dtype));  // f16 / bf16: fp32 accumulation
-  md.accumulate = "f32";
+  md.accumulate = "f32";  // f16 / bf16 executors accumulate in fp32 too
   md.n_tile = std::min<std::int64_t>(plan.column_tile, plan.problem.n);
   md.block_rows = plan.panel_count();
   md.block_x = 1;
   md.bias = plan.problem.bias;
   md.relu = plan.problem.relu;
   md.values_mode = "baked";
-  md.generator_version = kVersion;
-  md.fingerprint = matrix_fingerprint(a);
   md.plan_summary = {{"panels", plan.panel_count()},
                      {"column_tile", md.n_tile},
                      {"lanes", plan.lanes},
                      {"rolled", plan.rolled},
                      {"cpu", plan.target.cpu}};
-  b.objects.assign(archive.begin(), archive.end());
   b.bias.assign(bias.begin(), bias.end());
-  b.reference = csr_reference_bytes(a);
-  b.plan = to_json(plan).dump();
   return b;
 }
 
@@ -81,23 +91,10 @@ SpmmCpuPlan cpu_spmm_bundle_plan(const rt::Bundle& bundle, const CsrMatrix& a, c
   return plan;
 }
 
-std::string cpu_hines_symbol(const HinesCpuPlan& plan, const HinesSystem& system) {
-  const std::vector<unsigned char> reference = hines_reference_bytes(system);
-  return digest_symbol(fmt::format("{:016x}", rt::fnv1a64(reference)) + to_json(plan).dump());
-}
-
-rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system,
-                                 const std::string& symbol, std::string archive) {
-  rt::Bundle b;
+rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& system) {
+  rt::Bundle b =
+      cpu_bundle("hines", plan.target, plan.dtype, hines_reference_bytes(system), to_json(plan).dump());
   rt::BundleMetadata& md = b.metadata;
-  md.op = "hines";
-  md.target = "cpu";
-  md.arch = plan.target.isa;
-  md.kernel = symbol;
-  md.dtype = std::string(dtype_name(plan.dtype));
-  md.generator_version = kVersion;
-  b.reference = hines_reference_bytes(system);
-  md.fingerprint = fmt::format("{:016x}", rt::fnv1a64(b.reference));
   md.hines.rows = system.size();
   md.hines.cells = system.num_cells();
   md.hines.rhs = plan.rhs;
@@ -112,9 +109,6 @@ rt::Bundle make_cpu_hines_bundle(const HinesCpuPlan& plan, const HinesSystem& sy
   b.tables = plan.permutation();
   if (system.compartment_of.size() == static_cast<std::size_t>(system.size()))
     b.permutation = system.compartment_of;
-  b.objects.assign(archive.begin(), archive.end());
-  b.plan = to_json(plan).dump();
-  rt::validate_bundle(b, "CPU Hines bundle");
   return b;
 }
 

@@ -226,24 +226,18 @@ std::vector<std::string> emit_hines_llvm_modules(const HinesCpuPlan& plan, const
     const auto n = static_cast<std::int64_t>(plan.shapes[static_cast<std::size_t>(kernels[k].shape)].size());
     const std::int64_t parts = (n + kCpuHinesPartNodes - 1) / kCpuHinesPartNodes;
     Function kf{Function::kernel, static_cast<std::int32_t>(k), 0, n, name, {}};
-    for (std::int64_t q = 0; q < parts; ++q) {
-      functions.push_back({Function::forward,
+    // Part q of the nodes, forward ("f") or backward ("b"), called by the kernel in the order added.
+    const auto add_part = [&](auto kind, std::int64_t q, char tag) {
+      functions.push_back({kind,
                            static_cast<std::int32_t>(k),
                            q * n / parts,
                            (q + 1) * n / parts,
-                           fmt::format("{}_f{}", name, q),
+                           fmt::format("{}_{}{}", name, tag, q),
                            {}});
       kf.calls.push_back(functions.back().name);
-    }
-    for (std::int64_t q = parts; q-- > 0;) {
-      functions.push_back({Function::backward,
-                           static_cast<std::int32_t>(k),
-                           q * n / parts,
-                           (q + 1) * n / parts,
-                           fmt::format("{}_b{}", name, q),
-                           {}});
-      kf.calls.push_back(functions.back().name);
-    }
+    };
+    for (std::int64_t q = 0; q < parts; ++q) add_part(Function::forward, q, 'f');
+    for (std::int64_t q = parts; q-- > 0;) add_part(Function::backward, q, 'b');
     functions.push_back(std::move(kf));
   }
   // Consecutive functions a module, by their nodes.

@@ -11,6 +11,19 @@
 
 namespace sparsecc {
 
+std::int64_t cpu_panel_nnz_goal(const CsrMatrix& a, const CpuTarget& target) {
+  using namespace spmm_rules;
+  return std::clamp<std::int64_t>(a.nnz() / (kCpuPanelsPerCore * target.cores), kCpuMinPanelNnz,
+                                  kCpuMaxPanelNnz);
+}
+
+std::int64_t cpu_straight_line_fmas(const CsrMatrix& a, std::int64_t n, std::int64_t tile,
+                                    std::int64_t lanes) {
+  const std::int64_t rest = n % tile;
+  const auto vectors = [&](std::int64_t width) { return (width + lanes - 1) / lanes; };
+  return a.nnz() * (vectors(tile) + (rest ? vectors(rest) : 0));
+}
+
 SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const CpuTarget& target,
                           const SpmmCpuOptions& options) {
   using namespace spmm_rules;
@@ -38,10 +51,7 @@ SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const 
       static_cast<std::int32_t>(options.column_tile ? std::min<std::int64_t>(options.column_tile, problem.n)
                                 : problem.n <= most ? problem.n
                                                     : most);
-  const std::int64_t goal = options.panel_nnz > 0
-                                ? options.panel_nnz
-                                : std::clamp<std::int64_t>(a.nnz() / (kCpuPanelsPerCore * target.cores),
-                                                           kCpuMinPanelNnz, kCpuMaxPanelNnz);
+  const std::int64_t goal = options.panel_nnz > 0 ? options.panel_nnz : cpu_panel_nnz_goal(a, target);
   p.panels.push_back(0);
   std::int64_t held = 0;
   for (std::int64_t r = 0; r < a.rows; ++r) {
@@ -52,12 +62,8 @@ SpmmCpuPlan plan_spmm_cpu(const CsrMatrix& a, const SpmmProblem& problem, const 
     }
   }
   p.panels.push_back(a.rows);
-  // Vector fused multiply-adds the straight-line code would hold: every nonzero once a vector of
-  // each column tile's widths (the full tile's, and the rest's when the tile does not divide N).
-  const std::int64_t tile = p.column_tile, rest = problem.n % tile;
-  const auto vectors = [&](std::int64_t width) { return (width + p.lanes - 1) / p.lanes; };
-  const std::int64_t fmas = a.nnz() * (vectors(tile) + (rest ? vectors(rest) : 0));
-  p.rolled = options.rolled.value_or(fmas > kCpuStraightLineFmas);
+  p.rolled = options.rolled.value_or(cpu_straight_line_fmas(a, problem.n, p.column_tile, p.lanes) >
+                                     kCpuStraightLineFmas);
   return p;
 }
 

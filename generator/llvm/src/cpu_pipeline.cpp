@@ -16,6 +16,7 @@
 #include "sparsecc/llvm/cpu_jit.hpp"
 #include "sparsecc/llvm/hines_jit.hpp"
 #include "sparsecc/neuron/forest.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/reference/hines_accuracy.hpp"
 #include "sparsecc/reference/spmm.hpp"
 
@@ -25,13 +26,22 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+// The objects as the static archive a bundle holds, members named by the symbol prefix.
+std::vector<unsigned char> archive_of(const std::vector<std::string>& objects, const std::string& symbol) {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (std::size_t i = 0; i < objects.size(); ++i)
+    members.emplace_back(fmt::format("{}_{}.o", symbol, i), objects[i]);
+  const std::string archive = write_cpu_archive(members);
+  return {archive.begin(), archive.end()};
+}
 }  // namespace
 
 CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& request, const CpuTarget& target) {
   CpuSpmmArtifact art;
   auto t0 = std::chrono::steady_clock::now();
   art.plan = plan_spmm_cpu(a, request.problem, target, request.options);
-  art.symbol = cpu_spmm_symbol(art.plan, a);
+  art.bundle = make_cpu_spmm_bundle(art.plan, a, request.bias);
+  art.symbol = art.bundle.metadata.kernel;
   art.plan_seconds = seconds_since(t0);
   const int threads = request.threads > 0 ? request.threads : std::max(target.cores, 1);
   t0 = std::chrono::steady_clock::now();
@@ -39,10 +49,7 @@ CpuSpmmArtifact compile_spmm_cpu(const CsrMatrix& a, const CpuSpmmRequest& reque
       emit_spmm_llvm_modules(art.plan, a, std::int64_t{kCpuModulesPerThread} * threads, art.symbol);
   art.emit_seconds = seconds_since(t0);
   art.objects = compile_cpu_objects(modules, target, request.opt_level, threads, &art.stats, art.symbol);
-  std::vector<std::pair<std::string, std::string>> members;
-  for (std::size_t i = 0; i < art.objects.size(); ++i)
-    members.emplace_back(fmt::format("{}_{}.o", art.symbol, i), art.objects[i]);
-  art.bundle = make_cpu_spmm_bundle(art.plan, a, art.symbol, write_cpu_archive(members), request.bias);
+  art.bundle.objects = archive_of(art.objects, art.symbol);
   return art;
 }
 
@@ -80,7 +87,8 @@ CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::
   CpuHinesArtifact art;
   auto t0 = std::chrono::steady_clock::now();
   art.plan = plan_hines_cpu(system, target, dtype, rhs);
-  art.symbol = cpu_hines_symbol(art.plan, system);
+  art.bundle = make_cpu_hines_bundle(art.plan, system);
+  art.symbol = art.bundle.metadata.kernel;
   art.plan_seconds = seconds_since(t0);
   const int t = threads > 0 ? threads : std::max(target.cores, 1);
   t0 = std::chrono::steady_clock::now();
@@ -88,10 +96,8 @@ CpuHinesArtifact compile_hines_cpu(const HinesSystem& system, DType dtype, std::
       emit_hines_llvm_modules(art.plan, art.symbol, std::int64_t{kCpuModulesPerThread} * t);
   art.emit_seconds = seconds_since(t0);
   art.objects = compile_cpu_objects(modules, target, opt_level, t, &art.stats, art.symbol);
-  std::vector<std::pair<std::string, std::string>> members;
-  for (std::size_t i = 0; i < art.objects.size(); ++i)
-    members.emplace_back(fmt::format("{}_{}.o", art.symbol, i), art.objects[i]);
-  art.bundle = make_cpu_hines_bundle(art.plan, system, art.symbol, write_cpu_archive(members));
+  art.bundle.objects = archive_of(art.objects, art.symbol);
+  rt::validate_bundle(art.bundle, "CPU Hines bundle");
   return art;
 }
 
@@ -196,22 +202,9 @@ CpuSpmmCheck check_spmm_cpu(const CpuSpmmArtifact& artifact, const CsrMatrix& a,
     c.assign(c32.begin(), c32.end());
   }
   const DenseMatrix want = spmm(round_values(a, p.dtype), b, bias.empty() ? nullptr : &bias, p.relu);
-  CpuSpmmCheck out;
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    scale = std::max(scale, std::abs(want.data[i]));
-    if (std::isnan(c[i]))
-      ++out.unwritten;
-    else
-      worst = std::max(worst, std::abs(c[i] - want.data[i]));
-  }
-  out.rel_error = scale > 0 ? worst / scale : worst;
-  std::int64_t longest = 0;
-  for (std::int64_t r = 0; r < a.rows; ++r)
-    longest = std::max(longest,
-                       a.row_ptr[static_cast<std::size_t>(r + 1)] - a.row_ptr[static_cast<std::size_t>(r)]);
-  out.tolerance = spmm_tolerance(p.dtype, DType::f32, longest);
-  return out;
+  const pipeline::SpmmCheck check = pipeline::compare_spmm(c, want);
+  return {check.rel_error, check.unwritten,
+          pipeline::spmm_check_tolerance(a, std::string(dtype_name(p.dtype)), "f32")};
 }
 
 }  // namespace sparsecc

@@ -34,13 +34,6 @@ bool same_plan(const SpmmCpuPlan& x, const SpmmCpuPlan& y) {
   return x.column_tile == y.column_tile && x.rolled == y.rolled && x.panels == y.panels;
 }
 
-// Vector fused multiply-adds of the plan's straight-line code (the planner's count).
-std::int64_t straight_line_fmas(const CsrMatrix& a, std::int64_t n, std::int64_t tile, std::int64_t lanes) {
-  const std::int64_t rest = n % tile;
-  const auto vectors = [&](std::int64_t width) { return (width + lanes - 1) / lanes; };
-  return a.nnz() * (vectors(tile) + (rest ? vectors(rest) : 0));
-}
-
 }  // namespace
 
 std::string cpu_spmm_label(const SpmmCpuOptions& o) {
@@ -89,8 +82,7 @@ std::vector<CpuSpmmCandidate> cpu_spmm_space(const CsrMatrix& a, const SpmmProbl
   def.plan = plan_spmm_cpu(a, problem, target);
   def.is_default = true;
   def.options.column_tile = def.plan.column_tile;
-  def.options.panel_nnz = std::clamp<std::int64_t>(a.nnz() / (kCpuPanelsPerCore * target.cores),
-                                                   kCpuMinPanelNnz, kCpuMaxPanelNnz);
+  def.options.panel_nnz = cpu_panel_nnz_goal(a, target);
   def.options.rolled = def.plan.rolled;
   if (!same_plan(plan_spmm_cpu(a, problem, target, def.options), def.plan)) def.options = {};
   def.label = cpu_spmm_label(def.options);
@@ -107,7 +99,7 @@ std::vector<CpuSpmmCandidate> cpu_spmm_space(const CsrMatrix& a, const SpmmProbl
     for (const std::int64_t panel : kCpuTunePanelNnz)
       for (const bool rolled : {false, true}) {
         if (!rolled &&
-            (panel > kCpuMaxPanelNnz || straight_line_fmas(a, n, tile, lanes) > kCpuTuneStraightLineFmas))
+            (panel > kCpuMaxPanelNnz || cpu_straight_line_fmas(a, n, tile, lanes) > kCpuTuneStraightLineFmas))
           continue;
         CpuSpmmCandidate c;
         c.options = {static_cast<std::int32_t>(tile), panel, rolled};

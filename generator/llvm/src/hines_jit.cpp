@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "sparsecc/common/error.hpp"
@@ -15,23 +14,24 @@
 
 namespace sparsecc {
 
-namespace {
-
-template <typename T>
-using SolveFn = void (*)(std::int64_t, const T*, const T*, const T*, const T*, T*, T*);
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-}  // namespace
-
+// The linked code run through the runtime's executor, as a deployment runs it (its runner and
+// workspace).
 struct CpuHinesKernel::Impl {
   CpuJit jit;
-  std::uintptr_t solve = 0;
   HinesCpuPlan plan;
+  std::vector<std::int32_t> rows;  // plan.permutation(), which the executor refers to
+  rt::CpuHinesExecutor executor;
   CpuCompileStats stats;
-  std::unique_ptr<void, FreeDeleter> work;  // workspace_elements() values, 64-byte aligned
+
+  Impl(CpuJit j, const HinesCpuPlan& p, const std::string& prefix)
+      : jit(std::move(j)),
+        plan(p),
+        rows(p.permutation()),
+        executor(
+            reinterpret_cast<void*>(jit.lookup(prefix + "_solve")),
+            {std::string(dtype_name(p.dtype)), p.rows(), static_cast<std::int64_t>(p.cell_offsets.size()) - 1,
+             p.rhs, static_cast<std::int64_t>(p.groups.size()), p.workspace_elements()},
+            rows) {}
 };
 
 CpuHinesKernel::CpuHinesKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -61,13 +61,7 @@ CpuHinesKernel CpuHinesKernel::compile(const std::vector<std::string>& modules, 
 
 CpuHinesKernel CpuHinesKernel::link(std::vector<std::string> objects, const HinesCpuPlan& plan,
                                     const std::string& prefix) {
-  CpuJit jit = CpuJit::link(std::move(objects), plan.target);
-  const std::uintptr_t solve = jit.lookup(prefix + "_solve");
-  const std::size_t bytes =
-      static_cast<std::size_t>(std::max<std::int64_t>(plan.workspace_elements(), 1)) * dtype_size(plan.dtype);
-  std::unique_ptr<void, FreeDeleter> work(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (!work) throw std::bad_alloc();
-  return CpuHinesKernel(std::make_unique<Impl>(Impl{std::move(jit), solve, plan, {}, std::move(work)}));
+  return CpuHinesKernel(std::make_unique<Impl>(CpuJit::link(std::move(objects), plan.target), plan, prefix));
 }
 
 CpuHinesKernel CpuHinesKernel::build(const HinesCpuPlan& plan, int opt_level, int threads) {
@@ -77,40 +71,24 @@ CpuHinesKernel CpuHinesKernel::build(const HinesCpuPlan& plan, int opt_level, in
 }
 
 namespace {
-
 template <typename T>
-void run_items(const HinesCpuPlan& p, std::uintptr_t solve, void* work, const T* d, const T* u, const T* l,
-               const T* b, T* x, int threads) {
+void check_dtype(const HinesCpuPlan& p) {
   if (p.dtype != (sizeof(T) == 8 ? DType::f64 : DType::f32))
     throw UsageError(fmt::format("CpuHinesKernel::run: a {} plan run in {}", dtype_name(p.dtype),
                                  sizeof(T) == 8 ? "f64" : "f32"));
-  if (!d || !u || !l || !b || !x) throw std::invalid_argument("CpuHinesKernel::run: a null array");
-  struct Call {
-    SolveFn<T> fn;
-    const T *d, *u, *l, *b;
-    T *x, *w;
-  };
-  const Call call{reinterpret_cast<SolveFn<T>>(solve), d, u, l, b, x, static_cast<T*>(work)};
-  // Items in any order: each touches only its group's rows (the runtime's runner, as deployments).
-  rt::cpu_parallel_for(
-      static_cast<std::int64_t>(p.groups.size()), threads > 0 ? threads : std::max(p.target.cores, 1),
-      [](std::int64_t item, const void* ctx) {
-        const Call& c = *static_cast<const Call*>(ctx);
-        c.fn(item, c.d, c.u, c.l, c.b, c.x, c.w);
-      },
-      &call);
 }
-
 }  // namespace
 
 void CpuHinesKernel::run(const double* d, const double* u, const double* l, const double* b, double* x,
                          int threads) {
-  run_items(impl_->plan, impl_->solve, impl_->work.get(), d, u, l, b, x, threads);
+  check_dtype<double>(impl_->plan);
+  impl_->executor.run(d, u, l, b, x, threads > 0 ? threads : std::max(impl_->plan.target.cores, 1));
 }
 
 void CpuHinesKernel::run(const float* d, const float* u, const float* l, const float* b, float* x,
                          int threads) {
-  run_items(impl_->plan, impl_->solve, impl_->work.get(), d, u, l, b, x, threads);
+  check_dtype<float>(impl_->plan);
+  impl_->executor.run(d, u, l, b, x, threads > 0 ? threads : std::max(impl_->plan.target.cores, 1));
 }
 
 }  // namespace sparsecc

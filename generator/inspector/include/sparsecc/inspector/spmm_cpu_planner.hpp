@@ -30,6 +30,14 @@ inline constexpr std::int64_t kCpuMaxPanelNnz = 2048;
 inline constexpr std::int64_t kCpuStraightLineFmas = 40000;
 }  // namespace spmm_rules
 
+// The planner's rules, for the tuner to place its candidates by: the nonzeros a panel holds about
+// (nnz / (kCpuPanelsPerCore x cores), clamped to [kCpuMinPanelNnz, kCpuMaxPanelNnz]), and the vector
+// fused multiply-adds straight-line code would hold at N in column tiles of `tile` (every nonzero once
+// a vector of the full tile's width and of the rest's when the tile does not divide N).
+std::int64_t cpu_panel_nnz_goal(const CsrMatrix& a, const CpuTarget& target);
+std::int64_t cpu_straight_line_fmas(const CsrMatrix& a, std::int64_t n, std::int64_t tile,
+                                    std::int64_t lanes);
+
 // lanes the target's fp32 vector; column_tile N when N fits kCpuTileVectors vectors, else the
 // columns of kCpuTileVectors vectors (the code is that many fused multiply-adds a nonzero, and the
 // runner loops over the tiles); panels of consecutive rows with about
