@@ -19,6 +19,12 @@
 #                               the winners. `cmake --build <dir> --target <name>` runs it
 #     [TUNE_OPTIONS <args...>]  further sparsecc tune options (e.g. --budget 600 --jobs 16; give it the
 #                               --relu-select, --relu or --dtype of MODEL_OPTIONS, so the keys agree)
+#     [CONV <weights> <spec> [<weights> <spec>]...]
+#                               convolution executors: each pair runs `sparsecc compile <weights> --conv
+#                               <spec>` (weights FILE[:TENSOR], a 4-D OIHW tensor or the O x I*kh*kw
+#                               matrix; spec "[IxHxW or HxW],kK,sS,pP" as in docs/cli.md), one layer
+#                               named by the file's stem (and _TENSOR); run with run_conv. GPU only
+#     [CONV_OPTIONS <args...>]  further sparsecc compile options for every CONV (e.g. --layout nhwc --relu)
 #     [SWC <files...>]          neuron morphologies: one Hines executor each, named by the file's stem
 #     [RESOLUTION <p>]          compartments per SWC segment (default 1)
 #     [NAMESPACE <ns>]          C++ namespace of the generated API (default <target>_kernels)
@@ -42,15 +48,21 @@
 function(sparsecc_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "N_FROM_SHAPES"
                         "MODEL;SELECT;N;LAYER_N_FILE;BATCH;TUNING_DB;TUNE_TARGET;RESOLUTION;NAMESPACE;OUTPUT_DIR;ARCH;TARGET"
-                        "LAYER_N;SWC;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
+                        "LAYER_N;SWC;CONV;CONV_OPTIONS;MODEL_OPTIONS;HINES_OPTIONS;EMBED_OPTIONS;TUNE_OPTIONS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "sparsecc_add_kernels: ${target} is not a target")
   endif()
-  if(NOT arg_MODEL AND NOT arg_SWC)
-    message(FATAL_ERROR "sparsecc_add_kernels(${target}): give a MODEL, SWC files, or both")
+  if(NOT arg_MODEL AND NOT arg_SWC AND NOT arg_CONV)
+    message(FATAL_ERROR "sparsecc_add_kernels(${target}): give a MODEL, SWC files, CONV pairs, or several")
+  endif()
+  list(LENGTH arg_CONV conv_items)
+  math(EXPR conv_odd "${conv_items} % 2")
+  if(conv_odd)
+    message(FATAL_ERROR "sparsecc_add_kernels(${target}): CONV takes pairs <weights[:TENSOR]> <spec>, "
+                        "got ${conv_items} item(s)")
   endif()
   if(arg_TUNE_TARGET AND NOT (arg_MODEL AND arg_TUNING_DB))
     message(FATAL_ERROR "sparsecc_add_kernels(${target}): TUNE_TARGET needs a MODEL and the TUNING_DB to write")
@@ -87,6 +99,9 @@ function(sparsecc_add_kernels target)
     endif()
     if(arg_TUNE_TARGET)
       message(FATAL_ERROR "sparsecc_add_kernels(${target}): TUNE_TARGET tunes GPU executors, not TARGET ${arg_TARGET}")
+    endif()
+    if(arg_CONV)
+      message(FATAL_ERROR "sparsecc_add_kernels(${target}): CONV executors are GPU executors, not TARGET ${arg_TARGET}")
     endif()
     set(code_target --target ${cpu_isa})
   endif()
@@ -175,6 +190,34 @@ function(sparsecc_add_kernels target)
     list(APPEND depends "${swc_path}")
     list(APPEND embed_inputs "${bundle}")
   endforeach()
+
+  # CONV pairs: FILE[:TENSOR] and the geometry; a spec naming an existing file is the path whole,
+  # otherwise it splits at the last ':' (as sparsecc reads it).
+  set(conv_index 0)
+  while(conv_index LESS conv_items)
+    list(GET arg_CONV ${conv_index} conv_weights)
+    math(EXPR conv_next "${conv_index} + 1")
+    list(GET arg_CONV ${conv_next} conv_spec)
+    math(EXPR conv_index "${conv_index} + 2")
+    get_filename_component(conv_path "${conv_weights}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    set(conv_tensor)
+    if(NOT EXISTS "${conv_path}" AND conv_weights MATCHES "^(.+):([^:/]+)$")
+      get_filename_component(conv_path "${CMAKE_MATCH_1}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+      set(conv_tensor "${CMAKE_MATCH_2}")
+    endif()
+    get_filename_component(conv_name "${conv_path}" NAME_WE)
+    set(conv_input "${conv_path}")
+    if(conv_tensor)
+      set(conv_input "${conv_path}:${conv_tensor}")
+      string(MAKE_C_IDENTIFIER "${conv_name}_${conv_tensor}" conv_name)
+    endif()
+    set(bundle "${out}/conv/${conv_name}.sccb")
+    list(APPEND commands COMMAND ${CMAKE_COMMAND} -E make_directory "${out}/conv"
+         COMMAND $<TARGET_FILE:sparsecc::sparsecc> compile "${conv_input}" --conv "${conv_spec}" ${code_target}
+                 ${arg_CONV_OPTIONS} -o "${bundle}")
+    list(APPEND depends "${conv_path}")
+    list(APPEND embed_inputs "${bundle}")
+  endwhile()
 
   set(outputs "${header}" "${source}")
   if(cpu_isa)

@@ -10,6 +10,9 @@
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/output.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
+#include "sparsecc/io/npy.hpp"
+#include "sparsecc/model/conv_spec.hpp"
+#include "sparsecc/pipeline/conv.hpp"
 #include "sparsecc/pipeline/inputs.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/plan/spmm_cpu_plan.hpp"
@@ -86,7 +89,76 @@ struct CompileArgs {
   std::string gpu;
   bool cold_l2 = false;
   std::string cpu_target;  // --target: a CPU executor
+  std::string conv;        // --conv SPEC: a convolution executor (sparsecc/model/conv_spec.hpp)
+  std::string layout = "nchw";
 };
+
+// --conv: the filter bank (a matrix or a 4-D OIHW tensor) and the geometry, compiled as a convolution
+// executor (fp32, fixed N = output pixels, the batch at run time), checked in process through the
+// plan's interpreter (interpret_conv on random images against the fp64 conv2d) before it is written.
+int run_compile_conv(const CompileArgs& args) {
+  check_output_file(args.output, pipeline::input_paths({args.spmm.matrix, args.spmm.bias}));
+  const ConvSpec spec = parse_conv_spec(args.conv, "--conv");
+  rt::ConvLayout layout;
+  try {
+    layout = rt::parse_conv_layout(args.layout, "--layout");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const GpuTarget target = resolve_gpu_target(args.arch);
+  if (!args.ptxas.empty()) {
+    std::vector<std::string> ptxas;
+    for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
+    check_ptxas_options(ptxas, target.arch, parse_kernel_language(args.emit), "--Xptxas");
+  }
+  LoadOptions load;
+  load.seed = args.spmm.seed;
+  load.progress = progress_printer();
+  const pipeline::ConvWeights w = pipeline::load_conv_weights(args.spmm.matrix, load, "f32");
+  const InputSpec in = parse_input_spec(args.spmm.matrix);
+  const rt::ConvGeometry g =
+      conv_geometry_for(spec, layout, w.a.rows, w.a.cols, w.stored_shape, in.path, in.tensor, "--conv");
+  pipeline::SpmmRequest request;
+  if (!args.spmm.bias.empty()) request.bias = pipeline::load_bias(args.spmm.bias, w.a.rows);
+  request.problem = conv_problem(g, w.a.rows, !request.bias.empty(), args.spmm.relu, DType::f32);
+  request.options = spmm_options(args.spmm);
+  if (args.emit_given) request.emit = parse_kernel_language(args.emit);
+  request.ptxas = args.ptxas;
+  request.long_cuda = long_compile_rule(args.allow_long, args.emit_given);
+  request.progress = progress_printer();
+  pipeline::SpmmArtifact art = pipeline::compile_spmm(w.a, request, target);
+  art.report.matrix = args.spmm.matrix;
+  if (args.plan_json) fmt::print("{}\n", to_json(art.plan).dump());
+  if (!art.report.emit_note.empty()) fmt::print(stderr, "sparsecc: {}\n", art.report.emit_note);
+  const pipeline::ConvCheck check = pipeline::check_conv_plan(art.plan, w.a, request.bias);
+  if (!check.ok()) {
+    fmt::print(stderr, "sparsecc: {}: the convolution executor failed its check: {}\n", args.spmm.matrix,
+               check.text());
+    return kExitCheckFailed;
+  }
+  if (art.bundle && !art.bundle->metadata.conv) art.bundle->metadata.conv = g;
+  write_bundle(args.output, *art.bundle);
+  if (args.json) {
+    nlohmann::json j = art.report.json(art);
+    j["conv"] = rt::to_json(g);
+    j["conv"]["spec"] = conv_spec_string(g);
+    j["conv"]["out_channels"] = w.a.rows;
+    j["conv"]["stored_shape"] = w.stored_shape;
+    j["check"] = {{"how", "plan interpreter"},
+                  {"images", check.batch},
+                  {"seed", check.seed},
+                  {"rel_error", check.rel_error},
+                  {"tolerance", check.tolerance}};
+    fmt::print("{}\n", j.dump());
+  }
+  fmt::print(stderr, "{} -> {}\n", art.report.text(art), args.output);
+  fmt::print(stderr, "  convolution {} ({} filters of {}, {}x{} outputs an image), batch at run time: {}\n",
+             rt::describe(g), w.a.rows, shape_string(w.stored_shape), g.out_height(), g.out_width(),
+             check.text());
+  if (art.usage.spill_store_bytes + art.usage.spill_load_bytes > 0 || art.usage.stack_frame_bytes > 0)
+    fmt::print(stderr, "sparsecc: warning: the kernel uses local memory (spills or a stack frame)\n");
+  return kExitOk;
+}
 
 // --target: the CPU pipeline (f32, f16 or bf16 with fp32 accumulation; fixed N) with the planner's
 // options (--db: the tuned winner's), its in-process check, the bundle.
@@ -104,7 +176,7 @@ int run_compile_cpu(const CompileArgs& args) {
   std::vector<double> bias;
   if (!args.spmm.bias.empty()) bias = pipeline::load_bias(args.spmm.bias, a.rows);
   const SpmmProblem problem{a.rows,        a.cols,         args.spmm.n, SpmmNMode::fixed,
-                            !bias.empty(), args.spmm.relu, dtype};
+                            !bias.empty(), args.spmm.relu, dtype,       std::nullopt};
   SpmmCpuOptions options;
   if (!args.db.empty()) {
     std::string how;
@@ -146,7 +218,8 @@ int run_compile(const CompileArgs& args) {
                      args.spmm.runtime_n ? SpmmNMode::runtime : SpmmNMode::fixed,
                      !request.bias.empty(),
                      args.spmm.relu,
-                     require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes)};
+                     require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes),
+                     std::nullopt};
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   request.ptxas = args.ptxas;
@@ -223,11 +296,37 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
       "--db: look up the winner tuned with cold L2 (`tune --cold-l2`), for deployments whose launches "
       "find the executor's code and operands out of L2");
   add_cpu_target_flag(cmd, args->cpu_target);
+  cmd->add_option("--conv", args->conv,
+                  "A convolution executor of this geometry: [IxHxW or HxW],kK[xK],sS[xS],pP[xP] or pT:L:B:R "
+                  "(e.g. 64x56x56,k3,s1,p1); MATRIX is the filter bank O x (I*kh*kw) or a 4-D OIHW tensor");
+  cmd->add_option("--layout", args->layout, "--conv: the layout of the images X and Y")
+      ->check(CLI::IsMember({"nchw", "nhwc"}))
+      ->capture_default_str();
+  cmd->get_option("--n")->required(false);
   cmd->add_option("-o,--output", args->output, "Bundle file to write (.sccb)")
       ->check(kOutputPath)
       ->required();
   cmd->callback([&run, args, cmd] {
     args->emit_given = cmd->count("--emit") > 0;
+    if (cmd->count("--layout") > 0 && cmd->count("--conv") == 0)
+      throw CLI::ValidationError("--layout", "the layout of a convolution's images: give --conv too");
+    if (cmd->count("--conv") > 0) {
+      // A convolution's N is its output pixels (the batch is given at run time); fp32 only for now.
+      static const std::vector<std::pair<std::string, std::string>> kRefused = {
+          {"--n", "a convolution's N is its output pixels, fixed by --conv (the batch is given at run time)"},
+          {"--runtime-n", "a convolution's N is its output pixels, fixed by --conv"},
+          {"--target", "convolution executors are GPU executors (no CPU target yet)"},
+          {"--db", "the tuning database holds SpMM problems, not convolutions"},
+          {"--gpu", "for --db, which --conv does not take"},
+          {"--cold-l2", "for --db, which --conv does not take"}};
+      for (const auto& [name, why] : kRefused)
+        if (cmd->count(name) > 0) throw CLI::ValidationError(name, "not with --conv: " + why);
+      if (args->spmm.dtype != "f32")
+        throw CLI::ValidationError("--dtype", "not with --conv: convolution executors are fp32 for now");
+      run = [args] { return run_compile_conv(*args); };
+      return;
+    }
+    if (cmd->count("--n") == 0) throw CLI::RequiredError("--n");
     if (!args->cpu_target.empty()) {
       // The GPU's options mean nothing to a CPU executor: refused, not ignored.
       static const std::vector<std::string> kCpuOptions = {

@@ -24,6 +24,7 @@
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/model/layers.hpp"
 #include "sparsecc/model/model.hpp"
+#include "sparsecc/pipeline/conv.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
 #include "sparsecc/tune/lookup.hpp"
 #include "spmm_options.hpp"
@@ -50,7 +51,8 @@ struct CompileModelArgs {
   int jobs = 0;
   bool list = false;
   std::string output;
-  std::string cpu_target;  // --target: CPU executors
+  std::string cpu_target;     // --target: CPU executors
+  bool conv_as_gemm = false;  // --conv-as-gemm: Conv layers as SpMMs of their im2col matrix
 };
 
 struct LayerResult {
@@ -93,6 +95,17 @@ nlohmann::json layer_entry(const ModelLayer& layer, const rt::BundleMetadata& md
           {"plan", md.plan_summary}};
 }
 
+// A convolution layer's manifest fields: the geometry (and its SPEC) and the in-process check.
+void add_conv_entry(nlohmann::json& entry, const rt::ConvGeometry& g, const pipeline::ConvCheck& check) {
+  entry["conv"] = rt::to_json(g);
+  entry["conv"]["spec"] = conv_spec_string(g);
+  entry["check"] = {{"how", "plan interpreter"},
+                    {"images", check.batch},
+                    {"seed", check.seed},
+                    {"rel_error", check.rel_error},
+                    {"tolerance", check.tolerance}};
+}
+
 // --target: the layer's CPU executor, checked in process where this CPU runs it.
 LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& layer,
                               const SpmmProblem& problem, const std::string& n_from, std::size_t index,
@@ -116,6 +129,12 @@ LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& la
 
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
+  const bool conv = model_layer_is_conv(layer, args.layers);
+  if (conv && args.spmm.dtype != "f32")
+    throw UsageError(
+        fmt::format("layer {}: convolution executors are fp32 for now (--dtype {}); "
+                    "--conv-as-gemm compiles Conv layers as SpMMs of their im2col matrix",
+                    layer.name, args.spmm.dtype));
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
   if (!args.cpu_target.empty()) return compile_cpu_layer(args, layer, problem, n_from, index, folder);
   const GpuTarget target = resolve_gpu_target(args.arch);
@@ -126,7 +145,9 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   request.long_cuda = long_compile_rule(args.allow_long, args.emit_given);
   std::string choice = "automatic plan";
-  if (!args.db.empty()) {
+  if (conv && !args.db.empty()) {
+    choice = "automatic plan (convolution: the tuning database holds SpMM problems)";
+  } else if (!args.db.empty()) {
     const tune::TunedChoice tuned = tune::choose_tuned_plan(
         args.db, layer.a, problem, request.options, request.emit.value_or(pipeline::emitter_default(problem)),
         target, args.gpu, args.cold_l2);
@@ -140,6 +161,14 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
     art = pipeline::compile_spmm(layer.a, request, target);
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("layer {}: {}", layer.name, e.what()));
+  }
+  std::optional<pipeline::ConvCheck> check;
+  if (conv) {
+    // The plan's interpreter on random images against the fp64 convolution, before the bundle is kept.
+    check = pipeline::check_conv_plan(art.plan, layer.a, layer.bias);
+    if (!check->ok())
+      throw std::runtime_error(fmt::format("the convolution executor failed its check: {}", check->text()));
+    if (!art.bundle->metadata.conv) art.bundle->metadata.conv = *layer.conv;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const rt::Bundle& bundle = *art.bundle;
@@ -160,6 +189,11 @@ LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer,
       layer.name, layer.op, layer.layout, md.m, md.k, md.nnz, layer.density, md.bias ? ", bias" : "",
       md.relu ? ", ReLU" : "", md.block_rows, art.plan.layout.rows_per_block, md.n_tile,
       art.plan.layout.groups, md.values_mode, emit, seconds, r.file);
+  if (conv) {
+    add_conv_entry(r.entry, *layer.conv, *check);
+    r.report +=
+        fmt::format("\n    convolution {}, batch at run time; {}", rt::describe(*layer.conv), check->text());
+  }
   if (!args.db.empty()) r.report += fmt::format("\n    {}", choice);
   return r;
 }
@@ -188,7 +222,7 @@ int list_layers(const CompileModelArgs& args, const ModelLayerSet& layers) {
     fmt::print("{:<4} {:<32} {:<22} {:>12} {:>9} {:>8.4f} {:<9} {:>9}  {}\n", i, l.name,
                l.op + " " + l.layout, fmt::format("{}x{}", l.a.rows, l.a.cols), l.a.nnz(), l.density,
                epilogue, p.n_mode == SpmmNMode::fixed ? fmt::format("{}", p.n) : "run time",
-               layers.n_from[i]);
+               p.conv ? fmt::format("{} ({})", layers.n_from[i], rt::describe(*p.conv)) : layers.n_from[i]);
   }
   return kExitOk;
 }
@@ -350,6 +384,13 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag(
       "--list", args->list,
       "List the layers as they would be compiled (shape, nonzeros, epilogue, N and its source) and stop");
+  cmd->add_flag("--conv-as-gemm", args->conv_as_gemm,
+                "Compile Conv layers as SpMMs of their im2col matrix (N = batch x output pixels, from the N "
+                "rules) instead of as convolution executors (the batch at run time)");
+  cmd->add_option("--layer-conv", args->layers.layer_conv,
+                  "REGEX=SPEC: .npz/.safetensors 4-D weights (O, I, kh, kw) whose name matches become "
+                  "convolution layers of this geometry ([IxHxW or HxW],kK,sS,pP; repeatable, the first that "
+                  "matches counts)");
   add_cpu_target_flag(cmd, args->cpu_target);
   cmd->add_option("-o,--output", args->output, "Output folder (bundles and manifest.json)")
       ->check(kOutputPath);
@@ -363,6 +404,8 @@ void add_compile_model(CLI::App& app, std::function<int()>& run) {
         if (cmd->count(o) > 0) throw CLI::ValidationError(o, "a GPU option; --target builds CPU executors");
     }
     args->emit_given = cmd->count("--emit") > 0;
+    // Convolution executors are GPU executors: with --target, Conv layers are SpMMs of their im2col matrix.
+    args->layers.conv = !args->conv_as_gemm && args->cpu_target.empty();
     run = [args] { return run_compile_model(*args); };
   });
 }

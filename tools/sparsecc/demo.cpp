@@ -64,7 +64,7 @@ struct LayerResult {
 // outputs, on the GPU or through the plan interpreter; compares with `ref`.
 LayerResult run_executor(const CsrMatrix& a, const DenseMatrix& b, const std::vector<double>& bias,
                          const DenseMatrix& ref, bool quiet) {
-  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, DType::f32};
+  SpmmProblem problem{a.rows, a.cols, b.cols, SpmmNMode::fixed, true, true, DType::f32, std::nullopt};
   pipeline::SpmmRequest request;
   request.problem = problem;
   request.emit = KernelLanguage::ptx;

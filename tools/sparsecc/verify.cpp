@@ -13,6 +13,7 @@
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
+#include "sparsecc/pipeline/conv.hpp"
 #include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/spmm.hpp"
@@ -43,6 +44,31 @@ int verify_hines(const rt::Bundle& bundle, const std::string& path, std::uint64_
   return r.ok() ? kExitOk : kExitCheckFailed;
 }
 
+// A convolution bundle (metadata.conv): two random images through run_conv on the GPU, or through the
+// plan's interpreter, against the fp64 convolution.
+int verify_conv(const rt::Bundle& bundle, const CsrMatrix& a, const VerifyArgs& args) {
+  const rt::BundleMetadata& md = bundle.metadata;
+  if (args.n > 0)
+    throw UsageError(
+        fmt::format("--n: a convolution's N is its {} output pixels (the batch is given at run time)", md.n));
+  const std::uint64_t seed = args.seed ? args.seed : std::random_device{}();
+  constexpr std::int64_t kImages = 2;
+  std::string why;
+  pipeline::ConvCheck check;
+  if (!args.cpu && rt::driver_available(&why)) {
+    check = pipeline::check_conv_bundle_on_gpu(bundle, args.bundle, a, kImages, seed, args.tolerance);
+  } else {
+    const SpmmPlan plan = spmm_bundle_plan(bundle, a, args.bundle);
+    const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
+    check = pipeline::check_conv_plan(plan, a, bias, kImages, seed);
+    check.how = args.cpu ? "plan interpreter (--cpu)" : fmt::format("plan interpreter (no GPU: {})", why);
+    if (args.tolerance > 0) check.tolerance = args.tolerance;
+  }
+  fmt::print("{}: convolution {}, {} filters ({} nonzeros), {} {}\n", args.bundle, rt::describe(*md.conv),
+             md.m, md.nnz, check.text(), check.ok() ? "ok" : "FAILED");
+  return check.ok() ? kExitOk : kExitCheckFailed;
+}
+
 int run_verify(const VerifyArgs& args) {
   const rt::Bundle bundle = rt::read_bundle_file(args.bundle);  // rt::BundleError names the file
   const rt::BundleMetadata& md = bundle.metadata;
@@ -57,6 +83,7 @@ int run_verify(const VerifyArgs& args) {
     throw InputError(SourceLocation::in_file(args.bundle),
                      "the verification matrix does not match the fingerprint");
   check_spmm_bundle_matrix(md, a, args.bundle);
+  if (md.conv) return verify_conv(bundle, a, args);
   const double tolerance =
       args.tolerance > 0 ? args.tolerance : spmm_check_tolerance(a, md.dtype, md.accumulate);
 

@@ -208,6 +208,35 @@ void open_layer_namespace(std::string& h, const Layer& l, std::size_t index) {
   h += fmt::format("inline constexpr const char* kName = {};\n", string_literal(l.name));
   h += fmt::format("inline constexpr std::int64_t M = {}, K = {}, N = {};\n", m, k, n);
   h += fmt::format("inline constexpr std::size_t kIndex = {};\n", index);
+  if (const auto& g = l.bundle.metadata.conv) {
+    // A convolution executor: its geometry, and the shapes SpmmExecutor::run_conv takes for a batch.
+    const std::int64_t oh = g->out_height(), ow = g->out_width();
+    const bool nhwc = g->layout == rt::ConvLayout::nhwc;
+    h += fmt::format(
+        "// A convolution ({}): Kernels::{}().run_conv(x, input_shape(batch), y, output_shape(batch), "
+        "stream).\n",
+        rt::describe(*g), l.ident);
+    h += "inline constexpr bool kConv = true;\n";
+    h += fmt::format("inline constexpr const char* kLayout = \"{}\";\n", rt::to_string(g->layout));
+    h += fmt::format(
+        "inline constexpr std::int64_t kInChannels = {}, kHeight = {}, kWidth = {}, kOutChannels = {}, "
+        "kOutHeight = {}, kOutWidth = {};\n",
+        g->in_channels, g->height, g->width, m, oh, ow);
+    h += fmt::format(
+        "inline constexpr std::int64_t kKernelH = {}, kKernelW = {}, kStrideH = {}, kStrideW = {}, kPadTop = "
+        "{}, "
+        "kPadLeft = {}, kPadBottom = {}, kPadRight = {};\n",
+        g->kernel_h, g->kernel_w, g->stride_h, g->stride_w, g->pad_top, g->pad_left, g->pad_bottom,
+        g->pad_right);
+    h += fmt::format(
+        "// X and Y of `batch` images in the layout's order ({}).\n"
+        "inline constexpr std::array<std::int64_t, 4> input_shape(std::int64_t batch) {{ return {{{}}}; }}\n"
+        "inline constexpr std::array<std::int64_t, 4> output_shape(std::int64_t batch) {{ return {{{}}}; "
+        "}}\n",
+        nhwc ? "N, H, W, C" : "N, C, H, W",
+        nhwc ? "batch, kHeight, kWidth, kInChannels" : "batch, kInChannels, kHeight, kWidth",
+        nhwc ? "batch, kOutHeight, kOutWidth, kOutChannels" : "batch, kOutChannels, kOutHeight, kOutWidth");
+  }
 }
 
 // The sources' table behind layers().
@@ -306,6 +335,9 @@ std::string make_header(const std::vector<Layer>& layers, const std::string& ns)
       "// (sparsecc::rt: the CUDA driver API alone); layers() and bundle_bytes() describe and expose them.\n",
       layers.size(), layers.size() == 1 ? "" : "s");
   h += "#pragma once\n\n";
+  const bool conv = std::any_of(layers.begin(), layers.end(),
+                                [](const Layer& l) { return l.bundle.metadata.conv.has_value(); });
+  h += conv ? "#include <array>\n" : "";
   h += "#include <cstddef>\n#include <cstdint>\n#include <memory>\n#include <mutex>\n#include <span>\n\n";
   h += "#include \"sparsecc/runtime/executor.hpp\"\n#include \"sparsecc/runtime/hines_executor.hpp\"\n\n";
   h += open_namespace(ns);

@@ -51,8 +51,16 @@ std::vector<LayerNRule> layer_n_rules(const ModelLayerArgs& args) {
   return rules;
 }
 
+bool model_layer_is_conv(const ModelLayer& layer, const ModelLayerArgs& args) {
+  return args.conv && layer.conv.has_value();
+}
+
 std::int64_t model_layer_n(const ModelLayer& layer, const ModelLayerArgs& args, bool from_shapes,
                            std::vector<LayerNRule>& rules, std::string& from) {
+  if (model_layer_is_conv(layer, args)) {
+    from = "conv geometry";
+    return layer.conv->pixels();
+  }
   std::int64_t n = args.n;
   from = args.n > 0 ? "--n" : "run time";
   if (from_shapes && layer.graph_n > 0 && layer.graph_n <= kModelMaxN) {
@@ -92,6 +100,9 @@ ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& a
   read_options.max_density = args.max_density;
   read_options.infer_shapes = args.n_from_shapes || args.batch > 0;
   read_options.batch = args.batch;
+  read_options.conv_geometry = args.conv;
+  for (const std::string& text : args.layer_conv)
+    read_options.conv_specs.push_back(parse_conv_spec_rule(text));
   read_options.progress = progress;
   ModelLayerSet set{read_model(path, read_options), {}, {}};
   for (const SkippedTensor& s : set.model.skipped) report(fmt::format("skipped {}: {}", s.tensor, s.reason));
@@ -102,6 +113,10 @@ ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& a
   std::size_t from_shapes = 0, shaped = 0;
   for (const ModelLayer& layer : set.model.layers) {
     if (layer.graph_n > 0) ++shaped;
+    if (layer.op == "conv" && !layer.conv && args.conv)
+      report(
+          fmt::format("{}: layer {} is compiled as the GEMM of its im2col matrix, not as a convolution: {}",
+                      path, layer.name, layer.conv_note));
     std::string from;
     const std::int64_t n = model_layer_n(layer, args, read_options.infer_shapes, rules, from);
     if (from == "model shapes") ++from_shapes;
@@ -122,6 +137,12 @@ ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& a
 
 SpmmProblem model_layer_problem(const ModelLayer& layer, std::int64_t n, const ModelLayerArgs& args,
                                 const std::string& dtype) {
+  const bool relu =
+      args.relu || layer.relu ||
+      (!args.relu_select.empty() && std::regex_search(layer.name, std::regex(args.relu_select)));
+  if (model_layer_is_conv(layer, args))
+    return conv_problem(*layer.conv, layer.a.rows, !layer.bias.empty(), relu,
+                        require_dtype(dtype, "--dtype", kSpmmDtypes));
   SpmmProblem problem;
   problem.m = layer.a.rows;
   problem.k = layer.a.cols;

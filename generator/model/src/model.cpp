@@ -136,9 +136,17 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
   // Biases first: "<prefix>.bias" / "<prefix>_bias" with one value per row of the matrix "<prefix>[.weight]".
   std::vector<std::optional<std::size_t>> bias_tensor(tensors.size());
   std::map<std::size_t, std::string> bias_of, misfit;
+  // The command-line geometry of a 4-D weight (--layer-conv), or null.
+  const auto conv_rule = [&](const RawTensor& w) -> const ConvSpecRule* {
+    if (w.shape.size() != 4) return nullptr;
+    const std::string name = layer_name_of(w.name);
+    for (const ConvSpecRule& r : options.conv_specs)
+      if (std::regex_search(name, r.pattern) || std::regex_search(w.name, r.pattern)) return &r;
+    return nullptr;
+  };
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const RawTensor& w = tensors[i];
-    if (w.shape.size() != 2 || !w.unread_dtype.empty()) continue;
+    if ((w.shape.size() != 2 && !conv_rule(w)) || !w.unread_dtype.empty()) continue;
     const std::string name = layer_name_of(w.name);
     for (const std::string suffix : {".bias", "_bias"}) {
       const auto it = index.find(name + suffix);
@@ -172,7 +180,8 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
       skip(fmt::format("bias of layer '{}'", it->second));
       continue;
     }
-    if (w.shape.size() != 2) {
+    const ConvSpecRule* conv = conv_rule(w);
+    if (w.shape.size() != 2 && !conv) {
       const auto it = misfit.find(i);
       skip(fmt::format("not 2-D (rank {}){}", w.shape.size(), it == misfit.end() ? "" : "; " + it->second));
       continue;
@@ -186,6 +195,17 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
     if (!select.keeps(layer.name, layer.tensor)) {
       skip(select.reason());
       continue;
+    }
+    if (conv) {
+      // A 4-D OIHW weight with its geometry from the command line: the im2col weight O x (I*kh*kw).
+      layer.op = "conv";
+      layer.layout = "oihw_flattened";
+      if (w.fortran_order)
+        throw_at_byte(out.file, w.data_byte, "a 4-D weight in Fortran order (store it in C order, OIHW)",
+                      w.name);
+      w.shape = {w.shape[0], w.shape[1] * w.shape[2] * w.shape[3]};
+      layer.conv = conv_geometry_for(conv->spec, rt::ConvLayout::nchw, w.shape[0], w.shape[1],
+                                     layer.stored_shape, out.file, w.name, conv->origin);
     }
     // A NaN or Inf in a layer that would be compiled is bad input, in every format: the scan into CSR
     // checks the weight; a weight skipped for its shape is checked on its own.
@@ -214,11 +234,8 @@ void read_container(ModelContents& out, const Selector& select, const ModelReadO
 class OnnxReader {
  public:
   OnnxReader(ModelContents& out, const Selector& select, const ModelReadOptions& options)
-      : out_(out),
-        select_(select),
-        options_(options),
-        graph_(read_onnx(out.file, {.infer_shapes = options.infer_shapes, .batch = options.batch})) {
-    out_.shape_note = graph_.shape_note;
+      : out_(out), select_(select), options_(options), graph_(read_graph(out.file, options)) {
+    if (options.infer_shapes) out_.shape_note = graph_.shape_note;
     for (std::size_t i = 0; i < graph_.initializers.size(); ++i)
       init_.emplace(graph_.initializers[i].tensor.name, i);
     known_.insert(graph_.sparse_initializers.begin(), graph_.sparse_initializers.end());
@@ -272,6 +289,15 @@ class OnnxReader {
     std::vector<std::string> bias_of;  // layers it is the bias of
     std::vector<std::string> feeds;    // other uses, for the message
   };
+
+  // The graph, with shapes where asked for (infer_shapes), or where a Conv needs them for its geometry.
+  static OnnxGraph read_graph(const std::string& file, const ModelReadOptions& options) {
+    OnnxGraph g = read_onnx(file, {.infer_shapes = options.infer_shapes, .batch = options.batch});
+    if (!options.infer_shapes && options.conv_geometry &&
+        std::any_of(g.nodes.begin(), g.nodes.end(), [](const OnnxNode& n) { return n.is("Conv"); }))
+      g = read_onnx(file, {.infer_shapes = true, .batch = options.batch});
+    return g;
+  }
 
   std::optional<std::size_t> initializer(const std::string& name) const {
     if (name.empty()) return std::nullopt;
@@ -374,7 +400,7 @@ class OnnxReader {
 
   ModelLayer start(const OnnxNode& n, std::size_t w, const char* op, const char* layout) const {
     ModelLayer layer;
-    layer.graph_n = graph_n(n, op, layout);
+    layer.graph_n = options_.infer_shapes ? graph_n(n, op, layout) : 0;
     layer.tensor = graph_.initializers[w].tensor.name;
     layer.name = n.name.empty() ? layer.tensor : n.name;
     layer.op = op;
@@ -511,8 +537,76 @@ class OnnxReader {
       shape = {t.shape[0], t.shape[1] * t.shape[2] * t.shape[3]};
       if (select_.keeps(layer.name, layer.tensor))
         reason = bias(c, "B", t.shape[0], 1.0, {{t.shape[0]}}, layer);
+      rt::ConvGeometry g;
+      layer.conv_note = conv_geometry(n, t.shape, g);
+      if (layer.conv_note.empty()) layer.conv = g;
     }
     finish(layer, n, *w, shape, false, 1.0, reason);
+  }
+
+  // The geometry of Conv node n with weight shape (O, I, kh, kw) (see "Convolutions" in model.hpp), or
+  // why it has none.
+  std::string conv_geometry(const OnnxNode& n, const std::vector<std::int64_t>& w,
+                            rt::ConvGeometry& g) const {
+    const auto list = [&](const char* name, std::vector<std::int64_t> fallback) {
+      const auto it = n.int_lists.find(name);
+      return it == n.int_lists.end() ? fallback : it->second;
+    };
+    const std::vector<std::int64_t> dilations = list("dilations", {1, 1});
+    if (dilations != std::vector<std::int64_t>{1, 1})
+      return fmt::format("dilations [{}] (convolution executors take dilation 1)",
+                         fmt::join(dilations, ", "));
+    const std::vector<std::int64_t> strides = list("strides", {1, 1});
+    const bool has_pads = n.int_lists.contains("pads");
+    const std::vector<std::int64_t> pads = list("pads", {0, 0, 0, 0});
+    if (strides.size() != 2 || pads.size() != 4)
+      return fmt::format("strides [{}] or pads [{}] of the wrong length", fmt::join(strides, ", "),
+                         fmt::join(pads, ", "));
+    const auto shape_of = [&](const std::string& value) -> std::vector<std::int64_t> {
+      const auto it = value.empty() ? graph_.shapes.end() : graph_.shapes.find(value);
+      return it == graph_.shapes.end() ? std::vector<std::int64_t>{} : it->second;
+    };
+    const std::vector<std::int64_t> x = shape_of(n.inputs[0]);
+    const std::vector<std::int64_t> y =
+        n.outputs.empty() ? std::vector<std::int64_t>{} : shape_of(n.outputs[0]);
+    const auto known = [](const std::vector<std::int64_t>& s) {
+      return s.size() == 4 && s[2] > 0 && s[3] > 0;
+    };
+    if (!known(x))
+      return fmt::format("the input's height and width are unknown{}",
+                         graph_.shape_note.empty() ? "" : " (" + graph_.shape_note + ")");
+    if (!known(y)) return "the output's height and width are unknown";
+    g.layout = rt::ConvLayout::nchw;
+    g.in_channels = w[1];
+    g.height = x[2];
+    g.width = x[3];
+    g.kernel_h = w[2];
+    g.kernel_w = w[3];
+    g.stride_h = strides[0];
+    g.stride_w = strides[1];
+    g.pad_top = pads[0], g.pad_left = pads[1], g.pad_bottom = pads[2], g.pad_right = pads[3];
+    if (g.stride_h > 0 && g.stride_w > 0 && !has_pads && (g.out_height() != y[2] || g.out_width() != y[3])) {
+      // auto_pad SAME_UPPER / SAME_LOWER: the total padding that gives Y, split evenly.
+      const auto same = [](std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t s,
+                           std::int64_t& lo, std::int64_t& hi) {
+        const std::int64_t total = std::max<std::int64_t>((out - 1) * s + k - in, 0);
+        lo = total / 2;
+        hi = total - lo;
+        return total % 2 == 0;
+      };
+      if (!same(g.height, y[2], g.kernel_h, g.stride_h, g.pad_top, g.pad_bottom) ||
+          !same(g.width, y[3], g.kernel_w, g.stride_w, g.pad_left, g.pad_right))
+        return "auto_pad SAME with an odd total padding (SAME_UPPER and SAME_LOWER differ there, and the "
+               "reader sees no string attributes to tell which)";
+    }
+    if (x[1] > 0 && x[1] != g.in_channels)
+      return fmt::format("the input has {} channels, the weight {}", x[1], g.in_channels);
+    if (const auto errors = rt::check_conv_geometry(g); !errors.empty())
+      return fmt::format("geometry {}: {}", rt::describe(g), fmt::join(errors, "; "));
+    if (g.out_height() != y[2] || g.out_width() != y[3])
+      return fmt::format("the inferred output {}x{} disagrees with the geometry {} ({}x{})", y[2], y[3],
+                         rt::describe(g), g.out_height(), g.out_width());
+    return {};
   }
 
   ModelContents& out_;
@@ -529,6 +623,22 @@ class OnnxReader {
 };
 
 }  // namespace
+
+ConvSpecRule parse_conv_spec_rule(const std::string& text, const std::string& option) {
+  ConvSpecRule rule;
+  rule.origin = fmt::format("{} '{}'", option, text);
+  // The expression may hold '=': the geometry is what follows the last '='.
+  const auto eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UsageError(fmt::format("{}: expected REGEX=SPEC (e.g. 'conv1=3x224x224,k7,s2,p3')", rule.origin));
+  try {
+    rule.pattern = std::regex(text.substr(0, eq), std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError(fmt::format("{}: not a regular expression: {}", rule.origin, e.what()));
+  }
+  rule.spec = parse_conv_spec(std::string_view(text).substr(eq + 1), rule.origin);
+  return rule;
+}
 
 ModelContents read_model(const std::string& path, const ModelReadOptions& options) {
   if (!(options.max_density >= 0.0 && options.max_density <= 1.0))

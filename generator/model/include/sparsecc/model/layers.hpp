@@ -33,6 +33,11 @@ struct ModelLayerArgs {
   std::int64_t batch = 0;            // --batch: the inputs' symbolic leading dimension; implies n_from_shapes
   bool relu = false;                 // --relu: after every layer
   std::string relu_select;           // --relu-select: after the layers whose name matches
+  // Conv layers with a geometry (ModelLayer::conv) become convolution executors (compile-model without
+  // --conv-as-gemm): their problem is conv_problem (N = output pixels, the batch at run time) and no
+  // N rule applies to them. Off: every layer an SpMM of its matrix (tune --model, --conv-as-gemm).
+  bool conv = false;
+  std::vector<std::string> layer_conv;  // --layer-conv REGEX=SPEC: geometries of npz/safetensors 4-D weights
 };
 
 // The model's layers as they are compiled: each with the N it is built for (0: run-time N) and where
@@ -58,7 +63,11 @@ struct LayerNRule {
 // UsageError.
 std::vector<LayerNRule> layer_n_rules(const ModelLayerArgs& args);
 
-// The N of `layer`: the first of `rules` that matches (marked used), else the N of the model's shapes
+// Whether `layer` is compiled as a convolution executor under `args` (args.conv and a geometry).
+bool model_layer_is_conv(const ModelLayer& layer, const ModelLayerArgs& args);
+
+// The N of `layer`: for a convolution (model_layer_is_conv) its output pixels ("conv geometry");
+// otherwise the first of `rules` that matches (marked used), else the N of the model's shapes
 // when `from_shapes` and known (up to kModelMaxN), else args.n (0: run-time N). `from` receives the
 // origin ("FILE:LINE", "--layer-n '...'", "model shapes", "--n" or "run time").
 std::int64_t model_layer_n(const ModelLayer& layer, const ModelLayerArgs& args, bool from_shapes,
@@ -76,7 +85,8 @@ using ModelNoteSink = std::function<void(const std::string& line)>;
 ModelLayerSet read_model_layers(const std::string& path, const ModelLayerArgs& args, const std::string& verb,
                                 const ModelNoteSink& note = {}, const ReadProgress& progress = {});
 
-// The SpMM problem of one layer: its bias, ReLU from the model (ONNX) or the arguments, N fixed at
+// The SpMM problem of one layer: a convolution's (conv_problem of its geometry) where
+// model_layer_is_conv; otherwise its bias, ReLU from the model (ONNX) or the arguments, N fixed at
 // `n` (the layer's N from read_model_layers) or, for 0, at run time (planned for kModelPlanningN).
 SpmmProblem model_layer_problem(const ModelLayer& layer, std::int64_t n, const ModelLayerArgs& args,
                                 const std::string& dtype);

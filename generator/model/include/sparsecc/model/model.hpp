@@ -27,6 +27,20 @@
 // (the tensor name less a trailing ".weight" or "_weight"). Tensors of non-floating dtypes are listed
 // as skipped; tensors of more than 4 dimensions are an InputError from the reader.
 //
+// Convolutions (ModelLayer::conv): a Conv layer's geometry (rt::ConvGeometry, layout nchw) from the
+// node's attributes and its input X's inferred shape (ONNX shape inference; ModelReadOptions::
+// conv_geometry runs it for the geometry alone): strides, pads (ONNX's [x1_begin, x2_begin, x1_end,
+// x2_end] = [top, left, bottom, right]) and the height and width of X. auto_pad is resolved from the
+// inferred output shape: pads that give Y's height and width are taken; a model without "pads" whose
+// Y is larger than VALID padding gives is SAME padding, its total split evenly (an odd total, where
+// SAME_UPPER and SAME_LOWER differ, is left without a geometry: the reader sees no string attributes).
+// A Conv without a geometry keeps the im2col form (A and graph_n as above) and says why in conv_note:
+// dilations other than 1, X's or Y's shape unknown (no inference, a symbolic height or width), a
+// geometry that breaks rt::check_conv_geometry's rules (more than 64 taps, a padding as large as the
+// kernel). npz / safetensors: a 4-D weight (O, I, kh, kw) whose layer name or tensor name matches a
+// ModelReadOptions::conv_specs expression is a Conv layer (op "conv", "oihw_flattened") of that
+// command-line geometry (sparsecc/model/conv_spec.hpp); its bias pairs as a matrix's does.
+//
 // Shapes (ModelReadOptions::infer_shapes, ONNX only): the graph's shapes by ONNX shape inference
 // (io/onnx.hpp; the inputs' symbolic leading dimension set to ModelReadOptions::batch) give each layer
 // the N its product has in the model, from the node's output Y: Conv, Y = (b, O, H', W'...): b · H' ·
@@ -43,11 +57,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "sparsecc/io/raw_tensor.hpp"
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/model/conv_spec.hpp"
+#include "sparsecc/runtime/conv_geometry.hpp"
 
 namespace sparsecc {
 
@@ -67,7 +85,21 @@ struct ModelLayer {
   bool relu = false;         // ONNX: the op's output feeds exactly one node and it is a Relu
   double density = 0;        // nnz / (M·K)
   std::int64_t graph_n = 0;  // with infer_shapes: the N the model's shapes give the layer; 0 unknown
+  // op "conv": the convolution's geometry where known (see "Convolutions" above), layout nchw; else
+  // empty, and conv_note says why (empty for layers of other ops).
+  std::optional<rt::ConvGeometry> conv;
+  std::string conv_note;
 };
+
+// A command-line geometry for the 4-D weights of .npz / .safetensors files (compile-model
+// --layer-conv REGEX=SPEC): the first whose expression matches a 4-D tensor's layer or tensor name.
+struct ConvSpecRule {
+  std::string origin;  // for messages: "--layer-conv 'EXPR=SPEC'"
+  std::regex pattern;
+  ConvSpec spec;
+};
+// Parses REGEX=SPEC (split at the first '=' followed by a geometry); a UsageError naming `origin`.
+ConvSpecRule parse_conv_spec_rule(const std::string& text, const std::string& option = "--layer-conv");
 
 struct SkippedTensor {
   std::string tensor;
@@ -87,7 +119,12 @@ struct ModelReadOptions {
                               // its name or its tensor name
   double max_density = 0.5;   // above this a weight is "dense" and skipped
   bool infer_shapes = false;  // ONNX: fill ModelLayer::graph_n (see "Shapes" above)
-  std::int64_t batch = 0;     // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
+  // ONNX: run shape inference where the graph has a Conv, for ModelLayer::conv alone (graph_n stays 0
+  // without infer_shapes).
+  bool conv_geometry = false;
+  // npz / safetensors: 4-D weights that become Conv layers (see "Convolutions" above).
+  std::vector<ConvSpecRule> conv_specs;
+  std::int64_t batch = 0;  // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
   // npz/safetensors: progress lines (step "read FILE:TENSOR") for a weight whose reading into CSR takes
   // more than a second.
   ReadProgress progress = {};
