@@ -30,6 +30,9 @@
 // STEP_LANES), + STEP_LANES, ...; the slots' sums are added by a butterfly of shuffles (pairwise:
 // slot 0 + 1, 2 + 3, then the pairs), then the groups' as above. Same table, at most the same
 // shared memory.
+// Convolutions (CONV: kConv and the geometry): B is the images X and C the images Y; grid z is the
+// batch; a step's k is a filter column (i, dy, dx), read at the column's pixel where the tap is inside
+// the image and taken as 0 where it falls in the padding.
 // Programmatic plans (programmatic dependent launch, sm_90 on): the kernel reads its table (constant)
 // before it waits for the grid it depends on, and only then B; with PROGRAMMATIC_TRIGGER it lets the
 // next grid launch once its steps are done. Under a plain launch both are no-ops.
@@ -64,6 +67,32 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   constexpr int S = /*@RECORD*/4/*@end*/;  // words of a step record
   constexpr int Q = S / 4;                // its 16-byte loads
   const long long ld = /*@LD*/n/*@end*/;
+  // Convolutions (SpmmPlan "Convolution"): the geometry, element strides of X and Y included.
+/*@CONV*/
+  constexpr bool kConv = false;
+  constexpr int KH = 1, KW = 1;
+  constexpr long long OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;
+  constexpr long long XIMG = 0, XCH = 0, XROW = 0, XCOL = 0, YIMG = 0, YCH = 0, YROW = 0, YCOL = 0;
+/*@end*/
+  static_assert(!kConv || (T % 32 == 0 && L == 1), "convolutions need groups of whole warps, no step lanes");
+  // Column c of a convolution is pixel (c / OW, c % OW) of image blockIdx.z: its window's corner in X
+  // (where a step's offset starts) with the mask of its taps inside the image (none for a column past
+  // n), and its element in Y's channel 0.
+  [[maybe_unused]] const auto sparsecc_conv_corner = [](const float* X, long long c, bool live,
+                                                        unsigned long long& taps) {
+    const long long oy = c / OW, ox = c % OW, iy = oy * SH - PT, ix = ox * SW - PL;
+    taps = 0;
+    if (!live) return sparsecc_opaque(reinterpret_cast<const char*>(X));
+#pragma unroll
+    for (int dy = 0; dy < KH; ++dy)
+#pragma unroll
+      for (int dx = 0; dx < KW; ++dx)
+        if (iy + dy >= 0 && iy + dy < IH && ix + dx >= 0 && ix + dx < IW) taps |= 1ull << (dy * KW + dx);
+    return sparsecc_opaque(reinterpret_cast<const char*>(X + blockIdx.z * XIMG + iy * XROW + ix * XCOL));
+  };
+  [[maybe_unused]] const auto sparsecc_conv_output = [](long long c) {
+    return blockIdx.z * YIMG + c / OW * YROW + c % OW * YCOL;
+  };
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;
   const long long col = static_cast<long long>(blockIdx.x) * 2 * T + t;
@@ -163,7 +192,54 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
     const char* b1 = sparsecc_opaque(reinterpret_cast<const char*>(B + (live1 ? col + T : 0)));
     const unsigned row_bytes =
         static_cast<unsigned>(ld) * 4u;  // N < 2^30 (the runtime's and the plan's bound)
-    for (; i < last; i += 32) {
+    if constexpr (kConv) {
+      // A convolution: each column's pointer at its window's corner in X and its taps inside the
+      // image; a step's k gives the byte offset from the corner and the tap, which the lane that
+      // loaded the record works out once and hands round with the weights.
+      unsigned long long taps0 = 0, taps1 = 0;
+      b0 = sparsecc_conv_corner(B, col, live0, taps0);
+      b1 = sparsecc_conv_corner(B, col + T, live1, taps1);
+      for (; i < last; i += 32) {
+        const int count = min(32, last - i);
+        float mine[S];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+          const float4 v = lane < count ? __ldg(at + static_cast<long long>(i + lane) * Q + q) : float4{};
+          mine[4 * q] = v.x, mine[4 * q + 1] = v.y, mine[4 * q + 2] = v.z, mine[4 * q + 3] = v.w;
+        }
+        const int kmine = __float_as_int(mine[0]);
+        const int cmine = kmine / (KH * KW), tmine = kmine - cmine * (KH * KW);
+        const unsigned offmine = static_cast<unsigned>(
+            (cmine * XCH + tmine / KW * XROW + tmine % KW * XCOL) * 4);  // bytes from the corner
+#pragma unroll
+        for (int s = 0; s < 32; s += U) {
+          if (s >= count) break;
+          float x0[U], x1[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const unsigned offset = __shfl_sync(0xffffffffu, offmine, s + u);
+            const int tap = __shfl_sync(0xffffffffu, tmine, s + u);
+            x0[u] = (taps0 >> tap) & 1 ? __ldg(reinterpret_cast<const float*>(b0 + offset)) : 0.0f;
+            x1[u] = (taps1 >> tap) & 1 ? __ldg(reinterpret_cast<const float*>(b1 + offset)) : 0.0f;
+          }
+          float w[U][R];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[u][r] = __shfl_sync(0xffffffffu, mine[1 + r], s + u);
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (s + u < count) {
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                a0[r] = __fmaf_rn(x0[u], w[u][r], a0[r]);
+                a1[r] = __fmaf_rn(x1[u], w[u][r], a1[r]);
+              }
+            }
+        }
+      }
+    }
+    for (; i < last && !kConv; i += 32) {
       const int count = min(32, last - i);
       float mine[S];
 #pragma unroll
@@ -270,7 +346,12 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
       v0 = __fadd_rn(v0, s), v1 = __fadd_rn(v1, s);
     }
     if (kRelu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
-    if (live0) C[row * ld + col] = v0;
-    if (live1) C[row * ld + col + T] = v1;
+    if constexpr (kConv) {
+      if (live0) C[sparsecc_conv_output(col) + row * YCH] = v0;
+      if (live1) C[sparsecc_conv_output(col + T) + row * YCH] = v1;
+    } else {
+      if (live0) C[row * ld + col] = v0;
+      if (live1) C[row * ld + col + T] = v1;
+    }
   }
 }

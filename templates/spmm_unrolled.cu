@@ -9,6 +9,7 @@
 //                 C 8-byte aligned: one float2 load of B a step, one float2 store a row)
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   PROGRAMMATIC  programmatic plans: true (see below)
+//   CONV          `ldc`, C's row pitch (ld); convolutions: the pixel's pointers and taps mask
 //   BODY          one case per block row, self-contained: accumulators (one float per row and
 //                 column, indexed only by name), each group's steps, then the epilogue (group
 //                 reduction through shared memory, bias, ReLU, stores); staged steps copy B to
@@ -45,6 +46,12 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const bool live = col < ld;
   const float* b = B + col;
   float* c = C + col;
+  // C's row pitch; convolutions (SpmmPlan "Convolution") also move b and c to the thread's pixel of
+  // image blockIdx.z and set `taps`, its taps inside the image (a load of tap d reads only where bit d
+  // is set).
+/*@CONV*/
+  const long long ldc = ld;
+/*@end*/
   extern __shared__ float red[];
   // Staged steps: the shared-memory address of the thread's slot 0, less the plan's stage offset.
   [[maybe_unused]] const unsigned stage = static_cast<unsigned>(__cvta_generic_to_shared(red)) + threadIdx.x * 4u * CPT;
@@ -58,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
       }
       sparsecc_launch_dependents();
       if (live && group == 0) {
-        c[0 * ld] = a0;
+        c[0 * ldc] = a0;
       }
       break;
     }

@@ -304,6 +304,19 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
     contradicts(name, "tile_nnz", md.tile_nnz, "nnz (the stream holds every nonzero)");
 }
 
+// A convolution executor's keys against its geometry (conv_geometry.hpp): the kernels are fp32,
+// of a fixed N of the image's pixels, their K the filter's columns.
+void check_conv_metadata(const BundleMetadata& md, const std::string& name) {
+  const ConvGeometry& g = *md.conv;
+  if (const auto errors = check_conv_geometry(g); !errors.empty()) fail_key(name, "conv", errors.front());
+  if (md.dtype != "f32") fail_key(name, "conv", "a convolution executor is fp32");
+  if (md.n_mode != "fixed" || md.n != g.pixels())
+    fail_key(name, "n", "must be the convolution's output pixels " + std::to_string(g.pixels()) + " (fixed)");
+  if (md.k != g.k()) fail_key(name, "k", "must be the convolution's I * kh * kw = " + std::to_string(g.k()));
+  if (md.values_mode != "baked" && md.values_mode != "streamed" && md.values_mode != "rolled")
+    fail_key(name, "values_mode", "a convolution executor is unrolled or rolled");
+}
+
 // Ranges and enumerations of every key (the types are checked while reading the JSON).
 // A CPU executor's metadata: its code is the objects section (no launch, no contract).
 void validate_cpu(const BundleMetadata& md, const std::string& name) {
@@ -344,7 +357,11 @@ void validate_cpu(const BundleMetadata& md, const std::string& name) {
 void validate(const BundleMetadata& md, const std::string& name) {
   check_one_of(name, "op", md.op, {"spmm", "hines"});
   check_one_of(name, "target", md.target, {"gpu", "cpu"});
-  if (md.target == "cpu") return validate_cpu(md, name);
+  if (md.target == "cpu") {
+    if (md.conv) fail_key(name, "conv", "CPU executors take no convolution");
+    return validate_cpu(md, name);
+  }
+  if (md.conv && md.op != "spmm") fail_key(name, "conv", "only an SpMM bundle describes a convolution");
   validate_common(md, name);
   if (md.op == "hines") return validate_hines(md, name);
   check_range(name, "m", md.m, 1, kIntMax);
@@ -381,6 +398,7 @@ void validate(const BundleMetadata& md, const std::string& name) {
     fail_key(name, "params",
              "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
   check_spmm_launch(md, name);
+  if (md.conv) check_conv_metadata(md, name);
 }
 
 // A rolled bundle's step table against its metadata: the header's record indices start at 0 and
@@ -721,6 +739,23 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
     for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes"})
       fields.push_back({std::string("plan_summary.") + key, get(key)});
   }
+  if (md.conv) {
+    // The geometry is compiled into the code: the runtime sizes X and Y from it.
+    const ConvGeometry& g = *md.conv;
+    fields.push_back({"conv.layout", g.layout == ConvLayout::nhwc ? 1u : 0u});
+    for (const auto& [key, v] : {std::pair{"conv.in_channels", g.in_channels},
+                                 {"conv.height", g.height},
+                                 {"conv.width", g.width},
+                                 {"conv.kernel_h", g.kernel_h},
+                                 {"conv.kernel_w", g.kernel_w},
+                                 {"conv.stride_h", g.stride_h},
+                                 {"conv.stride_w", g.stride_w},
+                                 {"conv.pad_top", g.pad_top},
+                                 {"conv.pad_left", g.pad_left},
+                                 {"conv.pad_bottom", g.pad_bottom},
+                                 {"conv.pad_right", g.pad_right}})
+      fields.push_back({key, word(v)});
+  }
   return fields;
 }
 
@@ -988,6 +1023,7 @@ json BundleMetadata::to_json() const {
   if (dtype != "f32")  // fp32 bundles keep the keys of earlier generators
     j.update(json{{"accumulate", accumulate}, {"tile_nnz", tile_nnz}, {"fragment_words", fragment_words}});
   if (programmatic_launch) j["programmatic_launch"] = true;  // absent: false (earlier generators)
+  if (conv) j["conv"] = rt::to_json(*conv);                  // absent: an SpMM executor
   return j;
 }
 
@@ -1070,6 +1106,11 @@ BundleMetadata BundleMetadata::from_json(const json& j, const std::string& name)
     md.tile_nnz = get_int(j, "tile_nnz", name);
     md.fragment_words = get_int(j, "fragment_words", name);
   }
+  if (j.contains("conv")) try {
+      md.conv = conv_geometry_from_json(j.at("conv"), name + ": metadata");
+    } catch (const std::invalid_argument& e) {
+      throw BundleError(e.what());
+    }
   validate(md, name);
   return md;
 }

@@ -147,7 +147,7 @@ void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstr
 }
 
 void launch_programmatic(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block_x, void** args,
-                         CUstream stream, unsigned shared_bytes) {
+                         CUstream stream, unsigned shared_bytes, unsigned grid_z) {
   const DriverApi& api = driver();
   if (!api.cuLaunchKernelEx)
     throw DriverError(
@@ -160,7 +160,7 @@ void launch_programmatic(CUfunction fn, unsigned grid_x, unsigned grid_y, unsign
   CUlaunchConfig config{};
   config.gridDimX = grid_x;
   config.gridDimY = grid_y;
-  config.gridDimZ = 1;
+  config.gridDimZ = grid_z;
   config.blockDimX = block_x;
   config.blockDimY = 1;
   config.blockDimZ = 1;

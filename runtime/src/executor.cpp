@@ -119,6 +119,9 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
 
 void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream, RunOptions options) const {
   const BundleMetadata& md = metadata_;
+  if (md.conv)
+    throw std::invalid_argument("SpmmExecutor::run: this executor is a convolution (" + describe(*md.conv) +
+                                "): launch it with run_conv");
   if (!B || !C) throw std::invalid_argument("SpmmExecutor::run: B and C must not be null");
   if (B % operand_alignment_ != 0 || C % operand_alignment_ != 0)
     throw std::invalid_argument("SpmmExecutor::run: B and C must be aligned to " +
@@ -145,6 +148,45 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream, Run
   else
     launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
            unsigned(md.block_rows));
+}
+
+void SpmmExecutor::run_conv(CUdeviceptr x, const std::array<std::int64_t, 4>& x_shape, CUdeviceptr y,
+                            const std::array<std::int64_t, 4>& y_shape, CUstream stream,
+                            RunOptions options) const {
+  const BundleMetadata& md = metadata_;
+  if (!md.conv)
+    throw std::invalid_argument("SpmmExecutor::run_conv: this executor is no convolution: use run");
+  if (!x || !y) throw std::invalid_argument("SpmmExecutor::run_conv: X and Y must not be null");
+  const ConvGeometry& g = *md.conv;
+  const std::int64_t batch = x_shape[0];
+  const auto shape_text = [](const std::array<std::int64_t, 4>& s) {
+    return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]) + "x" +
+           std::to_string(s[3]);
+  };
+  const std::string order = g.layout == ConvLayout::nhwc ? "NHWC" : "NCHW";
+  if (batch < 1 || batch > 65535)
+    throw std::invalid_argument("SpmmExecutor::run_conv: a batch of " + std::to_string(batch) +
+                                " images; an executor takes 1..65535");
+  if (x_shape != g.input_shape(batch))
+    throw std::invalid_argument("SpmmExecutor::run_conv: X is " + shape_text(x_shape) +
+                                " but this executor (" + describe(g) + ") takes " +
+                                shape_text(g.input_shape(batch)) + " (" + order + ")");
+  if (y_shape != g.output_shape(batch, md.m))
+    throw std::invalid_argument("SpmmExecutor::run_conv: Y is " + shape_text(y_shape) +
+                                " but this executor (" + describe(g) + ", " + std::to_string(md.m) +
+                                " filters) writes " + shape_text(g.output_shape(batch, md.m)) + " (" + order +
+                                ")");
+  const std::int64_t tiles = (md.n + md.n_tile - 1) / md.n_tile;
+  ctx_->make_current();
+  CUdeviceptr b = x, c = y, bias = bias_.get(), values = values_.get();
+  int nn = static_cast<int>(md.n);
+  void* args[] = {&b, &c, &bias, &values, &nn};
+  if (options.programmatic && md.programmatic_launch)
+    launch_programmatic(fn_, unsigned(tiles), unsigned(md.block_rows), unsigned(md.block_x), args, stream,
+                        unsigned(md.shared_bytes), unsigned(batch));
+  else
+    launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
+           unsigned(md.block_rows), unsigned(batch));
 }
 
 }  // namespace sparsecc::rt

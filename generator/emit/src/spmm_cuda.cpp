@@ -58,9 +58,9 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
       if (p.epilogue.bias) s += fmt::format("        {0} = __fadd_rn({0}, __ldg(bias + {1}));\n", x, row);
       if (p.epilogue.relu) s += fmt::format("        {0} = fmaxf({0}, 0.0f);\n", x);
     }
-    s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ld) = make_float2({}, {});\n", row,
+    s += pairs ? fmt::format("        *reinterpret_cast<float2*>(c + {} * ldc) = make_float2({}, {});\n", row,
                              v, u)
-               : fmt::format("        c[{} * ld] = {};\n", row, v);
+               : fmt::format("        c[{} * ldc] = {};\n", row, v);
   }
   return s + "      }\n";
 }
@@ -78,8 +78,8 @@ std::string empty_case(const SpmmPlan& p) {
        "= 0.0f;\n";
   if (p.epilogue.bias) s += "          v = __fadd_rn(v, __ldg(bias + r));\n";
   if (p.epilogue.relu) s += "          v = fmaxf(v, 0.0f);\n";
-  s += p.fp32_pairs() ? "          *reinterpret_cast<float2*>(c + r * ld) = make_float2(v, v);\n"
-                      : "          c[r * ld] = v;\n";
+  s += p.fp32_pairs() ? "          *reinterpret_cast<float2*>(c + r * ldc) = make_float2(v, v);\n"
+                      : "          c[r * ldc] = v;\n";
   return s + "        }\n      break;\n    }\n";
 }
 
@@ -105,6 +105,11 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   s += emit_detail::unrolled_groups(
       p, block, packed,
       [&](std::int32_t k) {
+        if (const auto& g = p.problem.conv) {
+          const ConvTap tap = conv_tap(*g, k);
+          return fmt::format("        x = taps & 0x{:x}ull ? __ldg(b + {}) : 0.0f;",
+                             std::uint64_t{1} << tap.tap, tap.offset);
+        }
         return pairs ? fmt::format("        x = __ldg(reinterpret_cast<const float2*>(b + {} * ld));", k)
                      : fmt::format("        x = __ldg(b + {} * ld);", k);
       },
@@ -155,6 +160,37 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
 
 }  // namespace
 
+ConvTap conv_tap(const rt::ConvGeometry& g, std::int64_t k) {
+  const auto xs = g.input_strides();
+  const std::int64_t i = k / g.taps(), tap = k % g.taps();
+  return {tap, i * xs.channel + tap / g.kernel_w * xs.row + tap % g.kernel_w * xs.col};
+}
+
+std::string conv_setup(const SpmmPlan& plan) {
+  const rt::ConvGeometry& g = *plan.problem.conv;
+  const auto xs = g.input_strides();
+  const auto ys = g.output_strides(plan.problem.m);
+  return fmt::format(
+      "  const long long ldc = {ychan};\n"
+      "  const long long oy = col / {ow}, ox = col % {ow};\n"
+      "  const long long iy = oy * {sh} - {pt}, ix = ox * {sw} - {pl};  // the window's corner in X\n"
+      "  b = B + blockIdx.z * {ximg}LL + iy * {xrow} + ix * {xcol};\n"
+      "  c = C + blockIdx.z * {yimg}LL + oy * {yrow} + ox * {ycol};\n"
+      "  unsigned long long taps = 0;\n"
+      "#pragma unroll\n"
+      "  for (int dy = 0; dy < {kh}; ++dy)\n"
+      "#pragma unroll\n"
+      "    for (int dx = 0; dx < {kw}; ++dx)\n"
+      "      if (iy + dy >= 0 && iy + dy < {h} && ix + dx >= 0 && ix + dx < {w}) taps |= 1ull << (dy * {kw} "
+      "+ dx);\n",
+      fmt::arg("ychan", ys.channel), fmt::arg("ow", g.out_width()), fmt::arg("sh", g.stride_h),
+      fmt::arg("pt", g.pad_top), fmt::arg("sw", g.stride_w), fmt::arg("pl", g.pad_left),
+      fmt::arg("ximg", xs.image), fmt::arg("xrow", xs.row), fmt::arg("xcol", xs.col),
+      fmt::arg("yimg", ys.image), fmt::arg("yrow", ys.row), fmt::arg("ycol", ys.col),
+      fmt::arg("kh", g.kernel_h), fmt::arg("kw", g.kernel_w), fmt::arg("h", g.height),
+      fmt::arg("w", g.width));
+}
+
 std::string cuda_float_literal(float v) {
   if (std::isnormal(v) || v == 0.0f) return fmt::format("{}f", fmt::format("{:a}", static_cast<double>(v)));
   return fmt::format("__int_as_float(0x{:x})", std::bit_cast<std::uint32_t>(v));
@@ -179,6 +215,7 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"COLS", std::to_string(plan.layout.cols_per_thread)},
       {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
       {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
+      {"CONV", plan.problem.conv ? conv_setup(plan) : "  const long long ldc = ld;\n"},
       {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
   stamp_spmm_contract(out, plan, a);

@@ -528,6 +528,9 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   if (plan.value_mode() == SpmmValueMode::rolled)
     throw UsageError(
         "the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
+  if (plan.problem.conv)
+    throw UsageError(
+        "the PTX emitter writes SpMM kernels; convolutions take the CUDA C++ emitter (--emit cuda)");
   if (!is_c_identifier(plan.hints.kernel_name))
     throw UsageError(
         fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.hints.kernel_name));

@@ -51,6 +51,38 @@ SpmmFamily choose_family(const SpmmInspection& in, const SpmmProblem& problem, c
   return rolled ? SpmmFamily::rolled : SpmmFamily::unrolled;
 }
 
+SpmmOptions conv_options(const SpmmInspection& in, const SpmmProblem& problem, SpmmOptions o) {
+  const rt::ConvGeometry& g = *problem.conv;
+  if (const auto errors = rt::check_conv_geometry(g); !errors.empty())
+    throw UsageError(fmt::format("plan_spmm: convolution {}: {}", rt::describe(g), errors.front()));
+  if (problem.k != g.k() || problem.n != g.pixels() || problem.n_mode != SpmmNMode::fixed)
+    throw UsageError(fmt::format(
+        "plan_spmm: the convolution {} multiplies {} filter columns into {} output pixels (a fixed N), "
+        "not {} into {}",
+        rt::describe(g), g.k(), g.pixels(), problem.k, problem.n));
+  if (problem.dtype != DType::f32)
+    throw UsageError(
+        fmt::format("plan_spmm: convolution executors are fp32; {} is not taken", problem.dtype));
+  if (o.blocklets != SpmmBlockletMode::off || o.stage_min_entries > 0 || o.step_lanes > 1 ||
+      o.cols_per_thread == 2 || (o.value_mode && *o.value_mode == SpmmValueMode::compressed))
+    throw UsageError(
+        "plan_spmm: convolution executors take no blocklets, staged steps, step lanes, two columns a "
+        "thread or compressed values");
+  const bool rolled = o.value_mode ? *o.value_mode == SpmmValueMode::rolled
+                                   : in.nnz > kConvUnrolledNnz || auto_rolled(in, problem);
+  if (rolled) {
+    if (o.n_tile % 32 != 0)
+      throw UsageError(
+          fmt::format("plan_spmm: a rolled convolution takes an n tile of whole warps, not {}", o.n_tile));
+    o.value_mode = SpmmValueMode::rolled;
+    o.step_lanes = 1;
+    o.row_split = SpmmRowSplit::equal;
+  } else {
+    o.cols_per_thread = 1;  // the value mode stays the options' or the rule's (not rolled: see above)
+  }
+  return o;
+}
+
 std::int32_t choose_step_lanes(const SpmmProblem& problem, const SpmmOptions& options, SpmmFamily family) {
   const bool rolled = family == SpmmFamily::rolled;
   if (options.step_lanes < 0 || options.step_lanes > 32 ||
@@ -688,6 +720,21 @@ SpmmPlan plan_spmm_once(const CsrMatrix& a, const SpmmProblem& problem, const Sp
 
 SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
                    const GpuTarget& target) {
+  if (problem.conv) {
+    validate(a);
+    SpmmOptions o = conv_options(inspect_for_spmm(a), problem, options);
+    SpmmPlan p = plan_spmm_once(a, problem, o, target);
+    if (p.rolled() && p.layout.n_tile % 32 != 0) {  // the automatic n tile of a narrow image
+      o.n_tile = 32;
+      p = plan_spmm_once(a, problem, o, target);
+    }
+    if (p.unrolled() && spmm_rows_with_code(p) > kSpmmMaxRowsWithCode) {
+      o.value_mode = SpmmValueMode::rolled;
+      o.cols_per_thread = 0;
+      return plan_spmm(a, problem, o, target);
+    }
+    return p;
+  }
   SpmmPlan p = plan_spmm_once(a, problem, options, target);
   if (p.value_mode() == SpmmValueMode::rolled || p.compressed()) return p;
   const std::int64_t rows = spmm_rows_with_code(p);

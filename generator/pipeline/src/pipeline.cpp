@@ -92,7 +92,7 @@ nlohmann::json compressed_summary(const SpmmPlan& plan) {
 }  // namespace
 
 KernelLanguage emitter_default(const SpmmProblem& problem) {
-  return problem.dtype == DType::f32 ? KernelLanguage::ptx : KernelLanguage::cuda;
+  return problem.dtype == DType::f32 && !problem.conv ? KernelLanguage::ptx : KernelLanguage::cuda;
 }
 
 // The compile model: seconds = a * instructions^p per route, fitted to compiles of random matrices of
@@ -125,12 +125,14 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   SpmmArtifact art;
   art.target = target;
   KernelLanguage language = request.emit.value_or(emitter_default(plan.problem));
-  // Rolled and compressed kernels are loops: CUDA C++ always.
-  if (plan.value_mode() == SpmmValueMode::rolled || plan.compressed()) language = KernelLanguage::cuda;
+  // Rolled and compressed kernels are loops, convolutions read their images: CUDA C++ always.
+  if (plan.value_mode() == SpmmValueMode::rolled || plan.compressed() || plan.problem.conv)
+    language = KernelLanguage::cuda;
   CompileEstimate estimate = estimate_spmm_compile(plan, language);
   if (language == KernelLanguage::cuda && estimate.compile > request.max_cuda_seconds &&
       request.long_cuda != LongCompile::allow) {
-    const bool ptx_possible = !plan.half() && plan.value_mode() != SpmmValueMode::rolled;
+    const bool ptx_possible =
+        !plan.half() && plan.value_mode() != SpmmValueMode::rolled && !plan.problem.conv;
     if (request.long_cuda == LongCompile::take_ptx && ptx_possible) {
       const CompileEstimate ptx = estimate_spmm_compile(plan, KernelLanguage::ptx);
       art.report.emit_note = fmt::format(

@@ -9,6 +9,7 @@
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/plan/spmm_compressed.hpp"
+#include "sparsecc/reference/conv.hpp"
 
 namespace sparsecc {
 
@@ -164,6 +165,28 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
     fragment_begin += block.fragments.size() * words_per_fragment;
   }
   return c;
+}
+
+std::vector<float> interpret_conv(const SpmmPlan& plan, const std::vector<float>& values,
+                                  const std::vector<float>& x, std::int64_t batch,
+                                  const std::vector<double>* bias) {
+  if (!plan.problem.conv) throw UsageError("interpret_conv: the plan is no convolution");
+  const rt::ConvGeometry& g = *plan.problem.conv;
+  if (batch < 1 || static_cast<std::int64_t>(x.size()) != g.input_elements(batch))
+    throw UsageError(fmt::format("interpret_conv: the input has {} values; {} images of {} have {}", x.size(),
+                                 batch, rt::describe(g), g.input_elements(batch)));
+  const std::vector<double> wide(x.begin(), x.end());
+  const auto ys = g.output_strides(plan.problem.m);
+  const std::int64_t ow = g.out_width();
+  std::vector<float> y(static_cast<std::size_t>(g.output_elements(batch, plan.problem.m)));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const DenseMatrix c = interpret_spmm(plan, values, im2col(g, wide, b), bias);
+    for (std::int64_t o = 0; o < c.rows; ++o)
+      for (std::int64_t p = 0; p < c.cols; ++p)
+        y[static_cast<std::size_t>(b * ys.image + o * ys.channel + p / ow * ys.row + p % ow * ys.col)] =
+            static_cast<float>(c(o, p));
+  }
+  return y;
 }
 
 }  // namespace sparsecc

@@ -488,6 +488,49 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
 
 }  // namespace
 
+namespace {
+
+// Convolution plans (SpmmPlan "Convolution"): the geometry is valid and gives the problem's shape,
+// and the plan is one the convolution kernels implement.
+void check_conv_plan(const SpmmPlan& p, std::vector<std::string>& errors) {
+  const rt::ConvGeometry& g = *p.problem.conv;
+  if (const auto e = rt::check_conv_geometry(g); !e.empty()) {
+    errors.push_back("conv: " + e.front());
+    return;
+  }
+  if (p.problem.k != g.k() || p.problem.n != g.pixels() || p.problem.n_mode != SpmmNMode::fixed)
+    errors.push_back(fmt::format(
+        "conv: the problem is {}x{}, N {} ({}); the geometry {} gives K {} and N {} (fixed)", p.problem.m,
+        p.problem.k, p.problem.n, name(p.problem.n_mode), rt::describe(g), g.k(), g.pixels()));
+  if (g.input_elements(1) >= (std::int64_t{1} << 29))
+    errors.push_back(
+        fmt::format("conv: an image of {} values; an executor takes fewer than 2^29 (its offsets "
+                    "are 32-bit byte counts)",
+                    g.input_elements(1)));
+  if (p.half() || p.fragment_k() != 0 || p.compressed())
+    errors.push_back("conv: convolution executors are fp32 (unrolled or rolled)");
+  if (p.unrolled() && (p.layout.cols_per_thread != 1 || p.stage_slots() > 0))
+    errors.push_back("conv: unrolled convolution plans take one column a thread and no staged steps");
+  if (p.rolled() && (p.step_lanes() != 1 || p.layout.n_tile % 32 != 0))
+    errors.push_back("conv: rolled convolution plans take groups of whole warps and no step lanes");
+}
+
+}  // namespace
+
+SpmmProblem conv_problem(const rt::ConvGeometry& g, std::int64_t out_channels, bool bias, bool relu,
+                         DType dtype) {
+  SpmmProblem pr;
+  pr.m = out_channels;
+  pr.k = g.k();
+  pr.n = g.pixels();
+  pr.n_mode = SpmmNMode::fixed;
+  pr.bias = bias;
+  pr.relu = relu;
+  pr.dtype = dtype;
+  pr.conv = g;
+  return pr;
+}
+
 std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const GpuTarget& target) {
   std::vector<std::string> errors;
   const auto err = [&](std::string s) { errors.push_back(std::move(s)); };
@@ -499,6 +542,7 @@ std::vector<std::string> check_plan(const SpmmPlan& p, const CsrMatrix& a, const
     err(fmt::format("n {} must be below 2^30 (a row of B's pitch in bytes fits 32 bits)", pr.n));
   if (!spmm_dtype(pr.dtype)) err(fmt::format("dtype '{}' is not f32, f16 or bf16", pr.dtype));
   const bool rolled = p.value_mode() == SpmmValueMode::rolled;
+  if (pr.conv) check_conv_plan(p, errors);
   const bool lanes = p.step_lanes() > 1;
   if (p.layout.cols_per_thread != (p.half() || (rolled && !lanes) ? 2 : 1) && !p.fp32_pairs())
     err(fmt::format("cols_per_thread {} does not fit dtype {}{}", p.layout.cols_per_thread, pr.dtype,
@@ -659,7 +703,8 @@ json to_json(const SpmmPlan& p) {
             {"n_mode", name(pr.n_mode)},
             {"bias", pr.bias},
             {"relu", pr.relu},
-            {"dtype", dtype_name(pr.dtype)}}},
+            {"dtype", dtype_name(pr.dtype)},
+            {"conv", pr.conv ? rt::to_json(*pr.conv) : json(nullptr)}}},
           {"layout",
            {{"row_split", to_string(l.row_split)},
             {"row_order", l.row_order},
@@ -702,6 +747,11 @@ SpmmPlan plan_from_json(const json& j) {
                  pr.at("bias"),
                  pr.at("relu"),
                  require_dtype(pr.at("dtype").get<std::string>(), "SpMM plan: dtype", kSpmmDtypes)};
+    if (const auto c = pr.find("conv"); c != pr.end() && !c->is_null()) try {
+        p.problem.conv = rt::conv_geometry_from_json(*c, "SpMM plan: problem");
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
     const json& jl = j.at("layout");
     SpmmLayout& l = p.layout;
     l.row_split = parse_row_split(jl.at("row_split").get<std::string>(), "SpMM plan: row_split");

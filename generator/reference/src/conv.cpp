@@ -51,4 +51,70 @@ std::vector<double> conv3x3(const CsrMatrix& W, const std::vector<double>& input
   return out;
 }
 
+namespace {
+
+void check_conv_input(const char* what, const rt::ConvGeometry& g, const std::vector<double>& x,
+                      std::int64_t batch) {
+  if (const auto errors = rt::check_conv_geometry(g); !errors.empty())
+    throw UsageError(fmt::format("{}: {}", what, errors.front()));
+  if (batch < 0 || static_cast<std::int64_t>(x.size()) != g.input_elements(batch))
+    throw UsageError(fmt::format("{}: the input has {} values; {} images of {}x{}x{} have {}", what, x.size(),
+                                 batch, g.in_channels, g.height, g.width, g.input_elements(batch)));
+}
+
+}  // namespace
+
+std::vector<double> conv2d(const CsrMatrix& W, const std::vector<double>& x, const rt::ConvGeometry& g,
+                           std::int64_t batch, const std::vector<double>* bias, bool relu) {
+  validate(W);
+  check_conv_input("conv2d", g, x, batch);
+  if (W.cols != g.k())
+    throw UsageError(fmt::format("conv2d: W has {} columns; {} channels of a {}x{} kernel need {}", W.cols,
+                                 g.in_channels, g.kernel_h, g.kernel_w, g.k()));
+  if (bias && static_cast<std::int64_t>(bias->size()) != W.rows)
+    throw UsageError(fmt::format("conv2d: bias has {} entries for {} output channels", bias->size(), W.rows));
+  const std::int64_t oh = g.out_height(), ow = g.out_width(), taps = g.taps();
+  const auto xs = g.input_strides();
+  const auto ys = g.output_strides(W.rows);
+  std::vector<double> y(static_cast<std::size_t>(g.output_elements(batch, W.rows)));
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t o = 0; o < W.rows; ++o)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          double acc = 0.0;
+          for (std::int64_t e = W.row_ptr[o]; e < W.row_ptr[o + 1]; ++e) {
+            const std::int64_t i = W.col_idx[e] / taps, tap = W.col_idx[e] % taps;
+            const std::int64_t iy = oy * g.stride_h - g.pad_top + tap / g.kernel_w;
+            const std::int64_t ix = ox * g.stride_w - g.pad_left + tap % g.kernel_w;
+            if (iy < 0 || iy >= g.height || ix < 0 || ix >= g.width) continue;  // zero padding
+            acc += W.values[e] *
+                   x[static_cast<std::size_t>(b * xs.image + i * xs.channel + iy * xs.row + ix * xs.col)];
+          }
+          if (bias) acc += (*bias)[o];
+          y[static_cast<std::size_t>(b * ys.image + o * ys.channel + oy * ys.row + ox * ys.col)] =
+              relu ? std::max(0.0, acc) : acc;
+        }
+  return y;
+}
+
+DenseMatrix im2col(const rt::ConvGeometry& g, const std::vector<double>& x, std::int64_t image) {
+  if (const auto errors = rt::check_conv_geometry(g); !errors.empty())
+    throw UsageError(fmt::format("im2col: {}", errors.front()));
+  if (image < 0 || g.input_elements(image + 1) > static_cast<std::int64_t>(x.size()))
+    throw UsageError(fmt::format("im2col: the input of {} values holds no image {}", x.size(), image));
+  const std::int64_t ow = g.out_width(), taps = g.taps();
+  const auto xs = g.input_strides();
+  DenseMatrix m(g.k(), g.pixels());
+  for (std::int64_t k = 0; k < m.rows; ++k) {
+    const std::int64_t i = k / taps, dy = k % taps / g.kernel_w, dx = k % g.kernel_w;
+    for (std::int64_t p = 0; p < m.cols; ++p) {
+      const std::int64_t iy = p / ow * g.stride_h - g.pad_top + dy,
+                         ix = p % ow * g.stride_w - g.pad_left + dx;
+      if (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width)
+        m(k, p) = x[static_cast<std::size_t>(image * xs.image + i * xs.channel + iy * xs.row + ix * xs.col)];
+    }
+  }
+  return m;
+}
+
 }  // namespace sparsecc

@@ -55,6 +55,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sparsecc/runtime/conv_geometry.hpp"
 #include "sparsecc/runtime/launch.hpp"
 
 namespace sparsecc::rt {
@@ -140,6 +141,9 @@ struct BundleMetadata {
   std::string fingerprint;  // hex digest of the matrix
   nlohmann::json plan_summary = nlohmann::json::object();
   HinesMetadata hines;  // op "hines" only
+  // op "spmm", target "gpu": a convolution executor (conv_geometry.hpp; key "conv"): m output channels,
+  // k = conv->k(), n = conv->pixels(), fixed N; launched by SpmmExecutor::run_conv.
+  std::optional<ConvGeometry> conv;
 
   nlohmann::json to_json() const;
   // Throws BundleError naming `name` and the key that is missing, mistyped or out of range.

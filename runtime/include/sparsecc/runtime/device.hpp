@@ -112,6 +112,6 @@ void launch(CUfunction fn, unsigned grid_x, unsigned block_x, void** args, CUstr
 // of it on the stream has finished, so it must wait for that itself (griddepcontrol.wait) before it
 // reads what that work wrote. Throws DriverError when the driver lacks cuLaunchKernelEx.
 void launch_programmatic(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned block_x, void** args,
-                         CUstream stream, unsigned shared_bytes);
+                         CUstream stream, unsigned shared_bytes, unsigned grid_z = 1);
 
 }  // namespace sparsecc::rt

@@ -9,9 +9,13 @@
 // values point to the executor's device copies of those sections (null when absent). fp16 / bf16
 // executors (metadata dtype) take 16-bit B and C and a sixth argument, the device copy of the
 // fragments section (`const unsigned* fragments`, null when absent); bias and values stay float32.
+// Convolution executors (metadata.conv) take the images X for B and Y for C, and run with grid z =
+// the batch (run_conv).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,7 +74,18 @@ class SpmmExecutor {
   // pointer, n < 1, (fixed mode) n other than metadata.n, or B or C not aligned to the loads the
   // kernel makes (8 bytes for fp32 kernels with two columns a thread; cudaMalloc's pointers are);
   // DriverError when the launch fails.
+  // Convolution bundles (metadata.conv) take `run_conv` instead, and `run` refuses them.
   void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr, RunOptions options = {}) const;
+
+  // Convolution executors (metadata.conv; sparsecc/runtime/conv_geometry.hpp): enqueues Y = W * X
+  // (+bias, ReLU as planned) for a batch of images. `x_shape` and `y_shape` are the tensors' shapes
+  // in the bundle's layout order (N, C, H, W or N, H, W, C): the runtime checks them against the
+  // geometry (same batch N >= 1, at most 65535 images: grid z) and throws std::invalid_argument
+  // naming the first that differs, a null pointer, or a bundle that is no convolution; DriverError
+  // when the launch fails. X and Y must not overlap.
+  void run_conv(CUdeviceptr x, const std::array<std::int64_t, 4>& x_shape, CUdeviceptr y,
+                const std::array<std::int64_t, 4>& y_shape, CUstream stream = nullptr,
+                RunOptions options = {}) const;
 
  private:
   SpmmExecutor() = default;

@@ -5,6 +5,7 @@
 // loop over the plan's step table (emit_spmm_rolled_cuda). Same plan and matrix, same bytes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "sparsecc/emit/emitted_kernel.hpp"
@@ -26,5 +27,15 @@ EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a
 
 // A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
 std::string cuda_float_literal(float v);
+
+// Convolution plans (SpmmPlan "Convolution"). Column k of the filter bank reads X at `offset`
+// elements from the thread's window corner, where its tap (dy * kw + dx) is inside the image.
+struct ConvTap {
+  std::int64_t tap = 0, offset = 0;
+};
+ConvTap conv_tap(const rt::ConvGeometry& g, std::int64_t k);
+// The code that points a thread's b and c at its pixel of image blockIdx.z (from its column `col`),
+// sets `ldc` to Y's channel pitch and `taps` to the mask of its taps inside the image.
+std::string conv_setup(const SpmmPlan& plan);
 
 }  // namespace sparsecc

@@ -34,4 +34,11 @@ DenseMatrix interpret_spmm(const SpmmPlan& plan, const std::vector<float>& value
                            const std::vector<double>* bias = nullptr,
                            const std::vector<std::uint32_t>& fragments = {});
 
+// A convolution plan (SpmmProblem::conv) on `batch` images X in its layout (float32): each image's
+// im2col matrix through interpret_spmm, the result stored in the layout (batch x M x OH x OW). Throws
+// UsageError for a plan without conv or an X of another size.
+std::vector<float> interpret_conv(const SpmmPlan& plan, const std::vector<float>& values,
+                                  const std::vector<float>& x, std::int64_t batch,
+                                  const std::vector<double>* bias = nullptr);
+
 }  // namespace sparsecc

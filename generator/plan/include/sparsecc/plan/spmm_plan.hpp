@@ -81,6 +81,17 @@
 // array (16 * fragment_k / 2 words of packed pairs each, in lane order: one 8- or 16-byte load per
 // lane), whatever the value mode of the unrolled path.
 //
+// ---- Convolution (SpmmProblem::conv) ----
+// The same plans compute a convolution without im2col (sparsecc/runtime/conv_geometry.hpp): column
+// `col` of the product is output pixel (oy, ox) = (col / OW, col % OW) of image blockIdx.z, and step k
+// = (i * kh + dy) * kw + dx reads X at channel i, row oy * sh - pt + dy, column ox * sw - pl + dx: a
+// thread's pointer to its pixel's corner plus an offset fixed by k (a literal of unrolled code; a
+// rolled kernel derives it from the table's k), where the tap dy * kw + dx is inside the image. A
+// thread's taps inside the image form a mask computed once; a column tile whose pixels have every
+// tap inside (an interior tile) runs without the test in rolled code. C's row r of column col is
+// Y[image, r, oy, ox] in the layout. Families: fp32 unrolled (one column a thread, no staged steps,
+// CUDA C++) and rolled (groups of whole warps, no step lanes).
+//
 // ---- Epilogue (SpmmEpilogue) ----
 // Half precision (dtype f16 or bf16): B and C hold 16-bit values, the weights are A's values rounded
 // to the dtype, and every thread owns two adjacent columns (cols_per_thread 2), loading one 32-bit
@@ -100,6 +111,7 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/runtime/conv_geometry.hpp"
 
 namespace sparsecc {
 
@@ -120,7 +132,15 @@ struct SpmmProblem {
   bool bias = false;
   bool relu = false;
   DType dtype = DType::f32;  // f32, f16 or bf16 (spmm_dtypes)
+  // A convolution executor (see "Convolution" above): A is the filter bank (m = O, k = conv->k()) and
+  // B the implicit im2col matrix of one image (n = conv->pixels(), fixed); the kernel reads the
+  // images X and writes Y in conv->layout, one image a blockIdx.z (the batch is the grid's depth).
+  std::optional<rt::ConvGeometry> conv = std::nullopt;
 };
+
+// The problem of a convolution executor for `out_channels` filters of geometry `g`.
+SpmmProblem conv_problem(const rt::ConvGeometry& g, std::int64_t out_channels, bool bias, bool relu,
+                         DType dtype = DType::f32);
 
 struct SpmmEntry {
   std::int32_t row = 0;          // row inside the block row (accumulator index)

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/matrix/dense.hpp"
+#include "sparsecc/runtime/conv_geometry.hpp"
 
 namespace sparsecc {
 
@@ -30,5 +32,17 @@ struct Conv3x3Shape {
 std::vector<double> conv3x3(const CsrMatrix& W, const std::vector<double>& input_nchw,
                             const Conv3x3Shape& shape, const std::vector<double>* bias = nullptr,
                             bool relu = false);
+
+// The convolution of a sparse filter bank W (O x I*kh*kw, column (i * kh + dy) * kw + dx: the
+// im2col form, rt::ConvGeometry) with `batch` images X in g.layout, by direct loops over the output in
+// fp64: Y (batch x O x OH x OW, in g.layout), with (*bias)[o] added when given and max(0, .) when relu.
+// Throws UsageError on an invalid geometry or sizes that disagree with it.
+std::vector<double> conv2d(const CsrMatrix& W, const std::vector<double>& x, const rt::ConvGeometry& g,
+                           std::int64_t batch, const std::vector<double>* bias = nullptr, bool relu = false);
+
+// The im2col matrix of image `image` of X (g.layout): K x (OH * OW), K = I * kh * kw in W's column
+// order, zero where a tap falls in the padding. What an SpMM executor multiplies when the convolution
+// is lowered explicitly (the convolution executors read X instead).
+DenseMatrix im2col(const rt::ConvGeometry& g, const std::vector<double>& x, std::int64_t image);
 
 }  // namespace sparsecc
