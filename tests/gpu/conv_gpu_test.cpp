@@ -1,0 +1,214 @@
+// Convolution executors on a GPU, end to end: conv_problem -> pipeline::compile_spmm (plan, CUDA C++,
+// NVRTC, bundle) -> SpmmExecutor::run_conv on NaN-poisoned outputs. Every output is checked against
+// the fp64 convolution (conv2d) within kMaxRelError of max |Y|, and bit for bit against the plan's
+// CPU interpreter (interpret_conv: the same fp32 operations in the same order). Cases: 3x3 (stride 1
+// and 2, same and valid padding), 1x1 (stride 1 and 2), the 7x7 stem, a 3x5 kernel with asymmetric
+// pads; NCHW and NHWC; unrolled and rolled; batch 1..5; bias and ReLU; and ResNet-50's 3x3 layers with
+// SparseRT's pruned filters and published activations when the data folder is present. Also the
+// launch's shape checks. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_skip.hpp"
+#include "sparsecc/common/random.hpp"
+#include "sparsecc/io/npz.hpp"
+#include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/plan/spmm_interpreter.hpp"
+#include "sparsecc/reference/conv.hpp"
+#include "sparsecc/runtime/device.hpp"
+#include "sparsecc/runtime/executor.hpp"
+#include "test_support.hpp"
+
+using namespace sparsecc;
+
+namespace {
+
+constexpr double kMaxRelError = 1e-5;
+
+rt::ConvGeometry geometry(rt::ConvLayout layout, std::int64_t c, std::int64_t h, std::int64_t w,
+                          std::int64_t kh, std::int64_t kw, std::int64_t s, std::int64_t pt, std::int64_t pl,
+                          std::int64_t pb, std::int64_t pr) {
+  rt::ConvGeometry g;
+  g.layout = layout;
+  g.in_channels = c, g.height = h, g.width = w;
+  g.kernel_h = kh, g.kernel_w = kw, g.stride_h = s, g.stride_w = s;
+  g.pad_top = pt, g.pad_left = pl, g.pad_bottom = pb, g.pad_right = pr;
+  return g;
+}
+
+std::vector<double> random_values(std::int64_t n, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<float>(rng.uniform_pm1());
+  return v;
+}
+
+struct ConvCase {
+  std::string name;
+  CsrMatrix w;
+  rt::ConvGeometry g;
+  std::int64_t batch = 1;
+  bool epilogue = false;                // bias and ReLU
+  std::optional<SpmmValueMode> values;  // empty: the rule's family
+  std::vector<double> x;                // empty: random
+};
+
+// Compiles, runs on a NaN-poisoned Y and checks one case; returns the family it ran.
+std::string run_case(const rt::Context& ctx, const ConvCase& c) {
+  const std::int64_t o = c.w.rows;
+  pipeline::SpmmRequest r;
+  r.problem = conv_problem(c.g, o, c.epilogue, c.epilogue);
+  if (c.epilogue) r.bias = random_values(o, 77);
+  if (c.values) r.options.value_mode = *c.values;
+  r.long_cuda = pipeline::LongCompile::allow;
+  r.name = c.name;
+  const pipeline::SpmmArtifact art = pipeline::compile_spmm(c.w, r, default_gpu_target());
+  EXPECT_EQ(art.usage.spill_store_bytes, 0) << c.name;
+  const rt::SpmmExecutor ex = rt::SpmmExecutor::load(*art.bundle, c.name, ctx);
+
+  const std::vector<double> x = c.x.empty() ? random_values(c.g.input_elements(c.batch), 5) : c.x;
+  const std::vector<float> xf(x.begin(), x.end());
+  const std::int64_t outputs = c.g.output_elements(c.batch, o);
+  rt::DeviceBuffer dx(xf.size() * 4), dy(static_cast<std::size_t>(outputs) * 4);
+  dx.upload(xf.data(), xf.size() * 4);
+  dy.fill32(0x7fc00000u);  // NaN: an output the kernel does not write stays NaN
+  ex.run_conv(dx.get(), c.g.input_shape(c.batch), dy.get(), c.g.output_shape(c.batch, o));
+  ctx.synchronize();
+  std::vector<float> y(static_cast<std::size_t>(outputs));
+  dy.download(y.data(), y.size() * 4);
+
+  const std::vector<double>* bias = c.epilogue ? &r.bias : nullptr;
+  const std::vector<double> ref = conv2d(c.w, x, c.g, c.batch, bias, c.epilogue);
+  const std::vector<float> interp =
+      interpret_conv(art.plan, spmm_kernel_values(art.plan, c.w), xf, c.batch, bias);
+  double max_ref = 0, max_diff = 0;
+  std::int64_t nans = 0, bit_diffs = 0;
+  for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) {
+      ++nans;
+      continue;
+    }
+    max_diff = std::max(max_diff, std::fabs(double(y[i]) - ref[i]));
+    bit_diffs += std::memcmp(&y[i], &interp[i], 4) != 0;
+  }
+  const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  const std::string family = to_string(art.plan.family());
+  std::printf(
+      "[ conv gpu ] %-34s %-28s O %4lld nnz %7lld batch %lld %-8s max rel err %.2e interpreter bit "
+      "diffs %lld\n",
+      c.name.c_str(), rt::describe(c.g).c_str(), static_cast<long long>(o), static_cast<long long>(c.w.nnz()),
+      static_cast<long long>(c.batch), family.c_str(), rel, static_cast<long long>(bit_diffs));
+  std::fflush(stdout);
+  EXPECT_EQ(nans, 0) << c.name << ": unwritten or NaN outputs";
+  EXPECT_LE(rel, kMaxRelError) << c.name;
+  EXPECT_EQ(bit_diffs, 0) << c.name << ": the GPU and the interpreter differ";
+  return family;
+}
+
+TEST(ConvGpu, EveryShapeLayoutAndFamily) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  using L = rt::ConvLayout;
+  const std::vector<std::pair<std::string, rt::ConvGeometry>> shapes = {
+      {"3x3 s1 same", geometry(L::nchw, 16, 23, 19, 3, 3, 1, 1, 1, 1, 1)},
+      {"3x3 s2 same", geometry(L::nchw, 12, 21, 30, 3, 3, 2, 1, 1, 1, 1)},
+      {"3x3 s1 valid", geometry(L::nchw, 9, 12, 17, 3, 3, 1, 0, 0, 0, 0)},
+      {"1x1 s1", geometry(L::nchw, 40, 9, 13, 1, 1, 1, 0, 0, 0, 0)},
+      {"1x1 s2", geometry(L::nchw, 24, 15, 15, 1, 1, 2, 0, 0, 0, 0)},
+      {"7x7 s2 stem", geometry(L::nchw, 3, 45, 38, 7, 7, 2, 3, 3, 3, 3)},
+      {"3x5 s2 asym", geometry(L::nchw, 7, 20, 22, 3, 5, 2, 0, 2, 1, 1)}};
+  int index = 0;
+  for (const auto& [label, base] : shapes)
+    for (const L layout : {L::nchw, L::nhwc})
+      for (const SpmmValueMode values : {SpmmValueMode::baked, SpmmValueMode::rolled}) {
+        ConvCase c;
+        c.g = base;
+        c.g.layout = layout;
+        c.name = label + (layout == L::nhwc ? " nhwc " : " nchw ") + to_string(values);
+        c.w = test::random_csr(37, c.g.k(), 0.25, 100 + index);
+        c.batch = 1 + index % 5;
+        c.epilogue = index % 3 == 1;
+        c.values = values;
+        ++index;
+        const std::string family = run_case(ctx, c);
+        EXPECT_EQ(family, values == SpmmValueMode::rolled ? "rolled" : "unrolled") << c.name;
+      }
+}
+
+// The rule's own choice on a filter bank too large to unroll (rolled), rows without nonzeros, and a
+// batch of 16.
+TEST(ConvGpu, AutomaticPlans) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  ConvCase big;
+  big.name = "auto 256x2304 (rolled)";
+  big.g = geometry(rt::ConvLayout::nchw, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1);
+  big.w = test::random_csr(256, big.g.k(), 0.1, 7);
+  big.batch = 16;
+  EXPECT_EQ(run_case(ctx, big), "rolled");
+  ConvCase small;
+  small.name = "auto 64x576 empty rows";
+  small.g = geometry(rt::ConvLayout::nhwc, 64, 28, 28, 3, 3, 2, 1, 1, 1, 1);
+  small.w = test::random_csr(64, small.g.k(), 0.1, 8, 5, 2);
+  small.batch = 3;
+  small.epilogue = true;
+  EXPECT_EQ(run_case(ctx, small), "unrolled");
+}
+
+// ResNet-50's 3x3 layers of block groups 1-3 with SparseRT's pruned filters (90 % and 95 %) on the
+// published activations (stride 1, padding 1), batch 1 and a batch of 2 (the image and its negation).
+TEST(ConvGpu, SparseRtResNet50Layers) {
+  SPARSECC_GPU_OR_SKIP();
+  SPARSECC_DATA_OR_SKIP(dir, "sparsert/resnet50_3x3_sparse90.npz");
+  rt::Context ctx(0);
+  for (const char* file : {"resnet50_3x3_sparse90.npz", "resnet50_3x3_sparse95.npz"}) {
+    const auto path = dir.parent_path() / file;
+    if (!std::filesystem::exists(path)) continue;
+    for (int bg = 1; bg <= 3; ++bg) {
+      const Tensor f = read_npz_tensor(path.string(), "filter_bg" + std::to_string(bg));
+      const Tensor in = read_npz_tensor(path.string(), "input_bg" + std::to_string(bg));
+      DenseMatrix d(f.shape[0], f.shape[1]);
+      d.data = f.data;
+      ConvCase c;
+      c.w = csr_from_dense(d, DType::f32);
+      c.g = geometry(rt::ConvLayout::nchw, in.shape[0], in.shape[1], in.shape[2], 3, 3, 1, 1, 1, 1, 1);
+      for (const std::int64_t batch : {1, 2}) {
+        c.batch = batch;
+        c.x = in.data;
+        if (batch == 2)
+          for (double v : in.data) c.x.push_back(-v);
+        c.name = std::string(file).substr(16, 8) + " bg" + std::to_string(bg);
+        run_case(ctx, c);
+      }
+    }
+  }
+}
+
+TEST(ConvGpu, LaunchChecksShapes) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  const rt::ConvGeometry g = geometry(rt::ConvLayout::nchw, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1);
+  const CsrMatrix w = test::random_csr(6, g.k(), 0.3, 9);
+  pipeline::SpmmRequest r;
+  r.problem = conv_problem(g, 6, false, false);
+  const pipeline::SpmmArtifact art = pipeline::compile_spmm(w, r, default_gpu_target());
+  const rt::SpmmExecutor ex = rt::SpmmExecutor::load(*art.bundle, "checks", ctx);
+  rt::DeviceBuffer dx(4 * 4 * 64 * 4), dy(4 * 6 * 64 * 4);
+  EXPECT_THROW(ex.run(dx.get(), dy.get(), 64), std::invalid_argument);  // a convolution: run_conv
+  EXPECT_THROW(ex.run_conv(dx.get(), {2, 4, 8, 9}, dy.get(), {2, 6, 8, 8}), std::invalid_argument);
+  EXPECT_THROW(ex.run_conv(dx.get(), {2, 4, 8, 8}, dy.get(), {3, 6, 8, 8}), std::invalid_argument);
+  EXPECT_THROW(ex.run_conv(dx.get(), {2, 8, 8, 4}, dy.get(), {2, 8, 8, 6}), std::invalid_argument);  // NHWC
+  EXPECT_THROW(ex.run_conv(0, {2, 4, 8, 8}, dy.get(), {2, 6, 8, 8}), std::invalid_argument);
+  EXPECT_NO_THROW(ex.run_conv(dx.get(), {4, 4, 8, 8}, dy.get(), {4, 6, 8, 8}));
+  ctx.synchronize();
+}
+
+}  // namespace
