@@ -58,6 +58,7 @@ expect 2 "--n.*not with --conv"   -- compile "$tmp/w4.npy" --conv 9x8 --n 72 -o 
 expect 2 "--runtime-n.*not with --conv" -- compile "$tmp/w4.npy" --conv 9x8 --runtime-n -o "$tmp/x.sccb"
 expect 2 "--dtype.*fp32"          -- compile "$tmp/w4.npy" --conv 9x8 --dtype f16 -o "$tmp/x.sccb"
 expect 2 "--db.*not with --conv"  -- compile "$tmp/w4.npy" --conv 9x8 --db "$tmp/t.json" -o "$tmp/x.sccb"
+expect 2 "--target.*not with --conv" -- compile "$tmp/w4.npy" --conv 9x8 --target native -o "$tmp/x.sccb"
 expect 2 "--layout.*--conv"       -- compile "$tmp/w2.npy" --n 4 --layout nhwc -o "$tmp/x.sccb"
 expect 2 "--layout"               -- compile "$tmp/w4.npy" --conv 9x8 --layout chwn -o "$tmp/x.sccb"
 expect 2 "--n"                    -- compile "$tmp/w2.npy" -o "$tmp/x.sccb"

@@ -123,7 +123,7 @@ struct ModelReadOptions {
   // without infer_shapes).
   bool conv_geometry = false;
   // npz / safetensors: 4-D weights that become Conv layers (see "Convolutions" above).
-  std::vector<ConvSpecRule> conv_specs;
+  std::vector<ConvSpecRule> conv_specs = {};
   std::int64_t batch = 0;  // with infer_shapes: the inputs' symbolic leading dimension (0: unknown)
   // npz/safetensors: progress lines (step "read FILE:TENSOR") for a weight whose reading into CSR takes
   // more than a second.
