@@ -383,6 +383,18 @@ TEST(ConvModel, OnnxConvLayersGetTheirGeometry) {
   for (const std::string& n : notes)
     dilated_noted |= n.find("dilated is compiled as the GEMM") != std::string::npos;
   EXPECT_TRUE(dilated_noted);
+  // The strided layer as compile-model builds it: its plan, checked on random images against conv2d.
+  const ModelLayer& layer = set.model.layers[0];
+  const SpmmProblem problem = model_layer_problem(layer, set.n[0], args, "f32");
+  ASSERT_TRUE(problem.conv);
+  SpmmPlan plan;
+  try {
+    plan = plan_spmm(layer.a, problem);
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << "the planner takes no convolution here: " << e.what();
+  }
+  const pipeline::ConvCheck check = pipeline::check_conv_plan(plan, layer.a, layer.bias);
+  EXPECT_TRUE(check.ok()) << check.text();
 #endif
 }
 

@@ -26,7 +26,7 @@ void add_spmm_options(CLI::App* cmd, SpmmArgs& a) {
   cmd->add_option("matrix", a.matrix,
                   "FILE or FILE:TENSOR (.mtx, .smtx, .npy, .npz, .safetensors; .gz accepted)")
       ->required();
-  cmd->add_option("--n", a.n, "Columns of B and C (the batch dimension)")
+  cmd->add_option("--n", a.n, "Columns of B and C (the batch dimension; required, except with --conv)")
       ->required()
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_flag("--runtime-n", a.runtime_n,
@@ -106,11 +106,6 @@ int run_compile_conv(const CompileArgs& args) {
     throw UsageError(e.what());
   }
   const GpuTarget target = resolve_gpu_target(args.arch);
-  if (!args.ptxas.empty()) {
-    std::vector<std::string> ptxas;
-    for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
-    check_ptxas_options(ptxas, target.arch, parse_kernel_language(args.emit), "--Xptxas");
-  }
   LoadOptions load;
   load.seed = args.spmm.seed;
   load.progress = progress_printer();
@@ -123,6 +118,12 @@ int run_compile_conv(const CompileArgs& args) {
   request.problem = conv_problem(g, w.a.rows, !request.bias.empty(), args.spmm.relu, DType::f32);
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
+  if (!args.ptxas.empty()) {
+    std::vector<std::string> ptxas;
+    for (const auto& o : args.ptxas) ptxas.push_back("-Xptxas=" + o);
+    check_ptxas_options(ptxas, target.arch, request.emit.value_or(pipeline::emitter_default(request.problem)),
+                        "--Xptxas");
+  }
   request.ptxas = args.ptxas;
   request.long_cuda = long_compile_rule(args.allow_long, args.emit_given);
   request.progress = progress_printer();
