@@ -18,6 +18,8 @@
 //   RECORD        words of a step record: 1 + ROWS, padded to 4 (spmm_rolled_record_words)
 //   M             rows of A and C
 //   LD            the column count of B and C: the compiled N, or the argument n
+//   CONV          convolutions: kConv and the geometry (neutral values otherwise)
+//   CONV_PARAMS   convolutions: the zero buffer argument (kConvParams; unused: rolled kernels test a mask)
 //   BIAS, RELU    the epilogue
 //   PROGRAMMATIC  programmatic plans: true (see below)
 //   PROGRAMMATIC_TRIGGER  programmatic plans that let the next grid launch early: true
@@ -30,9 +32,9 @@
 // STEP_LANES), + STEP_LANES, ...; the slots' sums are added by a butterfly of shuffles (pairwise:
 // slot 0 + 1, 2 + 3, then the pairs), then the groups' as above. Same table, at most the same
 // shared memory.
-// Convolutions (CONV: kConv and the geometry): B is the images X and C the images Y; grid z is the
-// batch; a step's k is a filter column (i, dy, dx), read at the column's pixel where the tap is inside
-// the image and taken as 0 where it falls in the padding.
+// Convolutions (CONV: kConv and the geometry): B is the images X and C the images Y, and the columns
+// are the batch's pixels (n = images x PIX); a step's k is a filter column (i, dy, dx), read at the
+// column's pixel where the tap is inside the image and taken as 0 where it falls in the padding.
 // Programmatic plans (programmatic dependent launch, sm_90 on): the kernel reads its table (constant)
 // before it waits for the grid it depends on, and only then B; with PROGRAMMATIC_TRIGGER it lets the
 // next grid launch once its steps are done. Under a plain launch both are no-ops.
@@ -54,7 +56,7 @@ static __device__ __forceinline__ void sparsecc_launch_dependents() {
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
                                      const float* __restrict__ bias, const float* __restrict__ values,
-                                     int n) {
+                                     int n/*@CONV_PARAMS*//*@end*/) {
   constexpr int T = /*@N_TILE*/32/*@end*/;
   constexpr int R = /*@ROWS*/1/*@end*/;
   constexpr int G = /*@GROUPS*/1/*@end*/;
@@ -71,16 +73,17 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@CONV*/
   constexpr bool kConv = false;
   constexpr int KH = 1, KW = 1;
-  constexpr long long OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;
+  constexpr long long PIX = 1, OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;
   constexpr long long XIMG = 0, XCH = 0, XROW = 0, XCOL = 0, YIMG = 0, YCH = 0, YROW = 0, YCOL = 0;
 /*@end*/
   static_assert(!kConv || (T % 32 == 0 && L == 1), "convolutions need groups of whole warps, no step lanes");
-  // Column c of a convolution is pixel (c / OW, c % OW) of image blockIdx.z: its window's corner in X
-  // (where a step's offset starts) with the mask of its taps inside the image (none for a column past
-  // n), and its element in Y's channel 0.
+  // Column c of a convolution is pixel p = c % PIX, (p / OW, p % OW), of image c / PIX: its window's
+  // corner in X (where a step's offset starts) with the mask of its taps inside the image (none for a
+  // column past n), and its element in Y's channel 0.
   [[maybe_unused]] const auto sparsecc_conv_corner = [](const float* X, long long c, bool live,
                                                         unsigned long long& taps) {
-    const long long oy = c / OW, ox = c % OW, iy = oy * SH - PT, ix = ox * SW - PL;
+    const long long image = c / PIX, p = c - image * PIX;
+    const long long oy = p / OW, ox = p % OW, iy = oy * SH - PT, ix = ox * SW - PL;
     taps = 0;
     if (!live) return sparsecc_opaque(reinterpret_cast<const char*>(X));
 #pragma unroll
@@ -88,10 +91,11 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 #pragma unroll
       for (int dx = 0; dx < KW; ++dx)
         if (iy + dy >= 0 && iy + dy < IH && ix + dx >= 0 && ix + dx < IW) taps |= 1ull << (dy * KW + dx);
-    return sparsecc_opaque(reinterpret_cast<const char*>(X + blockIdx.z * XIMG + iy * XROW + ix * XCOL));
+    return sparsecc_opaque(reinterpret_cast<const char*>(X + image * XIMG + iy * XROW + ix * XCOL));
   };
   [[maybe_unused]] const auto sparsecc_conv_output = [](long long c) {
-    return blockIdx.z * YIMG + c / OW * YROW + c % OW * YCOL;
+    const long long image = c / PIX, p = c - image * PIX;
+    return image * YIMG + p / OW * YROW + p % OW * YCOL;
   };
   const int t = threadIdx.x % T;
   const int group = threadIdx.x / T;

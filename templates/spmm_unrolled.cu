@@ -9,7 +9,8 @@
 //                 C 8-byte aligned: one float2 load of B a step, one float2 store a row)
 //   LD            the column count of B and C: the compiled N, or the argument n
 //   PROGRAMMATIC  programmatic plans: true (see below)
-//   CONV          `ldc`, C's row pitch (ld); convolutions: the pixel's pointers and taps mask
+//   CONV          `ldc`, C's row pitch (ld); convolutions: the pixel's pointers, tap pointers or mask
+//   CONV_PARAMS   convolutions: the zero buffer (kConvParams)
 //   BODY          one case per block row, self-contained: accumulators (one float per row and
 //                 column, indexed only by name), each group's steps, then the epilogue (group
 //                 reduction through shared memory, bias, ReLU, stores); staged steps copy B to
@@ -36,7 +37,7 @@ static __device__ __forceinline__ void sparsecc_launch_dependents() {
 extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
 /*@KERNEL_NAME*/sparsecc_spmm/*@end*/(const float* __restrict__ B, float* __restrict__ C,
                                      const float* __restrict__ bias, const float* __restrict__ values,
-                                     int n) {
+                                     int n/*@CONV_PARAMS*//*@end*/) {
   constexpr int T = /*@N_TILE*/32/*@end*/;
   constexpr int CPT = /*@COLS*/1/*@end*/;
   const long long ld = /*@LD*/n/*@end*/;
@@ -46,9 +47,9 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const bool live = col < ld;
   const float* b = B + col;
   float* c = C + col;
-  // C's row pitch; convolutions (SpmmPlan "Convolution") also move b and c to the thread's pixel of
-  // image blockIdx.z and set `taps`, its taps inside the image (a load of tap d reads only where bit d
-  // is set).
+  // C's row pitch; convolutions (SpmmPlan "Convolution") also move b and c to the thread's pixel
+  // (column col of the batch's n pixels) and set `taps`, its taps inside the image (a load of tap d
+  // reads only where bit d is set).
 /*@CONV*/
   const long long ldc = ld;
 /*@end*/

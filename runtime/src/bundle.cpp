@@ -392,7 +392,10 @@ void validate(const BundleMetadata& md, const std::string& name) {
   check_range(name, "block_rows", md.block_rows, 1, kMaxBlockRows);
   check_range(name, "block_x", md.block_x, 1, 1024);
   check_range(name, "shared_bytes", md.shared_bytes, 0, kIntMax);
-  if (!half && md.params != kSpmmParams)
+  if (md.conv && md.params != kConvParams)
+    fail_key(name, "params",
+             "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"zeros\"] for a convolution");
+  if (!half && !md.conv && md.params != kSpmmParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
   if (half && md.params != kSpmmHalfParams)
     fail_key(name, "params",

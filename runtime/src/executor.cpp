@@ -105,6 +105,10 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   ex.bias_ = upload(bundle.bias);
   ex.values_ = upload(bundle.values);
   ex.fragments_ = upload(bundle.fragments);
+  if (md.conv) {
+    ex.zeros_ = DeviceBuffer(static_cast<std::size_t>(md.conv->zero_elements()) * sizeof(float));
+    ex.zeros_.fill32(0);
+  }
   ex.metadata_ = std::move(bundle.metadata);
   // fp32 kernels with two adjacent columns a thread load and store them as one 64-bit word.
   const auto cols = ex.metadata_.plan_summary.find("cols_per_thread");
@@ -164,9 +168,8 @@ void SpmmExecutor::run_conv(CUdeviceptr x, const std::array<std::int64_t, 4>& x_
            std::to_string(s[3]);
   };
   const std::string order = g.layout == ConvLayout::nhwc ? "NHWC" : "NCHW";
-  if (batch < 1 || batch > 65535)
-    throw std::invalid_argument("SpmmExecutor::run_conv: a batch of " + std::to_string(batch) +
-                                " images; an executor takes 1..65535");
+  if (batch < 1)
+    throw std::invalid_argument("SpmmExecutor::run_conv: a batch of " + std::to_string(batch) + " images");
   if (x_shape != g.input_shape(batch))
     throw std::invalid_argument("SpmmExecutor::run_conv: X is " + shape_text(x_shape) +
                                 " but this executor (" + describe(g) + ") takes " +
@@ -176,17 +179,23 @@ void SpmmExecutor::run_conv(CUdeviceptr x, const std::array<std::int64_t, 4>& x_
                                 " but this executor (" + describe(g) + ", " + std::to_string(md.m) +
                                 " filters) writes " + shape_text(g.output_shape(batch, md.m)) + " (" + order +
                                 ")");
-  const std::int64_t tiles = (md.n + md.n_tile - 1) / md.n_tile;
+  // The kernel's columns are the batch's pixels: n = images x pixels of an image.
+  const std::int64_t n = batch * md.n;
+  if (n >= (std::int64_t{1} << 30))
+    throw std::invalid_argument("SpmmExecutor::run_conv: " + std::to_string(batch) + " images of " +
+                                std::to_string(md.n) +
+                                " pixels; an executor takes fewer than 2^30 pixels a run");
+  const std::int64_t tiles = (n + md.n_tile - 1) / md.n_tile;
   ctx_->make_current();
-  CUdeviceptr b = x, c = y, bias = bias_.get(), values = values_.get();
-  int nn = static_cast<int>(md.n);
-  void* args[] = {&b, &c, &bias, &values, &nn};
+  CUdeviceptr b = x, c = y, bias = bias_.get(), values = values_.get(), zeros = zeros_.get();
+  int nn = static_cast<int>(n);
+  void* args[] = {&b, &c, &bias, &values, &nn, &zeros};
   if (options.programmatic && md.programmatic_launch)
     launch_programmatic(fn_, unsigned(tiles), unsigned(md.block_rows), unsigned(md.block_x), args, stream,
-                        unsigned(md.shared_bytes), unsigned(batch));
+                        unsigned(md.shared_bytes));
   else
     launch(fn_, unsigned(tiles), unsigned(md.block_x), args, stream, unsigned(md.shared_bytes),
-           unsigned(md.block_rows), unsigned(batch));
+           unsigned(md.block_rows));
 }
 
 }  // namespace sparsecc::rt

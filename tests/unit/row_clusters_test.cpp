@@ -196,8 +196,8 @@ TEST(RowClusters, BothEmittersStoreToTheOrderedRows) {
   const std::string cuda = emit_spmm(p, a, KernelLanguage::cuda).source;
   const std::string ptx = emit_spmm(p, a, KernelLanguage::ptx).source;
   // Accumulator 0 (position 0) is row 1: its store goes to C's row 1 (32 floats in), its bias to bias[1].
-  EXPECT_NE(cuda.find("c[1 * ld] = a0;"), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("c[0 * ld] = a1;"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("c[1 * ldc] = a0;"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("c[0 * ldc] = a1;"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("bias + 1)"), std::string::npos);
   EXPECT_NE(ptx.find("[%bias+4]"), std::string::npos) << ptx;
   EXPECT_NE(ptx.find("st.global.f32 [%c+128], %a0;"), std::string::npos) << ptx;

@@ -107,6 +107,9 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
       [&](std::int32_t k) {
         if (const auto& g = p.problem.conv) {
           const ConvTap tap = conv_tap(*g, k);
+          if (g->taps() <= kConvTapPointers)
+            return fmt::format("        x = __ldg(t{} + {});", tap.tap,
+                               k / g->taps() * g->input_strides().channel);
           return fmt::format("        x = taps & 0x{:x}ull ? __ldg(b + {}) : 0.0f;",
                              std::uint64_t{1} << tap.tap, tap.offset);
         }
@@ -170,25 +173,35 @@ std::string conv_setup(const SpmmPlan& plan) {
   const rt::ConvGeometry& g = *plan.problem.conv;
   const auto xs = g.input_strides();
   const auto ys = g.output_strides(plan.problem.m);
-  return fmt::format(
+  std::string s = fmt::format(
       "  const long long ldc = {ychan};\n"
-      "  const long long oy = col / {ow}, ox = col % {ow};\n"
+      "  const long long image = col / {pix}, pixel = col - image * {pix};\n"
+      "  const long long oy = pixel / {ow}, ox = pixel % {ow};\n"
       "  const long long iy = oy * {sh} - {pt}, ix = ox * {sw} - {pl};  // the window's corner in X\n"
-      "  b = B + blockIdx.z * {ximg}LL + iy * {xrow} + ix * {xcol};\n"
-      "  c = C + blockIdx.z * {yimg}LL + oy * {yrow} + ox * {ycol};\n"
-      "  unsigned long long taps = 0;\n"
-      "#pragma unroll\n"
-      "  for (int dy = 0; dy < {kh}; ++dy)\n"
-      "#pragma unroll\n"
-      "    for (int dx = 0; dx < {kw}; ++dx)\n"
-      "      if (iy + dy >= 0 && iy + dy < {h} && ix + dx >= 0 && ix + dx < {w}) taps |= 1ull << (dy * {kw} "
-      "+ dx);\n",
-      fmt::arg("ychan", ys.channel), fmt::arg("ow", g.out_width()), fmt::arg("sh", g.stride_h),
-      fmt::arg("pt", g.pad_top), fmt::arg("sw", g.stride_w), fmt::arg("pl", g.pad_left),
-      fmt::arg("ximg", xs.image), fmt::arg("xrow", xs.row), fmt::arg("xcol", xs.col),
-      fmt::arg("yimg", ys.image), fmt::arg("yrow", ys.row), fmt::arg("ycol", ys.col),
-      fmt::arg("kh", g.kernel_h), fmt::arg("kw", g.kernel_w), fmt::arg("h", g.height),
-      fmt::arg("w", g.width));
+      "  b = B + image * {ximg}LL + iy * {xrow} + ix * {xcol};\n"
+      "  c = C + image * {yimg}LL + oy * {yrow} + ox * {ycol};\n",
+      fmt::arg("ychan", ys.channel), fmt::arg("pix", g.pixels()), fmt::arg("ow", g.out_width()),
+      fmt::arg("sh", g.stride_h), fmt::arg("pt", g.pad_top), fmt::arg("sw", g.stride_w),
+      fmt::arg("pl", g.pad_left), fmt::arg("ximg", xs.image), fmt::arg("xrow", xs.row),
+      fmt::arg("xcol", xs.col), fmt::arg("yimg", ys.image), fmt::arg("yrow", ys.row),
+      fmt::arg("ycol", ys.col));
+  const auto inside = [&](std::int64_t dy, std::int64_t dx) {
+    return fmt::format("iy + {0} >= 0 && iy + {0} < {1} && ix + {2} >= 0 && ix + {2} < {3}", dy, g.height, dx,
+                       g.width);
+  };
+  if (g.taps() <= kConvTapPointers) {
+    // One pointer a tap: at the tap's pixel where it is inside the image, else at the zero buffer.
+    for (std::int64_t t = 0; t < g.taps(); ++t) {
+      const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;
+      s += fmt::format("  const float* t{} = {} ? b + {} : zeros;\n", t, inside(dy, dx),
+                       dy * xs.row + dx * xs.col);
+    }
+    return s;
+  }
+  s += "  unsigned long long taps = 0;\n";
+  for (std::int64_t t = 0; t < g.taps(); ++t)
+    s += fmt::format("  if ({}) taps |= 1ull << {};\n", inside(t / g.kernel_w, t % g.kernel_w), t);
+  return s;
 }
 
 std::string cuda_float_literal(float v) {
@@ -213,9 +226,11 @@ EmittedKernel emit_spmm_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"KERNEL_NAME", plan.hints.kernel_name},
       {"N_TILE", std::to_string(plan.layout.n_tile)},
       {"COLS", std::to_string(plan.layout.cols_per_thread)},
-      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+      // Convolutions: the columns are the batch's pixels, n of them (the images times the plan's N).
+      {"LD", fixed && !plan.problem.conv ? fmt::format("{}", plan.problem.n) : "n"},
       {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
       {"CONV", plan.problem.conv ? conv_setup(plan) : "  const long long ldc = ld;\n"},
+      {"CONV_PARAMS", plan.problem.conv ? ", const float* __restrict__ zeros" : ""},
       {"BODY", body}};
   out.source = KernelTemplate::load("spmm_unrolled.cu").render(values);
   stamp_spmm_contract(out, plan, a);

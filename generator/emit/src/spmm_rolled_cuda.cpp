@@ -17,7 +17,7 @@ namespace {
 std::string conv_constants(const SpmmPlan& plan) {
   if (!plan.problem.conv)
     return "  constexpr bool kConv = false;\n  constexpr int KH = 1, KW = 1;\n"
-           "  constexpr long long OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;\n"
+           "  constexpr long long PIX = 1, OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;\n"
            "  constexpr long long XIMG = 0, XCH = 0, XROW = 0, XCOL = 0, YIMG = 0, YCH = 0, YROW = 0, YCOL = "
            "0;\n";
   const rt::ConvGeometry& g = *plan.problem.conv;
@@ -25,12 +25,12 @@ std::string conv_constants(const SpmmPlan& plan) {
   const auto ys = g.output_strides(plan.problem.m);
   return fmt::format(
       "  constexpr bool kConv = true;\n  constexpr int KH = {}, KW = {};\n"
-      "  constexpr long long OW = {}, SH = {}, SW = {}, PT = {}, PL = {}, IH = {}, IW = {};\n"
+      "  constexpr long long PIX = {}, OW = {}, SH = {}, SW = {}, PT = {}, PL = {}, IH = {}, IW = {};\n"
       "  constexpr long long XIMG = {}, XCH = {}, XROW = {}, XCOL = {}, YIMG = {}, YCH = {}, YROW = {}, YCOL "
       "= "
       "{};\n",
-      g.kernel_h, g.kernel_w, g.out_width(), g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.height, g.width,
-      xs.image, xs.channel, xs.row, xs.col, ys.image, ys.channel, ys.row, ys.col);
+      g.kernel_h, g.kernel_w, g.pixels(), g.out_width(), g.stride_h, g.stride_w, g.pad_top, g.pad_left,
+      g.height, g.width, xs.image, xs.channel, xs.row, xs.col, ys.image, ys.channel, ys.row, ys.col);
 }
 
 }  // namespace
@@ -56,8 +56,10 @@ EmittedKernel emit_spmm_rolled_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"RELU", plan.epilogue.relu ? "true" : "false"},
       {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
       {"PROGRAMMATIC_TRIGGER", plan.hints.programmatic && plan.hints.programmatic_trigger ? "true" : "false"},
-      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
-      {"CONV", conv_constants(plan)}};
+      // Convolutions: the columns are the batch's pixels, n of them (the images times the plan's N).
+      {"LD", fixed && !plan.problem.conv ? fmt::format("{}", plan.problem.n) : "n"},
+      {"CONV", conv_constants(plan)},
+      {"CONV_PARAMS", plan.problem.conv ? ", const float* __restrict__ /*zeros*/" : ""}};
   out.source = KernelTemplate::load("spmm_rolled.cu").render(values);
   stamp_spmm_contract(out, plan, a);
   return out;

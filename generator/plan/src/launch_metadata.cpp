@@ -36,6 +36,7 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
   md.shared_bytes = plan.layout.shared_bytes;
   md.generator_version = kVersion;
   md.conv = plan.problem.conv;
+  if (md.conv) md.params = rt::kConvParams;
   md.plan_summary = {{"rows_per_block", plan.layout.rows_per_block},
                      {"panel_rows", plan.layout.panel_rows},
                      {"n_tile", plan.layout.n_tile},

@@ -96,6 +96,10 @@ enum class SectionKind : std::uint32_t {
 // bf16 kernels, which take the tensor-core operands as a sixth argument (null without fragments).
 inline const std::vector<std::string> kSpmmParams = {"B", "C", "bias", "values", "n"};
 inline const std::vector<std::string> kSpmmHalfParams = {"B", "C", "bias", "values", "n", "fragments"};
+// Convolution kernels (metadata conv): the images X and Y for B and C, n the batch's pixels, and
+// `zeros`, a zero-filled buffer of conv_zero_elements floats the runtime owns (where a tap that falls in
+// the padding reads).
+inline const std::vector<std::string> kConvParams = {"B", "C", "bias", "values", "n", "zeros"};
 
 // op "hines": solves H x = b for a fixed forest of `cells` neurons (`rows` compartments in Hines
 // order) and R right-hand sides; one step is the launch list (KernelLaunch, launch.hpp), in order,

@@ -55,6 +55,9 @@ struct ConvGeometry {
     std::int64_t image = 0, channel = 0, row = 0, col = 0;
   };
   Strides input_strides() const;
+  // Floats of the zero buffer a convolution kernel reads where a tap falls in the padding: the
+  // channels' reach in X (an image in NCHW, a pixel's channels in NHWC).
+  std::int64_t zero_elements() const { return (in_channels - 1) * input_strides().channel + 1; }
   Strides output_strides(std::int64_t out_channels) const;
 
   bool operator==(const ConvGeometry&) const = default;

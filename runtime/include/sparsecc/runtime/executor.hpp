@@ -9,8 +9,8 @@
 // values point to the executor's device copies of those sections (null when absent). fp16 / bf16
 // executors (metadata dtype) take 16-bit B and C and a sixth argument, the device copy of the
 // fragments section (`const unsigned* fragments`, null when absent); bias and values stay float32.
-// Convolution executors (metadata.conv) take the images X for B and Y for C, and run with grid z =
-// the batch (run_conv).
+// Convolution executors (metadata.conv) take the images X for B and Y for C, and n = the batch's pixels
+// (images x metadata.n), whose column tiles make grid x (run_conv).
 #pragma once
 
 #include <array>
@@ -80,7 +80,7 @@ class SpmmExecutor {
   // Convolution executors (metadata.conv; sparsecc/runtime/conv_geometry.hpp): enqueues Y = W * X
   // (+bias, ReLU as planned) for a batch of images. `x_shape` and `y_shape` are the tensors' shapes
   // in the bundle's layout order (N, C, H, W or N, H, W, C): the runtime checks them against the
-  // geometry (same batch N >= 1, at most 65535 images: grid z) and throws std::invalid_argument
+  // geometry (same batch N >= 1, fewer than 2^30 output pixels in all) and throws std::invalid_argument
   // naming the first that differs, a null pointer, or a bundle that is no convolution; DriverError
   // when the launch fails. X and Y must not overlap.
   void run_conv(CUdeviceptr x, const std::array<std::int64_t, 4>& x_shape, CUdeviceptr y,
@@ -100,6 +100,7 @@ class SpmmExecutor {
   DeviceBuffer bias_;
   DeviceBuffer values_;
   DeviceBuffer fragments_;
+  DeviceBuffer zeros_;  // convolutions: where taps in the padding read (kConvParams)
 };
 
 }  // namespace sparsecc::rt

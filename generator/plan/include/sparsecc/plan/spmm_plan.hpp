@@ -83,7 +83,8 @@
 //
 // ---- Convolution (SpmmProblem::conv) ----
 // The same plans compute a convolution without im2col (sparsecc/runtime/conv_geometry.hpp): column
-// `col` of the product is output pixel (oy, ox) = (col / OW, col % OW) of image blockIdx.z, and step k
+// `col` of the product is output pixel p = col % N, (oy, ox) = (p / OW, p % OW), of image col / N (the
+// kernel's columns are the batch's pixels: its run-time n is the images times N), and step k
 // = (i * kh + dy) * kw + dx reads X at channel i, row oy * sh - pt + dy, column ox * sw - pl + dx: a
 // thread's pointer to its pixel's corner plus an offset fixed by k (a literal of unrolled code; a
 // rolled kernel derives it from the table's k), where the tap dy * kw + dx is inside the image. A
@@ -134,7 +135,7 @@ struct SpmmProblem {
   DType dtype = DType::f32;  // f32, f16 or bf16 (spmm_dtypes)
   // A convolution executor (see "Convolution" above): A is the filter bank (m = O, k = conv->k()) and
   // B the implicit im2col matrix of one image (n = conv->pixels(), fixed); the kernel reads the
-  // images X and writes Y in conv->layout, one image a blockIdx.z (the batch is the grid's depth).
+  // images X and writes Y in conv->layout; the batch's pixels are the kernel's columns.
   std::optional<rt::ConvGeometry> conv = std::nullopt;
 };
 
