@@ -107,7 +107,7 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
       [&](std::int32_t k) {
         if (const auto& g = p.problem.conv) {
           const ConvTap tap = conv_tap(*g, k);
-          if (g->taps() <= kConvTapPointers)
+          if (g->taps() <= kSpmmConvTapPointers)
             return fmt::format("        x = __ldg(t{} + {});", tap.tap,
                                k / g->taps() * g->input_strides().channel);
           return fmt::format("        x = taps & 0x{:x}ull ? __ldg(b + {}) : 0.0f;",
@@ -189,7 +189,7 @@ std::string conv_setup(const SpmmPlan& plan) {
     return fmt::format("iy + {0} >= 0 && iy + {0} < {1} && ix + {2} >= 0 && ix + {2} < {3}", dy, g.height, dx,
                        g.width);
   };
-  if (g.taps() <= kConvTapPointers) {
+  if (g.taps() <= kSpmmConvTapPointers) {
     // One pointer a tap: at the tap's pixel where it is inside the image, else at the zero buffer.
     for (std::int64_t t = 0; t < g.taps(); ++t) {
       const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;

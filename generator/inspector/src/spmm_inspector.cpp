@@ -434,7 +434,11 @@ std::int32_t estimate_registers(const SpmmPlan& p) {
       (p.half() && p.epilogue.accumulate == DType::f32) || (rolled && p.step_lanes() == 1) || p.fp32_pairs()
           ? 2
           : 1;
-  return p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0);
+  // Unrolled convolutions of up to kSpmmConvTapPointers taps hold a 64-bit pointer a tap.
+  const std::int32_t taps = p.problem.conv && p.unrolled() && p.problem.conv->taps() <= kSpmmConvTapPointers
+                                ? 2 * static_cast<std::int32_t>(p.problem.conv->taps())
+                                : 0;
+  return p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0) + taps;
 }
 
 std::int32_t choose_max_registers(const SpmmPlan& p, const SpmmOptions& options, const GpuTarget& target) {

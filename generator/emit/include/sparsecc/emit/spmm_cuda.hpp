@@ -35,10 +35,9 @@ struct ConvTap {
 };
 ConvTap conv_tap(const rt::ConvGeometry& g, std::int64_t k);
 // The code that points a thread's b and c at its pixel (column `col` of the batch's n = images x N
-// pixels) and sets `ldc` to Y's channel pitch; then, for kernels of at most kConvTapPointers taps, one
-// pointer t<d> a tap d (its pixel's, or the zero buffer where it falls in the padding: the loads need
-// no test), else `taps`, the mask of its taps inside the image (a load tests its bit).
-inline constexpr std::int64_t kConvTapPointers = 9;
+// pixels) and sets `ldc` to Y's channel pitch; then, for kernels of at most kSpmmConvTapPointers taps,
+// one pointer t<d> a tap d (its pixel's, or the zero buffer where it falls in the padding: the loads
+// need no test), else `taps`, the mask of its taps inside the image (a load tests its bit).
 std::string conv_setup(const SpmmPlan& plan);
 
 }  // namespace sparsecc

@@ -357,6 +357,9 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 // (target.max_grid_y), a block takes at most target.shared_per_block bytes of dynamic shared memory
 // (the runtime launches without opting in to more), and max_registers is at most
 // target.max_registers_per_thread.
+// Unrolled convolutions of at most this many taps read through one pointer a tap (no test a load; see
+// conv_setup in sparsecc/emit/spmm_cuda.hpp); larger kernels test a mask of the taps.
+inline constexpr std::int64_t kSpmmConvTapPointers = 9;
 // The most rows of A an SpMM executor takes: max_grid_y block rows of kSpmmMaxAccumulators rows.
 std::int64_t spmm_max_rows(const GpuTarget& target = default_gpu_target());
 // Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
