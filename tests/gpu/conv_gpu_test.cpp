@@ -145,17 +145,23 @@ TEST(ConvGpu, EveryShapeLayoutAndFamily) {
       }
 }
 
-// The rule's own choice on a filter bank too large to unroll (rolled), rows without nonzeros, and a
-// batch of 16.
+// The rule's own choice: a large 3x3 filter bank (unrolled, through PTX), a 7x7 one too large for the
+// CUDA C++ route (rolled), rows without nonzeros, and a batch of 16.
 TEST(ConvGpu, AutomaticPlans) {
   SPARSECC_GPU_OR_SKIP();
   rt::Context ctx(0);
   ConvCase big;
-  big.name = "auto 256x2304 (rolled)";
+  big.name = "auto 256x2304";
   big.g = geometry(rt::ConvLayout::nchw, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1);
   big.w = test::random_csr(256, big.g.k(), 0.1, 7);
   big.batch = 16;
-  EXPECT_EQ(run_case(ctx, big), "rolled");
+  EXPECT_EQ(run_case(ctx, big), "unrolled");
+  ConvCase stem;
+  stem.name = "auto 7x7 stem (rolled)";
+  stem.g = geometry(rt::ConvLayout::nchw, 64, 20, 20, 7, 7, 2, 3, 3, 3, 3);
+  stem.w = test::random_csr(16, stem.g.k(), 0.45, 7);
+  stem.batch = 5;
+  EXPECT_EQ(run_case(ctx, stem), "rolled");
   ConvCase small;
   small.name = "auto 64x576 empty rows";
   small.g = geometry(rt::ConvLayout::nhwc, 64, 28, 28, 3, 3, 2, 1, 1, 1, 1);

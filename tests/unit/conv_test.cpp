@@ -160,18 +160,23 @@ TEST(ConvPlan, RulesAndRefusals) {
   SpmmPlan edited = plan;
   edited.problem.conv->width += 1;
   EXPECT_FALSE(check_plan(edited, w).empty());
-  // Above kConvUnrolledNnz nonzeros the rule rolls, with groups of whole warps.
+  // A large 3x3 filter bank stays unrolled (the PTX route compiles it in seconds); a 7x7 one above
+  // kConvUnrolledNnz nonzeros (CUDA C++ only) rolls, with groups of whole warps.
   const rt::ConvGeometry big = geometry(rt::ConvLayout::nchw, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1);
   const CsrMatrix wb = test::random_csr(256, big.k(), 0.1, 4);
   ASSERT_GT(wb.nnz(), spmm_rules::kConvUnrolledNnz);
-  const SpmmPlan rolled = plan_spmm(wb, conv_problem(big, 256, false, false));
+  EXPECT_TRUE(plan_spmm(wb, conv_problem(big, 256, false, false)).unrolled());
+  const rt::ConvGeometry stem = geometry(rt::ConvLayout::nchw, 64, 20, 20, 7, 7, 2, 2, 3, 3, 3, 3);
+  const CsrMatrix ws = test::random_csr(16, stem.k(), 0.45, 4);
+  ASSERT_GT(ws.nnz(), spmm_rules::kConvUnrolledNnz);
+  const SpmmPlan rolled = plan_spmm(ws, conv_problem(stem, 16, false, false));
   ASSERT_TRUE(rolled.rolled());
   EXPECT_EQ(rolled.layout.n_tile % 32, 0);
   EXPECT_EQ(rolled.step_lanes(), 1);
 }
 
 // The pipeline compiles both families to bundles that state the geometry, and the code carries it in
-// its contract (NVRTC runs without a GPU).
+// its contract (NVRTC and nvJitLink run without a GPU); a 7x7 kernel takes CUDA C++ even when PTX is asked.
 TEST(ConvPipeline, BundlesCarryTheGeometry) {
   const rt::ConvGeometry g = shapes()[1];
   const CsrMatrix w = test::random_csr(9, g.k(), 0.3, 5);
@@ -182,7 +187,8 @@ TEST(ConvPipeline, BundlesCarryTheGeometry) {
     if (rolled) r.options.value_mode = SpmmValueMode::rolled;
     const pipeline::SpmmArtifact art = pipeline::compile_spmm(w, r, default_gpu_target());
     ASSERT_TRUE(art.bundle);
-    EXPECT_EQ(art.kernel.language, KernelLanguage::cuda);
+    // Unrolled 3x3 kernels take the PTX route, rolled ones CUDA C++.
+    EXPECT_EQ(art.kernel.language, rolled ? KernelLanguage::cuda : KernelLanguage::ptx);
     ASSERT_TRUE(art.bundle->metadata.conv);
     EXPECT_EQ(*art.bundle->metadata.conv, g);
     const std::vector<unsigned char> bytes = rt::bundle_bytes(*art.bundle, "conv.spcc");
@@ -194,6 +200,12 @@ TEST(ConvPipeline, BundlesCarryTheGeometry) {
     lied.metadata.k = lied.metadata.conv->k();
     EXPECT_THROW(rt::validate_bundle(lied, "lied.spcc"), rt::BundleError);
   }
+  const rt::ConvGeometry stem = shapes()[5];
+  pipeline::SpmmRequest r;
+  r.problem = conv_problem(stem, 4, false, false);
+  r.emit = KernelLanguage::ptx;
+  const CsrMatrix ws = test::random_csr(4, stem.k(), 0.3, 6);
+  EXPECT_EQ(pipeline::compile_spmm(ws, r, default_gpu_target()).kernel.language, KernelLanguage::cuda);
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::s
     put(o, ", %v, %e<{}>, %z<{}>", p.layout.rows_per_block, std::max<std::size_t>(steps, 1));
   if (p.value_mode() == SpmmValueMode::streamed) put(o, ", %w<{}>", std::max<std::size_t>(entries, 1));
   put(o, ";\n");
+  // Convolutions: a pointer a tap (conv_taps), and the prologue's pixel arithmetic.
+  if (p.problem.conv)
+    put(o, "  .reg .b64 %t<{}>, %img, %pix, %oy, %ox, %iy, %ix;\n  .reg .pred %in;\n",
+        p.problem.conv->taps());
 }
 
 class PtxWriter {
@@ -46,7 +50,7 @@ class PtxWriter {
   PtxWriter(const SpmmPlan& p, const std::vector<float>& weights, const GpuTarget& target)
       : p_(p), w_(weights), target_(target) {
     fixed_ = p.problem.n_mode == SpmmNMode::fixed;
-    ld_bytes_ = p.problem.n * 4;
+    ld_bytes_ = (p.problem.conv ? p.problem.conv->output_strides(p.problem.m).channel : p.problem.n) * 4;
     for (const auto& b : p_.layout.blocks) {
       std::size_t steps = 0, entries = 0;
       for (const auto& g : b.groups) {
@@ -165,8 +169,9 @@ class PtxWriter {
     if (shares_) put(o, ".extern .shared .align 16 .b8 {}_red[];\n\n", p_.hints.kernel_name);
     put(o,
         ".visible .entry {0}(\n  .param .u64 {0}_B,\n  .param .u64 {0}_C,\n  .param .u64 {0}_bias,\n"
-        "  .param .u64 {0}_values,\n  .param .u32 {0}_n\n)\n.maxntid {1}, 1, 1\n",
-        p_.hints.kernel_name, p_.layout.block_x);
+        "  .param .u64 {0}_values,\n  .param .u32 {0}_n{2}\n)\n.maxntid {1}, 1, 1\n",
+        p_.hints.kernel_name, p_.layout.block_x,
+        conv_ ? fmt::format(",\n  .param .u64 {}_zeros", p_.hints.kernel_name) : "");
     if (cap) put(o, ".maxnreg {}\n", p_.hints.max_registers);
     put(o, "{{\n");
   }
@@ -177,10 +182,12 @@ class PtxWriter {
     for (const char* name : kWideArgs) put(o, "  ld.param.b64 %{0}, [p_{0}];\n", name);
     for (const char* name : kNarrowArgs) put(o, "  ld.param.b32 %{0}, [p_{0}];\n", name);
     put(o, "  and.b32 %flag, %info, 1;\n  shr.u32 %grp, %info, 1;\n");
+    if (conv_) put(o, "  and.b32 %grp, %grp, {};\n", (1u << (kConvMaskBit - 1)) - 1);  // the taps above
     put(o, "  setp.ne.u32 %live, %flag, 0;\n  setp.ne.u32 %helper, %grp, 0;\n");
     reduction_slot(o);
     stage_slot(o);
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
+    conv_taps(o);
     case_body(o, bi, packed, true);
     put(o, "}}\n\n");
   }
@@ -200,13 +207,17 @@ class PtxWriter {
         p_.layout.n_tile);
     put(o, "  add.s64 %col, %col, %u;\n");
     if (pairs_) put(o, "  shl.b64 %col, %col, 1;\n");  // the first of the thread's two columns
-    if (fixed_)
+    if (fixed_ && !conv_)
       put(o, "  mov.u64 %ld, {};\n", p_.problem.n);
-    else
+    else  // convolutions: n is the batch's pixels
       put(o, "  ld.param.u32 %n32, [{}_n];\n  cvt.s64.s32 %ld, %n32;\n", k);
     put(o, "  setp.lt.s64 %live, %col, %ld;\n  shl.b64 %ldb, %ld, 2;\n  shl.b64 %u, %col, 2;\n");
     if (!fixed_) put(o, "  cvt.u32.u64 %ldw, %ldb;\n");
-    put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n  setp.ne.u32 %helper, %grp, 0;\n");
+    if (conv_)
+      conv_prologue(o);
+    else
+      put(o, "  add.s64 %b, %b, %u;\n  add.s64 %c, %c, %u;\n");
+    put(o, "  setp.ne.u32 %helper, %grp, 0;\n");
     // Group 0 reads the partial sums of the others from red + t * 4 on (see reduction_slot); staged
     // steps find the thread's slots from there too (stage_slot).
     if (shares_)
@@ -217,8 +228,56 @@ class PtxWriter {
     reduction_slot(o);
     stage_slot(o);
     put(o, "  selp.u32 %flag, 1, 0, %live;\n  shl.b32 %info, %grp, 1;\n  or.b32 %info, %info, %flag;\n");
+    if (conv_) put(o, "  or.b32 %info, %info, %stg;\n");  // the taps inside the image (conv_prologue)
+    // Inline, the entry holds the tap pointers itself; case functions make their own (conv_taps).
+    if (conv_ && !split_) conv_taps(o);
     put(o, "  mov.u32 %cx, %ctaid.y;\n");
     dispatch(o);
+  }
+
+  // Convolutions (SpmmPlan "Convolution"; at most kSpmmConvTapPointers taps): column %col is pixel
+  // %pix of image %img; %b becomes the pixel's window corner in X and %c its element of Y's channel
+  // 0; %stg holds the mask of its taps inside the image at bit kConvMaskBit (merged into %info, which
+  // case functions receive), and %ldb the zero buffer (the `ldb` parameter of case functions).
+  static constexpr int kConvMaskBit = 16;
+  void conv_prologue(Out& o) {
+    const rt::ConvGeometry& g = *p_.problem.conv;
+    const auto xs = g.input_strides();
+    const auto ys = g.output_strides(p_.problem.m);
+    put(o, "  div.u64 %img, %col, {0};\n  rem.u64 %pix, %col, {0};\n", g.pixels());
+    put(o, "  div.u64 %oy, %pix, {0};\n  rem.u64 %ox, %pix, {0};\n", g.out_width());
+    put(o, "  mul.lo.s64 %iy, %oy, {};\n  sub.s64 %iy, %iy, {};\n", g.stride_h, g.pad_top);
+    put(o, "  mul.lo.s64 %ix, %ox, {};\n  sub.s64 %ix, %ix, {};\n", g.stride_w, g.pad_left);
+    put(o, "  mul.lo.s64 %u, %img, {};\n  mad.lo.s64 %u, %iy, {}, %u;\n  mad.lo.s64 %u, %ix, {}, %u;\n",
+        xs.image, xs.row, xs.col);
+    put(o, "  shl.b64 %u, %u, 2;\n  add.s64 %b, %b, %u;\n");
+    put(o, "  mul.lo.s64 %u, %img, {};\n  mad.lo.s64 %u, %oy, {}, %u;\n  mad.lo.s64 %u, %ox, {}, %u;\n",
+        ys.image, ys.row, ys.col);
+    put(o, "  shl.b64 %u, %u, 2;\n  add.s64 %c, %c, %u;\n");
+    put(o, "  ld.param.u64 %ldb, [{}_zeros];\n  cvta.to.global.u64 %ldb, %ldb;\n  mov.u32 %stg, 0;\n",
+        p_.hints.kernel_name);
+    for (std::int64_t t = 0; t < g.taps(); ++t) {
+      const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;
+      // inside: 0 <= iy + dy < H and 0 <= ix + dx < W, as unsigned compares
+      put(o, "  add.s64 %q, %iy, {};\n  setp.lt.u64 %in, %q, {};\n", dy, g.height);
+      put(o, "  add.s64 %q, %ix, {};\n  setp.lt.and.u64 %in, %q, {}, %in;\n", dx, g.width);
+      put(o, "  selp.u32 %flag, {}, 0, %in;\n  or.b32 %stg, %stg, %flag;\n",
+          std::uint32_t{1} << (kConvMaskBit + t));
+    }
+  }
+
+  // The tap pointers %t<d>: the window corner plus the tap's offset where its mask bit is set, else
+  // the zero buffer (%ldb).
+  void conv_taps(Out& o) {
+    if (!conv_) return;
+    const rt::ConvGeometry& g = *p_.problem.conv;
+    const auto xs = g.input_strides();
+    for (std::int64_t t = 0; t < g.taps(); ++t) {
+      const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;
+      put(o, "  and.b32 %flag, %info, {};\n  setp.ne.u32 %in, %flag, 0;\n",
+          std::uint32_t{1} << (kConvMaskBit + t));
+      put(o, "  add.s64 %q, %b, {};\n  selp.b64 %t{}, %q, %ldb, %in;\n", (dy * xs.row + dx * xs.col) * 4, t);
+    }
   }
 
   // The jump to the thread's block row. Up to kSpmmPtxJumpTableEntries block rows, one table; beyond,
@@ -338,6 +397,12 @@ class PtxWriter {
     return "[%q]";
   }
 
+  // Convolutions: the address of step k, its tap's pointer plus the channel's offset.
+  std::string conv_address(std::int64_t k) const {
+    const rt::ConvGeometry& g = *p_.problem.conv;
+    return fmt::format("[%t{}+{}]", k % g.taps(), k / g.taps() * g.input_strides().channel * 4);
+  }
+
   // Address of B[k][col]. Runtime N walks one pointer down the group's rows of B (one multiply-add
   // from the previous step's row): independent multiply-adds from %b for every step make ptxas hoist
   // and keep them all, and spill.
@@ -402,7 +467,7 @@ class PtxWriter {
             put(o, "  ld.shared.f32 %x{}, [%stg+{}];\n", xs, slot_offset(slot));
           ++slot;
         } else {
-          const std::string addr = b_address(o, step.k, prev_k);
+          const std::string addr = conv_ ? conv_address(step.k) : b_address(o, step.k, prev_k);
           prev_k = step.k;
           if (pairs_)
             put(o, "  ld.global.nc.v2.f32 {{%x{0}, %z{0}}}, {1};\n", xs, addr);
@@ -494,7 +559,9 @@ class PtxWriter {
   const GpuTarget& target_;
   bool programmatic_ = p_.hints.programmatic && target_.programmatic_launch;
   bool fixed_ = true;
-  std::int64_t ld_bytes_ = 0;
+  bool conv_ = p_.problem.conv.has_value();
+  bool split_ = spmm_ptx_splits(p_);
+  std::int64_t ld_bytes_ = 0;  // C's row pitch (a convolution's: Y's channel stride)
   std::vector<std::size_t> steps_, entries_;
   std::vector<char> empty_;  // spmm_plain_empty_block, one flag a block row
   std::size_t max_steps_ = 0, max_entries_ = 0;
@@ -528,9 +595,12 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   if (plan.value_mode() == SpmmValueMode::rolled)
     throw UsageError(
         "the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
-  if (plan.problem.conv)
+  if (plan.problem.conv && plan.problem.conv->taps() > kSpmmConvTapPointers)
     throw UsageError(
-        "the PTX emitter writes SpMM kernels; convolutions take the CUDA C++ emitter (--emit cuda)");
+        fmt::format("the PTX emitter writes convolutions of at most {} taps; this {}x{} kernel takes the "
+                    "CUDA C++ emitter "
+                    "(--emit cuda)",
+                    kSpmmConvTapPointers, plan.problem.conv->kernel_h, plan.problem.conv->kernel_w));
   if (!is_c_identifier(plan.hints.kernel_name))
     throw UsageError(
         fmt::format("emit_spmm_ptx: kernel name '{}' is not an identifier", plan.hints.kernel_name));

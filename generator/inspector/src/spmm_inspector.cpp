@@ -69,7 +69,8 @@ SpmmOptions conv_options(const SpmmInspection& in, const SpmmProblem& problem, S
         "plan_spmm: convolution executors take no blocklets, staged steps, step lanes, two columns a "
         "thread or compressed values");
   const bool rolled = o.value_mode ? *o.value_mode == SpmmValueMode::rolled
-                                   : in.nnz > kConvUnrolledNnz || auto_rolled(in, problem);
+                                   : (in.nnz > kConvUnrolledNnz && g.taps() > kSpmmConvTapPointers) ||
+                                         auto_rolled(in, problem);
   if (rolled) {
     if (o.n_tile % 32 != 0)
       throw UsageError(

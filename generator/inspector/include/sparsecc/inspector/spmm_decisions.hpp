@@ -82,12 +82,13 @@ SpmmInspection inspect_for_spmm(const CsrMatrix& a);
 // kRolledRowNnz a row at N <= kRolledColumns, or of kStepLaneNnz at a fixed N <= kStepLaneRolledColumns.
 // Evidence: docs/design/spmm-plan-evidence.md#rolled-plans, #step-lanes
 bool auto_rolled(const SpmmInspection& in, const SpmmProblem& problem);
-// Convolution problems (SpmmProblem::conv): fp32 filter banks of more than this many nonzeros roll
-// (an unrolled convolution kernel compiles through CUDA C++, whose time grows with the nonzeros:
-// 20,000 take about 20 s on 2 cores). Evidence: docs/performance/2026-11-27-compile-cost.md
+// Convolution problems (SpmmProblem::conv) of more than kSpmmConvTapPointers taps (the 7x7 stem) with
+// more than this many nonzeros roll: their unrolled kernel compiles through CUDA C++ (the PTX emitter
+// takes kernels of up to kSpmmConvTapPointers taps), whose time grows with the nonzeros (20,000 take
+// about 20 s on 2 cores). Evidence: docs/performance/2026-11-27-compile-cost.md
 inline constexpr std::int64_t kConvUnrolledNnz = 20000;
-// The options a convolution plan is made with: the rolled family above kConvUnrolledNnz nonzeros or
-// where auto_rolled holds (groups of whole warps, no step lanes), else unrolled with one column a
+// The options a convolution plan is made with: the rolled family where auto_rolled holds or above
+// kConvUnrolledNnz as said (groups of whole warps, no step lanes), else unrolled with one column a
 // thread; the value mode, tiling and register cap as asked. Throws UsageError for what a convolution
 // executor does not do (f16 / bf16, blocklets, staged steps, step lanes, two columns a thread, the
 // compressed family) or a problem whose shape is not its geometry's.
