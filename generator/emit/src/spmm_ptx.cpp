@@ -41,8 +41,7 @@ void declare_case_registers(Out& o, const SpmmPlan& p, std::size_t steps, std::s
   put(o, ";\n");
   // Convolutions: a pointer a tap (conv_taps), and the prologue's pixel arithmetic.
   if (p.problem.conv)
-    put(o, "  .reg .b64 %t<{}>, %img, %pix, %oy, %ox, %iy, %ix;\n  .reg .pred %in;\n",
-        p.problem.conv->taps());
+    put(o, "  .reg .b64 %t<{}>, %img, %oy, %ox, %iy, %ix;\n  .reg .pred %in;\n", p.problem.conv->taps());
 }
 
 class PtxWriter {
@@ -236,7 +235,7 @@ class PtxWriter {
   }
 
   // Convolutions (SpmmPlan "Convolution"; at most kSpmmConvTapPointers taps): column %col is pixel
-  // %pix of image %img; %b becomes the pixel's window corner in X and %c its element of Y's channel
+  // (%oy, %ox) of image %img; %b becomes the pixel's window corner in X and %c its element of Y's channel
   // 0; %stg holds the mask of its taps inside the image at bit kConvMaskBit (merged into %info, which
   // case functions receive), and %ldb the zero buffer (the `ldb` parameter of case functions).
   static constexpr int kConvMaskBit = 16;
@@ -244,8 +243,14 @@ class PtxWriter {
     const rt::ConvGeometry& g = *p_.problem.conv;
     const auto xs = g.input_strides();
     const auto ys = g.output_strides(p_.problem.m);
-    put(o, "  div.u64 %img, %col, {0};\n  rem.u64 %pix, %col, {0};\n", g.pixels());
-    put(o, "  div.u64 %oy, %pix, {0};\n  rem.u64 %ox, %pix, {0};\n", g.out_width());
+    // 32-bit divisions (the run's pixels are fewer than 2^30: SpmmExecutor::run_conv), whose divisors
+    // are immediates the assembler turns into multiplications.
+    put(o, "  cvt.u32.u64 %erow, %col;\n  div.u32 %eend, %erow, {0};\n  cvt.u64.u32 %img, %eend;\n",
+        g.pixels());
+    put(o, "  mul.lo.u32 %eend, %eend, {0};\n  sub.u32 %erow, %erow, %eend;\n", g.pixels());
+    put(o, "  div.u32 %eend, %erow, {0};\n  cvt.u64.u32 %oy, %eend;\n", g.out_width());
+    put(o, "  mul.lo.u32 %eend, %eend, {0};\n  sub.u32 %erow, %erow, %eend;\n  cvt.u64.u32 %ox, %erow;\n",
+        g.out_width());
     put(o, "  mul.lo.s64 %iy, %oy, {};\n  sub.s64 %iy, %iy, {};\n", g.stride_h, g.pad_top);
     put(o, "  mul.lo.s64 %ix, %ox, {};\n  sub.s64 %ix, %ix, {};\n", g.stride_w, g.pad_left);
     put(o, "  mul.lo.s64 %u, %img, {};\n  mad.lo.s64 %u, %iy, {}, %u;\n  mad.lo.s64 %u, %ix, {}, %u;\n",
