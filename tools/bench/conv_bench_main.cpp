@@ -32,7 +32,6 @@
 // --f16-without-conv. --json FILE writes every figure; progress goes to stderr. --compile-only stops
 // after compiling (no GPU).
 // Exit: 0 ok, 1 a check or a build failed, 2 bad usage, bad input or no GPU.
-#include <execinfo.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -56,6 +55,7 @@
 #include "bench/suites.hpp"
 #include "bench/timing.hpp"
 #include "bench/vendor_handles.hpp"
+#include "bench_main.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
@@ -110,19 +110,6 @@ struct Args {
   std::uint64_t seed = 7;
   TimingOptions timing;
 };
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = text.find(',', at);
-    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -1375,20 +1362,8 @@ int run(const Args& args) {
 
 }  // namespace
 
-// A crash prints the raw call stack (resolve with addr2line -e sparsecc_conv_bench) before dying.
-void print_stack_and_die(int sig) {
-  void* frames[64];
-  const int n = backtrace(frames, 64);
-  const char msg[] = "sparsecc_conv_bench: fatal signal; call stack:\n";
-  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
 int main(int argc, char** argv) {
-  std::signal(SIGSEGV, print_stack_and_die);
-  std::signal(SIGABRT, print_stack_and_die);
+  sparsecc::bench::print_stack_on_crash("sparsecc_conv_bench");
   Args args;
   CLI::App app{
       "sparsecc_conv_bench: sparsecc's sparse convolution executors against SpMM on im2col, cuBLAS "

@@ -49,6 +49,7 @@
 #include "bench/suites.hpp"
 #include "bench/timing.hpp"
 #include "bench/vendor_handles.hpp"
+#include "bench_main.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
 #include "sparsecc/common/output.hpp"
@@ -94,19 +95,6 @@ struct Args {
   int compile_jobs = 0;
   TimingOptions timing;
 };
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = text.find(',', at);
-    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
 
 double parse_sparsity(const std::string& word) {
   double v = 0;

@@ -24,7 +24,6 @@
 // of plans per problem, verifies each and reports the fastest. --compile-only stops after generation
 // and compilation and needs no GPU.
 // Exit: 0 ok, 1 a check failed, 2 bad usage, bad input or no GPU.
-#include <execinfo.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -45,6 +44,7 @@
 #include "bench/network_pass.hpp"
 #include "bench/suites.hpp"
 #include "bench/traffic_bound.hpp"
+#include "bench_main.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/file.hpp"
@@ -810,20 +810,8 @@ int run(const Args& args) {
 
 }  // namespace
 
-// A crash prints the raw call stack (resolve with addr2line -e sparsecc_bench) before dying.
-void print_stack_and_die(int sig) {
-  void* frames[64];
-  const int n = backtrace(frames, 64);
-  const char msg[] = "sparsecc_bench: fatal signal; call stack:\n";
-  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
 int main(int argc, char** argv) {
-  std::signal(SIGSEGV, print_stack_and_die);
-  std::signal(SIGABRT, print_stack_and_die);
+  sparsecc::bench::print_stack_on_crash("sparsecc_bench");
   if (argc > 1 && std::string(argv[1]) == "hines")
     return sparsecc::bench::hines_bench_main(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "blocklets")

@@ -32,6 +32,7 @@
 
 #include "bench/llm_suite.hpp"
 #include "bench/suites.hpp"
+#include "bench_main.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/condensed_windows.hpp"
 #include "sparsecc/io/load.hpp"
@@ -44,19 +45,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = text.find(',', start);
-    const std::size_t end = comma == std::string::npos ? text.size() : comma;
-    if (end > start) out.push_back(text.substr(start, end - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
 }
 
 std::vector<std::int64_t> parse_ints(const std::string& text, const char* what) {
