@@ -18,17 +18,16 @@ std::string conv_constants(const SpmmPlan& plan) {
   if (!plan.problem.conv)
     return "  constexpr bool kConv = false;\n  constexpr int KH = 1, KW = 1;\n"
            "  constexpr long long PIX = 1, OW = 1, SH = 1, SW = 1, PT = 0, PL = 0, IH = 1, IW = 1;\n"
-           "  constexpr long long XIMG = 0, XCH = 0, XROW = 0, XCOL = 0, YIMG = 0, YCH = 0, YROW = 0, YCOL = "
-           "0;\n";
+           "  constexpr long long XIMG = 0, XCH = 0, XROW = 0, XCOL = 0;\n"
+           "  constexpr long long YIMG = 0, YCH = 0, YROW = 0, YCOL = 0;\n";
   const rt::ConvGeometry& g = *plan.problem.conv;
   const auto xs = g.input_strides();
   const auto ys = g.output_strides(plan.problem.m);
   return fmt::format(
       "  constexpr bool kConv = true;\n  constexpr int KH = {}, KW = {};\n"
       "  constexpr long long PIX = {}, OW = {}, SH = {}, SW = {}, PT = {}, PL = {}, IH = {}, IW = {};\n"
-      "  constexpr long long XIMG = {}, XCH = {}, XROW = {}, XCOL = {}, YIMG = {}, YCH = {}, YROW = {}, YCOL "
-      "= "
-      "{};\n",
+      "  constexpr long long XIMG = {}, XCH = {}, XROW = {}, XCOL = {};\n"
+      "  constexpr long long YIMG = {}, YCH = {}, YROW = {}, YCOL = {};\n",
       g.kernel_h, g.kernel_w, g.pixels(), g.out_width(), g.stride_h, g.stride_w, g.pad_top, g.pad_left,
       g.height, g.width, xs.image, xs.channel, xs.row, xs.col, ys.image, ys.channel, ys.row, ys.col);
 }
