@@ -106,12 +106,12 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
       p, block, packed,
       [&](std::int32_t k) {
         if (const auto& g = p.problem.conv) {
-          const ConvTap tap = conv_tap(*g, k);
-          if (g->taps() <= kSpmmConvTapPointers)
-            return fmt::format("        x = __ldg(t{} + {});", tap.tap,
-                               k / g->taps() * g->input_strides().channel);
+          const rt::ConvGeometry::Tap tap = g->tap_of(k);
+          const std::int64_t channel = tap.channel * g->input_strides().channel;
+          if (spmm_conv_tap_pointers(p.problem))
+            return fmt::format("        x = __ldg(t{} + {});", tap.tap, channel);
           return fmt::format("        x = taps & 0x{:x}ull ? __ldg(b + {}) : 0.0f;",
-                             std::uint64_t{1} << tap.tap, tap.offset);
+                             std::uint64_t{1} << tap.tap, channel + g->tap_offset(tap.tap));
         }
         return pairs ? fmt::format("        x = __ldg(reinterpret_cast<const float2*>(b + {} * ld));", k)
                      : fmt::format("        x = __ldg(b + {} * ld);", k);
@@ -163,12 +163,6 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
 
 }  // namespace
 
-ConvTap conv_tap(const rt::ConvGeometry& g, std::int64_t k) {
-  const auto xs = g.input_strides();
-  const std::int64_t i = k / g.taps(), tap = k % g.taps();
-  return {tap, i * xs.channel + tap / g.kernel_w * xs.row + tap % g.kernel_w * xs.col};
-}
-
 std::string conv_setup(const SpmmPlan& plan) {
   const rt::ConvGeometry& g = *plan.problem.conv;
   const auto xs = g.input_strides();
@@ -189,13 +183,11 @@ std::string conv_setup(const SpmmPlan& plan) {
     return fmt::format("iy + {0} >= 0 && iy + {0} < {1} && ix + {2} >= 0 && ix + {2} < {3}", dy, g.height, dx,
                        g.width);
   };
-  if (g.taps() <= kSpmmConvTapPointers) {
+  if (spmm_conv_tap_pointers(plan.problem)) {
     // One pointer a tap: at the tap's pixel where it is inside the image, else at the zero buffer.
-    for (std::int64_t t = 0; t < g.taps(); ++t) {
-      const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;
-      s += fmt::format("  const float* t{} = {} ? b + {} : zeros;\n", t, inside(dy, dx),
-                       dy * xs.row + dx * xs.col);
-    }
+    for (std::int64_t t = 0; t < g.taps(); ++t)
+      s += fmt::format("  const float* t{} = {} ? b + {} : zeros;\n", t,
+                       inside(t / g.kernel_w, t % g.kernel_w), g.tap_offset(t));
     return s;
   }
   s += "  unsigned long long taps = 0;\n";

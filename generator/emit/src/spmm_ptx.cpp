@@ -276,12 +276,10 @@ class PtxWriter {
   void conv_taps(Out& o) {
     if (!conv_) return;
     const rt::ConvGeometry& g = *p_.problem.conv;
-    const auto xs = g.input_strides();
     for (std::int64_t t = 0; t < g.taps(); ++t) {
-      const std::int64_t dy = t / g.kernel_w, dx = t % g.kernel_w;
       put(o, "  and.b32 %flag, %info, {};\n  setp.ne.u32 %in, %flag, 0;\n",
           std::uint32_t{1} << (kConvMaskBit + t));
-      put(o, "  add.s64 %q, %b, {};\n  selp.b64 %t{}, %q, %ldb, %in;\n", (dy * xs.row + dx * xs.col) * 4, t);
+      put(o, "  add.s64 %q, %b, {};\n  selp.b64 %t{}, %q, %ldb, %in;\n", g.tap_offset(t) * 4, t);
     }
   }
 
@@ -405,7 +403,8 @@ class PtxWriter {
   // Convolutions: the address of step k, its tap's pointer plus the channel's offset.
   std::string conv_address(std::int64_t k) const {
     const rt::ConvGeometry& g = *p_.problem.conv;
-    return fmt::format("[%t{}+{}]", k % g.taps(), k / g.taps() * g.input_strides().channel * 4);
+    const rt::ConvGeometry::Tap tap = g.tap_of(k);
+    return fmt::format("[%t{}+{}]", tap.tap, tap.channel * g.input_strides().channel * 4);
   }
 
   // Address of B[k][col]. Runtime N walks one pointer down the group's rows of B (one multiply-add
@@ -600,7 +599,7 @@ EmittedKernel emit_spmm_ptx(const SpmmPlan& plan, const CsrMatrix& a, const GpuT
   if (plan.value_mode() == SpmmValueMode::rolled)
     throw UsageError(
         "the PTX emitter writes unrolled kernels; rolled plans take the CUDA C++ emitter (--emit cuda)");
-  if (plan.problem.conv && plan.problem.conv->taps() > kSpmmConvTapPointers)
+  if (plan.problem.conv && !spmm_conv_tap_pointers(plan.problem))
     throw UsageError(
         fmt::format("the PTX emitter writes convolutions of at most {} taps; this {}x{} kernel takes the "
                     "CUDA C++ emitter "

@@ -69,7 +69,7 @@ SpmmOptions conv_options(const SpmmInspection& in, const SpmmProblem& problem, S
         "plan_spmm: convolution executors take no blocklets, staged steps, step lanes, two columns a "
         "thread or compressed values");
   const bool rolled = o.value_mode ? *o.value_mode == SpmmValueMode::rolled
-                                   : (in.nnz > kConvUnrolledNnz && g.taps() > kSpmmConvTapPointers) ||
+                                   : (in.nnz > kConvUnrolledNnz && !spmm_conv_tap_pointers(problem)) ||
                                          auto_rolled(in, problem);
   if (rolled) {
     if (o.n_tile % 32 != 0)
@@ -436,7 +436,7 @@ std::int32_t estimate_registers(const SpmmPlan& p) {
           ? 2
           : 1;
   // Unrolled convolutions of up to kSpmmConvTapPointers taps hold a 64-bit pointer a tap.
-  const std::int32_t taps = p.problem.conv && p.unrolled() && p.problem.conv->taps() <= kSpmmConvTapPointers
+  const std::int32_t taps = p.unrolled() && spmm_conv_tap_pointers(p.problem)
                                 ? 2 * static_cast<std::int32_t>(p.problem.conv->taps())
                                 : 0;
   return p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0) + taps;

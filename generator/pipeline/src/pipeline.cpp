@@ -91,11 +91,16 @@ nlohmann::json compressed_summary(const SpmmPlan& plan) {
 
 }  // namespace
 
+namespace {
+
+// Whether the PTX emitter takes the problem's kind: SpMM, and convolutions of up to
+// kSpmmConvTapPointers taps (larger kernels test a mask a thread, which only CUDA C++ writes).
+bool ptx_takes(const SpmmProblem& problem) { return !problem.conv || spmm_conv_tap_pointers(problem); }
+
+}  // namespace
+
 KernelLanguage emitter_default(const SpmmProblem& problem) {
-  // Convolutions of larger kernels than the PTX emitter's tap pointers take CUDA C++ (a mask a thread).
-  const bool ptx =
-      problem.dtype == DType::f32 && (!problem.conv || problem.conv->taps() <= kSpmmConvTapPointers);
-  return ptx ? KernelLanguage::ptx : KernelLanguage::cuda;
+  return problem.dtype == DType::f32 && ptx_takes(problem) ? KernelLanguage::ptx : KernelLanguage::cuda;
 }
 
 // The compile model: seconds = a * instructions^p per route, fitted to compiles of random matrices of
@@ -128,16 +133,15 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
   SpmmArtifact art;
   art.target = target;
   KernelLanguage language = request.emit.value_or(emitter_default(plan.problem));
-  // Rolled and compressed kernels are loops (CUDA C++ always), and so are convolutions of more taps
-  // than the PTX emitter's tap pointers.
-  if (plan.value_mode() == SpmmValueMode::rolled || plan.compressed() ||
-      (plan.problem.conv && plan.problem.conv->taps() > kSpmmConvTapPointers))
+  // Rolled and compressed kernels are loops (CUDA C++ always); convolutions of more taps than the PTX
+  // emitter's tap pointers take CUDA C++ too.
+  if (plan.value_mode() == SpmmValueMode::rolled || plan.compressed() || !ptx_takes(plan.problem))
     language = KernelLanguage::cuda;
   CompileEstimate estimate = estimate_spmm_compile(plan, language);
   if (language == KernelLanguage::cuda && estimate.compile > request.max_cuda_seconds &&
       request.long_cuda != LongCompile::allow) {
-    const bool ptx_possible = !plan.half() && plan.value_mode() != SpmmValueMode::rolled &&
-                              (!plan.problem.conv || plan.problem.conv->taps() <= kSpmmConvTapPointers);
+    const bool ptx_possible =
+        !plan.half() && plan.value_mode() != SpmmValueMode::rolled && ptx_takes(plan.problem);
     if (request.long_cuda == LongCompile::take_ptx && ptx_possible) {
       const CompileEstimate ptx = estimate_spmm_compile(plan, KernelLanguage::ptx);
       art.report.emit_note = fmt::format(

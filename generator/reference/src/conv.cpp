@@ -73,7 +73,7 @@ std::vector<double> conv2d(const CsrMatrix& W, const std::vector<double>& x, con
                                  g.in_channels, g.kernel_h, g.kernel_w, g.k()));
   if (bias && static_cast<std::int64_t>(bias->size()) != W.rows)
     throw UsageError(fmt::format("conv2d: bias has {} entries for {} output channels", bias->size(), W.rows));
-  const std::int64_t oh = g.out_height(), ow = g.out_width(), taps = g.taps();
+  const std::int64_t oh = g.out_height(), ow = g.out_width();
   const auto xs = g.input_strides();
   const auto ys = g.output_strides(W.rows);
   std::vector<double> y(static_cast<std::size_t>(g.output_elements(batch, W.rows)));
@@ -83,12 +83,12 @@ std::vector<double> conv2d(const CsrMatrix& W, const std::vector<double>& x, con
         for (std::int64_t ox = 0; ox < ow; ++ox) {
           double acc = 0.0;
           for (std::int64_t e = W.row_ptr[o]; e < W.row_ptr[o + 1]; ++e) {
-            const std::int64_t i = W.col_idx[e] / taps, tap = W.col_idx[e] % taps;
-            const std::int64_t iy = oy * g.stride_h - g.pad_top + tap / g.kernel_w;
-            const std::int64_t ix = ox * g.stride_w - g.pad_left + tap % g.kernel_w;
+            const rt::ConvGeometry::Tap t = g.tap_of(W.col_idx[e]);
+            const std::int64_t iy = oy * g.stride_h - g.pad_top + t.dy;
+            const std::int64_t ix = ox * g.stride_w - g.pad_left + t.dx;
             if (iy < 0 || iy >= g.height || ix < 0 || ix >= g.width) continue;  // zero padding
-            acc += W.values[e] *
-                   x[static_cast<std::size_t>(b * xs.image + i * xs.channel + iy * xs.row + ix * xs.col)];
+            acc += W.values[e] * x[static_cast<std::size_t>(b * xs.image + t.channel * xs.channel +
+                                                            iy * xs.row + ix * xs.col)];
           }
           if (bias) acc += (*bias)[o];
           y[static_cast<std::size_t>(b * ys.image + o * ys.channel + oy * ys.row + ox * ys.col)] =
@@ -102,16 +102,17 @@ DenseMatrix im2col(const rt::ConvGeometry& g, const std::vector<double>& x, std:
     throw UsageError(fmt::format("im2col: {}", errors.front()));
   if (image < 0 || g.input_elements(image + 1) > static_cast<std::int64_t>(x.size()))
     throw UsageError(fmt::format("im2col: the input of {} values holds no image {}", x.size(), image));
-  const std::int64_t ow = g.out_width(), taps = g.taps();
+  const std::int64_t ow = g.out_width();
   const auto xs = g.input_strides();
   DenseMatrix m(g.k(), g.pixels());
   for (std::int64_t k = 0; k < m.rows; ++k) {
-    const std::int64_t i = k / taps, dy = k % taps / g.kernel_w, dx = k % g.kernel_w;
+    const rt::ConvGeometry::Tap t = g.tap_of(k);
     for (std::int64_t p = 0; p < m.cols; ++p) {
-      const std::int64_t iy = p / ow * g.stride_h - g.pad_top + dy,
-                         ix = p % ow * g.stride_w - g.pad_left + dx;
+      const std::int64_t iy = p / ow * g.stride_h - g.pad_top + t.dy,
+                         ix = p % ow * g.stride_w - g.pad_left + t.dx;
       if (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width)
-        m(k, p) = x[static_cast<std::size_t>(image * xs.image + i * xs.channel + iy * xs.row + ix * xs.col)];
+        m(k, p) = x[static_cast<std::size_t>(image * xs.image + t.channel * xs.channel + iy * xs.row +
+                                             ix * xs.col)];
     }
   }
   return m;

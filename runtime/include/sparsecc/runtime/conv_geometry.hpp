@@ -55,6 +55,20 @@ struct ConvGeometry {
     std::int64_t image = 0, channel = 0, row = 0, col = 0;
   };
   Strides input_strides() const;
+  // Column k of the filter bank: channel k / taps, tap t = k % taps = dy * kw + dx.
+  struct Tap {
+    std::int64_t channel = 0, tap = 0, dy = 0, dx = 0;
+  };
+  Tap tap_of(std::int64_t k) const {
+    const std::int64_t t = k % taps();
+    return {k / taps(), t, t / kernel_w, t % kernel_w};
+  }
+  // Elements of X from a pixel's window corner to tap t of channel 0 (channel i: add i times
+  // input_strides().channel).
+  std::int64_t tap_offset(std::int64_t t) const {
+    const Strides s = input_strides();
+    return t / kernel_w * s.row + t % kernel_w * s.col;
+  }
   // Floats of the zero buffer a convolution kernel reads where a tap falls in the padding: the
   // channels' reach in X (an image in NCHW, a pixel's channels in NHWC).
   std::int64_t zero_elements() const { return (in_channels - 1) * input_strides().channel + 1; }

@@ -28,16 +28,11 @@ EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a
 // A float32 value as an exact CUDA C++ expression ("0x1.8p+1f", "-0x0p+0f", "__int_as_float(0x1)").
 std::string cuda_float_literal(float v);
 
-// Convolution plans (SpmmPlan "Convolution"). Column k of the filter bank reads X at `offset`
-// elements from the thread's window corner, where its tap (dy * kw + dx) is inside the image.
-struct ConvTap {
-  std::int64_t tap = 0, offset = 0;
-};
-ConvTap conv_tap(const rt::ConvGeometry& g, std::int64_t k);
-// The code that points a thread's b and c at its pixel (column `col` of the batch's n = images x N
-// pixels) and sets `ldc` to Y's channel pitch; then, for kernels of at most kSpmmConvTapPointers taps,
-// one pointer t<d> a tap d (its pixel's, or the zero buffer where it falls in the padding: the loads
-// need no test), else `taps`, the mask of its taps inside the image (a load tests its bit).
+// Convolution plans (SpmmPlan "Convolution"): the code that points a thread's b and c at its pixel (column
+// `col` of the batch's n = images x N pixels) and sets `ldc` to Y's channel pitch; then, for kernels of at
+// most kSpmmConvTapPointers taps, one pointer t<d> a tap d (its pixel's, or the zero buffer where it falls in
+// the padding: the loads need no test), else `taps`, the mask of its taps inside the image (a load tests its
+// bit).
 std::string conv_setup(const SpmmPlan& plan);
 
 }  // namespace sparsecc

@@ -360,6 +360,11 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 // Unrolled convolutions of at most this many taps read through one pointer a tap (no test a load; see
 // conv_setup in sparsecc/emit/spmm_cuda.hpp); larger kernels test a mask of the taps.
 inline constexpr std::int64_t kSpmmConvTapPointers = 9;
+// Whether `problem` is a convolution of at most kSpmmConvTapPointers taps: its unrolled kernels read
+// through tap pointers, and the PTX emitter takes it.
+inline bool spmm_conv_tap_pointers(const SpmmProblem& problem) {
+  return problem.conv && problem.conv->taps() <= kSpmmConvTapPointers;
+}
 // The most rows of A an SpMM executor takes: max_grid_y block rows of kSpmmMaxAccumulators rows.
 std::int64_t spmm_max_rows(const GpuTarget& target = default_gpu_target());
 // Unrolled plans above this many estimated instructions wait for their predecessor but do not let the
