@@ -323,6 +323,14 @@ TEST(SpmmDecisions, EstimatesAndCaps) {
   SpmmOptions given;
   given.max_registers = p.hints.estimated_registers - 1;
   EXPECT_THROW(choose_max_registers(p, given, h100), UsageError);
+  // A block of 1,024 threads launches only with at most 64 registers a thread: the cap takes it, and a
+  // cap given above it is refused rather than made into a kernel that cannot launch.
+  SpmmPlan wide = p;
+  wide.layout.block_x = 1024;
+  wide.hints.estimated_registers = 50;
+  EXPECT_EQ(choose_max_registers(wide, {}, h100), 64);
+  given.max_registers = 72;
+  EXPECT_THROW(choose_max_registers(wide, given, h100), UsageError);
 }
 
 TEST(SpmmDecisions, ValueModeBakesWithinTheBudget) {

@@ -15,6 +15,9 @@
 //   gemm           cuBLAS (cublasGemmEx, default algorithm; fp32 strict, or fp16 in and out with fp32
 //                  accumulation) of the dense W (O x K, the zeros kept) with the same B, the GEMM alone;
 //   im2col_gemm    a small im2col kernel (NCHW images -> B) and the same GEMM, both in every timed launch;
+//   floor          one launch that reads the images once and writes an output of Y's size, computing
+//                  nothing (unchecked): no executor of the layer can be faster in this harness, so the
+//                  SpMM's time over it bounds any executor's speedup over the SpMM (column spmm/f);
 //   cudnn_<p>_<l>  cudnnConvolutionForward (when built with cuDNN) on the dense W in NCHW and NHWC: the
 //                  fastest algorithm cudnnFindConvolutionForwardAlgorithm reports that passes the check,
 //                  its workspace allocated; p = fp32 (CUDNN_FMA_MATH: strict fp32, since cuDNN's default
@@ -28,6 +31,9 @@
 // per copy, that twice the L2 passes between two uses of one copy); the table shows cold L2, then warm.
 // Ratios (the other's time over sparsecc conv's): cuDNN's best of its layouts, SpMM on the precomputed
 // im2col, the GEMM alone, im2col + GEMM; geomeans per (layers, batch, dtype, layout).
+// The shared SpMM plan flags (--rows-per-block, --n-tile, --groups, ...) shape the convolution executors
+// (with --plan-for both, the SpMM's too) instead of the automatic plan; --no-baselines leaves out cuBLAS
+// and cuDNN.
 // f16 cases run only where a convolution executor takes f16 (else a line says so), unless
 // --f16-without-conv. --json FILE writes every figure; progress goes to stderr. --compile-only stops
 // after compiling (no GPU).
@@ -43,6 +49,7 @@
 #include <csignal>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +78,7 @@
 #include "sparsecc/runtime/driver.hpp"
 #include "sparsecc/runtime/executor.hpp"
 #include "sparsecc/target/target.hpp"
+#include "spmm_flags.hpp"
 
 #if SPARSECC_BENCH_CUDNN
 #include <cudnn.h>
@@ -106,9 +114,15 @@ struct Args {
   bool tf32 = false;
   bool allow_long_compile = false;
   bool f16_without_conv = false;
+  bool no_baselines = false;  // only the SpMM on im2col and the floor beside the convolution executors
   double max_compile_s = 120;
   std::uint64_t seed = 7;
   TimingOptions timing;
+  // The shared SpMM plan flags, given for the convolution executors (and with --plan-for both, the SpMM
+  // on im2col too): a plan other than the automatic one, to measure it beside the baselines.
+  flags::SpmmPlanFlags plan;
+  bool plan_given = false;
+  std::string plan_for = "conv";
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -360,6 +374,8 @@ Build build_one(const Layer& l, const BuildTask& t, const Args& args, const GpuT
         args.allow_long_compile ? pipeline::LongCompile::allow : pipeline::LongCompile::refuse;
     request.max_cuda_seconds = args.max_compile_s;
     request.compile_threads = 1;  // the builds run in parallel already
+    if (args.plan_given && (t.conv || args.plan_for == "both"))
+      request.options = flags::spmm_options(args.plan, t.half ? "f16" : "f32");
     request.name = fmt::format("{}_{}", l.name, t.conv ? "conv" : "spmm");
     pipeline::SpmmArtifact art = compile_spmm(t.half ? l.a16 : l.a, request, target);
     b.info = {{"family", art.report.family_note},          {"emit_note", art.report.emit_note},
@@ -426,6 +442,24 @@ __device__ void im2col(const T* __restrict__ x, T* __restrict__ b, const Im2colP
     b[idx] = v;
   }
 }
+// The floor: X read once and Y written once, coalesced, in one launch: what every executor of the layer
+// moves at least (its bytes and its launch), timed like the executors but computing nothing.
+template <class T>
+__device__ void floor_copy(const T* __restrict__ x, T* __restrict__ y, long long nx, long long ny) {
+  const long long total = nx > ny ? nx : ny;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    const T v = i < nx ? x[i] : T(0);
+    if (i < ny) y[i] = v;
+  }
+}
+extern "C" __global__ void sparsecc_floor_f32(const float* x, float* y, long long nx, long long ny) {
+  floor_copy(x, y, nx, ny);
+}
+extern "C" __global__ void sparsecc_floor_f16(const unsigned short* x, unsigned short* y, long long nx,
+                                              long long ny) {
+  floor_copy(x, y, nx, ny);
+}
 extern "C" __global__ void sparsecc_im2col_f32(const float* x, float* b, Im2colParams p) { im2col(x, b, p); }
 extern "C" __global__ void sparsecc_im2col_f16(const unsigned short* x, unsigned short* b, Im2colParams p) {
   im2col(x, b, p);
@@ -478,7 +512,7 @@ struct Gpu {
   CublasHandle cublas;
   DeviceBuffer cublas_workspace{std::size_t{32} << 20};
   Library im2col_library;
-  cudaKernel_t im2col_f32 = nullptr, im2col_f16 = nullptr;
+  cudaKernel_t im2col_f32 = nullptr, im2col_f16 = nullptr, floor_f32 = nullptr, floor_f16 = nullptr;
 #if SPARSECC_BENCH_CUDNN
   CudnnHandle cudnn;
 #endif
@@ -492,6 +526,8 @@ void load_im2col(Gpu& gpu) {
                                           nullptr, nullptr, 0));
   SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&gpu.im2col_f32, gpu.im2col_library.d, "sparsecc_im2col_f32"));
   SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&gpu.im2col_f16, gpu.im2col_library.d, "sparsecc_im2col_f16"));
+  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&gpu.floor_f32, gpu.im2col_library.d, "sparsecc_floor_f32"));
+  SPARSECC_CUDA_CHECK(cudaLibraryGetKernel(&gpu.floor_f16, gpu.im2col_library.d, "sparsecc_floor_f16"));
 }
 
 // One executor's result.
@@ -831,6 +867,41 @@ ExecResult run_gemm(const Measure& m, const CaseData& c, bool with_im2col) {
   return r;
 }
 
+// The floor (see sparsecc_floor_f32): NCHW images in, a Y of the output's size out, one launch. It computes
+// nothing, so it is not checked (its error is left NaN); its time bounds what any executor of the layer
+// can take in this harness, and the SpMM's time over it bounds any executor's speedup over the SpMM.
+ExecResult run_floor(const Measure& m, const CaseData& c) {
+  const HostData x = to_host(c.x_nchw, c.half);
+  const auto nx = static_cast<long long>(c.x_nchw.size());
+  const auto ny = static_cast<long long>(c.ref.size());
+  const std::size_t set_bytes = x.bytes() + static_cast<std::size_t>(ny) * c.e;
+  const Gpu* gpu = &m.gpu;
+  const bool half = c.half;
+  ExecResult r = measure(m, "floor", std::numeric_limits<double>::infinity(), c.ref, set_bytes, 1, [&](int) {
+    auto dx = upload_shared(x);
+    auto dy = std::make_shared<DeviceBuffer>(static_cast<std::size_t>(ny) * c.e);
+    OpSet s;
+    s.enqueue = [gpu, half, dx, dy, nx, ny](cudaStream_t st) {
+      constexpr unsigned kThreads = 256;
+      const auto blocks = static_cast<unsigned>(std::min<long long>(
+          (std::max(nx, ny) + kThreads - 1) / kThreads, static_cast<long long>(gpu->device.sms) * 64));
+      const void* xp = dx->get();
+      void* yp = dy->get();
+      long long a = nx, b = ny;
+      void* launch_args[] = {&xp, &yp, &a, &b};
+      SPARSECC_CUDA_CHECK(
+          cudaLaunchKernel(reinterpret_cast<const void*>(half ? gpu->floor_f16 : gpu->floor_f32),
+                           dim3(std::max(blocks, 1u)), dim3(kThreads), launch_args, 0, st));
+    };
+    s.poison = poisoner({dy});
+    s.output = [ref = c.ref] { return ref; };
+    return s;
+  });
+  r.error = std::numeric_limits<double>::quiet_NaN();
+  r.extra["unchecked"] = "reads X once and writes Y once; computes nothing";
+  return r;
+}
+
 #if SPARSECC_BENCH_CUDNN
 // precision: "fp32" (CUDNN_FMA_MATH), "tf32" (CUDNN_DEFAULT_MATH) or "fp16" (CUDNN_TENSOR_OP_MATH).
 ExecResult run_cudnn(const Measure& m, const CaseData& c, rt::ConvLayout layout,
@@ -979,7 +1050,7 @@ struct Row {
   std::int64_t batch = 1;
   const ExecResult* conv = nullptr;
   const ExecResult *spmm = nullptr, *gemm = nullptr, *i2c = nullptr, *cudnn_same = nullptr,
-                   *cudnn_best = nullptr;
+                   *cudnn_best = nullptr, *floor = nullptr;
   bool failed = false;
 };
 
@@ -1013,21 +1084,33 @@ std::string ratio_cell(const Row& r, int i, bool cold) {
   return fmt::format("{:.2f}", theirs->median_us / ours->median_us);
 }
 
+// The SpMM's time over the floor's: no executor of the layer can beat the SpMM by more in this harness.
+std::string bound_cell(const Row& r, bool cold) {
+  const TimingStats* f = r.floor ? r.floor->timing(cold) : nullptr;
+  const TimingStats* s = r.spmm ? r.spmm->timing(cold) : nullptr;
+  return f && s ? fmt::format("{:.2f}", s->median_us / f->median_us) : "-";
+}
+
 std::string header_line() {
   return fmt::format(
-      "{:<26} {:<22} {:>3} {:>4} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8}",
+      "{:<26} {:<22} {:>3} {:>4} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} "
+      "{:>8} "
+      "{:>6}",
       "layer", "geometry", "B", "type", "lay", "conv us", "spmm us", "gemm us", "i2c+g us", "cudnn us",
-      "cudnnbest", "xcudnn", "xspmm", "xgemm", "xi2cg", "conv err");
+      "cudnnbest", "xcudnn", "xspmm", "xgemm", "xi2cg", "conv err", "floor us", "spmm/f");
 }
 
 std::string row_line(const Row& r, bool cold) {
   std::string err = "-";
   if (r.conv && std::isfinite(r.conv->error)) err = fmt::format("{:.1e}", r.conv->error);
   std::string line = fmt::format(
-      "{:<26} {:<22} {:>3} {:>4} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8}",
+      "{:<26} {:<22} {:>3} {:>4} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} "
+      "{:>8} "
+      "{:>6}",
       r.layer, r.geometry, r.batch, r.dtype, r.layout, us_cell(r.conv, cold), us_cell(r.spmm, cold),
       us_cell(r.gemm, cold), us_cell(r.i2c, cold), us_cell(r.cudnn_same, cold), us_cell(r.cudnn_best, cold),
-      ratio_cell(r, 0, cold), ratio_cell(r, 1, cold), ratio_cell(r, 2, cold), ratio_cell(r, 3, cold), err);
+      ratio_cell(r, 0, cold), ratio_cell(r, 1, cold), ratio_cell(r, 2, cold), ratio_cell(r, 3, cold), err,
+      us_cell(r.floor, cold), bound_cell(r, cold));
   if (r.failed) line += "  FAILED";
   return line;
 }
@@ -1260,10 +1343,14 @@ int run(const Args& args) {
                 run_conv_executor(m, c, find(BuildTask{li, true, half, layout, 1}.key()), layout));
           results->push_back(
               run_spmm_executor(m, c, find(BuildTask{li, false, half, rt::ConvLayout::nchw, batch}.key())));
-          results->push_back(run_gemm(m, c, false));
-          results->push_back(run_gemm(m, c, true));
+          results->push_back(run_floor(m, c));
+          if (!args.no_baselines) {
+            results->push_back(run_gemm(m, c, false));
+            results->push_back(run_gemm(m, c, true));
+          }
 #if SPARSECC_BENCH_CUDNN
           for (const rt::ConvLayout layout : {rt::ConvLayout::nchw, rt::ConvLayout::nhwc}) {
+            if (args.no_baselines) break;
             results->push_back(run_cudnn(m, c, layout, half ? "fp16" : "fp32"));
             if (args.tf32 && !half) results->push_back(run_cudnn(m, c, layout, "tf32"));
           }
@@ -1302,6 +1389,7 @@ int run(const Args& args) {
           r.spmm = get("spmm_im2col");
           r.gemm = get("gemm");
           r.i2c = get("im2col_gemm");
+          r.floor = get("floor");
           r.cudnn_same = layout == rt::ConvLayout::nhwc ? cudnn_nhwc : cudnn_nchw;
           r.cudnn_best = fastest({cudnn_nchw, cudnn_nhwc}, main_cold);
           r.failed = case_failed;
@@ -1338,14 +1426,18 @@ int run(const Args& args) {
         const TimingStats* theirs = base ? base->timing(cold) : nullptr;
         if (ours && theirs) g[kRatioNames[i]].push_back(theirs->median_us / ours->median_us);
       }
+      const TimingStats* f = r.floor ? r.floor->timing(cold) : nullptr;
+      const TimingStats* sp = r.spmm ? r.spmm->timing(cold) : nullptr;
+      if (f && sp) g["spmm_over_floor"].push_back(sp->median_us / f->median_us);
     }
     const char* mode = cold ? "cold" : "warm";
     fmt::print("\ngeomean speedup of sparsecc conv, {} L2 (their time / ours; layers counted)\n", mode);
-    fmt::print("{:<32} {:>14} {:>14} {:>14} {:>14}\n", "group", "x cudnn best", "x spmm im2col", "x gemm",
-               "x im2col+gemm");
+    fmt::print("{:<32} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "group", "x cudnn best", "x spmm im2col",
+               "x gemm", "x im2col+gemm", "spmm / floor");
     for (const std::string& group : order) {
       std::string line = fmt::format("{:<32}", group);
-      for (const char* name : kRatioNames) {
+      for (const char* name :
+           {kRatioNames[0], kRatioNames[1], kRatioNames[2], kRatioNames[3], "spmm_over_floor"}) {
         const std::vector<double>& v = ratios[group][name];
         line += v.empty() ? fmt::format(" {:>14}", "-")
                           : fmt::format(" {:>14}", fmt::format("{:.2f} ({})", geomean(v), v.size()));
@@ -1385,6 +1477,9 @@ int main(int argc, char** argv) {
                  "GPU to compile for (default: the device's; sm_90 with --compile-only)");
   app.add_flag("--compile-only", args.compile_only, "compile every executor and stop (no GPU needed)");
   app.add_flag("--no-cold", args.no_cold, "warm L2 only");
+  app.add_flag(
+      "--no-baselines", args.no_baselines,
+      "time only the SpMM on im2col and the floor beside the convolution executors (no cuBLAS, cuDNN)");
   app.add_flag("--tf32", args.tf32, "also cuDNN fp32 with CUDNN_DEFAULT_MATH (TF32 allowed), tolerance 5e-3");
   app.add_option("--max-compile-s", args.max_compile_s,
                  "refuse a CUDA C++ compile estimated longer than this (the executor is then reported as "
@@ -1401,8 +1496,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", args.timing.max_seconds,
                  "slow operations get fewer launches to stay near this")
       ->capture_default_str();
+  CLI::Option_group* plan = app.add_option_group(
+      "Convolution plan", "SpMM plan flags for the convolution executors (default: the automatic plan)");
+  flags::add_spmm_plan_flags(plan, args.plan);
+  app.add_option("--plan-for", args.plan_for,
+                 "conv: the plan flags shape the convolution executors only; both: the SpMM on im2col too")
+      ->check(CLI::IsMember({"conv", "both"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
+    for (const CLI::Option* o : plan->get_options()) args.plan_given = args.plan_given || o->count() > 0;
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;

@@ -452,14 +452,19 @@ std::int32_t choose_max_registers(const SpmmPlan& p, const SpmmOptions& options,
                        : kLoadsInFlight;
   // Without a cap ptxas hoists every load of a long unrolled block and takes up to 255 registers
   // (and spills past them); the cap leaves room for the accumulators and some loads in flight.
-  const std::int32_t cap = options.max_registers
-                               ? options.max_registers
-                               : static_cast<std::int32_t>(std::min<std::int64_t>(
-                                     std::int64_t{target.max_registers_per_thread},
-                                     ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
-  if (cap < p.hints.estimated_registers || cap > target.max_registers_per_thread)
-    throw UsageError(fmt::format("plan_spmm: a register cap of {} is outside {}..{}", cap,
-                                 p.hints.estimated_registers, target.max_registers_per_thread));
+  // A block launches only if its threads' registers fit the block's file (allocated in units of 8 a
+  // thread): a block of 1,024 threads takes at most 64 a thread.
+  const std::int32_t block_cap = std::min<std::int32_t>(
+      target.max_registers_per_thread, target.registers_per_block / p.layout.block_x / 8 * 8);
+  const std::int32_t cap =
+      options.max_registers
+          ? options.max_registers
+          : static_cast<std::int32_t>(std::min<std::int64_t>(
+                std::int64_t{block_cap}, ceil_div(p.hints.estimated_registers + in_flight, 8) * 8));
+  if (cap < p.hints.estimated_registers || cap > block_cap)
+    throw UsageError(fmt::format(
+        "plan_spmm: a register cap of {} is outside {}..{} (a block of {} threads shares {} registers)", cap,
+        p.hints.estimated_registers, block_cap, p.layout.block_x, target.registers_per_block));
   return cap;
 }
 
