@@ -20,6 +20,12 @@
 //   PROGRAMMATIC  programmatic plans: true (the kernel waits for the grid it depends on, sm_90 on, before
 //                 it reads B or writes C; it never lets the next grid launch early; under a plain
 //                 launch the wait is a no-op)
+//   CONV          1 for a convolution (SpmmProblem::conv): the columns are the batch's pixels, the
+//                 pair's two pixels are read through their own window corners and taps masks and stored
+//                 through their own pointers (CONV_SETUP), else 0
+//   CONV_SETUP    convolutions: ldc (Y's channel pitch), each pixel's window corner (b, b1), output
+//                 pointer (c, c1) and, up to 9 taps, a pointer a tap (t<d>, t<d>_1: the zero buffer in
+//                 the padding), else a mask of the taps inside the image (taps, taps1); else nothing
 //   BODY          one case per block row: accumulators, each group's steps, each group's share of the
 //                 fragments, then the epilogue (group reduction through shared memory, the groups'
 //                 fragment tiles, bias, ReLU, rounding to 16 bits, stores); the block rows
@@ -27,10 +33,13 @@
 // ABI: grid (ceil(n / (2 * N_TILE)), block rows), block (BLOCK_X), dynamic shared memory from the plan.
 // B is K x n and C is M x n, row-major, 16-bit; bias and values are float32 (values: the weights,
 // rounded to the dtype, of a streamed plan); fragments holds the packed tensor-core operands.
+// Convolutions: B is X and C is Y (NCHW or NHWC), n the batch's pixels; the last parameter is then the
+// runtime's zero buffer (kConvParams), where the tap pointers in the padding point.
 // Columns >= n neither load nor store; every thread reaches every barrier and every mma.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
 #define SPCC_FRAGMENT_K /*@FRAGMENT_K*/8/*@end*/
 #define SPCC_VEC8 /*@VEC8*/0/*@end*/
+#define SPCC_CONV /*@CONV*/0/*@end*/
 
 typedef unsigned short spcc_u16;
 typedef unsigned int spcc_u32;
@@ -80,6 +89,30 @@ __device__ __forceinline__ spcc_u32 spcc_fma2(spcc_u32 a, spcc_u32 b, spcc_u32 c
 #else
 #define SPCC_LOAD(k) \
   (static_cast<spcc_u32>(__ldg(b + (k) * ld)) | (static_cast<spcc_u32>(__ldg(b1 + (k) * ld)) << 16))
+#endif
+
+#if SPCC_CONV
+// A convolution's pair of X values for one filter column: the column's channel and tap at `offset` from
+// each pixel's window corner, 0 where the tap lies in the padding (its bit clear in the pixel's mask).
+__device__ __forceinline__ spcc_u32 spcc_conv_pair(const spcc_u16* b, const spcc_u16* b1,
+                                                   unsigned long long taps0, unsigned long long taps1,
+                                                   unsigned long long bit, long long offset) {
+  const spcc_u32 lo = (taps0 & bit) ? static_cast<spcc_u32>(__ldg(b + offset)) : 0u;
+  const spcc_u32 hi = (taps1 & bit) ? static_cast<spcc_u32>(__ldg(b1 + offset)) : 0u;
+  return lo | (hi << 16);
+}
+
+// The same through a tap pointer a pixel (at the pixel's tap, or at the zero buffer in the padding).
+__device__ __forceinline__ spcc_u32 spcc_conv_pair_at(const spcc_u16* p0, const spcc_u16* p1) {
+  return static_cast<spcc_u32>(__ldg(p0)) | (static_cast<spcc_u32>(__ldg(p1)) << 16);
+}
+
+// A convolution's pair of outputs: two pixels, each through its own pointer (the second only when live).
+__device__ __forceinline__ void spcc_store_conv(spcc_u16* p, spcc_u16* p1, float v0, float v1, bool live1) {
+  const spcc_u32 r = spcc_pack(v0, v1);
+  p[0] = static_cast<spcc_u16>(r & 0xffffu);
+  if (live1) p1[0] = static_cast<spcc_u16>(r >> 16);
+}
 #endif
 
 __device__ __forceinline__ void spcc_store_pair(spcc_u16* p, float v0, float v1, bool pair, bool live1) {
@@ -337,7 +370,7 @@ extern "C" __global__ void __launch_bounds__(/*@BLOCK_X*/32/*@end*/)
   const spcc_u16* b = B + col;
   const spcc_u16* b1 = live1 ? b + 1 : b;
   spcc_u16* c = C + col;
-  extern __shared__ float red[];
+/*@CONV_SETUP*//*@end*/  extern __shared__ float red[];
   if (/*@PROGRAMMATIC*/ true /*@end*/) sparsecc_wait_for_predecessor();
   switch (blockIdx.y) {
 /*@BODY*/

@@ -304,12 +304,13 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
     contradicts(name, "tile_nnz", md.tile_nnz, "nnz (the stream holds every nonzero)");
 }
 
-// A convolution executor's keys against its geometry (conv_geometry.hpp): the kernels are fp32,
-// of a fixed N of the image's pixels, their K the filter's columns.
+// A convolution executor's keys against its geometry (conv_geometry.hpp): the kernels are fp32 (unrolled
+// or rolled) or f16 / bf16 (unrolled), of a fixed N of the image's pixels, their K the filter's columns.
 void check_conv_metadata(const BundleMetadata& md, const std::string& name) {
   const ConvGeometry& g = *md.conv;
   if (const auto errors = check_conv_geometry(g); !errors.empty()) fail_key(name, "conv", errors.front());
-  if (md.dtype != "f32") fail_key(name, "conv", "a convolution executor is fp32");
+  if (md.dtype != "f32" && md.values_mode == "rolled")
+    fail_key(name, "values_mode", "a rolled convolution executor is fp32");
   if (md.n_mode != "fixed" || md.n != g.pixels())
     fail_key(name, "n", "must be the convolution's output pixels " + std::to_string(g.pixels()) + " (fixed)");
   if (md.k != g.k()) fail_key(name, "k", "must be the convolution's I * kh * kw = " + std::to_string(g.k()));
@@ -397,7 +398,7 @@ void validate(const BundleMetadata& md, const std::string& name) {
              "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"zeros\"] for a convolution");
   if (!half && !md.conv && md.params != kSpmmParams)
     fail_key(name, "params", "must be [\"B\", \"C\", \"bias\", \"values\", \"n\"]");
-  if (half && md.params != kSpmmHalfParams)
+  if (half && !md.conv && md.params != kSpmmHalfParams)
     fail_key(name, "params",
              "must be [\"B\", \"C\", \"bias\", \"values\", \"n\", \"fragments\"] for f16 / bf16");
   check_spmm_launch(md, name);

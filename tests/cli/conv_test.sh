@@ -39,6 +39,12 @@ expect 0 '"spec":"3x9x8,k3x3,s2x2,p0:1:1:0"' -- compile "$tmp/w4.npy" --conv 9x8
 expect 0 "convolution"            -- compile "$tmp/w2.npy" --conv 3x9x8,k3,p1 --layout nhwc --bias "$tmp/b.npy" --relu -o "$tmp/c2.sccb"
 expect 0 '"layout":"nhwc"'        -- compile "$tmp/w2.npy" --conv 9x8,k3x3,s1,p1x1 --layout nhwc --json -o "$tmp/c2.sccb"
 expect 0 "convolution"            -- compile "$tmp/w2.npy" --conv 9x8,k3,s2 --emit cuda -o "$tmp/c2c.sccb"
+# f16 and bf16: the unrolled half family (CUDA C++), checked against conv2d of the rounded values; no
+# rolled half convolution and no PTX for half precision.
+expect 0 "convolution 3x3 s2 .*tolerance 9.8e-04" -- compile "$tmp/w4.npy" --conv 9x8,s2,p1 --dtype f16 --bias "$tmp/b.npy" -o "$tmp/c16.sccb"
+expect 0 '"dtype":"bf16"'         -- compile "$tmp/w4.npy" --conv 9x8,s2,p1 --layout nhwc --dtype bf16 --json -o "$tmp/c16b.sccb"
+expect 2 "rolled convolution executors are fp32" -- compile "$tmp/w4.npy" --conv 9x8 --dtype f16 --values rolled -o "$tmp/x.sccb"
+expect 2 "PTX"                    -- compile "$tmp/w4.npy" --conv 9x8 --dtype f16 --emit ptx -o "$tmp/x.sccb"
 
 # Weights that disagree with the geometry: exit 2 naming the file.
 expect 2 "w2.npy.*27 columns"     -- compile "$tmp/w2.npy" --conv 5x9x8,k3 -o "$tmp/x.sccb"
@@ -56,7 +62,6 @@ expect 2 "repeats"                -- compile "$tmp/w4.npy" --conv 9x8,s1,s2 -o "
 # Options that conflict with a convolution: exit 2.
 expect 2 "--n.*not with --conv"   -- compile "$tmp/w4.npy" --conv 9x8 --n 72 -o "$tmp/x.sccb"
 expect 2 "--runtime-n.*not with --conv" -- compile "$tmp/w4.npy" --conv 9x8 --runtime-n -o "$tmp/x.sccb"
-expect 2 "--dtype.*fp32"          -- compile "$tmp/w4.npy" --conv 9x8 --dtype f16 -o "$tmp/x.sccb"
 expect 2 "--db.*not with --conv"  -- compile "$tmp/w4.npy" --conv 9x8 --db "$tmp/t.json" -o "$tmp/x.sccb"
 expect 2 "--target.*not with --conv" -- compile "$tmp/w4.npy" --conv 9x8 --target native -o "$tmp/x.sccb"
 expect 2 "--layout.*--conv"       -- compile "$tmp/w2.npy" --n 4 --layout nhwc -o "$tmp/x.sccb"
@@ -67,6 +72,7 @@ expect 2 "--n"                    -- compile "$tmp/w2.npy" -o "$tmp/x.sccb"
 # verify: the bundle's plan through the interpreter (--cpu) against the fp64 convolution.
 expect 0 "convolution 3x3 s2 .*plan interpreter \(--cpu\) on 2 random image.* ok" -- verify "$tmp/c4.sccb" --cpu --seed 3
 expect 0 " ok"                    -- verify "$tmp/c2.sccb" --cpu
+expect 0 "tolerance 9.8e-04.* ok" -- verify "$tmp/c16.sccb" --cpu
 expect 2 "--n.*output pixels"     -- verify "$tmp/c4.sccb" --n 5 --cpu
 
 # embed: the convolution's geometry and shapes beside the executor.
@@ -86,7 +92,8 @@ expect 0 "skipped c1.weight: not 2-D" -- compile-model "$tmp/m.npz" --max-densit
 expect 0 "conv geometry \(3x3 s2"  -- compile-model "$tmp/m.npz" --max-density 1 --layer-conv 'c1=9x8,s2,p1' --list
 expect 2 "m.npz.*c1.weight"       -- compile-model "$tmp/m.npz" --max-density 1 --layer-conv 'c1=5x9x8,s2' --list
 expect 2 "--layer-conv 'c1'"      -- compile-model "$tmp/m.npz" --layer-conv 'c1' --list
-expect 2 "fp32"                   -- compile-model "$tmp/m.npz" --max-density 1 --layer-conv 'c1=9x8,s2,p1' --dtype f16 -o "$tmp/mf16"
+expect 0 "convolution 3x3 s2"     -- compile-model "$tmp/m.npz" --max-density 1 --layer-conv 'c1=9x8,s2,p1' --dtype f16 -o "$tmp/mf16"
+grep -qF '"dtype": "f16"' "$tmp/mf16/manifest.json" || { echo "FAIL: mf16/manifest.json lacks the f16 dtype"; failures=$((failures + 1)); }
 expect 0 "convolution 3x3 s2"     -- compile-model "$tmp/m.npz" --max-density 1 --layer-conv 'c1=9x8,s2,p1' -o "$tmp/model"
 for want in '"conv":' '"spec": "3x9x8,k3x3,s2x2,p1:1:1:1"' '"n_from": "conv geometry"'; do
   grep -qF -- "$want" "$tmp/model/manifest.json" || { echo "FAIL: manifest.json lacks '$want'"; failures=$((failures + 1)); }

@@ -1,27 +1,31 @@
-// Convolution executors on a GPU, end to end: conv_problem -> pipeline::compile_spmm (plan, CUDA C++,
-// NVRTC, bundle) -> SpmmExecutor::run_conv on NaN-poisoned outputs. Every output is checked against
-// the fp64 convolution (conv2d) within kMaxRelError of max |Y|, and bit for bit against the plan's
-// CPU interpreter (interpret_conv: the same fp32 operations in the same order). Cases: 3x3 (stride 1
-// and 2, same and valid padding), 1x1 (stride 1 and 2), the 7x7 stem, a 3x5 kernel with asymmetric
-// pads; NCHW and NHWC; unrolled and rolled; batch 1..5; bias and ReLU; and ResNet-50's 3x3 layers with
-// SparseRT's pruned filters and published activations when the data folder is present. Also the
-// launch's shape checks. Skips without a GPU.
+// Convolution executors on a GPU, end to end: conv_problem -> pipeline::compile_spmm (plan, PTX or CUDA
+// C++, bundle) -> SpmmExecutor::run_conv on NaN-poisoned outputs. Every output is checked against the
+// fp64 convolution (conv2d) within kMaxRelError of max |Y| (f16 / bf16: the dtype's tolerance), and bit
+// for bit against the plan's CPU interpreter (interpret_conv: the same operations in the same order).
+// Cases: 3x3 (stride 1 and 2, same and valid padding), 1x1 (stride 1 and 2), the 7x7 stem, a 3x5 kernel
+// with asymmetric pads; NCHW and NHWC; unrolled and rolled fp32, unrolled f16 and bf16; batch 1..5; bias
+// and ReLU; and ResNet-50's 3x3 layers with SparseRT's pruned filters and published activations when
+// the data folder is present. Also the launch's shape checks. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gpu_skip.hpp"
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/io/npz.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
+#include "sparsecc/pipeline/run.hpp"
 #include "sparsecc/plan/spmm_interpreter.hpp"
 #include "sparsecc/reference/conv.hpp"
+#include "sparsecc/reference/spmm.hpp"
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/executor.hpp"
 #include "test_support.hpp"
@@ -58,13 +62,17 @@ struct ConvCase {
   bool epilogue = false;                // bias and ReLU
   std::optional<SpmmValueMode> values;  // empty: the rule's family
   std::vector<double> x;                // empty: random
+  DType dtype = DType::f32;             // f16 / bf16: X, Y and the weights in the dtype
 };
 
-// Compiles, runs on a NaN-poisoned Y and checks one case; returns the family it ran.
+// Compiles, runs on a NaN-poisoned Y and checks one case; returns the family it ran. f16 / bf16 cases
+// round X and the weights to the dtype (the reference takes the rounded values) and allow the dtype's
+// tolerance (spmm_check_tolerance) against conv2d; the interpreter's outputs are the same bits.
 std::string run_case(const rt::Context& ctx, const ConvCase& c) {
   const std::int64_t o = c.w.rows;
+  const bool half = c.dtype != DType::f32;
   pipeline::SpmmRequest r;
-  r.problem = conv_problem(c.g, o, c.epilogue, c.epilogue);
+  r.problem = conv_problem(c.g, o, c.epilogue, c.epilogue, c.dtype);
   if (c.epilogue) r.bias = random_values(o, 77);
   if (c.values) r.options.value_mode = *c.values;
   r.long_cuda = pipeline::LongCompile::allow;
@@ -75,74 +83,114 @@ std::string run_case(const rt::Context& ctx, const ConvCase& c) {
   EXPECT_LE(art.usage.spill_store_bytes, 16) << c.name;
   const rt::SpmmExecutor ex = rt::SpmmExecutor::load(*art.bundle, c.name, ctx);
 
-  const std::vector<double> x = c.x.empty() ? random_values(c.g.input_elements(c.batch), 5) : c.x;
+  std::vector<double> x = c.x.empty() ? random_values(c.g.input_elements(c.batch), 5) : c.x;
+  for (double& v : x) v = round_to(c.dtype, v);
   const std::vector<float> xf(x.begin(), x.end());
+  const std::size_t size = dtype_size(c.dtype);
   const std::int64_t outputs = c.g.output_elements(c.batch, o);
-  rt::DeviceBuffer dx(xf.size() * 4), dy(static_cast<std::size_t>(outputs) * 4);
-  dx.upload(xf.data(), xf.size() * 4);
-  dy.fill32(0x7fc00000u);  // NaN: an output the kernel does not write stays NaN
+  std::vector<unsigned char> x_bytes(xf.size() * size), y_bytes(static_cast<std::size_t>(outputs) * size);
+  for (std::size_t i = 0; i < xf.size(); ++i) store_le(c.dtype, xf[i], x_bytes.data() + i * size);
+  // Whole 32-bit words (an odd count of 16-bit outputs leaves one half of the last word unused).
+  rt::DeviceBuffer dx(x_bytes.size()), dy((y_bytes.size() + 3) / 4 * 4);
+  dx.upload(x_bytes.data(), x_bytes.size());
+  // NaN (of the dtype): an output the kernel does not write stays NaN.
+  dy.fill32(c.dtype == DType::f32 ? 0x7fc00000u : c.dtype == DType::f16 ? 0x7e007e00u : 0x7fc07fc0u);
   ex.run_conv(dx.get(), c.g.input_shape(c.batch), dy.get(), c.g.output_shape(c.batch, o));
   ctx.synchronize();
-  std::vector<float> y(static_cast<std::size_t>(outputs));
-  dy.download(y.data(), y.size() * 4);
+  dy.download(y_bytes.data(), y_bytes.size());
 
   const std::vector<double>* bias = c.epilogue ? &r.bias : nullptr;
-  const std::vector<double> ref = conv2d(c.w, x, c.g, c.batch, bias, c.epilogue);
+  const std::vector<double> ref = conv2d(round_values(c.w, c.dtype), x, c.g, c.batch, bias, c.epilogue);
   const std::vector<float> interp =
       interpret_conv(art.plan, spmm_kernel_values(art.plan, c.w), xf, c.batch, bias);
   double max_ref = 0, max_diff = 0;
   std::int64_t nans = 0, bit_diffs = 0;
   for (double v : ref) max_ref = std::max(max_ref, std::fabs(v));
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    if (!std::isfinite(y[i])) {
+  for (std::size_t i = 0; i < static_cast<std::size_t>(outputs); ++i) {
+    const double y = load_le(c.dtype, y_bytes.data() + i * size);
+    if (!std::isfinite(y)) {
       ++nans;
       continue;
     }
-    max_diff = std::max(max_diff, std::fabs(double(y[i]) - ref[i]));
-    bit_diffs += std::memcmp(&y[i], &interp[i], 4) != 0;
+    max_diff = std::max(max_diff, std::fabs(y - ref[i]));
+    std::vector<unsigned char> want(size);
+    store_le(c.dtype, interp[i], want.data());
+    bit_diffs += std::memcmp(y_bytes.data() + i * size, want.data(), size) != 0;
   }
   const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  const double tolerance =
+      half ? pipeline::spmm_check_tolerance(c.w, std::string(dtype_name(c.dtype)), "f32") : kMaxRelError;
   const std::string family = to_string(art.plan.family());
   std::printf(
-      "[ conv gpu ] %-34s %-28s O %4lld nnz %7lld batch %lld %-8s max rel err %.2e interpreter bit "
-      "diffs %lld\n",
-      c.name.c_str(), rt::describe(c.g).c_str(), static_cast<long long>(o), static_cast<long long>(c.w.nnz()),
-      static_cast<long long>(c.batch), family.c_str(), rel, static_cast<long long>(bit_diffs));
+      "[ conv gpu ] %-38s %-28s %-4s O %4lld nnz %7lld batch %lld %-8s max rel err %.2e (tol %.1e) "
+      "interpreter bit diffs %lld\n",
+      c.name.c_str(), rt::describe(c.g).c_str(), std::string(dtype_name(c.dtype)).c_str(),
+      static_cast<long long>(o), static_cast<long long>(c.w.nnz()), static_cast<long long>(c.batch),
+      family.c_str(), rel, tolerance, static_cast<long long>(bit_diffs));
   std::fflush(stdout);
   EXPECT_EQ(nans, 0) << c.name << ": unwritten or NaN outputs";
-  EXPECT_LE(rel, kMaxRelError) << c.name;
+  EXPECT_LE(rel, tolerance) << c.name;
   EXPECT_EQ(bit_diffs, 0) << c.name << ": the GPU and the interpreter differ";
   return family;
 }
 
-TEST(ConvGpu, EveryShapeLayoutAndFamily) {
-  SPARSECC_GPU_OR_SKIP();
-  rt::Context ctx(0);
+// One way of running every shape: its name, what it sets in the case, the family it must take.
+struct Variant {
+  std::string name;
+  std::function<void(ConvCase&)> set;
+  std::string family;
+};
+
+// Every shape (3x3 stride 1 and 2, same and valid padding, a 7x7 output whose pixel count is odd, 1x1
+// stride 1 and 2, the 7x7 stem, a 3x5 kernel with asymmetric pads) in both layouts, once per variant;
+// random filters of 37 rows from `seed`, batches of 1..5, bias and ReLU on every third case.
+void run_every_shape(const rt::Context& ctx, const std::vector<Variant>& variants, std::uint64_t seed) {
   using L = rt::ConvLayout;
   const std::vector<std::pair<std::string, rt::ConvGeometry>> shapes = {
       {"3x3 s1 same", geometry(L::nchw, 16, 23, 19, 3, 3, 1, 1, 1, 1, 1)},
       {"3x3 s2 same", geometry(L::nchw, 12, 21, 30, 3, 3, 2, 1, 1, 1, 1)},
       {"3x3 s1 valid", geometry(L::nchw, 9, 12, 17, 3, 3, 1, 0, 0, 0, 0)},
+      {"3x3 s1 valid 7x7", geometry(L::nchw, 9, 9, 9, 3, 3, 1, 0, 0, 0, 0)},
       {"1x1 s1", geometry(L::nchw, 40, 9, 13, 1, 1, 1, 0, 0, 0, 0)},
       {"1x1 s2", geometry(L::nchw, 24, 15, 15, 1, 1, 2, 0, 0, 0, 0)},
       {"7x7 s2 stem", geometry(L::nchw, 3, 45, 38, 7, 7, 2, 3, 3, 3, 3)},
       {"3x5 s2 asym", geometry(L::nchw, 7, 20, 22, 3, 5, 2, 0, 2, 1, 1)}};
-  int index = 0;
+  std::uint64_t index = 0;
   for (const auto& [label, base] : shapes)
     for (const L layout : {L::nchw, L::nhwc})
-      for (const SpmmValueMode values : {SpmmValueMode::baked, SpmmValueMode::rolled}) {
+      for (const Variant& v : variants) {
         ConvCase c;
         c.g = base;
         c.g.layout = layout;
-        c.name = label + (layout == L::nhwc ? " nhwc " : " nchw ") + to_string(values);
-        c.w = test::random_csr(37, c.g.k(), 0.25, 100 + index);
-        c.batch = 1 + index % 5;
+        c.name = label + (layout == L::nhwc ? " nhwc " : " nchw ") + v.name;
+        c.w = test::random_csr(37, c.g.k(), 0.25, seed + index);
+        c.batch = 1 + static_cast<std::int64_t>(index % 5);
         c.epilogue = index % 3 == 1;
-        c.values = values;
+        v.set(c);
         ++index;
-        const std::string family = run_case(ctx, c);
-        EXPECT_EQ(family, values == SpmmValueMode::rolled ? "rolled" : "unrolled") << c.name;
+        EXPECT_EQ(run_case(ctx, c), v.family) << c.name;
       }
+}
+
+TEST(ConvGpu, EveryShapeLayoutAndFamily) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  run_every_shape(ctx,
+                  {{"baked", [](ConvCase& c) { c.values = SpmmValueMode::baked; }, "unrolled"},
+                   {"rolled", [](ConvCase& c) { c.values = SpmmValueMode::rolled; }, "rolled"}},
+                  100);
+}
+
+// f16 and bf16 (the unrolled half family, two pixels a thread): odd pixel counts put a thread's pair in
+// two rows or two images; 3x3 and 1x1 kernels read through tap pointers, the 7x7 stem and the 3x5
+// kernel through masks.
+TEST(ConvGpu, HalfEveryShapeAndLayout) {
+  SPARSECC_GPU_OR_SKIP();
+  rt::Context ctx(0);
+  run_every_shape(ctx,
+                  {{"f16", [](ConvCase& c) { c.dtype = DType::f16; }, "unrolled"},
+                   {"bf16", [](ConvCase& c) { c.dtype = DType::bf16; }, "unrolled"}},
+                  300);
 }
 
 // The rule's own choice: a large 3x3 filter bank (unrolled, through PTX), a 7x7 one too large for the
@@ -195,6 +243,12 @@ TEST(ConvGpu, SparseRtResNet50Layers) {
           for (double v : in.data) c.x.push_back(-v);
         c.name = std::string(file).substr(16, 8) + " bg" + std::to_string(bg);
         run_case(ctx, c);
+        if (bg == 1) {  // the half family on the smallest layer (its CUDA C++ compile grows fast)
+          ConvCase h = c;
+          h.dtype = DType::f16;
+          h.name += " f16";
+          run_case(ctx, h);
+        }
       }
     }
   }

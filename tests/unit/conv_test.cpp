@@ -1,6 +1,7 @@
 // Convolution executors without a GPU: the geometry, the fp64 reference against an explicit im2col,
 // the plans (unrolled and rolled) through their CPU interpreter against the reference, and the
-// pipeline's bundle of a convolution (NVRTC compiles here; the GPU runs are tests/gpu/conv_gpu_test.cpp).
+// pipeline's bundle of a convolution (NVRTC compiles here; the GPU runs are tests/gpu/conv_gpu_test.cpp);
+// f32 and (unrolled) f16 / bf16.
 #include "sparsecc/reference/conv.hpp"
 
 #include <gtest/gtest.h>
@@ -10,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
+#include "sparsecc/emit/spmm_cuda.hpp"
 #include "sparsecc/inspector/spmm_decisions.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
 #include "sparsecc/pipeline/pipeline.hpp"
@@ -138,6 +141,33 @@ TEST(ConvPlan, InterpreterMatchesReference) {
       }
 }
 
+// f16 and bf16 plans (unrolled, two pixels a thread) through their interpreter against conv2d of the
+// rounded values, within the dtype's tolerance; the emitted kernel reads X through tap pointers up to 9
+// taps and through masks above, and stores each pixel through its own pointer.
+TEST(ConvPlan, HalfInterpreterAndKernelText) {
+  for (const rt::ConvGeometry& g : shapes())
+    for (const DType dtype : {DType::f16, DType::bf16}) {
+      const std::int64_t o = 13, batch = 3;
+      const CsrMatrix w = test::random_csr(o, g.k(), 0.35, 31);
+      const SpmmPlan plan = plan_spmm(w, conv_problem(g, o, true, true, dtype));
+      ASSERT_TRUE(check_plan(plan, w).empty()) << check_plan(plan, w).front();
+      ASSERT_TRUE(plan.unrolled());
+      std::vector<double> x = random_values(g.input_elements(batch), 32);
+      for (double& v : x) v = round_to(dtype, v);
+      const std::vector<double> bias = random_values(o, 33);
+      const std::vector<float> xf(x.begin(), x.end());
+      const std::vector<float> got = interpret_conv(plan, spmm_kernel_values(plan, w), xf, batch, &bias);
+      const std::vector<double> ref = conv2d(round_values(w, dtype), x, g, batch, &bias, true);
+      EXPECT_LT(max_rel(got, ref), dtype == DType::f16 ? 1e-3 : 8e-3) << rt::describe(g) << " " << dtype;
+      const std::string text = emit_spmm_cuda(plan, w).source;
+      const bool pointers = g.taps() <= kSpmmConvTapPointers;
+      EXPECT_EQ(text.find("spcc_conv_pair_at(t0 + ") != std::string::npos, pointers) << rt::describe(g);
+      EXPECT_EQ(text.find("= spcc_conv_pair(b, b1, taps, taps1, ") != std::string::npos, !pointers);
+      EXPECT_NE(text.find("spcc_store_conv(c + "), std::string::npos);
+      EXPECT_EQ(text.find("spcc_store_pair(c + "), std::string::npos);
+    }
+}
+
 TEST(ConvPlan, RulesAndRefusals) {
   const rt::ConvGeometry g = shapes().front();
   const CsrMatrix w = test::random_csr(16, g.k(), 0.3, 3);
@@ -148,11 +178,21 @@ TEST(ConvPlan, RulesAndRefusals) {
   const SpmmPlan back = plan_from_json(to_json(plan));
   ASSERT_TRUE(back.problem.conv);
   EXPECT_EQ(*back.problem.conv, g);
-  // A problem whose K is not the geometry's, half precision, and unrolled-only features are refused.
+  // A problem whose K is not the geometry's, rolled half precision, and unrolled-only features are refused.
   SpmmProblem bad = conv_problem(g, 16, false, false);
   bad.n += 1;
   EXPECT_THROW(plan_spmm(w, bad), UsageError);
-  EXPECT_THROW(plan_spmm(w, conv_problem(g, 16, false, false, DType::f16)), UsageError);
+  SpmmOptions rolled_half;
+  rolled_half.value_mode = SpmmValueMode::rolled;
+  EXPECT_THROW(plan_spmm(w, conv_problem(g, 16, false, false, DType::f16), rolled_half), UsageError);
+  SpmmOptions blocklets;
+  blocklets.blocklets = SpmmBlockletMode::forced;
+  EXPECT_THROW(plan_spmm(w, conv_problem(g, 16, false, false, DType::f16), blocklets), UsageError);
+  // f16 / bf16: the unrolled half family (two pixels a thread), whatever the size; never compressed.
+  const SpmmPlan half = plan_spmm(w, conv_problem(g, 16, false, false, DType::bf16));
+  EXPECT_TRUE(half.unrolled());
+  EXPECT_EQ(half.layout.cols_per_thread, 2);
+  EXPECT_TRUE(check_plan(half, w).empty());
   SpmmOptions staged;
   staged.stage_min_entries = 2;
   EXPECT_THROW(plan_spmm(w, conv_problem(g, 16, false, false), staged), UsageError);
@@ -199,6 +239,24 @@ TEST(ConvPipeline, BundlesCarryTheGeometry) {
     lied.metadata.conv->in_channels += 1;
     lied.metadata.k = lied.metadata.conv->k();
     EXPECT_THROW(rt::validate_bundle(lied, "lied.spcc"), rt::BundleError);
+  }
+  // An f16 convolution: CUDA C++ (the half family), a bundle the runtime's checks accept; a rolled half
+  // convolution's metadata is refused.
+  {
+    pipeline::SpmmRequest r;
+    r.problem = conv_problem(g, 9, true, false, DType::f16);
+    r.bias = random_values(9, 7);
+    const pipeline::SpmmArtifact art = pipeline::compile_spmm(w, r, default_gpu_target());
+    ASSERT_TRUE(art.bundle);
+    EXPECT_EQ(art.kernel.language, KernelLanguage::cuda);
+    const rt::Bundle back = rt::parse_bundle(rt::bundle_bytes(*art.bundle, "half.spcc"), "half.spcc");
+    EXPECT_EQ(back.metadata.dtype, "f16");
+    EXPECT_EQ(back.metadata.params, rt::kConvParams);
+    rt::BundleMetadata lied = back.metadata;
+    lied.values_mode = "rolled";
+    rt::Bundle b = back;
+    b.metadata = lied;
+    EXPECT_THROW(rt::validate_bundle(b, "lied.spcc"), rt::BundleError);
   }
   const rt::ConvGeometry stem = shapes()[5];
   pipeline::SpmmRequest r;

@@ -233,10 +233,13 @@ TEST(SpmmPtx, NvJitLinkAssemblesPlansWithoutSpills) {
   expect_clean_assembly(
       plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
       "random 1000x1000 split 512 thr");
-  o.max_registers = 200;  // above what a block of 512 threads can have: the split kernel takes 128
+  o.max_registers = 200;  // above what a block of 512 threads can have (128): refused by the planner
+  EXPECT_THROW(plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o),
+               UsageError);
+  o.max_registers = 128;
   expect_clean_assembly(
       plan_spmm(big, {big.rows, big.cols, 196, SpmmNMode::fixed, true, true, DType::f32}, o), big,
-      "random 1000x1000 split 512 thr r200");
+      "random 1000x1000 split 512 thr r128");
   // Two columns a thread: inline and split layouts, baked and streamed, reduced through shared memory.
   o = {};
   o.cols_per_thread = 2;

@@ -109,13 +109,14 @@ int run_compile_conv(const CompileArgs& args) {
   LoadOptions load;
   load.seed = args.spmm.seed;
   load.progress = progress_printer();
-  const pipeline::ConvWeights w = pipeline::load_conv_weights(args.spmm.matrix, load, "f32");
+  const pipeline::ConvWeights w = pipeline::load_conv_weights(args.spmm.matrix, load, args.spmm.dtype);
   const InputSpec in = parse_input_spec(args.spmm.matrix);
   const rt::ConvGeometry g =
       conv_geometry_for(spec, layout, w.a.rows, w.a.cols, w.stored_shape, in.path, in.tensor, "--conv");
   pipeline::SpmmRequest request;
   if (!args.spmm.bias.empty()) request.bias = pipeline::load_bias(args.spmm.bias, w.a.rows);
-  request.problem = conv_problem(g, w.a.rows, !request.bias.empty(), args.spmm.relu, DType::f32);
+  request.problem = conv_problem(g, w.a.rows, !request.bias.empty(), args.spmm.relu,
+                                 require_dtype(args.spmm.dtype, "--dtype", kSpmmDtypes));
   request.options = spmm_options(args.spmm);
   if (args.emit_given) request.emit = parse_kernel_language(args.emit);
   if (!args.ptxas.empty()) {
@@ -312,7 +313,7 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
     if (cmd->count("--layout") > 0 && cmd->count("--conv") == 0)
       throw CLI::ValidationError("--layout", "the layout of a convolution's images: give --conv too");
     if (cmd->count("--conv") > 0) {
-      // A convolution's N is its output pixels (the batch is given at run time); fp32 only for now.
+      // A convolution's N is its output pixels (the batch is given at run time).
       static const std::vector<std::pair<std::string, std::string>> kRefused = {
           {"--n", "a convolution's N is its output pixels, fixed by --conv (the batch is given at run time)"},
           {"--runtime-n", "a convolution's N is its output pixels, fixed by --conv"},
@@ -322,8 +323,6 @@ void add_compile(CLI::App& app, std::function<int()>& run) {
           {"--cold-l2", "for --db, which --conv does not take"}};
       for (const auto& [name, why] : kRefused)
         if (cmd->count(name) > 0) throw CLI::ValidationError(name, "not with --conv: " + why);
-      if (args->spmm.dtype != "f32")
-        throw CLI::ValidationError("--dtype", "not with --conv: convolution executors are fp32 for now");
       run = [args] { return run_compile_conv(*args); };
       return;
     }

@@ -130,11 +130,6 @@ LayerResult compile_cpu_layer(const CompileModelArgs& args, const ModelLayer& la
 LayerResult compile_layer(const CompileModelArgs& args, const ModelLayer& layer, std::int64_t n,
                           const std::string& n_from, std::size_t index, const fs::path& folder) {
   const bool conv = model_layer_is_conv(layer, args.layers);
-  if (conv && args.spmm.dtype != "f32")
-    throw UsageError(
-        fmt::format("layer {}: convolution executors are fp32 for now (--dtype {}); "
-                    "--conv-as-gemm compiles Conv layers as SpMMs of their im2col matrix",
-                    layer.name, args.spmm.dtype));
   const SpmmProblem problem = model_layer_problem(layer, n, args.layers, args.spmm.dtype);
   if (!args.cpu_target.empty()) return compile_cpu_layer(args, layer, problem, n_from, index, folder);
   const GpuTarget target = resolve_gpu_target(args.arch);

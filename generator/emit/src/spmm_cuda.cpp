@@ -163,37 +163,48 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
 
 }  // namespace
 
-std::string conv_setup(const SpmmPlan& plan) {
+std::string conv_pixel_setup(const SpmmPlan& plan, std::string_view col, std::string_view suffix,
+                             bool tap_pointers, std::string_view element) {
   const rt::ConvGeometry& g = *plan.problem.conv;
   const auto xs = g.input_strides();
   const auto ys = g.output_strides(plan.problem.m);
   std::string s = fmt::format(
-      "  const long long ldc = {ychan};\n"
-      "  const long long image = col / {pix}, pixel = col - image * {pix};\n"
-      "  const long long oy = pixel / {ow}, ox = pixel % {ow};\n"
-      "  const long long iy = oy * {sh} - {pt}, ix = ox * {sw} - {pl};  // the window's corner in X\n"
-      "  b = B + image * {ximg}LL + iy * {xrow} + ix * {xcol};\n"
-      "  c = C + image * {yimg}LL + oy * {yrow} + ox * {ycol};\n",
-      fmt::arg("ychan", ys.channel), fmt::arg("pix", g.pixels()), fmt::arg("ow", g.out_width()),
+      "  const long long image{s} = {col} / {pix}, pixel{s} = {col} - image{s} * {pix};\n"
+      "  const long long oy{s} = pixel{s} / {ow}, ox{s} = pixel{s} % {ow};\n"
+      "  const long long iy{s} = oy{s} * {sh} - {pt}, ix{s} = ox{s} * {sw} - {pl};  // the window's corner "
+      "in X\n"
+      "  b{s} = B + image{s} * {ximg}LL + iy{s} * {xrow} + ix{s} * {xcol};\n"
+      "  c{s} = C + image{s} * {yimg}LL + oy{s} * {yrow} + ox{s} * {ycol};\n",
+      fmt::arg("s", suffix), fmt::arg("col", col), fmt::arg("pix", g.pixels()), fmt::arg("ow", g.out_width()),
       fmt::arg("sh", g.stride_h), fmt::arg("pt", g.pad_top), fmt::arg("sw", g.stride_w),
       fmt::arg("pl", g.pad_left), fmt::arg("ximg", xs.image), fmt::arg("xrow", xs.row),
       fmt::arg("xcol", xs.col), fmt::arg("yimg", ys.image), fmt::arg("yrow", ys.row),
       fmt::arg("ycol", ys.col));
   const auto inside = [&](std::int64_t dy, std::int64_t dx) {
-    return fmt::format("iy + {0} >= 0 && iy + {0} < {1} && ix + {2} >= 0 && ix + {2} < {3}", dy, g.height, dx,
-                       g.width);
+    return fmt::format("iy{0} + {1} >= 0 && iy{0} + {1} < {2} && ix{0} + {3} >= 0 && ix{0} + {3} < {4}",
+                       suffix, dy, g.height, dx, g.width);
   };
-  if (spmm_conv_tap_pointers(plan.problem)) {
+  if (tap_pointers) {
     // One pointer a tap: at the tap's pixel where it is inside the image, else at the zero buffer.
     for (std::int64_t t = 0; t < g.taps(); ++t)
-      s += fmt::format("  const float* t{} = {} ? b + {} : zeros;\n", t,
-                       inside(t / g.kernel_w, t % g.kernel_w), g.tap_offset(t));
+      s += fmt::format("  const {}* {} = {} ? b{} + {} : zeros;\n", element, conv_tap_pointer(t, suffix),
+                       inside(t / g.kernel_w, t % g.kernel_w), suffix, g.tap_offset(t));
     return s;
   }
-  s += "  unsigned long long taps = 0;\n";
+  s += fmt::format("  unsigned long long taps{} = 0;\n", suffix);
   for (std::int64_t t = 0; t < g.taps(); ++t)
-    s += fmt::format("  if ({}) taps |= 1ull << {};\n", inside(t / g.kernel_w, t % g.kernel_w), t);
+    s += fmt::format("  if ({}) taps{} |= 1ull << {};\n", inside(t / g.kernel_w, t % g.kernel_w), suffix, t);
   return s;
+}
+
+std::string conv_setup(const SpmmPlan& plan) {
+  const auto ys = plan.problem.conv->output_strides(plan.problem.m);
+  return fmt::format("  const long long ldc = {};\n", ys.channel) +
+         conv_pixel_setup(plan, "col", "", spmm_conv_tap_pointers(plan.problem), "float");
+}
+
+std::string conv_tap_pointer(std::int64_t tap, std::string_view suffix) {
+  return suffix.empty() ? fmt::format("t{}", tap) : fmt::format("t{}_{}", tap, suffix);
 }
 
 std::string cuda_float_literal(float v) {

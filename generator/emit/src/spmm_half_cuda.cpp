@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
@@ -21,6 +22,26 @@ namespace {
 std::string pair_literal(const SpmmPlan& p, float w) {
   const std::uint32_t h = p.problem.dtype == DType::bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
   return fmt::format("0x{:08x}u", h | (h << 16));
+}
+
+// The store of row `row`'s pair of outputs (v0, v1): adjacent columns of C, or a convolution's two pixels
+// through their own pointers.
+std::string store(const SpmmPlan& p, std::string_view row) {
+  return p.problem.conv ? fmt::format("spcc_store_conv(c + {0} * ldc, c1 + {0} * ldc, v0, v1, live1);", row)
+                        : fmt::format("spcc_store_pair(c + {} * ld, v0, v1, pair, live1);", row);
+}
+
+// Convolutions: Y's channel pitch and both pixels of the thread's pair (conv_pixel_setup: tap pointers,
+// where the zero buffer comes in the fragments' place, or masks); past the batch's last pixel the second
+// is the first again (never stored), without taps in the mask form.
+std::string conv_setup_half(const SpmmPlan& p) {
+  const bool pointers = spmm_conv_tap_pointers(p.problem);
+  return fmt::format("  const long long ldc = {};\n", p.problem.conv->output_strides(p.problem.m).channel) +
+         (pointers ? "  const spcc_u16* zeros = reinterpret_cast<const spcc_u16*>(fragments);\n" : "") +
+         conv_pixel_setup(p, "col", "", pointers, "spcc_u16") +
+         "  const long long col1 = live1 ? col + 1 : col;\n  spcc_u16* c1 = c;\n" +
+         conv_pixel_setup(p, "col1", "1", pointers, "spcc_u16") +
+         (pointers ? "" : "  if (!live1) taps1 = 0;\n");
 }
 
 std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
@@ -70,7 +91,7 @@ std::string epilogue(const SpmmPlan& p, const SpmmBlockRow& block) {
           "}}\n",
           block.row_begin + i);
     if (p.epilogue.relu) s += "        v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
-    s += fmt::format("        spcc_store_pair(c + {} * ld, v0, v1, pair, live1);\n", block.row_begin + i);
+    s += fmt::format("        {}\n", store(p, std::to_string(block.row_begin + i)));
   }
   return s + "      }\n";
 }
@@ -179,7 +200,7 @@ std::string empty_case(const SpmmPlan& p) {
   if (p.epilogue.bias)
     s += "          { const float bv = __ldg(bias + r); v0 = __fadd_rn(v0, bv); v1 = __fadd_rn(v1, bv); }\n";
   if (p.epilogue.relu) s += "          v0 = fmaxf(v0, 0.0f); v1 = fmaxf(v1, 0.0f);\n";
-  return s + "          spcc_store_pair(c + r * ld, v0, v1, pair, live1);\n        }\n      break;\n    }\n";
+  return s + "          " + store(p, "r") + "\n        }\n      break;\n    }\n";
 }
 
 std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std::size_t bi,
@@ -201,8 +222,19 @@ std::string block_case(const SpmmPlan& p, const std::vector<float>& weights, std
   s += emit_detail::unrolled_groups(
       p, block, packed,
       [&](std::int32_t k) {
-        return fmt::format("        x = SPCC_LOAD({});", k) +
-               (half_acc ? "" : " x0 = spcc_lo(x); x1 = spcc_hi(x);");
+        const std::string widen = half_acc ? "" : " x0 = spcc_lo(x); x1 = spcc_hi(x);";
+        if (const auto& g = p.problem.conv) {
+          const rt::ConvGeometry::Tap tap = g->tap_of(k);
+          const std::int64_t channel = tap.channel * g->input_strides().channel;
+          if (spmm_conv_tap_pointers(p.problem))
+            return fmt::format("        x = spcc_conv_pair_at({0} + {2}, {1} + {2});",
+                               conv_tap_pointer(tap.tap, ""), conv_tap_pointer(tap.tap, "1"), channel) +
+                   widen;
+          return fmt::format("        x = spcc_conv_pair(b, b1, taps, taps1, 0x{:x}ull, {});",
+                             std::uint64_t{1} << tap.tap, channel + g->tap_offset(tap.tap)) +
+                 widen;
+        }
+        return fmt::format("        x = SPCC_LOAD({});", k) + widen;
       },
       [&](const SpmmEntry& e, std::int64_t at, bool first) {
         const float w = weights[static_cast<std::size_t>(streamed ? at : e.value_index)];
@@ -257,11 +289,14 @@ EmittedKernel emit_spmm_half_cuda(const SpmmPlan& plan, const CsrMatrix& a) {
       {"BLOCK_X", std::to_string(plan.layout.block_x)},
       {"KERNEL_NAME", plan.hints.kernel_name},
       {"N_TILE", std::to_string(plan.layout.n_tile)},
-      {"LD", fixed ? fmt::format("{}", plan.problem.n) : "n"},
+      // Convolutions: the columns are the batch's pixels, n of them (the images times the plan's N).
+      {"LD", fixed && !plan.problem.conv ? fmt::format("{}", plan.problem.n) : "n"},
       {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"},
       {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
       {"FRAGMENT_K", std::to_string(plan.fragment_k())},
-      {"PAIR32", fixed && plan.problem.n % 2 == 0 ? "1" : "0"},
+      {"PAIR32", fixed && !plan.problem.conv && plan.problem.n % 2 == 0 ? "1" : "0"},
+      {"CONV", plan.problem.conv ? "1" : "0"},
+      {"CONV_SETUP", plan.problem.conv ? conv_setup_half(plan) : ""},
       {"VEC8", vec8(plan) ? "1" : "0"},
       {"STAGE", std::to_string(stage)},
       {"FRAGMENT_TABLE", table},

@@ -13,8 +13,8 @@
 namespace sparsecc::spmm_rules {
 
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options) {
-  return problem.dtype != DType::f32 && in.nnz >= kCompressedMinNnz && problem.n <= kCompressedColumns &&
-         options.blocklets != SpmmBlockletMode::forced &&
+  return problem.dtype != DType::f32 && !problem.conv && in.nnz >= kCompressedMinNnz &&
+         problem.n <= kCompressedColumns && options.blocklets != SpmmBlockletMode::forced &&
          options.accumulate.value_or(DType::f32) == DType::f32 && !options.rows_per_block &&
          !options.groups && options.stage_min_entries == 0 &&
          (!options.row_split || *options.row_split == SpmmRowSplit::equal);

@@ -60,17 +60,21 @@ SpmmOptions conv_options(const SpmmInspection& in, const SpmmProblem& problem, S
         "plan_spmm: the convolution {} multiplies {} filter columns into {} output pixels (a fixed N), "
         "not {} into {}",
         rt::describe(g), g.k(), g.pixels(), problem.k, problem.n));
-  if (problem.dtype != DType::f32)
-    throw UsageError(
-        fmt::format("plan_spmm: convolution executors are fp32; {} is not taken", problem.dtype));
+  const bool half = problem.dtype != DType::f32;
+  // f16 / bf16: the unrolled half family, two pixels a thread; the automatic blocklet choice is off.
+  if (half && o.blocklets == SpmmBlockletMode::automatic) o.blocklets = SpmmBlockletMode::off;
   if (o.blocklets != SpmmBlockletMode::off || o.stage_min_entries > 0 || o.step_lanes > 1 ||
-      o.cols_per_thread == 2 || (o.value_mode && *o.value_mode == SpmmValueMode::compressed))
+      (!half && o.cols_per_thread == 2) || (o.value_mode && *o.value_mode == SpmmValueMode::compressed))
     throw UsageError(
-        "plan_spmm: convolution executors take no blocklets, staged steps, step lanes, two columns a "
+        "plan_spmm: convolution executors take no blocklets, staged steps, step lanes, two fp32 columns a "
         "thread or compressed values");
-  const bool rolled = o.value_mode ? *o.value_mode == SpmmValueMode::rolled
-                                   : (in.nnz > kConvUnrolledNnz && !spmm_conv_tap_pointers(problem)) ||
-                                         auto_rolled(in, problem);
+  if (half && o.value_mode && *o.value_mode == SpmmValueMode::rolled)
+    throw UsageError(
+        fmt::format("plan_spmm: rolled convolution executors are fp32; {} is not taken", problem.dtype));
+  const bool rolled = half           ? false
+                      : o.value_mode ? *o.value_mode == SpmmValueMode::rolled
+                                     : (in.nnz > kConvUnrolledNnz && !spmm_conv_tap_pointers(problem)) ||
+                                           auto_rolled(in, problem);
   if (rolled) {
     if (o.n_tile % 32 != 0)
       throw UsageError(
@@ -78,7 +82,7 @@ SpmmOptions conv_options(const SpmmInspection& in, const SpmmProblem& problem, S
     o.value_mode = SpmmValueMode::rolled;
     o.step_lanes = 1;
     o.row_split = SpmmRowSplit::equal;
-  } else {
+  } else if (!half) {
     o.cols_per_thread = 1;  // the value mode stays the options' or the rule's (not rolled: see above)
   }
   return o;
@@ -435,10 +439,17 @@ std::int32_t estimate_registers(const SpmmPlan& p) {
       (p.half() && p.epilogue.accumulate == DType::f32) || (rolled && p.step_lanes() == 1) || p.fp32_pairs()
           ? 2
           : 1;
-  // Unrolled convolutions of up to kSpmmConvTapPointers taps hold a 64-bit pointer a tap.
-  const std::int32_t taps = p.unrolled() && spmm_conv_tap_pointers(p.problem)
-                                ? 2 * static_cast<std::int32_t>(p.problem.conv->taps())
-                                : 0;
+  // Unrolled convolutions of up to kSpmmConvTapPointers taps hold a 64-bit pointer a tap and pixel (f16 /
+  // bf16: two pixels, and the second's corner, output pointer and Y's pitch); larger f16 / bf16 ones the
+  // two taps masks and the offsets they test beside those.
+  const bool conv = p.unrolled() && p.problem.conv;
+  const auto pixels = static_cast<std::int32_t>(p.half() ? 2 : 1);
+  const std::int32_t taps = !conv ? 0
+                            : spmm_conv_tap_pointers(p.problem)
+                                ? 2 * pixels * static_cast<std::int32_t>(p.problem.conv->taps()) +
+                                      (p.half() ? kSpmmConvPairRegisters : 0)
+                            : p.half() ? kSpmmConvPairRegisters + kSpmmConvMaskRegisters
+                                       : 0;
   return p.layout.rows_per_block * per_row + kSpmmRegisterOverhead + (p.fragment_k() ? 36 : 0) + taps;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/common/random.hpp"
 #include "sparsecc/inspector/spmm_inspector.hpp"
@@ -59,25 +60,26 @@ std::string ConvCheck::text() const {
 
 namespace {
 
-// `batch` images of `g` uniform in [-1, 1) from `seed`, exact in float32.
-std::vector<float> random_images(const rt::ConvGeometry& g, std::int64_t batch, std::uint64_t seed) {
+// `batch` images of `g` uniform in [-1, 1) from `seed`, rounded to `dtype` (exact in float32).
+std::vector<float> random_images(const rt::ConvGeometry& g, std::int64_t batch, std::uint64_t seed,
+                                 DType dtype) {
   SplitMix64 rng(seed);
   std::vector<float> x(static_cast<std::size_t>(g.input_elements(batch)));
-  for (float& v : x) v = static_cast<float>(rng.uniform_pm1());
+  for (float& v : x) v = static_cast<float>(round_to(dtype, rng.uniform_pm1()));
   return x;
 }
 
-// `got` (Y in the layout) against conv2d of A's fp32 values.
+// `got` (Y in the layout) against conv2d of A's values rounded to `dtype`, within the tolerance of the
+// dtype and its accumulation.
 ConvCheck compare_conv(const std::vector<double>& got, const CsrMatrix& a, const std::vector<float>& x,
                        const rt::ConvGeometry& g, std::int64_t batch, const std::vector<double>* bias,
-                       bool relu) {
+                       bool relu, DType dtype, DType accumulate) {
   DenseMatrix ref(1, 0);
-  ref.data =
-      conv2d(round_values(a, DType::f32), std::vector<double>(x.begin(), x.end()), g, batch, bias, relu);
+  ref.data = conv2d(round_values(a, dtype), std::vector<double>(x.begin(), x.end()), g, batch, bias, relu);
   ref.cols = static_cast<std::int64_t>(ref.data.size());
   ConvCheck c;
   c.batch = batch;
-  c.tolerance = spmm_check_tolerance(a, "f32", "f32");
+  c.tolerance = spmm_check_tolerance(a, std::string(dtype_name(dtype)), std::string(dtype_name(accumulate)));
   if (got.size() != ref.data.size()) {
     c.unwritten = static_cast<std::int64_t>(ref.data.size());
     c.rel_error = INFINITY;
@@ -95,11 +97,11 @@ ConvCheck check_conv_plan(const SpmmPlan& plan, const CsrMatrix& a, const std::v
                           std::int64_t batch, std::uint64_t seed) {
   if (!plan.problem.conv) throw UsageError("check_conv_plan: the plan is no convolution");
   const rt::ConvGeometry& g = *plan.problem.conv;
-  const std::vector<float> x = random_images(g, batch, seed);
+  const std::vector<float> x = random_images(g, batch, seed, plan.problem.dtype);
   const std::vector<double>* bias_ptr = plan.problem.bias ? &bias : nullptr;
   const std::vector<float> got = interpret_conv(plan, spmm_kernel_values(plan, a), x, batch, bias_ptr);
-  ConvCheck c =
-      compare_conv(std::vector<double>(got.begin(), got.end()), a, x, g, batch, bias_ptr, plan.problem.relu);
+  ConvCheck c = compare_conv(std::vector<double>(got.begin(), got.end()), a, x, g, batch, bias_ptr,
+                             plan.problem.relu, plan.problem.dtype, plan.epilogue.accumulate);
   c.seed = seed;
   return c;
 }
@@ -109,21 +111,27 @@ ConvCheck check_conv_bundle_on_gpu(const rt::Bundle& bundle, const std::string& 
   const rt::BundleMetadata& md = bundle.metadata;
   if (!md.conv) throw UsageError(fmt::format("{}: the bundle is no convolution", name));
   const rt::ConvGeometry& g = *md.conv;
-  const std::vector<float> x = random_images(g, batch, seed);
+  const DType dtype = require_dtype(md.dtype, "the bundle's dtype", {DType::f32, DType::f16, DType::bf16});
+  const DType accumulate = md.accumulate.empty() ? DType::f32 : require_dtype(md.accumulate, "accumulate");
+  const std::vector<float> x = random_images(g, batch, seed, dtype);
   rt::Context ctx(0);
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, name, ctx);
-  rt::DeviceBuffer xd(x.size() * sizeof(float));
-  xd.upload(x.data(), x.size() * sizeof(float));
   const std::size_t outputs = static_cast<std::size_t>(g.output_elements(batch, md.m));
-  rt::DeviceBuffer yd(outputs * sizeof(float));
-  yd.fill32(0x7fc00000u);  // NaN: unwritten outputs fail
+  const std::size_t size = dtype_size(dtype);
+  // X and Y in the dtype's bytes; Y poisoned with NaN (of the dtype) so that unwritten outputs fail.
+  std::vector<unsigned char> x_bytes(x.size() * size), y_bytes(outputs * size);
+  for (std::size_t i = 0; i < x.size(); ++i) store_le(dtype, x[i], x_bytes.data() + i * size);
+  // Y in whole 32-bit words (an odd count of 16-bit outputs leaves one half of the last word unused).
+  rt::DeviceBuffer xd(x_bytes.size()), yd((y_bytes.size() + 3) / 4 * 4);
+  xd.upload(x_bytes.data(), x_bytes.size());
+  yd.fill32(dtype == DType::f32 ? 0x7fc00000u : dtype == DType::f16 ? 0x7e007e00u : 0x7fc07fc0u);
   exec.run_conv(xd.get(), g.input_shape(batch), yd.get(), g.output_shape(batch, md.m));
   ctx.synchronize();
-  std::vector<float> y(outputs);
-  yd.download(y.data(), y.size() * sizeof(float));
+  yd.download(y_bytes.data(), y_bytes.size());
+  std::vector<double> y(outputs);
+  for (std::size_t i = 0; i < outputs; ++i) y[i] = load_le(dtype, y_bytes.data() + i * size);
   const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
-  ConvCheck c = compare_conv(std::vector<double>(y.begin(), y.end()), a, x, g, batch,
-                             md.bias ? &bias : nullptr, md.relu);
+  ConvCheck c = compare_conv(y, a, x, g, batch, md.bias ? &bias : nullptr, md.relu, dtype, accumulate);
   c.seed = seed;
   c.how = fmt::format("GPU {} ({} image)", ctx.device().name, exec.loaded_from());
   if (tolerance > 0) c.tolerance = tolerance;

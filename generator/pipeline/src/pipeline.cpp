@@ -93,7 +93,7 @@ nlohmann::json compressed_summary(const SpmmPlan& plan) {
 
 namespace {
 
-// Whether the PTX emitter takes the problem's kind: SpMM, and convolutions of up to
+// Whether the PTX emitter takes the problem's kind (for fp32): SpMM, and convolutions of up to
 // kSpmmConvTapPointers taps (larger kernels test a mask a thread, which only CUDA C++ writes).
 bool ptx_takes(const SpmmProblem& problem) { return !problem.conv || spmm_conv_tap_pointers(problem); }
 

@@ -507,10 +507,12 @@ void check_conv_plan(const SpmmPlan& p, std::vector<std::string>& errors) {
         fmt::format("conv: an image of {} values; an executor takes fewer than 2^29 (its offsets "
                     "are 32-bit byte counts)",
                     g.input_elements(1)));
-  if (p.half() || p.fragment_k() != 0 || p.compressed())
-    errors.push_back("conv: convolution executors are fp32 (unrolled or rolled)");
-  if (p.unrolled() && (p.layout.cols_per_thread != 1 || p.stage_slots() > 0))
-    errors.push_back("conv: unrolled convolution plans take one column a thread and no staged steps");
+  if (p.fragment_k() != 0 || p.compressed())
+    errors.push_back("conv: convolution executors are unrolled or rolled, without tensor-core fragments");
+  if (p.unrolled() && (p.layout.cols_per_thread != (p.half() ? 2 : 1) || p.stage_slots() > 0))
+    errors.push_back(
+        "conv: unrolled convolution plans take one column a thread (fp32) or a pair (f16 / bf16) and no "
+        "staged steps");
   if (p.rolled() && (p.step_lanes() != 1 || p.layout.n_tile % 32 != 0))
     errors.push_back("conv: rolled convolution plans take groups of whole warps and no step lanes");
 }

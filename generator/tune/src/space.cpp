@@ -277,7 +277,11 @@ std::vector<SpmmCandidate> spmm_register_variants(const CsrMatrix& a, const Spmm
   std::vector<std::int32_t> seen{given(p)};
   for (const std::int32_t extra : dims.register_headroom) {
     const std::int32_t cap = p.hints.max_registers + extra;
-    if (extra <= 0 || cap > default_gpu_target().max_registers_per_thread) continue;
+    const GpuTarget& target = default_gpu_target();
+    // The planner refuses a cap the block's register file cannot give every thread.
+    if (extra <= 0 || cap > target.max_registers_per_thread ||
+        cap > target.registers_per_block / p.layout.block_x / 8 * 8)
+      continue;
     SpmmCandidate v;
     v.options = c.options;
     v.options.max_registers = cap;

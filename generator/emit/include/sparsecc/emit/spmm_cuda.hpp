@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "sparsecc/emit/emitted_kernel.hpp"
 #include "sparsecc/matrix/csr.hpp"
@@ -34,5 +35,12 @@ std::string cuda_float_literal(float v);
 // the padding: the loads need no test), else `taps`, the mask of its taps inside the image (a load tests its
 // bit).
 std::string conv_setup(const SpmmPlan& plan);
+// One pixel of conv_setup: from the column expression `col`, its image, position and window corner
+// (names ending in `suffix`), b<suffix> and c<suffix> pointed at it, and either tap pointers to `element`
+// (conv_tap_pointer) or the mask taps<suffix>.
+std::string conv_pixel_setup(const SpmmPlan& plan, std::string_view col, std::string_view suffix,
+                             bool tap_pointers, std::string_view element);
+// The name of tap `tap`'s pointer for the pixel of `suffix`: t<tap>, or t<tap>_<suffix>.
+std::string conv_tap_pointer(std::int64_t tap, std::string_view suffix);
 
 }  // namespace sparsecc

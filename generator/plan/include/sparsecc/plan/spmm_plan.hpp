@@ -357,11 +357,19 @@ inline constexpr std::int32_t kSpmmRegisterOverhead = 24;
 // (target.max_grid_y), a block takes at most target.shared_per_block bytes of dynamic shared memory
 // (the runtime launches without opting in to more), and max_registers is at most
 // target.max_registers_per_thread.
-// Unrolled convolutions of at most this many taps read through one pointer a tap (no test a load; see
-// conv_setup in sparsecc/emit/spmm_cuda.hpp); larger kernels test a mask of the taps.
+// Unrolled convolutions of at most this many taps read through one pointer a tap (a pixel's; f16 / bf16
+// kernels hold two pixels, so two a tap): no test a load (see conv_setup in sparsecc/emit/spmm_cuda.hpp);
+// larger kernels test a mask of the taps.
 inline constexpr std::int64_t kSpmmConvTapPointers = 9;
+// The registers an unrolled f16 / bf16 convolution holds beside the SpMM's and its tap pointers or
+// masks: the pair's second window corner and output pointer and Y's pitch, 64-bit each.
+inline constexpr std::int32_t kSpmmConvPairRegisters = 6;
+// Beside those, f16 / bf16 convolutions of more than kSpmmConvTapPointers taps hold two 64-bit taps masks
+// and the offsets of the loads they guard (with 4 registers for them ptxas spilled 24 bytes on a 3x5
+// kernel in tests/gpu/conv_gpu_test.cpp).
+inline constexpr std::int32_t kSpmmConvMaskRegisters = 8;
 // Whether `problem` is a convolution of at most kSpmmConvTapPointers taps: its unrolled kernels read
-// through tap pointers, and the PTX emitter takes it.
+// through tap pointers, and (fp32) the PTX emitter takes it.
 inline bool spmm_conv_tap_pointers(const SpmmProblem& problem) {
   return problem.conv && problem.conv->taps() <= kSpmmConvTapPointers;
 }
