@@ -21,8 +21,8 @@
 //                 it reads B or writes C; it never lets the next grid launch early; under a plain
 //                 launch the wait is a no-op)
 //   CONV          1 for a convolution (SpmmProblem::conv): the columns are the batch's pixels, the
-//                 pair's two pixels are read through their own window corners and taps masks and stored
-//                 through their own pointers (CONV_SETUP), else 0
+//                 pair's two pixels are read through their own tap pointers or window corners and taps
+//                 masks and stored through their own pointers (CONV_SETUP), else 0
 //   CONV_SETUP    convolutions: ldc (Y's channel pitch), each pixel's window corner (b, b1), output
 //                 pointer (c, c1) and, up to 9 taps, a pointer a tap (t<d>, t<d>_1: the zero buffer in
 //                 the padding), else a mask of the taps inside the image (taps, taps1); else nothing

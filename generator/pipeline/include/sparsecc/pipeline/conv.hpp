@@ -30,20 +30,22 @@ struct ConvCheck {
   std::uint64_t seed = 0;
   double rel_error = 0;                  // max |Y - ref| / max |ref| over the finite outputs
   std::int64_t unwritten = 0;            // outputs that are not finite
-  double tolerance = 0;                  // spmm_check_tolerance of A (fp32)
+  double tolerance = 0;                  // spmm_check_tolerance of A, the dtype and its accumulation
   std::string how = "plan interpreter";  // or "GPU NAME (cubin image)"
   bool ok() const { return unwritten == 0 && rel_error <= tolerance; }
   std::string text() const;  // "plan interpreter on 2 random image(s), seed 1: max relative error ..."
 };
 
 // Runs `plan` (a convolution plan of `a`, SpmmProblem::conv set) through interpret_conv on `batch`
-// random images X (uniform in [-1, 1) from `seed`, float32) and compares with conv2d in fp64 (the bias
-// and ReLU as planned). UsageError for a plan without conv.
+// random images X (uniform in [-1, 1) from `seed`, rounded to the plan's dtype) and compares with conv2d
+// in fp64 of A's values rounded to the dtype (the bias and ReLU as planned). UsageError for a plan
+// without conv.
 ConvCheck check_conv_plan(const SpmmPlan& plan, const CsrMatrix& a, const std::vector<double>& bias,
                           std::int64_t batch = 2, std::uint64_t seed = 1);
 
 // The same on device 0: the convolution bundle (metadata.conv; named `name` in errors) loaded and run
-// with SpmmExecutor::run_conv on `batch` random images, Y poisoned with NaN first, against conv2d.
+// with SpmmExecutor::run_conv on `batch` random images in the bundle's dtype, Y poisoned with NaN first,
+// against conv2d.
 // `tolerance` 0: spmm_check_tolerance.
 ConvCheck check_conv_bundle_on_gpu(const rt::Bundle& bundle, const std::string& name, const CsrMatrix& a,
                                    std::int64_t batch, std::uint64_t seed, double tolerance = 0);

@@ -365,8 +365,8 @@ inline constexpr std::int64_t kSpmmConvTapPointers = 9;
 // masks: the pair's second window corner and output pointer and Y's pitch, 64-bit each.
 inline constexpr std::int32_t kSpmmConvPairRegisters = 6;
 // Beside those, f16 / bf16 convolutions of more than kSpmmConvTapPointers taps hold two 64-bit taps masks
-// and the offsets of the loads they guard (with 4 registers for them ptxas spilled 24 bytes on a 3x5
-// kernel in tests/gpu/conv_gpu_test.cpp).
+// and the offsets of the loads they guard.
+// Evidence: docs/performance/2026-11-28-conv.md#f16-and-bf16-executors-runs-2830
 inline constexpr std::int32_t kSpmmConvMaskRegisters = 8;
 // Whether `problem` is a convolution of at most kSpmmConvTapPointers taps: its unrolled kernels read
 // through tap pointers, and (fp32) the PTX emitter takes it.
