@@ -285,27 +285,31 @@ std::vector<double> read_back(const DeviceBuffer& b, std::size_t count, bool hal
   return out;
 }
 
-// (batch, C, S) <-> (batch, S, C): NCHW <-> NHWC with S = H * W.
-std::vector<double> nchw_to_nhwc(const std::vector<double>& x, std::int64_t batch, std::int64_t c,
-                                 std::int64_t s) {
+// (batch, C, S) <-> (batch, S, C) with S = H * W: NCHW to NHWC (`to_nhwc`), or NHWC to NCHW.
+std::vector<double> swap_channels(const std::vector<double>& x, std::int64_t batch, std::int64_t c,
+                                  std::int64_t s, bool to_nhwc) {
   std::vector<double> out(x.size());
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t ch = 0; ch < c; ++ch)
-      for (std::int64_t i = 0; i < s; ++i)
-        out[static_cast<std::size_t>((b * s + i) * c + ch)] =
-            x[static_cast<std::size_t>((b * c + ch) * s + i)];
+      for (std::int64_t i = 0; i < s; ++i) {
+        const auto nchw = static_cast<std::size_t>((b * c + ch) * s + i);
+        const auto nhwc = static_cast<std::size_t>((b * s + i) * c + ch);
+        if (to_nhwc)
+          out[nhwc] = x[nchw];
+        else
+          out[nchw] = x[nhwc];
+      }
   return out;
+}
+
+std::vector<double> nchw_to_nhwc(const std::vector<double>& x, std::int64_t batch, std::int64_t c,
+                                 std::int64_t s) {
+  return swap_channels(x, batch, c, s, true);
 }
 
 std::vector<double> nhwc_to_nchw(const std::vector<double>& y, std::int64_t batch, std::int64_t c,
                                  std::int64_t s) {
-  std::vector<double> out(y.size());
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t ch = 0; ch < c; ++ch)
-      for (std::int64_t i = 0; i < s; ++i)
-        out[static_cast<std::size_t>((b * c + ch) * s + i)] =
-            y[static_cast<std::size_t>((b * s + i) * c + ch)];
-  return out;
+  return swap_channels(y, batch, c, s, false);
 }
 
 // C (O x batch*P row-major, column b * P + p) -> Y (batch x O x P).
