@@ -88,13 +88,10 @@ std::string run_case(const rt::Context& ctx, const ConvCase& c) {
   const std::vector<float> xf(x.begin(), x.end());
   const std::size_t size = dtype_size(c.dtype);
   const std::int64_t outputs = c.g.output_elements(c.batch, o);
-  std::vector<unsigned char> x_bytes(xf.size() * size), y_bytes(static_cast<std::size_t>(outputs) * size);
-  for (std::size_t i = 0; i < xf.size(); ++i) store_le(c.dtype, xf[i], x_bytes.data() + i * size);
-  // Whole 32-bit words (an odd count of 16-bit outputs leaves one half of the last word unused).
-  rt::DeviceBuffer dx(x_bytes.size()), dy((y_bytes.size() + 3) / 4 * 4);
-  dx.upload(x_bytes.data(), x_bytes.size());
+  std::vector<unsigned char> y_bytes(static_cast<std::size_t>(outputs) * size);
+  const rt::DeviceBuffer dx = pipeline::upload_values(x, c.dtype);
   // NaN (of the dtype): an output the kernel does not write stays NaN.
-  dy.fill32(c.dtype == DType::f32 ? 0x7fc00000u : c.dtype == DType::f16 ? 0x7e007e00u : 0x7fc07fc0u);
+  const rt::DeviceBuffer dy = pipeline::poisoned_outputs(y_bytes.size() / size, c.dtype);
   ex.run_conv(dx.get(), c.g.input_shape(c.batch), dy.get(), c.g.output_shape(c.batch, o));
   ctx.synchronize();
   dy.download(y_bytes.data(), y_bytes.size());

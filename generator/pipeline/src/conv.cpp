@@ -117,19 +117,11 @@ ConvCheck check_conv_bundle_on_gpu(const rt::Bundle& bundle, const std::string& 
   rt::Context ctx(0);
   const rt::SpmmExecutor exec = rt::SpmmExecutor::load(bundle, name, ctx);
   const std::size_t outputs = static_cast<std::size_t>(g.output_elements(batch, md.m));
-  const std::size_t size = dtype_size(dtype);
-  // X and Y in the dtype's bytes; Y poisoned with NaN (of the dtype) so that unwritten outputs fail.
-  std::vector<unsigned char> x_bytes(x.size() * size), y_bytes(outputs * size);
-  for (std::size_t i = 0; i < x.size(); ++i) store_le(dtype, x[i], x_bytes.data() + i * size);
-  // Y in whole 32-bit words (an odd count of 16-bit outputs leaves one half of the last word unused).
-  rt::DeviceBuffer xd(x_bytes.size()), yd((y_bytes.size() + 3) / 4 * 4);
-  xd.upload(x_bytes.data(), x_bytes.size());
-  yd.fill32(dtype == DType::f32 ? 0x7fc00000u : dtype == DType::f16 ? 0x7e007e00u : 0x7fc07fc0u);
+  const rt::DeviceBuffer xd = upload_values(std::vector<double>(x.begin(), x.end()), dtype);
+  rt::DeviceBuffer yd = poisoned_outputs(outputs, dtype);
   exec.run_conv(xd.get(), g.input_shape(batch), yd.get(), g.output_shape(batch, md.m));
   ctx.synchronize();
-  yd.download(y_bytes.data(), y_bytes.size());
-  std::vector<double> y(outputs);
-  for (std::size_t i = 0; i < outputs; ++i) y[i] = load_le(dtype, y_bytes.data() + i * size);
+  const std::vector<double> y = download_values(yd, outputs, dtype);
   const std::vector<double> bias(bundle.bias.begin(), bundle.bias.end());
   ConvCheck c = compare_conv(y, a, x, g, batch, md.bias ? &bias : nullptr, md.relu, dtype, accumulate);
   c.seed = seed;

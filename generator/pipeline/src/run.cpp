@@ -12,48 +12,48 @@
 
 namespace sparsecc::pipeline {
 
-SpmmGpuInputs::SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std::int64_t m)
-    : dtype_(dtype), outputs_(static_cast<std::size_t>(m * b.cols)) {
-  if (dtype == "f32") {
-    const std::vector<float> bf(b.data.begin(), b.data.end());
-    b_ = rt::DeviceBuffer(bf.size() * sizeof(float));
-    b_.upload(bf.data(), bf.size() * sizeof(float));
-    c_ = rt::DeviceBuffer(outputs_ * sizeof(float));
-    return;
-  }
-  // 16-bit B and C: the bits of each value rounded to the dtype.
-  const bool bf16 = dtype == "bf16";
-  std::vector<std::uint16_t> bh(b.data.size());
-  for (std::size_t i = 0; i < bh.size(); ++i)
-    bh[i] = bf16 ? double_to_bf16_bits(b.data[i]) : double_to_half_bits(b.data[i]);
-  b_ = rt::DeviceBuffer(bh.size() * 2);
-  b_.upload(bh.data(), bh.size() * 2);
-  c_ = rt::DeviceBuffer((outputs_ + 1) / 2 * 4);
+rt::DeviceBuffer upload_values(const std::vector<double>& values, DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  std::vector<unsigned char> bytes(values.size() * size);
+  for (std::size_t i = 0; i < values.size(); ++i) store_le(dtype, values[i], bytes.data() + i * size);
+  rt::DeviceBuffer b(bytes.size());
+  b.upload(bytes.data(), bytes.size());
+  return b;
 }
+
+void poison(rt::DeviceBuffer& buffer, DType dtype) {
+  buffer.fill32(dtype == DType::f32 ? 0x7fc00000u : dtype == DType::bf16 ? 0x7fc07fc0u : 0x7e007e00u);
+}
+
+rt::DeviceBuffer poisoned_outputs(std::size_t count, DType dtype) {
+  rt::DeviceBuffer b((count * dtype_size(dtype) + 3) / 4 * 4);
+  poison(b, dtype);
+  return b;
+}
+
+std::vector<double> download_values(const rt::DeviceBuffer& buffer, std::size_t count, DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  std::vector<unsigned char> bytes(count * size);
+  buffer.download(bytes.data(), bytes.size());
+  std::vector<double> out(count);
+  for (std::size_t i = 0; i < count; ++i) out[i] = load_le(dtype, bytes.data() + i * size);
+  return out;
+}
+
+SpmmGpuInputs::SpmmGpuInputs(const std::string& dtype, const DenseMatrix& b, std::int64_t m)
+    : dtype_(require_dtype(dtype, "SpmmGpuInputs", {DType::f32, DType::f16, DType::bf16})),
+      outputs_(static_cast<std::size_t>(m * b.cols)),
+      b_(upload_values(b.data, dtype_)),
+      c_(poisoned_outputs(outputs_, dtype_)) {}
 
 std::vector<double> SpmmGpuInputs::run(const rt::Context& ctx, const rt::SpmmExecutor& exec, std::int64_t n) {
   const std::size_t outputs = static_cast<std::size_t>(exec.metadata().m * n);
   if (outputs > outputs_)
     throw std::invalid_argument("SpmmGpuInputs::run: C is smaller than the executor's output");
-  std::vector<double> out(outputs);
-  if (dtype_ == "f32") {
-    std::vector<float> cf(outputs);
-    c_.fill32(0x7fc00000u);  // NaN: unwritten outputs fail
-    exec.run(b_.get(), c_.get(), static_cast<int>(n));
-    ctx.synchronize();
-    c_.download(cf.data(), cf.size() * sizeof(float));
-    std::copy(cf.begin(), cf.end(), out.begin());
-    return out;
-  }
-  const bool bf16 = dtype_ == "bf16";
-  std::vector<std::uint16_t> ch(outputs);
-  c_.fill32(bf16 ? 0x7fc07fc0u : 0x7e007e00u);  // NaN pairs
+  poison(c_, dtype_);  // NaN: unwritten outputs fail
   exec.run(b_.get(), c_.get(), static_cast<int>(n));
   ctx.synchronize();
-  c_.download(ch.data(), ch.size() * 2);
-  for (std::size_t i = 0; i < outputs; ++i)
-    out[i] = bf16 ? bf16_bits_to_double(ch[i]) : half_bits_to_double(ch[i]);
-  return out;
+  return download_values(c_, outputs, dtype_);
 }
 
 std::vector<double> run_spmm_on_gpu(const rt::Bundle& bundle, const std::string& name, const DenseMatrix& b,

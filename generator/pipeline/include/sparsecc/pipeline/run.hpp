@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sparsecc/common/dtype.hpp"
 #include "sparsecc/matrix/csr.hpp"
 #include "sparsecc/matrix/dense.hpp"
 #include "sparsecc/runtime/bundle.hpp"
@@ -13,6 +14,16 @@
 #include "sparsecc/runtime/executor.hpp"
 
 namespace sparsecc::pipeline {
+
+// Values on the device in `dtype` (f32, f16 or bf16; each rounded to it), as an executor reads them.
+rt::DeviceBuffer upload_values(const std::vector<double>& values, DType dtype);
+// A device buffer for `count` outputs in `dtype`, in whole 32-bit words (an odd count of 16-bit outputs
+// leaves half of the last word unused), filled with NaN of the dtype: an output never written fails.
+rt::DeviceBuffer poisoned_outputs(std::size_t count, DType dtype);
+// Fills `buffer` with NaN of `dtype` again (before another run).
+void poison(rt::DeviceBuffer& buffer, DType dtype);
+// The first `count` values of `buffer`, in `dtype`, widened to double.
+std::vector<double> download_values(const rt::DeviceBuffer& buffer, std::size_t count, DType dtype);
 
 // B on the device in an executor's dtype (f16 / bf16: rounded to it) and a C buffer, for running
 // executors of one problem, each on NaN-poisoned outputs.
@@ -25,7 +36,7 @@ class SpmmGpuInputs {
   CUdeviceptr c() const { return c_.get(); }
 
  private:
-  std::string dtype_;
+  DType dtype_;
   std::size_t outputs_ = 0;
   rt::DeviceBuffer b_, c_;
 };
