@@ -21,6 +21,7 @@
 //   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
+//   SCATTER       1: the scatter layout (segments are flat lists of value << 16 | place entries)
 // Each chunk of the block's split: B's rows of the chunk (N_TILE columns, zero past K and n) and the
 // row block's segment of the stream go to shared memory with cp.async, STAGES - 1 chunks ahead of the
 // one the block works on (one block barrier a chunk); then every
@@ -28,13 +29,17 @@
 // operands (dense: two 8-byte loads a lane; bitmap: each lane finds its two elements of each 8 x 8
 // sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 64 operand in shared
 // memory, two 2 KiB buffers a warp used in turn, so that one warp barrier a record orders them), B's
-// operands come from ldmatrix.trans, and mma.sync accumulates in fp32.
+// operands come from ldmatrix.trans, and mma.sync accumulates in fp32. The scatter layout instead has
+// the whole block scatter the chunk's entries into its zeroed operand tile (ROWS x CHUNK_K, mma order,
+// a pad slot past its end), one block barrier, then each warp reads its strips' operands (one 16-byte
+// load a lane a step) and zeroes them again for the next chunk, whose first barrier orders that.
 // ABI: grid (ceil(n / N_TILE), ROW_BLOCKS * SPLITS), block (32 * WARPS), dynamic shared memory from
 // the plan; B (K x n) and C (M x n) row-major 16-bit; `stream` is the fragments argument.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
 #define SPCC_SPLITS /*@SPLITS*/1/*@end*/
 #define SPCC_VEC /*@VEC*/1/*@end*/
 #define SPCC_SWIZZLE /*@SWIZZLE*/1/*@end*/
+#define SPCC_SCATTER /*@SCATTER*/0/*@end*/
 
 typedef unsigned short spcc_u16;
 typedef unsigned int spcc_u32;
@@ -147,10 +152,16 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
   const int c_end = static_cast<int>(stream[rb * (SPLITS + 1) + split + 1]);
   const spcc_u32* segments = stream + SPLIT_WORDS + static_cast<long long>(rb) * CHUNKS;
   const unsigned char* data = reinterpret_cast<const unsigned char*>(stream + DATA_WORD);
+#if SPCC_SCATTER
+  constexpr int STEPS = CK / 16;
+  uint4* tile = reinterpret_cast<uint4*>(smem + NS * STAGE);  // ROWS x CK values, then the pad slot
+  for (int i = threadIdx.x; i < ROWS * CK / 8 + 1; i += 32 * W) tile[i] = make_uint4(0, 0, 0, 0);
+#else
   spcc_u16* scratch = reinterpret_cast<spcc_u16*>(smem + NS * STAGE) + warp * 2048;
 #pragma unroll
   for (int q = 0; q < 8; ++q) reinterpret_cast<uint4*>(scratch)[q * 32 + lane] = make_uint4(0, 0, 0, 0);
   __syncwarp();
+#endif
   int turn = 0;  // the scratch buffer of the next positions record
   // The 16-byte piece of a staged row of B where its piece `p` lies.
   const auto piece_at = [](int row, int p) {
@@ -166,6 +177,29 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
       for (int e = 0; e < 4; ++e) acc[s][j][e] = 0.f;
 
   if (/*@PROGRAMMATIC*/ true /*@end*/) spcc_wait_for_predecessor();
+
+  // One 16 x 16 step: B's operands for rows krow (this lane's row of the step) of the staged chunk at
+  // `btile`, N_TILE columns, multiplied by the A operands `a` into `acc`.
+  const auto mma_step = [&](float(&acc_s)[NT / 8][4], const spcc_u32(&a)[4], spcc_u32 btile, int krow) {
+    if (NT == 8) {
+      spcc_u32 b[4];
+      spcc_ldmatrix_x2_trans(b, btile + krow * PITCH);
+      spcc_mma(acc_s[0], a, b[0], b[1]);
+    } else {
+#pragma unroll
+      for (int p = 0; p < NT / 16; ++p) {
+        spcc_u32 b[4];
+        spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 16 * piece_at(krow, 2 * p + (lane >> 4)));
+        spcc_mma(acc_s[2 * p], a, b[0], b[1]);
+        spcc_mma(acc_s[2 * p + 1], a, b[2], b[3]);
+      }
+      if (NT % 16) {
+        spcc_u32 b[4];
+        spcc_ldmatrix_x2_trans(b, btile + krow * PITCH + 32 * (NT / 16));
+        spcc_mma(acc_s[NT / 8 - 1], a, b[0], b[1]);
+      }
+    }
+  };
 
   // Stage chunk c (B's rows and the segment) into buffer `buf`.
   const auto stage = [&](int c, int buf) {
@@ -205,6 +239,33 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
     __syncthreads();              // ... everyone's, and chunk c - 1's buffer is free again
     if (c + NS - 1 < c_end) stage(c + NS - 1, buf == 0 ? NS - 1 : buf - 1);
     spcc_commit();
+#if SPCC_SCATTER
+    if (segments[c + 1] != segments[c]) {
+      const uint4* e = reinterpret_cast<const uint4*>(smem + buf * STAGE + B_BYTES);
+      spcc_u16* slots = reinterpret_cast<spcc_u16*>(tile);
+      const int quads = static_cast<int>(segments[c + 1] - segments[c]);
+#pragma unroll 2
+      for (int i = threadIdx.x; i < quads; i += 32 * W) {
+        const uint4 v = e[i];
+        slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
+        slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
+        slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
+        slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
+      }
+      __syncthreads();
+      const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int q = 0; q < STEPS; ++q) {
+          uint4* own = tile + ((warp * S + s) * STEPS + q) * 32 + lane;
+          const uint4 w = *own;
+          *own = make_uint4(0, 0, 0, 0);
+          const spcc_u32 a[4] = {w.x, w.y, w.z, w.w};
+          mma_step(acc[s], a, btile, 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1));
+        }
+    }
+#else
     if (segments[c + 1] != segments[c]) {
       const unsigned char* seg = smem + buf * STAGE + B_BYTES;
       const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
@@ -275,32 +336,13 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
             }
             at += (8 + 3 * nvals + 7) & ~7;
           }
+          // B's operands: rows 64 kt + 16 q .. + 16 of the staged chunk, N_TILE columns.
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            // B's operands: rows 64 kt + 16 q .. + 16 of the staged chunk, N_TILE columns.
-            const int krow = 64 * kt + 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1);
-            if (NT == 8) {
-              spcc_u32 b[4];
-              spcc_ldmatrix_x2_trans(b, btile + krow * PITCH);
-              spcc_mma(acc[s][0], a[q], b[0], b[1]);
-            } else {
-#pragma unroll
-              for (int p = 0; p < NT / 16; ++p) {
-                spcc_u32 b[4];
-                spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 16 * piece_at(krow, 2 * p + (lane >> 4)));
-                spcc_mma(acc[s][2 * p], a[q], b[0], b[1]);
-                spcc_mma(acc[s][2 * p + 1], a[q], b[2], b[3]);
-              }
-              if (NT % 16) {
-                spcc_u32 b[4];
-                spcc_ldmatrix_x2_trans(b, btile + krow * PITCH + 32 * (NT / 16));
-                spcc_mma(acc[s][NT / 8 - 1], a[q], b[0], b[1]);
-              }
-            }
-          }
+          for (int q = 0; q < 4; ++q) mma_step(acc[s], a[q], btile, 64 * kt + 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1));
         }
       }
     }
+#endif
   }
 
   // Epilogue: the sums of every split (added in split order), bias, ReLU, one rounding, the stores.

@@ -281,6 +281,7 @@ CompressedShape compressed_shape(const BundleMetadata& md, const std::string& na
   s.strips = need("strips", 1, 64);
   s.chunk_k = need("chunk_k", kRecordCols, 256 * kRecordCols);
   s.stage_bytes = need("stage_bytes", 0, kMaxDynamicShared);
+  s.scatter = need("scatter", 0, 1) == 1;
   return s;
 }
 
@@ -555,7 +556,10 @@ void check_sections(const Bundle& b, const std::string& name,
   if (md.values_mode == "rolled") check_rolled_table(b, name, at(SectionKind::values));
   if (md.values_mode == "compressed") {
     try {
-      walk_compressed_stream(b.fragments, compressed_shape(md, name), md.k, name);
+      if (const CompressedShape shape = compressed_shape(md, name); shape.scatter)
+        walk_scatter_stream(b.fragments, shape, md.m, md.k, name);
+      else
+        walk_compressed_stream(b.fragments, shape, md.k, name);
     } catch (const std::invalid_argument& e) {
       fail_section(name, SectionKind::fragments, at(SectionKind::fragments), e.what());
     }
@@ -740,7 +744,7 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
       const auto it = md.plan_summary.find(key);
       return it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>()) : 0;
     };
-    for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes"})
+    for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes", "scatter"})
       fields.push_back({std::string("plan_summary.") + key, get(key)});
   }
   if (md.conv) {

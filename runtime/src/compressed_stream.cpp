@@ -89,14 +89,14 @@ void decode_record(const unsigned char* p, RecordTile& out) {
   }
 }
 
-void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& s, std::int64_t k,
-                            const std::string& name, const std::function<void(const RecordRef&)>& fn) {
-  const auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(name + ": compressed stream: " + what);
-  };
+namespace {
+
+// The shape, the split table and the segment table: throws through `fail` at the first fault.
+template <class Fail>
+void check_tables(std::span<const std::uint32_t> words, const CompressedShape& s, const Fail& fail) {
   if (s.row_blocks < 0 || s.chunks < 0 || s.splits < 1 || s.splits > kMaxClusterSplits || s.strips < 1 ||
       s.chunk_k < kRecordCols || s.chunk_k % kRecordCols || s.chunk_k / kRecordCols > 256 ||
-      s.stage_bytes < 0)
+      s.stage_bytes < 0 || (s.scatter && s.rows() * s.chunk_k > kScatterSlots))
     fail("the shape (row blocks, chunks, splits, strips, chunk_k) is out of range");
   const auto size = static_cast<std::int64_t>(words.size());
   if (size < s.data_word())
@@ -112,22 +112,40 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
              ") is not a chunk bound in order");
     }
   const std::int64_t data_bytes = 4 * (size - s.data_word());
-  const auto* base = reinterpret_cast<const unsigned char*>(words.data()) + 4 * s.data_word();
   const std::int64_t table = s.split_words();
   for (std::int64_t r = 0; r < s.row_blocks; ++r)
     for (std::int64_t c = 0; c < s.chunks; ++c) {
       const std::int64_t w = table + r * s.chunks + c;
       const std::int64_t begin = 16 * std::int64_t{words[static_cast<std::size_t>(w)]};
       const std::int64_t end = 16 * std::int64_t{words[static_cast<std::size_t>(w + 1)]};
-      const std::string where =
-          "segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) + ")";
       if ((r == 0 && c == 0 && begin != 0) || end < begin || end > data_bytes)
         fail("segment table word " + std::to_string(w) + " (byte " + std::to_string(4 * w) +
              ") is out of order or past the data");
-      const std::int64_t len = end - begin;
+      if (end - begin > s.stage_bytes)
+        fail("segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) + ") holds " +
+             std::to_string(end - begin) + " bytes, more than stage_bytes");
+    }
+}
+
+}  // namespace
+
+void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& s, std::int64_t k,
+                            const std::string& name, const std::function<void(const RecordRef&)>& fn) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(name + ": compressed stream: " + what);
+  };
+  if (s.scatter) fail("a scatter stream is not a stream of records");
+  check_tables(words, s, fail);
+  const auto* base = reinterpret_cast<const unsigned char*>(words.data()) + 4 * s.data_word();
+  const std::int64_t table = s.split_words();
+  for (std::int64_t r = 0; r < s.row_blocks; ++r)
+    for (std::int64_t c = 0; c < s.chunks; ++c) {
+      const std::int64_t w = table + r * s.chunks + c;
+      const std::int64_t begin = 16 * std::int64_t{words[static_cast<std::size_t>(w)]};
+      const std::int64_t len = 16 * std::int64_t{words[static_cast<std::size_t>(w + 1)]} - begin;
+      const std::string where =
+          "segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) + ")";
       if (len == 0) continue;
-      if (len > s.stage_bytes)
-        fail(where + " holds " + std::to_string(len) + " bytes, more than stage_bytes");
       const unsigned char* seg = base + begin;
       const std::int64_t header = s.header_bytes();
       std::int64_t from = header;
@@ -170,6 +188,39 @@ void walk_compressed_stream(std::span<const std::uint32_t> words, const Compress
           at += bytes;
         }
         from = to;
+      }
+    }
+}
+
+void walk_scatter_stream(std::span<const std::uint32_t> words, const CompressedShape& s, std::int64_t m,
+                         std::int64_t k, const std::string& name,
+                         const std::function<void(const ScatterEntry&)>& fn) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(name + ": scatter stream: " + what);
+  };
+  if (!s.scatter) fail("a stream of records is not a scatter stream");
+  check_tables(words, s, fail);
+  const std::int64_t table = s.split_words(), steps = s.chunk_k / 16, pad = s.rows() * s.chunk_k;
+  for (std::int64_t r = 0; r < s.row_blocks; ++r)
+    for (std::int64_t c = 0; c < s.chunks; ++c) {
+      const std::int64_t w = table + r * s.chunks + c;
+      const std::int64_t begin = s.data_word() + 4 * std::int64_t{words[static_cast<std::size_t>(w)]};
+      const std::int64_t end = s.data_word() + 4 * std::int64_t{words[static_cast<std::size_t>(w + 1)]};
+      for (std::int64_t i = begin; i < end; ++i) {
+        const std::uint32_t e = words[static_cast<std::size_t>(i)];
+        const std::int64_t place = e & 0xffffu;
+        if (place == pad) continue;
+        // place = ((strip * steps + q) * 32 + lane) * 8 + 2 f + h: lane (g, t), register f, half h ->
+        // row g + 8 (f & 1), column 2 t + 8 (f >> 1) + h of step q.
+        const std::int64_t lane = place / 8 % 32, f = place / 2 % 4, h = place % 2, q = place / 256 % steps;
+        const std::int64_t strip = place / 256 / steps;
+        const std::int64_t row = r * s.rows() + 16 * strip + lane / 4 + 8 * (f & 1);
+        const std::int64_t col = c * s.chunk_k + 16 * q + 2 * (lane % 4) + 8 * (f >> 1) + h;
+        if (place > pad || row >= m || col >= k)
+          fail("segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) +
+               "), entry at byte " + std::to_string(4 * i) + ": place " + std::to_string(place) +
+               " lies outside the tile or A");
+        if (fn) fn({r, c, row, col, static_cast<std::uint16_t>(e >> 16)});
       }
     }
 }

@@ -78,9 +78,11 @@ std::string run_case(const rt::Context& ctx, const ConvCase& c) {
   r.long_cuda = pipeline::LongCompile::allow;
   r.name = c.name;
   const pipeline::SpmmArtifact art = pipeline::compile_spmm(c.w, r, default_gpu_target());
-  // ptxas may keep one of the tap pointers (live across the block rows' jump table) on the stack even
-  // under the register cap: at most two 8-byte words, stored once a thread.
-  EXPECT_LE(art.usage.spill_store_bytes, 16) << c.name;
+  // ptxas keeps a few setup values (tap pointers, masks) live across the block rows' jump table on the
+  // stack at any register cap, stored once a thread before the jump; their bytes grow with the cases
+  // (docs/performance/2026-11-28-conv.md, "Spills of the jump table"). The bound admits such words,
+  // not accumulators spilled row by row.
+  EXPECT_LE(art.usage.spill_store_bytes, 32) << c.name;
   const rt::SpmmExecutor ex = rt::SpmmExecutor::load(*art.bundle, c.name, ctx);
 
   std::vector<double> x = c.x.empty() ? random_values(c.g.input_elements(c.batch), 5) : c.x;

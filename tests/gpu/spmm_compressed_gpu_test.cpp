@@ -6,10 +6,12 @@
 // sum in their own order). Cases: every record format alone and chosen by cost, splits 1..8 (thread-
 // block clusters), M and K not multiples of any tile, empty and dense rows, fixed N of 1..64 and run-time
 // N, bias and ReLU, f16 and bf16, an LLM-sized 4096 x 4096 layer at 90 %, and the DLMC transformer 0.9
-// matrices when the data folder is present. Skips without a GPU.
+// matrices when the data folder is present; the scatter layout through the same classes (splits, block
+// shapes, chunks, N, epilogues, dtypes) and on the LLM-sized and DLMC layers. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,10 +37,19 @@ SpmmCase compressed_case(std::string name, CsrMatrix a, std::int64_t n, DType dt
   c.options.value_mode = SpmmValueMode::compressed;
   c.options.compressed.formats = formats;
   c.options.compressed.splits = splits;
+  c.options.compressed.scatter = false;
   if (bias_relu) c.bias = random_vector(a.rows, 0xb1a5);
   c.ns = ns.empty() ? std::vector<int>{static_cast<int>(n)} : std::move(ns);
   c.emit = KernelLanguage::cuda;
   c.a = std::move(a);
+  return c;
+}
+
+// The same case in the scatter layout.
+SpmmCase scatter_case(SpmmCase c) {
+  c.name += "/scatter";
+  c.options.compressed.formats.reset();
+  c.options.compressed.scatter = true;
   return c;
 }
 
@@ -60,12 +71,15 @@ void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
   const double tol = spmm_tolerance(plan.problem.dtype, DType::f32, max_row_nnz(c.a));
   const SpmmCompressedBody& body = *plan.compressed();
   std::printf(
-      "[ compressed gpu ] %-40s %5lldx%-5lld nnz %8lld N %4d %-4s splits %d chunk %4d records %lld/%lld/%lld "
-      "max rel err %.2e (tol %.1e)%s\n",
+      "[ compressed gpu ] %-48s %5lldx%-5lld nnz %8lld N %4d %-4s %dx%d splits %d chunk %4d %s max rel err "
+      "%.2e (tol %.1e)%s\n",
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
-      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.splits,
-      body.chunk_k, static_cast<long long>(body.records[0]), static_cast<long long>(body.records[1]),
-      static_cast<long long>(body.records[2]), r.rel, tol, r.far ? " INTERPRETER DIFFERS" : "");
+      static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.warps,
+      body.strips_per_warp, body.splits, body.chunk_k,
+      body.scatter
+          ? "scatter"
+          : fmt::format("records {}/{}/{}", body.records[0], body.records[1], body.records[2]).c_str(),
+      r.rel, tol, r.far ? " INTERPRETER DIFFERS" : "");
   std::fflush(stdout);
   EXPECT_EQ(r.nans, 0) << c.name << " n=" << n << ": unwritten or NaN outputs";
   EXPECT_LE(r.rel, tol) << c.name << " n=" << n;
@@ -123,6 +137,39 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
   build_and_run(cases);
 }
 
+TEST(SpmmCompressedGpu, ScatterLayoutEveryShapeClass) {
+  SPARSECC_GPU_OR_SKIP();
+  std::vector<SpmmCase> cases;
+  const CsrMatrix edges = shaped(1000, 1500, 0.1, 3);  // M, K multiples of no tile
+  const CsrMatrix half_full = shaped(77, 70, 0.5, 5);
+  for (const DType t : {DType::f16, DType::bf16}) {
+    const std::string d(dtype_name(t));
+    for (const std::int32_t splits : {1, 3, 8})
+      cases.push_back(scatter_case(
+          compressed_case(fmt::format("edges/{}/splits{}", d, splits), edges, 24, t, 7, splits)));
+    cases.push_back(
+        scatter_case(compressed_case("half-full/" + d, half_full, 8, t, 7, 2, SpmmNMode::fixed, true)));
+    cases.push_back(scatter_case(
+        compressed_case("edges/" + d + "/bias-relu", edges, 64, t, 7, 0, SpmmNMode::fixed, true)));
+    cases.push_back(scatter_case(compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0,
+                                                 SpmmNMode::runtime, true, {1, 7, 16, 64, 100})));
+  }
+  for (const std::int64_t n : {1, 5, 8, 32})
+    cases.push_back(
+        scatter_case(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0)));
+  // Block shapes (a tile of at most 32768 values) and chunks.
+  for (const auto& [w, st, chunk] :
+       {std::array{4, 1, 64}, {4, 1, 256}, {2, 4, 128}, {8, 2, 64}, {8, 1, 128}}) {
+    SpmmCase c = scatter_case(
+        compressed_case(fmt::format("edges/f16/w{}s{}/chunk{}", w, st, chunk), edges, 16, DType::f16, 7, 2));
+    c.options.compressed.warps = w;
+    c.options.compressed.strips_per_warp = st;
+    c.options.compressed.chunk_k = chunk;
+    cases.push_back(std::move(c));
+  }
+  build_and_run(cases);
+}
+
 TEST(SpmmCompressedGpu, LlmSizedLayer) {
   SPARSECC_GPU_OR_SKIP();
   const CsrMatrix a = random_csr(4096, 4096, 0.1, 47);
@@ -130,7 +177,9 @@ TEST(SpmmCompressedGpu, LlmSizedLayer) {
   for (const DType t : {DType::f16, DType::bf16})
     cases.push_back(compressed_case(fmt::format("llm-4096/{}", dtype_name(t)), a, 16, t, 7, 0,
                                     SpmmNMode::fixed, t == DType::bf16, {16}));
-  cases.front().options.value_mode.reset();  // the automatic rule takes this layer
+  cases.front().options.value_mode.reset();  // the automatic rule takes this layer (scatter)
+  cases.front().options.compressed.scatter.reset();
+  cases.push_back(scatter_case(cases.back()));  // bf16: records, then scatter
   build_and_run(cases);
 }
 
@@ -153,6 +202,7 @@ TEST(SpmmCompressedGpu, DlmcTransformerMatrices) {
     fill_values_uniform(a, 7);
     cases.push_back(compressed_case("dlmc/" + files[i].filename().string().substr(0, 40), std::move(a), 16,
                                     DType::f16, 7, 0, SpmmNMode::runtime, false, {1, 16, 64}));
+    cases.push_back(scatter_case(cases.back()));
   }
   if (cases.empty()) GTEST_SKIP() << "no .smtx files in " << dir;
   build_and_run(cases);

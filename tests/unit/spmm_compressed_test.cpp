@@ -3,8 +3,9 @@
 // bias and ReLU, f16 and bf16) hold their invariants; every record decodes to A's own piece; the plan
 // interpreter agrees with the fp64 reference of the rounded inputs within spmm_tolerance and writes
 // every output; the plan survives JSON; the runtime's walk refuses streams that point outside
-// themselves; the automatic rule picks the family for large half layers at small N only; the kernel
-// compiles with NVRTC for sm_90 without spills.
+// themselves; the automatic rule picks the family for large half layers at small N only, and its
+// scatter layout for sparse ones; the kernel compiles with NVRTC for sm_90 without spills. The scatter
+// layout is checked the same way.
 #include "sparsecc/plan/spmm_compressed.hpp"
 
 #include <gtest/gtest.h>
@@ -47,12 +48,27 @@ CsrMatrix shaped(std::int64_t m, std::int64_t k, double density, std::uint64_t s
   return csr_from_dense(d, DType::f32);
 }
 
+// Records of the given formats.
 SpmmOptions compressed(std::uint32_t formats = 7, std::int32_t splits = 0, std::int32_t chunk_k = 0) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::compressed;
   o.compressed.formats = formats;
   o.compressed.splits = splits;
   o.compressed.chunk_k = chunk_k;
+  o.compressed.scatter = false;
+  return o;
+}
+
+// The scatter layout.
+SpmmOptions scattered(std::int32_t splits = 0, std::int32_t chunk_k = 0, std::int32_t warps = 0,
+                      std::int32_t strips = 0) {
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::compressed;
+  o.compressed.scatter = true;
+  o.compressed.splits = splits;
+  o.compressed.chunk_k = chunk_k;
+  o.compressed.warps = warps;
+  o.compressed.strips_per_warp = strips;
   return o;
 }
 
@@ -101,6 +117,67 @@ TEST(SpmmCompressed, InterpreterMatchesTheReferenceForEveryShapeClass) {
           expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
                          compressed(formats, splits, 64), 16);
         }
+}
+
+TEST(SpmmCompressed, ScatterInterpreterMatchesTheReferenceForEveryShapeClass) {
+  struct Shape {
+    std::int64_t m, k;
+    double density;
+  };
+  for (const Shape s : {Shape{61, 75, 0.3}, Shape{200, 333, 0.1}, Shape{16, 64, 0.5}, Shape{130, 1000, 0.05},
+                        Shape{1, 1, 1.0}, Shape{37, 2, 0.9}})
+    for (const DType dtype : {DType::f16, DType::bf16})
+      for (const auto& [splits, chunk, warps, strips] :
+           {std::array{1, 64, 4, 1}, {3, 128, 4, 1}, {2, 64, 2, 4}, {1, 128, 8, 2}}) {
+        SCOPED_TRACE(
+            fmt::format("{}x{} {} splits {} chunk {} {}x{}", s.m, s.k, dtype, splits, chunk, warps, strips));
+        const CsrMatrix a = shaped(s.m, s.k, s.density, static_cast<std::uint64_t>(s.m * 7 + s.k));
+        const bool epilogue = splits == 3;
+        expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
+                       scattered(splits, chunk, warps, strips), 16);
+      }
+  const CsrMatrix a = shaped(150, 700, 0.1, 5);
+  for (const std::int64_t n : {1, 5, 24, 100})
+    for (const SpmmNMode mode : {SpmmNMode::fixed, SpmmNMode::runtime})
+      expect_correct(a, {a.rows, a.cols, n, mode, true, false, DType::f16}, scattered(), n);
+}
+
+TEST(SpmmCompressed, ScatterStreamsHoldEveryNonzeroOnceAndTheWalkRefusesBadPlaces) {
+  const CsrMatrix a = shaped(100, 300, 0.2, 13);
+  const SpmmPlan plan =
+      plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, scattered(2, 128));
+  const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  ASSERT_TRUE(shape.scatter);
+  const std::vector<std::uint32_t> good = spmm_compressed_stream(plan, a);
+  const DenseMatrix dense = dense_from_csr(a);
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  rt::walk_scatter_stream(good, shape, a.rows, a.cols, "ok", [&](const rt::ScatterEntry& e) {
+    EXPECT_TRUE(seen.insert({e.row, e.col}).second) << e.row << " " << e.col;
+    EXPECT_EQ(half_bits_to_double(e.value), round_to(DType::f16, dense(e.row, e.col)));
+    EXPECT_EQ(e.row / 64, e.row_block);
+    EXPECT_EQ(e.col / 128, e.chunk);
+  });
+  EXPECT_EQ(static_cast<std::int64_t>(seen.size()), a.nnz());
+  EXPECT_THROW(rt::walk_compressed_stream(good, shape, a.cols, "records?"), std::invalid_argument);
+  const std::size_t data = static_cast<std::size_t>(shape.data_word());
+  const auto refused = [&](std::uint32_t place) {
+    std::vector<std::uint32_t> bad = good;
+    bad[data] = (bad[data] & 0xffff0000u) | place;
+    try {
+      rt::walk_scatter_stream(bad, shape, a.rows, a.cols, "bad.sccb");
+      ADD_FAILURE() << "place " << place << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.sccb"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("place"), std::string::npos) << e.what();
+    }
+  };
+  refused(64 * 128 + 1);  // past the pad slot
+  refused(0xffffu);
+  // Row block 1 holds rows 64..99: a place in its strip 3 is row 112 > M (the stream's last row block).
+  std::vector<std::uint32_t> tail = good;
+  const std::size_t last = tail.size() - 1;
+  tail[last] = (tail[last] & 0xffff0000u) | (3 * 8 * 256 + 7);
+  EXPECT_THROW(rt::walk_scatter_stream(tail, shape, a.rows, a.cols, "tail"), std::invalid_argument);
 }
 
 TEST(SpmmCompressed, FixedAndRuntimeNOfEveryWidth) {
@@ -277,6 +354,26 @@ TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
   EXPECT_THROW(plan_spmm(small, {small.rows, small.cols, 16, SpmmNMode::fixed, false, false, DType::f32},
                          compressed()),
                UsageError);
+  // The layout: scatter at most kCompressedScatterDensity dense, records above, either when asked.
+  const CsrMatrix denser = test::random_csr(512, 2048, 0.3, 1);
+  const auto scatter = [](const CsrMatrix& a, const SpmmOptions& o) {
+    return plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o)
+        .compressed()
+        ->scatter;
+  };
+  EXPECT_TRUE(scatter(big, {}));
+  EXPECT_FALSE(scatter(denser, {}));
+  EXPECT_FALSE(scatter(big, compressed()));
+  EXPECT_TRUE(scatter(denser, scattered()));
+  // A scatter tile holds at most kScatterSlots values: 8 warps x 4 strips take chunks of 64 only.
+  EXPECT_EQ(plan_spmm(big, {big.rows, big.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
+                      scattered(0, 0, 8, 4))
+                .compressed()
+                ->chunk_k,
+            64);
+  EXPECT_THROW(plan_spmm(big, {big.rows, big.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
+                         scattered(0, 128, 8, 4)),
+               UsageError);
 }
 
 TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
@@ -284,17 +381,20 @@ TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
   for (const std::int32_t splits : {1, 4})
     for (const std::int64_t n : {8, 16, 64}) {
       SCOPED_TRACE(fmt::format("splits {} n {}", splits, n));
-      const SpmmPlan plan =
-          plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, true, DType::f16}, compressed(7, splits));
-      const EmittedKernel k = emit_spmm_cuda(plan, a);
-      EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
-      CudaCompileOptions co;
-      co.arch = "sm_90";
-      co.extra.push_back("-Xptxas=-v");
-      const CudaCompileResult r = compile_kernel(k, "compressed", co);
-      const ResourceUsage u = resource_usage(r);
-      EXPECT_EQ(u.spill_store_bytes, 0);
-      EXPECT_FALSE(r.cubin.empty());
+      for (const bool scatter : {false, true}) {
+        const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, true, DType::f16},
+                                        scatter ? scattered(splits) : compressed(7, splits));
+        const EmittedKernel k = emit_spmm_cuda(plan, a);
+        EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
+        EXPECT_EQ(k.source.find("#define SPCC_SCATTER 1") != std::string::npos, scatter);
+        CudaCompileOptions co;
+        co.arch = "sm_90";
+        co.extra.push_back("-Xptxas=-v");
+        const CudaCompileResult r = compile_kernel(k, "compressed", co);
+        const ResourceUsage u = resource_usage(r);
+        EXPECT_EQ(u.spill_store_bytes, 0) << scatter;
+        EXPECT_FALSE(r.cubin.empty());
+      }
     }
 }
 
@@ -304,32 +404,44 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   o.compressed.strips_per_warp = 2;
   o.compressed.bitmap_weight = 50;
   o.compressed.stages = 3;
+  o.compressed.scatter = true;
   const SpmmOptions back = spmm_options_from_json(to_json(o), "test");
   EXPECT_EQ(back.compressed, o.compressed);
+  EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"layout", "rows"}}}}, "test"),
+               UsageError);
   EXPECT_EQ(back.value_mode, o.value_mode);
   EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"splits", "four"}}}}, "test"),
                UsageError);
 
-  const CsrMatrix a = test::random_csr(512, 2048, 0.1, 1);
-  const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};
-  const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
-  ASSERT_FALSE(space.candidates.empty());
-  EXPECT_TRUE(space.candidates.front().is_default);
-  std::set<std::int32_t> splits, chunks, formats, stages;
-  for (const tune::SpmmCandidate& c : space.candidates) {
-    ASSERT_TRUE(c.plan.compressed()) << c.label;
-    splits.insert(c.plan.compressed()->splits);
-    chunks.insert(c.plan.compressed()->chunk_k);
-    stages.insert(c.plan.compressed()->stages);
-    formats.insert(static_cast<std::int32_t>(c.plan.compressed()->formats));
-    // The stored options rebuild the candidate's plan.
-    const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
-    EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
+  // A records default (30 % dense) and a scatter default (10 %): each space holds the other layout.
+  for (const double density : {0.3, 0.1}) {
+    SCOPED_TRACE(density);
+    const CsrMatrix a = test::random_csr(512, 2048, density, 1);
+    const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};
+    const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
+    ASSERT_FALSE(space.candidates.empty());
+    EXPECT_TRUE(space.candidates.front().is_default);
+    std::set<std::int32_t> splits, chunks, formats, stages;
+    std::set<bool> layouts;
+    for (const tune::SpmmCandidate& c : space.candidates) {
+      ASSERT_TRUE(c.plan.compressed()) << c.label;
+      splits.insert(c.plan.compressed()->splits);
+      chunks.insert(c.plan.compressed()->chunk_k);
+      stages.insert(c.plan.compressed()->stages);
+      layouts.insert(c.plan.compressed()->scatter);
+      if (!c.plan.compressed()->scatter)
+        formats.insert(static_cast<std::int32_t>(c.plan.compressed()->formats));
+      // The stored options rebuild the candidate's plan.
+      const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
+      EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
+    }
+    EXPECT_EQ(space.candidates.front().plan.compressed()->scatter, density < 0.2);
+    EXPECT_GE(splits.size(), 3u);
+    EXPECT_GE(chunks.size(), 2u);
+    EXPECT_EQ(formats.size(), density < 0.2 ? 1u : 3u);
+    EXPECT_GE(stages.size(), 2u);
+    EXPECT_EQ(layouts.size(), 2u);
   }
-  EXPECT_GE(splits.size(), 3u);
-  EXPECT_GE(chunks.size(), 2u);
-  EXPECT_EQ(formats.size(), 3u);
-  EXPECT_GE(stages.size(), 2u);
 }
 
 TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {

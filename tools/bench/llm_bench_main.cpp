@@ -333,8 +333,8 @@ struct Variant {
 
 // "[NAME:]key=value,..." with keys values, rows-per-block, n-tile, groups, max-registers,
 // cols-per-thread, step-lanes, ptxas-O, the compressed family's warps, strips (16-row strips a warp),
-// chunk-k, stages, splits, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight and position-weight,
-// and n-mode (fixed | runtime).
+// chunk-k, stages, splits, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight, position-weight,
+// layout (records or scatter), and n-mode (fixed | runtime).
 Variant parse_variant(const std::string& spec) {
   Variant v;
   std::string body = spec;
@@ -391,7 +391,11 @@ Variant parse_variant(const std::string& spec) {
       v.options.compressed.bitmap_weight = integer();
     else if (key == "position-weight")
       v.options.compressed.position_weight = integer();
-    else if (key == "n-mode") {
+    else if (key == "layout") {
+      if (value != "records" && value != "scatter")
+        throw UsageError(fmt::format("--variant {}: layout is records or scatter", spec));
+      v.options.compressed.scatter = value == "scatter";
+    } else if (key == "n-mode") {
       if (value != "fixed" && value != "runtime")
         throw UsageError(fmt::format("--variant {}: n-mode is fixed or runtime", spec));
       v.n_mode = value == "runtime" ? SpmmNMode::runtime : SpmmNMode::fixed;
@@ -400,7 +404,7 @@ Variant parse_variant(const std::string& spec) {
           "--variant {}: unknown key '{}' (values, rows-per-block, n-tile, groups, max-registers, "
           "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, stages, splits, formats, "
           "bitmap-weight, "
-          "position-weight, n-mode)",
+          "position-weight, layout, n-mode)",
           spec, key));
   }
   return v;

@@ -92,6 +92,11 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
          "Compressed plans: the record formats allowed, from bitmap, positions, dense (comma-separated; "
          "each record takes the cheapest), or auto")
       ->capture_default_str();
+  cmd->add_option("--compressed-layout", f.compressed_layout,
+                  "Compressed plans: records (each warp decodes its strips' records) or scatter (the whole "
+                  "block scatters a flat list of nonzeros into its operand tile), or auto")
+      ->check(CLI::IsMember({"auto", "records", "scatter"}))
+      ->capture_default_str();
 }
 
 SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
@@ -128,6 +133,7 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
     }
     o.compressed.formats = bits;
   }
+  if (f.compressed_layout != "auto") o.compressed.scatter = f.compressed_layout == "scatter";
   return o;
 }
 

@@ -30,6 +30,7 @@ EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a
       {"STAGES", std::to_string(body->stages)},
       {"PITCH", std::to_string(spmm_compressed_pitch(body->n_tile))},
       {"SWIZZLE", spmm_compressed_swizzled(body->n_tile) ? "1" : "0"},
+      {"SCATTER", body->scatter ? "1" : "0"},
       {"SPLITS", std::to_string(body->splits)},
       {"CLUSTER", body->splits > 1 ? fmt::format("__cluster_dims__(1, {}, 1)", body->splits) : ""},
       {"N_TILE", std::to_string(body->n_tile)},

@@ -86,6 +86,7 @@ json to_json(const SpmmOptions& o) {
     if (c.formats) jc["formats"] = *c.formats;
     if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
     if (c.position_weight) jc["position_weight"] = *c.position_weight;
+    if (c.scatter) jc["layout"] = *c.scatter ? "scatter" : "records";
     j["compressed"] = std::move(jc);
   }
   return j;
@@ -137,6 +138,12 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     optional("formats", co.formats);
     optional("bitmap_weight", co.bitmap_weight);
     optional("position_weight", co.position_weight);
+    if (c.has("layout")) {
+      const std::string layout = c.text("layout");
+      if (layout != "records" && layout != "scatter")
+        throw UsageError(fmt::format("{}: 'layout' is '{}', not records or scatter", where, layout));
+      co.scatter = layout == "scatter";
+    }
   }
   return o;
 }

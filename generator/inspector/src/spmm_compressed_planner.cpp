@@ -75,6 +75,13 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   };
   b.warps = o.warps;
   b.strips_per_warp = o.strips_per_warp;
+  b.scatter = o.scatter.value_or(static_cast<double>(a.nnz()) <= kCompressedScatterDensity *
+                                                                     static_cast<double>(problem.m) *
+                                                                     static_cast<double>(problem.k));
+  if (b.scatter) {
+    b.warps = b.warps ? b.warps : kCompressedScatterWarps;
+    b.strips_per_warp = b.strips_per_warp ? b.strips_per_warp : 1;
+  }
   if (!b.warps || !b.strips_per_warp) {
     for (const auto& [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {
       const std::int32_t ww = b.warps ? b.warps : w, ss = b.strips_per_warp ? b.strips_per_warp : st;
@@ -94,8 +101,9 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (b.bitmap_weight < 0 || b.position_weight < 0)
     throw UsageError("plan_spmm: decode weights must not be negative");
 
-  // The census, then the chunk: the largest whose stages fit.
-  const SpmmPieceCensus census = spmm_piece_census(a, b);
+  // The census (records) or the nonzeros a segment (scatter), then the chunk: the largest whose stages
+  // fit.
+  const SpmmPieceCensus census = b.scatter ? SpmmPieceCensus{} : spmm_piece_census(a, b);
   const std::int64_t strips = std::int64_t{b.warps} * b.strips_per_warp;
   const std::int64_t k64 = std::max<std::int64_t>(rt::kRecordCols, round_up(problem.k, rt::kRecordCols));
   std::vector<std::int64_t> candidates;
@@ -107,6 +115,13 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   } else {
     for (const std::int64_t c : {kCompressedChunk, std::int64_t{rt::kRecordCols}})
       if (c <= k64 || c == rt::kRecordCols) candidates.push_back(std::min(c, k64));
+  }
+  if (b.scatter) {
+    // The block's tile holds rows x chunk_k values in 16-bit places (one more for the pad slot).
+    std::erase_if(candidates, [&](std::int64_t c) { return 16 * strips * c > rt::kScatterSlots; });
+    if (candidates.empty())
+      throw UsageError(fmt::format("plan_spmm: a scatter block of {} rows takes chunks of at most {} columns",
+                                   16 * strips, rt::kScatterSlots / (16 * strips)));
   }
   if (o.stages && (o.stages < 2 || o.stages > kSpmmCompressedMaxStages))
     throw UsageError(fmt::format("plan_spmm: {} stages: expected 2..{}", o.stages, kSpmmCompressedMaxStages));
@@ -125,7 +140,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   for (const bool two_blocks : {true, false}) {
     const std::int64_t limit = two_blocks ? shared_limit : block_limit;
     for (const std::int64_t c : candidates) {
-      seg = spmm_segment_bytes(census, strips, c);
+      seg = b.scatter ? spmm_scatter_segment_bytes(a, 16 * strips, c) : spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
       b.splits = o.splits ? o.splits : static_cast<std::int32_t>(wanted);
@@ -167,7 +182,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
 
   // What the stream will hold.
-  const rt::CompressedShape shape{row_blocks, chunks, b.splits, strips, b.chunk_k, b.stage_bytes};
+  const rt::CompressedShape shape{row_blocks, chunks, b.splits, strips, b.chunk_k, b.stage_bytes, b.scatter};
   std::int64_t data = 0;
   for (const std::int64_t s : seg) data += s;
   b.stream_words = shape.data_word() + data / 4;
@@ -190,7 +205,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
   std::int64_t records = 0;
   for (const std::int64_t r : b.records) records += r;
-  p.hints.estimated_instructions = 64 * records;
+  p.hints.estimated_instructions = b.scatter ? 4 * chunks * row_blocks : 64 * records;
   p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
   const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
   if (mode == SpmmProgrammatic::trigger)

@@ -198,8 +198,13 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
   art.report.family_note =
       asked ? family + " (asked for)"
       : art.plan.compressed()
-          ? fmt::format("compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {})",
-                        art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns)
+          ? fmt::format(
+                "compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {}; {} layout{})",
+                art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns,
+                art.plan.compressed()->scatter ? "scatter" : "records",
+                request.options.compressed.scatter ? " as asked"
+                                                   : fmt::format(": {} at most {:.0f} % dense", "scatter",
+                                                                 100 * spmm_rules::kCompressedScatterDensity))
           : family + " (the automatic rule)";
   return art;
 }
@@ -243,11 +248,14 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
   if (const SpmmCompressedBody* c = plan.compressed())
     out += fmt::format(
         "\nfamily {}: blocks of {} warps x {} strips ({} rows) over chunks of {} columns ({} stages), {} "
-        "split(s) a row block (cluster), {} columns a block; records: {} bitmap, {} positions, {} dense; "
+        "split(s) a row block (cluster), {} columns a block; {}; "
         "stream {:.1f} MB ({:.2f} bytes/nonzero), {} bytes of shared memory a block",
         family_note.empty() ? "compressed" : family_note, c->warps, c->strips_per_warp,
-        plan.layout.rows_per_block, c->chunk_k, c->stages, c->splits, c->n_tile, c->records[0], c->records[1],
-        c->records[2], 4e-6 * static_cast<double>(c->stream_words),
+        plan.layout.rows_per_block, c->chunk_k, c->stages, c->splits, c->n_tile,
+        c->scatter ? std::string("scatter layout (the block scatters each chunk's nonzeros into its tile)")
+                   : fmt::format("records: {} bitmap, {} positions, {} dense", c->records[0], c->records[1],
+                                 c->records[2]),
+        4e-6 * static_cast<double>(c->stream_words),
         nnz ? 4.0 * static_cast<double>(c->stream_words) / static_cast<double>(nnz) : 0.0,
         plan.layout.shared_bytes);
   else if (!family_note.empty())

@@ -239,8 +239,63 @@ rt::CompressedShape spmm_compressed_shape(const SpmmPlan& plan) {
   s.chunks = ceil_div(plan.problem.k, body->chunk_k);
   s.splits = body->splits;
   s.stage_bytes = body->stage_bytes;
+  s.scatter = body->scatter;
   return s;
 }
+
+std::vector<std::int64_t> spmm_scatter_segment_bytes(const CsrMatrix& a, std::int64_t rows,
+                                                     std::int64_t chunk_k) {
+  const std::int64_t row_blocks = ceil_div(a.rows, rows), chunks = ceil_div(a.cols, chunk_k);
+  std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
+      bytes[static_cast<std::size_t>(r / rows * chunks + a.col_idx[i] / chunk_k)] += 4;
+  for (std::int64_t& b : bytes) b = round_up(b, 16);
+  return bytes;
+}
+
+namespace {
+
+// The scatter layout's stream: every row block's nonzeros, chunk by chunk, as (value, place) entries.
+void write_scatter_segments(const rt::CompressedShape& shape, const CsrMatrix& a,
+                            const std::vector<std::uint16_t>& bits, std::vector<std::uint32_t>& words) {
+  const std::size_t table = static_cast<std::size_t>(shape.split_words());
+  const std::int64_t rows = shape.rows(), steps = shape.chunk_k / 16;
+  const std::uint32_t pad = static_cast<std::uint32_t>(rows * shape.chunk_k);
+  std::vector<std::vector<std::uint32_t>> seg(static_cast<std::size_t>(shape.chunks));
+  for (std::int64_t rb = 0; rb < shape.row_blocks; ++rb) {
+    for (auto& v : seg) v.clear();
+    for (std::int64_t r = rb * rows; r < std::min(a.rows, (rb + 1) * rows); ++r) {
+      const std::int64_t local = r - rb * rows, strip = local / 16, rr = local % 16;
+      for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
+        const std::int64_t col = a.col_idx[i], kk = col % shape.chunk_k, q = kk / 16, cc = kk % 16;
+        const std::int64_t lane = (rr % 8) * 4 + (cc % 8) / 2, reg = 2 * (cc / 8) + rr / 8;
+        const auto place =
+            static_cast<std::uint32_t>(((strip * steps + q) * 32 + lane) * 8 + 2 * reg + cc % 2);
+        seg[static_cast<std::size_t>(col / shape.chunk_k)].push_back(
+            std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16 | place);
+      }
+    }
+    for (std::int64_t c = 0; c < shape.chunks; ++c) {
+      auto& v = seg[static_cast<std::size_t>(c)];
+      words[table + static_cast<std::size_t>(rb * shape.chunks + c)] =
+          static_cast<std::uint32_t>((words.size() - static_cast<std::size_t>(shape.data_word())) / 4);
+      while (v.size() % 4) v.push_back(pad);
+      if (static_cast<std::int64_t>(4 * v.size()) > shape.stage_bytes)
+        throw UsageError(
+            fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
+                        "the plan stages {}",
+                        rb, c, 4 * v.size(), shape.stage_bytes));
+      words.insert(words.end(), v.begin(), v.end());
+    }
+  }
+  const std::size_t data = (words.size() - static_cast<std::size_t>(shape.data_word())) / 4;
+  if (data > UINT32_MAX)
+    throw UsageError("spmm_compressed_stream: the stream passes 64 GiB, the most its offsets address");
+  words[table + static_cast<std::size_t>(shape.row_blocks * shape.chunks)] = static_cast<std::uint32_t>(data);
+}
+
+}  // namespace
 
 std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const CsrMatrix& a) {
   const rt::CompressedShape shape = spmm_compressed_shape(plan);
@@ -261,6 +316,11 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
   std::vector<std::uint32_t> words(static_cast<std::size_t>(shape.data_word()), 0);
   for (std::size_t i = 0; i < body.split_chunks.size(); ++i)
     words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
+  if (shape.scatter) {
+    words.reserve(static_cast<std::size_t>(std::max<std::int64_t>(body.stream_words, shape.data_word())));
+    write_scatter_segments(shape, a, bits, words);
+    return words;
+  }
   std::vector<unsigned char> data;
   data.reserve(
       static_cast<std::size_t>(std::max<std::int64_t>(0, 4 * (body.stream_words - shape.data_word()))));
@@ -348,6 +408,10 @@ DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<st
   DenseMatrix c(pr.m, n, std::nan(""));
   std::vector<std::int64_t> split_of(static_cast<std::size_t>(shape.chunks), 0);
   rt::RecordTile tile;
+  // The scatter layout: a chunk's entries of one row block fill its tile (rows x chunk_k), multiplied
+  // step by step as the records' tiles below.
+  std::vector<std::uint16_t> block_tile;
+  std::int64_t tile_rb = -1, tile_chunk = -1;
   std::int64_t current = -1;
   const auto finish = [&](std::int64_t r) {
     for (std::int64_t i = 0; i < rows; ++i) {
@@ -369,29 +433,57 @@ DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<st
     for (std::int64_t s = 0; s < shape.splits; ++s)
       for (std::uint32_t ch = stream[t + s]; ch < stream[t + s + 1]; ++ch) split_of[ch] = s;
   };
-  rt::walk_compressed_stream(stream, shape, pr.k, "interpret_spmm", [&](const rt::RecordRef& ref) {
-    while (current < ref.row_block) {
-      if (current >= 0) finish(current);
-      start(++current);
-    }
-    rt::decode_record(ref.p, tile);
-    const std::int64_t split = split_of[static_cast<std::size_t>(ref.chunk)];
-    const std::int64_t k0 = ref.chunk * shape.chunk_k + ref.kt * kCols;
+  // Adds the steps of a 16 x 16-step piece of A held row-major at `at` (pitch `pitch`) for local rows
+  // row0 .. row0 + 16, columns k0 .. (k0 + 16 steps) of split `split`.
+  const auto multiply = [&](const std::uint16_t* at, std::int64_t pitch, std::int64_t row0, std::int64_t k0,
+                            std::int64_t steps, std::int64_t split) {
     for (int i = 0; i < kRows; ++i) {
-      const std::int64_t local = ref.strip * kRows + i;
-      float* out = &partial[static_cast<std::size_t>((split * rows + local) * n)];
-      for (int q = 0; q < rt::kRecordSteps; ++q)
+      float* out = &partial[static_cast<std::size_t>((split * rows + row0 + i) * n)];
+      for (std::int64_t q = 0; q < steps; ++q)
         for (std::int64_t j = 0; j < n; ++j) {
           double sum = 0;
           for (int e = 0; e < 16; ++e) {
-            const std::uint16_t h = tile[static_cast<std::size_t>(i * kCols + 16 * q + e)];
+            const std::uint16_t h = at[i * pitch + 16 * q + e];
             const std::int64_t k = k0 + 16 * q + e;
             if (k < pr.k) sum += weight(h) * bq[static_cast<std::size_t>(k * n + j)];
           }
           out[j] = static_cast<float>(static_cast<double>(out[j]) + sum);
         }
     }
-  });
+  };
+  if (shape.scatter) {
+    const auto flush = [&] {
+      if (tile_rb < 0) return;
+      const std::int64_t split = split_of[static_cast<std::size_t>(tile_chunk)];
+      for (std::int64_t s = 0; s < shape.strips; ++s)
+        multiply(block_tile.data() + s * kRows * shape.chunk_k, shape.chunk_k, s * kRows,
+                 tile_chunk * shape.chunk_k, shape.chunk_k / 16, split);
+    };
+    rt::walk_scatter_stream(stream, shape, pr.m, pr.k, "interpret_spmm", [&](const rt::ScatterEntry& e) {
+      if (e.row_block != tile_rb || e.chunk != tile_chunk) {
+        flush();
+        while (current < e.row_block) {
+          if (current >= 0) finish(current);
+          start(++current);
+        }
+        tile_rb = e.row_block, tile_chunk = e.chunk;
+        block_tile.assign(static_cast<std::size_t>(rows * shape.chunk_k), 0);
+      }
+      block_tile[static_cast<std::size_t>((e.row - e.row_block * rows) * shape.chunk_k + e.col -
+                                          e.chunk * shape.chunk_k)] = e.value;
+    });
+    flush();
+  } else
+    rt::walk_compressed_stream(stream, shape, pr.k, "interpret_spmm", [&](const rt::RecordRef& ref) {
+      while (current < ref.row_block) {
+        if (current >= 0) finish(current);
+        start(++current);
+      }
+      rt::decode_record(ref.p, tile);
+      const std::int64_t split = split_of[static_cast<std::size_t>(ref.chunk)];
+      multiply(tile.data(), kCols, ref.strip * kRows, ref.chunk * shape.chunk_k + ref.kt * kCols,
+               rt::kRecordSteps, split);
+    });
   while (current < shape.row_blocks) {
     if (current >= 0) finish(current);
     if (++current < shape.row_blocks) start(current);

@@ -347,7 +347,9 @@ std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
       std::int64_t{b.stages} * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
   const std::int64_t partial =
       b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
-  return std::max(stages, partial) + kSpmmCompressedScratchBytes * b.warps;
+  const std::int64_t operands =
+      b.scatter ? 2 * spmm_compressed_rows(b) * b.chunk_k + 16 : kSpmmCompressedScratchBytes * b.warps;
+  return std::max(stages, partial) + operands;
 }
 
 std::int64_t spmm_shared_bytes(const SpmmPlan& p) {
@@ -441,6 +443,9 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
     err(fmt::format("stage_bytes {} is not a multiple of 16", b.stage_bytes));
   if (b.formats == 0 || b.formats >= (1u << kSpmmRecordFormats))
     err(fmt::format("formats {} names no format", b.formats));
+  if (b.scatter && spmm_compressed_rows(b) * b.chunk_k > rt::kScatterSlots)
+    err(fmt::format("a scatter tile of {} rows x chunk_k {} passes {} slots", spmm_compressed_rows(b),
+                    b.chunk_k, rt::kScatterSlots));
   if (!errors.empty()) return;
   const std::int64_t rows = std::int64_t{16} * b.warps * b.strips_per_warp;
   const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);
@@ -677,6 +682,7 @@ json to_json(const SpmmPlan& p) {
             {"stages", c->stages},
             {"splits", c->splits},
             {"n_tile", c->n_tile},
+            {"layout", c->scatter ? "scatter" : "records"},
             {"formats", c->formats},
             {"bitmap_weight", c->bitmap_weight},
             {"position_weight", c->position_weight},
@@ -783,6 +789,10 @@ SpmmPlan plan_from_json(const json& j) {
       c->stages = jb.at("stages");
       c->splits = jb.at("splits");
       c->n_tile = jb.at("n_tile");
+      const std::string layout = jb.at("layout").get<std::string>();
+      if (layout != "records" && layout != "scatter")
+        throw UsageError(fmt::format("SpMM plan: layout '{}' is not records or scatter", layout));
+      c->scatter = layout == "scatter";
       c->formats = jb.at("formats");
       c->bitmap_weight = jb.at("bitmap_weight");
       c->position_weight = jb.at("position_weight");

@@ -121,8 +121,10 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
                   to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (const SpmmCompressedBody* c = plan.compressed())
-    return fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp, c->chunk_k,
-                       c->stages, c->splits, c->formats);
+    return c->scatter ? fmt::format("compressed/scatter/W{}x{}/K{}/P{}/S{}", c->warps, c->strips_per_warp,
+                                    c->chunk_k, c->stages, c->splits)
+                      : fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp,
+                                    c->chunk_k, c->stages, c->splits, c->formats);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -179,6 +181,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       o.compressed.chunk_k = d.chunk_k;
       o.compressed.stages = d.stages;
       o.compressed.splits = d.splits;
+      o.compressed.scatter = d.scatter;
       set(o.compressed);
       add(o, KernelLanguage::cuda, false, point);
     };
@@ -198,8 +201,16 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
         c.chunk_k = 0;  // the chunk and stages that fit the new block
         c.stages = 0;
       });
-    for (const std::uint32_t f : dims.compressed_formats)
-      variant(fmt::format("formats {}", f), [&](SpmmCompressedOptions& c) { c.formats = f; });
+    if (!d.scatter)
+      for (const std::uint32_t f : dims.compressed_formats)
+        variant(fmt::format("formats {}", f), [&](SpmmCompressedOptions& c) { c.formats = f; });
+    for (const bool scatter : dims.compressed_layouts)
+      if (scatter != d.scatter)
+        variant(scatter ? "scatter layout" : "records layout", [&](SpmmCompressedOptions& c) {
+          c.scatter = scatter;
+          c.warps = c.strips_per_warp = 0;  // the layout's own block shape, chunk and stages
+          c.chunk_k = c.stages = 0;
+        });
     return space;
   }
   // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold
@@ -372,8 +383,8 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (const SpmmCompressedBody* b = p.compressed()) {
     o.n_tile = b->n_tile;
     o.groups = 0;
-    o.compressed = {b->warps,  b->strips_per_warp, b->chunk_k,       b->splits,
-                    b->stages, b->formats,         b->bitmap_weight, b->position_weight};
+    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,         b->splits, b->stages,
+                    b->formats, b->bitmap_weight,   b->position_weight, b->scatter};
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

@@ -30,6 +30,13 @@
 //                  the kernel scatters without arithmetic).
 //   dense (2)      bytes 4-7 zero; then 4 steps x 32 lanes x 8 values: lane L's operand a0..a7 of
 //                  mma.sync m16n8k16 (row-major A) for that step.
+//
+// The scatter layout (shape.scatter): a segment is instead a flat list of u32 entries, value << 16 |
+// place, in any order, padded to 16 bytes with entries of place rows x chunk_k (the block's pad slot,
+// value 0): place is the nonzero's slot in the block's dense operand tile, strip after strip, each
+// strip's chunk_k / 16 steps in order, each step 32 lanes x 8 values in mma order (place = ((strip *
+// steps + q) * 32 + L) * 8 + 2 f + h, as in a dense record). The whole block scatters a segment into
+// its zeroed tile, so rows x chunk_k is at most kScatterSlots.
 // Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand register it feeds:
 // rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) .. + 8. Values are 16-bit (the executor's dtype).
 // The record ends at its last byte rounded up to 8.
@@ -49,12 +56,16 @@ inline constexpr int kRecordSteps = 4;       // 16-column steps of a record (mma
 inline constexpr int kRecordSubtiles = 16;   // 8 x 8 sub-tiles of a record
 inline constexpr int kMaxClusterSplits = 8;  // the portable thread-block cluster size
 
+inline constexpr std::int64_t kScatterSlots = 32768;  // a scatter block's tile (rows x chunk_k), at most
+
 enum class RecordFormat : std::uint8_t { bitmap = 0, positions = 1, dense = 2 };
 
 // The shape a stream is read with (the plan's; a bundle states it in plan_summary).
 struct CompressedShape {
   std::int64_t row_blocks = 0, chunks = 0, splits = 1, strips = 1, chunk_k = kRecordCols;
   std::int64_t stage_bytes = 0;  // the largest segment
+  bool scatter = false;          // segments are flat entry lists (the scatter layout)
+  std::int64_t rows() const { return 16 * strips; }
   std::int64_t split_words() const { return row_blocks * (splits + 1); }
   std::int64_t segment_table_words() const { return row_blocks * chunks + 1; }
   std::int64_t data_word() const { return (split_words() + segment_table_words() + 3) / 4 * 4; }
@@ -85,5 +96,20 @@ struct RecordRef {
 void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& shape,
                             std::int64_t k, const std::string& name,
                             const std::function<void(const RecordRef&)>& fn = {});
+
+// One entry of a scatter stream: its row and column in A, and its 16-bit value.
+struct ScatterEntry {
+  std::int64_t row_block = 0, chunk = 0;
+  std::int64_t row = 0, col = 0;  // in A
+  std::uint16_t value = 0;
+};
+
+// Checks a scatter stream (shape.scatter) as walk_compressed_stream checks a record stream: the tables,
+// then every segment (a multiple of 16 bytes, at most stage_bytes) and every entry (its place inside
+// the tile or the pad slot, its column inside A's `k`, its row inside A's `m`); calls `fn` for every
+// entry but the padding, in stream order.
+void walk_scatter_stream(std::span<const std::uint32_t> words, const CompressedShape& shape, std::int64_t m,
+                         std::int64_t k, const std::string& name,
+                         const std::function<void(const ScatterEntry&)>& fn = {});
 
 }  // namespace sparsecc::rt

@@ -122,10 +122,14 @@ inline constexpr std::int64_t kCompressedChunk = 128;           // columns of A 
 inline constexpr std::int32_t kCompressedStages = 2;            // chunks in shared memory at once
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice: bytes a bitmap sub-tile
 inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
+inline constexpr double kCompressedScatterDensity = 0.2;        // the scatter layout at most this dense
+inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block (one strip each)
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
-// The compressed plan: n_tile = N rounded up to 8 (at most 64); blocks of 8 warps x 2 strips (256
+// The compressed plan: the scatter layout (unless the options say) for A at most
+// kCompressedScatterDensity dense, in blocks of kCompressedScatterWarps warps of one strip, else records;
+// n_tile = N rounded up to 8 (at most 64); record blocks of 8 warps x 2 strips (256
 // rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM
 // with 8 splits; the piece census (spmm_piece_census) with the options' formats and weights;
 // kCompressedStages stages; chunk_k kCompressedChunk, else 64, the largest whose stages leave room for

@@ -234,6 +234,9 @@ struct SpmmCompressedBody {
   std::int32_t stages = 2;           // chunks a block has in shared memory at once (2..8): loads in flight
   std::int32_t splits = 1;           // blocks (one thread-block cluster) splitting a row block's chunks
   std::int32_t n_tile = 16;          // columns of C a block (a multiple of 8, 8..64)
+  // The scatter layout: each segment is a flat list of (value, place) entries that the whole block
+  // scatters into a dense operand tile of rows x chunk_k (formats and weights unused); else records.
+  bool scatter = false;
   // The format of a record is the allowed one of least cost: its bytes, plus bitmap_weight bytes a
   // bitmap sub-tile it decodes, plus position_weight bytes a nonzero it scatters.
   std::uint32_t formats = 7;  // allowed formats, bit 1 << SpmmRecordFormat
@@ -253,13 +256,17 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // Compressed plans: the bytes of a staged row of B (n_tile columns; 16 bytes more against bank
 // conflicts unless n_tile is 8, 16, 32 or 64, whose rows are swizzled instead), and the block's shared
 // memory: `stages` stages of a chunk's rows of B and its segment (stage_bytes), then 4 KiB a warp
-// where positions are scattered (two buffers); split plans reuse the stages for the row block's fp32
-// partial sums (rows_per_block x n_tile).
+// where positions are scattered (two buffers), or for the scatter layout the block's operand tile
+// (rows x chunk_k values and a 16-byte pad slot); split plans reuse the stages for the row block's
+// fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
 inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
 bool spmm_compressed_swizzled(std::int64_t n_tile);
 std::int64_t spmm_compressed_pitch(std::int64_t n_tile);
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& body);
+inline std::int64_t spmm_compressed_rows(const SpmmCompressedBody& body) {
+  return std::int64_t{16} * body.warps * body.strips_per_warp;
+}
 
 // Tensor-core fragments: the per-block-row fragment lists are SpmmBlockRow::fragments.
 struct SpmmFragments {

@@ -16,7 +16,7 @@
 //   - candidates whose plans come out the same (an automatic choice meeting an explicit one) are
 //     kept once.
 // A default plan of the compressed family has a space of its own: its splits, chunk, block shape
-// and record formats, one dimension at a time (compressed_* below).
+// record formats and layout (records or scatter), one dimension at a time (compressed_* below).
 // The first candidate is always the default plan: what `sparsecc compile` builds without a tuning
 // database (every option automatic).
 #pragma once
@@ -52,6 +52,7 @@ struct SpmmSpaceDims {
   std::vector<std::int32_t> compressed_stages{3, 4};
   std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {8, 2}};
   std::vector<std::uint32_t> compressed_formats{0b110u, 0b101u, 0b111u};  // positions, bitmap, all (+ dense)
+  std::vector<bool> compressed_layouts{false, true};                      // records, scatter
   std::int64_t cuda_max_nnz = 20000;
   // Rolled plans (fp32, always CUDA C++, any size): only at N <= rolled_max_n, where their loop can
   // beat unrolled code, with equal row panels of at most rolled_max_rows rows (every step multiplies
