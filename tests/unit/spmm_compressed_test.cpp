@@ -435,10 +435,11 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
       const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
       EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
     }
-    EXPECT_EQ(space.candidates.front().plan.compressed()->scatter, density < 0.2);
+    EXPECT_EQ(space.candidates.front().plan.compressed()->scatter,
+              density < spmm_rules::kCompressedScatterDensity);
     EXPECT_GE(splits.size(), 3u);
     EXPECT_GE(chunks.size(), 2u);
-    EXPECT_EQ(formats.size(), density < 0.2 ? 1u : 3u);
+    EXPECT_EQ(formats.size(), density < spmm_rules::kCompressedScatterDensity ? 1u : 3u);
     EXPECT_GE(stages.size(), 2u);
     EXPECT_EQ(layouts.size(), 2u);
   }

@@ -122,7 +122,7 @@ inline constexpr std::int64_t kCompressedChunk = 128;           // columns of A 
 inline constexpr std::int32_t kCompressedStages = 2;            // chunks in shared memory at once
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice: bytes a bitmap sub-tile
 inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
-inline constexpr double kCompressedScatterDensity = 0.2;        // the scatter layout at most this dense
+inline constexpr double kCompressedScatterDensity = 0.25;       // the scatter layout at most this dense
 inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block (one strip each)
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
