@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 
 #include "gpu_skip.hpp"
 #include "sparsecc/common/dtype.hpp"
@@ -103,27 +105,38 @@ void build_and_run(const std::vector<SpmmCase>& cases) {
   }
 }
 
+// The shape classes both layouts run: `splits`, a half-full matrix, bias and ReLU at N = 64, run-time N,
+// and fixed N of 1..32, each case passed through `layout` (the records case as it is, or scatter_case).
+std::vector<SpmmCase> shape_class_cases(const CsrMatrix& edges, const CsrMatrix& half_full,
+                                        std::initializer_list<std::int32_t> splits,
+                                        const std::function<SpmmCase(SpmmCase)>& layout) {
+  std::vector<SpmmCase> cases;
+  for (const DType t : {DType::f16, DType::bf16}) {
+    const std::string d(dtype_name(t));
+    for (const std::int32_t s : splits)
+      cases.push_back(layout(compressed_case(fmt::format("edges/{}/splits{}", d, s), edges, 24, t, 7, s)));
+    cases.push_back(layout(compressed_case("half-full/" + d, half_full, 8, t, 7, 2, SpmmNMode::fixed, true)));
+    cases.push_back(
+        layout(compressed_case("edges/" + d + "/bias-relu", edges, 64, t, 7, 0, SpmmNMode::fixed, true)));
+    cases.push_back(layout(compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0,
+                                           SpmmNMode::runtime, true, {1, 7, 16, 64, 100})));
+  }
+  for (const std::int64_t n : {1, 5, 8, 32})
+    cases.push_back(layout(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0)));
+  return cases;
+}
+
 }  // namespace
 
 TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
   SPARSECC_GPU_OR_SKIP();
-  std::vector<SpmmCase> cases;
   const CsrMatrix edges = shaped(1000, 1500, 0.1, 3);  // M, K multiples of no tile
-  const CsrMatrix half_full = shaped(77, 70, 0.5, 5);
-  for (const DType t : {DType::f16, DType::bf16}) {
-    const std::string d(dtype_name(t));
+  std::vector<SpmmCase> cases =
+      shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 2, 3, 8}, [](SpmmCase c) { return c; });
+  for (const DType t : {DType::f16, DType::bf16})
     for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
-      cases.push_back(
-          compressed_case(fmt::format("edges/{}/formats{}", d, formats), edges, 16, t, formats, 0));
-    for (const std::int32_t splits : {1, 2, 3, 8})
-      cases.push_back(compressed_case(fmt::format("edges/{}/splits{}", d, splits), edges, 24, t, 7, splits));
-    cases.push_back(compressed_case("half-full/" + d, half_full, 8, t, 7, 2, SpmmNMode::fixed, true));
-    cases.push_back(compressed_case("edges/" + d + "/bias-relu", edges, 64, t, 7, 0, SpmmNMode::fixed, true));
-    cases.push_back(compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0, SpmmNMode::runtime, true,
-                                    {1, 7, 16, 64, 100}));
-  }
-  for (const std::int64_t n : {1, 5, 8, 32})
-    cases.push_back(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0));
+      cases.push_back(compressed_case(fmt::format("edges/{}/formats{}", dtype_name(t), formats), edges, 16, t,
+                                      formats, 0));
   // Block shapes, pipeline depths and chunk widths beside the rules' own.
   for (const auto& [w, st, stages, chunk] : test::kCompressedBlockShapes) {
     SpmmCase c = compressed_case(fmt::format("edges/f16/w{}s{}/stages{}/chunk{}", w, st, stages, chunk),
@@ -139,25 +152,9 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
 
 TEST(SpmmCompressedGpu, ScatterLayoutEveryShapeClass) {
   SPARSECC_GPU_OR_SKIP();
-  std::vector<SpmmCase> cases;
   const CsrMatrix edges = shaped(1000, 1500, 0.1, 3);  // M, K multiples of no tile
-  const CsrMatrix half_full = shaped(77, 70, 0.5, 5);
-  for (const DType t : {DType::f16, DType::bf16}) {
-    const std::string d(dtype_name(t));
-    for (const std::int32_t splits : {1, 3, 8})
-      cases.push_back(scatter_case(
-          compressed_case(fmt::format("edges/{}/splits{}", d, splits), edges, 24, t, 7, splits)));
-    cases.push_back(
-        scatter_case(compressed_case("half-full/" + d, half_full, 8, t, 7, 2, SpmmNMode::fixed, true)));
-    cases.push_back(scatter_case(
-        compressed_case("edges/" + d + "/bias-relu", edges, 64, t, 7, 0, SpmmNMode::fixed, true)));
-    cases.push_back(scatter_case(compressed_case("edges/" + d + "/runtime-n", edges, 16, t, 7, 0,
-                                                 SpmmNMode::runtime, true, {1, 7, 16, 64, 100})));
-  }
-  for (const std::int64_t n : {1, 5, 8, 32})
-    cases.push_back(
-        scatter_case(compressed_case(fmt::format("edges/f16/n{}", n), edges, n, DType::f16, 7, 0)));
-  // Block shapes (a tile of at most 32768 values) and chunks.
+  std::vector<SpmmCase> cases = shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 3, 8}, scatter_case);
+  // Block shapes (a tile of at most kScatterSlots values) and chunks.
   for (const auto& [w, st, chunk] :
        {std::array{4, 1, 64}, {4, 1, 256}, {2, 4, 128}, {8, 2, 64}, {8, 1, 128}}) {
     SpmmCase c = scatter_case(

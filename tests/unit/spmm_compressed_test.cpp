@@ -62,11 +62,9 @@ SpmmOptions compressed(std::uint32_t formats = 7, std::int32_t splits = 0, std::
 // The scatter layout.
 SpmmOptions scattered(std::int32_t splits = 0, std::int32_t chunk_k = 0, std::int32_t warps = 0,
                       std::int32_t strips = 0) {
-  SpmmOptions o;
-  o.value_mode = SpmmValueMode::compressed;
+  SpmmOptions o = compressed(7, splits, chunk_k);
+  o.compressed.formats.reset();
   o.compressed.scatter = true;
-  o.compressed.splits = splits;
-  o.compressed.chunk_k = chunk_k;
   o.compressed.warps = warps;
   o.compressed.strips_per_warp = strips;
   return o;
@@ -101,41 +99,46 @@ void expect_correct(const CsrMatrix& a, const SpmmProblem& pr, const SpmmOptions
 
 }  // namespace
 
+// Every shape class: M and K multiples of no tile, one row, two columns, half-full and sparse.
+struct ShapeClass {
+  std::int64_t m, k;
+  double density;
+};
+constexpr ShapeClass kShapeClasses[] = {{61, 75, 0.3},     {200, 333, 0.1}, {16, 64, 0.5},
+                                        {130, 1000, 0.05}, {1, 1, 1.0},     {37, 2, 0.9}};
+
+// Calls fn(a, dtype, label) for every shape class in f16 and bf16.
+template <class Fn>
+void for_every_shape_class(Fn&& fn) {
+  for (const ShapeClass& s : kShapeClasses)
+    for (const DType dtype : {DType::f16, DType::bf16}) {
+      const CsrMatrix a = shaped(s.m, s.k, s.density, static_cast<std::uint64_t>(s.m * 7 + s.k));
+      fn(a, dtype, fmt::format("{}x{} {}", s.m, s.k, dtype));
+    }
+}
+
 TEST(SpmmCompressed, InterpreterMatchesTheReferenceForEveryShapeClass) {
-  struct Shape {
-    std::int64_t m, k;
-    double density;
-  };
-  for (const Shape s : {Shape{61, 75, 0.3}, Shape{200, 333, 0.1}, Shape{16, 64, 0.5}, Shape{130, 1000, 0.05},
-                        Shape{1, 1, 1.0}, Shape{37, 2, 0.9}})
-    for (const DType dtype : {DType::f16, DType::bf16})
-      for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
-        for (const std::int32_t splits : {1, 3}) {
-          SCOPED_TRACE(fmt::format("{}x{} {} formats {} splits {}", s.m, s.k, dtype, formats, splits));
-          const CsrMatrix a = shaped(s.m, s.k, s.density, static_cast<std::uint64_t>(s.m * 7 + s.k));
-          const bool epilogue = formats == 7;
-          expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
-                         compressed(formats, splits, 64), 16);
-        }
+  for_every_shape_class([](const CsrMatrix& a, DType dtype, const std::string& label) {
+    for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
+      for (const std::int32_t splits : {1, 3}) {
+        SCOPED_TRACE(fmt::format("{} formats {} splits {}", label, formats, splits));
+        const bool epilogue = formats == 7;
+        expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
+                       compressed(formats, splits, 64), 16);
+      }
+  });
 }
 
 TEST(SpmmCompressed, ScatterInterpreterMatchesTheReferenceForEveryShapeClass) {
-  struct Shape {
-    std::int64_t m, k;
-    double density;
-  };
-  for (const Shape s : {Shape{61, 75, 0.3}, Shape{200, 333, 0.1}, Shape{16, 64, 0.5}, Shape{130, 1000, 0.05},
-                        Shape{1, 1, 1.0}, Shape{37, 2, 0.9}})
-    for (const DType dtype : {DType::f16, DType::bf16})
-      for (const auto& [splits, chunk, warps, strips] :
-           {std::array{1, 64, 4, 1}, {3, 128, 4, 1}, {2, 64, 2, 4}, {1, 128, 8, 2}}) {
-        SCOPED_TRACE(
-            fmt::format("{}x{} {} splits {} chunk {} {}x{}", s.m, s.k, dtype, splits, chunk, warps, strips));
-        const CsrMatrix a = shaped(s.m, s.k, s.density, static_cast<std::uint64_t>(s.m * 7 + s.k));
-        const bool epilogue = splits == 3;
-        expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
-                       scattered(splits, chunk, warps, strips), 16);
-      }
+  for_every_shape_class([](const CsrMatrix& a, DType dtype, const std::string& label) {
+    for (const auto& [splits, chunk, warps, strips] :
+         {std::array{1, 64, 4, 1}, {3, 128, 4, 1}, {2, 64, 2, 4}, {1, 128, 8, 2}}) {
+      SCOPED_TRACE(fmt::format("{} splits {} chunk {} {}x{}", label, splits, chunk, warps, strips));
+      const bool epilogue = splits == 3;
+      expect_correct(a, {a.rows, a.cols, 16, SpmmNMode::fixed, epilogue, epilogue, dtype},
+                     scattered(splits, chunk, warps, strips), 16);
+    }
+  });
   const CsrMatrix a = shaped(150, 700, 0.1, 5);
   for (const std::int64_t n : {1, 5, 24, 100})
     for (const SpmmNMode mode : {SpmmNMode::fixed, SpmmNMode::runtime})

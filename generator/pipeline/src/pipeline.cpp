@@ -225,8 +225,9 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
   const StepCost* emit = find_step(steps, "emit");
   const std::string layout =
       plan.compressed()
-          ? fmt::format("{} row blocks of {} rows x {} split(s), compressed records",
-                        plan.layout.block_rows(), plan.layout.rows_per_block, plan.compressed()->splits)
+          ? fmt::format("{} row blocks of {} rows x {} split(s), compressed {}", plan.layout.block_rows(),
+                        plan.layout.rows_per_block, plan.compressed()->splits,
+                        plan.compressed()->scatter ? "scatter layout" : "records")
           : fmt::format("{} block rows x {} rows ({}), n_tile {}, {} group(s), {} values{}",
                         plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split),
                         plan.layout.n_tile, plan.layout.groups, to_string(plan.value_mode()),
