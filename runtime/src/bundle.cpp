@@ -281,7 +281,11 @@ CompressedShape compressed_shape(const BundleMetadata& md, const std::string& na
   s.strips = need("strips", 1, 64);
   s.chunk_k = need("chunk_k", kRecordCols, 256 * kRecordCols);
   s.stage_bytes = need("stage_bytes", 0, kMaxDynamicShared);
-  s.scatter = need("scatter", 0, 1) == 1;
+  // Bundles written before the scatter layout existed state no layout: records.
+  const auto scatter = summary_int(md, "scatter", name);
+  if (scatter && (*scatter < 0 || *scatter > 1))
+    fail_key(name, "plan_summary.scatter", "must be 0 (records) or 1 (the scatter layout)");
+  s.scatter = scatter.value_or(0) == 1;
   return s;
 }
 
@@ -744,8 +748,11 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
       const auto it = md.plan_summary.find(key);
       return it != md.plan_summary.end() && it->is_number_integer() ? word(it->get<std::int64_t>()) : 0;
     };
-    for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes", "scatter"})
+    for (const char* key : {"row_blocks", "chunks", "splits", "strips", "chunk_k", "stage_bytes"})
       fields.push_back({std::string("plan_summary.") + key, get(key)});
+    // The layout binds only where it is the scatter one, so records bundles keep the contract they
+    // were stamped with before the layout existed.
+    if (get("scatter")) fields.push_back({"plan_summary.scatter", get("scatter")});
   }
   if (md.conv) {
     // The geometry is compiled into the code: the runtime sizes X and Y from it.

@@ -484,4 +484,25 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b.metadata.values_mode = "compressed";
   b.metadata.dtype = "f32";
   refused(b, "");
+  // The layout: a bundle from before it existed (no plan_summary.scatter) is a records one; a scatter
+  // bundle's stream is walked as entries, and its layout is bound to its kernel both ways.
+  b = good;
+  b.metadata.plan_summary.erase("scatter");
+  EXPECT_NO_THROW(rt::validate_bundle(b, "old.sccb"));
+  b.metadata.plan_summary["scatter"] = 2;
+  refused(b, "plan_summary.scatter");
+  b = good;
+  b.metadata.plan_summary["scatter"] = 1;
+  refused(b, "");
+  req.options = scattered(2, 128);
+  const pipeline::SpmmArtifact sc = pipeline::compile_spmm(a, req, default_gpu_target());
+  ASSERT_TRUE(sc.bundle);
+  EXPECT_EQ(sc.bundle->metadata.plan_summary["scatter"], 1);
+  EXPECT_NO_THROW(rt::validate_bundle(*sc.bundle, "scatter.sccb"));
+  b = *sc.bundle;
+  b.metadata.plan_summary["scatter"] = 0;
+  refused(b, "");
+  b = *sc.bundle;
+  b.fragments.back() = (b.fragments.back() & 0xffff0000u) | 0xffffu;  // a place past the tile
+  refused(b, "scatter stream");
 }
