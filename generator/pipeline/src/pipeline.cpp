@@ -202,9 +202,10 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
                 "compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {}; {} layout{})",
                 art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns,
                 art.plan.compressed()->scatter ? "scatter" : "records",
-                request.options.compressed.scatter ? " as asked"
-                                                   : fmt::format(": {} at most {:.0f} % dense", "scatter",
-                                                                 100 * spmm_rules::kCompressedScatterDensity))
+                request.options.compressed.scatter
+                    ? " as asked"
+                    : fmt::format(", the scatter layout for layers at most {:.0f} % dense",
+                                  100 * spmm_rules::kCompressedScatterDensity))
           : family + " (the automatic rule)";
   return art;
 }
