@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Forged bundles through the CLI: metadata edited after the code was generated, with the checksum
-# recomputed (sparsecc_forge_bundle). `sparsecc verify` (with and without --cpu) exits 2 naming the
+# recomputed (sparsecc_forge_bundle), among them compressed bundles whose layout flag is flipped.
+# `sparsecc verify` (with and without --cpu) exits 2 naming the
 # file and the key that contradicts the code or the plan; the honest bundle still verifies.
 #   forged_bundle_test.sh PATH/TO/sparsecc PATH/TO/sparsecc_forge_bundle
 set -uo pipefail
@@ -56,6 +57,20 @@ forged hw /hines/workspace_bytes 8 h
 expect 2 "hw.sccb: " -- verify "$tmp/hw.sccb" --cpu
 forged hg /hines/launches/0/grid 1000 h
 expect 2 "hg.sccb: hines.launches \(digest\) is [0-9]+ in the bundle but [0-9]+ in the code's sparsecc_contract" -- verify "$tmp/hg.sccb" --cpu
+
+# Compressed bundles in both layouts: the layout flag flipped or out of range. Each stream is walked as
+# the layout the metadata states, so a flip is refused where the stream stops making sense.
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "24 70 60";
+             for (i = 0; i < 60; i++) printf "%d %d %.2f\n", i % 24 + 1, (i * 7) % 70 + 1, (i % 9) / 4 - 1 }' >"$tmp/half.mtx"
+expect 0 "scatter layout" -- compile "$tmp/half.mtx" --n 8 --dtype f16 --values compressed --compressed-layout scatter -o "$tmp/sc.sccb"
+expect 0 "ok$" -- verify "$tmp/sc.sccb" --cpu
+expect 0 "records" -- compile "$tmp/half.mtx" --n 8 --dtype f16 --values compressed --compressed-layout records -o "$tmp/rc.sccb"
+forged s0 /plan_summary/scatter 0 sc
+expect 2 "s0.sccb: section fragments \(byte [0-9]+\): .*compressed stream" -- verify "$tmp/s0.sccb" --cpu
+forged s2 /plan_summary/scatter 2 sc
+expect 2 "s2.sccb: metadata key 'plan_summary.scatter'" -- verify "$tmp/s2.sccb" --cpu
+forged r1 /plan_summary/scatter 1 rc
+expect 2 "r1.sccb: section fragments \(byte [0-9]+\): .*scatter stream: .*entry at byte [0-9]+" -- verify "$tmp/r1.sccb" --cpu
 
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]
