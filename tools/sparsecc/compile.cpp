@@ -139,7 +139,7 @@ int run_compile_conv(const CompileArgs& args) {
     return kExitCheckFailed;
   }
   if (art.bundle && !art.bundle->metadata.conv) art.bundle->metadata.conv = g;
-  write_bundle(args.output, *art.bundle);
+  pipeline::write_bundle_file(args.output, *art.bundle, progress_printer());
   if (args.json) {
     nlohmann::json j = art.report.json(art);
     j["conv"] = rt::to_json(g);
@@ -243,7 +243,7 @@ int run_compile(const CompileArgs& args) {
   art.report.chosen_by = chosen_by;
   if (args.plan_json) fmt::print("{}\n", to_json(art.plan).dump());
   if (!art.report.emit_note.empty()) fmt::print(stderr, "sparsecc: {}\n", art.report.emit_note);
-  write_bundle(args.output, *art.bundle);
+  pipeline::write_bundle_file(args.output, *art.bundle, progress_printer());
   if (args.json) fmt::print("{}\n", art.report.json(art).dump());
 
   const SpmmPlan& plan = art.plan;

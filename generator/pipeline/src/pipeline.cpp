@@ -12,6 +12,7 @@
 
 #include "sparsecc/bundle/hines_bundle.hpp"
 #include "sparsecc/bundle/spmm_bundle.hpp"
+#include "sparsecc/bundle/write_bundle.hpp"
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/compile/compile_kernel.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
@@ -78,6 +79,26 @@ std::string duration_words(double s) {
 }  // namespace
 
 double estimate_spmm_plan(const CsrMatrix& a) { return 2e-8 * static_cast<double>(a.nnz()); }
+
+// Seconds a byte of the bundle steps on the build machine, one core
+// (docs/performance/2026-11-28-compressed-scatter.md, "Compile time of a 50 M-nonzero layer").
+double estimate_bundle_pack(std::int64_t bytes) { return 2.3e-9 * static_cast<double>(bytes); }
+double estimate_bundle_write(std::int64_t bytes) { return 4.5e-9 * static_cast<double>(bytes); }
+
+std::int64_t bundle_section_bytes(const rt::Bundle& b) {
+  const auto size = [](const auto& v) { return static_cast<std::int64_t>(v.size() * sizeof(v[0])); };
+  return size(b.cubin) + static_cast<std::int64_t>(b.ptx.size()) + size(b.values) + size(b.bias) +
+         size(b.reference) + size(b.tables) + size(b.permutation) + size(b.fragments) +
+         static_cast<std::int64_t>(b.plan.size()) + size(b.objects);
+}
+
+void write_bundle_file(const std::string& path, const rt::Bundle& bundle, const ProgressSink& progress) {
+  std::vector<StepCost> steps;
+  run_step("write", estimate_bundle_write(bundle_section_bytes(bundle)), progress, steps, [&] {
+    write_bundle(path, bundle);
+    return true;
+  });
+}
 
 namespace {
 
@@ -171,11 +192,17 @@ SpmmArtifact compile_spmm_plan(SpmmPlan plan, const CsrMatrix& a, const SpmmRequ
       run_step(language == KernelLanguage::ptx ? "assemble (nvJitLink)" : "compile (NVRTC)", estimate.compile,
                request.progress, steps, [&] { return compile_kernel(art.kernel, name, options); });
   art.usage = resource_usage(art.compiled);
-  if (request.bundle)
-    art.bundle = run_step("bundle", -1, request.progress, steps, [&] {
+  if (request.bundle) {
+    // The sections: the code, the values or the stream, and the CSR reference (8 bytes a nonzero).
+    const std::int64_t bytes =
+        static_cast<std::int64_t>(art.compiled.cubin.size() + art.compiled.ptx.size() +
+                                  4 * (art.kernel.packed_values.size() + art.kernel.fragment_words.size())) +
+        8 * a.nnz();
+    art.bundle = run_step("bundle", estimate_bundle_pack(bytes), request.progress, steps, [&] {
       return make_spmm_bundle(plan, a, target, art.compiled.cubin, art.compiled.ptx, art.kernel.packed_values,
                               art.kernel.fragment_words, request.bias);
     });
+  }
   art.plan = std::move(plan);
   art.report.rows = a.rows;
   art.report.cols = a.cols;

@@ -97,6 +97,15 @@ CompileEstimate estimate_spmm_compile(const SpmmPlan& plan, KernelLanguage langu
 // Estimated seconds of planning A (linear in its nonzeros: the inspection, and the census of
 // compressed plans).
 double estimate_spmm_plan(const CsrMatrix& a);
+// Estimated seconds of packing a bundle of `bytes` (the bundle step: its sections copied and
+// checked) and of writing one (write_bundle_file: serialized, checksummed, written, renamed).
+double estimate_bundle_pack(std::int64_t bytes);
+double estimate_bundle_write(std::int64_t bytes);
+// The bytes a bundle's sections hold.
+std::int64_t bundle_section_bytes(const rt::Bundle& bundle);
+// write_bundle (sparsecc/bundle/write_bundle.hpp) as a step: with a sink, progress lines where the
+// estimate passes a second.
+void write_bundle_file(const std::string& path, const rt::Bundle& bundle, const ProgressSink& progress);
 
 // plan_spmm -> check_plan -> emit -> compile -> (bundle) for `a` on `target`. Throws UsageError for
 // options the planner refuses or a refused long compile, std::runtime_error when the planner's plan
