@@ -104,7 +104,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   // The census (records) or the nonzeros a segment (scatter), then the chunk: the largest whose stages
   // fit.
   const SpmmPieceCensus census = b.scatter ? SpmmPieceCensus{} : spmm_piece_census(a, b);
-  const std::int64_t strips = std::int64_t{b.warps} * b.strips_per_warp;
+  const std::int64_t strips = std::int64_t{b.warps} * b.strips_per_warp, rows = spmm_compressed_rows(b);
   const std::int64_t k64 = std::max<std::int64_t>(rt::kRecordCols, round_up(problem.k, rt::kRecordCols));
   std::vector<std::int64_t> candidates;
   if (o.chunk_k) {
@@ -118,10 +118,10 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
   if (b.scatter) {
     // The block's tile holds rows x chunk_k values in 16-bit places (one more for the pad slot).
-    std::erase_if(candidates, [&](std::int64_t c) { return 16 * strips * c > rt::kScatterSlots; });
+    std::erase_if(candidates, [&](std::int64_t c) { return rows * c > rt::kScatterSlots; });
     if (candidates.empty())
       throw UsageError(fmt::format("plan_spmm: a scatter block of {} rows takes chunks of at most {} columns",
-                                   16 * strips, rt::kScatterSlots / (16 * strips)));
+                                   rows, rt::kScatterSlots / rows));
   }
   if (o.stages && (o.stages < 2 || o.stages > kSpmmCompressedMaxStages))
     throw UsageError(fmt::format("plan_spmm: {} stages: expected 2..{}", o.stages, kSpmmCompressedMaxStages));
@@ -140,7 +140,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   for (const bool two_blocks : {true, false}) {
     const std::int64_t limit = two_blocks ? shared_limit : block_limit;
     for (const std::int64_t c : candidates) {
-      seg = b.scatter ? spmm_scatter_segment_bytes(a, 16 * strips, c) : spmm_segment_bytes(census, strips, c);
+      seg = b.scatter ? spmm_scatter_segment_bytes(a, rows, c) : spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
       b.splits = o.splits ? o.splits : static_cast<std::int32_t>(wanted);
@@ -156,7 +156,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
     throw UsageError(fmt::format(
         "plan_spmm: the densest chunk of this matrix needs {} bytes of shared memory with {} rows a block "
         "and {} stages, more than the {} a block of {} takes; take fewer warps or strips (--warps, --strips)",
-        spmm_compressed_shared_bytes(b), 16 * strips, b.stages, target.shared_per_block_optin, target.arch));
+        spmm_compressed_shared_bytes(b), rows, b.stages, target.shared_per_block_optin, target.arch));
 
   // Splits: enough blocks for the SMs.
   const std::int64_t chunks = ceil_div(problem.k, b.chunk_k);
@@ -191,7 +191,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   // Layout, epilogue, hints.
   SpmmLayout& l = p.layout;
   l.row_split = SpmmRowSplit::equal;
-  l.rows_per_block = static_cast<std::int32_t>(16 * strips);
+  l.rows_per_block = static_cast<std::int32_t>(rows);
   l.panel_rows = l.rows_per_block;
   l.n_tile = 32 * b.warps;
   l.groups = 1;

@@ -36,6 +36,12 @@ struct PieceShape {
 };
 
 int subtile_of(int r, int c) { return 4 * (c / 16) + 2 * ((c % 16) / 8) + r / 8; }
+
+// The place of element (r, c) of a 16 x 16 step in the step's mma.sync A operands: 8 lane + 2 register
+// + half, for lane (r % 8, c % 8 / 2), register 2 (c / 8) + r / 8 and half c % 2.
+int step_place(std::int64_t r, std::int64_t c) {
+  return static_cast<int>(((r % 8) * 4 + (c % 8) / 2) * 8 + (2 * (c / 8) + r / 8) * 2 + c % 2);
+}
 int subtile_bit(int r, int c) { return 8 * (r % 8) + c % 8; }
 
 PieceShape shape_of(const PieceEntry* e, std::size_t count) {
@@ -168,9 +174,7 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
       for (std::size_t i = 0; i < count; ++i) {
         const std::size_t at = start[e[i].c / 16]++;
         put16(seg, v + 2 * at, value(i));
-        const int r = e[i].r, cc = e[i].c % 16;  // its place in the step's operands: lane, register, half
-        seg[p + at] = static_cast<unsigned char>(((r % 8) * 4 + (cc % 8) / 2) * 8 +
-                                                 (2 * (cc / 8) + r / 8) * 2 + cc % 2);
+        seg[p + at] = static_cast<unsigned char>(step_place(e[i].r, e[i].c % 16));
       }
       break;
     }
@@ -179,9 +183,8 @@ void write_record(std::vector<unsigned char>& seg, SpmmRecordFormat format, int 
       const std::size_t v = seg.size();
       seg.resize(v + 2 * kRows * kCols, 0);
       for (std::size_t i = 0; i < count; ++i) {
-        const int r = e[i].r, c = e[i].c, q = c / 16, cc = c % 16;
-        const int lane = (r % 8) * 4 + (cc % 8) / 2, reg = 2 * (cc / 8) + r / 8;
-        put16(seg, v + 2 * static_cast<std::size_t>((q * 32 + lane) * 8 + 2 * reg + cc % 2), value(i));
+        const int q = e[i].c / 16;
+        put16(seg, v + 2 * static_cast<std::size_t>(q * 256 + step_place(e[i].r, e[i].c % 16)), value(i));
       }
       break;
     }
@@ -268,10 +271,9 @@ void write_scatter_segments(const rt::CompressedShape& shape, const CsrMatrix& a
     for (std::int64_t r = rb * rows; r < std::min(a.rows, (rb + 1) * rows); ++r) {
       const std::int64_t local = r - rb * rows, strip = local / 16, rr = local % 16;
       for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
-        const std::int64_t col = a.col_idx[i], kk = col % shape.chunk_k, q = kk / 16, cc = kk % 16;
-        const std::int64_t lane = (rr % 8) * 4 + (cc % 8) / 2, reg = 2 * (cc / 8) + rr / 8;
+        const std::int64_t col = a.col_idx[i], kk = col % shape.chunk_k;
         const auto place =
-            static_cast<std::uint32_t>(((strip * steps + q) * 32 + lane) * 8 + 2 * reg + cc % 2);
+            static_cast<std::uint32_t>((strip * steps + kk / 16) * 256 + step_place(rr, kk % 16));
         seg[static_cast<std::size_t>(col / shape.chunk_k)].push_back(
             std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16 | place);
       }

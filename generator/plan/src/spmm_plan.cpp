@@ -345,8 +345,7 @@ std::int64_t spmm_compressed_pitch(std::int64_t n_tile) {
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
   const std::int64_t stages =
       std::int64_t{b.stages} * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
-  const std::int64_t partial =
-      b.splits > 1 ? std::int64_t{16} * b.warps * b.strips_per_warp * b.n_tile * 4 : 0;
+  const std::int64_t partial = b.splits > 1 ? spmm_compressed_rows(b) * b.n_tile * 4 : 0;
   const std::int64_t operands =
       b.scatter ? 2 * spmm_compressed_rows(b) * b.chunk_k + 16 : kSpmmCompressedScratchBytes * b.warps;
   return std::max(stages, partial) + operands;
@@ -447,7 +446,7 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
     err(fmt::format("a scatter tile of {} rows x chunk_k {} passes {} slots", spmm_compressed_rows(b),
                     b.chunk_k, rt::kScatterSlots));
   if (!errors.empty()) return;
-  const std::int64_t rows = std::int64_t{16} * b.warps * b.strips_per_warp;
+  const std::int64_t rows = spmm_compressed_rows(b);
   const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);
   if (p.layout.rows_per_block != rows || p.layout.panel_rows != rows || p.layout.groups != 1 ||
       p.layout.n_tile != 32 * b.warps || p.layout.block_x != 32 * b.warps)
