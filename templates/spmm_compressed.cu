@@ -21,7 +21,7 @@
 //   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
-//   SCATTER       1: the scatter layout (segments are flat lists of value << 16 | place entries)
+//   SCATTER       1: the scatter layout (segments are warp lists of value << 16 | place entries)
 // Each chunk of the block's split: B's rows of the chunk (N_TILE columns, zero past K and n) and the
 // row block's segment of the stream go to shared memory with cp.async, STAGES - 1 chunks ahead of the
 // one the block works on (one block barrier a chunk); then every
@@ -30,9 +30,11 @@
 // sub-tile by popc; positions: the warp scatters the nonzeros into a zeroed 16 x 64 operand in shared
 // memory, two 2 KiB buffers a warp used in turn, so that one warp barrier a record orders them), B's
 // operands come from ldmatrix.trans, and mma.sync accumulates in fp32. The scatter layout instead has
-// the whole block scatter the chunk's entries into its zeroed operand tile (ROWS x CHUNK_K, mma order,
-// a pad slot past its end), one block barrier, then each warp reads its strips' operands (one 16-byte
-// load a lane a step) and zeroes them again for the next chunk, whose first barrier orders that.
+// each warp scatter its list of the chunk's entries into its strips' part of the block's zeroed operand
+// tile (ROWS x CHUNK_K, mma order, a pad slot past its end), then, step by step, load B's operands once
+// for all its strips and read each strip's A operands (one 16-byte load a lane), then zero the places it
+// wrote; warp barriers order the three, the next chunk's block barrier orders the zeros before its
+// scatter.
 // ABI: grid (ceil(n / N_TILE), ROW_BLOCKS * SPLITS), block (32 * WARPS), dynamic shared memory from
 // the plan; B (K x n) and C (M x n) row-major 16-bit; `stream` is the fragments argument.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
@@ -154,6 +156,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
   const unsigned char* data = reinterpret_cast<const unsigned char*>(stream + DATA_WORD);
 #if SPCC_SCATTER
   constexpr int STEPS = CK / 16;
+  constexpr int LIST_HEADER = (W + 3) / 4;                     // 16-byte units of a segment's list ends
   uint4* tile = reinterpret_cast<uint4*>(smem + NS * STAGE);  // ROWS x CK values, then the pad slot
   for (int i = threadIdx.x; i < ROWS * CK / 8 + 1; i += 32 * W) tile[i] = make_uint4(0, 0, 0, 0);
 #else
@@ -178,28 +181,34 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 
   if (/*@PROGRAMMATIC*/ true /*@end*/) spcc_wait_for_predecessor();
 
-  // One 16 x 16 step: B's operands for rows krow (this lane's row of the step) of the staged chunk at
-  // `btile`, N_TILE columns, multiplied by the A operands `a` into `acc`.
-  const auto mma_step = [&](float(&acc_s)[NT / 8][4], const spcc_u32(&a)[4], spcc_u32 btile, int krow) {
+  // B's operands of one 16 x 16 step: rows krow (this lane's row of the step) of the staged chunk at
+  // `btile`, N_TILE columns, as the mma's two registers for each 8 columns.
+  const auto load_b = [&](spcc_u32(&b)[NT / 8][2], spcc_u32 btile, int krow) {
     if (NT == 8) {
-      spcc_u32 b[4];
-      spcc_ldmatrix_x2_trans(b, btile + krow * PITCH);
-      spcc_mma(acc_s[0], a, b[0], b[1]);
+      spcc_u32 r[4];
+      spcc_ldmatrix_x2_trans(r, btile + krow * PITCH);
+      b[0][0] = r[0], b[0][1] = r[1];
     } else {
 #pragma unroll
       for (int p = 0; p < NT / 16; ++p) {
-        spcc_u32 b[4];
-        spcc_ldmatrix_x4_trans(b, btile + krow * PITCH + 16 * piece_at(krow, 2 * p + (lane >> 4)));
-        spcc_mma(acc_s[2 * p], a, b[0], b[1]);
-        spcc_mma(acc_s[2 * p + 1], a, b[2], b[3]);
+        spcc_u32 r[4];
+        spcc_ldmatrix_x4_trans(r, btile + krow * PITCH + 16 * piece_at(krow, 2 * p + (lane >> 4)));
+        b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
       }
       if (NT % 16) {
-        spcc_u32 b[4];
-        spcc_ldmatrix_x2_trans(b, btile + krow * PITCH + 32 * (NT / 16));
-        spcc_mma(acc_s[NT / 8 - 1], a, b[0], b[1]);
+        spcc_u32 r[4];
+        spcc_ldmatrix_x2_trans(r, btile + krow * PITCH + 32 * (NT / 16));
+        b[NT / 8 - 1][0] = r[0], b[NT / 8 - 1][1] = r[1];
       }
     }
   };
+  // One 16 x 16 step of a strip: the A operands `a` times B's operands `b`, into `acc_s`.
+  const auto mma_step = [&](float(&acc_s)[NT / 8][4], const spcc_u32(&a)[4], const spcc_u32(&b)[NT / 8][2]) {
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j) spcc_mma(acc_s[j], a, b[j][0], b[j][1]);
+  };
+  // This lane's row of step q of a chunk (the ldmatrix row address it supplies).
+  const auto krow_of = [&](int q) { return 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1); };
 
   // Stage chunk c (B's rows and the segment) into buffer `buf`.
   const auto stage = [&](int c, int buf) {
@@ -241,29 +250,46 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
     spcc_commit();
 #if SPCC_SCATTER
     if (segments[c + 1] != segments[c]) {
+      // This warp's list of the chunk: quads [from, to) of the staged segment, after its list ends.
       const uint4* e = reinterpret_cast<const uint4*>(smem + buf * STAGE + B_BYTES);
+      const spcc_u32* ends = reinterpret_cast<const spcc_u32*>(e);
+      const int from = warp == 0 ? LIST_HEADER : static_cast<int>(ends[warp - 1]);
+      const int to = static_cast<int>(ends[warp]);
       spcc_u16* slots = reinterpret_cast<spcc_u16*>(tile);
-      const int quads = static_cast<int>(segments[c + 1] - segments[c]);
+      if (from != to) {  // an empty list leaves the warp's strips zero for this chunk
 #pragma unroll 2
-      for (int i = threadIdx.x; i < quads; i += 32 * W) {
-        const uint4 v = e[i];
-        slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
-        slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
-        slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
-        slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
-      }
-      __syncthreads();
-      const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
-#pragma unroll
-      for (int s = 0; s < S; ++s)
+        for (int i = from + lane; i < to; i += 32) {
+          const uint4 v = e[i];
+          slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
+          slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
+          slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
+          slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
+        }
+        __syncwarp();
+        const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
+        // Step by step, B's operands once for the warp's strips.
 #pragma unroll
         for (int q = 0; q < STEPS; ++q) {
-          uint4* own = tile + ((warp * S + s) * STEPS + q) * 32 + lane;
-          const uint4 w = *own;
-          *own = make_uint4(0, 0, 0, 0);
-          const spcc_u32 a[4] = {w.x, w.y, w.z, w.w};
-          mma_step(acc[s], a, btile, 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1));
+          spcc_u32 b[NT / 8][2];
+          load_b(b, btile, krow_of(q));
+#pragma unroll
+          for (int s = 0; s < S; ++s) {
+            const uint4 w = tile[((warp * S + s) * STEPS + q) * 32 + lane];
+            const spcc_u32 a[4] = {w.x, w.y, w.z, w.w};
+            mma_step(acc[s], a, b);
+          }
         }
+        __syncwarp();
+        // Zero the places this warp wrote (the next chunk's block barrier orders them before its scatter).
+#pragma unroll 2
+        for (int i = from + lane; i < to; i += 32) {
+          const uint4 v = e[i];
+          slots[v.x & 0xffffu] = 0;
+          slots[v.y & 0xffffu] = 0;
+          slots[v.z & 0xffffu] = 0;
+          slots[v.w & 0xffffu] = 0;
+        }
+      }
     }
 #else
     if (segments[c + 1] != segments[c]) {
@@ -338,7 +364,11 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
           }
           // B's operands: rows 64 kt + 16 q .. + 16 of the staged chunk, N_TILE columns.
 #pragma unroll
-          for (int q = 0; q < 4; ++q) mma_step(acc[s], a[q], btile, 64 * kt + 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1));
+          for (int q = 0; q < 4; ++q) {
+            spcc_u32 b[NT / 8][2];
+            load_b(b, btile, krow_of(4 * kt + q));
+            mma_step(acc[s], a[q], b);
+          }
         }
       }
     }

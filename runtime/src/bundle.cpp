@@ -281,11 +281,19 @@ CompressedShape compressed_shape(const BundleMetadata& md, const std::string& na
   s.strips = need("strips", 1, 64);
   s.chunk_k = need("chunk_k", kRecordCols, 256 * kRecordCols);
   s.stage_bytes = need("stage_bytes", 0, kMaxDynamicShared);
-  // Bundles written before the scatter layout existed state no layout: records.
+  // Bundles written before the scatter layout existed state no layout: records. 1: the scatter layout
+  // with one list a segment (bundles written before the warp lists), 2: a list a warp.
   const auto scatter = summary_int(md, "scatter", name);
-  if (scatter && (*scatter < 0 || *scatter > 1))
-    fail_key(name, "plan_summary.scatter", "must be 0 (records) or 1 (the scatter layout)");
-  s.scatter = scatter.value_or(0) == 1;
+  if (scatter && (*scatter < 0 || *scatter > 2))
+    fail_key(name, "plan_summary.scatter",
+             "must be 0 (records), 1 (the scatter layout, one list a segment) or 2 (a list a warp)");
+  s.scatter = scatter.value_or(0) >= 1;
+  if (scatter.value_or(0) == 2) {
+    s.warp_lists = need("warps", 1, 32);
+    if (s.strips % s.warp_lists)
+      fail_key(name, "plan_summary.warps",
+               "must divide plan_summary.strips (" + std::to_string(s.strips) + ")");
+  }
   return s;
 }
 

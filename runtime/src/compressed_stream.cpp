@@ -200,27 +200,53 @@ void walk_scatter_stream(std::span<const std::uint32_t> words, const CompressedS
   };
   if (!s.scatter) fail("a stream of records is not a scatter stream");
   check_tables(words, s, fail);
+  if (s.warp_lists < 0 || (s.warp_lists && s.strips % s.warp_lists))
+    fail("warp_lists " + std::to_string(s.warp_lists) + " does not divide " + std::to_string(s.strips) +
+         " strips");
   const std::int64_t table = s.split_words(), steps = s.chunk_k / 16, pad = s.rows() * s.chunk_k;
+  // Slots of one warp's strips (warp lists), else of the whole tile.
+  const std::int64_t warp_slots = s.warp_lists ? pad / s.warp_lists : pad;
+  const std::int64_t header = s.list_header_bytes() / 4;
   for (std::int64_t r = 0; r < s.row_blocks; ++r)
     for (std::int64_t c = 0; c < s.chunks; ++c) {
       const std::int64_t w = table + r * s.chunks + c;
       const std::int64_t begin = s.data_word() + 4 * std::int64_t{words[static_cast<std::size_t>(w)]};
       const std::int64_t end = s.data_word() + 4 * std::int64_t{words[static_cast<std::size_t>(w + 1)]};
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::uint32_t e = words[static_cast<std::size_t>(i)];
-        const std::int64_t place = e & 0xffffu;
-        if (place == pad) continue;
-        // place = ((strip * steps + q) * 32 + lane) * 8 + 2 f + h: lane (g, t), register f, half h ->
-        // row g + 8 (f & 1), column 2 t + 8 (f >> 1) + h of step q.
-        const std::int64_t lane = place / 8 % 32, f = place / 2 % 4, h = place % 2, q = place / 256 % steps;
-        const std::int64_t strip = place / 256 / steps;
-        const std::int64_t row = r * s.rows() + 16 * strip + lane / 4 + 8 * (f & 1);
-        const std::int64_t col = c * s.chunk_k + 16 * q + 2 * (lane % 4) + 8 * (f >> 1) + h;
-        if (place > pad || row >= m || col >= k)
-          fail("segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) +
-               "), entry at byte " + std::to_string(4 * i) + ": place " + std::to_string(place) +
-               " lies outside the tile or A");
-        if (fn) fn({r, c, row, col, static_cast<std::uint16_t>(e >> 16)});
+      const std::string segment =
+          "segment (row block " + std::to_string(r) + ", chunk " + std::to_string(c) + ")";
+      // The lists: [from, to) words of warp `list` (one list when the segment has none).
+      std::int64_t from = begin, list = 0;
+      const auto list_end = [&](std::int64_t l) {
+        if (!s.warp_lists) return end;
+        const std::int64_t e = begin + 4 * std::int64_t{words[static_cast<std::size_t>(begin + l)]};
+        if (e < from || e > end || (l + 1 == s.warp_lists && e != end))
+          fail(segment + ", list end " + std::to_string(l) + " at byte " + std::to_string(4 * (begin + l)) +
+               " lies outside the segment or before the list before it");
+        return e;
+      };
+      if (s.warp_lists && begin != end) {
+        if (end - begin < header)
+          fail(segment + " at byte " + std::to_string(4 * begin) + " is shorter than its list header");
+        from = begin + header;
+      }
+      for (; begin != end && list < std::max<std::int64_t>(s.warp_lists, 1); ++list) {
+        const std::int64_t to = list_end(list);
+        for (std::int64_t i = from; i < to; ++i) {
+          const std::uint32_t e = words[static_cast<std::size_t>(i)];
+          const std::int64_t place = e & 0xffffu;
+          if (place == pad) continue;
+          // place = ((strip * steps + q) * 32 + lane) * 8 + 2 f + h: lane (g, t), register f, half h ->
+          // row g + 8 (f & 1), column 2 t + 8 (f >> 1) + h of step q.
+          const std::int64_t lane = place / 8 % 32, f = place / 2 % 4, h = place % 2, q = place / 256 % steps;
+          const std::int64_t strip = place / 256 / steps;
+          const std::int64_t row = r * s.rows() + 16 * strip + lane / 4 + 8 * (f & 1);
+          const std::int64_t col = c * s.chunk_k + 16 * q + 2 * (lane % 4) + 8 * (f >> 1) + h;
+          if (place > pad || place / warp_slots != list || row >= m || col >= k)
+            fail(segment + ", entry at byte " + std::to_string(4 * i) + ": place " + std::to_string(place) +
+                 " lies outside " + (s.warp_lists ? "its warp's strips" : "the tile") + " or A");
+          if (fn) fn({r, c, row, col, static_cast<std::uint16_t>(e >> 16)});
+        }
+        from = to;
       }
     }
 }

@@ -67,8 +67,8 @@ expect 0 "ok$" -- verify "$tmp/sc.sccb" --cpu
 expect 0 "records" -- compile "$tmp/half.mtx" --n 8 --dtype f16 --values compressed --compressed-layout records -o "$tmp/rc.sccb"
 forged s0 /plan_summary/scatter 0 sc
 expect 2 "s0.sccb: section fragments \(byte [0-9]+\): .*compressed stream" -- verify "$tmp/s0.sccb" --cpu
-forged s2 /plan_summary/scatter 2 sc
-expect 2 "s2.sccb: metadata key 'plan_summary.scatter'" -- verify "$tmp/s2.sccb" --cpu
+forged s3 /plan_summary/scatter 3 sc
+expect 2 "s3.sccb: metadata key 'plan_summary.scatter'" -- verify "$tmp/s3.sccb" --cpu
 forged r1 /plan_summary/scatter 1 rc
 expect 2 "r1.sccb: section fragments \(byte [0-9]+\): .*scatter stream: .*entry at byte [0-9]+" -- verify "$tmp/r1.sccb" --cpu
 

@@ -162,7 +162,10 @@ TEST(SpmmCompressed, ScatterStreamsHoldEveryNonzeroOnceAndTheWalkRefusesBadPlace
   });
   EXPECT_EQ(static_cast<std::int64_t>(seen.size()), a.nnz());
   EXPECT_THROW(rt::walk_compressed_stream(good, shape, a.cols, "records?"), std::invalid_argument);
-  const std::size_t data = static_cast<std::size_t>(shape.data_word());
+  // The first segment's first list (warp 0's) starts after the list ends.
+  const std::size_t data = static_cast<std::size_t>(shape.data_word() + shape.list_header_bytes() / 4);
+  ASSERT_EQ(shape.warp_lists, 4);
+  ASSERT_GT(good[static_cast<std::size_t>(shape.data_word())], 1u);  // warp 0's list is not empty
   const auto refused = [&](std::uint32_t place) {
     std::vector<std::uint32_t> bad = good;
     bad[data] = (bad[data] & 0xffff0000u) | place;
@@ -176,11 +179,79 @@ TEST(SpmmCompressed, ScatterStreamsHoldEveryNonzeroOnceAndTheWalkRefusesBadPlace
   };
   refused(64 * 128 + 1);  // past the pad slot
   refused(0xffffu);
+  refused(16 * 128 + 5);  // inside the tile, in warp 1's strip: not warp 0's to write
+  // The list ends: out of order, past the segment, the last short of the segment's end.
+  const auto list_refused = [&](std::size_t end, std::uint32_t value) {
+    std::vector<std::uint32_t> bad = good;
+    bad[static_cast<std::size_t>(shape.data_word()) + end] = value;
+    try {
+      rt::walk_scatter_stream(bad, shape, a.rows, a.cols, "lists.sccb");
+      ADD_FAILURE() << "list end " << end << " = " << value << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("list end"), std::string::npos) << e.what();
+    }
+  };
+  const std::uint32_t end0 = good[static_cast<std::size_t>(shape.data_word())];
+  list_refused(1, end0 - 1);  // warp 1's list ends before warp 0's
+  list_refused(0, 0);         // warp 0's list ends inside the header
+  list_refused(3, good[static_cast<std::size_t>(shape.data_word()) + 3] + 4);
   // Row block 1 holds rows 64..99: a place in its strip 3 is row 112 > M (the stream's last row block).
   std::vector<std::uint32_t> tail = good;
   const std::size_t last = tail.size() - 1;
   tail[last] = (tail[last] & 0xffff0000u) | (3 * 8 * 256 + 7);
   EXPECT_THROW(rt::walk_scatter_stream(tail, shape, a.rows, a.cols, "tail"), std::invalid_argument);
+}
+
+// A warp's scatter loop: lane l takes quads l, l + 32, ... of its list and stores a quad's entries x, y,
+// z, w in turn; a store takes one shared-memory wavefront a distinct word in its busiest bank. The
+// stream deals each list so that a store's entries spread over the banks; the same lists in another
+// order (shuffled) take twice the wavefronts.
+TEST(SpmmCompressed, ScatterListsAreDealtToDistinctBanks) {
+  const CsrMatrix a = test::random_csr(512, 4096, 0.1, 21);
+  const SpmmPlan plan =
+      plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, scattered(1, 128, 4, 1));
+  const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  ASSERT_EQ(shape.warp_lists, 4);
+  const std::vector<std::uint32_t> stream = spmm_compressed_stream(plan, a);
+  std::int64_t stores = 0;
+  const auto wavefronts = [&](const std::vector<std::uint32_t>& e) {
+    std::int64_t total = 0;
+    const std::size_t quads = e.size() / 4;
+    for (std::size_t j = 0; j < quads; j += 32)
+      for (std::size_t c = 0; c < 4; ++c) {
+        std::array<std::set<std::uint32_t>, 32> words;
+        for (std::size_t q = j; q < std::min(quads, j + 32); ++q)
+          words[((e[4 * q + c] & 0xffffu) >> 1) & 31u].insert((e[4 * q + c] & 0xffffu) >> 1);
+        std::size_t most = 0;
+        for (const auto& b : words) most = std::max(most, b.size());
+        total += static_cast<std::int64_t>(most);
+      }
+    return total;
+  };
+  std::int64_t dealt = 0, shuffled = 0;
+  SplitMix64 rng(3);
+  const std::size_t table = static_cast<std::size_t>(shape.split_words());
+  const auto data = static_cast<std::ptrdiff_t>(shape.data_word());
+  const auto header = static_cast<std::ptrdiff_t>(shape.list_header_bytes() / 4);
+  for (std::int64_t s = 0; s < shape.row_blocks * shape.chunks; ++s) {
+    // Offsets count 16-byte units, four entries each: the segment, then its list ends.
+    const auto begin = data + 4 * static_cast<std::ptrdiff_t>(stream[table + static_cast<std::size_t>(s)]);
+    std::ptrdiff_t from = begin + header;
+    for (std::int64_t w = 0; w < shape.warp_lists; ++w) {
+      const auto to = begin + 4 * static_cast<std::ptrdiff_t>(stream[static_cast<std::size_t>(begin + w)]);
+      std::vector<std::uint32_t> e(stream.begin() + from, stream.begin() + to);
+      stores += static_cast<std::int64_t>((e.size() / 4 + 31) / 32 * 4);
+      dealt += wavefronts(e);
+      for (std::size_t i = e.size(); i > 1; --i) std::swap(e[i - 1], e[rng.next() % i]);
+      shuffled += wavefronts(e);
+      from = to;
+    }
+  }
+  ASSERT_GT(stores, 2000);
+  const double per_dealt = static_cast<double>(dealt) / static_cast<double>(stores);
+  const double per_shuffled = static_cast<double>(shuffled) / static_cast<double>(stores);
+  EXPECT_LT(per_dealt, 1.7) << "shuffled: " << per_shuffled;
+  EXPECT_GT(per_shuffled, 2.5) << "dealt: " << per_dealt;
 }
 
 TEST(SpmmCompressed, FixedAndRuntimeNOfEveryWidth) {
@@ -489,19 +560,31 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b = good;
   b.metadata.plan_summary.erase("scatter");
   EXPECT_NO_THROW(rt::validate_bundle(b, "old.sccb"));
-  b.metadata.plan_summary["scatter"] = 2;
+  b.metadata.plan_summary["scatter"] = 3;
   refused(b, "plan_summary.scatter");
   b = good;
   b.metadata.plan_summary["scatter"] = 1;
   refused(b, "");
+  b = good;
+  b.metadata.plan_summary["scatter"] = 2;
+  refused(b, "");
   req.options = scattered(2, 128);
   const pipeline::SpmmArtifact sc = pipeline::compile_spmm(a, req, default_gpu_target());
   ASSERT_TRUE(sc.bundle);
-  EXPECT_EQ(sc.bundle->metadata.plan_summary["scatter"], 1);
+  EXPECT_EQ(sc.bundle->metadata.plan_summary["scatter"], 2);  // a list a warp
   EXPECT_NO_THROW(rt::validate_bundle(*sc.bundle, "scatter.sccb"));
   b = *sc.bundle;
   b.metadata.plan_summary["scatter"] = 0;
   refused(b, "");
+  b = *sc.bundle;
+  b.metadata.plan_summary["scatter"] = 1;  // one list a segment: not this kernel's
+  refused(b, "");
+  b = *sc.bundle;
+  b.metadata.plan_summary.erase("warps");
+  refused(b, "plan_summary.warps");
+  b = *sc.bundle;
+  b.metadata.plan_summary["warps"] = 3;
+  refused(b, "plan_summary.warps");
   b = *sc.bundle;
   b.fragments.back() = (b.fragments.back() & 0xffff0000u) | 0xffffu;  // a place past the tile
   refused(b, "scatter stream");

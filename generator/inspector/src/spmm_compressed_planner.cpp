@@ -140,7 +140,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   for (const bool two_blocks : {true, false}) {
     const std::int64_t limit = two_blocks ? shared_limit : block_limit;
     for (const std::int64_t c : candidates) {
-      seg = b.scatter ? spmm_scatter_segment_bytes(a, rows, c) : spmm_segment_bytes(census, strips, c);
+      seg =
+          b.scatter ? spmm_scatter_segment_bytes(a, rows, c, b.warps) : spmm_segment_bytes(census, strips, c);
       b.chunk_k = static_cast<std::int32_t>(c);
       b.stage_bytes = std::max<std::int64_t>(16, *std::max_element(seg.begin(), seg.end()));
       b.splits = o.splits ? o.splits : static_cast<std::int32_t>(wanted);

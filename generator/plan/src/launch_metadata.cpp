@@ -62,7 +62,7 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
                        {"strips", shape.strips},
                        {"chunk_k", shape.chunk_k},
                        {"stage_bytes", shape.stage_bytes},
-                       {"scatter", shape.scatter ? 1 : 0},
+                       {"scatter", shape.scatter ? (shape.warp_lists ? 2 : 1) : 0},
                        {"warps", c->warps},
                        {"stages", c->stages},
                        {"rows_per_row_block", plan.layout.rows_per_block},

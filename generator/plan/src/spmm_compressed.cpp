@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -243,52 +244,118 @@ rt::CompressedShape spmm_compressed_shape(const SpmmPlan& plan) {
   s.splits = body->splits;
   s.stage_bytes = body->stage_bytes;
   s.scatter = body->scatter;
+  s.warp_lists = body->scatter ? body->warps : 0;
   return s;
 }
 
 std::vector<std::int64_t> spmm_scatter_segment_bytes(const CsrMatrix& a, std::int64_t rows,
-                                                     std::int64_t chunk_k) {
+                                                     std::int64_t chunk_k, std::int64_t warps) {
   const std::int64_t row_blocks = ceil_div(a.rows, rows), chunks = ceil_div(a.cols, chunk_k);
-  std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
+  const std::int64_t lists = static_cast<std::int64_t>(row_blocks * chunks * warps);
+  std::vector<std::int64_t> entries(static_cast<std::size_t>(lists), 0);
   for (std::int64_t r = 0; r < a.rows; ++r)
     for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i)
-      bytes[static_cast<std::size_t>(r / rows * chunks + a.col_idx[i] / chunk_k)] += 4;
-  for (std::int64_t& b : bytes) b = round_up(b, 16);
+      ++entries[static_cast<std::size_t>((r / rows * chunks + a.col_idx[i] / chunk_k) * warps +
+                                         r % rows * warps / rows)];
+  std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
+  const std::int64_t header = round_up(4 * warps, 16);
+  for (std::size_t s = 0; s < bytes.size(); ++s) {
+    for (std::int64_t w = 0; w < warps; ++w)
+      bytes[s] +=
+          round_up(4 * entries[s * static_cast<std::size_t>(warps) + static_cast<std::size_t>(w)], 16);
+    if (bytes[s]) bytes[s] += header;
+  }
   return bytes;
 }
 
 namespace {
 
-// The scatter layout's stream: every row block's nonzeros, chunk by chunk, as (value, place) entries.
+// Deals a warp list's entries (a multiple of four) to the stores of the kernel's scatter loop so that
+// each warp store's entries fall in as few shared-memory wavefronts as the list's banks allow. The loop:
+// lane l takes quads l, l + 32, ...; of a quad, entries x, y, z, w in turn. An entry's bank is its
+// 32-bit word of the tile modulo 32 (the tile starts on a 16-byte boundary, which shifts every bank
+// alike), and a store takes one wavefront a distinct word in its busiest bank. Each store, in issue
+// order, takes one entry from each of the banks with the most entries left (again round the banks
+// where the store has more lanes than banks have entries left).
+class BankOrder {
+ public:
+  void operator()(std::vector<std::uint32_t>& v) {
+    const std::size_t quads = v.size() / 4;
+    for (auto& b : banks_) b.clear();
+    for (const std::uint32_t e : v) banks_[((e & 0xffffu) >> 1) & 31u].push_back(e);
+    std::array<int, 32> order;
+    for (int i = 0; i < 32; ++i) order[static_cast<std::size_t>(i)] = i;
+    const auto left = [&](int b) { return banks_[static_cast<std::size_t>(b)].size(); };
+    dealt_.clear();
+    for (std::size_t j = 0; j < quads; j += 32)
+      for (std::size_t c = 0; c < 4; ++c) {
+        std::size_t lanes = std::min<std::size_t>(32, quads - j);
+        while (lanes) {
+          std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return left(x) > left(y); });
+          for (const int b : order) {
+            if (!lanes || left(b) == 0) break;
+            dealt_.push_back(banks_[static_cast<std::size_t>(b)].back());
+            banks_[static_cast<std::size_t>(b)].pop_back();
+            --lanes;
+          }
+        }
+      }
+    std::size_t next = 0;
+    for (std::size_t j = 0; j < quads; j += 32)
+      for (std::size_t c = 0; c < 4; ++c)
+        for (std::size_t q = j; q < std::min(quads, j + 32); ++q) v[4 * q + c] = dealt_[next++];
+  }
+
+ private:
+  std::array<std::vector<std::uint32_t>, 32> banks_;  // reused from list to list
+  std::vector<std::uint32_t> dealt_;
+};
+
+// The scatter layout's stream: every row block's nonzeros, chunk by chunk, as (value, place) entries in
+// one list a warp (shape.warp_lists), each ordered for the banks.
 void write_scatter_segments(const rt::CompressedShape& shape, const CsrMatrix& a,
                             const std::vector<std::uint16_t>& bits, std::vector<std::uint32_t>& words) {
   const std::size_t table = static_cast<std::size_t>(shape.split_words());
-  const std::int64_t rows = shape.rows(), steps = shape.chunk_k / 16;
+  const std::int64_t rows = shape.rows(), steps = shape.chunk_k / 16, lists = shape.warp_lists;
   const std::uint32_t pad = static_cast<std::uint32_t>(rows * shape.chunk_k);
-  std::vector<std::vector<std::uint32_t>> seg(static_cast<std::size_t>(shape.chunks));
+  // Lists of chunk c: seg[c * lists + warp].
+  std::vector<std::vector<std::uint32_t>> seg(static_cast<std::size_t>(shape.chunks * lists));
+  const auto header = static_cast<std::size_t>(shape.list_header_bytes() / 4);
+  BankOrder order_for_banks;
   for (std::int64_t rb = 0; rb < shape.row_blocks; ++rb) {
     for (auto& v : seg) v.clear();
     for (std::int64_t r = rb * rows; r < std::min(a.rows, (rb + 1) * rows); ++r) {
-      const std::int64_t local = r - rb * rows, strip = local / 16, rr = local % 16;
+      const std::int64_t local = r - rb * rows, strip = local / 16, rr = local % 16,
+                         warp = local * lists / rows;
       for (std::int64_t i = a.row_ptr[r]; i < a.row_ptr[r + 1]; ++i) {
         const std::int64_t col = a.col_idx[i], kk = col % shape.chunk_k;
         const auto place =
             static_cast<std::uint32_t>((strip * steps + kk / 16) * 256 + step_place(rr, kk % 16));
-        seg[static_cast<std::size_t>(col / shape.chunk_k)].push_back(
+        seg[static_cast<std::size_t>(col / shape.chunk_k * lists + warp)].push_back(
             std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16 | place);
       }
     }
     for (std::int64_t c = 0; c < shape.chunks; ++c) {
-      auto& v = seg[static_cast<std::size_t>(c)];
+      const std::size_t start = words.size();
       words[table + static_cast<std::size_t>(rb * shape.chunks + c)] =
-          static_cast<std::uint32_t>((words.size() - static_cast<std::size_t>(shape.data_word())) / 4);
-      while (v.size() % 4) v.push_back(pad);
-      if (static_cast<std::int64_t>(4 * v.size()) > shape.stage_bytes)
+          static_cast<std::uint32_t>((start - static_cast<std::size_t>(shape.data_word())) / 4);
+      bool empty = true;
+      for (std::int64_t w = 0; w < lists; ++w)
+        empty = empty && seg[static_cast<std::size_t>(c * lists + w)].empty();
+      if (empty) continue;
+      words.resize(start + header, 0);
+      for (std::int64_t w = 0; w < lists; ++w) {
+        auto& v = seg[static_cast<std::size_t>(c * lists + w)];
+        while (v.size() % 4) v.push_back(pad);
+        order_for_banks(v);
+        words.insert(words.end(), v.begin(), v.end());
+        words[start + static_cast<std::size_t>(w)] = static_cast<std::uint32_t>((words.size() - start) / 4);
+      }
+      if (static_cast<std::int64_t>(4 * (words.size() - start)) > shape.stage_bytes)
         throw UsageError(
             fmt::format("spmm_compressed_stream: segment (row block {}, chunk {}) holds {} bytes, "
                         "the plan stages {}",
-                        rb, c, 4 * v.size(), shape.stage_bytes));
-      words.insert(words.end(), v.begin(), v.end());
+                        rb, c, 4 * (words.size() - start), shape.stage_bytes));
     }
   }
   const std::size_t data = (words.size() - static_cast<std::size_t>(shape.data_word())) / 4;

@@ -31,12 +31,17 @@
 //   dense (2)      bytes 4-7 zero; then 4 steps x 32 lanes x 8 values: lane L's operand a0..a7 of
 //                  mma.sync m16n8k16 (row-major A) for that step.
 //
-// The scatter layout (shape.scatter): a segment is instead a flat list of u32 entries, value << 16 |
-// place, in any order, padded to 16 bytes with entries of place rows x chunk_k (the block's pad slot,
+// The scatter layout (shape.scatter): a segment is instead lists of u32 entries, value << 16 | place,
+// each in any order and padded to 16 bytes with entries of place rows x chunk_k (the block's pad slot,
 // value 0): place is the nonzero's slot in the block's dense operand tile, strip after strip, each
 // strip's chunk_k / 16 steps in order, each step 32 lanes x 8 values in mma order (place = ((strip *
-// steps + q) * 32 + L) * 8 + 2 f + h, as in a dense record). The whole block scatters a segment into
-// its zeroed tile, so rows x chunk_k is at most kScatterSlots.
+// steps + q) * 32 + L) * 8 + 2 f + h, as in a dense record); rows x chunk_k is at most kScatterSlots.
+// With shape.warp_lists = W (the block's warps), a non-empty segment starts with W u32 list ends
+// (16-byte units from the segment's start, non-decreasing, the last the segment's end; padded to 16
+// bytes), and list w (from the header's end or end[w - 1] to end[w]) holds the nonzeros of warp w's
+// strips (strips w * strips / W .. + strips / W) only: each warp scatters its own list into its part of
+// the tile, reads it back and zeroes the places it wrote. With warp_lists = 0 (bundles written before
+// the lists) a segment is one list that the whole block scatters.
 // Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand register it feeds:
 // rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) .. + 8. Values are 16-bit (the executor's dtype).
 // The record ends at its last byte rounded up to 8.
@@ -64,12 +69,14 @@ enum class RecordFormat : std::uint8_t { bitmap = 0, positions = 1, dense = 2 };
 struct CompressedShape {
   std::int64_t row_blocks = 0, chunks = 0, splits = 1, strips = 1, chunk_k = kRecordCols;
   std::int64_t stage_bytes = 0;  // the largest segment
-  bool scatter = false;          // segments are flat entry lists (the scatter layout)
+  bool scatter = false;          // segments are entry lists (the scatter layout)
+  std::int64_t warp_lists = 0;   // scatter: lists a segment (one a warp), 0: one list for the block
   std::int64_t rows() const { return 16 * strips; }
   std::int64_t split_words() const { return row_blocks * (splits + 1); }
   std::int64_t segment_table_words() const { return row_blocks * chunks + 1; }
   std::int64_t data_word() const { return (split_words() + segment_table_words() + 3) / 4 * 4; }
   std::int64_t header_bytes() const { return (4 * strips + 15) / 16 * 16; }
+  std::int64_t list_header_bytes() const { return (4 * warp_lists + 15) / 16 * 16; }
 };
 
 // The bytes of a record at `p` (its header read), from its start to the next record.
@@ -105,9 +112,10 @@ struct ScatterEntry {
 };
 
 // Checks a scatter stream (shape.scatter) as walk_compressed_stream checks a record stream: the tables,
-// then every segment (a multiple of 16 bytes, at most stage_bytes) and every entry (its place inside
-// the tile or the pad slot, its column inside A's `k`, its row inside A's `m`); calls `fn` for every
-// entry but the padding, in stream order.
+// then every segment (a multiple of 16 bytes, at most stage_bytes; with warp lists, its list ends in
+// order and inside it) and every entry (its place inside the tile or the pad slot, inside its warp's
+// strips where the segment has warp lists, its column inside A's `k`, its row inside A's `m`); calls
+// `fn` for every entry but the padding, in stream order.
 void walk_scatter_stream(std::span<const std::uint32_t> words, const CompressedShape& shape, std::int64_t m,
                          std::int64_t k, const std::string& name,
                          const std::function<void(const ScatterEntry&)>& fn = {});

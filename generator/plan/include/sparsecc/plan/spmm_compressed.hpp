@@ -29,10 +29,11 @@ struct SpmmPieceCensus {
 };
 SpmmPieceCensus spmm_piece_census(const CsrMatrix& a, const SpmmCompressedBody& body);
 
-// The bytes of segment (r, c) of the scatter layout for row blocks of `rows` rows and chunks of
-// `chunk_k` columns (4 bytes a nonzero, padded to 16), row-major.
+// The bytes of segment (r, c) of the scatter layout for row blocks of `rows` rows split among `warps`
+// warp lists and chunks of `chunk_k` columns (4 bytes a nonzero, each list padded to 16, the list
+// header where the segment is not empty), row-major.
 std::vector<std::int64_t> spmm_scatter_segment_bytes(const CsrMatrix& a, std::int64_t rows,
-                                                     std::int64_t chunk_k);
+                                                     std::int64_t chunk_k, std::int64_t warps);
 
 // The stream's shape for `plan` (a compressed plan).
 rt::CompressedShape spmm_compressed_shape(const SpmmPlan& plan);
