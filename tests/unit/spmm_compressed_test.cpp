@@ -450,6 +450,31 @@ TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
                UsageError);
 }
 
+// The scatter block: the tallest of kCompressedScatterShapes whose row blocks (8 splits) give the
+// default target's SMs kCompressedScatterBlocksPerSm blocks each, with its chunk; what the options
+// name wins.
+TEST(SpmmCompressed, ScatterBlocksAreTheTallestThatFillTheSms) {
+  const auto shape = [](std::int64_t m, const SpmmOptions& o) {
+    const CsrMatrix a = test::random_csr(m, 1024, 0.01, 9);
+    const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o);
+    const SpmmCompressedBody& b = *p.compressed();
+    EXPECT_TRUE(b.scatter);
+    return std::array<std::int32_t, 3>{b.warps, b.strips_per_warp, b.chunk_k};
+  };
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::compressed;
+  ASSERT_EQ(default_gpu_target().sm_count, 132);
+  // 256-row blocks from 42 row blocks (42 x 8 = 336 >= 2.5 x 132 = 330), 128-row ones from 42 row blocks.
+  EXPECT_EQ(shape(28672, o), (std::array<std::int32_t, 3>{4, 4, 64}));
+  EXPECT_EQ(shape(42 * 256, o), (std::array<std::int32_t, 3>{4, 4, 64}));
+  EXPECT_EQ(shape(41 * 256, o), (std::array<std::int32_t, 3>{4, 2, 64}));
+  EXPECT_EQ(shape(8192, o), (std::array<std::int32_t, 3>{4, 2, 64}));
+  EXPECT_EQ(shape(41 * 128, o), (std::array<std::int32_t, 3>{4, 1, 128}));
+  EXPECT_EQ(shape(4096, o), (std::array<std::int32_t, 3>{4, 1, 128}));
+  EXPECT_EQ(shape(28672, scattered(0, 0, 4, 1)), (std::array<std::int32_t, 3>{4, 1, 128}));
+  EXPECT_EQ(shape(28672, scattered(0, 128, 0, 0)), (std::array<std::int32_t, 3>{4, 4, 128}));
+}
+
 TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
   const CsrMatrix a = shaped(200, 600, 0.1, 23);
   for (const std::int32_t splits : {1, 4})

@@ -78,6 +78,19 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   b.scatter = o.scatter.value_or(static_cast<double>(a.nnz()) <= kCompressedScatterDensity *
                                                                      static_cast<double>(problem.m) *
                                                                      static_cast<double>(problem.k));
+  std::int64_t scatter_chunk = kCompressedChunk;
+  if (b.scatter && !b.warps && !b.strips_per_warp) {
+    // The tallest block that still gives the SMs enough blocks: taller blocks share each step's
+    // operands of B among more strips, but hold the SMs with fewer blocks.
+    for (const CompressedScatterShape& sh : kCompressedScatterShapes) {
+      b.warps = sh.warps;
+      b.strips_per_warp = sh.strips;
+      scatter_chunk = sh.chunk_k;
+      if (static_cast<double>(blocks_of(16 * sh.warps * sh.strips)) >=
+          kCompressedScatterBlocksPerSm * static_cast<double>(target.sm_count))
+        break;
+    }
+  }
   if (b.scatter) {
     b.warps = b.warps ? b.warps : kCompressedScatterWarps;
     b.strips_per_warp = b.strips_per_warp ? b.strips_per_warp : 1;
@@ -113,8 +126,10 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
           fmt::format("plan_spmm: chunk_k {}: expected a multiple of 64 up to 16384", o.chunk_k));
     candidates = {o.chunk_k};
   } else {
-    for (const std::int64_t c : {kCompressedChunk, std::int64_t{rt::kRecordCols}})
-      if (c <= k64 || c == rt::kRecordCols) candidates.push_back(std::min(c, k64));
+    for (const std::int64_t c : {b.scatter ? scatter_chunk : kCompressedChunk, std::int64_t{rt::kRecordCols}})
+      if ((c <= k64 || c == rt::kRecordCols) &&
+          std::find(candidates.begin(), candidates.end(), std::min(c, k64)) == candidates.end())
+        candidates.push_back(std::min(c, k64));
   }
   if (b.scatter) {
     // The block's tile holds rows x chunk_k values in 16-bit places (one more for the pad slot).
@@ -183,7 +198,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
 
   // What the stream will hold.
-  const rt::CompressedShape shape{row_blocks, chunks, b.splits, strips, b.chunk_k, b.stage_bytes, b.scatter};
+  const rt::CompressedShape shape{row_blocks, chunks,        b.splits,  strips,
+                                  b.chunk_k,  b.stage_bytes, b.scatter, b.scatter ? b.warps : 0};
   std::int64_t data = 0;
   for (const std::int64_t s : seg) data += s;
   b.stream_words = shape.data_word() + data / 4;

@@ -123,12 +123,20 @@ inline constexpr std::int32_t kCompressedStages = 2;            // chunks in sha
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice: bytes a bitmap sub-tile
 inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
 inline constexpr double kCompressedScatterDensity = 0.25;       // the scatter layout at most this dense
-inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block (one strip each)
+inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block
+// Scatter blocks, tallest first, each with its chunk_k; the planner takes the first whose row blocks,
+// with 8 splits, give kCompressedScatterBlocksPerSm blocks an SM (the last one otherwise).
+struct CompressedScatterShape {
+  std::int32_t warps, strips, chunk_k;
+};
+inline constexpr CompressedScatterShape kCompressedScatterShapes[] = {{4, 4, 64}, {4, 2, 64}, {4, 1, 128}};
+inline constexpr double kCompressedScatterBlocksPerSm = 2.5;
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
 // The compressed plan: the scatter layout (unless the options say) for A at most
-// kCompressedScatterDensity dense, in blocks of kCompressedScatterWarps warps of one strip, else records;
+// kCompressedScatterDensity dense, in the first of kCompressedScatterShapes (with its chunk_k) that
+// gives kCompressedScatterBlocksPerSm blocks an SM with 8 splits, else records;
 // n_tile = N rounded up to 8 (at most 64); record blocks of 8 warps x 2 strips (256
 // rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM
 // with 8 splits; the piece census (spmm_piece_census) with the options' formats and weights;
