@@ -5,7 +5,8 @@
 // against interpret_spmm_compressed within one unit in the last place plus 2^-20 max |C| (tensor cores
 // sum in their own order). Cases: every record format alone and chosen by cost, splits 1..8 (thread-
 // block clusters), M and K not multiples of any tile, empty and dense rows, fixed N of 1..64 and run-time
-// N, bias and ReLU, f16 and bf16, an LLM-sized 4096 x 4096 layer at 90 %, and the DLMC transformer 0.9
+// N, bias and ReLU, f16 and bf16, an LLM-sized 4096 x 4096 layer at 90 % and a tall 12288 x 1536 one
+// (the automatic rule's 256-row scatter blocks, run-time N, bias and ReLU), and the DLMC transformer 0.9
 // matrices when the data folder is present; the scatter layout through the same classes (splits, block
 // shapes, chunks, N, epilogues, dtypes) and on the LLM-sized and DLMC layers. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -156,7 +157,7 @@ TEST(SpmmCompressedGpu, ScatterLayoutEveryShapeClass) {
   std::vector<SpmmCase> cases = shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 3, 8}, scatter_case);
   // Block shapes (a tile of at most kScatterSlots values) and chunks.
   for (const auto& [w, st, chunk] :
-       {std::array{4, 1, 64}, {4, 1, 256}, {2, 4, 128}, {8, 2, 64}, {8, 1, 128}}) {
+       {std::array{4, 1, 64}, {4, 1, 256}, {2, 4, 128}, {8, 2, 64}, {8, 1, 128}, {4, 4, 64}, {4, 2, 64}}) {
     SpmmCase c = scatter_case(
         compressed_case(fmt::format("edges/f16/w{}s{}/chunk{}", w, st, chunk), edges, 16, DType::f16, 7, 2));
     c.options.compressed.warps = w;
@@ -177,6 +178,12 @@ TEST(SpmmCompressedGpu, LlmSizedLayer) {
   cases.front().options.value_mode.reset();  // the automatic rule takes this layer (scatter)
   cases.front().options.compressed.scatter.reset();
   cases.push_back(scatter_case(cases.back()));  // bf16: records, then scatter
+  // A tall layer: the automatic rule takes 256-row scatter blocks (4 warps x 4 strips, chunks of 64).
+  const CsrMatrix tall = random_csr(12288, 1536, 0.1, 48);
+  cases.push_back(compressed_case("tall-12288x1536/f16", tall, 16, DType::f16, 7, 0, SpmmNMode::runtime, true,
+                                  {16, 5}));
+  cases.back().options.value_mode.reset();
+  cases.back().options.compressed.scatter.reset();
   build_and_run(cases);
 }
 
