@@ -180,8 +180,8 @@ TEST(SpmmCompressedGpu, LlmSizedLayer) {
   cases.push_back(scatter_case(cases.back()));  // bf16: records, then scatter
   // A tall layer: the automatic rule takes 256-row scatter blocks (4 warps x 4 strips, chunks of 64).
   const CsrMatrix tall = random_csr(12288, 1536, 0.1, 48);
-  cases.push_back(compressed_case("tall-12288x1536/f16", tall, 16, DType::f16, 7, 0, SpmmNMode::runtime, true,
-                                  {16, 5}));
+  cases.push_back(
+      compressed_case("tall-12288x1536/f16", tall, 16, DType::f16, 7, 0, SpmmNMode::runtime, true, {16, 5}));
   cases.back().options.value_mode.reset();
   cases.back().options.compressed.scatter.reset();
   build_and_run(cases);
