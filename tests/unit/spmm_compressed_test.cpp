@@ -429,7 +429,7 @@ TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
                          compressed()),
                UsageError);
   // The layout: scatter at most kCompressedScatterDensity dense, records above, either when asked.
-  const CsrMatrix denser = test::random_csr(512, 2048, 0.3, 1);
+  const CsrMatrix denser = test::random_csr(512, 2048, 0.45, 1);
   const auto scatter = [](const CsrMatrix& a, const SpmmOptions& o) {
     return plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o)
         .compressed()
@@ -512,8 +512,8 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"splits", "four"}}}}, "test"),
                UsageError);
 
-  // A records default (30 % dense) and a scatter default (10 %): each space holds the other layout.
-  for (const double density : {0.3, 0.1}) {
+  // A records default (45 % dense) and a scatter default (10 %): each space holds the other layout.
+  for (const double density : {0.45, 0.1}) {
     SCOPED_TRACE(density);
     const CsrMatrix a = test::random_csr(512, 2048, density, 1);
     const SpmmProblem pr{a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16};

@@ -283,23 +283,29 @@ class BankOrder {
     const std::size_t quads = v.size() / 4;
     for (auto& b : banks_) b.clear();
     for (const std::uint32_t e : v) banks_[((e & 0xffffu) >> 1) & 31u].push_back(e);
-    std::array<int, 32> order;
+    const auto more = [&](int x, int y) {
+      return banks_[static_cast<std::size_t>(x)].size() > banks_[static_cast<std::size_t>(y)].size();
+    };
+    // The banks by entries left, most first; a store takes from a prefix, which stays in order when
+    // each of its banks loses one, so one merge restores the whole order.
+    std::array<int, 32> order, merged;
     for (int i = 0; i < 32; ++i) order[static_cast<std::size_t>(i)] = i;
-    const auto left = [&](int b) { return banks_[static_cast<std::size_t>(b)].size(); };
+    std::stable_sort(order.begin(), order.end(), more);
     dealt_.clear();
     for (std::size_t j = 0; j < quads; j += 32)
-      for (std::size_t c = 0; c < 4; ++c) {
-        std::size_t lanes = std::min<std::size_t>(32, quads - j);
-        while (lanes) {
-          std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return left(x) > left(y); });
-          for (const int b : order) {
-            if (!lanes || left(b) == 0) break;
-            dealt_.push_back(banks_[static_cast<std::size_t>(b)].back());
-            banks_[static_cast<std::size_t>(b)].pop_back();
-            --lanes;
+      for (std::size_t c = 0; c < 4; ++c)
+        for (std::size_t lanes = std::min<std::size_t>(32, quads - j); lanes;) {
+          std::size_t taken = 0;
+          for (; taken < 32 && lanes && !banks_[static_cast<std::size_t>(order[taken])].empty();
+               ++taken, --lanes) {
+            auto& b = banks_[static_cast<std::size_t>(order[taken])];
+            dealt_.push_back(b.back());
+            b.pop_back();
           }
+          const auto mid = order.begin() + static_cast<std::ptrdiff_t>(taken);
+          std::merge(mid, order.end(), order.begin(), mid, merged.begin(), more);
+          order = merged;
         }
-      }
     std::size_t next = 0;
     for (std::size_t j = 0; j < quads; j += 32)
       for (std::size_t c = 0; c < 4; ++c)

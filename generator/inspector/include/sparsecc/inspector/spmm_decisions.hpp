@@ -122,7 +122,7 @@ inline constexpr std::int64_t kCompressedChunk = 128;           // columns of A 
 inline constexpr std::int32_t kCompressedStages = 2;            // chunks in shared memory at once
 inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice: bytes a bitmap sub-tile
 inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
-inline constexpr double kCompressedScatterDensity = 0.25;       // the scatter layout at most this dense
+inline constexpr double kCompressedScatterDensity = 0.35;       // the scatter layout at most this dense
 inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block
 // Scatter blocks, tallest first, each with its chunk_k; the planner takes the first whose row blocks,
 // with 8 splits, give kCompressedScatterBlocksPerSm blocks an SM (the last one otherwise).
