@@ -472,6 +472,8 @@ TEST(SpmmCompressed, ScatterBlocksAreTheTallestThatFillTheSms) {
   EXPECT_EQ(shape(41 * 128, o), (std::array<std::int32_t, 3>{4, 1, 128}));
   EXPECT_EQ(shape(4096, o), (std::array<std::int32_t, 3>{4, 1, 128}));
   EXPECT_EQ(shape(28672, scattered(0, 0, 4, 1)), (std::array<std::int32_t, 3>{4, 1, 128}));
+  EXPECT_EQ(shape(4096, scattered(0, 0, 4, 4)), (std::array<std::int32_t, 3>{4, 4, 64}));  // the rule's chunk
+  EXPECT_EQ(shape(4096, scattered(0, 0, 2, 4)), (std::array<std::int32_t, 3>{2, 4, 128}));
   EXPECT_EQ(shape(28672, scattered(0, 128, 0, 0)), (std::array<std::int32_t, 3>{4, 4, 128}));
 }
 

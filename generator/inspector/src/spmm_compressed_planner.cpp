@@ -94,6 +94,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (b.scatter) {
     b.warps = b.warps ? b.warps : kCompressedScatterWarps;
     b.strips_per_warp = b.strips_per_warp ? b.strips_per_warp : 1;
+    for (const CompressedScatterShape& sh : kCompressedScatterShapes)  // a rule's shape takes its chunk
+      if (sh.warps == b.warps && sh.strips == b.strips_per_warp) scatter_chunk = sh.chunk_k;
   }
   if (!b.warps || !b.strips_per_warp) {
     for (const auto& [w, st] : {std::pair{8, 2}, {4, 2}, {4, 1}}) {

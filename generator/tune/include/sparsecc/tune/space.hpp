@@ -50,7 +50,7 @@ struct SpmmSpaceDims {
   std::vector<std::int32_t> compressed_splits{1, 2, 4, 8};
   std::vector<std::int32_t> compressed_chunk_k{64, 128, 256};
   std::vector<std::int32_t> compressed_stages{3, 4};
-  std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {8, 2}};
+  std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {4, 4}, {8, 2}};
   std::vector<std::uint32_t> compressed_formats{0b110u, 0b101u, 0b111u};  // positions, bitmap, all (+ dense)
   std::vector<bool> compressed_layouts{false, true};                      // records, scatter
   std::int64_t cuda_max_nnz = 20000;
