@@ -281,9 +281,10 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
         "stream {:.1f} MB ({:.2f} bytes/nonzero), {} bytes of shared memory a block",
         family_note.empty() ? "compressed" : family_note, c->warps, c->strips_per_warp,
         plan.layout.rows_per_block, c->chunk_k, c->stages, c->splits, c->n_tile,
-        c->scatter ? std::string("scatter layout (each warp scatters its strips' nonzeros of a chunk into the tile)")
-                   : fmt::format("records: {} bitmap, {} positions, {} dense", c->records[0], c->records[1],
-                                 c->records[2]),
+        c->scatter
+            ? std::string("scatter layout (each warp scatters its strips' nonzeros of a chunk into the tile)")
+            : fmt::format("records: {} bitmap, {} positions, {} dense", c->records[0], c->records[1],
+                          c->records[2]),
         4e-6 * static_cast<double>(c->stream_words),
         nnz ? 4.0 * static_cast<double>(c->stream_words) / static_cast<double>(nnz) : 0.0,
         plan.layout.shared_bytes);
