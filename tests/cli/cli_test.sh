@@ -100,7 +100,7 @@ expect 2 "step lanes need a rolled plan" -- compile "$tmp/small.mtx" --n 1 --val
 # The compressed family: asked for, its own flags, the family line, verify through its interpreter.
 expect 0 "family compressed \(asked for\): blocks of 4 warps x 1 strips" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed -o "$tmp/cz.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz.sccb" --cpu
-expect 0 "records: 0 bitmap, .* positions" -- compile "$tmp/small.mtx" --n 7 --dtype bf16 --values compressed --record-formats positions,dense --splits 1 -o "$tmp/cz2.sccb"
+expect 0 "records: 0 bitmap, .* positions" -- compile "$tmp/small.mtx" --n 7 --dtype bf16 --values compressed --compressed-layout records --record-formats positions,dense --splits 1 -o "$tmp/cz2.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz2.sccb" --cpu
 expect 0 "chunks of 64 columns \(4 stages\)" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --chunk-k 64 --stages 4 -o "$tmp/cz3.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz3.sccb" --cpu
