@@ -93,8 +93,8 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
          "each record takes the cheapest), or auto")
       ->capture_default_str();
   cmd->add_option("--compressed-layout", f.compressed_layout,
-                  "Compressed plans: records (each warp decodes its strips' records) or scatter (the whole "
-                  "block scatters a flat list of nonzeros into its operand tile), or auto")
+                  "Compressed plans: records (each warp decodes its strips' records) or scatter (each warp "
+                  "scatters its own list of nonzeros into its strips' operand tile), or auto")
       ->check(CLI::IsMember({"auto", "records", "scatter"}))
       ->capture_default_str();
 }

@@ -234,8 +234,9 @@ struct SpmmCompressedBody {
   std::int32_t stages = 2;           // chunks a block has in shared memory at once (2..8): loads in flight
   std::int32_t splits = 1;           // blocks (one thread-block cluster) splitting a row block's chunks
   std::int32_t n_tile = 16;          // columns of C a block (a multiple of 8, 8..64)
-  // The scatter layout: each segment is a flat list of (value, place) entries that the whole block
-  // scatters into a dense operand tile of rows x chunk_k (formats and weights unused); else records.
+  // The scatter layout: each segment holds one list of (value, place) entries a warp, which the warp
+  // scatters into its strips of a dense operand tile of rows x chunk_k (formats and weights unused);
+  // else records.
   bool scatter = false;
   // The format of a record is the allowed one of least cost: its bytes, plus bitmap_weight bytes a
   // bitmap sub-tile it decodes, plus position_weight bytes a nonzero it scatters.
