@@ -572,12 +572,13 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b = good;
   b.metadata.block_x = 0;
   refused(b, "block_x");
-  b = good;
-  b.metadata.plan_summary["splits"] = 9;
-  refused(b, "plan_summary.splits");
-  b = good;
-  b.metadata.plan_summary["chunks"] = 1;
-  refused(b, "plan_summary.chunks");
+  // `base` with plan_summary[key] set to `value`.
+  const auto with_summary = [](rt::Bundle base, const char* key, int value) {
+    base.metadata.plan_summary[key] = value;
+    return base;
+  };
+  refused(with_summary(good, "splits", 9), "plan_summary.splits");
+  refused(with_summary(good, "chunks", 1), "plan_summary.chunks");
   b = good;
   b.metadata.values_mode = "compressed";
   b.metadata.dtype = "f32";
@@ -587,31 +588,20 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b = good;
   b.metadata.plan_summary.erase("scatter");
   EXPECT_NO_THROW(rt::validate_bundle(b, "old.sccb"));
-  b.metadata.plan_summary["scatter"] = 3;
-  refused(b, "plan_summary.scatter");
-  b = good;
-  b.metadata.plan_summary["scatter"] = 1;
-  refused(b, "");
-  b = good;
-  b.metadata.plan_summary["scatter"] = 2;
-  refused(b, "");
+  refused(with_summary(b, "scatter", 3), "plan_summary.scatter");
+  refused(with_summary(good, "scatter", 1), "");
+  refused(with_summary(good, "scatter", 2), "");
   req.options = scattered(2, 128);
   const pipeline::SpmmArtifact sc = pipeline::compile_spmm(a, req, default_gpu_target());
   ASSERT_TRUE(sc.bundle);
   EXPECT_EQ(sc.bundle->metadata.plan_summary["scatter"], 2);  // a list a warp
   EXPECT_NO_THROW(rt::validate_bundle(*sc.bundle, "scatter.sccb"));
-  b = *sc.bundle;
-  b.metadata.plan_summary["scatter"] = 0;
-  refused(b, "");
-  b = *sc.bundle;
-  b.metadata.plan_summary["scatter"] = 1;  // one list a segment: not this kernel's
-  refused(b, "");
+  refused(with_summary(*sc.bundle, "scatter", 0), "");
+  refused(with_summary(*sc.bundle, "scatter", 1), "");  // one list a segment: not this kernel's
   b = *sc.bundle;
   b.metadata.plan_summary.erase("warps");
   refused(b, "plan_summary.warps");
-  b = *sc.bundle;
-  b.metadata.plan_summary["warps"] = 3;
-  refused(b, "plan_summary.warps");
+  refused(with_summary(*sc.bundle, "warps", 3), "plan_summary.warps");
   b = *sc.bundle;
   b.fragments.back() = (b.fragments.back() & 0xffff0000u) | 0xffffu;  // a place past the tile
   refused(b, "scatter stream");

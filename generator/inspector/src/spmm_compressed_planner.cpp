@@ -85,7 +85,6 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
     for (const CompressedScatterShape& sh : kCompressedScatterShapes) {
       b.warps = sh.warps;
       b.strips_per_warp = sh.strips;
-      scatter_chunk = sh.chunk_k;
       if (static_cast<double>(blocks_of(16 * sh.warps * sh.strips)) >=
           kCompressedScatterBlocksPerSm * static_cast<double>(target.sm_count))
         break;
@@ -94,7 +93,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (b.scatter) {
     b.warps = b.warps ? b.warps : kCompressedScatterWarps;
     b.strips_per_warp = b.strips_per_warp ? b.strips_per_warp : 1;
-    for (const CompressedScatterShape& sh : kCompressedScatterShapes)  // a rule's shape takes its chunk
+    // A shape of the rule's list (chosen above or named by the options) takes the rule's chunk.
+    for (const CompressedScatterShape& sh : kCompressedScatterShapes)
       if (sh.warps == b.warps && sh.strips == b.strips_per_warp) scatter_chunk = sh.chunk_k;
   }
   if (!b.warps || !b.strips_per_warp) {

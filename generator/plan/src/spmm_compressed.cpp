@@ -258,7 +258,7 @@ std::vector<std::int64_t> spmm_scatter_segment_bytes(const CsrMatrix& a, std::in
       ++entries[static_cast<std::size_t>((r / rows * chunks + a.col_idx[i] / chunk_k) * warps +
                                          r % rows * warps / rows)];
   std::vector<std::int64_t> bytes(static_cast<std::size_t>(row_blocks * chunks), 0);
-  const std::int64_t header = round_up(4 * warps, 16);
+  const std::int64_t header = rt::CompressedShape{.warp_lists = warps}.list_header_bytes();
   for (std::size_t s = 0; s < bytes.size(); ++s) {
     for (std::int64_t w = 0; w < warps; ++w)
       bytes[s] +=
@@ -287,34 +287,30 @@ class BankOrder {
       return banks_[static_cast<std::size_t>(x)].size() > banks_[static_cast<std::size_t>(y)].size();
     };
     // The banks by entries left, most first; a store takes from a prefix, which stays in order when
-    // each of its banks loses one, so one merge restores the whole order.
+    // each of its banks loses one, so one merge restores the whole order. The banks hold copies, so
+    // the stores' entries go straight back into v.
     std::array<int, 32> order, merged;
     for (int i = 0; i < 32; ++i) order[static_cast<std::size_t>(i)] = i;
     std::stable_sort(order.begin(), order.end(), more);
-    dealt_.clear();
     for (std::size_t j = 0; j < quads; j += 32)
       for (std::size_t c = 0; c < 4; ++c)
-        for (std::size_t lanes = std::min<std::size_t>(32, quads - j); lanes;) {
+        for (std::size_t q = j; q < std::min(quads, j + 32);) {
           std::size_t taken = 0;
-          for (; taken < 32 && lanes && !banks_[static_cast<std::size_t>(order[taken])].empty();
-               ++taken, --lanes) {
+          for (; taken < 32 && q < std::min(quads, j + 32) &&
+                 !banks_[static_cast<std::size_t>(order[taken])].empty();
+               ++taken, ++q) {
             auto& b = banks_[static_cast<std::size_t>(order[taken])];
-            dealt_.push_back(b.back());
+            v[4 * q + c] = b.back();
             b.pop_back();
           }
           const auto mid = order.begin() + static_cast<std::ptrdiff_t>(taken);
           std::merge(mid, order.end(), order.begin(), mid, merged.begin(), more);
           order = merged;
         }
-    std::size_t next = 0;
-    for (std::size_t j = 0; j < quads; j += 32)
-      for (std::size_t c = 0; c < 4; ++c)
-        for (std::size_t q = j; q < std::min(quads, j + 32); ++q) v[4 * q + c] = dealt_[next++];
   }
 
  private:
   std::array<std::vector<std::uint32_t>, 32> banks_;  // reused from list to list
-  std::vector<std::uint32_t> dealt_;
 };
 
 // The scatter layout's stream: every row block's nonzeros, chunk by chunk, as (value, place) entries in
