@@ -18,7 +18,10 @@
 //   M, K          the shape of A; CHUNKS = ceil(K / CHUNK_K); ROW_BLOCKS = ceil(M / rows of a block)
 //   STAGE_BYTES   the largest segment (16-byte multiple)
 //   LD            the column count of B and C: the compiled N, or the argument n
-//   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors
+//   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors (also
+//                 where a run-time LD is a multiple of 8 and B is 16-byte aligned)
+//   COLUMN        1 when LD is a compiled 1: B's chunk is copied as one vector in 4-byte pieces, and
+//                 lanes 0..3 take its operands straight from it (the other columns are zero)
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
 //   SCATTER       1: the scatter layout (segments are warp lists of value << 16 | place entries)
@@ -40,6 +43,7 @@
 #define SPCC_BF16 /*@BF16*/0/*@end*/
 #define SPCC_SPLITS /*@SPLITS*/1/*@end*/
 #define SPCC_VEC /*@VEC*/1/*@end*/
+#define SPCC_COLUMN /*@COLUMN*/0/*@end*/
 #define SPCC_SWIZZLE /*@SWIZZLE*/1/*@end*/
 #define SPCC_SCATTER /*@SCATTER*/0/*@end*/
 
@@ -62,6 +66,15 @@ static __device__ __forceinline__ spcc_u32 spcc_smem(const void* p) {
 // 16 bytes global -> shared, zero-filled where `bytes` is 0.
 static __device__ __forceinline__ void spcc_copy16(spcc_u32 dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+// 4 bytes global -> shared, of which the first `bytes` are read and the rest zero-filled.
+static __device__ __forceinline__ void spcc_copy4(spcc_u32 dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ spcc_u32 spcc_load_shared(spcc_u32 addr) {
+  spcc_u32 v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
 }
 static __device__ __forceinline__ void spcc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Until at most `pending` of this thread's committed copy groups are still in flight.
@@ -110,12 +123,15 @@ static __device__ __forceinline__ spcc_u32 spcc_pack(float lo, float hi) {
 static __device__ __forceinline__ void spcc_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// The float at shared address `addr` of the block of cluster rank `rank`.
-static __device__ __forceinline__ float spcc_cluster_load(spcc_u32 addr, spcc_u32 rank) {
+// The four floats at shared address `addr` (16-byte aligned) of the block of cluster rank `rank`.
+static __device__ __forceinline__ float4 spcc_cluster_load4(spcc_u32 addr, spcc_u32 rank) {
   spcc_u32 remote;
-  float v;
+  float4 v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
   return v;
 }
 #endif
@@ -157,6 +173,8 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #if SPCC_SCATTER
   constexpr int STEPS = CK / 16;
   constexpr int LIST_HEADER = (W + 3) / 4;                     // 16-byte units of a segment's list ends
+  constexpr spcc_u32 PAD = ROWS * CK;                          // the pad slot's place (value 0)
+  constexpr int KEEP = /*@KEEP*/4/*@end*/;                      // list rounds loaded at once, places kept
   uint4* tile = reinterpret_cast<uint4*>(smem + NS * STAGE);  // ROWS x CK values, then the pad slot
   for (int i = threadIdx.x; i < ROWS * CK / 8 + 1; i += 32 * W) tile[i] = make_uint4(0, 0, 0, 0);
 #else
@@ -183,8 +201,14 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 
   // B's operands of one 16 x 16 step: rows krow (this lane's row of the step) of the staged chunk at
   // `btile`, N_TILE columns, as the mma's two registers for each 8 columns.
-  const auto load_b = [&](spcc_u32(&b)[NT / 8][2], spcc_u32 btile, int krow) {
-    if (NT == 8) {
+  const auto load_b = [&](spcc_u32(&b)[NT / 8][2], spcc_u32 btile, int step) {
+    const int krow = 16 * step + (lane & 7) + 8 * ((lane >> 3) & 1);  // the ldmatrix row this lane supplies
+    if (SPCC_COLUMN) {
+      // Column 0 of the mma's B operand: rows 2t, 2t + 1 and 2t + 8, 2t + 9 of the step, lanes 0..3.
+      const spcc_u32 at = btile + 32 * step + 4 * t;
+      b[0][0] = g == 0 ? spcc_load_shared(at) : 0u;
+      b[0][1] = g == 0 ? spcc_load_shared(at + 16) : 0u;
+    } else if (NT == 8) {
       spcc_u32 r[4];
       spcc_ldmatrix_x2_trans(r, btile + krow * PITCH);
       b[0][0] = r[0], b[0][1] = r[1];
@@ -207,29 +231,41 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #pragma unroll
     for (int j = 0; j < NT / 8; ++j) spcc_mma(acc_s[j], a, b[j][0], b[j][1]);
   };
-  // This lane's row of step q of a chunk (the ldmatrix row address it supplies).
-  const auto krow_of = [&](int q) { return 16 * q + (lane & 7) + 8 * ((lane >> 3) & 1); };
 
+  // B's rows go as 16-byte vectors where the compiled N is a multiple of 8, or a run-time one is and B
+  // is 16-byte aligned; else value by value.
+  const bool vec = SPCC_VEC || (ld % 8 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0);
   // Stage chunk c (B's rows and the segment) into buffer `buf`.
   const auto stage = [&](int c, int buf) {
     const long long seg_begin = 16ll * segments[c], seg_len = 16ll * segments[c + 1] - seg_begin;
     if (seg_len == 0) return;
     unsigned char* base = smem + buf * STAGE;
     const long long k0 = static_cast<long long>(c) * CK;
-#if SPCC_VEC
-    for (int i = threadIdx.x; i < CK * (NT / 8); i += 32 * W) {
-      const int row = i / (NT / 8), piece = i % (NT / 8);
-      const long long k = k0 + row, col = col0 + 8 * piece;
-      const bool live = k < K && col < ld;
-      spcc_copy16(spcc_smem(base + row * PITCH + 16 * piece_at(row, piece)), live ? B + k * ld + col : B,
-                  live ? 16 : 0);
+#if SPCC_COLUMN
+    // B is K x 1: the chunk's rows are CK consecutive values (4-byte aligned, K's tail zero-filled).
+    for (int i = threadIdx.x; i < CK / 2; i += 32 * W) {
+      const long long k = k0 + 2 * i;
+      const int bytes = k + 1 < K ? 4 : k < K ? 2 : 0;
+      spcc_copy4(spcc_smem(base + 4 * i), bytes ? B + k : B, bytes);
     }
 #else
-    for (int i = threadIdx.x; i < CK * NT; i += 32 * W) {
-      const int row = i / NT, j = i % NT;
-      const long long k = k0 + row, col = col0 + j;
-      reinterpret_cast<spcc_u16*>(base + row * PITCH + 16 * piece_at(row, j / 8))[j % 8] =
-          k < K && col < ld ? B[k * ld + col] : 0;
+    if (vec) {
+#pragma unroll 1
+      for (int i = threadIdx.x; i < CK * (NT / 8); i += 32 * W) {
+        const int row = i / (NT / 8), piece = i % (NT / 8);
+        const long long k = k0 + row, col = col0 + 8 * piece;
+        const bool live = k < K && col < ld;
+        spcc_copy16(spcc_smem(base + row * PITCH + 16 * piece_at(row, piece)), live ? B + k * ld + col : B,
+                    live ? 16 : 0);
+      }
+    } else {
+#pragma unroll 1
+      for (int i = threadIdx.x; i < CK * NT; i += 32 * W) {
+        const int row = i / NT, j = i % NT;
+        const long long k = k0 + row, col = col0 + j;
+        reinterpret_cast<spcc_u16*>(base + row * PITCH + 16 * piece_at(row, j / 8))[j % 8] =
+            k < K && col < ld ? B[k * ld + col] : 0;
+      }
     }
 #endif
     for (long long i = threadIdx.x; i < seg_len / 16; i += 32 * W)
@@ -243,13 +279,19 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
     spcc_commit();
   }
   int buf = 0;
+  // Chunk c's segment ends, loaded a chunk ahead so that no chunk waits on them after its barrier.
+  spcc_u32 seg_lo = c_begin < c_end ? segments[c_begin] : 0u, seg_hi = c_begin < c_end ? segments[c_begin + 1] : 0u;
   for (int c = c_begin; c < c_end; ++c, buf = buf + 1 == NS ? 0 : buf + 1) {
+    const spcc_u32 seg_next = c + 2 <= CHUNKS ? segments[c + 2] : 0u;
     spcc_wait_pending<NS - 2>();  // chunk c has landed (this thread's copies) ...
     __syncthreads();              // ... everyone's, and chunk c - 1's buffer is free again
     if (c + NS - 1 < c_end) stage(c + NS - 1, buf == 0 ? NS - 1 : buf - 1);
     spcc_commit();
+    const bool live = seg_hi != seg_lo;
+    seg_lo = seg_hi;
+    seg_hi = seg_next;
 #if SPCC_SCATTER
-    if (segments[c + 1] != segments[c]) {
+    if (live) {
       // This warp's list of the chunk: quads [from, to) of the staged segment, after its list ends.
       const uint4* e = reinterpret_cast<const uint4*>(smem + buf * STAGE + B_BYTES);
       const spcc_u32* ends = reinterpret_cast<const spcc_u32*>(e);
@@ -257,8 +299,21 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
       const int to = static_cast<int>(ends[warp]);
       spcc_u16* slots = reinterpret_cast<spcc_u16*>(tile);
       if (from != to) {  // an empty list leaves the warp's strips zero for this chunk
+        // The first KEEP rounds of the list are loaded together and their places kept for the zeros.
+        spcc_u32 kept[KEEP > 0 ? KEEP : 1][2];
+#pragma unroll
+        for (int r = 0; r < KEEP; ++r) {
+          const int i = from + lane + 32 * r;
+          const uint4 v = i < to ? e[i] : make_uint4(PAD, PAD, PAD, PAD);
+          kept[r][0] = (v.x & 0xffffu) | (v.y << 16);
+          kept[r][1] = (v.z & 0xffffu) | (v.w << 16);
+          slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
+          slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
+          slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
+          slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
+        }
 #pragma unroll 2
-        for (int i = from + lane; i < to; i += 32) {
+        for (int i = from + lane + 32 * KEEP; i < to; i += 32) {
           const uint4 v = e[i];
           slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
           slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
@@ -271,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #pragma unroll
         for (int q = 0; q < STEPS; ++q) {
           spcc_u32 b[NT / 8][2];
-          load_b(b, btile, krow_of(q));
+          load_b(b, btile, q);
 #pragma unroll
           for (int s = 0; s < S; ++s) {
             const uint4 w = tile[((warp * S + s) * STEPS + q) * 32 + lane];
@@ -281,8 +336,15 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
         }
         __syncwarp();
         // Zero the places this warp wrote (the next chunk's block barrier orders them before its scatter).
+#pragma unroll
+        for (int r = 0; r < KEEP; ++r) {
+          slots[kept[r][0] & 0xffffu] = 0;
+          slots[kept[r][0] >> 16] = 0;
+          slots[kept[r][1] & 0xffffu] = 0;
+          slots[kept[r][1] >> 16] = 0;
+        }
 #pragma unroll 2
-        for (int i = from + lane; i < to; i += 32) {
+        for (int i = from + lane + 32 * KEEP; i < to; i += 32) {
           const uint4 v = e[i];
           slots[v.x & 0xffffu] = 0;
           slots[v.y & 0xffffu] = 0;
@@ -366,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             spcc_u32 b[NT / 8][2];
-            load_b(b, btile, krow_of(4 * kt + q));
+            load_b(b, btile, 4 * kt + q);
             mma_step(acc[s], a[q], b);
           }
         }
@@ -389,16 +451,29 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
         part[((warp * S + s) * 16 + g + 8 * (e >> 1)) * NT + 8 * j + 2 * t + (e & 1)] = acc[s][j][e];
   spcc_cluster_sync();
   {
+    // Four columns of one row at a time (N_TILE is a multiple of 8): every split's four loaded first.
     const int lo = split * ROWS / SPLITS, hi = (split + 1) * ROWS / SPLITS;
-    for (int i = lo * NT + threadIdx.x; i < hi * NT; i += 32 * W) {
-      const long long row = row_base + i / NT, col = col0 + i % NT;
-      float v = 0.f;
+    for (int i = lo * NT / 4 + threadIdx.x; i < hi * NT / 4; i += 32 * W) {
+      const long long row = row_base + 4 * i / NT, col = col0 + 4 * i % NT;
+      float4 p[SPLITS];
 #pragma unroll
-      for (int r = 0; r < SPLITS; ++r) v += spcc_cluster_load(spcc_smem(part + i), r);
-      if (row < M && col < ld) {
-        if (/*@BIAS*/ false /*@end*/) v += bias[row];
-        if (/*@RELU*/ false /*@end*/) v = fmaxf(v, 0.f);
-        C[row * ld + col] = static_cast<spcc_u16>(spcc_pack(v, 0.f) & 0xffffu);
+      for (int r = 0; r < SPLITS; ++r) p[r] = spcc_cluster_load4(spcc_smem(part + 4 * i), r);
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int r = 0; r < SPLITS; ++r) v[0] += p[r].x, v[1] += p[r].y, v[2] += p[r].z, v[3] += p[r].w;
+      if (row >= M) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (/*@BIAS*/ false /*@end*/) v[e] += bias[row];
+        if (/*@RELU*/ false /*@end*/) v[e] = fmaxf(v[e], 0.f);
+      }
+      spcc_u16* out = C + row * ld + col;
+      if (col + 3 < ld && (reinterpret_cast<unsigned long long>(out) & 7) == 0) {
+        *reinterpret_cast<uint2*>(out) = make_uint2(spcc_pack(v[0], v[1]), spcc_pack(v[2], v[3]));
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (col + e < ld) out[e] = static_cast<spcc_u16>(spcc_pack(v[e], 0.f) & 0xffffu);
       }
     }
   }

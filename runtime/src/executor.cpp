@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sparsecc/runtime/compressed_stream.hpp"
 #include "sparsecc/runtime/device.hpp"
 #include "sparsecc/runtime/driver.hpp"
 
@@ -102,6 +103,14 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   if (md.shared_bytes > kDefaultSharedLimit)
     SPARSECC_CU(driver().cuFuncSetAttribute(ex.fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             static_cast<int>(md.shared_bytes)));
+  // Compressed kernels split K over a cluster of `splits` blocks; past the portable size it needs the
+  // opt-in (the bundle's walk has bounded splits by kMaxClusterSplits).
+  if (md.values_mode == "compressed")
+    if (const auto splits = md.plan_summary.find("splits");
+        splits != md.plan_summary.end() && splits->is_number_integer() &&
+        splits->get<std::int64_t>() > kPortableClusterSplits)
+      SPARSECC_CU(
+          driver().cuFuncSetAttribute(ex.fn_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
   ex.bias_ = upload(bundle.bias);
   ex.values_ = upload(bundle.values);
   ex.fragments_ = upload(bundle.fragments);

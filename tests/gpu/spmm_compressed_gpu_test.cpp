@@ -133,7 +133,7 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
   SPARSECC_GPU_OR_SKIP();
   const CsrMatrix edges = shaped(1000, 1500, 0.1, 3);  // M, K multiples of no tile
   std::vector<SpmmCase> cases =
-      shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 2, 3, 8}, [](SpmmCase c) { return c; });
+      shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 2, 3, 8, 16}, [](SpmmCase c) { return c; });
   for (const DType t : {DType::f16, DType::bf16})
     for (const std::uint32_t formats : {1u, 2u, 4u, 7u})
       cases.push_back(compressed_case(fmt::format("edges/{}/formats{}", dtype_name(t), formats), edges, 16, t,
@@ -154,15 +154,23 @@ TEST(SpmmCompressedGpu, EveryFormatSplitAndShapeClass) {
 TEST(SpmmCompressedGpu, ScatterLayoutEveryShapeClass) {
   SPARSECC_GPU_OR_SKIP();
   const CsrMatrix edges = shaped(1000, 1500, 0.1, 3);  // M, K multiples of no tile
-  std::vector<SpmmCase> cases = shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 3, 8}, scatter_case);
-  // Block shapes (a tile of at most kScatterSlots values) and chunks.
-  for (const auto& [w, st, chunk] :
-       {std::array{4, 1, 64}, {4, 1, 256}, {2, 4, 128}, {8, 2, 64}, {8, 1, 128}, {4, 4, 64}, {4, 2, 64}}) {
-    SpmmCase c = scatter_case(
-        compressed_case(fmt::format("edges/f16/w{}s{}/chunk{}", w, st, chunk), edges, 16, DType::f16, 7, 2));
+  std::vector<SpmmCase> cases = shape_class_cases(edges, shaped(77, 70, 0.5, 5), {1, 3, 8, 16}, scatter_case);
+  // Block shapes (a tile of at most kScatterSlots values), chunks and kept list rounds (0: the rule's;
+  // 1: every round but the first loaded again for the zeros; 8: more rounds than the lists take).
+  for (const auto& [w, st, chunk, kept] : {std::array{4, 1, 64, 0},
+                                           {4, 1, 256, 8},
+                                           {2, 4, 128, 0},
+                                           {8, 2, 64, 0},
+                                           {8, 1, 128, 0},
+                                           {4, 4, 64, 1},
+                                           {4, 4, 64, 0},
+                                           {4, 2, 64, 0}}) {
+    SpmmCase c = scatter_case(compressed_case(
+        fmt::format("edges/f16/w{}s{}/chunk{}/kept{}", w, st, chunk, kept), edges, 16, DType::f16, 7, 2));
     c.options.compressed.warps = w;
     c.options.compressed.strips_per_warp = st;
     c.options.compressed.chunk_k = chunk;
+    c.options.compressed.kept_rounds = kept;
     cases.push_back(std::move(c));
   }
   build_and_run(cases);

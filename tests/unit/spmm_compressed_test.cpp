@@ -475,19 +475,57 @@ TEST(SpmmCompressed, ScatterBlocksAreTheTallestThatFillTheSms) {
   EXPECT_EQ(shape(4096, scattered(0, 0, 4, 4)), (std::array<std::int32_t, 3>{4, 4, 64}));  // the rule's chunk
   EXPECT_EQ(shape(4096, scattered(0, 0, 2, 4)), (std::array<std::int32_t, 3>{2, 4, 128}));
   EXPECT_EQ(shape(28672, scattered(0, 128, 0, 0)), (std::array<std::int32_t, 3>{4, 4, 128}));
+  // Past the portable cluster only where K leaves each of the 16 splits 10 chunks: 4096 rows of a wide
+  // layer (11008 columns, 172 chunks of 64) take 4 x 2 blocks and 16 splits; of 4096 columns, 4 x 1 and 8.
+  for (const std::int64_t k : {11008, 4096}) {
+    const CsrMatrix a = test::random_csr(4096, k, 0.002, 9);
+    const SpmmPlan p = plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o);
+    const SpmmCompressedBody& b = *p.compressed();
+    EXPECT_EQ(
+        (std::array<std::int32_t, 4>{b.warps, b.strips_per_warp, b.chunk_k, b.splits}),
+        (k == 11008 ? std::array<std::int32_t, 4>{4, 2, 64, 16} : std::array<std::int32_t, 4>{4, 1, 128, 8}))
+        << k;
+  }
+}
+
+// Scatter plans keep the rounds of 32 entries their warps' lists take on average (at most
+// kCompressedKeptRounds); what the options name wins.
+TEST(SpmmCompressed, ScatterPlansKeepTheRoundsTheirListsTake) {
+  const auto kept = [](std::int64_t m, double density, std::int32_t rounds = 0) {
+    const CsrMatrix a = test::random_csr(m, 1024, density, 5);
+    SpmmOptions o = scattered();
+    o.compressed.kept_rounds = rounds;
+    return plan_spmm(a, {a.rows, a.cols, 16, SpmmNMode::fixed, false, false, DType::f16}, o)
+        .compressed()
+        ->kept_rounds;
+  };
+  // 4 x 4 blocks, chunks of 64: a warp's 64 rows x 64 columns hold about 410 nonzeros at 10 %, 103
+  // entries of four, 4 rounds; 4 x 1 blocks, chunks of 128: 205 nonzeros, 2 rounds; 41 nonzeros at 2 %.
+  EXPECT_EQ(kept(28672, 0.1), 4);
+  EXPECT_EQ(kept(4096, 0.1), 2);
+  EXPECT_EQ(kept(4096, 0.02), 1);
+  EXPECT_EQ(kept(28672, 0.3), spmm_rules::kCompressedKeptRounds);  // 10 rounds, at most that
+  EXPECT_EQ(kept(4096, 0.1, 3), 3);
+  EXPECT_THROW(kept(4096, 0.1, kSpmmCompressedMaxKeptRounds + 1), UsageError);
 }
 
 TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
   const CsrMatrix a = shaped(200, 600, 0.1, 23);
   for (const std::int32_t splits : {1, 4})
-    for (const std::int64_t n : {8, 16, 64}) {
+    for (const std::int64_t n : {1, 8, 16, 64}) {
       SCOPED_TRACE(fmt::format("splits {} n {}", splits, n));
-      for (const bool scatter : {false, true}) {
-        const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, true, DType::f16},
-                                        scatter ? scattered(splits) : compressed(7, splits));
+      // Records; scatter by the rule; scatter in the tallest block keeping the most rounds.
+      for (const int layout : {0, 1, 2}) {
+        const bool scatter = layout > 0;
+        SCOPED_TRACE(layout);
+        SpmmOptions o =
+            scatter ? scattered(splits, 0, layout == 2 ? 4 : 0, layout == 2 ? 4 : 0) : compressed(7, splits);
+        if (layout == 2) o.compressed.kept_rounds = kSpmmCompressedMaxKeptRounds;
+        const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, true, DType::f16}, o);
         const EmittedKernel k = emit_spmm_cuda(plan, a);
         EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
         EXPECT_EQ(k.source.find("#define SPCC_SCATTER 1") != std::string::npos, scatter);
+        EXPECT_EQ(k.source.find("#define SPCC_COLUMN 1") != std::string::npos, n == 1);
         CudaCompileOptions co;
         co.arch = "sm_90";
         co.extra.push_back("-Xptxas=-v");
@@ -506,6 +544,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
   o.compressed.bitmap_weight = 50;
   o.compressed.stages = 3;
   o.compressed.scatter = true;
+  o.compressed.kept_rounds = 3;
   const SpmmOptions back = spmm_options_from_json(to_json(o), "test");
   EXPECT_EQ(back.compressed, o.compressed);
   EXPECT_THROW(spmm_options_from_json(nlohmann::json{{"compressed", {{"layout", "rows"}}}}, "test"),
@@ -577,7 +616,7 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
     base.metadata.plan_summary[key] = value;
     return base;
   };
-  refused(with_summary(good, "splits", 9), "plan_summary.splits");
+  refused(with_summary(good, "splits", rt::kMaxClusterSplits + 1), "plan_summary.splits");
   refused(with_summary(good, "chunks", 1), "plan_summary.chunks");
   b = good;
   b.metadata.values_mode = "compressed";

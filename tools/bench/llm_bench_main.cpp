@@ -333,8 +333,8 @@ struct Variant {
 
 // "[NAME:]key=value,..." with keys values, rows-per-block, n-tile, groups, max-registers,
 // cols-per-thread, step-lanes, ptxas-O, the compressed family's warps, strips (16-row strips a warp),
-// chunk-k, stages, splits, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight, position-weight,
-// layout (records or scatter), and n-mode (fixed | runtime).
+// chunk-k, stages, splits, kept-rounds, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight,
+// position-weight, layout (records or scatter), and n-mode (fixed | runtime).
 Variant parse_variant(const std::string& spec) {
   Variant v;
   std::string body = spec;
@@ -385,6 +385,8 @@ Variant parse_variant(const std::string& spec) {
       v.options.compressed.splits = integer();
     else if (key == "stages")
       v.options.compressed.stages = integer();
+    else if (key == "kept-rounds")
+      v.options.compressed.kept_rounds = integer();
     else if (key == "formats")  // bits: 1 bitmap, 2 positions, 4 dense
       v.options.compressed.formats = static_cast<std::uint32_t>(integer());
     else if (key == "bitmap-weight")
@@ -402,9 +404,8 @@ Variant parse_variant(const std::string& spec) {
     } else
       throw UsageError(fmt::format(
           "--variant {}: unknown key '{}' (values, rows-per-block, n-tile, groups, max-registers, "
-          "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, stages, splits, formats, "
-          "bitmap-weight, "
-          "position-weight, layout, n-mode)",
+          "cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, stages, splits, kept-rounds, "
+          "formats, bitmap-weight, position-weight, layout, n-mode)",
           spec, key));
   }
   return v;
@@ -1127,7 +1128,7 @@ int main(int argc, char** argv) {
       "--variant", args.variants,
       "an extra sparsecc executor: [NAME:]key=value,... (values, rows-per-block, n-tile, groups, "
       "max-registers, cols-per-thread, step-lanes, ptxas-O, warps, strips, chunk-k, stages, splits, "
-      "n-mode=fixed|runtime); repeatable");
+      "kept-rounds, formats, bitmap-weight, position-weight, layout, n-mode=fixed|runtime); repeatable");
   app.add_flag("--no-compressed", args.no_compressed,
                "no value-mode-compressed executor (the automatic one only)");
   app.add_option("--max-split-k", args.max_split_k, "the peers' split-K sweep 1..K")

@@ -85,7 +85,12 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
       ->check(CLI::Range(0, 8));
   cmd->add_option(
          "--splits", f.splits,
-         "Compressed plans: blocks (a thread-block cluster, sm_90 on) splitting K, 1..8 (0: automatic)")
+         "Compressed plans: blocks (a thread-block cluster, sm_90 on; past 8 a non-portable one) splitting "
+         "K, 1..16 (0: automatic)")
+      ->check(CLI::Range(0, 16));
+  cmd->add_option("--kept-rounds", f.kept_rounds,
+                  "Compressed scatter plans: rounds of 32 list entries a warp loads at once and keeps "
+                  "the places of for the zeros, 1..8 (0: automatic)")
       ->check(CLI::Range(0, 8));
   cmd->add_option(
          "--record-formats", f.record_formats,
@@ -123,6 +128,7 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
   o.compressed.chunk_k = f.chunk_k;
   o.compressed.splits = f.splits;
   o.compressed.stages = f.stages;
+  o.compressed.kept_rounds = f.kept_rounds;
   if (f.record_formats != "auto") {
     std::uint32_t bits = 0;
     for (const std::string_view word : split_fields(f.record_formats, true)) {

@@ -28,7 +28,8 @@ struct SpmmPlanFlags {
   std::string accumulate = "f32";     // f32 | the dtype (f16 / bf16 plans)
   std::string blocklets = "auto";     // off | auto | BHxBW[:FILL]; auto is off for f32
   // Compressed plans (SpmmCompressedOptions); 0 / "auto": the rule.
-  std::int32_t compressed_warps = 0, compressed_strips = 0, chunk_k = 0, splits = 0, stages = 0;
+  std::int32_t compressed_warps = 0, compressed_strips = 0, chunk_k = 0, splits = 0, stages = 0,
+               kept_rounds = 0;
   std::string record_formats = "auto";     // auto, or a comma-separated list of bitmap, positions, dense
   std::string compressed_layout = "auto";  // auto | records | scatter
 };
@@ -39,7 +40,7 @@ void add_spmm_plan_flags(CLI::App* cmd, SpmmPlanFlags& f);
 void add_values_flag(CLI::App* cmd, SpmmPlanFlags& f);
 void add_programmatic_flag(CLI::App* cmd, SpmmPlanFlags& f);
 // The half-precision flags: --accumulate and --blocklets, and the compressed family's --warps, --strips,
-// --chunk-k, --stages, --splits, --record-formats and --compressed-layout.
+// --chunk-k, --stages, --splits, --kept-rounds, --record-formats and --compressed-layout.
 void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f);
 
 // The planner's options from the flags for a problem of `dtype`. Throws UsageError for flags that

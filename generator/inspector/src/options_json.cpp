@@ -83,6 +83,7 @@ json to_json(const SpmmOptions& o) {
             {"chunk_k", c.chunk_k},
             {"stages", c.stages},
             {"splits", c.splits}};
+    if (c.kept_rounds) jc["kept_rounds"] = c.kept_rounds;
     if (c.formats) jc["formats"] = *c.formats;
     if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
     if (c.position_weight) jc["position_weight"] = *c.position_weight;
@@ -129,6 +130,7 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     c.integer("chunk_k", co.chunk_k);
     if (c.has("stages")) c.integer("stages", co.stages);
     c.integer("splits", co.splits);
+    if (c.has("kept_rounds")) c.integer("kept_rounds", co.kept_rounds);
     const auto optional = [&](const char* key, auto& field) {
       if (!c.has(key)) return;
       typename std::remove_reference_t<decltype(field)>::value_type v{};

@@ -70,9 +70,10 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   // The tallest block (fewer copies of B's rows staged) that still gives kCompressedShapeBlocksPerSm
   // blocks an SM with at most 8 splits.
   const std::int64_t col_tiles = ceil_div(problem.n, b.n_tile);
-  const auto blocks_of = [&](std::int64_t rows) {
-    return ceil_div(problem.m, rows) * col_tiles * (target.clusters ? rt::kMaxClusterSplits : 1);
+  const auto blocks_of = [&](std::int64_t rows, std::int64_t splits = rt::kPortableClusterSplits) {
+    return ceil_div(problem.m, rows) * col_tiles * (target.clusters ? splits : 1);
   };
+  std::int64_t split_cap = rt::kPortableClusterSplits;  // the most splits the automatic count takes
   b.warps = o.warps;
   b.strips_per_warp = o.strips_per_warp;
   b.scatter = o.scatter.value_or(static_cast<double>(a.nnz()) <= kCompressedScatterDensity *
@@ -82,18 +83,23 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   if (b.scatter && !b.warps && !b.strips_per_warp) {
     // The tallest block that still gives the SMs enough blocks: taller blocks share each step's
     // operands of B among more strips, but hold the SMs with fewer blocks.
+    // Past the portable cluster only with enough chunks a split to pay for the wider reduction.
     for (const CompressedScatterShape& sh : kCompressedScatterShapes) {
       b.warps = sh.warps;
       b.strips_per_warp = sh.strips;
-      if (static_cast<double>(blocks_of(16 * sh.warps * sh.strips)) >=
-          kCompressedScatterBlocksPerSm * static_cast<double>(target.sm_count))
+      scatter_chunk = sh.chunk_k;
+      split_cap = target.clusters ? sh.splits : 1;
+      const bool wide = sh.splits > rt::kPortableClusterSplits;
+      if (static_cast<double>(blocks_of(16 * sh.warps * sh.strips, sh.splits)) >=
+              kCompressedScatterBlocksPerSm * static_cast<double>(target.sm_count) &&
+          (!wide ||
+           (target.clusters && ceil_div(problem.k, sh.chunk_k) >= kCompressedWideSplitChunks * sh.splits)))
         break;
     }
-  }
-  if (b.scatter) {
+  } else if (b.scatter) {
     b.warps = b.warps ? b.warps : kCompressedScatterWarps;
     b.strips_per_warp = b.strips_per_warp ? b.strips_per_warp : 1;
-    // A shape of the rule's list (chosen above or named by the options) takes the rule's chunk.
+    // A shape of the rule's list named by the options takes the rule's chunk (its portable splits).
     for (const CompressedScatterShape& sh : kCompressedScatterShapes)
       if (sh.warps == b.warps && sh.strips == b.strips_per_warp) scatter_chunk = sh.chunk_k;
   }
@@ -150,8 +156,8 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   const std::int64_t row_blocks = ceil_div(ceil_div(problem.m, rt::kRecordRows), strips);
   const std::int64_t wanted = std::clamp<std::int64_t>(
       std::min({ceil_div(kCompressedBlocksPerSm * target.sm_count, row_blocks * col_tiles),
-                problem.m / row_blocks, target.clusters ? std::int64_t{rt::kMaxClusterSplits} : 1}),
-      1, rt::kMaxClusterSplits);
+                problem.m / row_blocks, target.clusters ? split_cap : 1}),
+      1, split_cap);
   std::vector<std::int64_t> seg;
   bool fits = false;
   for (const bool two_blocks : {true, false}) {
@@ -202,9 +208,17 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   // What the stream will hold.
   const rt::CompressedShape shape{row_blocks, chunks,        b.splits,  strips,
                                   b.chunk_k,  b.stage_bytes, b.scatter, b.scatter ? b.warps : 0};
-  std::int64_t data = 0;
-  for (const std::int64_t s : seg) data += s;
+  std::int64_t data = 0, live = 0;
+  for (const std::int64_t s : seg) data += s, live += s > 0;
   b.stream_words = shape.data_word() + data / 4;
+  // The rounds of 32 entries (16 bytes each) a warp's list takes on average where a chunk holds any.
+  if (o.kept_rounds < 0 || o.kept_rounds > kSpmmCompressedMaxKeptRounds)
+    throw UsageError(fmt::format("plan_spmm: {} kept rounds: expected 1..{}", o.kept_rounds,
+                                 kSpmmCompressedMaxKeptRounds));
+  const std::int64_t list_quads = live ? ceil_div(data, 16 * live * b.warps) : 0;
+  b.kept_rounds = o.kept_rounds ? o.kept_rounds
+                                : static_cast<std::int32_t>(std::clamp<std::int64_t>(
+                                      ceil_div(list_quads, 32), 1, kCompressedKeptRounds));
   for (const std::uint8_t f : census.format) ++b.records[f];
 
   // Layout, epilogue, hints.

@@ -282,7 +282,9 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
         family_note.empty() ? "compressed" : family_note, c->warps, c->strips_per_warp,
         plan.layout.rows_per_block, c->chunk_k, c->stages, c->splits, c->n_tile,
         c->scatter
-            ? std::string("scatter layout (each warp scatters its strips' nonzeros of a chunk into the tile)")
+            ? fmt::format("scatter layout (each warp scatters its strips' nonzeros of a chunk into the "
+                          "tile, {} round(s) of its list kept)",
+                          c->kept_rounds)
             : fmt::format("records: {} bitmap, {} positions, {} dense", c->records[0], c->records[1],
                           c->records[2]),
         4e-6 * static_cast<double>(c->stream_words),

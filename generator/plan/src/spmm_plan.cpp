@@ -438,6 +438,8 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
                     b.splits, rt::kMaxClusterSplits, target.arch));
   if (b.n_tile < 8 || b.n_tile > 64 || b.n_tile % 8)
     err(fmt::format("n_tile {} is not 8, 16, .., 64", b.n_tile));
+  if (b.kept_rounds < 1 || b.kept_rounds > kSpmmCompressedMaxKeptRounds)
+    err(fmt::format("kept_rounds {} outside 1..{}", b.kept_rounds, kSpmmCompressedMaxKeptRounds));
   if (b.stage_bytes < 0 || b.stage_bytes % 16)
     err(fmt::format("stage_bytes {} is not a multiple of 16", b.stage_bytes));
   if (b.formats == 0 || b.formats >= (1u << kSpmmRecordFormats))
@@ -682,6 +684,7 @@ json to_json(const SpmmPlan& p) {
             {"splits", c->splits},
             {"n_tile", c->n_tile},
             {"layout", c->scatter ? "scatter" : "records"},
+            {"kept_rounds", c->kept_rounds},
             {"formats", c->formats},
             {"bitmap_weight", c->bitmap_weight},
             {"position_weight", c->position_weight},
@@ -792,6 +795,7 @@ SpmmPlan plan_from_json(const json& j) {
       if (layout != "records" && layout != "scatter")
         throw UsageError(fmt::format("SpMM plan: layout '{}' is not records or scatter", layout));
       c->scatter = layout == "scatter";
+      c->kept_rounds = jb.value("kept_rounds", 1);
       c->formats = jb.at("formats");
       c->bitmap_weight = jb.at("bitmap_weight");
       c->position_weight = jb.at("position_weight");

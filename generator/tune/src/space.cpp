@@ -201,6 +201,10 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
         c.chunk_k = 0;  // the chunk and stages that fit the new block
         c.stages = 0;
       });
+    if (d.scatter)
+      for (const std::int32_t r : dims.compressed_kept_rounds)
+        if (r != d.kept_rounds)
+          variant(fmt::format("kept rounds {}", r), [&](SpmmCompressedOptions& c) { c.kept_rounds = r; });
     if (!d.scatter)
       for (const std::uint32_t f : dims.compressed_formats)
         variant(fmt::format("formats {}", f), [&](SpmmCompressedOptions& c) { c.formats = f; });
@@ -383,8 +387,8 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (const SpmmCompressedBody* b = p.compressed()) {
     o.n_tile = b->n_tile;
     o.groups = 0;
-    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,         b->splits, b->stages,
-                    b->formats, b->bitmap_weight,   b->position_weight, b->scatter};
+    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,         b->splits,  b->stages,
+                    b->formats, b->bitmap_weight,   b->position_weight, b->scatter, b->kept_rounds};
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

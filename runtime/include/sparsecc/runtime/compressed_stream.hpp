@@ -57,9 +57,12 @@ namespace sparsecc::rt {
 
 inline constexpr int kRecordRows = 16;
 inline constexpr int kRecordCols = 64;
-inline constexpr int kRecordSteps = 4;       // 16-column steps of a record (mma k16)
-inline constexpr int kRecordSubtiles = 16;   // 8 x 8 sub-tiles of a record
-inline constexpr int kMaxClusterSplits = 8;  // the portable thread-block cluster size
+inline constexpr int kRecordSteps = 4;            // 16-column steps of a record (mma k16)
+inline constexpr int kRecordSubtiles = 16;        // 8 x 8 sub-tiles of a record
+inline constexpr int kPortableClusterSplits = 8;  // the portable thread-block cluster size
+// The largest cluster sm_90 launches: past the portable size a kernel is launched with the
+// non-portable opt-in (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED).
+inline constexpr int kMaxClusterSplits = 16;
 
 inline constexpr std::int64_t kScatterSlots = 32768;  // a scatter block's tile (rows x chunk_k), at most
 

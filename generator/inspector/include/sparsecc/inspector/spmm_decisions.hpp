@@ -124,19 +124,27 @@ inline constexpr std::int32_t kCompressedBitmapWeight = 100;    // format choice
 inline constexpr std::int32_t kCompressedPositionWeight = 3;    // bytes a scattered nonzero
 inline constexpr double kCompressedScatterDensity = 0.35;       // the scatter layout at most this dense
 inline constexpr std::int32_t kCompressedScatterWarps = 4;      // warps of a scatter block
-// Scatter blocks, tallest first, each with its chunk_k; the planner takes the first whose row blocks,
-// with 8 splits, give kCompressedScatterBlocksPerSm blocks an SM (the last one otherwise).
+// Scatter blocks, tallest first, each with its chunk_k and the most splits it takes; the planner takes
+// the first whose row blocks, with those splits, give kCompressedScatterBlocksPerSm blocks an SM and,
+// past the portable cluster of 8, leave each split kCompressedWideSplitChunks chunks (the last one
+// otherwise).
 struct CompressedScatterShape {
-  std::int32_t warps, strips, chunk_k;
+  std::int32_t warps, strips, chunk_k, splits;
 };
-inline constexpr CompressedScatterShape kCompressedScatterShapes[] = {{4, 4, 64}, {4, 2, 64}, {4, 1, 128}};
+inline constexpr CompressedScatterShape kCompressedScatterShapes[] = {
+    {4, 4, 64, 8}, {4, 2, 64, 8}, {4, 2, 64, 16}, {4, 1, 128, 8}};
 inline constexpr double kCompressedScatterBlocksPerSm = 2.5;
+inline constexpr std::int64_t kCompressedWideSplitChunks = 10;
+// Scatter plans keep the rounds of 32 entries a warp's list takes on average over the chunks that
+// hold any, at most this many (more hold registers and load padding in the shorter lists).
+inline constexpr std::int32_t kCompressedKeptRounds = 4;
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
 // The compressed plan: the scatter layout (unless the options say) for A at most
-// kCompressedScatterDensity dense, in the first of kCompressedScatterShapes (with its chunk_k) that
-// gives kCompressedScatterBlocksPerSm blocks an SM with 8 splits, else records;
+// kCompressedScatterDensity dense, in the first of kCompressedScatterShapes (with its chunk_k and
+// splits) that gives kCompressedScatterBlocksPerSm blocks an SM, keeping the rounds its lists take
+// (at most kCompressedKeptRounds), else records;
 // n_tile = N rounded up to 8 (at most 64); record blocks of 8 warps x 2 strips (256
 // rows), else 4 x 2, else 4 x 1: the tallest that still gives kCompressedShapeBlocksPerSm blocks an SM
 // with 8 splits; the piece census (spmm_piece_census) with the options' formats and weights;

@@ -72,7 +72,8 @@ struct SpmmCompressedOptions {
   std::optional<std::uint32_t> formats;       // allowed record formats (bit 1 << SpmmRecordFormat)
   std::optional<std::int32_t> bitmap_weight;  // decode weights of the format choice (SpmmCompressedBody)
   std::optional<std::int32_t> position_weight;
-  std::optional<bool> scatter;  // the scatter layout (SpmmCompressedBody::scatter)
+  std::optional<bool> scatter;   // the scatter layout (SpmmCompressedBody::scatter)
+  std::int32_t kept_rounds = 0;  // list rounds a warp keeps (SpmmCompressedBody::kept_rounds); 0: automatic
   bool operator==(const SpmmCompressedOptions&) const = default;
 };
 

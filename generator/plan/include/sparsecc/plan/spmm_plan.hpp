@@ -238,6 +238,9 @@ struct SpmmCompressedBody {
   // scatters into its strips of a dense operand tile of rows x chunk_k (formats and weights unused);
   // else records.
   bool scatter = false;
+  // The scatter layout: rounds of 32 entries of its list a warp loads at once, keeping their places in
+  // registers for the zeros it writes back (later rounds are loaded again for those); 1..8.
+  std::int32_t kept_rounds = 1;
   // The format of a record is the allowed one of least cost: its bytes, plus bitmap_weight bytes a
   // bitmap sub-tile it decodes, plus position_weight bytes a nonzero it scatters.
   std::uint32_t formats = 7;  // allowed formats, bit 1 << SpmmRecordFormat
@@ -261,6 +264,7 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // (rows x chunk_k values and a 16-byte pad slot); split plans reuse the stages for the row block's
 // fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
+inline constexpr std::int32_t kSpmmCompressedMaxKeptRounds = 8;
 inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
 bool spmm_compressed_swizzled(std::int64_t n_tile);
 std::int64_t spmm_compressed_pitch(std::int64_t n_tile);

@@ -47,12 +47,13 @@ struct SpmmSpaceDims {
   std::vector<std::string> blocklets{"off", "auto", "16x8:1", "16x8:0.5", "16x16:0.5", "8x8:0.5"};
   // Compressed defaults (f16 / bf16 layers the rules give the compressed family): the space is the
   // default and these values of one dimension at a time, the others the default's.
-  std::vector<std::int32_t> compressed_splits{1, 2, 4, 8};
+  std::vector<std::int32_t> compressed_splits{1, 2, 4, 8, 16};
   std::vector<std::int32_t> compressed_chunk_k{64, 128, 256};
   std::vector<std::int32_t> compressed_stages{3, 4};
   std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {4, 4}, {8, 2}};
   std::vector<std::uint32_t> compressed_formats{0b110u, 0b101u, 0b111u};  // positions, bitmap, all (+ dense)
   std::vector<bool> compressed_layouts{false, true};                      // records, scatter
+  std::vector<std::int32_t> compressed_kept_rounds{1, 2, 4};              // scatter plans only
   std::int64_t cuda_max_nnz = 20000;
   // Rolled plans (fp32, always CUDA C++, any size): only at N <= rolled_max_n, where their loop can
   // beat unrolled code, with equal row panels of at most rolled_max_rows rows (every step multiplies
