@@ -21,7 +21,8 @@
 //   VEC           1 when LD is a compiled multiple of 8: B rows are copied as 16-byte vectors (also
 //                 where a run-time LD is a multiple of 8 and B is 16-byte aligned)
 //   COLUMN        1 when LD is a compiled 1: B's chunk is copied as one vector in 4-byte pieces, and
-//                 lanes 0..3 take its operands straight from it (the other columns are zero)
+//                 lanes 0..3 take its operands straight from it (the other columns are zero); also
+//                 where a run-time LD is 1
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
 //   SCATTER       1: the scatter layout (segments are warp lists of value << 16 | place entries)
@@ -199,15 +200,23 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
 
   if (/*@PROGRAMMATIC*/ true /*@end*/) spcc_wait_for_predecessor();
 
-  // B's operands of one 16 x 16 step: rows krow (this lane's row of the step) of the staged chunk at
-  // `btile`, N_TILE columns, as the mma's two registers for each 8 columns.
+  // B's rows go as 16-byte vectors where the compiled N is a multiple of 8, or a run-time one is and B
+  // is 16-byte aligned; else value by value.
+  const bool vec = SPCC_VEC || (ld % 8 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0);
+  // B is one column (a compiled or a run-time N of 1): its chunk is one vector (B is 4-byte aligned).
+  const bool column = SPCC_COLUMN || ld == 1;
+  // B's operands of 16 x 16 step `step` of the staged chunk at `btile`, N_TILE columns, as the mma's
+  // two registers for each 8 columns.
   const auto load_b = [&](spcc_u32(&b)[NT / 8][2], spcc_u32 btile, int step) {
     const int krow = 16 * step + (lane & 7) + 8 * ((lane >> 3) & 1);  // the ldmatrix row this lane supplies
-    if (SPCC_COLUMN) {
-      // Column 0 of the mma's B operand: rows 2t, 2t + 1 and 2t + 8, 2t + 9 of the step, lanes 0..3.
+    if (column) {
+      // Column 0 of the mma's B operand: rows 2t, 2t + 1 and 2t + 8, 2t + 9 of the step, lanes 0..3;
+      // the other columns are zero.
       const spcc_u32 at = btile + 32 * step + 4 * t;
       b[0][0] = g == 0 ? spcc_load_shared(at) : 0u;
       b[0][1] = g == 0 ? spcc_load_shared(at + 16) : 0u;
+#pragma unroll
+      for (int j = 1; j < NT / 8; ++j) b[j][0] = b[j][1] = 0u;
     } else if (NT == 8) {
       spcc_u32 r[4];
       spcc_ldmatrix_x2_trans(r, btile + krow * PITCH);
@@ -232,24 +241,21 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
     for (int j = 0; j < NT / 8; ++j) spcc_mma(acc_s[j], a, b[j][0], b[j][1]);
   };
 
-  // B's rows go as 16-byte vectors where the compiled N is a multiple of 8, or a run-time one is and B
-  // is 16-byte aligned; else value by value.
-  const bool vec = SPCC_VEC || (ld % 8 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0);
   // Stage chunk c (B's rows and the segment) into buffer `buf`.
   const auto stage = [&](int c, int buf) {
     const long long seg_begin = 16ll * segments[c], seg_len = 16ll * segments[c + 1] - seg_begin;
     if (seg_len == 0) return;
     unsigned char* base = smem + buf * STAGE;
     const long long k0 = static_cast<long long>(c) * CK;
-#if SPCC_COLUMN
-    // B is K x 1: the chunk's rows are CK consecutive values (4-byte aligned, K's tail zero-filled).
-    for (int i = threadIdx.x; i < CK / 2; i += 32 * W) {
-      const long long k = k0 + 2 * i;
-      const int bytes = k + 1 < K ? 4 : k < K ? 2 : 0;
-      spcc_copy4(spcc_smem(base + 4 * i), bytes ? B + k : B, bytes);
-    }
-#else
-    if (vec) {
+    if (column) {
+      // B is K x 1: the chunk's rows are CK consecutive values (4-byte aligned, K's tail zero-filled).
+#pragma unroll 1
+      for (int i = threadIdx.x; i < CK / 2; i += 32 * W) {
+        const long long k = k0 + 2 * i;
+        const int bytes = k + 1 < K ? 4 : k < K ? 2 : 0;
+        spcc_copy4(spcc_smem(base + 4 * i), bytes ? B + k : B, bytes);
+      }
+    } else if (vec) {
 #pragma unroll 1
       for (int i = threadIdx.x; i < CK * (NT / 8); i += 32 * W) {
         const int row = i / (NT / 8), piece = i % (NT / 8);
@@ -267,7 +273,6 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
             k < K && col < ld ? B[k * ld + col] : 0;
       }
     }
-#endif
     for (long long i = threadIdx.x; i < seg_len / 16; i += 32 * W)
       spcc_copy16(spcc_smem(base + B_BYTES + 16 * i), data + seg_begin + 16 * i, 16);
   };
