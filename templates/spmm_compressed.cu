@@ -26,6 +26,8 @@
 //   BIAS, RELU    the epilogue; PROGRAMMATIC: wait for the grid this one depends on before B and C
 //   CLUSTER       the cluster attribute for SPLITS > 1, else nothing
 //   SCATTER       1: the scatter layout (segments are warp lists of value << 16 | place entries)
+//   KEEP          scatter layout: rounds of 32 list entries a warp loads at once, keeping their places
+//                 in registers for the zeros it writes back (the plan's kept_rounds, 1..8)
 // Each chunk of the block's split: B's rows of the chunk (N_TILE columns, zero past K and n) and the
 // row block's segment of the stream go to shared memory with cp.async, STAGES - 1 chunks ahead of the
 // one the block works on (one block barrier a chunk); then every
@@ -305,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
       spcc_u16* slots = reinterpret_cast<spcc_u16*>(tile);
       if (from != to) {  // an empty list leaves the warp's strips zero for this chunk
         // The first KEEP rounds of the list are loaded together and their places kept for the zeros.
-        spcc_u32 kept[KEEP > 0 ? KEEP : 1][2];
+        spcc_u32 kept[KEEP][2];
 #pragma unroll
         for (int r = 0; r < KEEP; ++r) {
           const int i = from + lane + 32 * r;
