@@ -211,11 +211,13 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   std::int64_t data = 0, live = 0;
   for (const std::int64_t s : seg) data += s, live += s > 0;
   b.stream_words = shape.data_word() + data / 4;
-  // The rounds of 32 entries (16 bytes each) a warp's list takes on average where a chunk holds any.
+  // Scatter: the rounds of 32 entries (16 bytes each) a warp's list takes on average where a chunk
+  // holds any (the segments' list ends aside).
   if (o.kept_rounds < 0 || o.kept_rounds > kSpmmCompressedMaxKeptRounds)
     throw UsageError(fmt::format("plan_spmm: {} kept rounds: expected 1..{}", o.kept_rounds,
                                  kSpmmCompressedMaxKeptRounds));
-  const std::int64_t list_quads = live ? ceil_div(data, 16 * live * b.warps) : 0;
+  const std::int64_t list_quads =
+      b.scatter && live ? ceil_div(data - live * shape.list_header_bytes(), 16 * live * b.warps) : 0;
   b.kept_rounds = o.kept_rounds ? o.kept_rounds
                                 : static_cast<std::int32_t>(std::clamp<std::int64_t>(
                                       ceil_div(list_quads, 32), 1, kCompressedKeptRounds));
