@@ -561,7 +561,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
     const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
     ASSERT_FALSE(space.candidates.empty());
     EXPECT_TRUE(space.candidates.front().is_default);
-    std::set<std::int32_t> splits, chunks, formats, stages;
+    std::set<std::int32_t> splits, chunks, formats, stages, kept;
     std::set<bool> layouts;
     for (const tune::SpmmCandidate& c : space.candidates) {
       ASSERT_TRUE(c.plan.compressed()) << c.label;
@@ -571,6 +571,8 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
       layouts.insert(c.plan.compressed()->scatter);
       if (!c.plan.compressed()->scatter)
         formats.insert(static_cast<std::int32_t>(c.plan.compressed()->formats));
+      else
+        kept.insert(c.plan.compressed()->kept_rounds);
       // The stored options rebuild the candidate's plan.
       const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
       EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
@@ -580,6 +582,8 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
     EXPECT_GE(splits.size(), 3u);
     EXPECT_GE(chunks.size(), 2u);
     EXPECT_EQ(formats.size(), density < spmm_rules::kCompressedScatterDensity ? 1u : 3u);
+    // A scatter default's space holds its kept rounds and tune::SpmmSpaceDims' others (1, 2, 4).
+    if (density < spmm_rules::kCompressedScatterDensity) EXPECT_GE(kept.size(), 3u);
     EXPECT_GE(stages.size(), 2u);
     EXPECT_EQ(layouts.size(), 2u);
   }

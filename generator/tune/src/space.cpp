@@ -121,8 +121,8 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
                   to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (const SpmmCompressedBody* c = plan.compressed())
-    return c->scatter ? fmt::format("compressed/scatter/W{}x{}/K{}/P{}/S{}", c->warps, c->strips_per_warp,
-                                    c->chunk_k, c->stages, c->splits)
+    return c->scatter ? fmt::format("compressed/scatter/W{}x{}/K{}/P{}/S{}/R{}", c->warps, c->strips_per_warp,
+                                    c->chunk_k, c->stages, c->splits, c->kept_rounds)
                       : fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp,
                                     c->chunk_k, c->stages, c->splits, c->formats);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
