@@ -102,6 +102,9 @@ expect 0 "family compressed \(asked for\): blocks of 4 warps x 1 strips" -- comp
 expect 0 "max relative error .* ok" -- verify "$tmp/cz.sccb" --cpu
 expect 0 "records: 0 bitmap, .* positions" -- compile "$tmp/small.mtx" --n 7 --dtype bf16 --values compressed --compressed-layout records --record-formats positions,dense --splits 1 -o "$tmp/cz2.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz2.sccb" --cpu
+# Record formats named without a layout take records, on a layer the rule would scatter.
+expect 0 "scatter layout .*2 round" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --kept-rounds 2 -o "$tmp/cz4.sccb"
+expect 0 "records: .* bitmap, 0 positions" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --record-formats bitmap,dense -o "$tmp/cz5.sccb"
 expect 0 "chunks of 64 columns \(4 stages\)" -- compile "$tmp/small.mtx" --n 16 --dtype f16 --values compressed --chunk-k 64 --stages 4 -o "$tmp/cz3.sccb"
 expect 0 "max relative error .* ok" -- verify "$tmp/cz3.sccb" --cpu
 expect 2 "compressed plans run on fp16 / bf16" -- compile "$tmp/small.mtx" --n 16 --values compressed -o "$tmp/x.sccb"

@@ -439,6 +439,12 @@ TEST(SpmmCompressed, TheAutomaticRuleTakesLargeHalfLayersAtSmallN) {
   EXPECT_FALSE(scatter(denser, {}));
   EXPECT_FALSE(scatter(big, compressed()));
   EXPECT_TRUE(scatter(denser, scattered()));
+  // Record formats named without a layout take records; with the scatter layout named, scatter.
+  SpmmOptions formats_only = compressed(2);
+  formats_only.compressed.scatter.reset();
+  EXPECT_FALSE(scatter(big, formats_only));
+  formats_only.compressed.scatter = true;
+  EXPECT_TRUE(scatter(big, formats_only));
   // A scatter tile holds at most kScatterSlots values: 8 warps x 4 strips take chunks of 64 only.
   EXPECT_EQ(plan_spmm(big, {big.rows, big.cols, 16, SpmmNMode::fixed, false, false, DType::f16},
                       scattered(0, 0, 8, 4))

@@ -76,9 +76,11 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   std::int64_t split_cap = rt::kPortableClusterSplits;  // the most splits the automatic count takes
   b.warps = o.warps;
   b.strips_per_warp = o.strips_per_warp;
-  b.scatter = o.scatter.value_or(static_cast<double>(a.nnz()) <= kCompressedScatterDensity *
-                                                                     static_cast<double>(problem.m) *
-                                                                     static_cast<double>(problem.k));
+  // Record formats named without a layout ask for records.
+  b.scatter =
+      o.scatter.value_or(!o.formats && static_cast<double>(a.nnz()) <= kCompressedScatterDensity *
+                                                                           static_cast<double>(problem.m) *
+                                                                           static_cast<double>(problem.k));
   std::int64_t scatter_chunk = kCompressedChunk;
   if (b.scatter && !b.warps && !b.strips_per_warp) {
     // The tallest block that still gives the SMs enough blocks: taller blocks share each step's

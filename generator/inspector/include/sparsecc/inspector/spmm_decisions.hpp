@@ -141,8 +141,8 @@ inline constexpr std::int32_t kCompressedKeptRounds = 4;
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);
-// The compressed plan: the scatter layout (unless the options say) for A at most
-// kCompressedScatterDensity dense, in the first of kCompressedScatterShapes (with its chunk_k and
+// The compressed plan: the scatter layout (unless the options name a layout or record formats) for A
+// at most kCompressedScatterDensity dense, in the first of kCompressedScatterShapes (with its chunk_k and
 // splits) that gives kCompressedScatterBlocksPerSm blocks an SM, keeping the rounds its lists take
 // (at most kCompressedKeptRounds), else records;
 // n_tile = N rounded up to 8 (at most 64); record blocks of 8 warps x 2 strips (256
