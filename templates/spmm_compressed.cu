@@ -305,6 +305,13 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
       const int from = warp == 0 ? LIST_HEADER : static_cast<int>(ends[warp - 1]);
       const int to = static_cast<int>(ends[warp]);
       spcc_u16* slots = reinterpret_cast<spcc_u16*>(tile);
+      // An entry quad's four values into their places, or zeros there.
+      const auto put = [&](const uint4 v, bool zero) {
+        slots[v.x & 0xffffu] = zero ? spcc_u16{0} : static_cast<spcc_u16>(v.x >> 16);
+        slots[v.y & 0xffffu] = zero ? spcc_u16{0} : static_cast<spcc_u16>(v.y >> 16);
+        slots[v.z & 0xffffu] = zero ? spcc_u16{0} : static_cast<spcc_u16>(v.z >> 16);
+        slots[v.w & 0xffffu] = zero ? spcc_u16{0} : static_cast<spcc_u16>(v.w >> 16);
+      };
       if (from != to) {  // an empty list leaves the warp's strips zero for this chunk
         // The first KEEP rounds of the list are loaded together and their places kept for the zeros.
         spcc_u32 kept[KEEP][2];
@@ -314,19 +321,10 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
           const uint4 v = i < to ? e[i] : make_uint4(PAD, PAD, PAD, PAD);
           kept[r][0] = (v.x & 0xffffu) | (v.y << 16);
           kept[r][1] = (v.z & 0xffffu) | (v.w << 16);
-          slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
-          slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
-          slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
-          slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
+          put(v, false);
         }
 #pragma unroll 2
-        for (int i = from + lane + 32 * KEEP; i < to; i += 32) {
-          const uint4 v = e[i];
-          slots[v.x & 0xffffu] = static_cast<spcc_u16>(v.x >> 16);
-          slots[v.y & 0xffffu] = static_cast<spcc_u16>(v.y >> 16);
-          slots[v.z & 0xffffu] = static_cast<spcc_u16>(v.z >> 16);
-          slots[v.w & 0xffffu] = static_cast<spcc_u16>(v.w >> 16);
-        }
+        for (int i = from + lane + 32 * KEEP; i < to; i += 32) put(e[i], false);
         __syncwarp();
         const spcc_u32 btile = spcc_smem(smem + buf * STAGE);
         // Step by step, B's operands once for the warp's strips.
@@ -344,20 +342,10 @@ extern "C" __global__ void __launch_bounds__(32 * /*@WARPS*/4/*@end*/) /*@CLUSTE
         __syncwarp();
         // Zero the places this warp wrote (the next chunk's block barrier orders them before its scatter).
 #pragma unroll
-        for (int r = 0; r < KEEP; ++r) {
-          slots[kept[r][0] & 0xffffu] = 0;
-          slots[kept[r][0] >> 16] = 0;
-          slots[kept[r][1] & 0xffffu] = 0;
-          slots[kept[r][1] >> 16] = 0;
-        }
+        for (int r = 0; r < KEEP; ++r)
+          put(make_uint4(kept[r][0], kept[r][0] >> 16, kept[r][1], kept[r][1] >> 16), true);
 #pragma unroll 2
-        for (int i = from + lane + 32 * KEEP; i < to; i += 32) {
-          const uint4 v = e[i];
-          slots[v.x & 0xffffu] = 0;
-          slots[v.y & 0xffffu] = 0;
-          slots[v.z & 0xffffu] = 0;
-          slots[v.w & 0xffffu] = 0;
-        }
+        for (int i = from + lane + 32 * KEEP; i < to; i += 32) put(e[i], true);
       }
     }
 #else

@@ -3,12 +3,13 @@
 // runtime walks the stream) -> SpmmExecutor on a NaN-poisoned C. Each output is checked against the
 // fp64 product of the executor's own inputs (A and B rounded to the dtype) within spmm_tolerance, and
 // against interpret_spmm_compressed within one unit in the last place plus 2^-20 max |C| (tensor cores
-// sum in their own order). Cases: every record format alone and chosen by cost, splits 1..8 (thread-
-// block clusters), M and K not multiples of any tile, empty and dense rows, fixed N of 1..64 and run-time
-// N, bias and ReLU, f16 and bf16, an LLM-sized 4096 x 4096 layer at 90 % and a tall 12288 x 1536 one
-// (the automatic rule's 256-row scatter blocks, run-time N, bias and ReLU), and the DLMC transformer 0.9
-// matrices when the data folder is present; the scatter layout through the same classes (splits, block
-// shapes, chunks, N, epilogues, dtypes) and on the LLM-sized and DLMC layers. Skips without a GPU.
+// sum in their own order). Cases: every record format alone and chosen by cost, splits 1..16 (thread-
+// block clusters, past 8 non-portable ones), M and K not multiples of any tile, empty and dense rows, fixed N
+// of 1..64 and run-time N, bias and ReLU, f16 and bf16, an LLM-sized 4096 x 4096 layer at 90 % and a tall
+// 12288 x 1536 one (the automatic rule's 256-row scatter blocks, run-time N, bias and ReLU), and the DLMC
+// transformer 0.9 matrices when the data folder is present; the scatter layout through the same classes
+// (splits, block shapes, chunks, kept list rounds, N, epilogues, dtypes) and on the LLM-sized and DLMC
+// layers. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

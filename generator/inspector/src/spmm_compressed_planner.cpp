@@ -90,7 +90,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
       b.warps = sh.warps;
       b.strips_per_warp = sh.strips;
       scatter_chunk = sh.chunk_k;
-      split_cap = target.clusters ? sh.splits : 1;
+      split_cap = sh.splits;
       const bool wide = sh.splits > rt::kPortableClusterSplits;
       if (static_cast<double>(blocks_of(16 * sh.warps * sh.strips, sh.splits)) >=
               kCompressedScatterBlocksPerSm * static_cast<double>(target.sm_count) &&
@@ -150,6 +150,9 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
   if (o.stages && (o.stages < 2 || o.stages > kSpmmCompressedMaxStages))
     throw UsageError(fmt::format("plan_spmm: {} stages: expected 2..{}", o.stages, kSpmmCompressedMaxStages));
+  if (o.kept_rounds < 0 || o.kept_rounds > kSpmmCompressedMaxKeptRounds)
+    throw UsageError(fmt::format("plan_spmm: {} kept rounds: expected 1..{}", o.kept_rounds,
+                                 kSpmmCompressedMaxKeptRounds));
   // The largest chunk whose stages leave room for kCompressedSharedBlocks blocks on an SM, else the
   // largest whose stages fit a block's opt-in shared memory.
   const std::int64_t block_limit = target.shared_per_block_optin;
@@ -215,9 +218,6 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   b.stream_words = shape.data_word() + data / 4;
   // Scatter: the rounds of 32 entries (16 bytes each) a warp's list takes on average where a chunk
   // holds any (the segments' list ends aside).
-  if (o.kept_rounds < 0 || o.kept_rounds > kSpmmCompressedMaxKeptRounds)
-    throw UsageError(fmt::format("plan_spmm: {} kept rounds: expected 1..{}", o.kept_rounds,
-                                 kSpmmCompressedMaxKeptRounds));
   const std::int64_t list_quads =
       b.scatter && live ? ceil_div(data - live * shape.list_header_bytes(), 16 * live * b.warps) : 0;
   b.kept_rounds = o.kept_rounds ? o.kept_rounds
