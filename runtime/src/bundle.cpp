@@ -288,6 +288,12 @@ CompressedShape compressed_shape(const BundleMetadata& md, const std::string& na
     fail_key(name, "plan_summary.scatter",
              "must be 0 (records), 1 (the scatter layout, one list a segment) or 2 (a list a warp)");
   s.scatter = scatter.value_or(0) >= 1;
+  // 1: the vector layout (a row table and rows of entries; bundles before it state no key).
+  const auto vector = summary_int(md, "vector", name);
+  if (vector && (*vector < 0 || *vector > 1 || (*vector == 1 && s.scatter)))
+    fail_key(name, "plan_summary.vector",
+             "must be 0 or 1 (the vector layout, not with plan_summary.scatter)");
+  s.vector = vector.value_or(0) == 1;
   if (scatter.value_or(0) == 2) {
     s.warp_lists = need("warps", 1, 32);
     if (s.strips % s.warp_lists)
@@ -309,8 +315,12 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
                 "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
   if (md.block_rows != s.row_blocks * s.splits)
     contradicts(name, "block_rows", md.block_rows, "plan_summary.row_blocks x plan_summary.splits");
-  if (md.block_x < 32 || md.block_x % 32 || s.strips % (md.block_x / 32))
-    contradicts(name, "block_x", md.block_x, "whole warps sharing plan_summary.strips");
+  if (s.vector && (md.n_mode != "fixed" || md.n != 1 || md.k > 65536))
+    fail_key(name, "plan_summary.vector", "the vector layout computes a fixed N of 1 with K at most 65536");
+  if (md.block_x < 32 || md.block_x % 32 || (s.vector ? 16 * s.strips : s.strips) % (md.block_x / 32))
+    contradicts(name, "block_x", md.block_x,
+                s.vector ? "whole warps sharing the 16 x plan_summary.strips rows"
+                         : "whole warps sharing plan_summary.strips");
   if (md.n_tile < 8 || md.n_tile > 64 || md.n_tile % 8)
     contradicts(name, "n_tile", md.n_tile, "the compressed kernel's 8, 16, .., 64 columns");
   if (md.tile_nnz != md.nnz)
@@ -568,10 +578,17 @@ void check_sections(const Bundle& b, const std::string& name,
   if (md.values_mode == "rolled") check_rolled_table(b, name, at(SectionKind::values));
   if (md.values_mode == "compressed") {
     try {
-      if (const CompressedShape shape = compressed_shape(md, name); shape.scatter)
+      if (const CompressedShape shape = compressed_shape(md, name); shape.vector) {
+        walk_vector_stream(b.fragments, md.m, md.k, name);
+        if (b.fragments[static_cast<std::size_t>(md.m)] != static_cast<std::uint64_t>(md.nnz))
+          throw std::invalid_argument(name + ": vector stream: its rows hold " +
+                                      std::to_string(b.fragments[static_cast<std::size_t>(md.m)]) +
+                                      " entries, not the " + std::to_string(md.nnz) + " nonzeros of nnz");
+      } else if (shape.scatter) {
         walk_scatter_stream(b.fragments, shape, md.m, md.k, name);
-      else
+      } else {
         walk_compressed_stream(b.fragments, shape, md.k, name);
+      }
     } catch (const std::invalid_argument& e) {
       fail_section(name, SectionKind::fragments, at(SectionKind::fragments), e.what());
     }
@@ -761,6 +778,7 @@ std::vector<ContractField> spmm_contract(const BundleMetadata& md, std::int64_t 
     // The layout binds only where it is the scatter one, so records bundles keep the contract they
     // were stamped with before the layout existed.
     if (get("scatter")) fields.push_back({"plan_summary.scatter", get("scatter")});
+    if (get("vector")) fields.push_back({"plan_summary.vector", get("vector")});
   }
   if (md.conv) {
     // The geometry is compiled into the code: the runtime sizes X and Y from it.

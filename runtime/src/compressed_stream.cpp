@@ -251,4 +251,34 @@ void walk_scatter_stream(std::span<const std::uint32_t> words, const CompressedS
     }
 }
 
+void walk_vector_stream(std::span<const std::uint32_t> words, std::int64_t m, std::int64_t k,
+                        const std::string& name,
+                        const std::function<void(std::int64_t, std::int64_t, std::uint16_t)>& fn) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(name + ": vector stream: " + what);
+  };
+  const auto size = static_cast<std::int64_t>(words.size());
+  const std::int64_t data = vector_data_word(m);
+  if (m < 1 || size < data)
+    fail(std::to_string(size) + " words hold no row table of " + std::to_string(m) + " rows");
+  if ((size - data) % 4)
+    fail("the data (" + std::to_string(size - data) + " words) is not a multiple of 4 words");
+  if (words[0] != 0) fail("the row table starts at " + std::to_string(words[0]) + ", not 0");
+  for (std::int64_t r = 0; r < m; ++r) {
+    const std::int64_t begin = words[static_cast<std::size_t>(r)],
+                       end = words[static_cast<std::size_t>(r + 1)];
+    if (end < begin || data + end > size)
+      fail("row " + std::to_string(r) + " (table word " + std::to_string(r + 1) + ", byte " +
+           std::to_string(4 * (r + 1)) + ") ends at entry " + std::to_string(end) +
+           ", before its start or past the data");
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::uint32_t e = words[static_cast<std::size_t>(data + i)];
+      if (static_cast<std::int64_t>(e & 0xffffu) >= k)
+        fail("row " + std::to_string(r) + ", entry at byte " + std::to_string(4 * (data + i)) + ": column " +
+             std::to_string(e & 0xffffu) + " past A's " + std::to_string(k) + " columns");
+      if (fn) fn(r, e & 0xffffu, static_cast<std::uint16_t>(e >> 16));
+    }
+  }
+}
+
 }  // namespace sparsecc::rt

@@ -9,7 +9,8 @@
 // 12288 x 1536 one (the automatic rule's 256-row scatter blocks, run-time N, bias and ReLU), and the DLMC
 // transformer 0.9 matrices when the data folder is present; the scatter layout through the same classes
 // (splits, block shapes, chunks, kept list rounds, N, epilogues, dtypes) and on the LLM-sized and DLMC
-// layers. Skips without a GPU.
+// layers; the vector layout (a fixed N of 1) through blocks of 4..16 warps, short, empty and dense rows,
+// bias and ReLU, both dtypes and the automatic rule on LLM-sized layers. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +50,17 @@ SpmmCase compressed_case(std::string name, CsrMatrix a, std::int64_t n, DType dt
   return c;
 }
 
+// A fixed N of 1 in the vector layout (`warps` a block; 0: the rule's).
+SpmmCase vector_case(std::string name, CsrMatrix a, DType dtype, std::int32_t warps, bool bias_relu = false) {
+  SpmmCase c = compressed_case(std::move(name), std::move(a), 1, dtype, 7, 0, SpmmNMode::fixed, bias_relu);
+  c.options.compressed.formats.reset();
+  c.options.compressed.splits = 0;
+  c.options.compressed.scatter.reset();
+  c.options.compressed.vector = true;
+  c.options.compressed.warps = warps;
+  return c;
+}
+
 // The same case in the scatter layout.
 SpmmCase scatter_case(SpmmCase c) {
   c.name += "/scatter";
@@ -80,7 +92,8 @@ void run_case(const rt::Context& ctx, const rt::SpmmExecutor& ex, const SpmmCase
       c.name.c_str(), static_cast<long long>(c.a.rows), static_cast<long long>(c.a.cols),
       static_cast<long long>(c.a.nnz()), n, std::string(dtype_name(plan.problem.dtype)).c_str(), body.warps,
       body.strips_per_warp, body.splits, body.chunk_k,
-      body.scatter
+      body.vector ? "vector"
+      : body.scatter
           ? "scatter"
           : fmt::format("records {}/{}/{}", body.records[0], body.records[1], body.records[2]).c_str(),
       r.rel, tol, r.far ? " INTERPRETER DIFFERS" : "");
@@ -100,6 +113,8 @@ void build_and_run(const std::vector<SpmmCase>& cases) {
     const SpmmBuilt& b = built[i].get();
     ASSERT_TRUE(b.plan_errors.empty()) << c.name << ": " << b.plan_errors.front();
     ASSERT_TRUE(b.plan.compressed()) << c.name;
+    // Cases named for the vector layout (the automatic ones included) take it; no other case does.
+    EXPECT_EQ(b.plan.compressed()->vector, c.name.find("/vector") != std::string::npos) << c.name;
     EXPECT_EQ(b.usage.spill_store_bytes, 0) << c.name;
     EXPECT_EQ(b.bundle.metadata.values_mode, "compressed");
     const rt::SpmmExecutor ex = rt::SpmmExecutor::load(b.bundle, c.name, ctx);
@@ -174,6 +189,32 @@ TEST(SpmmCompressedGpu, ScatterLayoutEveryShapeClass) {
     c.options.compressed.kept_rounds = kept;
     cases.push_back(std::move(c));
   }
+  build_and_run(cases);
+}
+
+TEST(SpmmCompressedGpu, VectorLayoutEveryShapeClass) {
+  SPARSECC_GPU_OR_SKIP();
+  // M and K multiples of no tile, empty rows (every 7th), a dense band, rows shorter than a lane's piece
+  // (the 77 x 70 matrix), blocks of 4, 8 and 16 warps, bias and ReLU, f16 and bf16; the automatic rule
+  // at N = 1 on an LLM-sized layer (both dtypes) and a 28672-row one.
+  const CsrMatrix edges = shaped(1000, 1500, 0.1, 3), small = shaped(77, 70, 0.5, 5);
+  std::vector<SpmmCase> cases;
+  for (const DType t : {DType::f16, DType::bf16}) {
+    const std::string d(dtype_name(t));
+    for (const std::int32_t w : {4, 8, 16})
+      cases.push_back(vector_case(fmt::format("edges/{}/vector/w{}", d, w), edges, t, w));
+    cases.push_back(vector_case("edges/" + d + "/vector/bias-relu", edges, t, 0, true));
+    cases.push_back(vector_case("small/" + d + "/vector", small, t, 8, true));
+    SpmmCase llm = vector_case("llm-4096/" + d + "/vector-auto", random_csr(4096, 4096, 0.1, 49), t, 0, true);
+    llm.options.value_mode.reset();  // the automatic rule: compressed, vector layout at N = 1
+    llm.options.compressed.vector.reset();
+    cases.push_back(std::move(llm));
+  }
+  SpmmCase tall =
+      vector_case("tall-28672x1024/f16/vector-auto", random_csr(28672, 1024, 0.05, 50), DType::f16, 0);
+  tall.options.value_mode.reset();
+  tall.options.compressed.vector.reset();
+  cases.push_back(std::move(tall));
   build_and_run(cases);
 }
 

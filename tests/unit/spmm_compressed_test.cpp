@@ -13,6 +13,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "sparsecc/common/dtype.hpp"
@@ -593,6 +594,28 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
     EXPECT_GE(stages.size(), 2u);
     EXPECT_EQ(layouts.size(), 2u);
   }
+
+  // A vector default (N = 1): its options survive JSON, and its space holds the other block sizes of
+  // tune::SpmmSpaceDims and both tensor-core layouts.
+  SpmmOptions v;
+  v.value_mode = SpmmValueMode::compressed;
+  v.compressed.vector = true;
+  v.compressed.warps = 8;
+  EXPECT_EQ(spmm_options_from_json(to_json(v), "test").compressed, v.compressed);
+  const CsrMatrix a = test::random_csr(512, 2048, 0.1, 1);
+  const SpmmProblem pr{a.rows, a.cols, 1, SpmmNMode::fixed, false, false, DType::f16};
+  const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
+  ASSERT_FALSE(space.candidates.empty());
+  ASSERT_TRUE(space.candidates.front().plan.compressed() &&
+              space.candidates.front().plan.compressed()->vector);
+  std::set<std::string> kinds;
+  for (const tune::SpmmCandidate& c : space.candidates) {
+    const SpmmCompressedBody& b = *c.plan.compressed();
+    kinds.insert(b.vector ? fmt::format("vector {}", b.warps) : b.scatter ? "scatter" : "records");
+    const SpmmOptions stored = spmm_options_from_json(tune::candidate_json(c), "db");
+    EXPECT_EQ(tune::spmm_label(plan_spmm(a, pr, stored), KernelLanguage::cuda, 0), c.label);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"vector 4", "vector 8", "vector 16", "scatter", "records"}));
 }
 
 TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
@@ -654,4 +677,101 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b = *sc.bundle;
   b.fragments.back() = (b.fragments.back() & 0xffff0000u) | 0xffffu;  // a place past the tile
   refused(b, "scatter stream");
+}
+
+// The vector layout: a fixed N of 1 takes it automatically (not N = 2, a run-time N, K past 16-bit
+// columns, or options that name another layout or record formats); its interpreter matches the
+// reference on every shape class; its plan survives JSON and check_plan refuses it at another N; the
+// runtime's walk refuses streams that break the row table or name columns past K.
+TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
+  const CsrMatrix big = test::random_csr(512, 2048, 0.1, 1);
+  const auto plan_of = [](const CsrMatrix& a, std::int64_t n, SpmmNMode mode, const SpmmOptions& o = {}) {
+    return plan_spmm(a, {a.rows, a.cols, n, mode, false, false, DType::f16}, o);
+  };
+  const auto vector = [&](const CsrMatrix& a, std::int64_t n, SpmmNMode mode, const SpmmOptions& o = {}) {
+    const SpmmPlan p = plan_of(a, n, mode, o);
+    return p.compressed() && p.compressed()->vector;
+  };
+  EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed));
+  EXPECT_FALSE(vector(big, 2, SpmmNMode::fixed));
+  EXPECT_FALSE(vector(big, 1, SpmmNMode::runtime));
+  EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, compressed()));
+  EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, scattered()));
+  SpmmOptions asked = compressed();
+  asked.compressed.formats.reset();
+  asked.compressed.scatter.reset();
+  asked.compressed.vector = true;
+  EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed, asked));
+  EXPECT_THROW(plan_of(big, 16, SpmmNMode::fixed, asked), UsageError);
+  EXPECT_THROW(plan_of(big, 1, SpmmNMode::runtime, asked), UsageError);
+  const CsrMatrix wide = test::random_csr(16, kSpmmVectorMaxK + 1, 0.001, 2);
+  EXPECT_FALSE(vector(wide, 1, SpmmNMode::fixed, [] {
+    SpmmOptions o;
+    o.value_mode = SpmmValueMode::compressed;
+    return o;
+  }()));
+  EXPECT_THROW(plan_of(wide, 1, SpmmNMode::fixed, asked), UsageError);
+  asked.compressed.warps = 3;  // 16 rows do not split into 3 warps
+  EXPECT_THROW(plan_of(big, 1, SpmmNMode::fixed, asked), UsageError);
+
+  // One row a warp by default; the interpreter against the reference, with and without the epilogue.
+  const SpmmPlan plan = plan_of(big, 1, SpmmNMode::fixed);
+  EXPECT_EQ(plan.compressed()->warps, spmm_rules::kCompressedVectorWarps);
+  EXPECT_EQ(plan.layout.rows_per_block, 16);
+  EXPECT_EQ(plan.layout.shared_bytes, 0);
+  // Past one wave of warp slots (132 SMs x 64 warps on the default target), two rows a warp.
+  SpmmOptions family;
+  family.value_mode = SpmmValueMode::compressed;
+  const CsrMatrix tall = test::random_csr(8448 + 16, 64, 0.1, 3);
+  EXPECT_EQ(plan_of(tall, 1, SpmmNMode::fixed, family).compressed()->warps,
+            spmm_rules::kCompressedVectorWarps / 2);
+  const CsrMatrix wave = test::random_csr(8448, 64, 0.1, 3);
+  EXPECT_EQ(plan_of(wave, 1, SpmmNMode::fixed, family).compressed()->warps,
+            spmm_rules::kCompressedVectorWarps);
+  for_every_shape_class([](const CsrMatrix& a, DType dtype, const std::string& label) {
+    for (const std::int32_t warps : {0, 4}) {
+      SCOPED_TRACE(fmt::format("{} warps {}", label, warps));
+      SpmmOptions o;
+      o.value_mode = SpmmValueMode::compressed;
+      o.compressed.vector = true;
+      o.compressed.warps = warps;
+      expect_correct(a, {a.rows, a.cols, 1, SpmmNMode::fixed, warps == 0, warps == 0, dtype}, o, 1);
+    }
+  });
+
+  // JSON and check_plan.
+  const SpmmPlan back = plan_from_json(to_json(plan));
+  EXPECT_EQ(to_json(back), to_json(plan));
+  EXPECT_EQ(to_json(plan)["body"]["layout"], "vector");
+  EXPECT_TRUE(check_plan(back, big).empty());
+  SpmmPlan other_n = plan;
+  other_n.problem.n = 2;
+  EXPECT_FALSE(check_plan(other_n, big).empty());
+  SpmmPlan scatter_too = plan;
+  scatter_too.compressed()->scatter = true;
+  EXPECT_FALSE(check_plan(scatter_too, big).empty());
+
+  // The stream: the row table is A's row pointers, then value << 16 | column; the walk refuses breaks.
+  const std::vector<std::uint32_t> stream = spmm_compressed_stream(plan, big);
+  const std::int64_t data = rt::vector_data_word(big.rows);
+  ASSERT_EQ(static_cast<std::int64_t>(stream.size()), data + round_up(big.nnz(), 4));
+  std::int64_t seen = 0;
+  rt::walk_vector_stream(stream, big.rows, big.cols, "ok",
+                         [&](std::int64_t row, std::int64_t col, std::uint16_t) {
+                           EXPECT_EQ(col, big.col_idx[static_cast<std::size_t>(seen)]);
+                           EXPECT_GE(seen, big.row_ptr[static_cast<std::size_t>(row)]);
+                           EXPECT_LT(seen++, big.row_ptr[static_cast<std::size_t>(row + 1)]);
+                         });
+  EXPECT_EQ(seen, big.nnz());
+  const auto refused = [&](const std::function<void(std::vector<std::uint32_t>&)>& edit) {
+    std::vector<std::uint32_t> s = stream;
+    edit(s);
+    EXPECT_THROW(rt::walk_vector_stream(s, big.rows, big.cols, "bad"), std::invalid_argument);
+  };
+  refused([](auto& s) { s[0] = 1; });                                       // the table starts past 0
+  refused([](auto& s) { std::swap(s[5], s[6]); });                          // a row ends before it starts
+  refused([&](auto& s) { s[static_cast<std::size_t>(big.rows)] += 8; });    // the last row past the data
+  refused([&](auto& s) { s[static_cast<std::size_t>(data)] |= 0xffffu; });  // a column past K
+  refused([](auto& s) { s.pop_back(); });                                   // data not in pieces of 4
+  refused([&](auto& s) { s.resize(static_cast<std::size_t>(big.rows)); });  // no whole row table
 }

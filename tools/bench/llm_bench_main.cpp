@@ -334,7 +334,7 @@ struct Variant {
 // "[NAME:]key=value,..." with keys values, rows-per-block, n-tile, groups, max-registers,
 // cols-per-thread, step-lanes, ptxas-O, the compressed family's warps, strips (16-row strips a warp),
 // chunk-k, stages, splits, kept-rounds, formats (bits: 1 bitmap, 2 positions, 4 dense), bitmap-weight,
-// position-weight, layout (records or scatter), and n-mode (fixed | runtime).
+// position-weight, layout (records, scatter or vector), and n-mode (fixed | runtime).
 Variant parse_variant(const std::string& spec) {
   Variant v;
   std::string body = spec;
@@ -394,9 +394,12 @@ Variant parse_variant(const std::string& spec) {
     else if (key == "position-weight")
       v.options.compressed.position_weight = integer();
     else if (key == "layout") {
-      if (value != "records" && value != "scatter")
-        throw UsageError(fmt::format("--variant {}: layout is records or scatter", spec));
-      v.options.compressed.scatter = value == "scatter";
+      if (value != "records" && value != "scatter" && value != "vector")
+        throw UsageError(fmt::format("--variant {}: layout is records, scatter or vector", spec));
+      if (value == "vector")
+        v.options.compressed.vector = true;
+      else
+        v.options.compressed.scatter = value == "scatter";
     } else if (key == "n-mode") {
       if (value != "fixed" && value != "runtime")
         throw UsageError(fmt::format("--variant {}: n-mode is fixed or runtime", spec));

@@ -98,9 +98,10 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
          "each record takes the cheapest), or auto")
       ->capture_default_str();
   cmd->add_option("--compressed-layout", f.compressed_layout,
-                  "Compressed plans: records (each warp decodes its strips' records) or scatter (each warp "
-                  "scatters its own list of nonzeros into its strips' operand tile), or auto")
-      ->check(CLI::IsMember({"auto", "records", "scatter"}))
+                  "Compressed plans: records (each warp decodes its strips' records), scatter (each warp "
+                  "scatters its own list of nonzeros into its strips' operand tile), vector (a fixed N of 1: "
+                  "a warp a row, on CUDA cores), or auto")
+      ->check(CLI::IsMember({"auto", "records", "scatter", "vector"}))
       ->capture_default_str();
 }
 
@@ -139,7 +140,11 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
     }
     o.compressed.formats = bits;
   }
-  if (f.compressed_layout != "auto") o.compressed.scatter = f.compressed_layout == "scatter";
+  if (f.compressed_layout == "vector") {
+    o.compressed.vector = true;
+  } else if (f.compressed_layout != "auto") {
+    o.compressed.scatter = f.compressed_layout == "scatter";
+  }
   return o;
 }
 

@@ -113,10 +113,13 @@ int run_verify(const VerifyArgs& args) {
   const std::int64_t bad = check.unwritten;
   const bool ok = bad == 0 && rel <= tolerance;
   const std::string precision =
-      md.dtype == "f32"
-          ? ""
-          : fmt::format(" {} ({} accumulation{})", md.dtype, md.accumulate,
-                        md.tile_nnz ? fmt::format(", {} nonzeros on tensor cores", md.tile_nnz) : "");
+      md.dtype == "f32" ? ""
+                        : fmt::format(" {} ({} accumulation{})", md.dtype, md.accumulate,
+                                      md.tile_nnz ? fmt::format(", {} nonzeros {}", md.tile_nnz,
+                                                                md.plan_summary.value("vector", 0) == 1
+                                                                    ? "in the vector layout (CUDA cores)"
+                                                                    : "on tensor cores")
+                                                  : "");
   fmt::print(
       "{}: {}x{} x N={} ({} nonzeros){}, {}, seed {}: max relative error {:.3e} (tolerance {:.1e}){} {}\n",
       args.bundle, md.m, md.k, n, md.nnz, precision, how, seed, rel, tolerance,

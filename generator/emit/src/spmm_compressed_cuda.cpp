@@ -20,6 +20,20 @@ EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a
   emit_detail::start_cuda_kernel(plan, a, out);  // checks the plan; no values array
   out.fragment_words = spmm_compressed_stream(plan, a);
   const rt::CompressedShape shape = spmm_compressed_shape(plan);
+  if (body->vector) {
+    out.source = KernelTemplate::load("spmm_vector.cu")
+                     .render({{"KERNEL_NAME", plan.hints.kernel_name},
+                              {"BF16", plan.problem.dtype == DType::bf16 ? "1" : "0"},
+                              {"WARPS", std::to_string(body->warps)},
+                              {"ROWS", std::to_string(spmm_compressed_rows(*body))},
+                              {"M", std::to_string(plan.problem.m)},
+                              {"UNROLL", std::to_string(kSpmmVectorUnroll)},
+                              {"BIAS", plan.epilogue.bias ? "true" : "false"},
+                              {"RELU", plan.epilogue.relu ? "true" : "false"},
+                              {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"}});
+    stamp_spmm_contract(out, plan, a);
+    return out;
+  }
   const bool fixed = plan.problem.n_mode == SpmmNMode::fixed;
   const std::map<std::string, std::string> values = {
       {"KERNEL_NAME", plan.hints.kernel_name},

@@ -87,7 +87,10 @@ json to_json(const SpmmOptions& o) {
     if (c.formats) jc["formats"] = *c.formats;
     if (c.bitmap_weight) jc["bitmap_weight"] = *c.bitmap_weight;
     if (c.position_weight) jc["position_weight"] = *c.position_weight;
-    if (c.scatter) jc["layout"] = *c.scatter ? "scatter" : "records";
+    if (c.vector.value_or(false))
+      jc["layout"] = "vector";
+    else if (c.scatter)
+      jc["layout"] = *c.scatter ? "scatter" : "records";
     j["compressed"] = std::move(jc);
   }
   return j;
@@ -142,9 +145,12 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     optional("position_weight", co.position_weight);
     if (c.has("layout")) {
       const std::string layout = c.text("layout");
-      if (layout != "records" && layout != "scatter")
-        throw UsageError(fmt::format("{}: 'layout' is '{}', not records or scatter", where, layout));
-      co.scatter = layout == "scatter";
+      if (layout != "records" && layout != "scatter" && layout != "vector")
+        throw UsageError(fmt::format("{}: 'layout' is '{}', not records, scatter or vector", where, layout));
+      if (layout == "vector")
+        co.vector = true;
+      else
+        co.scatter = layout == "scatter";
     }
   }
   return o;

@@ -39,6 +39,67 @@ void split_chunks(const std::vector<double>& cost, std::int64_t chunks, std::int
   out.push_back(static_cast<std::int32_t>(chunks));
 }
 
+// The vector layout: warps of one row each (the options' warps and strips aside), nothing staged.
+SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
+                     const GpuTarget& target) {
+  const SpmmCompressedOptions& o = options.compressed;
+  if (problem.n_mode != SpmmNMode::fixed || problem.n != 1)
+    throw UsageError(fmt::format("plan_spmm: the vector layout computes a fixed N of 1, not {}{}", problem.n,
+                                 problem.n_mode == SpmmNMode::fixed ? "" : " at run time"));
+  if (problem.k > kSpmmVectorMaxK)
+    throw UsageError(fmt::format("plan_spmm: the vector layout takes K up to {} (16-bit columns), not {}",
+                                 kSpmmVectorMaxK, problem.k));
+  if (o.scatter.value_or(false) || o.formats || o.chunk_k || o.stages || o.splits > 1 || o.kept_rounds ||
+      (options.n_tile && options.n_tile != 8))
+    throw UsageError(
+        "plan_spmm: the vector layout takes no scatter lists, record formats, chunks, stages, splits, kept "
+        "rounds or n tile");
+  SpmmPlan p;
+  p.problem = problem;
+  p.hints.kernel_name = options.kernel_name;
+  p.body = SpmmCompressedBody{};
+  SpmmCompressedBody& b = *p.compressed();
+  b.vector = true;
+  // One row a warp while the rows fit one wave of the SMs' warp slots, else two.
+  const std::int64_t slots = std::int64_t{target.sm_count} * target.max_threads_per_sm / 32;
+  b.warps = o.warps ? o.warps : problem.m <= slots ? kCompressedVectorWarps : kCompressedVectorWarps / 2;
+  b.strips_per_warp = o.strips_per_warp ? o.strips_per_warp : 1;
+  if (b.warps > 16 || b.strips_per_warp > 4 || 16 * b.strips_per_warp % b.warps)
+    throw UsageError(fmt::format("plan_spmm: a vector block of {} warps cannot share {} rows evenly", b.warps,
+                                 16 * b.strips_per_warp));
+  b.chunk_k = rt::kRecordCols;
+  b.n_tile = 8;
+  b.bitmap_weight = kCompressedBitmapWeight;
+  b.position_weight = kCompressedPositionWeight;
+  const std::int64_t rows = spmm_compressed_rows(b), row_blocks = ceil_div(problem.m, rows);
+  if (row_blocks > target.max_grid_y)
+    throw UsageError(
+        fmt::format("plan_spmm: {} row blocks pass the grid's y limit {}", row_blocks, target.max_grid_y));
+  b.stream_words = rt::vector_data_word(problem.m) + round_up(a.nnz(), 4);
+  const auto chunks = static_cast<std::int32_t>(ceil_div(problem.k, b.chunk_k));
+  for (std::int64_t r = 0; r < row_blocks; ++r) b.split_chunks.insert(b.split_chunks.end(), {0, chunks});
+  SpmmLayout& l = p.layout;
+  l.row_split = SpmmRowSplit::equal;
+  l.rows_per_block = l.panel_rows = static_cast<std::int32_t>(rows);
+  l.n_tile = l.block_x = 32 * b.warps;
+  l.groups = 1;
+  l.cols_per_thread = 2;
+  for (std::int64_t r = 0; r < row_blocks; ++r)
+    l.blocks.push_back({r * rows, std::min(problem.m, (r + 1) * rows), {}, {}});
+  l.shared_bytes = 0;
+  p.epilogue = {problem.bias, problem.relu, DType::f32, problem.dtype};
+  p.hints.estimated_registers = 40;
+  p.hints.estimated_instructions = a.nnz() / 4;  // a lane's 16-byte piece is four entries
+  p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
+  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
+  const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
+  if (mode == SpmmProgrammatic::trigger)
+    throw UsageError(
+        "plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
+  p.hints.programmatic = mode == SpmmProgrammatic::wait;
+  return p;
+}
+
 }  // namespace
 
 SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
@@ -52,6 +113,10 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
         "plan_spmm: compressed plans take no forced blocklets (every piece is a tensor-core operand)");
   if (!target.mma_f16) throw UsageError(fmt::format("plan_spmm: {} has no f16 tensor cores", target.arch));
   const SpmmCompressedOptions& o = options.compressed;
+  // A fixed N of 1 takes the vector layout unless the options name another layout or record formats.
+  if (o.vector.value_or(!o.scatter && !o.formats && problem.n_mode == SpmmNMode::fixed && problem.n == 1 &&
+                        problem.k <= kSpmmVectorMaxK))
+    return plan_vector(a, problem, options, target);
   SpmmPlan p;
   p.problem = problem;
   p.hints.kernel_name = options.kernel_name;

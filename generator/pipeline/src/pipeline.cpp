@@ -228,9 +228,12 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
           ? fmt::format(
                 "compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {}; {} layout{})",
                 art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns,
-                art.plan.compressed()->scatter ? "scatter" : "records",
-                request.options.compressed.scatter
-                    ? " as asked"
+                art.plan.compressed()->vector    ? "vector"
+                : art.plan.compressed()->scatter ? "scatter"
+                                                 : "records",
+                request.options.compressed.scatter || request.options.compressed.vector ? " as asked"
+                : art.plan.compressed()->vector
+                    ? std::string(" at a fixed N of 1")
                     : fmt::format(", the scatter layout for layers at most {:.0f} % dense",
                                   100 * spmm_rules::kCompressedScatterDensity))
           : family + " (the automatic rule)";
@@ -255,7 +258,9 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       plan.compressed()
           ? fmt::format("{} row blocks of {} rows x {} split(s), compressed {}", plan.layout.block_rows(),
                         plan.layout.rows_per_block, plan.compressed()->splits,
-                        plan.compressed()->scatter ? "scatter layout" : "records")
+                        plan.compressed()->vector    ? "vector layout"
+                        : plan.compressed()->scatter ? "scatter layout"
+                                                     : "records")
           : fmt::format("{} block rows x {} rows ({}), n_tile {}, {} group(s), {} values{}",
                         plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split),
                         plan.layout.n_tile, plan.layout.groups, to_string(plan.value_mode()),
@@ -274,7 +279,15 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       usage.stack_frame_bytes,
       usage.spill_store_bytes < 0 ? std::string("unknown (no ptxas report; they lie in the stack frame)")
                                   : fmt::format("{} B", usage.spill_store_bytes + usage.spill_load_bytes));
-  if (const SpmmCompressedBody* c = plan.compressed())
+  if (const SpmmCompressedBody* c = plan.compressed(); c && c->vector)
+    out += fmt::format(
+        "\nfamily {}: blocks of {} warps over {} rows (a warp a row), on CUDA cores; stream {:.1f} MB "
+        "({:.2f} "
+        "bytes/nonzero)",
+        family_note.empty() ? "compressed" : family_note, c->warps, plan.layout.rows_per_block,
+        4e-6 * static_cast<double>(c->stream_words),
+        nnz ? 4.0 * static_cast<double>(c->stream_words) / static_cast<double>(nnz) : 0.0);
+  else if (c)
     out += fmt::format(
         "\nfamily {}: blocks of {} warps x {} strips ({} rows) over chunks of {} columns ({} stages), {} "
         "split(s) a row block (cluster), {} columns a block; {}; "

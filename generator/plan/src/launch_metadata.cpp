@@ -71,6 +71,7 @@ rt::BundleMetadata spmm_launch_metadata(const SpmmPlan& plan, const CsrMatrix& a
                        {"records_dense", c->records[2]},
                        {"max_registers", plan.hints.max_registers},
                        {"assembler_opt_level", plan.hints.assembler_opt_level}};
+    if (shape.vector) md.plan_summary["vector"] = 1;
     return md;
   }
   if (plan.stage_slots() > 0) md.plan_summary["stage_min_entries"] = plan.stage_min_entries();

@@ -237,13 +237,14 @@ rt::CompressedShape spmm_compressed_shape(const SpmmPlan& plan) {
   const SpmmCompressedBody* body = plan.compressed();
   if (!body) throw UsageError("spmm_compressed_shape: the plan is not a compressed one");
   rt::CompressedShape s;
-  s.strips = std::int64_t{body->warps} * body->strips_per_warp;
+  s.strips = spmm_compressed_rows(*body) / kRows;  // the vector layout's warps share the block's strips
   s.row_blocks = ceil_div(ceil_div(plan.problem.m, kRows), s.strips);
   s.chunk_k = body->chunk_k;
   s.chunks = ceil_div(plan.problem.k, body->chunk_k);
   s.splits = body->splits;
   s.stage_bytes = body->stage_bytes;
   s.scatter = body->scatter;
+  s.vector = body->vector;
   s.warp_lists = body->scatter ? body->warps : 0;
   return s;
 }
@@ -384,6 +385,21 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
     const double w = spmm_weight(plan, a.values[i]);
     bits[i] = bf16 ? double_to_bf16_bits(w) : double_to_half_bits(w);
   }
+  if (shape.vector) {
+    // The row table, then every row's entries (columns ascending, as A's CSR holds them), padded to 4.
+    if (plan.problem.k > kSpmmVectorMaxK || a.nnz() > UINT32_MAX)
+      throw UsageError(fmt::format(
+          "spmm_compressed_stream: a vector stream takes K up to {} and 2^32 nonzeros", kSpmmVectorMaxK));
+    const std::int64_t data = rt::vector_data_word(a.rows);
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(data + round_up(a.nnz(), 4)), 0);
+    for (std::int64_t r = 0; r <= a.rows; ++r)
+      words[static_cast<std::size_t>(r)] = static_cast<std::uint32_t>(a.row_ptr[static_cast<std::size_t>(r)]);
+    for (std::int64_t i = 0; i < a.nnz(); ++i)
+      words[static_cast<std::size_t>(data + i)] =
+          std::uint32_t{bits[static_cast<std::size_t>(i)]} << 16 |
+          static_cast<std::uint32_t>(a.col_idx[static_cast<std::size_t>(i)]);
+    return words;
+  }
   std::vector<std::uint32_t> words(static_cast<std::size_t>(shape.data_word()), 0);
   for (std::size_t i = 0; i < body.split_chunks.size(); ++i)
     words[i] = static_cast<std::uint32_t>(body.split_chunks[i]);
@@ -473,6 +489,23 @@ DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<st
   const auto weight = [&](std::uint16_t h) { return bf16 ? bf16_bits_to_double(h) : half_bits_to_double(h); };
   std::vector<double> bq(b.data.size());
   for (std::size_t i = 0; i < bq.size(); ++i) bq[i] = round_to(pr.dtype, b.data[i]);
+  if (shape.vector) {
+    // Each row's exact products summed, rounded once to fp32 (the kernel's fp32 lane sums and warp
+    // reduction agree to a few ulps), then bias, ReLU and the dtype's rounding.
+    std::vector<double> sum(static_cast<std::size_t>(pr.m), 0.0);
+    rt::walk_vector_stream(
+        stream, pr.m, pr.k, "interpret_spmm", [&](std::int64_t row, std::int64_t col, std::uint16_t v) {
+          sum[static_cast<std::size_t>(row)] += weight(v) * bq[static_cast<std::size_t>(col)];
+        });
+    DenseMatrix c(pr.m, 1, std::nan(""));
+    for (std::int64_t row = 0; row < pr.m; ++row) {
+      float v = static_cast<float>(sum[static_cast<std::size_t>(row)]);
+      if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
+      if (pr.relu) v = std::fmax(v, 0.f);
+      c(row, 0) = round_to(pr.dtype, v);
+    }
+    return c;
+  }
   const std::int64_t rows = kRows * shape.strips;
   // partial[split][local row][column], fp32 as the kernel's accumulators.
   std::vector<float> partial(static_cast<std::size_t>(shape.splits * rows * n));

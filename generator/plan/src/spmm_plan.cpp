@@ -343,6 +343,7 @@ std::int64_t spmm_compressed_pitch(std::int64_t n_tile) {
 }
 
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& b) {
+  if (b.vector) return 0;
   const std::int64_t stages =
       std::int64_t{b.stages} * (std::int64_t{b.chunk_k} * spmm_compressed_pitch(b.n_tile) + b.stage_bytes);
   const std::int64_t partial = b.splits > 1 ? spmm_compressed_rows(b) * b.n_tile * 4 : 0;
@@ -447,6 +448,14 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
   if (b.scatter && spmm_compressed_rows(b) * b.chunk_k > rt::kScatterSlots)
     err(fmt::format("a scatter tile of {} rows x chunk_k {} passes {} slots", spmm_compressed_rows(b),
                     b.chunk_k, rt::kScatterSlots));
+  if (b.vector && (b.scatter || p.problem.n_mode != SpmmNMode::fixed || p.problem.n != 1 ||
+                   p.problem.k > kSpmmVectorMaxK || b.chunk_k != rt::kRecordCols || b.splits != 1 ||
+                   b.n_tile != 8 || b.stage_bytes != 0 || 16 * b.strips_per_warp % b.warps))
+    err(fmt::format(
+        "a vector plan computes a fixed N of 1 with K at most {} (not N {}{}, K {}), with chunk_k "
+        "{}, one split, n_tile 8, no stage and whole rows a warp (16 x {} strips over {} warps)",
+        kSpmmVectorMaxK, p.problem.n, p.problem.n_mode == SpmmNMode::fixed ? "" : " at run time", p.problem.k,
+        rt::kRecordCols, b.strips_per_warp, b.warps));
   if (!errors.empty()) return;
   const std::int64_t rows = spmm_compressed_rows(b);
   const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);
@@ -683,7 +692,9 @@ json to_json(const SpmmPlan& p) {
             {"stages", c->stages},
             {"splits", c->splits},
             {"n_tile", c->n_tile},
-            {"layout", c->scatter ? "scatter" : "records"},
+            {"layout", c->vector    ? "vector"
+                       : c->scatter ? "scatter"
+                                    : "records"},
             {"kept_rounds", c->kept_rounds},
             {"formats", c->formats},
             {"bitmap_weight", c->bitmap_weight},
@@ -792,9 +803,10 @@ SpmmPlan plan_from_json(const json& j) {
       c->splits = jb.at("splits");
       c->n_tile = jb.at("n_tile");
       const std::string layout = jb.at("layout").get<std::string>();
-      if (layout != "records" && layout != "scatter")
-        throw UsageError(fmt::format("SpMM plan: layout '{}' is not records or scatter", layout));
+      if (layout != "records" && layout != "scatter" && layout != "vector")
+        throw UsageError(fmt::format("SpMM plan: layout '{}' is not records, scatter or vector", layout));
       c->scatter = layout == "scatter";
+      c->vector = layout == "vector";
       c->kept_rounds = jb.value("kept_rounds", 1);
       c->formats = jb.at("formats");
       c->bitmap_weight = jb.at("bitmap_weight");

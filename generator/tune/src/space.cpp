@@ -121,10 +121,11 @@ std::string spmm_label(const SpmmPlan& plan, KernelLanguage emitter, std::int32_
                   to_string(plan.value_mode()), to_string(emitter));
   if (plan.step_lanes() > 1) s += fmt::format("/L{}", plan.step_lanes());
   if (const SpmmCompressedBody* c = plan.compressed())
-    return c->scatter ? fmt::format("compressed/scatter/W{}x{}/K{}/P{}/S{}/R{}", c->warps, c->strips_per_warp,
-                                    c->chunk_k, c->stages, c->splits, c->kept_rounds)
-                      : fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp,
-                                    c->chunk_k, c->stages, c->splits, c->formats);
+    return c->vector    ? fmt::format("compressed/vector/W{}x{}", c->warps, c->strips_per_warp)
+           : c->scatter ? fmt::format("compressed/scatter/W{}x{}/K{}/P{}/S{}/R{}", c->warps,
+                                      c->strips_per_warp, c->chunk_k, c->stages, c->splits, c->kept_rounds)
+                        : fmt::format("compressed/W{}x{}/K{}/P{}/S{}/F{}", c->warps, c->strips_per_warp,
+                                      c->chunk_k, c->stages, c->splits, c->formats);
   if (plan.half()) s += "/bl:" + blocklet_spec(plan);
   return s;
 }
@@ -185,6 +186,27 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       set(o.compressed);
       add(o, KernelLanguage::cuda, false, point);
     };
+    if (d.vector) {
+      // The vector layout's block sizes, and the tensor-core layouts at the same N.
+      const auto vector_variant = [&](const std::string& point, auto&& set) {
+        SpmmOptions o = base;
+        o.value_mode = SpmmValueMode::compressed;
+        set(o.compressed);
+        add(o, KernelLanguage::cuda, false, point);
+      };
+      for (const std::int32_t w : dims.compressed_vector_warps)
+        if (w != d.warps)
+          vector_variant(fmt::format("vector, {} warps", w), [&](SpmmCompressedOptions& c) {
+            c.vector = true;
+            c.warps = w;
+          });
+      for (const bool scatter : dims.compressed_layouts)
+        vector_variant(scatter ? "scatter layout" : "records layout", [&](SpmmCompressedOptions& c) {
+          c.vector = false;
+          c.scatter = scatter;
+        });
+      return space;
+    }
     for (const std::int32_t s : dims.compressed_splits)
       variant(fmt::format("splits {}", s), [&](SpmmCompressedOptions& c) { c.splits = s; });
     for (const std::int32_t k : dims.compressed_chunk_k)
@@ -387,8 +409,14 @@ nlohmann::json candidate_json(const SpmmCandidate& c) {
   if (const SpmmCompressedBody* b = p.compressed()) {
     o.n_tile = b->n_tile;
     o.groups = 0;
-    o.compressed = {b->warps,   b->strips_per_warp, b->chunk_k,         b->splits,  b->stages,
-                    b->formats, b->bitmap_weight,   b->position_weight, b->scatter, b->kept_rounds};
+    o.compressed = {b->warps,         b->strips_per_warp, b->chunk_k, b->splits,      b->stages, b->formats,
+                    b->bitmap_weight, b->position_weight, b->scatter, b->kept_rounds, b->vector};
+    if (b->vector) {  // the layout takes its block size alone
+      o.compressed = {};
+      o.compressed.vector = true;
+      o.compressed.warps = b->warps;
+      o.compressed.strips_per_warp = b->strips_per_warp;
+    }
   }
   nlohmann::json j = to_json(o);
   j["emitter"] = to_string(c.emitter);

@@ -42,6 +42,12 @@
 // strips (strips w * strips / W .. + strips / W) only: each warp scatters its own list into its part of
 // the tile, reads it back and zeroes the places it wrote. With warp_lists = 0 (bundles written before
 // the lists) a segment is one list that the whole block scatters.
+// The vector layout (shape.vector; N = 1, A's K at most 65536): no split or segment tables. Words [0, M]
+// are the row table (row r's entries are [t[r], t[r + 1]) of the data, non-decreasing from t[0] = 0),
+// the data starts at word vector_data_word(M) (M + 1 rounded up to 4) and holds u32 entries value << 16 |
+// column, row after row, columns ascending within a row; the data is padded with zero words to a
+// multiple of 4, so that a warp reads any row in aligned 16-byte pieces (the entries of the pieces
+// outside the row are skipped, not multiplied).
 // Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand register it feeds:
 // rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) .. + 8. Values are 16-bit (the executor's dtype).
 // The record ends at its last byte rounded up to 8.
@@ -73,6 +79,7 @@ struct CompressedShape {
   std::int64_t row_blocks = 0, chunks = 0, splits = 1, strips = 1, chunk_k = kRecordCols;
   std::int64_t stage_bytes = 0;  // the largest segment
   bool scatter = false;          // segments are entry lists (the scatter layout)
+  bool vector = false;           // a row table and rows of entries (the vector layout)
   std::int64_t warp_lists = 0;   // scatter: lists a segment (one a warp), 0: one list for the block
   std::int64_t rows() const { return 16 * strips; }
   std::int64_t split_words() const { return row_blocks * (splits + 1); }
@@ -106,6 +113,17 @@ struct RecordRef {
 void walk_compressed_stream(std::span<const std::uint32_t> words, const CompressedShape& shape,
                             std::int64_t k, const std::string& name,
                             const std::function<void(const RecordRef&)>& fn = {});
+
+// The first data word of a vector stream of `m` rows.
+inline std::int64_t vector_data_word(std::int64_t m) { return (m + 1 + 3) / 4 * 4; }
+
+// Checks a vector stream (shape.vector) of A's `m` x `k`: its row table (t[0] = 0, non-decreasing, the
+// last inside the data), its data (a multiple of 4 words) and every entry's column (inside k); calls
+// `fn(row, column, value)` for every entry, in stream order. Throws std::invalid_argument naming
+// `name`, the row or the byte of the first fault.
+void walk_vector_stream(std::span<const std::uint32_t> words, std::int64_t m, std::int64_t k,
+                        const std::string& name,
+                        const std::function<void(std::int64_t, std::int64_t, std::uint16_t)>& fn = {});
 
 // One entry of a scatter stream: its row and column in A, and its 16-bit value.
 struct ScatterEntry {

@@ -74,6 +74,7 @@ struct SpmmCompressedOptions {
   std::optional<std::int32_t> position_weight;
   std::optional<bool> scatter;   // the scatter layout (SpmmCompressedBody::scatter)
   std::int32_t kept_rounds = 0;  // list rounds a warp keeps (SpmmCompressedBody::kept_rounds); 0: automatic
+  std::optional<bool> vector;    // the vector layout (SpmmCompressedBody::vector); empty: at a fixed N of 1
   bool operator==(const SpmmCompressedOptions&) const = default;
 };
 

@@ -53,6 +53,7 @@ struct SpmmSpaceDims {
   std::vector<std::pair<std::int32_t, std::int32_t>> compressed_shapes{{4, 1}, {4, 2}, {4, 4}, {8, 2}};
   std::vector<std::uint32_t> compressed_formats{0b110u, 0b101u, 0b111u};  // positions, bitmap, all (+ dense)
   std::vector<bool> compressed_layouts{false, true};                      // records, scatter
+  std::vector<std::int32_t> compressed_vector_warps{4, 8, 16};            // vector layout: warps a block
   std::vector<std::int32_t> compressed_kept_rounds{1, 2, 4};              // scatter plans only
   std::int64_t cuda_max_nnz = 20000;
   // Rolled plans (fp32, always CUDA C++, any size): only at N <= rolled_max_n, where their loop can
