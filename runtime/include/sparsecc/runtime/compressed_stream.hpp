@@ -79,8 +79,8 @@ struct CompressedShape {
   std::int64_t row_blocks = 0, chunks = 0, splits = 1, strips = 1, chunk_k = kRecordCols;
   std::int64_t stage_bytes = 0;  // the largest segment
   bool scatter = false;          // segments are entry lists (the scatter layout)
-  bool vector = false;           // a row table and rows of entries (the vector layout)
   std::int64_t warp_lists = 0;   // scatter: lists a segment (one a warp), 0: one list for the block
+  bool vector = false;           // a row table and rows of entries (the vector layout)
   std::int64_t rows() const { return 16 * strips; }
   std::int64_t split_words() const { return row_blocks * (splits + 1); }
   std::int64_t segment_table_words() const { return row_blocks * chunks + 1; }
