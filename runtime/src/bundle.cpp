@@ -315,8 +315,9 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
                 "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
   if (md.block_rows != s.row_blocks * s.splits)
     contradicts(name, "block_rows", md.block_rows, "plan_summary.row_blocks x plan_summary.splits");
-  if (s.vector && (md.n_mode != "fixed" || md.n != 1 || md.k > 65536))
-    fail_key(name, "plan_summary.vector", "the vector layout computes a fixed N of 1 with K at most 65536");
+  if (s.vector && (md.n_mode != "fixed" || md.n != 1 || md.k > kVectorMaxK))
+    fail_key(name, "plan_summary.vector",
+             "the vector layout computes a fixed N of 1 with K at most " + std::to_string(kVectorMaxK));
   if (md.block_x < 32 || md.block_x % 32 || (s.vector ? 16 * s.strips : s.strips) % (md.block_x / 32))
     contradicts(name, "block_x", md.block_x,
                 s.vector ? "whole warps sharing the 16 x plan_summary.strips rows"

@@ -542,6 +542,25 @@ TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
         EXPECT_FALSE(r.cubin.empty());
       }
     }
+  // The vector layout's kernel, f16 and bf16, blocks of 4 and 16 warps, with the epilogue.
+  for (const DType t : {DType::f16, DType::bf16})
+    for (const std::int32_t warps : {4, 16}) {
+      SCOPED_TRACE(fmt::format("vector {} {} warps", t, warps));
+      SpmmOptions o;
+      o.value_mode = SpmmValueMode::compressed;
+      o.compressed.vector = true;
+      o.compressed.warps = warps;
+      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 1, SpmmNMode::fixed, true, true, t}, o);
+      const EmittedKernel k = emit_spmm_cuda(plan, a);
+      EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
+      EXPECT_NE(k.source.find("SpMM skeleton, vector layout"), std::string::npos);
+      CudaCompileOptions co;
+      co.arch = "sm_90";
+      co.extra.push_back("-Xptxas=-v");
+      const CudaCompileResult r = compile_kernel(k, "vector", co);
+      EXPECT_EQ(resource_usage(r).spill_store_bytes, 0);
+      EXPECT_FALSE(r.cubin.empty());
+    }
 }
 
 TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
@@ -677,6 +696,27 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   b = *sc.bundle;
   b.fragments.back() = (b.fragments.back() & 0xffff0000u) | 0xffffu;  // a place past the tile
   refused(b, "scatter stream");
+  // The vector layout: its stream is walked as rows, its nonzeros counted, its N and layout bound.
+  req.problem.n = 1;
+  req.options = {};
+  req.options.value_mode = SpmmValueMode::compressed;
+  const pipeline::SpmmArtifact vec = pipeline::compile_spmm(a, req, default_gpu_target());
+  ASSERT_TRUE(vec.bundle);
+  EXPECT_EQ(vec.bundle->metadata.plan_summary["vector"], 1);
+  EXPECT_NO_THROW(rt::validate_bundle(*vec.bundle, "vector.sccb"));
+  refused(with_summary(*vec.bundle, "vector", 0), "");  // read as records: not this kernel's
+  refused(with_summary(*vec.bundle, "vector", 2), "plan_summary.vector");
+  refused(with_summary(*vec.bundle, "scatter", 2), "plan_summary.vector");
+  b = *vec.bundle;
+  b.metadata.nnz -= 1;
+  b.metadata.tile_nnz -= 1;
+  refused(b, "vector stream");
+  b = *vec.bundle;
+  b.fragments[static_cast<std::size_t>(a.rows / 2)] = 0xffffffu;  // a row that ends past the data
+  refused(b, "vector stream");
+  b = *vec.bundle;
+  b.metadata.n = 2;
+  refused(b, "");
 }
 
 // The vector layout: a fixed N of 1 takes it automatically (not N = 2, a run-time N, K past 16-bit

@@ -112,6 +112,7 @@
 
 #include "sparsecc/common/dtype.hpp"
 #include "sparsecc/matrix/csr.hpp"
+#include "sparsecc/runtime/compressed_stream.hpp"
 #include "sparsecc/runtime/conv_geometry.hpp"
 
 namespace sparsecc {
@@ -271,9 +272,9 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // (rows x chunk_k values and a 16-byte pad slot); split plans reuse the stages for the row block's
 // fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
-inline constexpr std::int64_t kSpmmVectorMaxK = 65536;  // a vector entry's column is 16 bits
-inline constexpr std::int32_t kSpmmVectorUnroll =
-    4;  // 16-byte pieces a lane of a vector kernel loads at once
+inline constexpr std::int64_t kSpmmVectorMaxK = rt::kVectorMaxK;  // a vector entry's column is 16 bits
+// 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first.
+inline constexpr std::int32_t kSpmmVectorUnroll = 4;
 inline constexpr std::int32_t kSpmmCompressedMaxKeptRounds = 8;
 inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
 bool spmm_compressed_swizzled(std::int64_t n_tile);
