@@ -273,7 +273,8 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
 inline constexpr std::int64_t kSpmmVectorMaxK = rt::kVectorMaxK;  // a vector entry's column is 16 bits
-// 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first.
+// 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first (evidence:
+// docs/design/spmm-plan-evidence.md#compressed-plans).
 inline constexpr std::int32_t kSpmmVectorUnroll = 4;
 inline constexpr std::int32_t kSpmmCompressedMaxKeptRounds = 8;
 inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
