@@ -71,6 +71,15 @@ SpmmOptions scattered(std::int32_t splits = 0, std::int32_t chunk_k = 0, std::in
   return o;
 }
 
+// The vector layout (a fixed N of 1), `warps` a block (0: the rule's).
+SpmmOptions vectored(std::int32_t warps = 0) {
+  SpmmOptions o;
+  o.value_mode = SpmmValueMode::compressed;
+  o.compressed.vector = true;
+  o.compressed.warps = warps;
+  return o;
+}
+
 std::int64_t max_row_nnz(const CsrMatrix& a) {
   std::int64_t m = 0;
   for (std::int64_t r = 0; r < a.rows; ++r) m = std::max(m, a.row_nnz(r));
@@ -546,11 +555,8 @@ TEST(SpmmCompressed, KernelCompilesWithoutSpills) {
   for (const DType t : {DType::f16, DType::bf16})
     for (const std::int32_t warps : {4, 16}) {
       SCOPED_TRACE(fmt::format("vector {} {} warps", t, warps));
-      SpmmOptions o;
-      o.value_mode = SpmmValueMode::compressed;
-      o.compressed.vector = true;
-      o.compressed.warps = warps;
-      const SpmmPlan plan = plan_spmm(a, {a.rows, a.cols, 1, SpmmNMode::fixed, true, true, t}, o);
+      const SpmmPlan plan =
+          plan_spmm(a, {a.rows, a.cols, 1, SpmmNMode::fixed, true, true, t}, vectored(warps));
       const EmittedKernel k = emit_spmm_cuda(plan, a);
       EXPECT_EQ(k.fragment_words.size(), static_cast<std::size_t>(plan.compressed()->stream_words));
       EXPECT_NE(k.source.find("SpMM skeleton, vector layout"), std::string::npos);
@@ -616,10 +622,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
 
   // A vector default (N = 1): its options survive JSON, and its space holds the other block sizes of
   // tune::SpmmSpaceDims and both tensor-core layouts.
-  SpmmOptions v;
-  v.value_mode = SpmmValueMode::compressed;
-  v.compressed.vector = true;
-  v.compressed.warps = 8;
+  const SpmmOptions v = vectored(8);
   EXPECT_EQ(spmm_options_from_json(to_json(v), "test").compressed, v.compressed);
   const CsrMatrix a = test::random_csr(512, 2048, 0.1, 1);
   const SpmmProblem pr{a.rows, a.cols, 1, SpmmNMode::fixed, false, false, DType::f16};
@@ -737,10 +740,7 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   EXPECT_FALSE(vector(big, 1, SpmmNMode::runtime));
   EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, compressed()));
   EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, scattered()));
-  SpmmOptions asked = compressed();
-  asked.compressed.formats.reset();
-  asked.compressed.scatter.reset();
-  asked.compressed.vector = true;
+  SpmmOptions asked = vectored();
   EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed, asked));
   EXPECT_THROW(plan_of(big, 16, SpmmNMode::fixed, asked), UsageError);
   EXPECT_THROW(plan_of(big, 1, SpmmNMode::runtime, asked), UsageError);
@@ -771,11 +771,8 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   for_every_shape_class([](const CsrMatrix& a, DType dtype, const std::string& label) {
     for (const std::int32_t warps : {0, 4}) {
       SCOPED_TRACE(fmt::format("{} warps {}", label, warps));
-      SpmmOptions o;
-      o.value_mode = SpmmValueMode::compressed;
-      o.compressed.vector = true;
-      o.compressed.warps = warps;
-      expect_correct(a, {a.rows, a.cols, 1, SpmmNMode::fixed, warps == 0, warps == 0, dtype}, o, 1);
+      expect_correct(a, {a.rows, a.cols, 1, SpmmNMode::fixed, warps == 0, warps == 0, dtype}, vectored(warps),
+                     1);
     }
   });
 

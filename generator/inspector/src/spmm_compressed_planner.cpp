@@ -39,6 +39,19 @@ void split_chunks(const std::vector<double>& cost, std::int64_t chunks, std::int
   out.push_back(static_cast<std::int32_t>(chunks));
 }
 
+// What every compressed plan ends with: the epilogue (fp32 sums, one rounding to the dtype), the
+// register cap, the assembler level and the programmatic wait (never the trigger).
+void finish_compressed(SpmmPlan& p, const SpmmOptions& options, const GpuTarget& target) {
+  p.epilogue = {p.problem.bias, p.problem.relu, DType::f32, p.problem.dtype};
+  p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
+  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
+  const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
+  if (mode == SpmmProgrammatic::trigger)
+    throw UsageError(
+        "plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
+  p.hints.programmatic = mode == SpmmProgrammatic::wait;
+}
+
 // The vector layout: warps of one row each (the options' warps and strips aside), nothing staged.
 SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
                      const GpuTarget& target) {
@@ -87,16 +100,9 @@ SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   for (std::int64_t r = 0; r < row_blocks; ++r)
     l.blocks.push_back({r * rows, std::min(problem.m, (r + 1) * rows), {}, {}});
   l.shared_bytes = 0;
-  p.epilogue = {problem.bias, problem.relu, DType::f32, problem.dtype};
   p.hints.estimated_registers = 40;
   p.hints.estimated_instructions = a.nnz() / 4;  // a lane's 16-byte piece is four entries
-  p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
-  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
-  const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
-  if (mode == SpmmProgrammatic::trigger)
-    throw UsageError(
-        "plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
-  p.hints.programmatic = mode == SpmmProgrammatic::wait;
+  finish_compressed(p, options, target);
   return p;
 }
 
@@ -276,8 +282,14 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   }
 
   // What the stream will hold.
-  const rt::CompressedShape shape{row_blocks, chunks,        b.splits,  strips,
-                                  b.chunk_k,  b.stage_bytes, b.scatter, b.scatter ? b.warps : 0};
+  const rt::CompressedShape shape{.row_blocks = row_blocks,
+                                  .chunks = chunks,
+                                  .splits = b.splits,
+                                  .strips = strips,
+                                  .chunk_k = b.chunk_k,
+                                  .stage_bytes = b.stage_bytes,
+                                  .scatter = b.scatter,
+                                  .warp_lists = b.scatter ? b.warps : 0};
   std::int64_t data = 0, live = 0;
   for (const std::int64_t s : seg) data += s, live += s > 0;
   b.stream_words = shape.data_word() + data / 4;
@@ -302,18 +314,11 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   for (std::int64_t r = 0; r < row_blocks; ++r)
     l.blocks.push_back({r * l.rows_per_block, std::min(problem.m, (r + 1) * l.rows_per_block), {}, {}});
   l.shared_bytes = spmm_compressed_shared_bytes(b);
-  p.epilogue = {problem.bias, problem.relu, DType::f32, problem.dtype};
   p.hints.estimated_registers = 64;
-  p.hints.max_registers = options.max_registers ? options.max_registers : target.max_registers_per_thread;
   std::int64_t records = 0;
   for (const std::int64_t r : b.records) records += r;
   p.hints.estimated_instructions = b.scatter ? 4 * chunks * row_blocks : 64 * records;
-  p.hints.assembler_opt_level = options.assembler_opt_level.value_or(3);
-  const SpmmProgrammatic mode = options.programmatic.value_or(SpmmProgrammatic::wait);
-  if (mode == SpmmProgrammatic::trigger)
-    throw UsageError(
-        "plan_spmm: compressed kernels wait for their predecessor but never trigger the next grid");
-  p.hints.programmatic = mode == SpmmProgrammatic::wait;
+  finish_compressed(p, options, target);
   return p;
 }
 
