@@ -744,12 +744,10 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed, asked));
   EXPECT_THROW(plan_of(big, 16, SpmmNMode::fixed, asked), UsageError);
   EXPECT_THROW(plan_of(big, 1, SpmmNMode::runtime, asked), UsageError);
+  SpmmOptions family;  // the compressed family, its layout the rule's
+  family.value_mode = SpmmValueMode::compressed;
   const CsrMatrix wide = test::random_csr(16, kSpmmVectorMaxK + 1, 0.001, 2);
-  EXPECT_FALSE(vector(wide, 1, SpmmNMode::fixed, [] {
-    SpmmOptions o;
-    o.value_mode = SpmmValueMode::compressed;
-    return o;
-  }()));
+  EXPECT_FALSE(vector(wide, 1, SpmmNMode::fixed, family));
   EXPECT_THROW(plan_of(wide, 1, SpmmNMode::fixed, asked), UsageError);
   asked.compressed.warps = 3;  // 16 rows do not split into 3 warps
   EXPECT_THROW(plan_of(big, 1, SpmmNMode::fixed, asked), UsageError);
@@ -760,8 +758,6 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   EXPECT_EQ(plan.layout.rows_per_block, 16);
   EXPECT_EQ(plan.layout.shared_bytes, 0);
   // Past one wave of warp slots (132 SMs x 64 warps on the default target), two rows a warp.
-  SpmmOptions family;
-  family.value_mode = SpmmValueMode::compressed;
   const CsrMatrix tall = test::random_csr(8448 + 16, 64, 0.1, 3);
   EXPECT_EQ(plan_of(tall, 1, SpmmNMode::fixed, family).compressed()->warps,
             spmm_rules::kCompressedVectorWarps / 2);
