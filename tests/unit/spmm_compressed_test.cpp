@@ -746,7 +746,7 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   EXPECT_THROW(plan_of(big, 1, SpmmNMode::runtime, asked), UsageError);
   SpmmOptions family;  // the compressed family, its layout the rule's
   family.value_mode = SpmmValueMode::compressed;
-  const CsrMatrix wide = test::random_csr(16, kSpmmVectorMaxK + 1, 0.001, 2);
+  const CsrMatrix wide = test::random_csr(16, rt::kVectorMaxK + 1, 0.001, 2);
   EXPECT_FALSE(vector(wide, 1, SpmmNMode::fixed, family));
   EXPECT_THROW(plan_of(wide, 1, SpmmNMode::fixed, asked), UsageError);
   asked.compressed.warps = 3;  // 16 rows do not split into 3 warps

@@ -394,12 +394,8 @@ Variant parse_variant(const std::string& spec) {
     else if (key == "position-weight")
       v.options.compressed.position_weight = integer();
     else if (key == "layout") {
-      if (value != "records" && value != "scatter" && value != "vector")
+      if (!set_compressed_layout(v.options.compressed, value))
         throw UsageError(fmt::format("--variant {}: layout is records, scatter or vector", spec));
-      if (value == "vector")
-        v.options.compressed.vector = true;
-      else
-        v.options.compressed.scatter = value == "scatter";
     } else if (key == "n-mode") {
       if (value != "fixed" && value != "runtime")
         throw UsageError(fmt::format("--variant {}: n-mode is fixed or runtime", spec));

@@ -140,11 +140,8 @@ SpmmOptions spmm_options(const SpmmPlanFlags& f, const std::string& dtype) {
     }
     o.compressed.formats = bits;
   }
-  if (f.compressed_layout == "vector") {
-    o.compressed.vector = true;
-  } else if (f.compressed_layout != "auto") {
-    o.compressed.scatter = f.compressed_layout == "scatter";
-  }
+  if (f.compressed_layout != "auto")
+    set_compressed_layout(o.compressed, f.compressed_layout);  // checked above
   return o;
 }
 

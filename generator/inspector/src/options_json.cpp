@@ -143,15 +143,9 @@ SpmmOptions spmm_options_from_json(const json& j, const std::string& context, Sp
     optional("formats", co.formats);
     optional("bitmap_weight", co.bitmap_weight);
     optional("position_weight", co.position_weight);
-    if (c.has("layout")) {
-      const std::string layout = c.text("layout");
-      if (layout != "records" && layout != "scatter" && layout != "vector")
+    if (c.has("layout"))
+      if (const std::string layout = c.text("layout"); !set_compressed_layout(co, layout))
         throw UsageError(fmt::format("{}: 'layout' is '{}', not records, scatter or vector", where, layout));
-      if (layout == "vector")
-        co.vector = true;
-      else
-        co.scatter = layout == "scatter";
-    }
   }
   return o;
 }

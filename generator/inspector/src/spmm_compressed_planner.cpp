@@ -59,9 +59,9 @@ SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
   if (problem.n_mode != SpmmNMode::fixed || problem.n != 1)
     throw UsageError(fmt::format("plan_spmm: the vector layout computes a fixed N of 1, not {}{}", problem.n,
                                  problem.n_mode == SpmmNMode::fixed ? "" : " at run time"));
-  if (problem.k > kSpmmVectorMaxK)
+  if (problem.k > rt::kVectorMaxK)
     throw UsageError(fmt::format("plan_spmm: the vector layout takes K up to {} (16-bit columns), not {}",
-                                 kSpmmVectorMaxK, problem.k));
+                                 rt::kVectorMaxK, problem.k));
   if (o.scatter.value_or(false) || o.formats || o.chunk_k || o.stages || o.splits > 1 || o.kept_rounds ||
       (options.n_tile && options.n_tile != 8))
     throw UsageError(
@@ -121,7 +121,7 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
   const SpmmCompressedOptions& o = options.compressed;
   // A fixed N of 1 takes the vector layout unless the options name another layout or record formats.
   if (o.vector.value_or(!o.scatter && !o.formats && problem.n_mode == SpmmNMode::fixed && problem.n == 1 &&
-                        problem.k <= kSpmmVectorMaxK))
+                        problem.k <= rt::kVectorMaxK))
     return plan_vector(a, problem, options, target);
   SpmmPlan p;
   p.problem = problem;

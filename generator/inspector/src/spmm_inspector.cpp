@@ -780,4 +780,14 @@ SpmmPlan plan_spmm(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOpt
           : "f16 / bf16 executors unroll every row with nonzeros, so this matrix needs fp32"));
 }
 
+bool set_compressed_layout(SpmmCompressedOptions& o, std::string_view layout) {
+  if (layout == "vector") {
+    o.vector = true;
+    return true;
+  }
+  if (layout != "records" && layout != "scatter") return false;
+  o.scatter = layout == "scatter";
+  return true;
+}
+
 }  // namespace sparsecc

@@ -228,9 +228,7 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
           ? fmt::format(
                 "compressed (the automatic rule: {} layers of at least {} nonzeros at N <= {}; {} layout{})",
                 art.plan.problem.dtype, spmm_rules::kCompressedMinNnz, spmm_rules::kCompressedColumns,
-                art.plan.compressed()->vector    ? "vector"
-                : art.plan.compressed()->scatter ? "scatter"
-                                                 : "records",
+                spmm_compressed_layout(*art.plan.compressed()),
                 request.options.compressed.scatter || request.options.compressed.vector ? " as asked"
                 : art.plan.compressed()->vector
                     ? std::string(" at a fixed N of 1")
@@ -258,9 +256,9 @@ std::string SpmmReport::text(const SpmmArtifact& art) const {
       plan.compressed()
           ? fmt::format("{} row blocks of {} rows x {} split(s), compressed {}", plan.layout.block_rows(),
                         plan.layout.rows_per_block, plan.compressed()->splits,
-                        plan.compressed()->vector    ? "vector layout"
-                        : plan.compressed()->scatter ? "scatter layout"
-                                                     : "records")
+                        plan.compressed()->scatter || plan.compressed()->vector
+                            ? fmt::format("{} layout", spmm_compressed_layout(*plan.compressed()))
+                            : std::string("records"))
           : fmt::format("{} block rows x {} rows ({}), n_tile {}, {} group(s), {} values{}",
                         plan.block_rows(), plan.layout.rows_per_block, to_string(plan.layout.row_split),
                         plan.layout.n_tile, plan.layout.groups, to_string(plan.value_mode()),

@@ -388,9 +388,9 @@ std::vector<std::uint32_t> spmm_compressed_stream(const SpmmPlan& plan, const Cs
   if (shape.vector) {
     // The row table, then every row's entries (columns ascending, as A's CSR holds them), padded to 4.
     // The kernel's entry indices are 32-bit, with room past the last row for a warp's last pieces.
-    if (plan.problem.k > kSpmmVectorMaxK || a.nnz() > std::int64_t{1} << 31)
+    if (plan.problem.k > rt::kVectorMaxK || a.nnz() > std::int64_t{1} << 31)
       throw UsageError(fmt::format(
-          "spmm_compressed_stream: a vector stream takes K up to {} and 2^31 nonzeros", kSpmmVectorMaxK));
+          "spmm_compressed_stream: a vector stream takes K up to {} and 2^31 nonzeros", rt::kVectorMaxK));
     const std::int64_t data = rt::vector_data_word(a.rows);
     std::vector<std::uint32_t> words(static_cast<std::size_t>(data + round_up(a.nnz(), 4)), 0);
     for (std::int64_t r = 0; r <= a.rows; ++r)

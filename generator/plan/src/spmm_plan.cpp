@@ -449,12 +449,12 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
     err(fmt::format("a scatter tile of {} rows x chunk_k {} passes {} slots", spmm_compressed_rows(b),
                     b.chunk_k, rt::kScatterSlots));
   if (b.vector && (b.scatter || p.problem.n_mode != SpmmNMode::fixed || p.problem.n != 1 ||
-                   p.problem.k > kSpmmVectorMaxK || b.chunk_k != rt::kRecordCols || b.splits != 1 ||
+                   p.problem.k > rt::kVectorMaxK || b.chunk_k != rt::kRecordCols || b.splits != 1 ||
                    b.n_tile != 8 || b.stage_bytes != 0 || 16 * b.strips_per_warp % b.warps))
     err(fmt::format(
         "a vector plan computes a fixed N of 1 with K at most {} (not N {}{}, K {}), with chunk_k "
         "{}, one split, n_tile 8, no stage and whole rows a warp (16 x {} strips over {} warps)",
-        kSpmmVectorMaxK, p.problem.n, p.problem.n_mode == SpmmNMode::fixed ? "" : " at run time", p.problem.k,
+        rt::kVectorMaxK, p.problem.n, p.problem.n_mode == SpmmNMode::fixed ? "" : " at run time", p.problem.k,
         rt::kRecordCols, b.strips_per_warp, b.warps));
   if (!errors.empty()) return;
   const std::int64_t rows = spmm_compressed_rows(b);
@@ -692,9 +692,7 @@ json to_json(const SpmmPlan& p) {
             {"stages", c->stages},
             {"splits", c->splits},
             {"n_tile", c->n_tile},
-            {"layout", c->vector    ? "vector"
-                       : c->scatter ? "scatter"
-                                    : "records"},
+            {"layout", spmm_compressed_layout(*c)},
             {"kept_rounds", c->kept_rounds},
             {"formats", c->formats},
             {"bitmap_weight", c->bitmap_weight},
@@ -803,10 +801,10 @@ SpmmPlan plan_from_json(const json& j) {
       c->splits = jb.at("splits");
       c->n_tile = jb.at("n_tile");
       const std::string layout = jb.at("layout").get<std::string>();
-      if (layout != "records" && layout != "scatter" && layout != "vector")
-        throw UsageError(fmt::format("SpMM plan: layout '{}' is not records, scatter or vector", layout));
       c->scatter = layout == "scatter";
       c->vector = layout == "vector";
+      if (layout != spmm_compressed_layout(*c))
+        throw UsageError(fmt::format("SpMM plan: layout '{}' is not records, scatter or vector", layout));
       c->kept_rounds = jb.value("kept_rounds", 1);
       c->formats = jb.at("formats");
       c->bitmap_weight = jb.at("bitmap_weight");

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "sparsecc/common/error.hpp"
 #include "sparsecc/inspector/blocklets.hpp"
@@ -77,6 +78,9 @@ struct SpmmCompressedOptions {
   std::optional<bool> vector;    // the vector layout (SpmmCompressedBody::vector); empty: at a fixed N of 1
   bool operator==(const SpmmCompressedOptions&) const = default;
 };
+// Asks for the layout that `layout` names (spmm_compressed_layout's words); false, and `o` as it was,
+// for another word.
+bool set_compressed_layout(SpmmCompressedOptions& o, std::string_view layout);
 
 struct SpmmOptions {
   std::int32_t rows_per_block = 0;  // Ny; 0: automatic

@@ -239,7 +239,7 @@ struct SpmmCompressedBody {
   // scatters into its strips of a dense operand tile of rows x chunk_k (formats and weights unused);
   // else records.
   bool scatter = false;
-  // The vector layout (fixed N = 1, K at most kSpmmVectorMaxK): the stream holds A's rows as entries
+  // The vector layout (fixed N = 1, K at most rt::kVectorMaxK): the stream holds A's rows as entries
   // value << 16 | column behind a row table (rt::walk_vector_stream), and warp w of a block computes
   // rows w, w + warps, .. of the block's rows (16 * strips_per_warp) as dot products of the row's
   // entries with B's one column, on the CUDA cores (fp32 products and sums). Nothing is staged: chunk_k
@@ -272,7 +272,6 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // (rows x chunk_k values and a 16-byte pad slot); split plans reuse the stages for the row block's
 // fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
-inline constexpr std::int64_t kSpmmVectorMaxK = rt::kVectorMaxK;  // a vector entry's column is 16 bits
 // 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first (evidence:
 // docs/design/spmm-plan-evidence.md#compressed-plans).
 inline constexpr std::int32_t kSpmmVectorUnroll = 4;
@@ -281,6 +280,10 @@ inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
 bool spmm_compressed_swizzled(std::int64_t n_tile);
 std::int64_t spmm_compressed_pitch(std::int64_t n_tile);
 std::int64_t spmm_compressed_shared_bytes(const SpmmCompressedBody& body);
+// The body's layout as plans, options and tools name it: "records", "scatter" or "vector".
+inline const char* spmm_compressed_layout(const SpmmCompressedBody& body) {
+  return body.vector ? "vector" : body.scatter ? "scatter" : "records";
+}
 inline std::int64_t spmm_compressed_rows(const SpmmCompressedBody& body) {
   return std::int64_t{16} * (body.vector ? 1 : body.warps) * body.strips_per_warp;
 }
