@@ -315,9 +315,12 @@ void check_compressed_metadata(const BundleMetadata& md, const std::string& name
                 "m = " + std::to_string(md.m) + " in row blocks of 16 x plan_summary.strips rows");
   if (md.block_rows != s.row_blocks * s.splits)
     contradicts(name, "block_rows", md.block_rows, "plan_summary.row_blocks x plan_summary.splits");
-  if (s.vector && (md.n_mode != "fixed" || md.n != 1 || md.k > kVectorMaxK))
+  if (s.vector && (md.n_mode != "fixed" || md.n < 1 || md.n > kVectorMaxN || md.k > kVectorMaxK ||
+                   md.n_tile != (md.n + 7) / 8 * 8))
     fail_key(name, "plan_summary.vector",
-             "the vector layout computes a fixed N of 1 with K at most " + std::to_string(kVectorMaxK));
+             "the vector layout computes a fixed N of 1.." + std::to_string(kVectorMaxN) +
+                 " with K at most " + std::to_string(kVectorMaxK) +
+                 " in one column tile (n_tile: N rounded up to 8)");
   if (md.block_x < 32 || md.block_x % 32 || (s.vector ? 16 * s.strips : s.strips) % (md.block_x / 32))
     contradicts(name, "block_x", md.block_x,
                 s.vector ? "whole warps sharing the 16 x plan_summary.strips rows"

@@ -124,9 +124,14 @@ SpmmExecutor SpmmExecutor::load(Bundle bundle, const std::string& name, const Co
   if (ex.metadata_.dtype == "f32" && ex.metadata_.values_mode != "rolled" &&
       cols != ex.metadata_.plan_summary.end() && *cols == 2)
     ex.operand_alignment_ = 8;
-  // Compressed kernels copy rows of B as 16-byte vectors where the compiled N is a multiple of 8.
-  if (ex.metadata_.values_mode == "compressed")
-    ex.operand_alignment_ = ex.metadata_.n_mode == "fixed" && ex.metadata_.n % 8 == 0 ? 16 : 4;
+  // Compressed kernels copy rows of B as 16-byte vectors where the compiled N is a multiple of 8; vector
+  // kernels read a row of 4 as one 8-byte vector.
+  if (ex.metadata_.values_mode == "compressed") {
+    const bool fixed = ex.metadata_.n_mode == "fixed";
+    ex.operand_alignment_ = fixed && ex.metadata_.n % 8 == 0 ? 16 : 4;
+    if (fixed && ex.metadata_.n == 4 && ex.metadata_.plan_summary.value("vector", 0) == 1)
+      ex.operand_alignment_ = 8;
+  }
   return ex;
 }
 
@@ -138,7 +143,8 @@ void SpmmExecutor::run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream, Run
   if (!B || !C) throw std::invalid_argument("SpmmExecutor::run: B and C must not be null");
   if (B % operand_alignment_ != 0 || C % operand_alignment_ != 0)
     throw std::invalid_argument("SpmmExecutor::run: B and C must be aligned to " +
-                                std::to_string(operand_alignment_) + " bytes (two columns a thread)");
+                                std::to_string(operand_alignment_) +
+                                " bytes (the kernel's vector loads and stores)");
   if (n < 1)
     throw std::invalid_argument("SpmmExecutor::run: n = " + std::to_string(n) + " must be at least 1");
   if (md.n_mode == "fixed" && n != md.n)

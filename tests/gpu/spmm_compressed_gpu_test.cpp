@@ -23,6 +23,7 @@
 
 #include "gpu_skip.hpp"
 #include "sparsecc/common/dtype.hpp"
+#include "sparsecc/inspector/spmm_decisions.hpp"
 #include "sparsecc/io/load.hpp"
 #include "sparsecc/plan/spmm_compressed.hpp"
 #include "spmm_gpu_support.hpp"
@@ -50,9 +51,10 @@ SpmmCase compressed_case(std::string name, CsrMatrix a, std::int64_t n, DType dt
   return c;
 }
 
-// A fixed N of 1 in the vector layout (`warps` a block; 0: the rule's).
-SpmmCase vector_case(std::string name, CsrMatrix a, DType dtype, std::int32_t warps, bool bias_relu = false) {
-  SpmmCase c = compressed_case(std::move(name), std::move(a), 1, dtype, 7, 0, SpmmNMode::fixed, bias_relu);
+// A fixed N (1 unless given) in the vector layout (`warps` a block; 0: the rule's).
+SpmmCase vector_case(std::string name, CsrMatrix a, DType dtype, std::int32_t warps, bool bias_relu = false,
+                     std::int64_t n = 1) {
+  SpmmCase c = compressed_case(std::move(name), std::move(a), n, dtype, 7, 0, SpmmNMode::fixed, bias_relu);
   c.options.compressed.formats.reset();
   c.options.compressed.splits = 0;
   c.options.compressed.scatter.reset();
@@ -196,7 +198,8 @@ TEST(SpmmCompressedGpu, VectorLayoutEveryShapeClass) {
   SPARSECC_GPU_OR_SKIP();
   // M and K multiples of no tile, empty rows (every 7th), a dense band, rows shorter than a lane's piece
   // (the 77 x 70 matrix), blocks of 4, 8 and 16 warps, bias and ReLU, f16 and bf16; the automatic rule
-  // at N = 1 on an LLM-sized layer (both dtypes) and a 28672-row one.
+  // at N = 1 on an LLM-sized layer (both dtypes), at N = 4 and on a 28672-row one; N of 2, 3, 4, 8, 13 and 16
+  // (16-byte, 4-byte and 2-byte rows of B; sums of 1, 2, 4, 8 and 16 columns a lane exchanged).
   const CsrMatrix edges = shaped(1000, 1500, 0.1, 3), small = shaped(77, 70, 0.5, 5);
   std::vector<SpmmCase> cases;
   for (const DType t : {DType::f16, DType::bf16}) {
@@ -205,11 +208,19 @@ TEST(SpmmCompressedGpu, VectorLayoutEveryShapeClass) {
       cases.push_back(vector_case(fmt::format("edges/{}/vector/w{}", d, w), edges, t, w));
     cases.push_back(vector_case("edges/" + d + "/vector/bias-relu", edges, t, 0, true));
     cases.push_back(vector_case("small/" + d + "/vector", small, t, 8, true));
+    for (const std::int64_t n : {2, 3, 4, 8, 13, 16})
+      cases.push_back(vector_case(fmt::format("edges/{}/vector/n{}", d, n), edges, t, 0, n % 2 == 1, n));
+    cases.push_back(vector_case("small/" + d + "/vector/n16", small, t, 4, true, 16));
     SpmmCase llm = vector_case("llm-4096/" + d + "/vector-auto", random_csr(4096, 4096, 0.1, 49), t, 0, true);
     llm.options.value_mode.reset();  // the automatic rule: compressed, vector layout at N = 1
     llm.options.compressed.vector.reset();
     cases.push_back(std::move(llm));
   }
+  SpmmCase four = vector_case("llm-4096/f16/vector-auto-n4", random_csr(4096, 4096, 0.1, 51), DType::f16, 0,
+                              false, spmm_rules::kCompressedVectorMaxN);
+  four.options.value_mode.reset();  // the automatic rule: the vector layout up to kCompressedVectorMaxN
+  four.options.compressed.vector.reset();
+  cases.push_back(std::move(four));
   SpmmCase tall =
       vector_case("tall-28672x1024/f16/vector-auto", random_csr(28672, 1024, 0.05, 50), DType::f16, 0);
   tall.options.value_mode.reset();

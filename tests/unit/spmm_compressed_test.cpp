@@ -593,10 +593,11 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
     const tune::SpmmSpace space = tune::spmm_space(a, pr, {}, KernelLanguage::cuda, {});
     ASSERT_FALSE(space.candidates.empty());
     EXPECT_TRUE(space.candidates.front().is_default);
-    std::set<std::int32_t> splits, chunks, formats, stages, kept;
+    std::set<std::int32_t> splits, chunks, formats, stages, kept, vector_warps;
     std::set<bool> layouts;
     for (const tune::SpmmCandidate& c : space.candidates) {
       ASSERT_TRUE(c.plan.compressed()) << c.label;
+      if (c.plan.compressed()->vector) vector_warps.insert(c.plan.compressed()->warps);
       splits.insert(c.plan.compressed()->splits);
       chunks.insert(c.plan.compressed()->chunk_k);
       stages.insert(c.plan.compressed()->stages);
@@ -618,6 +619,7 @@ TEST(SpmmCompressed, OptionsRoundTripAndTheTunerSpaceCoversTheFamily) {
     if (density < spmm_rules::kCompressedScatterDensity) EXPECT_GE(kept.size(), 3u);
     EXPECT_GE(stages.size(), 2u);
     EXPECT_EQ(layouts.size(), 2u);
+    EXPECT_EQ(vector_warps, (std::set<std::int32_t>{4, 8, 16}));  // a fixed N of 16: the vector layout too
   }
 
   // A vector default (N = 1): its options survive JSON, and its space holds the other block sizes of
@@ -719,14 +721,18 @@ TEST(SpmmCompressed, BundlesAreCheckedBeforeAnyLaunch) {
   refused(b, "vector stream");
   b = *vec.bundle;
   b.metadata.n = 2;
-  refused(b, "");
+  refused(b, "");  // the contract binds N
+  b.metadata.n = rt::kVectorMaxN + 1;
+  b.metadata.n_tile = 24;
+  refused(b, "plan_summary.vector");
 }
 
-// The vector layout: a fixed N of 1 takes it automatically (not N = 2, a run-time N, K past 16-bit
-// columns, or options that name another layout or record formats); its interpreter matches the
-// reference on every shape class; its plan survives JSON and check_plan refuses it at another N; the
-// runtime's walk refuses streams that break the row table or name columns past K.
-TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
+// The vector layout: a fixed N of 1..kCompressedVectorMaxN takes it automatically (not a larger N, a
+// run-time N, K past 16-bit columns, or options that name another layout or record formats), up to
+// rt::kVectorMaxN when asked; its interpreter matches the reference on every shape class at N of 1, 3
+// and 16; its plan survives JSON and check_plan refuses it at an N it cannot run; the runtime's walk
+// refuses streams that break the row table or name columns past K.
+TEST(SpmmCompressed, VectorLayoutAtASmallFixedN) {
   const CsrMatrix big = test::random_csr(512, 2048, 0.1, 1);
   const auto plan_of = [](const CsrMatrix& a, std::int64_t n, SpmmNMode mode, const SpmmOptions& o = {}) {
     return plan_spmm(a, {a.rows, a.cols, n, mode, false, false, DType::f16}, o);
@@ -736,13 +742,17 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
     return p.compressed() && p.compressed()->vector;
   };
   EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed));
-  EXPECT_FALSE(vector(big, 2, SpmmNMode::fixed));
+  EXPECT_TRUE(vector(big, spmm_rules::kCompressedVectorMaxN, SpmmNMode::fixed));
+  EXPECT_FALSE(vector(big, spmm_rules::kCompressedVectorMaxN + 1, SpmmNMode::fixed));
   EXPECT_FALSE(vector(big, 1, SpmmNMode::runtime));
   EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, compressed()));
   EXPECT_FALSE(vector(big, 1, SpmmNMode::fixed, scattered()));
   SpmmOptions asked = vectored();
   EXPECT_TRUE(vector(big, 1, SpmmNMode::fixed, asked));
-  EXPECT_THROW(plan_of(big, 16, SpmmNMode::fixed, asked), UsageError);
+  EXPECT_TRUE(vector(big, 16, SpmmNMode::fixed, asked));
+  EXPECT_EQ(plan_of(big, 16, SpmmNMode::fixed, asked).compressed()->n_tile, 16);  // one column tile
+  EXPECT_EQ(plan_of(big, 5, SpmmNMode::fixed, asked).compressed()->n_tile, 8);
+  EXPECT_THROW(plan_of(big, rt::kVectorMaxN + 1, SpmmNMode::fixed, asked), UsageError);
   EXPECT_THROW(plan_of(big, 1, SpmmNMode::runtime, asked), UsageError);
   SpmmOptions family;  // the compressed family, its layout the rule's
   family.value_mode = SpmmValueMode::compressed;
@@ -770,6 +780,10 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
       expect_correct(a, {a.rows, a.cols, 1, SpmmNMode::fixed, warps == 0, warps == 0, dtype}, vectored(warps),
                      1);
     }
+    for (const std::int64_t n : {3, 16}) {
+      SCOPED_TRACE(fmt::format("{} N {}", label, n));
+      expect_correct(a, {a.rows, a.cols, n, SpmmNMode::fixed, true, n == 3, dtype}, vectored(0), n);
+    }
   });
 
   // JSON and check_plan.
@@ -778,7 +792,12 @@ TEST(SpmmCompressed, VectorLayoutAtAFixedNOfOne) {
   EXPECT_EQ(to_json(plan)["body"]["layout"], "vector");
   EXPECT_TRUE(check_plan(back, big).empty());
   SpmmPlan other_n = plan;
-  other_n.problem.n = 2;
+  other_n.problem.n = 9;  // its n_tile would be 16
+  EXPECT_FALSE(check_plan(other_n, big).empty());
+  other_n.compressed()->n_tile = 16;
+  EXPECT_TRUE(check_plan(other_n, big).empty());
+  other_n.problem.n = rt::kVectorMaxN + 1;
+  other_n.compressed()->n_tile = 24;
   EXPECT_FALSE(check_plan(other_n, big).empty());
   SpmmPlan scatter_too = plan;
   scatter_too.compressed()->scatter = true;

@@ -97,10 +97,11 @@ void add_half_flags(CLI::App* cmd, SpmmPlanFlags& f) {
          "Compressed plans: the record formats allowed, from bitmap, positions, dense (comma-separated; "
          "each record takes the cheapest), or auto")
       ->capture_default_str();
-  cmd->add_option("--compressed-layout", f.compressed_layout,
-                  "Compressed plans: records (each warp decodes its strips' records), scatter (each warp "
-                  "scatters its own list of nonzeros into its strips' operand tile), vector (a fixed N of 1: "
-                  "a warp a row, on CUDA cores), or auto")
+  cmd->add_option(
+         "--compressed-layout", f.compressed_layout,
+         "Compressed plans: records (each warp decodes its strips' records), scatter (each warp "
+         "scatters its own list of nonzeros into its strips' operand tile), vector (a fixed N of 1..16: "
+         "a warp a row, on CUDA cores), or auto")
       ->check(CLI::IsMember({"auto", "records", "scatter", "vector"}))
       ->capture_default_str();
 }

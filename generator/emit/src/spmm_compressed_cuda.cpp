@@ -27,7 +27,8 @@ EmittedKernel emit_spmm_compressed_cuda(const SpmmPlan& plan, const CsrMatrix& a
                               {"WARPS", std::to_string(body->warps)},
                               {"ROWS", std::to_string(spmm_compressed_rows(*body))},
                               {"M", std::to_string(plan.problem.m)},
-                              {"UNROLL", std::to_string(kSpmmVectorUnroll)},
+                              {"N", std::to_string(plan.problem.n)},
+                              {"UNROLL", std::to_string(spmm_vector_unroll(plan.problem.n))},
                               {"BIAS", plan.epilogue.bias ? "true" : "false"},
                               {"RELU", plan.epilogue.relu ? "true" : "false"},
                               {"PROGRAMMATIC", plan.hints.programmatic ? "true" : "false"}});

@@ -56,14 +56,15 @@ void finish_compressed(SpmmPlan& p, const SpmmOptions& options, const GpuTarget&
 SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmOptions& options,
                      const GpuTarget& target) {
   const SpmmCompressedOptions& o = options.compressed;
-  if (problem.n_mode != SpmmNMode::fixed || problem.n != 1)
-    throw UsageError(fmt::format("plan_spmm: the vector layout computes a fixed N of 1, not {}{}", problem.n,
+  if (problem.n_mode != SpmmNMode::fixed || problem.n > rt::kVectorMaxN)
+    throw UsageError(fmt::format("plan_spmm: the vector layout computes a fixed N of 1..{}, not {}{}",
+                                 rt::kVectorMaxN, problem.n,
                                  problem.n_mode == SpmmNMode::fixed ? "" : " at run time"));
   if (problem.k > rt::kVectorMaxK)
     throw UsageError(fmt::format("plan_spmm: the vector layout takes K up to {} (16-bit columns), not {}",
                                  rt::kVectorMaxK, problem.k));
   if (o.scatter.value_or(false) || o.formats || o.chunk_k || o.stages || o.splits > 1 || o.kept_rounds ||
-      (options.n_tile && options.n_tile != 8))
+      (options.n_tile && options.n_tile != round_up(problem.n, 8)))
     throw UsageError(
         "plan_spmm: the vector layout takes no scatter lists, record formats, chunks, stages, splits, kept "
         "rounds or n tile");
@@ -81,7 +82,7 @@ SpmmPlan plan_vector(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
     throw UsageError(fmt::format("plan_spmm: a vector block of {} warps cannot share {} rows evenly", b.warps,
                                  16 * b.strips_per_warp));
   b.chunk_k = rt::kRecordCols;
-  b.n_tile = 8;
+  b.n_tile = static_cast<std::int32_t>(round_up(problem.n, 8));  // one column tile
   b.bitmap_weight = kCompressedBitmapWeight;
   b.position_weight = kCompressedPositionWeight;
   const std::int64_t rows = spmm_compressed_rows(b), row_blocks = ceil_div(problem.m, rows);
@@ -119,9 +120,10 @@ SpmmPlan plan_compressed(const CsrMatrix& a, const SpmmProblem& problem, const S
         "plan_spmm: compressed plans take no forced blocklets (every piece is a tensor-core operand)");
   if (!target.mma_f16) throw UsageError(fmt::format("plan_spmm: {} has no f16 tensor cores", target.arch));
   const SpmmCompressedOptions& o = options.compressed;
-  // A fixed N of 1 takes the vector layout unless the options name another layout or record formats.
-  if (o.vector.value_or(!o.scatter && !o.formats && problem.n_mode == SpmmNMode::fixed && problem.n == 1 &&
-                        problem.k <= rt::kVectorMaxK))
+  // A fixed N up to kCompressedVectorMaxN takes the vector layout unless the options name another layout
+  // or record formats.
+  if (o.vector.value_or(!o.scatter && !o.formats && problem.n_mode == SpmmNMode::fixed &&
+                        problem.n <= kCompressedVectorMaxN && problem.k <= rt::kVectorMaxK))
     return plan_vector(a, problem, options, target);
   SpmmPlan p;
   p.problem = problem;

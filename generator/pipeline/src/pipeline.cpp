@@ -231,7 +231,7 @@ SpmmArtifact compile_spmm(const CsrMatrix& a, const SpmmRequest& request, const 
                 spmm_compressed_layout(*art.plan.compressed()),
                 request.options.compressed.scatter || request.options.compressed.vector ? " as asked"
                 : art.plan.compressed()->vector
-                    ? std::string(" at a fixed N of 1")
+                    ? fmt::format(" at a fixed N up to {}", spmm_rules::kCompressedVectorMaxN)
                     : fmt::format(", the scatter layout for layers at most {:.0f} % dense",
                                   100 * spmm_rules::kCompressedScatterDensity))
           : family + " (the automatic rule)";

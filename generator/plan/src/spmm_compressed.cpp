@@ -491,20 +491,23 @@ DenseMatrix interpret_spmm_compressed(const SpmmPlan& plan, const std::vector<st
   std::vector<double> bq(b.data.size());
   for (std::size_t i = 0; i < bq.size(); ++i) bq[i] = round_to(pr.dtype, b.data[i]);
   if (shape.vector) {
-    // Each row's exact products summed, rounded once to fp32 (the kernel's fp32 lane sums and warp
+    // Each output's exact products summed, rounded once to fp32 (the kernel's fp32 lane sums and warp
     // reduction agree to a few ulps), then bias, ReLU and the dtype's rounding.
-    std::vector<double> sum(static_cast<std::size_t>(pr.m), 0.0);
+    std::vector<double> sum(static_cast<std::size_t>(pr.m * n), 0.0);
     rt::walk_vector_stream(
         stream, pr.m, pr.k, "interpret_spmm", [&](std::int64_t row, std::int64_t col, std::uint16_t v) {
-          sum[static_cast<std::size_t>(row)] += weight(v) * bq[static_cast<std::size_t>(col)];
+          const double w = weight(v);
+          for (std::int64_t j = 0; j < n; ++j)
+            sum[static_cast<std::size_t>(row * n + j)] += w * bq[static_cast<std::size_t>(col * n + j)];
         });
-    DenseMatrix c(pr.m, 1, std::nan(""));
-    for (std::int64_t row = 0; row < pr.m; ++row) {
-      float v = static_cast<float>(sum[static_cast<std::size_t>(row)]);
-      if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
-      if (pr.relu) v = std::fmax(v, 0.f);
-      c(row, 0) = round_to(pr.dtype, v);
-    }
+    DenseMatrix c(pr.m, n, std::nan(""));
+    for (std::int64_t row = 0; row < pr.m; ++row)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float v = static_cast<float>(sum[static_cast<std::size_t>(row * n + j)]);
+        if (pr.bias) v += static_cast<float>((*bias)[static_cast<std::size_t>(row)]);
+        if (pr.relu) v = std::fmax(v, 0.f);
+        c(row, j) = round_to(pr.dtype, v);
+      }
     return c;
   }
   const std::int64_t rows = kRows * shape.strips;

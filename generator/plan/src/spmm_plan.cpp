@@ -448,14 +448,17 @@ void check_compressed(const SpmmPlan& p, const SpmmCompressedBody& b, const GpuT
   if (b.scatter && spmm_compressed_rows(b) * b.chunk_k > rt::kScatterSlots)
     err(fmt::format("a scatter tile of {} rows x chunk_k {} passes {} slots", spmm_compressed_rows(b),
                     b.chunk_k, rt::kScatterSlots));
-  if (b.vector && (b.scatter || p.problem.n_mode != SpmmNMode::fixed || p.problem.n != 1 ||
-                   p.problem.k > rt::kVectorMaxK || b.chunk_k != rt::kRecordCols || b.splits != 1 ||
-                   b.n_tile != 8 || b.stage_bytes != 0 || 16 * b.strips_per_warp % b.warps))
+  if (b.vector &&
+      (b.scatter || p.problem.n_mode != SpmmNMode::fixed || p.problem.n > rt::kVectorMaxN ||
+       p.problem.k > rt::kVectorMaxK || b.chunk_k != rt::kRecordCols || b.splits != 1 ||
+       b.n_tile != round_up(p.problem.n, 8) || b.stage_bytes != 0 || 16 * b.strips_per_warp % b.warps))
     err(fmt::format(
-        "a vector plan computes a fixed N of 1 with K at most {} (not N {}{}, K {}), with chunk_k "
-        "{}, one split, n_tile 8, no stage and whole rows a warp (16 x {} strips over {} warps)",
-        rt::kVectorMaxK, p.problem.n, p.problem.n_mode == SpmmNMode::fixed ? "" : " at run time", p.problem.k,
-        rt::kRecordCols, b.strips_per_warp, b.warps));
+        "a vector plan computes a fixed N of 1..{} with K at most {} (not N {}{}, K {}), with chunk_k "
+        "{}, one split, n_tile N rounded up to 8, no stage and whole rows a warp (16 x {} strips over {} "
+        "warps)",
+        rt::kVectorMaxN, rt::kVectorMaxK, p.problem.n,
+        p.problem.n_mode == SpmmNMode::fixed ? "" : " at run time", p.problem.k, rt::kRecordCols,
+        b.strips_per_warp, b.warps));
   if (!errors.empty()) return;
   const std::int64_t rows = spmm_compressed_rows(b);
   const std::int64_t row_blocks = ceil_div(p.problem.m, rows), chunks = ceil_div(p.problem.k, b.chunk_k);

@@ -9,6 +9,7 @@
 #include "sparsecc/common/math.hpp"
 #include "sparsecc/emit/spmm_ptx.hpp"
 #include "sparsecc/inspector/options_json.hpp"
+#include "sparsecc/runtime/compressed_stream.hpp"
 #include "sparsecc/target/target.hpp"
 
 namespace sparsecc::tune {
@@ -237,6 +238,16 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
           c.warps = c.strips_per_warp = 0;  // the layout's own block shape, chunk and stages
           c.chunk_k = c.stages = 0;
         });
+    // The vector layout where it applies (a fixed N up to rt::kVectorMaxN), in its block sizes.
+    if (problem.n_mode == SpmmNMode::fixed && problem.n <= rt::kVectorMaxN && problem.k <= rt::kVectorMaxK)
+      for (const std::int32_t w : dims.compressed_vector_warps) {
+        SpmmOptions o = base;
+        o.value_mode = SpmmValueMode::compressed;
+        o.compressed = {};
+        o.compressed.vector = true;
+        o.compressed.warps = w;
+        add(o, KernelLanguage::cuda, false, fmt::format("vector, {} warps", w));
+      }
     return space;
   }
   // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold

@@ -42,14 +42,14 @@
 // strips (strips w * strips / W .. + strips / W) only: each warp scatters its own list into its part of
 // the tile, reads it back and zeroes the places it wrote. With warp_lists = 0 (bundles written before
 // the lists) a segment is one list that the whole block scatters.
-// The vector layout (shape.vector; N = 1, A's K at most kVectorMaxK): no split or segment tables. Words [0,
-// M] are the row table (row r's entries are [t[r], t[r + 1]) of the data, non-decreasing from t[0] = 0), the
-// data starts at word vector_data_word(M) (M + 1 rounded up to 4) and holds u32 entries value << 16 | column,
-// row after row, columns ascending within a row; the data is padded with zero words to a multiple of 4, so
-// that a warp reads any row in aligned 16-byte pieces (the entries of the pieces outside the row are skipped,
-// not multiplied). Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand
-// register it feeds: rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) .. + 8. Values are 16-bit (the
-// executor's dtype). The record ends at its last byte rounded up to 8.
+// The vector layout (shape.vector; a fixed N of 1..kVectorMaxN, A's K at most kVectorMaxK): no split or
+// segment tables. Words [0, M] are the row table (row r's entries are [t[r], t[r + 1]) of the data,
+// non-decreasing from t[0] = 0), the data starts at word vector_data_word(M) (M + 1 rounded up to 4) and
+// holds u32 entries value << 16 | column, row after row, columns ascending within a row; the data is padded
+// with zero words to a multiple of 4, so that a warp reads any row in aligned 16-byte pieces (the entries of
+// the pieces outside the row are skipped, not multiplied). Sub-tile j = 4 q + f of a piece: step q (columns
+// 16 q .. + 16), and f the A-operand register it feeds: rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) ..
+// + 8. Values are 16-bit (the executor's dtype). The record ends at its last byte rounded up to 8.
 #pragma once
 
 #include <array>
@@ -71,6 +71,7 @@ inline constexpr int kMaxClusterSplits = 16;
 
 inline constexpr std::int64_t kScatterSlots = 32768;  // a scatter block's tile (rows x chunk_k), at most
 inline constexpr std::int64_t kVectorMaxK = 65536;    // a vector entry's column is 16 bits
+inline constexpr std::int64_t kVectorMaxN = 16;       // a vector kernel's lane holds N sums
 
 enum class RecordFormat : std::uint8_t { bitmap = 0, positions = 1, dense = 2 };
 

@@ -72,7 +72,8 @@ class SpmmExecutor {
 
   // Enqueues C = A·B (+bias, ReLU as planned) on `stream`. Throws std::invalid_argument for a null
   // pointer, n < 1, (fixed mode) n other than metadata.n, or B or C not aligned to the loads the
-  // kernel makes (8 bytes for fp32 kernels with two columns a thread; cudaMalloc's pointers are);
+  // kernel makes (8 bytes for fp32 kernels with two columns a thread, 16 for compressed kernels at a
+  // fixed N that is a multiple of 8, 8 for vector kernels at N = 4; cudaMalloc's pointers are);
   // DriverError when the launch fails.
   // Convolution bundles (metadata.conv) take `run_conv` instead, and `run` refuses them.
   void run(CUdeviceptr B, CUdeviceptr C, int n, CUstream stream = nullptr, RunOptions options = {}) const;

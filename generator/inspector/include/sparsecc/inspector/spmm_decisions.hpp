@@ -138,9 +138,12 @@ inline constexpr std::int64_t kCompressedWideSplitChunks = 10;
 // Scatter plans keep the rounds of 32 entries a warp's list takes on average over the chunks that
 // hold any, at most this many (more hold registers and load padding in the shorter lists).
 inline constexpr std::int32_t kCompressedKeptRounds = 4;
-// Vector plans (fixed N = 1): blocks of 16 rows and this many warps, one row a warp, while A's rows fit
-// one wave of the SMs' warp slots; half as many warps (two rows a warp) past that.
+// Vector plans: blocks of 16 rows and this many warps, one row a warp, while A's rows fit one wave of the
+// SMs' warp slots; half as many warps (two rows a warp) past that.
 inline constexpr std::int32_t kCompressedVectorWarps = 16;
+// A fixed N up to this many columns takes the vector layout automatically (K permitting); past it the
+// tensor-core layouts (the tuner's space still holds the vector layout up to rt::kVectorMaxN).
+inline constexpr std::int64_t kCompressedVectorMaxN = 4;
 // Whether the automatic value mode is compressed: f16 / bf16 layers of at least kCompressedMinNnz
 // nonzeros at N <= kCompressedColumns, planned without forced blocklets or tiling.
 bool auto_compressed(const SpmmInspection& in, const SpmmProblem& problem, const SpmmOptions& options);

@@ -239,12 +239,12 @@ struct SpmmCompressedBody {
   // scatters into its strips of a dense operand tile of rows x chunk_k (formats and weights unused);
   // else records.
   bool scatter = false;
-  // The vector layout (fixed N = 1, K at most rt::kVectorMaxK): the stream holds A's rows as entries
-  // value << 16 | column behind a row table (rt::walk_vector_stream), and warp w of a block computes
-  // rows w, w + warps, .. of the block's rows (16 * strips_per_warp) as dot products of the row's
-  // entries with B's one column, on the CUDA cores (fp32 products and sums). Nothing is staged: chunk_k
-  // is 64, stages 2, splits 1, n_tile 8, stage_bytes 0 and the shared memory 0; formats and weights
-  // are unused.
+  // The vector layout (a fixed N of 1..rt::kVectorMaxN, K at most rt::kVectorMaxK): the stream holds
+  // A's rows as entries value << 16 | column behind a row table (rt::walk_vector_stream), and warp w of
+  // a block computes rows w, w + warps, .. of the block's rows (16 * strips_per_warp) as the row's
+  // entries times their rows of B, on the CUDA cores (fp32 products and sums). Nothing is staged:
+  // chunk_k is 64, stages 2, splits 1, n_tile N rounded up to 8 (one column tile), stage_bytes 0 and
+  // the shared memory 0; formats and weights are unused.
   bool vector = false;
   // The scatter layout: rounds of 32 entries of its list a warp loads at once, keeping their places in
   // registers for the zeros it writes back (later rounds are loaded again for those); 1..8.
@@ -272,9 +272,9 @@ using SpmmBody = std::variant<SpmmUnrolledBody, SpmmRolledBody, SpmmCompressedBo
 // (rows x chunk_k values and a 16-byte pad slot); split plans reuse the stages for the row block's
 // fp32 partial sums (rows_per_block x n_tile).
 inline constexpr std::int32_t kSpmmCompressedMaxStages = 8;
-// 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first (evidence:
-// docs/design/spmm-plan-evidence.md#compressed-plans).
-inline constexpr std::int32_t kSpmmVectorUnroll = 4;
+// 16-byte pieces of four entries a lane of a vector kernel loads before it uses the first, by N: each
+// piece's entries bring N values of B a lane (evidence: docs/design/spmm-plan-evidence.md#compressed-plans).
+inline constexpr std::int32_t spmm_vector_unroll(std::int64_t n) { return n == 1 ? 4 : n <= 4 ? 2 : 1; }
 inline constexpr std::int32_t kSpmmCompressedMaxKeptRounds = 8;
 inline constexpr std::int64_t kSpmmCompressedScratchBytes = 4096;  // a warp's
 bool spmm_compressed_swizzled(std::int64_t n_tile);
