@@ -16,9 +16,11 @@
 // A warp reads its row's entries in aligned 16-byte pieces of four (lane l takes the pieces l, l + 32,
 // .. from the row's first piece; entries of a piece outside the row are skipped), loads the entries'
 // rows of B through the read-only cache (16-byte vectors where N is a multiple of 8, 8-byte ones where it
-// is 4, 4-byte words where it is even), adds the products in fp32 (N sums a lane), then the warp adds its lanes' sums: halving
-// exchanges leave each column's sum with 32 / P lanes (P: N rounded up to a power of two), a butterfly
-// finishes it, and the first of those lanes adds the bias, applies ReLU, rounds once and stores.
+// is 4, 4-byte words where it is even, 2-byte values where it is odd; at N = 16 two groups of 16 lanes
+// take 8 columns each, so that a row is one load), adds the products in fp32 (N / groups sums a lane),
+// then the warp adds its lanes' sums: halving exchanges leave each column's sum with 32 / P lanes (P: N
+// rounded up to a power of two), a butterfly finishes it, and the first of those lanes adds the bias,
+// applies ReLU, rounds once and stores.
 // ABI: grid (1, ceil(M / ROWS)), block (32 * WARPS), no shared memory; B and C 16-bit, aligned to 16
 // bytes where N is a multiple of 8, 8 where N is 4, else 4; `stream` is the fragments argument.
 #define SPCC_BF16 /*@BF16*/0/*@end*/
