@@ -30,6 +30,8 @@
 //                  the kernel scatters without arithmetic).
 //   dense (2)      bytes 4-7 zero; then 4 steps x 32 lanes x 8 values: lane L's operand a0..a7 of
 //                  mma.sync m16n8k16 (row-major A) for that step.
+// Sub-tile j = 4 q + f of a piece: step q (columns 16 q .. + 16), and f the A-operand register it feeds:
+// rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) .. + 8. A record ends at its last byte rounded up to 8.
 //
 // The scatter layout (shape.scatter): a segment is instead lists of u32 entries, value << 16 | place,
 // each in any order and padded to 16 bytes with entries of place rows x chunk_k (the block's pad slot,
@@ -47,9 +49,8 @@
 // non-decreasing from t[0] = 0), the data starts at word vector_data_word(M) (M + 1 rounded up to 4) and
 // holds u32 entries value << 16 | column, row after row, columns ascending within a row; the data is padded
 // with zero words to a multiple of 4, so that a warp reads any row in aligned 16-byte pieces (the entries of
-// the pieces outside the row are skipped, not multiplied). Sub-tile j = 4 q + f of a piece: step q (columns
-// 16 q .. + 16), and f the A-operand register it feeds: rows 8 (f & 1) .. + 8, columns 16 q + 8 (f >> 1) ..
-// + 8. Values are 16-bit (the executor's dtype). The record ends at its last byte rounded up to 8.
+// the pieces outside the row are skipped, not multiplied).
+// In every layout, values are 16-bit (the executor's dtype).
 #pragma once
 
 #include <array>
