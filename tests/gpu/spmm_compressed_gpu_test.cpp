@@ -9,8 +9,8 @@
 // 12288 x 1536 one (the automatic rule's 256-row scatter blocks, run-time N, bias and ReLU), and the DLMC
 // transformer 0.9 matrices when the data folder is present; the scatter layout through the same classes
 // (splits, block shapes, chunks, kept list rounds, N, epilogues, dtypes) and on the LLM-sized and DLMC
-// layers; the vector layout (a fixed N of 1) through blocks of 4..16 warps, short, empty and dense rows,
-// bias and ReLU, both dtypes and the automatic rule on LLM-sized layers. Skips without a GPU.
+// layers; the vector layout (a fixed N of 1..16) through blocks of 4..16 warps, short, empty and dense
+// rows, bias and ReLU, both dtypes and the automatic rule on LLM-sized layers. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -71,7 +71,7 @@ SpmmOptions scattered(std::int32_t splits = 0, std::int32_t chunk_k = 0, std::in
   return o;
 }
 
-// The vector layout (a fixed N of 1), `warps` a block (0: the rule's).
+// The vector layout (a fixed N of 1..rt::kVectorMaxN), `warps` a block (0: the rule's).
 SpmmOptions vectored(std::int32_t warps = 0) {
   SpmmOptions o;
   o.value_mode = SpmmValueMode::compressed;

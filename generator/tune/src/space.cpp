@@ -187,25 +187,28 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
       set(o.compressed);
       add(o, KernelLanguage::cuda, false, point);
     };
+    // The vector layout in one block size: its own options alone (it takes none of the tensor-core
+    // layouts'), with the default's strips where the default is a vector plan.
+    const auto vector_candidate = [&](std::int32_t w) {
+      SpmmOptions o = base;
+      o.value_mode = SpmmValueMode::compressed;
+      o.compressed = {};
+      o.compressed.vector = true;
+      o.compressed.warps = w;
+      if (d.vector) o.compressed.strips_per_warp = d.strips_per_warp;
+      add(o, KernelLanguage::cuda, false, fmt::format("vector, {} warps", w));
+    };
     if (d.vector) {
-      // The vector layout's block sizes, and the tensor-core layouts at the same N.
-      const auto vector_variant = [&](const std::string& point, auto&& set) {
+      // The vector layout's other block sizes, and the tensor-core layouts at the same N.
+      for (const std::int32_t w : dims.compressed_vector_warps)
+        if (w != d.warps) vector_candidate(w);
+      for (const bool scatter : dims.compressed_layouts) {
         SpmmOptions o = base;
         o.value_mode = SpmmValueMode::compressed;
-        set(o.compressed);
-        add(o, KernelLanguage::cuda, false, point);
-      };
-      for (const std::int32_t w : dims.compressed_vector_warps)
-        if (w != d.warps)
-          vector_variant(fmt::format("vector, {} warps", w), [&](SpmmCompressedOptions& c) {
-            c.vector = true;
-            c.warps = w;
-          });
-      for (const bool scatter : dims.compressed_layouts)
-        vector_variant(scatter ? "scatter layout" : "records layout", [&](SpmmCompressedOptions& c) {
-          c.vector = false;
-          c.scatter = scatter;
-        });
+        o.compressed.vector = false;
+        o.compressed.scatter = scatter;
+        add(o, KernelLanguage::cuda, false, scatter ? "scatter layout" : "records layout");
+      }
       return space;
     }
     for (const std::int32_t s : dims.compressed_splits)
@@ -240,14 +243,7 @@ SpmmSpace spmm_space(const CsrMatrix& a, const SpmmProblem& problem, const SpmmO
         });
     // The vector layout where it applies (a fixed N up to rt::kVectorMaxN), in its block sizes.
     if (problem.n_mode == SpmmNMode::fixed && problem.n <= rt::kVectorMaxN && problem.k <= rt::kVectorMaxK)
-      for (const std::int32_t w : dims.compressed_vector_warps) {
-        SpmmOptions o = base;
-        o.value_mode = SpmmValueMode::compressed;
-        o.compressed = {};
-        o.compressed.vector = true;
-        o.compressed.warps = w;
-        add(o, KernelLanguage::cuda, false, fmt::format("vector, {} warps", w));
-      }
+      for (const std::int32_t w : dims.compressed_vector_warps) vector_candidate(w);
     return space;
   }
   // Second, the rules' plan of the other kind (rolled, or unrolled baked) where the dimensions hold

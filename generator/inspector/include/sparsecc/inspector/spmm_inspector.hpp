@@ -75,7 +75,7 @@ struct SpmmCompressedOptions {
   std::optional<std::int32_t> position_weight;
   std::optional<bool> scatter;   // the scatter layout (SpmmCompressedBody::scatter)
   std::int32_t kept_rounds = 0;  // list rounds a warp keeps (SpmmCompressedBody::kept_rounds); 0: automatic
-  std::optional<bool> vector;    // the vector layout (SpmmCompressedBody::vector); empty: at a fixed N of 1
+  std::optional<bool> vector;    // the vector layout (SpmmCompressedBody::vector); empty: the rule's
   bool operator==(const SpmmCompressedOptions&) const = default;
 };
 // Asks for the layout that `layout` names (spmm_compressed_layout's words); false, and `o` as it was,
